@@ -1,0 +1,20 @@
+/* bf_filter_internal.h -- the bf_filter struct, shared by filter.c and the
+ * loader in format.c. */
+#ifndef BF_FILTER_INTERNAL_H
+#define BF_FILTER_INTERNAL_H
+
+#include "bf_internal.h"
+
+struct bf_filter {
+    bf_kind kind;
+    union {
+        bf_blocked *b;
+        bf_scalable *s;
+        bf_counting *c;
+    } u;
+    bool readonly; /* cells used in place from a file or caller's buffer */
+    void *map;     /* mapping to unmap on destroy, or NULL */
+    size_t maplen;
+};
+
+#endif

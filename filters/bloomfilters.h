@@ -1,0 +1,383 @@
+/*
+ * bloomfilters.h -- libbloomfilters, the filters bloomstage runs on.
+ *
+ * Three structures share one hash and one file format:
+ *
+ *   bf_blocked    a blocked Bloom filter: 512-bit (one cache line) blocks,
+ *                 k probes inside one block, so an insert or a lookup costs
+ *                 one cache miss.  Sized from (capacity, fpr) with the
+ *                 blocked-filter formula so the *measured* rate meets fpr.
+ *   bf_scalable   a cascade of blocked layers (Almeida et al.): layer i has
+ *                 capacity n0*s^i and error P0*r^i with P0 = P*(1-r), so the
+ *                 compound error stays <= P however many keys arrive.
+ *   bf_counting   a blocked counting filter: 128 four-bit saturating counters
+ *                 per cache line, for entries that must be removable.
+ *
+ * Hashing: a key is hashed once with XXH3-128 (bf_hash_key); every operation
+ * has an `_h` form taking that hash, so a caller checking one key against a
+ * dedup filter and several blocklists hashes it once.  The low 64 bits pick
+ * the block (multiply-shift, no modulo), the high 64 bits drive the
+ * in-block probes (slices of it and of splitmix64 outputs seeded from it,
+ * 9 bits per probe, 7 for counters).
+ *
+ * bf_filter is a tagged handle over any of the three, used by whatever works
+ * on "a filter file" without caring which kind it holds (blocklists, the
+ * `filter` commands, checkpoints).
+ *
+ * Conventions (librdkafka's): functions that can fail return bf_err and, when
+ * given one, write a human-readable reason into errstr[errstr_size].  This
+ * library never prints and never exits.  _destroy accepts NULL.
+ * Nothing here is thread-safe for concurrent writers; concurrent readers of a
+ * filter nobody writes are fine.
+ */
+#ifndef BLOOMFILTERS_H
+#define BLOOMFILTERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define BF_WARN_UNUSED __attribute__((warn_unused_result))
+#else
+#define BF_WARN_UNUSED
+#endif
+
+typedef enum bf_err {
+    BF_OK = 0,
+    BF_ERR_NOMEM,        /* allocation failed, or a memory cap was reached */
+    BF_ERR_INVALID,      /* a parameter out of range */
+    BF_ERR_IO,           /* reading or writing a file failed (errno kept) */
+    BF_ERR_FORMAT,       /* a serialized filter is damaged or not ours */
+    BF_ERR_VERSION,      /* a serialized filter from an unknown format version */
+    BF_ERR_INCOMPATIBLE, /* two filters that cannot be combined */
+    BF_ERR_READONLY,     /* a write to a filter used in place from a file */
+} bf_err;
+
+/* A short constant name for an error code ("corrupt or foreign data", ...). */
+const char *bf_err_str(bf_err err);
+
+/* ------------------------------------------------------------------------ */
+/* Hashing                                                                   */
+
+/* Hash functions a serialized filter can name.  Only one exists so far; the
+ * id is stored so a future one can be told apart. */
+#define BF_HASH_XXH3_128 1u
+
+typedef struct bf_hash {
+    uint64_t lo; /* picks the block */
+    uint64_t hi; /* drives the probes */
+} bf_hash;
+
+/* XXH3-128 of key[0..len) with `seed`.  Filters only agree on a key's hash
+ * when they share the seed: every filter stores its seed, and bf_hash values
+ * must be computed with the seed of the filter they are passed to. */
+bf_hash bf_hash_key(const void *key, size_t len, uint64_t seed);
+
+/* The default seed of filters built by bloomstage. */
+#define BF_DEFAULT_SEED UINT64_C(0x626c6f6f6d737467) /* "bloomstg" */
+
+/* ------------------------------------------------------------------------ */
+/* Statistics, common to every kind                                          */
+
+typedef enum bf_kind {
+    BF_KIND_BLOCKED = 1,
+    BF_KIND_SCALABLE = 2,
+    BF_KIND_COUNTING = 3,
+} bf_kind;
+
+const char *bf_kind_name(bf_kind kind); /* "blocked", "scalable", "counting" */
+
+typedef struct bf_info {
+    bf_kind kind;
+    uint32_t hash_id;
+    uint64_t seed;
+    uint64_t capacity;  /* keys the filter was sized for (all layers so far) */
+    double fpr_target;  /* the design target (compound, for scalable) */
+    uint32_t k;         /* probes per key (of the newest layer) */
+    uint32_t layers;    /* 1 unless scalable */
+    uint64_t cells;     /* bits, or counters for counting filters */
+    uint64_t bytes;     /* memory of the cell arrays */
+    uint64_t inserts;   /* inserts that changed the filter (new keys) */
+    uint64_t cells_set; /* bits set / counters non-zero */
+    double fill;        /* cells_set / cells */
+    double est_keys;    /* distinct keys estimated from the bits */
+    double est_fpr;     /* false-positive rate estimated from the fill */
+} bf_info;
+
+/* ------------------------------------------------------------------------ */
+/* Sizing                                                                    */
+
+/* Cells per block: 512 bits for bf_blocked, 128 counters for bf_counting. */
+#define BF_BLOCK_BITS 512u
+#define BF_COUNTING_BLOCK_CELLS 128u
+#define BF_MAX_K 64u
+
+/* Chooses block count and k so that `capacity` keys in blocks of
+ * `block_cells` cells give a false-positive rate <= fpr by the blocked-filter
+ * formula (Poisson-distributed block loads, classic rate inside a block).
+ * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, 0.5], or a size
+ * beyond 2^40 blocks. */
+bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
+                   uint64_t *nblocks, uint32_t *k) BF_WARN_UNUSED;
+
+/* The blocked-filter formula itself: expected false-positive rate of a
+ * filter of `nblocks` blocks of `block_cells` cells, k probes, holding n
+ * keys. */
+double bf_blocked_fpr_expected(uint64_t nblocks, uint32_t block_cells,
+                               uint32_t k, double n);
+
+/* ------------------------------------------------------------------------ */
+/* Blocked Bloom filter                                                      */
+
+typedef struct bf_blocked bf_blocked;
+
+/* A filter for `capacity` keys at false-positive rate `fpr`.  Returns NULL
+ * and writes why into errstr on bad parameters or allocation failure. */
+bf_blocked *bf_blocked_new(uint64_t capacity, double fpr, uint64_t seed,
+                           char *errstr, size_t errstr_size);
+/* A filter with explicit geometry (nblocks >= 1, 1 <= k <= BF_MAX_K). */
+bf_blocked *bf_blocked_new_geometry(uint64_t nblocks, uint32_t k,
+                                    uint64_t seed, char *errstr,
+                                    size_t errstr_size);
+void bf_blocked_destroy(bf_blocked *bf);
+
+uint64_t bf_blocked_seed(const bf_blocked *bf);
+
+/* Adds a key; returns true if it set at least one new bit (the key was not
+ * already "maybe present").  Never fails.  Must not be called on a filter
+ * loaded read-only in place (bf_filter with BF_LOAD_INPLACE). */
+bool bf_blocked_add_h(bf_blocked *bf, bf_hash h);
+bool bf_blocked_add(bf_blocked *bf, const void *key, size_t len);
+/* True if the key may be present; false means certainly absent. */
+bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h);
+bool bf_blocked_contains(const bf_blocked *bf, const void *key, size_t len);
+/* One call: true if the key was new (and is now added), false if it was
+ * already maybe-present (filter unchanged). */
+bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h);
+bool bf_blocked_add_if_absent(bf_blocked *bf, const void *key, size_t len);
+
+void bf_blocked_info(const bf_blocked *bf, bf_info *out);
+
+/* Union in place: dst |= src.  Both must have the same geometry, seed and
+ * hash; otherwise BF_ERR_INCOMPATIBLE with the reason in errstr. */
+bf_err bf_blocked_merge(bf_blocked *dst, const bf_blocked *src, char *errstr,
+                        size_t errstr_size) BF_WARN_UNUSED;
+
+/* ------------------------------------------------------------------------ */
+/* Scalable filter                                                           */
+
+typedef struct bf_scalable_params {
+    uint64_t initial_capacity; /* n0: keys in the first layer (> 0) */
+    double fpr;                /* P: compound target, (0, 0.5] */
+    double growth;             /* s: capacity ratio of layer i+1 to i, >= 1 */
+    double tightening;         /* r: error ratio of layer i+1 to i, (0, 1) */
+    uint64_t seed;
+    uint64_t max_bytes;        /* cap on cell memory; 0 = no cap */
+} bf_scalable_params;
+
+/* n0 = 1e5, P = 1e-6, s = 2, r = 0.85, BF_DEFAULT_SEED, no cap. */
+void bf_scalable_params_default(bf_scalable_params *p);
+
+typedef struct bf_scalable bf_scalable;
+
+bf_scalable *bf_scalable_new(const bf_scalable_params *p, char *errstr,
+                             size_t errstr_size);
+void bf_scalable_destroy(bf_scalable *sb);
+
+uint64_t bf_scalable_seed(const bf_scalable *sb);
+void bf_scalable_params_get(const bf_scalable *sb, bf_scalable_params *out);
+
+/* Maybe present in any layer (newest first). */
+bool bf_scalable_contains_h(const bf_scalable *sb, bf_hash h);
+bool bf_scalable_contains(const bf_scalable *sb, const void *key, size_t len);
+
+/* Insert = lookup + add to the newest layer, growing a new layer when the
+ * newest is full.  Returns 1 if the key was new and is now added, 0 if it was
+ * already maybe-present, or -BF_ERR_NOMEM if a new layer could not be
+ * allocated (or max_bytes would be passed): the key is then NOT added. */
+int bf_scalable_add_if_absent_h(bf_scalable *sb, bf_hash h) BF_WARN_UNUSED;
+int bf_scalable_add_if_absent(bf_scalable *sb, const void *key,
+                              size_t len) BF_WARN_UNUSED;
+
+uint32_t bf_scalable_layers(const bf_scalable *sb);
+/* Per-layer statistics (layer 0 is the oldest); false if no such layer. */
+bool bf_scalable_layer_info(const bf_scalable *sb, uint32_t layer,
+                            bf_info *out);
+/* Whole-filter statistics: est_fpr is the compound rate
+ * 1 - prod(1 - rate_i) of the layers at their current fill. */
+void bf_scalable_info(const bf_scalable *sb, bf_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Counting Bloom filter                                                     */
+
+typedef struct bf_counting bf_counting;
+
+bf_counting *bf_counting_new(uint64_t capacity, double fpr, uint64_t seed,
+                             char *errstr, size_t errstr_size);
+void bf_counting_destroy(bf_counting *cf);
+
+uint64_t bf_counting_seed(const bf_counting *cf);
+
+/* Increments the key's k counters; a counter at 15 saturates and stays 15
+ * for ever (it is never decremented again), so saturation can never cause a
+ * false negative.  Returns true if the key was not maybe-present before. */
+bool bf_counting_add_h(bf_counting *cf, bf_hash h);
+bool bf_counting_add(bf_counting *cf, const void *key, size_t len);
+
+/* Removes one occurrence of a key.  If the filter says the key is absent
+ * (some counter is 0) nothing changes and false is returned: removing a key
+ * that was never added is then a no-op.  Otherwise every non-saturated
+ * counter of the key is decremented and true is returned.
+ *
+ * Caveat, inherent to counting filters: removing a key that was never added
+ * but is a false positive (probability <= fpr) decrements counters that
+ * belong to other keys and may turn one of them into a false negative.  Only
+ * remove keys you added. */
+bool bf_counting_remove_h(bf_counting *cf, bf_hash h);
+bool bf_counting_remove(bf_counting *cf, const void *key, size_t len);
+
+bool bf_counting_contains_h(const bf_counting *cf, bf_hash h);
+bool bf_counting_contains(const bf_counting *cf, const void *key, size_t len);
+
+/* The smallest of the key's counters (0..15): 0 means absent. */
+unsigned bf_counting_min_count_h(const bf_counting *cf, bf_hash h);
+/* Counters stuck at 15. */
+uint64_t bf_counting_saturated(const bf_counting *cf);
+
+void bf_counting_info(const bf_counting *cf, bf_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Estimates from the bits                                                   */
+
+/* Distinct keys in a set of `cells` bits with `set` of them set, k probes:
+ * n = -(m/k) ln(1 - X/m).  Returns INFINITY for a full filter. */
+double bf_estimate_count(uint64_t cells, uint64_t set, uint32_t k);
+
+/* The same for a blocked filter of nblocks blocks of block_cells cells: it
+ * solves E[X] = nblocks * B * (1 - exp(lambda * ((1 - 1/B)^k - 1))) for
+ * lambda, which accounts for keys landing k probes in one block (the plain
+ * formula reads about 1% low on blocked filters).  For k << B the two agree.
+ * bf_info.est_keys and the union/intersection estimates use this one. */
+double bf_estimate_count_blocked(uint64_t nblocks, uint32_t block_cells,
+                                 uint64_t set, uint32_t k);
+
+/* Estimated |A u B| and |A n B| (inclusion-exclusion) of two compatible
+ * blocked filters, without changing either. */
+bf_err bf_blocked_estimate_union(const bf_blocked *a, const bf_blocked *b,
+                                 double *out, char *errstr,
+                                 size_t errstr_size) BF_WARN_UNUSED;
+bf_err bf_blocked_estimate_intersection(const bf_blocked *a,
+                                        const bf_blocked *b, double *out,
+                                        char *errstr,
+                                        size_t errstr_size) BF_WARN_UNUSED;
+
+/* ------------------------------------------------------------------------ */
+/* Any filter, and the serialized format                                     */
+
+typedef struct bf_filter bf_filter;
+
+/* Wrap a filter; the bf_filter owns it from then on. */
+bf_filter *bf_filter_from_blocked(bf_blocked *bf);
+bf_filter *bf_filter_from_scalable(bf_scalable *sb);
+bf_filter *bf_filter_from_counting(bf_counting *cf);
+void bf_filter_destroy(bf_filter *f);
+
+bf_kind bf_filter_kind(const bf_filter *f);
+/* The wrapped filter if it is of that kind, else NULL.  Still owned by f. */
+bf_blocked *bf_filter_blocked(bf_filter *f);
+bf_scalable *bf_filter_scalable(bf_filter *f);
+bf_counting *bf_filter_counting(bf_filter *f);
+uint64_t bf_filter_seed(const bf_filter *f);
+
+bool bf_filter_contains_h(const bf_filter *f, bf_hash h);
+bool bf_filter_contains(const bf_filter *f, const void *key, size_t len);
+/* Adds a key: 1 new, 0 was maybe-present, negative -bf_err on failure
+ * (-BF_ERR_READONLY for a filter used in place from a file). */
+int bf_filter_add(bf_filter *f, const void *key, size_t len) BF_WARN_UNUSED;
+void bf_filter_info(const bf_filter *f, bf_info *out);
+
+/* Union in place (dst |= src) of two filters of the same kind and geometry;
+ * scalable filters merge layer by layer and must have the same layers. */
+bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
+                       size_t errstr_size) BF_WARN_UNUSED;
+
+/*
+ * Serialized format (version 1), all integers little-endian:
+ *
+ *   offset size
+ *   0      8    magic "BLMFLTR\0"
+ *   8      2    format version (1)
+ *   10     2    kind (bf_kind)
+ *   12     4    hash id (BF_HASH_XXH3_128)
+ *   16     8    seed
+ *   24     8    total file size in bytes, trailer included
+ *   32     4    layer count L (1 for blocked and counting)
+ *   36     4    header size H (64 + 64*L), reserved for later growth
+ *   40     8    scalable: compound fpr P (double); 0 for other kinds
+ *   48     8    scalable: growth s (double); 0 for other kinds
+ *   56     8    scalable: tightening r (double); 0 for other kinds
+ *   64     64*L layer descriptors:
+ *                 u64 nblocks, u32 k, u32 block_cells, u64 capacity,
+ *                 f64 fpr, u64 inserts, u64 cells_set, u64 data offset,
+ *                 u64 data size
+ *   H      ...  each layer's cell array at its data offset, 64-byte aligned
+ *   end-8  8    XXH3-64 (seed 0) of every byte before it
+ *
+ * A loader checks, before allocating anything: magic, version, kind, hash
+ * id, that the file size field equals the bytes given, that L and H agree
+ * and are bounded, that every layer's data size equals what its geometry
+ * needs and lies inside the file without overlap, and the checksum.
+ */
+#define BF_FORMAT_VERSION 1u
+#define BF_MAX_LAYERS 64u
+
+/* Bytes bf_filter_serialize will write. */
+uint64_t bf_filter_serialized_size(const bf_filter *f);
+
+/* Streams the serialized filter through `write`, which returns 0 on success
+ * and anything else to abort (its value is then returned as BF_ERR_IO). */
+typedef int (*bf_write_fn)(void *opaque, const void *buf, size_t len);
+bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write,
+                           void *opaque) BF_WARN_UNUSED;
+
+/* Load flags. */
+#define BF_LOAD_COPY 0u    /* copy the cell arrays; buffer can go after */
+#define BF_LOAD_INPLACE 1u /* use buf's cell arrays in place (read-only);
+                              buf must be 64-byte aligned and outlive f */
+#define BF_LOAD_NOVERIFY 2u /* skip the checksum (structure still checked) */
+
+bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
+                          bf_filter **out, char *errstr,
+                          size_t errstr_size) BF_WARN_UNUSED;
+
+/* Reads (BF_LOAD_COPY) or memory-maps (BF_LOAD_INPLACE, read-only, unmapped
+ * by bf_filter_destroy) a filter file.  errstr names the path. */
+bf_err bf_filter_load_file(const char *path, unsigned flags, bf_filter **out,
+                           char *errstr, size_t errstr_size) BF_WARN_UNUSED;
+
+/* Writes a filter to `path` atomically: a temp file beside it, fsync,
+ * rename, fsync of the directory. */
+bf_err bf_filter_save_file(const bf_filter *f, const char *path, char *errstr,
+                           size_t errstr_size) BF_WARN_UNUSED;
+
+/* Writes a file atomically: `produce` streams its bytes through the given
+ * write function into a temp file beside `path` (buffered); then fsync,
+ * rename over path, fsync of the directory.  On any failure the temp file is
+ * removed, path is untouched, and errstr says which step failed and why
+ * (e.g. "No space left on device").  Used for filter files and the stage's
+ * checkpoints alike. */
+typedef bf_err (*bf_produce_fn)(void *opaque, bf_write_fn write,
+                                void *wopaque);
+bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
+                            void *opaque, char *errstr,
+                            size_t errstr_size) BF_WARN_UNUSED;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BLOOMFILTERS_H */

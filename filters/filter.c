@@ -1,0 +1,224 @@
+/*
+ * filter.c -- bf_filter, one handle over any kind of filter, for the code
+ * that works on "a filter file" (blocklists, the filter commands,
+ * checkpoints) without caring which kind it holds.
+ *
+ * A bf_filter owns the filter it wraps and, for a filter loaded in place from
+ * a file, the mapping its cells live in (unmapped by bf_filter_destroy).
+ */
+#include "bf_internal.h"
+#include "bf_filter_internal.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+static bf_filter *wrap(bf_kind kind, void *p)
+{
+    if (!p)
+        return NULL;
+    bf_filter *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->kind = kind;
+    switch (kind) {
+    case BF_KIND_BLOCKED:
+        f->u.b = p;
+        break;
+    case BF_KIND_SCALABLE:
+        f->u.s = p;
+        break;
+    case BF_KIND_COUNTING:
+        f->u.c = p;
+        break;
+    }
+    return f;
+}
+
+bf_filter *bf_filter_from_blocked(bf_blocked *bf)
+{
+    return wrap(BF_KIND_BLOCKED, bf);
+}
+bf_filter *bf_filter_from_scalable(bf_scalable *sb)
+{
+    return wrap(BF_KIND_SCALABLE, sb);
+}
+bf_filter *bf_filter_from_counting(bf_counting *cf)
+{
+    return wrap(BF_KIND_COUNTING, cf);
+}
+
+void bf_filter_destroy(bf_filter *f)
+{
+    if (!f)
+        return;
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        bf_blocked_destroy(f->u.b);
+        break;
+    case BF_KIND_SCALABLE:
+        bf_scalable_destroy(f->u.s);
+        break;
+    case BF_KIND_COUNTING:
+        bf_counting_destroy(f->u.c);
+        break;
+    }
+    if (f->map)
+        munmap(f->map, f->maplen);
+    free(f);
+}
+
+bf_kind bf_filter_kind(const bf_filter *f) { return f->kind; }
+
+bf_blocked *bf_filter_blocked(bf_filter *f)
+{
+    return f->kind == BF_KIND_BLOCKED ? f->u.b : NULL;
+}
+bf_scalable *bf_filter_scalable(bf_filter *f)
+{
+    return f->kind == BF_KIND_SCALABLE ? f->u.s : NULL;
+}
+bf_counting *bf_filter_counting(bf_filter *f)
+{
+    return f->kind == BF_KIND_COUNTING ? f->u.c : NULL;
+}
+
+uint64_t bf_filter_seed(const bf_filter *f)
+{
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        return f->u.b->seed;
+    case BF_KIND_SCALABLE:
+        return f->u.s->params.seed;
+    case BF_KIND_COUNTING:
+        return f->u.c->seed;
+    }
+    return 0;
+}
+
+bool bf_filter_contains_h(const bf_filter *f, bf_hash h)
+{
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        return bf_blocked_contains_h(f->u.b, h);
+    case BF_KIND_SCALABLE:
+        return bf_scalable_contains_h(f->u.s, h);
+    case BF_KIND_COUNTING:
+        return bf_counting_contains_h(f->u.c, h);
+    }
+    return false;
+}
+
+bool bf_filter_contains(const bf_filter *f, const void *key, size_t len)
+{
+    return bf_filter_contains_h(f, bf_hash_key(key, len, bf_filter_seed(f)));
+}
+
+int bf_filter_add(bf_filter *f, const void *key, size_t len)
+{
+    if (f->readonly)
+        return -BF_ERR_READONLY;
+    bf_hash h = bf_hash_key(key, len, bf_filter_seed(f));
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        return bf_blocked_add_h(f->u.b, h) ? 1 : 0;
+    case BF_KIND_SCALABLE:
+        return bf_scalable_add_if_absent_h(f->u.s, h);
+    case BF_KIND_COUNTING:
+        return bf_counting_add_h(f->u.c, h) ? 1 : 0;
+    }
+    return -BF_ERR_INVALID;
+}
+
+void bf_filter_info(const bf_filter *f, bf_info *out)
+{
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        bf_blocked_info(f->u.b, out);
+        break;
+    case BF_KIND_SCALABLE:
+        bf_scalable_info(f->u.s, out);
+        break;
+    case BF_KIND_COUNTING:
+        bf_counting_info(f->u.c, out);
+        break;
+    }
+}
+
+static bf_err merge_counting(bf_counting *dst, const bf_counting *src,
+                             char *errstr, size_t errstr_size)
+{
+    if (dst->nblocks != src->nblocks || dst->k != src->k ||
+        dst->seed != src->seed) {
+        bf_seterr(errstr, errstr_size,
+                  "different geometry or seed: %llu blocks k=%u seed %#llx vs "
+                  "%llu blocks k=%u seed %#llx",
+                  (unsigned long long)dst->nblocks, dst->k,
+                  (unsigned long long)dst->seed,
+                  (unsigned long long)src->nblocks, src->k,
+                  (unsigned long long)src->seed);
+        return BF_ERR_INCOMPATIBLE;
+    }
+    uint64_t n = dst->nblocks * BF_BLOCK_BYTES;
+    dst->cells_set = dst->saturated = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned lo = (dst->cells[i] & 0xfu) + (src->cells[i] & 0xfu);
+        unsigned hi = (unsigned)(dst->cells[i] >> 4) + (src->cells[i] >> 4);
+        lo = lo > 15 ? 15 : lo;
+        hi = hi > 15 ? 15 : hi;
+        dst->cells[i] = (uint8_t)(lo | hi << 4);
+        dst->cells_set += (lo != 0) + (hi != 0);
+        dst->saturated += (lo == 15) + (hi == 15);
+    }
+    dst->inserts += src->inserts;
+    return BF_OK;
+}
+
+bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
+                       size_t errstr_size)
+{
+    if (dst->readonly) {
+        bf_seterr(errstr, errstr_size,
+                  "the destination filter is read-only (used in place)");
+        return BF_ERR_READONLY;
+    }
+    if (dst->kind != src->kind) {
+        bf_seterr(errstr, errstr_size, "cannot merge a %s filter into a %s "
+                  "filter", bf_kind_name(src->kind), bf_kind_name(dst->kind));
+        return BF_ERR_INCOMPATIBLE;
+    }
+    switch (dst->kind) {
+    case BF_KIND_BLOCKED:
+        return bf_blocked_merge(dst->u.b, src->u.b, errstr, errstr_size);
+    case BF_KIND_COUNTING:
+        return merge_counting(dst->u.c, src->u.c, errstr, errstr_size);
+    case BF_KIND_SCALABLE:
+        break;
+    }
+    bf_scalable *a = dst->u.s;
+    const bf_scalable *b = src->u.s;
+    if (a->nlayers != b->nlayers) {
+        bf_seterr(errstr, errstr_size,
+                  "scalable filters with %u and %u layers cannot be merged",
+                  a->nlayers, b->nlayers);
+        return BF_ERR_INCOMPATIBLE;
+    }
+    /* Check every layer before changing any, so a refusal changes nothing. */
+    for (uint32_t i = 0; i < a->nlayers; i++) {
+        const bf_blocked *x = a->layers[i], *y = b->layers[i];
+        if (x->nblocks != y->nblocks || x->k != y->k || x->seed != y->seed) {
+            bf_seterr(errstr, errstr_size,
+                      "layer %u differs: %llu blocks k=%u vs %llu blocks k=%u"
+                      " (or different seeds)",
+                      i, (unsigned long long)x->nblocks, x->k,
+                      (unsigned long long)y->nblocks, y->k);
+            return BF_ERR_INCOMPATIBLE;
+        }
+    }
+    for (uint32_t i = 0; i < a->nlayers; i++) {
+        bf_err err = bf_blocked_merge(a->layers[i], b->layers[i], errstr,
+                                      errstr_size);
+        if (err)
+            return err;
+    }
+    return BF_OK;
+}

@@ -1,0 +1,626 @@
+/*
+ * format.c -- the serialized filter format (described in bloomfilters.h):
+ * writing it, loading it defensively, and atomic file writes.
+ *
+ * Loading trusts nothing: every length, count and offset is checked against
+ * the bytes actually given before anything is allocated, so a damaged or
+ * hostile file costs at most its own size in memory, and each rejection
+ * names what is wrong.  Cell arrays are 64-byte aligned in the file so a
+ * blocklist can be mmap'd and used in place.
+ */
+#include "bf_filter_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the filter format stores cell words little-endian; port format.c"
+#endif
+
+static const char MAGIC[8] = {'B', 'L', 'M', 'F', 'L', 'T', 'R', 0};
+#define HDR_SIZE 64u
+#define DESC_SIZE 64u
+#define TRAILER_SIZE 8u
+
+/* -- little-endian field access ------------------------------------------ */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void putf64(uint8_t *p, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put64(p, v);
+}
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static double getf64(const uint8_t *p)
+{
+    uint64_t v = get64(p);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+
+/* -- a uniform view of a filter's layers ---------------------------------- */
+
+typedef struct layer_view {
+    uint64_t nblocks;
+    uint32_t k, block_cells;
+    uint64_t capacity;
+    double fpr;
+    uint64_t inserts, cells_set;
+    const void *cells; /* nblocks * 64 bytes */
+} layer_view;
+
+static void view_blocked(const bf_blocked *bf, layer_view *v)
+{
+    v->nblocks = bf->nblocks;
+    v->k = bf->k;
+    v->block_cells = BF_BLOCK_BITS;
+    v->capacity = bf->capacity;
+    v->fpr = bf->fpr;
+    v->inserts = bf->inserts;
+    v->cells_set = bf->bits_set;
+    v->cells = bf->words;
+}
+
+static uint32_t filter_layers(const bf_filter *f)
+{
+    return f->kind == BF_KIND_SCALABLE ? f->u.s->nlayers : 1;
+}
+
+static void filter_layer(const bf_filter *f, uint32_t i, layer_view *v)
+{
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        view_blocked(f->u.b, v);
+        return;
+    case BF_KIND_SCALABLE:
+        view_blocked(f->u.s->layers[i], v);
+        return;
+    case BF_KIND_COUNTING: {
+        const bf_counting *cf = f->u.c;
+        v->nblocks = cf->nblocks;
+        v->k = cf->k;
+        v->block_cells = BF_COUNTING_BLOCK_CELLS;
+        v->capacity = cf->capacity;
+        v->fpr = cf->fpr;
+        v->inserts = cf->inserts;
+        v->cells_set = cf->cells_set;
+        v->cells = cf->cells;
+        return;
+    }
+    }
+}
+
+uint64_t bf_filter_serialized_size(const bf_filter *f)
+{
+    uint32_t n = filter_layers(f);
+    uint64_t size = HDR_SIZE + (uint64_t)DESC_SIZE * n + TRAILER_SIZE;
+    for (uint32_t i = 0; i < n; i++) {
+        layer_view v;
+        filter_layer(f, i, &v);
+        size += v.nblocks * BF_BLOCK_BYTES;
+    }
+    return size;
+}
+
+/* -- writing --------------------------------------------------------------- */
+
+typedef struct hashing_writer {
+    bf_write_fn write;
+    void *opaque;
+    XXH3_state_t *state;
+} hashing_writer;
+
+static int hw_write(hashing_writer *w, const void *buf, size_t len)
+{
+    if (XXH3_64bits_update(w->state, buf, len) != XXH_OK)
+        return -1;
+    return w->write(w->opaque, buf, len);
+}
+
+bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
+{
+    uint32_t n = filter_layers(f);
+    uint32_t hsize = HDR_SIZE + DESC_SIZE * n;
+    uint8_t *hdr = calloc(1, hsize);
+    XXH3_state_t *state = XXH3_createState();
+    bf_err err = BF_ERR_NOMEM;
+    if (!hdr || !state || XXH3_64bits_reset(state) != XXH_OK)
+        goto out;
+
+    memcpy(hdr, MAGIC, 8);
+    put16(hdr + 8, BF_FORMAT_VERSION);
+    put16(hdr + 10, (uint16_t)f->kind);
+    put32(hdr + 12, BF_HASH_XXH3_128);
+    put64(hdr + 16, bf_filter_seed(f));
+    put64(hdr + 24, bf_filter_serialized_size(f));
+    put32(hdr + 32, n);
+    put32(hdr + 36, hsize);
+    if (f->kind == BF_KIND_SCALABLE) {
+        putf64(hdr + 40, f->u.s->params.fpr);
+        putf64(hdr + 48, f->u.s->params.growth);
+        putf64(hdr + 56, f->u.s->params.tightening);
+    }
+    uint64_t offset = hsize;
+    for (uint32_t i = 0; i < n; i++) {
+        layer_view v;
+        filter_layer(f, i, &v);
+        uint8_t *d = hdr + HDR_SIZE + DESC_SIZE * i;
+        put64(d, v.nblocks);
+        put32(d + 8, v.k);
+        put32(d + 12, v.block_cells);
+        put64(d + 16, v.capacity);
+        putf64(d + 24, v.fpr);
+        put64(d + 32, v.inserts);
+        put64(d + 40, v.cells_set);
+        put64(d + 48, offset);
+        put64(d + 56, v.nblocks * BF_BLOCK_BYTES);
+        offset += v.nblocks * BF_BLOCK_BYTES;
+    }
+
+    hashing_writer w = {write, opaque, state};
+    err = BF_ERR_IO;
+    if (hw_write(&w, hdr, hsize))
+        goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        layer_view v;
+        filter_layer(f, i, &v);
+        /* In slices: a write callback may take size_t, a layer is u64. */
+        const uint8_t *p = v.cells;
+        uint64_t left = v.nblocks * BF_BLOCK_BYTES;
+        while (left) {
+            size_t chunk = left > (1u << 30) ? (1u << 30) : (size_t)left;
+            if (hw_write(&w, p, chunk))
+                goto out;
+            p += chunk;
+            left -= chunk;
+        }
+    }
+    uint8_t trailer[8];
+    put64(trailer, XXH3_64bits_digest(state));
+    if (write(opaque, trailer, sizeof(trailer)))
+        goto out;
+    err = BF_OK;
+out:
+    XXH3_freeState(state);
+    free(hdr);
+    return err;
+}
+
+/* -- loading --------------------------------------------------------------- */
+
+typedef struct parsed {
+    bf_kind kind;
+    uint64_t seed;
+    uint32_t nlayers;
+    bf_scalable_params sp;
+    layer_view layers[BF_MAX_LAYERS];
+} parsed;
+
+#define FAIL(code, ...)                                                        \
+    do {                                                                       \
+        bf_seterr(errstr, errstr_size, __VA_ARGS__);                           \
+        return code;                                                           \
+    } while (0)
+
+static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
+                    char *errstr, size_t errstr_size)
+{
+    if (len < 16 || memcmp(buf, MAGIC, 8) != 0) {
+        if (len >= 8 && memcmp(buf, MAGIC, 8) != 0)
+            FAIL(BF_ERR_FORMAT, "not a bloomstage filter (bad magic)");
+        FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a filter "
+             "header", len);
+    }
+    uint16_t version = get16(buf + 8);
+    if (version != BF_FORMAT_VERSION)
+        FAIL(BF_ERR_VERSION, "format version %u is not supported (this "
+             "build reads version %u)", version, BF_FORMAT_VERSION);
+    if (len < HDR_SIZE + TRAILER_SIZE)
+        FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a filter "
+             "header", len);
+    uint64_t file_size = get64(buf + 24);
+    if (file_size != len)
+        FAIL(BF_ERR_FORMAT, "truncated or extended: header says %llu bytes, "
+             "got %zu", (unsigned long long)file_size, len);
+    if (!(flags & BF_LOAD_NOVERIFY)) {
+        uint64_t want = get64(buf + len - TRAILER_SIZE);
+        uint64_t got = XXH3_64bits(buf, len - TRAILER_SIZE);
+        if (want != got)
+            FAIL(BF_ERR_FORMAT, "checksum mismatch: stored %016llx, computed "
+                 "%016llx (the file is damaged)", (unsigned long long)want,
+                 (unsigned long long)got);
+    }
+    uint16_t kind = get16(buf + 10);
+    if (kind != BF_KIND_BLOCKED && kind != BF_KIND_SCALABLE &&
+        kind != BF_KIND_COUNTING)
+        FAIL(BF_ERR_FORMAT, "unknown filter kind %u", kind);
+    uint32_t hash_id = get32(buf + 12);
+    if (hash_id != BF_HASH_XXH3_128)
+        FAIL(BF_ERR_FORMAT, "unknown hash function id %u", hash_id);
+    p->kind = kind;
+    p->seed = get64(buf + 16);
+    p->nlayers = get32(buf + 32);
+    uint32_t hsize = get32(buf + 36);
+    if (p->nlayers == 0 || p->nlayers > BF_MAX_LAYERS ||
+        (kind != BF_KIND_SCALABLE && p->nlayers != 1))
+        FAIL(BF_ERR_FORMAT, "bad layer count %u for a %s filter", p->nlayers,
+             bf_kind_name(kind));
+    if (hsize != HDR_SIZE + DESC_SIZE * p->nlayers)
+        FAIL(BF_ERR_FORMAT, "header size %u does not match %u layers", hsize,
+             p->nlayers);
+    if ((uint64_t)hsize + TRAILER_SIZE > len)
+        FAIL(BF_ERR_FORMAT, "truncated: %u layer descriptors do not fit in "
+             "%zu bytes", p->nlayers, len);
+    if (kind == BF_KIND_SCALABLE) {
+        p->sp.fpr = getf64(buf + 40);
+        p->sp.growth = getf64(buf + 48);
+        p->sp.tightening = getf64(buf + 56);
+        if (!(p->sp.fpr > 0 && p->sp.fpr <= 0.5) ||
+            !(p->sp.growth >= 1 && p->sp.growth <= 1024) ||
+            !(p->sp.tightening > 0 && p->sp.tightening < 1))
+            FAIL(BF_ERR_FORMAT, "bad scalable parameters: fpr %g, growth %g, "
+                 "tightening %g", p->sp.fpr, p->sp.growth, p->sp.tightening);
+        p->sp.seed = p->seed;
+        p->sp.max_bytes = 0;
+    }
+    uint32_t want_cells =
+        kind == BF_KIND_COUNTING ? BF_COUNTING_BLOCK_CELLS : BF_BLOCK_BITS;
+    uint64_t expect_offset = hsize;
+    for (uint32_t i = 0; i < p->nlayers; i++) {
+        const uint8_t *d = buf + HDR_SIZE + DESC_SIZE * i;
+        layer_view *v = &p->layers[i];
+        v->nblocks = get64(d);
+        v->k = get32(d + 8);
+        v->block_cells = get32(d + 12);
+        v->capacity = get64(d + 16);
+        v->fpr = getf64(d + 24);
+        v->inserts = get64(d + 32);
+        v->cells_set = get64(d + 40);
+        uint64_t off = get64(d + 48), size = get64(d + 56);
+        if (v->nblocks == 0 || v->nblocks > BF_MAX_BLOCKS)
+            FAIL(BF_ERR_FORMAT, "layer %u: block count %llu out of range", i,
+                 (unsigned long long)v->nblocks);
+        if (v->k == 0 || v->k > BF_MAX_K)
+            FAIL(BF_ERR_FORMAT, "layer %u: k %u out of range 1..%u", i, v->k,
+                 BF_MAX_K);
+        if (v->block_cells != want_cells)
+            FAIL(BF_ERR_FORMAT, "layer %u: %u cells per block, expected %u",
+                 i, v->block_cells, want_cells);
+        if (size != v->nblocks * BF_BLOCK_BYTES)
+            FAIL(BF_ERR_FORMAT, "layer %u: data size %llu does not match %llu "
+                 "blocks", i, (unsigned long long)size,
+                 (unsigned long long)v->nblocks);
+        if (off != expect_offset || off % BF_BLOCK_BYTES)
+            FAIL(BF_ERR_FORMAT, "layer %u: data offset %llu, expected %llu", i,
+                 (unsigned long long)off, (unsigned long long)expect_offset);
+        if (size > len - TRAILER_SIZE - off)
+            FAIL(BF_ERR_FORMAT, "truncated: layer %u data (%llu bytes at "
+                 "%llu) runs past the end of the %zu-byte file", i,
+                 (unsigned long long)size, (unsigned long long)off, len);
+        if (v->cells_set > v->nblocks * want_cells)
+            FAIL(BF_ERR_FORMAT, "layer %u: %llu cells set of %llu", i,
+                 (unsigned long long)v->cells_set,
+                 (unsigned long long)(v->nblocks * want_cells));
+        if (!(v->fpr >= 0 && v->fpr <= 0.5))
+            FAIL(BF_ERR_FORMAT, "layer %u: fpr %g out of range", i, v->fpr);
+        v->cells = buf + off;
+        expect_offset = off + size;
+    }
+    if (expect_offset != len - TRAILER_SIZE)
+        FAIL(BF_ERR_FORMAT, "sizes do not add up: layers end at %llu, "
+             "checksum at %zu", (unsigned long long)expect_offset,
+             len - TRAILER_SIZE);
+    if (kind == BF_KIND_SCALABLE)
+        p->sp.initial_capacity = p->layers[0].capacity;
+    return BF_OK;
+}
+
+/* A layer's cells: the file's own (in place) or a fresh aligned copy. */
+static void *layer_cells(const layer_view *v, bool inplace)
+{
+    if (inplace)
+        return (void *)v->cells;
+    void *c = bf_alloc_aligned(v->nblocks * BF_BLOCK_BYTES);
+    if (c)
+        memcpy(c, v->cells, v->nblocks * BF_BLOCK_BYTES);
+    return c;
+}
+
+static bf_blocked *build_blocked(const layer_view *v, uint64_t seed,
+                                 bool inplace)
+{
+    uint64_t *w = layer_cells(v, inplace);
+    bf_blocked *bf = w ? bf_blocked_wrap(w, v->nblocks, v->k, !inplace, seed)
+                       : NULL;
+    if (!bf) {
+        if (!inplace)
+            free(w);
+        return NULL;
+    }
+    bf->capacity = v->capacity;
+    bf->fpr = v->fpr;
+    bf->inserts = v->inserts;
+    bf->bits_set = v->cells_set;
+    return bf;
+}
+
+bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
+                          bf_filter **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    bool inplace = flags & BF_LOAD_INPLACE;
+    if (inplace && ((uintptr_t)buf % BF_BLOCK_BYTES) != 0)
+        FAIL(BF_ERR_INVALID, "in-place use needs a 64-byte aligned buffer");
+    parsed *p = calloc(1, sizeof(*p));
+    if (!p)
+        FAIL(BF_ERR_NOMEM, "out of memory");
+    bf_err err = parse(buf, len, flags, p, errstr, errstr_size);
+    if (err) {
+        free(p);
+        return err;
+    }
+    bf_filter *f = NULL;
+    switch (p->kind) {
+    case BF_KIND_BLOCKED:
+        f = bf_filter_from_blocked(build_blocked(&p->layers[0], p->seed,
+                                                 inplace));
+        break;
+    case BF_KIND_COUNTING: {
+        const layer_view *v = &p->layers[0];
+        uint8_t *c = layer_cells(v, inplace);
+        bf_counting *cf =
+            c ? bf_counting_wrap(c, v->nblocks, v->k, !inplace, p->seed)
+              : NULL;
+        if (cf) {
+            cf->capacity = v->capacity;
+            cf->fpr = v->fpr;
+            cf->inserts = v->inserts;
+        } else if (!inplace) {
+            free(c);
+        }
+        f = bf_filter_from_counting(cf);
+        break;
+    }
+    case BF_KIND_SCALABLE: {
+        bf_blocked **layers = calloc(p->nlayers, sizeof(*layers));
+        uint32_t built = 0;
+        while (layers && built < p->nlayers &&
+               (layers[built] = build_blocked(&p->layers[built], p->seed,
+                                              inplace)))
+            built++;
+        bf_scalable *sb = built == p->nlayers
+                              ? bf_scalable_wrap(&p->sp, layers, built)
+                              : NULL;
+        if (!sb && layers) {
+            for (uint32_t i = 0; i < built; i++)
+                bf_blocked_destroy(layers[i]);
+            free(layers);
+        }
+        f = bf_filter_from_scalable(sb);
+        break;
+    }
+    }
+    free(p);
+    if (!f)
+        FAIL(BF_ERR_NOMEM, "out of memory loading a %zu-byte filter", len);
+    /* bf_filter_from_* frees nothing on failure: the wrapped filter leaks
+     * only if calloc of the tiny handle fails after a successful build. */
+    f->readonly = inplace;
+    *out = f;
+    return BF_OK;
+}
+
+bf_err bf_filter_load_file(const char *path, unsigned flags, bf_filter **out,
+                           char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        FAIL(BF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        FAIL(BF_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        FAIL(BF_ERR_IO, "%s: not a regular file", path);
+    }
+    if (st.st_size < (off_t)(HDR_SIZE + TRAILER_SIZE)) {
+        close(fd);
+        FAIL(BF_ERR_FORMAT, "%s: truncated: %lld bytes is too short for a "
+             "filter", path, (long long)st.st_size);
+    }
+    size_t len = (size_t)st.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        FAIL(BF_ERR_IO, "%s: cannot map: %s", path, strerror(e));
+    char why[256] = "";
+    bf_err err = bf_filter_load_mem(map, len, flags, out, why, sizeof(why));
+    if (err) {
+        munmap(map, len);
+        FAIL(err, "%s: %s", path, why);
+    }
+    if (flags & BF_LOAD_INPLACE) {
+        (*out)->map = map;
+        (*out)->maplen = len;
+    } else {
+        munmap(map, len);
+    }
+    return BF_OK;
+}
+
+/* -- atomic file writes ---------------------------------------------------- */
+
+typedef struct file_writer {
+    int fd;
+    int err; /* errno of the first failure */
+    size_t used;
+    uint8_t buf[1 << 16];
+} file_writer;
+
+static int fw_flush(file_writer *w)
+{
+    size_t off = 0;
+    while (off < w->used) {
+        ssize_t n = write(w->fd, w->buf + off, w->used - off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            w->err = errno;
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    w->used = 0;
+    return 0;
+}
+
+static int fw_write(void *opaque, const void *data, size_t len)
+{
+    file_writer *w = opaque;
+    const uint8_t *p = data;
+    while (len) {
+        if (w->used == sizeof(w->buf) && fw_flush(w))
+            return -1;
+        size_t n = sizeof(w->buf) - w->used;
+        n = n < len ? n : len;
+        memcpy(w->buf + w->used, p, n);
+        w->used += n;
+        p += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
+                            void *opaque, char *errstr, size_t errstr_size)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
+        FAIL(BF_ERR_INVALID, "%s: path too long", path);
+    file_writer *w = malloc(sizeof(*w));
+    if (!w)
+        FAIL(BF_ERR_NOMEM, "%s: out of memory", path);
+    w->used = 0;
+    w->err = 0;
+    w->fd = mkostemp(tmp, O_CLOEXEC);
+    if (w->fd < 0) {
+        int e = errno;
+        free(w);
+        FAIL(BF_ERR_IO, "%s: cannot create a temp file: %s", path,
+             strerror(e));
+    }
+    const char *step = "write";
+    bf_err err = produce(opaque, fw_write, w);
+    if (err == BF_OK && fw_flush(w) != 0)
+        err = BF_ERR_IO;
+    if (err == BF_OK && fsync(w->fd) != 0) {
+        w->err = errno;
+        step = "fsync";
+        err = BF_ERR_IO;
+    }
+    if (close(w->fd) != 0 && err == BF_OK) {
+        w->err = errno;
+        step = "close";
+        err = BF_ERR_IO;
+    }
+    if (err == BF_OK && rename(tmp, path) != 0) {
+        w->err = errno;
+        step = "rename";
+        err = BF_ERR_IO;
+    }
+    if (err != BF_OK) {
+        unlink(tmp);
+        if (w->err)
+            bf_seterr(errstr, errstr_size, "%s: %s failed: %s", path, step,
+                      strerror(w->err));
+        else
+            bf_seterr(errstr, errstr_size, "%s: %s failed: %s", path, step,
+                      bf_err_str(err));
+        free(w);
+        return err;
+    }
+    free(w);
+    if (fsync_dir_of(path) != 0)
+        FAIL(BF_ERR_IO, "%s: fsync of the directory failed: %s", path,
+             strerror(errno));
+    return BF_OK;
+}
+
+static bf_err produce_filter(void *opaque, bf_write_fn write, void *wopaque)
+{
+    return bf_filter_serialize(opaque, write, wopaque);
+}
+
+bf_err bf_filter_save_file(const bf_filter *f, const char *path, char *errstr,
+                           size_t errstr_size)
+{
+    return bf_write_file_atomic(path, produce_filter, (void *)f, errstr,
+                                errstr_size);
+}
