@@ -1,0 +1,214 @@
+/*
+ * cmd_dedup.c -- `bloomstage dedup`: the stage's dedup filter as a Unix line
+ * filter.  Each line is written the first time it is seen; like
+ * awk '!seen[$0]++' but in memory bounded by the scalable filter (about 5
+ * bytes a distinct line at the default rate), not by the lines themselves.
+ *
+ * The price is the filter's: a line never seen before is dropped as a
+ * "duplicate" with probability <= --fpr over the whole run (1e-6 default).
+ */
+#include "commands.h"
+#include "util.h"
+
+#include <bloomfilters.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char DEDUP_HELP[] =
+    "usage: bloomstage dedup [--fpr P] [--capacity N] [--max-memory BYTES]\n"
+    "                        [--stats] < in > out\n"
+    "\n"
+    "Writes each line of standard input the first time it is seen (lines\n"
+    "compared without their '\\n'; a last line without one gets one).\n"
+    "\n"
+    "  --fpr P            probability bound that a new line is wrongly\n"
+    "                     dropped, over the whole stream (default 1e-6)\n"
+    "  --capacity N       lines the first filter layer holds (default 1M);\n"
+    "                     layers double as the stream grows\n"
+    "  --max-memory B     fail rather than grow the filter past B bytes\n"
+    "                     (suffixes k, M, G; default no cap)\n"
+    "  --stats            print lines read, written, dropped, filter layers\n"
+    "                     and memory on stderr at the end\n"
+    "\n"
+    "Exit 0, 1 on a read/write error or when --max-memory is reached (the\n"
+    "output then holds every line up to the one reported), 2 on a usage\n"
+    "error.\n";
+
+#define MAX_LINE (64u << 20)
+#define OUT_BUF (1u << 20)
+
+typedef struct out_buf {
+    char *buf;
+    size_t used;
+} out_buf;
+
+static int out_flush(out_buf *o)
+{
+    size_t off = 0;
+    while (off < o->used) {
+        ssize_t n = write(STDOUT_FILENO, o->buf + off, o->used - off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    o->used = 0;
+    return 0;
+}
+
+static int out_line(out_buf *o, const char *line, size_t len)
+{
+    if (len + 1 > OUT_BUF - o->used) {
+        if (out_flush(o))
+            return -1;
+        if (len + 1 > OUT_BUF) { /* a line bigger than the buffer */
+            o->used = 0;
+            ssize_t n;
+            size_t off = 0;
+            while (off < len) {
+                n = write(STDOUT_FILENO, line + off, len - off);
+                if (n < 0 && errno != EINTR)
+                    return -1;
+                off += n > 0 ? (size_t)n : 0;
+            }
+            o->buf[o->used++] = '\n';
+            return 0;
+        }
+    }
+    memcpy(o->buf + o->used, line, len);
+    o->used += len;
+    o->buf[o->used++] = '\n';
+    return 0;
+}
+
+int cmd_dedup(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"fpr", required_argument, NULL, 'p'},
+        {"capacity", required_argument, NULL, 'n'},
+        {"max-memory", required_argument, NULL, 'm'},
+        {"stats", no_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0}};
+    bf_scalable_params params;
+    bf_scalable_params_default(&params);
+    params.initial_capacity = 1000000;
+    bool stats = false;
+    int c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            if (!bs_parse_double(optarg, &params.fpr) ||
+                !(params.fpr > 0 && params.fpr <= 0.1)) {
+                fprintf(stderr, "bloomstage dedup: --fpr '%s' must be a "
+                        "number in (0, 0.1]\n", optarg);
+                return BS_EXIT_USAGE;
+            }
+            break;
+        case 'n':
+            if (!bs_parse_u64(optarg, true, &params.initial_capacity) ||
+                params.initial_capacity == 0) {
+                fprintf(stderr, "bloomstage dedup: --capacity '%s' must be a "
+                        "whole number >= 1\n", optarg);
+                return BS_EXIT_USAGE;
+            }
+            break;
+        case 'm':
+            if (!bs_parse_u64(optarg, true, &params.max_bytes) ||
+                params.max_bytes == 0) {
+                fprintf(stderr, "bloomstage dedup: --max-memory '%s' must be "
+                        "a byte count >= 1\n", optarg);
+                return BS_EXIT_USAGE;
+            }
+            break;
+        case 's':
+            stats = true;
+            break;
+        case 'h':
+            fputs(DEDUP_HELP, stdout);
+            return BS_EXIT_OK;
+        default:
+            fprintf(stderr, "(see 'bloomstage dedup --help')\n");
+            return BS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "bloomstage dedup: unexpected argument '%s': input "
+                "is standard input\n", argv[optind]);
+        return BS_EXIT_USAGE;
+    }
+
+    char err[256];
+    bf_scalable *sb = bf_scalable_new(&params, err, sizeof(err));
+    if (!sb) {
+        fprintf(stderr, "bloomstage dedup: %s\n", err);
+        return BS_EXIT_FAIL;
+    }
+    bs_lines *lr = bs_lines_new(STDIN_FILENO, MAX_LINE);
+    out_buf out = {malloc(OUT_BUF), 0};
+    int rc = BS_EXIT_FAIL;
+    if (!lr || !out.buf) {
+        fprintf(stderr, "bloomstage dedup: out of memory\n");
+        goto done;
+    }
+    uint64_t written = 0;
+    const char *line;
+    size_t len;
+    int r;
+    while ((r = bs_lines_next(lr, &line, &len)) > 0) {
+        int added = bf_scalable_add_if_absent_h(
+            sb, bf_hash_key(line, len, params.seed));
+        if (added < 0) {
+            out_flush(&out);
+            fprintf(stderr, "bloomstage dedup: line %llu: the filter cannot "
+                    "grow past %s (--max-memory); output is complete up to "
+                    "the line before\n",
+                    (unsigned long long)bs_lines_number(lr),
+                    bs_human_bytes(params.max_bytes, err, sizeof(err)));
+            goto done;
+        }
+        if (added) {
+            written++;
+            if (out_line(&out, line, len))
+                break;
+        }
+    }
+    if (r < 0) {
+        fprintf(stderr, "bloomstage dedup: reading line %llu: %s\n",
+                (unsigned long long)bs_lines_number(lr) + 1,
+                errno == E2BIG ? "line longer than 64 MiB" : strerror(errno));
+        out_flush(&out);
+        goto done;
+    }
+    if (r > 0 || out_flush(&out)) {
+        fprintf(stderr, "bloomstage dedup: writing output: %s\n",
+                strerror(errno));
+        goto done;
+    }
+    rc = BS_EXIT_OK;
+    if (stats) {
+        bf_info in;
+        char hb[32];
+        bf_scalable_info(sb, &in);
+        uint64_t lines = bs_lines_number(lr);
+        fprintf(stderr,
+                "lines %llu, written %llu, dropped %llu, layers %u, memory %s,"
+                " estimated fpr %.3g (bound %g)\n",
+                (unsigned long long)lines, (unsigned long long)written,
+                (unsigned long long)(lines - written), in.layers,
+                bs_human_bytes(in.bytes, hb, sizeof(hb)), in.est_fpr,
+                params.fpr);
+    }
+done:
+    free(out.buf);
+    bs_lines_destroy(lr);
+    bf_scalable_destroy(sb);
+    return rc;
+}

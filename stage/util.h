@@ -1,0 +1,60 @@
+/*
+ * util.h -- small helpers the bloomstage commands share: strict number
+ * parsing for command-line values, human-readable sizes, a line reader for
+ * lists and streams, and a progress bar for long jobs on a terminal.
+ */
+#ifndef BLOOMSTAGE_UTIL_H
+#define BLOOMSTAGE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BS_WARN_UNUSED __attribute__((warn_unused_result))
+
+/* Strict parses: the whole string, no sign games, no overflow.  u64 accepts
+ * k/M/G/T suffixes (powers of 1000, "1e6" too) when `suffixes` is true. */
+bool bs_parse_u64(const char *s, bool suffixes, uint64_t *out) BS_WARN_UNUSED;
+bool bs_parse_double(const char *s, double *out) BS_WARN_UNUSED;
+
+/* "1.5 MiB" */
+const char *bs_human_bytes(uint64_t bytes, char *buf, size_t size);
+
+/*
+ * A line reader over a file descriptor, with its own large buffer: faster
+ * than stdio for the multi-gigabyte streams `dedup` sees.  A line is handed
+ * out without its '\n'; the last line need not end in one.  Lines longer
+ * than `max_line` are an error (bs_lines_next returns -1, errno E2BIG), so a
+ * binary file cannot make the reader swallow all memory.
+ */
+typedef struct bs_lines bs_lines;
+
+bs_lines *bs_lines_new(int fd, size_t max_line);
+void bs_lines_destroy(bs_lines *lr);
+/* 1 with *line and *len set (valid until the next call), 0 at end of input,
+ * -1 on a read error or an over-long line (errno says which). */
+int bs_lines_next(bs_lines *lr, const char **line, size_t *len);
+uint64_t bs_lines_number(const bs_lines *lr); /* 1-based, of the last line */
+uint64_t bs_lines_bytes(const bs_lines *lr);  /* consumed so far */
+
+/* A list entry from a raw line: leading and trailing white space (and so a
+ * CRLF's '\r') stripped; false for a blank line or a '#' comment. */
+bool bs_list_entry(const char **line, size_t *len);
+
+/* A progress bar on stderr, drawn only when stderr is a terminal, at most
+ * ten times a second.  total 0 = unknown (a counter is shown instead). */
+typedef struct bs_progress {
+    bool enabled;
+    uint64_t total;
+    const char *what;
+    double last;
+} bs_progress;
+
+void bs_progress_start(bs_progress *p, const char *what, uint64_t total);
+void bs_progress_update(bs_progress *p, uint64_t done, uint64_t items);
+void bs_progress_end(bs_progress *p);
+
+double bs_now(void); /* monotonic seconds */
+
+#endif
