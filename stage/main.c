@@ -13,11 +13,17 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
+    {"run", cmd_run,
+     "run -c FILE [-X key=value]...   the stage: dedup + blocklists on Kafka"},
     {"filter", cmd_filter,
      "filter build|info|query|merge   blocklist filters from lists"},
     {"dedup", cmd_dedup,
      "dedup [options] < in > out      drop repeated lines (awk '!seen[$0]++' "
      "in bounded memory)"},
+    {"checkpoint", cmd_checkpoint,
+     "checkpoint info DIR             what is on disk, per partition"},
+    {"mock-broker", cmd_mock_broker,
+     "mock-broker [-b N] [-t T:P]...  librdkafka's mock cluster on loopback"},
     {"config", cmd_config,
      "config --list|--sample|--check  the configuration keys"},
 };

@@ -1,0 +1,217 @@
+/*
+ * config.h -- bloomstage's configuration: one table of keys, three layers.
+ *
+ * A configuration is a set of `key=value` strings, each parsed and checked
+ * against the key table (config/keys.c) the moment it is set, so an error
+ * always names where the bad value came from:
+ *
+ *   FILE:LINE: key 'dedup.fpr': value '2' out of range (0, 0.1]
+ *   env BLOOMSTAGE_DEDUP_FPR: key 'dedup.fpr': value '2' out of range ...
+ *   -X dedup.fpr=2: key 'dedup.fpr': value '2' out of range (0, 0.1]
+ *
+ * Layers, lowest first: the table's defaults, a properties file
+ * (bs_config_load_file), the environment (bs_config_load_env) and explicit
+ * settings (bs_config_set_arg for `-X key=value`, bs_config_set).  A value
+ * never replaces one from a higher layer, whatever order the loaders are
+ * called in; within one layer the later value wins (as in Kafka).  After the
+ * last layer, bs_config_validate checks what no single value can: required
+ * keys, a path for every blocklist, topics that would loop.
+ *
+ * Keys `kafka.*`, `consumer.*` and `producer.*` are stored, not understood:
+ * the stage hands them to librdkafka with bs_config_foreach (this module
+ * knows nothing of Kafka).  `consumer.group.id` is also a table key with a
+ * default, so it shows up in a "consumer." walk even when nobody set it.
+ *
+ * Ownership: every string and struct a getter returns belongs to the
+ * bs_config and stays valid until the next call that modifies it (a load, a
+ * set, validate) or bs_config_destroy.  Strings passed in are copied.
+ * Reading a configuration nobody modifies from several threads is fine.
+ *
+ * Conventions (librdkafka's): functions that can fail return 0 or -1 and
+ * write a message into errstr[errstr_size] (may be NULL/0).  Nothing here
+ * prints except the bs_config_print_* functions, nothing exits.  The typed
+ * getters take a table key name; asking for a key the table does not have,
+ * or with the wrong type, is a programming error and aborts with a message.
+ */
+#ifndef BLOOMSTAGE_CONFIG_H
+#define BLOOMSTAGE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define BS_CONFIG_WUR __attribute__((warn_unused_result))
+#else
+#define BS_CONFIG_WUR
+#endif
+
+/* Input bounds: a file line (key, '=', value) and a value set by any layer
+ * are at most this many bytes; a key at most BS_CONFIG_MAX_KEY bytes; a
+ * configuration holds at most BS_CONFIG_MAX_KEYS distinct keys. */
+#define BS_CONFIG_MAX_LINE 65536
+#define BS_CONFIG_MAX_KEY 255
+#define BS_CONFIG_MAX_KEYS 4096
+
+/* The prefix of environment variables that set keys. */
+#define BS_CONFIG_ENV_PREFIX "BLOOMSTAGE_"
+
+typedef struct bs_config bs_config;
+
+/* ------------------------------------------------------------------------ */
+/* Parsed values of the structured types                                     */
+
+/* Where a record's dedup or blocklist key comes from. */
+typedef enum bs_config_keyspec_kind {
+    BS_CONFIG_KEYSPEC_KEY = 0, /* "key": the record key */
+    BS_CONFIG_KEYSPEC_VALUE,   /* "value": the whole record value */
+    BS_CONFIG_KEYSPEC_HEADER,  /* "header:NAME": the value of header NAME */
+    BS_CONFIG_KEYSPEC_JSON,    /* "json:/ptr": a JSON pointer into the value */
+} bs_config_keyspec_kind;
+
+typedef struct bs_config_keyspec {
+    bs_config_keyspec_kind kind;
+    /* HEADER: the header name (non-empty).  JSON: the pointer as written
+     * ("" = the whole document, else starts with '/').  KEY, VALUE: "". */
+    const char *arg;
+    /* JSON only: the pointer's reference tokens, unescaped (~1 -> '/',
+     * ~0 -> '~'), so "/a~1b/0" gives {"a/b", "0"}.  0 tokens for "". */
+    size_t ntokens;
+    const char *const *tokens;
+} bs_config_keyspec;
+
+/* One `blocklist.NAME.*` group, after bs_config_validate. */
+typedef struct bs_config_blocklist {
+    const char *name;             /* NAME: [A-Za-z0-9_-]+ */
+    const char *path;             /* blocklist.NAME.path (non-empty) */
+    const bs_config_keyspec *key; /* blocklist.NAME.key, else dedup.key */
+    double fpr;                   /* blocklist.NAME.fpr */
+} bs_config_blocklist;
+
+/* Enum keys: bs_config_get_enum returns the index of the value in the
+ * table's list, which these constants name (a test checks they agree). */
+/* dedup.on.missing.key */
+enum { BS_CONFIG_MISSING_FORWARD = 0, BS_CONFIG_MISSING_REJECT = 1 };
+/* processing.guarantee */
+enum { BS_CONFIG_AT_LEAST_ONCE = 0, BS_CONFIG_EXACTLY_ONCE = 1 };
+/* log.level */
+enum {
+    BS_CONFIG_LOG_ERROR = 0,
+    BS_CONFIG_LOG_WARN = 1,
+    BS_CONFIG_LOG_INFO = 2,
+    BS_CONFIG_LOG_DEBUG = 3,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Building a configuration                                                  */
+
+/* A configuration holding the defaults.  NULL on allocation failure. */
+bs_config *bs_config_new(void);
+void bs_config_destroy(bs_config *cfg);
+
+/* Reads a properties file: `key=value` lines (also `key = value`; the value
+ * is everything after the first '=', may contain '=', surrounding blanks
+ * removed), `#` or `!` comment lines, blank lines, CRLF or LF.  No line
+ * continuations, no escapes, no trailing comments: `a=b # c` sets a to
+ * "b # c".  Errors: "PATH: cannot open ...: strerror", "PATH:LINE: ...". */
+int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
+                        size_t errstr_size) BS_CONFIG_WUR;
+
+/* Applies every `BLOOMSTAGE_*` entry of envp (NULL-terminated, as environ).
+ * The name after the prefix decodes as the apache/kafka image does: `___`
+ * -> '-', `__` -> '_', `_` -> '.', then lower case, so BLOOMSTAGE_DEDUP_FPR
+ * sets dedup.fpr and BLOOMSTAGE_KAFKA_SASL_MECHANISMS kafka.sasl.mechanisms.
+ * A variable that decodes to no key is an error (a typo in a compose file
+ * must not pass silently).  Errors: "env NAME: ...". */
+int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
+                       size_t errstr_size) BS_CONFIG_WUR;
+
+/* `-X key=value` from the command line: highest layer, origin "-X ARG". */
+int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,
+                      size_t errstr_size) BS_CONFIG_WUR;
+
+/* Sets one key (key and value non-NULL) in the highest layer (as -X).
+ * `origin` says where the value came from, for messages and
+ * bs_config_origin; NULL means "-X key=value". */
+int bs_config_set(bs_config *cfg, const char *key, const char *value,
+                  const char *origin, char *errstr,
+                  size_t errstr_size) BS_CONFIG_WUR;
+
+/* Checks the whole: required keys set and non-empty, every blocklist has a
+ * path, output.topic and rejected.topic not among input.topics (the stage
+ * would consume its own output).  Builds the blocklist array.  Call after
+ * the last layer, before the typed accessors below that say so. */
+int bs_config_validate(bs_config *cfg, char *errstr,
+                       size_t errstr_size) BS_CONFIG_WUR;
+
+/* ------------------------------------------------------------------------ */
+/* Reading it                                                                */
+
+/* The value as text (after trimming), or the default, or NULL when the key
+ * has neither.  Works for any key, pattern keys included
+ * ("kafka.bootstrap.servers"); never aborts. */
+const char *bs_config_get_str(const bs_config *cfg, const char *key);
+
+/* Where the value came from: "default", "FILE:LINE", "env NAME" or
+ * "-X key=value" (or the origin given to bs_config_set).  NULL when the key
+ * has no value. */
+const char *bs_config_origin(const bs_config *cfg, const char *key);
+
+/* Typed values of int/size, double, bool and enum keys (the enum as its
+ * index in the allowed list, see the constants above).  A pattern key that
+ * is unset yields its default (blocklist.NAME.fpr: 1e-6). */
+int64_t bs_config_get_int(const bs_config *cfg, const char *key);
+double bs_config_get_double(const bs_config *cfg, const char *key);
+bool bs_config_get_bool(const bs_config *cfg, const char *key);
+int bs_config_get_enum(const bs_config *cfg, const char *key);
+
+/* A key-spec key ("dedup.key", "blocklist.NAME.key" which defaults to
+ * dedup.key).  Never NULL for a table key-spec key. */
+const bs_config_keyspec *bs_config_get_keyspec(const bs_config *cfg,
+                                               const char *key);
+
+/* A topic-list key ("input.topics"): sets *topics to the names (trimmed,
+ * non-empty, no duplicates) and returns how many; 0 and NULL when unset. */
+size_t bs_config_get_topics(const bs_config *cfg, const char *key,
+                            const char *const **topics);
+
+/* The blocklists in the order their NAMEs first appeared.  Valid only after
+ * bs_config_validate returned 0 (before that: 0). */
+size_t bs_config_blocklists(const bs_config *cfg,
+                            const bs_config_blocklist **blocklists);
+
+/* Calls cb(key_without_prefix, value, opaque) for every key that has a value
+ * and starts with `prefix` ("kafka.", "consumer.", "producer."), in the
+ * order the keys were first set (table keys with defaults first).  Stops at
+ * the first non-zero return of cb and returns it; 0 otherwise. */
+int bs_config_foreach(const bs_config *cfg, const char *prefix,
+                      int (*cb)(const char *key, const char *value,
+                                void *opaque),
+                      void *opaque);
+
+/* ------------------------------------------------------------------------ */
+/* Documents the table drives                                                */
+
+/* `bloomstage config --list`: every key with type, default, range and help.
+ * `bloomstage config --sample`: the documented sample file, which
+ * config/bloomstage.conf must equal (a test diffs them).
+ * The effective configuration: every key with a value, its value and
+ * origin, one `key = value  # origin` line each, for people (not for
+ * loading back): control characters in values escaped (\n, \x01), values
+ * of secret-looking keys (password, secret, jaas, private key) replaced by
+ * "[redacted]".
+ * Each returns 0, or -1 if writing to `out` failed. */
+int bs_config_print_list(FILE *out) BS_CONFIG_WUR;
+int bs_config_print_sample(FILE *out) BS_CONFIG_WUR;
+int bs_config_print_effective(const bs_config *cfg, FILE *out) BS_CONFIG_WUR;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,115 @@
+/*
+ * config_int.h -- what the config/ files share and config.h hides: the key
+ * table's row type, parsed values, and the helpers the tests reach into.
+ * Not part of the API; only the config/ sources and tests/test_config.c
+ * include it.
+ *
+ * A row's name is either a plain key ("dedup.fpr") or a pattern with one
+ * '*':  in the middle ("blocklist.*.path") it stands for a NAME of
+ * [A-Za-z0-9_-]+, at the end ("kafka.*") for any non-empty suffix.  Plain
+ * rows are looked up first, so "consumer.group.id" is its own row even though
+ * "consumer.*" would match it too.  Documents print a middle '*' as NAME.
+ */
+#ifndef BLOOMSTAGE_CONFIG_INT_H
+#define BLOOMSTAGE_CONFIG_INT_H
+
+#include "config.h"
+
+typedef enum bs_ctype {
+    BS_CT_STRING = 0,
+    BS_CT_INT,     /* decimal int64 */
+    BS_CT_SIZE,    /* int64 bytes, optional suffix k, M, G, T (1024^n) */
+    BS_CT_DOUBLE,  /* finite decimal */
+    BS_CT_BOOL,    /* true | false */
+    BS_CT_ENUM,    /* one of row->values */
+    BS_CT_KEYSPEC, /* key | value | header:NAME | json:/pointer */
+    BS_CT_TOPICS,  /* comma-separated Kafka topic names */
+} bs_ctype;
+
+#define BS_CF_REQUIRED 0x01u /* validate: must be set and non-empty */
+#define BS_CF_RANGE 0x02u    /* imin..imax (int, size) or dmin..dmax apply */
+#define BS_CF_MIN_OPEN 0x04u /* the lower bound is excluded */
+#define BS_CF_MAX_OPEN 0x08u /* the upper bound is excluded */
+
+typedef struct bs_config_row {
+    const char *name;     /* key or pattern, see above */
+    bs_ctype type;
+    const char *section;  /* title of the group in the sample */
+    const char *def;      /* default as text (parsed like any value); NULL:
+                             none */
+    const char *def_from; /* when unset, take this key's value instead */
+    unsigned flags;       /* BS_CF_* */
+    int64_t imin, imax;
+    double dmin, dmax;
+    const char *const *values; /* enum: allowed values, NULL-terminated */
+    const char *help;          /* one paragraph; documents wrap it */
+    const char *example;       /* `key=value` shown in the sample when the
+                                  row has no plain default to show */
+} bs_config_row;
+
+typedef struct bs_config_section {
+    const char *title;
+    const char *intro; /* printed under the title in the sample; may be NULL */
+} bs_config_section;
+
+extern const bs_config_row bs_config_rows[];
+extern const size_t bs_config_nrows;
+extern const bs_config_section bs_config_sections[];
+extern const size_t bs_config_nsections;
+
+/* A parsed value; which fields mean something depends on the row type. */
+typedef struct bs_value {
+    int64_t i;  /* INT, SIZE */
+    double d;   /* DOUBLE */
+    bool b;     /* BOOL */
+    int e;      /* ENUM: index into row->values */
+    bs_config_keyspec ks; /* KEYSPEC; strings point into ks_buf */
+    char *ks_buf;
+    const char **ks_tokens;
+    const char **topics; /* TOPICS; strings point into topics_buf */
+    size_t ntopics;
+    char *topics_buf;
+} bs_value;
+
+/* Parses `text` as a value of `row`; out->ks.arg points into `text`, which
+ * must outlive *out.  On failure returns -1 and writes the
+ * complaint as it follows "value 'TEXT' " in a message ("out of range (0,
+ * 0.1]", "is not an integer", ...).  *out is owned by the caller, freed with
+ * bs_value_free (also after a failure). */
+int bs_value_parse(const bs_config_row *row, const char *text, bs_value *out,
+                   char *why, size_t why_size);
+void bs_value_free(bs_value *v);
+
+/* The row for `key`.  NULL if none matches; then, if the key has the shape
+ * of a pattern row but a bad NAME or an empty suffix, *why says so. */
+const bs_config_row *bs_config_row_find(const char *key, char *why,
+                                        size_t why_size);
+/* The row named exactly `name` (a plain key or a pattern as in the table). */
+const bs_config_row *bs_config_row_by_name(const char *name);
+bool bs_config_row_is_pattern(const bs_config_row *row);
+/* Middle-'*' rows: the NAME a matching key carries ("spam"), copied into
+ * buf; false if the key does not match the row. */
+bool bs_config_row_name_of(const bs_config_row *row, const char *key,
+                           char *buf, size_t n);
+
+/* Optimal-string-alignment (restricted Damerau-Levenshtein) distance. */
+size_t bs_config_distance(const char *a, const char *b);
+/* The table key nearest to an unknown `key` within distance 2 (a pattern
+ * row suggests itself instantiated with the key's own NAME or suffix), into
+ * buf.  False when nothing is that near. */
+bool bs_config_suggest(const char *key, char *buf, size_t n);
+
+/* BLOOMSTAGE_ variable names, without the prefix, to keys and back.
+ * decode: `___` -> '-', `__` -> '_', `_` -> '.', lower case (greedy from the
+ * left, like the apache/kafka image's sed).  Both return -1 if the result
+ * does not fit in n bytes. */
+int bs_config_env_decode(const char *name, char *key, size_t n);
+int bs_config_env_encode(const char *key, char *name, size_t n);
+
+const char *bs_ctype_name(bs_ctype type);
+/* "(0, 0.1]", "[1, 1000000000000]", "forward|reject"; "" if unbounded. */
+void bs_config_format_range(const bs_config_row *row, char *buf, size_t n);
+/* A row's name for documents: a middle '*' shown as NAME. */
+void bs_config_display_name(const bs_config_row *row, char *buf, size_t n);
+
+#endif

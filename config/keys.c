@@ -1,0 +1,418 @@
+/*
+ * keys.c -- the key table: every configuration key bloomstage knows, once.
+ *
+ * A row gives name, type, section, default, range and help; parsing
+ * (values.c), validation (config.c), `config --list` and `config --sample`
+ * (print.c) all read it, so adding a key is adding a row here (and a getter
+ * call in the stage).  The sample config/bloomstage.conf is generated from
+ * this file: after editing a row, regenerate it with
+ * `bloomstage config --sample > config/bloomstage.conf` (a test diffs them).
+ *
+ * Below the table: finding a key's row (plain keys, then patterns), the
+ * did-you-mean for unknown keys, and the environment-variable name codec.
+ * Nothing here allocates.
+ */
+#include "config_int.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#define SEC_TOPICS "Topics"
+#define SEC_DEDUP "Deduplication"
+#define SEC_BLOCK "Blocklists"
+#define SEC_CKPT "Checkpoints"
+#define SEC_PROC "Processing"
+#define SEC_KAFKA "Kafka clients"
+#define SEC_OPS "Operations"
+
+const bs_config_section bs_config_sections[] = {
+    {SEC_TOPICS, NULL},
+    {SEC_DEDUP,
+     "Each input partition has its own scalable Bloom filter: a record "
+     "whose key the filter has seen is dropped (or routed to "
+     "rejected.topic), any other record is forwarded and its key added."},
+    {SEC_BLOCK,
+     "Any number of blocklists, each named by a NAME of letters, digits, "
+     "'_' and '-' (blocklist.spam.path, blocklist.bad-ips.path, ...).  A "
+     "record whose key any blocklist may contain is dropped (or routed to "
+     "rejected.topic).  Build the filter files with `bloomstage filter "
+     "build`."},
+    {SEC_CKPT,
+     "Offsets are committed only after the filter state covering them is on "
+     "disk.  A checkpoint is taken every checkpoint.interval.ms, every "
+     "checkpoint.records records, before partitions are revoked and on "
+     "shutdown."},
+    {SEC_PROC, NULL},
+    {SEC_KAFKA,
+     "Keys starting with kafka. go to both librdkafka clients, consumer. to "
+     "the consumer only, producer. to the producer only, with the prefix "
+     "removed (kafka.bootstrap.servers sets bootstrap.servers).  See "
+     "librdkafka's CONFIGURATION.md for what they accept."},
+    {SEC_OPS, NULL},
+};
+const size_t bs_config_nsections =
+    sizeof bs_config_sections / sizeof bs_config_sections[0];
+
+static const char *const on_missing_values[] = {"forward", "reject", NULL};
+static const char *const guarantee_values[] = {"at_least_once",
+                                               "exactly_once", NULL};
+static const char *const log_level_values[] = {"error", "warn", "info",
+                                               "debug", NULL};
+
+/* Range shorthands: closed [lo, hi], or with the ends open as named. */
+#define IRANGE(lo, hi) .flags = BS_CF_RANGE, .imin = (lo), .imax = (hi)
+#define DRANGE(lo, hi, open) \
+    .flags = BS_CF_RANGE | (open), .dmin = (lo), .dmax = (hi)
+
+#define TERA INT64_C(1000000000000)
+#define TIB (INT64_C(1) << 40)
+
+const bs_config_row bs_config_rows[] = {
+    /* Topics ----------------------------------------------------------- */
+    {.name = "input.topics", .type = BS_CT_TOPICS, .section = SEC_TOPICS,
+     .flags = BS_CF_REQUIRED, .example = "input.topics=events",
+     .help = "Topics to consume, comma-separated (events,clicks).  Kafka "
+             "topic names: letters, digits, '.', '_' and '-', at most 249 "
+             "characters."},
+    {.name = "output.topic", .type = BS_CT_STRING, .section = SEC_TOPICS,
+     .flags = BS_CF_REQUIRED, .example = "output.topic=events-unique",
+     .help = "Topic every forwarded record is produced to.  Must not be one "
+             "of input.topics."},
+    {.name = "rejected.topic", .type = BS_CT_STRING, .section = SEC_TOPICS,
+     .def = "",
+     .help = "Topic the dropped records (duplicates, blocklisted keys, "
+             "missing keys under dedup.on.missing.key=reject) are produced "
+             "to.  Empty: dropped records are counted, not routed."},
+
+    /* Deduplication ---------------------------------------------------- */
+    {.name = "dedup.key", .type = BS_CT_KEYSPEC, .section = SEC_DEDUP,
+     .def = "key",
+     .help = "What identifies a record: `key` (the record key), `value` "
+             "(the whole value), `header:NAME` (the value of header NAME) "
+             "or `json:/pointer` (the value parsed as JSON and an RFC 6901 "
+             "pointer into it, e.g. json:/user/id; `json:` alone is the "
+             "whole document)."},
+    {.name = "dedup.fpr", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
+     .def = "1e-6", DRANGE(0, 0.1, BS_CF_MIN_OPEN),
+     .help = "Target false-positive rate of each partition's filter: the "
+             "probability that a record whose key was never seen is dropped "
+             "as a duplicate.  It holds however many keys arrive; the filter "
+             "grows a layer at a time."},
+    {.name = "dedup.capacity", .type = BS_CT_INT, .section = SEC_DEDUP,
+     .def = "100000", IRANGE(1, TERA),
+     .help = "Keys the first layer of each partition's filter is sized for. "
+             " Later layers grow by dedup.growth; a capacity near the "
+             "distinct keys a partition sees keeps lookups to one layer."},
+    {.name = "dedup.growth", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
+     .def = "2", DRANGE(1.1, 16, 0),
+     .help = "Capacity of each new filter layer relative to the previous "
+             "one."},
+    {.name = "dedup.tightening", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
+     .def = "0.85", DRANGE(0, 1, BS_CF_MIN_OPEN | BS_CF_MAX_OPEN),
+     .help = "Error rate of each new filter layer relative to the previous "
+             "one; layer i gets dedup.fpr*(1-r)*r^i, so the rate of all "
+             "layers together stays below dedup.fpr."},
+    {.name = "dedup.max.bytes", .type = BS_CT_SIZE, .section = SEC_DEDUP,
+     .def = "0", IRANGE(0, TIB),
+     .help = "Upper bound on the memory of each partition's filter, in "
+             "bytes; suffixes k, M, G, T multiply by powers of 1024 (512M). "
+             " 0: no bound."},
+    {.name = "dedup.on.missing.key", .type = BS_CT_ENUM, .section = SEC_DEDUP,
+     .def = "forward", .values = on_missing_values,
+     .help = "What to do with a record that has no key where dedup.key "
+             "looks (no record key, no such header, no such JSON member, "
+             "value not JSON): forward it unfiltered, or reject it (route it "
+             "to rejected.topic, or drop it if that is empty).  Either way "
+             "it is counted."},
+
+    /* Blocklists ------------------------------------------------------- */
+    {.name = "blocklist.*.path", .type = BS_CT_STRING, .section = SEC_BLOCK,
+     .flags = BS_CF_REQUIRED,
+     .example = "blocklist.spam.path=/var/lib/bloomstage/spam.bf",
+     .help = "Filter file of blocklist NAME, as written by `bloomstage "
+             "filter build`."},
+    {.name = "blocklist.*.key", .type = BS_CT_KEYSPEC, .section = SEC_BLOCK,
+     .def_from = "dedup.key", .example = "blocklist.spam.key=header:from",
+     .help = "What a record is looked up by in blocklist NAME, written as "
+             "dedup.key is."},
+    {.name = "blocklist.*.fpr", .type = BS_CT_DOUBLE, .section = SEC_BLOCK,
+     .def = "1e-6", DRANGE(0, 0.1, BS_CF_MIN_OPEN),
+     .example = "blocklist.spam.fpr=1e-6",
+     .help = "False-positive rate blocklist NAME was built for: a record "
+             "whose key is not on the list is dropped with this "
+             "probability."},
+
+    /* Checkpoints ------------------------------------------------------ */
+    {.name = "checkpoint.dir", .type = BS_CT_STRING, .section = SEC_CKPT,
+     .def = "checkpoints",
+     .help = "Directory of the per-partition checkpoint files (created if "
+             "missing).  Relative paths are relative to the working "
+             "directory."},
+    {.name = "checkpoint.interval.ms", .type = BS_CT_INT,
+     .section = SEC_CKPT, .def = "5000", IRANGE(10, 86400000),
+     .help = "Time between checkpoints, in milliseconds."},
+    {.name = "checkpoint.records", .type = BS_CT_INT, .section = SEC_CKPT,
+     .def = "100000", IRANGE(0, TERA),
+     .help = "Records processed between checkpoints, whichever of this and "
+             "checkpoint.interval.ms comes first.  0: time only."},
+
+    /* Processing ------------------------------------------------------- */
+    {.name = "processing.guarantee", .type = BS_CT_ENUM, .section = SEC_PROC,
+     .def = "at_least_once", .values = guarantee_values,
+     .help = "at_least_once: after a crash, records processed since the last "
+             "checkpoint may be produced again.  exactly_once (planned, see "
+             "DESIGN.md): the stage rebuilds that state from the output "
+             "topic's tail before resuming, so they are not."},
+
+    /* Kafka clients ---------------------------------------------------- */
+    {.name = "consumer.group.id", .type = BS_CT_STRING, .section = SEC_KAFKA,
+     .def = "bloomstage",
+     .help = "Consumer group of the stage: instances sharing it share the "
+             "input partitions.  Passed to the consumer as group.id."},
+    {.name = "kafka.*", .type = BS_CT_STRING, .section = SEC_KAFKA,
+     .example = "kafka.bootstrap.servers=localhost:9092",
+     .help = "Any librdkafka property, for both the consumer and the "
+             "producer."},
+    {.name = "consumer.*", .type = BS_CT_STRING, .section = SEC_KAFKA,
+     .example = "consumer.session.timeout.ms=45000",
+     .help = "Any librdkafka property, for the consumer only (overrides the "
+             "same kafka. key)."},
+    {.name = "producer.*", .type = BS_CT_STRING, .section = SEC_KAFKA,
+     .example = "producer.compression.type=lz4",
+     .help = "Any librdkafka property, for the producer only (overrides the "
+             "same kafka. key)."},
+
+    /* Operations ------------------------------------------------------- */
+    {.name = "metrics.listen", .type = BS_CT_STRING, .section = SEC_OPS,
+     .def = "",
+     .help = "Address of the Prometheus metrics endpoint, HOST:PORT "
+             "(0.0.0.0:9464).  Empty: no endpoint."},
+    {.name = "log.level", .type = BS_CT_ENUM, .section = SEC_OPS,
+     .def = "info", .values = log_level_values,
+     .help = "Least severe messages logged (to stderr)."},
+};
+const size_t bs_config_nrows = sizeof bs_config_rows / sizeof bs_config_rows[0];
+
+/* ------------------------------------------------------------------------ */
+/* Finding rows                                                              */
+
+bool bs_config_row_is_pattern(const bs_config_row *row)
+{
+    return strchr(row->name, '*') != NULL;
+}
+
+static bool name_char_ok(unsigned char c)
+{
+    return isalnum(c) || c == '_' || c == '-';
+}
+
+/* Splits a pattern at its '*': prefix length, suffix (after the '*'). */
+static size_t pattern_split(const bs_config_row *row, const char **suffix)
+{
+    const char *star = strchr(row->name, '*');
+    *suffix = star + 1;
+    return (size_t)(star - row->name);
+}
+
+bool bs_config_row_name_of(const bs_config_row *row, const char *key,
+                           char *buf, size_t n)
+{
+    const char *suffix;
+    size_t plen = pattern_split(row, &suffix);
+    size_t slen = strlen(suffix), klen = strlen(key);
+    if (slen == 0 || klen < plen + slen ||
+        strncmp(key, row->name, plen) != 0 ||
+        strcmp(key + klen - slen, suffix) != 0)
+        return false;
+    size_t nlen = klen - plen - slen;
+    if (nlen + 1 > n)
+        return false;
+    memcpy(buf, key + plen, nlen);
+    buf[nlen] = '\0';
+    return true;
+}
+
+const bs_config_row *bs_config_row_by_name(const char *name)
+{
+    for (size_t i = 0; i < bs_config_nrows; i++)
+        if (strcmp(bs_config_rows[i].name, name) == 0)
+            return &bs_config_rows[i];
+    return NULL;
+}
+
+const bs_config_row *bs_config_row_find(const char *key, char *why,
+                                        size_t why_size)
+{
+    if (why_size > 0)
+        why[0] = '\0';
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!bs_config_row_is_pattern(row) && strcmp(row->name, key) == 0)
+            return row;
+    }
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!bs_config_row_is_pattern(row))
+            continue;
+        const char *suffix;
+        size_t plen = pattern_split(row, &suffix);
+        if (strncmp(key, row->name, plen) != 0)
+            continue;
+        if (*suffix == '\0') { /* "kafka.*": any non-empty suffix */
+            if (key[plen] != '\0')
+                return row;
+            snprintf(why, why_size, "nothing after '%.*s'", (int)plen,
+                     row->name);
+            return NULL;
+        }
+        char name[BS_CONFIG_MAX_KEY + 1];
+        if (!bs_config_row_name_of(row, key, name, sizeof name))
+            continue;
+        if (name[0] == '\0') {
+            snprintf(why, why_size, "empty NAME in '%.*sNAME%s'", (int)plen,
+                     row->name, suffix);
+            return NULL;
+        }
+        for (const char *p = name; *p; p++) {
+            if (!name_char_ok((unsigned char)*p)) {
+                snprintf(why, why_size,
+                         "NAME '%s' has '%c': a NAME is letters, digits, "
+                         "'_' and '-'",
+                         name, *p);
+                return NULL;
+            }
+        }
+        return row;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Did you mean                                                              */
+
+size_t bs_config_distance(const char *a, const char *b)
+{
+    /* Keys are capped at BS_CONFIG_MAX_KEY; longer inputs are compared on
+     * that prefix, which is plenty for a suggestion. */
+    enum { W = BS_CONFIG_MAX_KEY + 1 };
+    size_t la = strnlen(a, BS_CONFIG_MAX_KEY), lb = strnlen(b,
+                                                            BS_CONFIG_MAX_KEY);
+    /* Three rows of the dynamic-programming table: i-2, i-1, i. */
+    size_t rows[3][W];
+    for (size_t j = 0; j <= lb; j++)
+        rows[0][j] = j;
+    size_t *pp = NULL, *p = rows[0], *c = rows[1];
+    for (size_t i = 1; i <= la; i++) {
+        c[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            size_t best = p[j] + 1;            /* deletion */
+            if (c[j - 1] + 1 < best)
+                best = c[j - 1] + 1;           /* insertion */
+            if (p[j - 1] + cost < best)
+                best = p[j - 1] + cost;        /* substitution */
+            if (pp && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                pp[j - 2] + 1 < best)
+                best = pp[j - 2] + 1;          /* transposition */
+            c[j] = best;
+        }
+        size_t *spare = pp ? pp : rows[2];
+        pp = p;
+        p = c;
+        c = spare;
+    }
+    return p[lb];
+}
+
+/* The candidate a row offers for `key`: the row's name, or for a pattern
+ * the pattern filled with the key's own NAME/suffix.  False if none. */
+static bool candidate(const bs_config_row *row, const char *key, char *buf,
+                      size_t n)
+{
+    if (!bs_config_row_is_pattern(row))
+        return (size_t)snprintf(buf, n, "%s", row->name) < n;
+    const char *suffix;
+    size_t plen = pattern_split(row, &suffix);
+    const char *first = strchr(key, '.');
+    if (!first || first[1] == '\0')
+        return false;
+    if (*suffix == '\0') /* "kafka.*" offers "kafka." + what follows the
+                            key's first dot */
+        return (size_t)snprintf(buf, n, "%.*s%s", (int)plen, row->name,
+                                first + 1) < n;
+    /* "blocklist.*.path": the key's NAME guessed as what lies between its
+     * first and last dots. */
+    const char *last = strrchr(key, '.');
+    if (last == first)
+        return false;
+    return (size_t)snprintf(buf, n, "%.*s%.*s%s", (int)plen, row->name,
+                            (int)(last - first - 1), first + 1, suffix) < n;
+}
+
+bool bs_config_suggest(const char *key, char *buf, size_t n)
+{
+    size_t best = 3; /* suggest at distance 1 or 2 only */
+    char cand[2 * BS_CONFIG_MAX_KEY + 2];
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        if (!candidate(&bs_config_rows[i], key, cand, sizeof cand))
+            continue;
+        size_t d = bs_config_distance(key, cand);
+        if (d == 0 || d >= best || strlen(cand) > BS_CONFIG_MAX_KEY)
+            continue;
+        /* A candidate must itself be a valid key (not, say, a pattern
+         * filled with a NAME that has a dot in it). */
+        char why[8];
+        if (!bs_config_row_find(cand, why, sizeof why))
+            continue;
+        if ((size_t)snprintf(buf, n, "%s", cand) >= n)
+            continue;
+        best = d;
+    }
+    return best < 3;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Environment names                                                         */
+
+int bs_config_env_decode(const char *name, char *key, size_t n)
+{
+    size_t o = 0;
+    for (const char *p = name; *p;) {
+        char out;
+        if (*p == '_') {
+            size_t run = strspn(p, "_");
+            size_t take = run >= 3 ? 3 : run;
+            out = take == 3 ? '-' : take == 2 ? '_' : '.';
+            p += take;
+        } else {
+            out = (char)tolower((unsigned char)*p);
+            p++;
+        }
+        if (o + 1 >= n)
+            return -1;
+        key[o++] = out;
+    }
+    if (n == 0)
+        return -1;
+    key[o] = '\0';
+    return 0;
+}
+
+int bs_config_env_encode(const char *key, char *name, size_t n)
+{
+    size_t o = 0;
+    for (const char *p = key; *p; p++) {
+        const char *rep;
+        char one[2] = {(char)toupper((unsigned char)*p), '\0'};
+        rep = *p == '.' ? "_" : *p == '_' ? "__" : *p == '-' ? "___" : one;
+        size_t len = strlen(rep);
+        if (o + len >= n)
+            return -1;
+        memcpy(name + o, rep, len);
+        o += len;
+    }
+    if (n == 0)
+        return -1;
+    name[o] = '\0';
+    return 0;
+}

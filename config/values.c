@@ -1,0 +1,390 @@
+/*
+ * values.c -- parsing one value text into its typed form, strictly.
+ *
+ * Numbers: the whole text must be the number (no blanks, no trailing junk),
+ * integers in decimal within int64, doubles in plain decimal notation and
+ * finite (no hex, inf or nan).  Then the row's range.  Key specs and topic
+ * lists are parsed here once, so the stage never reparses them.
+ *
+ * bs_value_parse fills a bs_value whose buffers the caller owns
+ * (bs_value_free) and whose key-spec arg points into the parsed text, so the
+ * text must outlive the value (config.c parses its own stored copy).  On
+ * failure it writes the complaint that follows "value 'TEXT' " in the
+ * caller's message.
+ */
+#include "config_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bs_value_free(bs_value *v)
+{
+    if (!v)
+        return;
+    free(v->ks_buf);
+    free(v->ks_tokens);
+    free(v->topics_buf);
+    free(v->topics);
+    memset(v, 0, sizeof *v);
+}
+
+const char *bs_ctype_name(bs_ctype type)
+{
+    switch (type) {
+    case BS_CT_STRING: return "string";
+    case BS_CT_INT: return "int";
+    case BS_CT_SIZE: return "size";
+    case BS_CT_DOUBLE: return "double";
+    case BS_CT_BOOL: return "bool";
+    case BS_CT_ENUM: return "enum";
+    case BS_CT_KEYSPEC: return "key-spec";
+    case BS_CT_TOPICS: return "topic list";
+    }
+    return "?";
+}
+
+/* 1024^k as a suffix when it divides v exactly (sizes read as written). */
+static void format_size(int64_t v, char *buf, size_t n)
+{
+    static const char suffixes[] = "kMGT";
+    int k = -1;
+    while (v != 0 && k < 3 && v % 1024 == 0) {
+        v /= 1024;
+        k++;
+    }
+    if (k < 0)
+        snprintf(buf, n, "%" PRId64, v);
+    else
+        snprintf(buf, n, "%" PRId64 "%c", v, suffixes[k]);
+}
+
+void bs_config_format_range(const bs_config_row *row, char *buf, size_t n)
+{
+    if (n == 0)
+        return;
+    buf[0] = '\0';
+    if (row->type == BS_CT_ENUM) {
+        size_t o = 0;
+        for (size_t i = 0; row->values[i]; i++) {
+            int w = snprintf(buf + o, n - o, "%s%s", i ? "|" : "",
+                             row->values[i]);
+            if (w < 0 || (size_t)w >= n - o)
+                return;
+            o += (size_t)w;
+        }
+        return;
+    }
+    if (!(row->flags & BS_CF_RANGE))
+        return;
+    char lo = (row->flags & BS_CF_MIN_OPEN) ? '(' : '[';
+    char hi = (row->flags & BS_CF_MAX_OPEN) ? ')' : ']';
+    if (row->type == BS_CT_DOUBLE) {
+        snprintf(buf, n, "%c%g, %g%c", lo, row->dmin, row->dmax, hi);
+    } else if (row->type == BS_CT_SIZE) {
+        char a[32], b[32];
+        format_size(row->imin, a, sizeof a);
+        format_size(row->imax, b, sizeof b);
+        snprintf(buf, n, "%c%s, %s%c", lo, a, b, hi);
+    } else {
+        snprintf(buf, n, "%c%" PRId64 ", %" PRId64 "%c", lo, row->imin,
+                 row->imax, hi);
+    }
+}
+
+static int out_of_range(const bs_config_row *row, char *why, size_t n)
+{
+    char range[64];
+    bs_config_format_range(row, range, sizeof range);
+    snprintf(why, n, "out of range %s", range);
+    return -1;
+}
+
+static int check_int_range(const bs_config_row *row, int64_t v, char *why,
+                           size_t n)
+{
+    if (!(row->flags & BS_CF_RANGE))
+        return 0;
+    bool low = (row->flags & BS_CF_MIN_OPEN) ? v <= row->imin : v < row->imin;
+    bool high = (row->flags & BS_CF_MAX_OPEN) ? v >= row->imax : v > row->imax;
+    return low || high ? out_of_range(row, why, n) : 0;
+}
+
+/* Decimal int64 with an optional sign and, for sizes, one suffix. */
+static int parse_int(const bs_config_row *row, const char *s, int64_t *out,
+                     char *why, size_t n)
+{
+    const char *what = row->type == BS_CT_SIZE
+                           ? "is not a size (digits, optionally followed "
+                             "by k, M, G or T)"
+                           : "is not an integer";
+    const char *digits = (*s == '-' || *s == '+') ? s + 1 : s;
+    if (*digits < '0' || *digits > '9') {
+        snprintf(why, n, "%s", what);
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE) {
+        snprintf(why, n, "is too large for a 64-bit integer");
+        return -1;
+    }
+    if (row->type == BS_CT_SIZE && *end != '\0' && end[1] == '\0') {
+        int shift = 0;
+        switch (*end) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        case 't': case 'T': shift = 40; break;
+        }
+        if (shift) {
+            if (v > (INT64_MAX >> shift) || v < (INT64_MIN >> shift)) {
+                snprintf(why, n, "is too large for a 64-bit integer");
+                return -1;
+            }
+            v *= (long long)1 << shift;
+            end++;
+        }
+    }
+    if (*end != '\0') {
+        snprintf(why, n, "%s", what);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return check_int_range(row, *out, why, n);
+}
+
+static int parse_double(const bs_config_row *row, const char *s, double *out,
+                        char *why, size_t n)
+{
+    /* Plain decimal only: strtod alone would also take " 1", "0x1p3",
+     * "inf" and "nan". */
+    if (*s == '\0' || strspn(s, "0123456789+-.eE") != strlen(s)) {
+        snprintf(why, n, "is not a number");
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0') {
+        snprintf(why, n, "is not a number");
+        return -1;
+    }
+    if (errno == ERANGE || !isfinite(v)) {
+        snprintf(why, n, "is beyond the range of a double");
+        return -1;
+    }
+    *out = v;
+    if (!(row->flags & BS_CF_RANGE))
+        return 0;
+    bool low = (row->flags & BS_CF_MIN_OPEN) ? v <= row->dmin : v < row->dmin;
+    bool high = (row->flags & BS_CF_MAX_OPEN) ? v >= row->dmax : v > row->dmax;
+    return low || high ? out_of_range(row, why, n) : 0;
+}
+
+static int parse_enum(const bs_config_row *row, const char *s, int *out,
+                      char *why, size_t n)
+{
+    for (int i = 0; row->values[i]; i++) {
+        if (strcmp(row->values[i], s) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    char list[256];
+    bs_config_format_range(row, list, sizeof list);
+    for (char *p = list; *p; p++)
+        if (*p == '|')
+            *p = ',';
+    /* "forward,reject" reads better as "forward, reject". */
+    char pretty[384];
+    size_t o = 0;
+    for (const char *p = list; *p && o + 3 < sizeof pretty; p++) {
+        pretty[o++] = *p;
+        if (*p == ',')
+            pretty[o++] = ' ';
+    }
+    pretty[o] = '\0';
+    snprintf(why, n, "is not one of: %s", pretty);
+    return -1;
+}
+
+/* RFC 6901: "" or "/tok/tok..." where '~' is only in ~0 and ~1.  Splits
+ * into unescaped tokens in v->ks_buf. */
+static int parse_json_pointer(const char *ptr, bs_value *v, char *why,
+                              size_t n)
+{
+    if (*ptr != '\0' && *ptr != '/') {
+        snprintf(why, n, "has a JSON pointer not starting with '/' (RFC "
+                         "6901: json:/a/b, or json: for the whole value)");
+        return -1;
+    }
+    for (const char *p = ptr; *p; p++) {
+        if (*p == '~' && p[1] != '0' && p[1] != '1') {
+            snprintf(why, n, "has '~' not followed by 0 or 1 in its JSON "
+                             "pointer (~0 is '~', ~1 is '/')");
+            return -1;
+        }
+    }
+    size_t ntok = 0;
+    for (const char *p = ptr; *p; p++)
+        ntok += *p == '/';
+    if (ntok == 0)
+        return 0;
+    size_t len = strlen(ptr);
+    char *buf = malloc(len + 1); /* the pointer without its first '/' */
+    const char **toks = calloc(ntok, sizeof *toks);
+    if (!buf || !toks) {
+        free(buf);
+        free(toks);
+        snprintf(why, n, "could not be stored: out of memory");
+        return -1;
+    }
+    memcpy(buf, ptr + 1, len); /* includes the NUL */
+    size_t t = 0;
+    char *start = buf, *w = buf;
+    for (char *r = buf;; r++) {
+        if (*r == '/' || *r == '\0') {
+            bool end = *r == '\0';
+            *w = '\0';
+            toks[t++] = start;
+            if (end)
+                break;
+            start = w = r + 1;
+        } else if (*r == '~') {
+            *w++ = r[1] == '0' ? '~' : '/';
+            r++;
+        } else {
+            *w++ = *r;
+        }
+    }
+    v->ks_buf = buf;
+    v->ks_tokens = toks;
+    v->ks.tokens = toks;
+    v->ks.ntokens = ntok;
+    return 0;
+}
+
+static int parse_keyspec(const char *s, bs_value *v, char *why, size_t n)
+{
+    memset(&v->ks, 0, sizeof v->ks);
+    v->ks.arg = "";
+    if (strcmp(s, "key") == 0) {
+        v->ks.kind = BS_CONFIG_KEYSPEC_KEY;
+        return 0;
+    }
+    if (strcmp(s, "value") == 0) {
+        v->ks.kind = BS_CONFIG_KEYSPEC_VALUE;
+        return 0;
+    }
+    if (strncmp(s, "header:", 7) == 0) {
+        if (s[7] == '\0') {
+            snprintf(why, n, "has an empty header name (header:NAME)");
+            return -1;
+        }
+        v->ks.kind = BS_CONFIG_KEYSPEC_HEADER;
+        v->ks.arg = s + 7;
+        return 0;
+    }
+    if (strncmp(s, "json:", 5) == 0) {
+        v->ks.kind = BS_CONFIG_KEYSPEC_JSON;
+        v->ks.arg = s + 5;
+        return parse_json_pointer(s + 5, v, why, n);
+    }
+    snprintf(why, n, "is not a key spec (key, value, header:NAME or "
+                     "json:/pointer)");
+    return -1;
+}
+
+static bool topic_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+static int parse_topics(const char *s, bs_value *v, char *why, size_t n)
+{
+    size_t count = 1;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    size_t len = strlen(s);
+    v->topics_buf = malloc(len + 1);
+    v->topics = calloc(count, sizeof *v->topics);
+    if (!v->topics_buf || !v->topics) {
+        snprintf(why, n, "could not be stored: out of memory");
+        return -1;
+    }
+    memcpy(v->topics_buf, s, len + 1);
+    char *item = v->topics_buf;
+    for (size_t i = 0; i < count; i++) {
+        char *comma = strchr(item, ',');
+        char *next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
+        while (*item == ' ' || *item == '\t')
+            item++;
+        size_t ilen = strlen(item);
+        while (ilen > 0 && (item[ilen - 1] == ' ' || item[ilen - 1] == '\t'))
+            item[--ilen] = '\0';
+        if (ilen == 0) {
+            snprintf(why, n, "has an empty topic name (item %zu)", i + 1);
+            return -1;
+        }
+        if (ilen > 249) {
+            snprintf(why, n, "has a topic name longer than 249 characters "
+                             "(item %zu)", i + 1);
+            return -1;
+        }
+        for (const char *p = item; *p; p++) {
+            if (!topic_char_ok(*p)) {
+                snprintf(why, n, "has '%c' in topic '%s' (topic names are "
+                                 "letters, digits, '.', '_' and '-')",
+                         *p, item);
+                return -1;
+            }
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(v->topics[j], item) == 0) {
+                snprintf(why, n, "names topic '%s' twice", item);
+                return -1;
+            }
+        }
+        v->topics[i] = item;
+        item = next;
+    }
+    v->ntopics = count;
+    return 0;
+}
+
+int bs_value_parse(const bs_config_row *row, const char *text, bs_value *out,
+                   char *why, size_t why_size)
+{
+    memset(out, 0, sizeof *out);
+    switch (row->type) {
+    case BS_CT_STRING:
+        return 0;
+    case BS_CT_INT:
+    case BS_CT_SIZE:
+        return parse_int(row, text, &out->i, why, why_size);
+    case BS_CT_DOUBLE:
+        return parse_double(row, text, &out->d, why, why_size);
+    case BS_CT_BOOL:
+        if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
+            out->b = text[0] == 't';
+            return 0;
+        }
+        snprintf(why, why_size, "is not true or false");
+        return -1;
+    case BS_CT_ENUM:
+        return parse_enum(row, text, &out->e, why, why_size);
+    case BS_CT_KEYSPEC:
+        return parse_keyspec(text, out, why, why_size);
+    case BS_CT_TOPICS:
+        return parse_topics(text, out, why, why_size);
+    }
+    snprintf(why, why_size, "has a type this build does not know");
+    return -1;
+}

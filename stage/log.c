@@ -1,0 +1,86 @@
+/*
+ * log.c -- see log.h.
+ */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile bs_log_level current = BS_LOG_INFO;
+static const char *const NAMES[] = {"error", "warn", "info", "debug"};
+
+void bs_log_set_level(bs_log_level level) { current = level; }
+bs_log_level bs_log_get_level(void) { return current; }
+
+const char *bs_log_quote(const char *s, char *buf, size_t size)
+{
+    bool plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\')
+            plain = false;
+    if (plain) {
+        snprintf(buf, size, "%s", s);
+        return buf;
+    }
+    size_t o = 0;
+    if (size < 3) {
+        if (size)
+            buf[0] = '\0';
+        return buf;
+    }
+    buf[o++] = '"';
+    for (const char *p = s; *p && o + 3 < size; p++) {
+        if (*p == '"' || *p == '\\') {
+            buf[o++] = '\\';
+            buf[o++] = *p;
+        } else if (*p == '\n') {
+            buf[o++] = '\\';
+            buf[o++] = 'n';
+        } else if ((unsigned char)*p < ' ') {
+            buf[o++] = ' ';
+        } else {
+            buf[o++] = *p;
+        }
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
+}
+
+void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
+{
+    if (level > current)
+        return;
+    char line[2048], q[512];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    int n = snprintf(line, sizeof(line),
+                     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ level=%s msg=%s",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000),
+                     NAMES[level], bs_log_quote(msg, q, sizeof(q)));
+    if (fmt && n > 0 && (size_t)n < sizeof(line) - 2) {
+        line[n++] = ' ';
+        va_list ap;
+        va_start(ap, fmt);
+        int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+        va_end(ap);
+        if (m > 0)
+            n += m < (int)(sizeof(line) - (size_t)n - 1)
+                     ? m
+                     : (int)(sizeof(line) - (size_t)n - 2);
+    }
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w;
+}

@@ -1,0 +1,34 @@
+/*
+ * log.h -- one line per event, logfmt, on stderr:
+ *
+ *   ts=2026-11-20T10:00:00.123Z level=info msg="checkpoint" partitions=3
+ *
+ * msg is quoted; the caller's key=value text follows as given (values with
+ * spaces must be quoted by the caller: bs_log_quote helps).  librdkafka's
+ * own logs are routed here too (stage.c), so the stream has one format.
+ * Thread-safe: each line is one write.
+ */
+#ifndef BLOOMSTAGE_LOG_H
+#define BLOOMSTAGE_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum bs_log_level {
+    BS_LOG_ERROR = 0,
+    BS_LOG_WARN = 1,
+    BS_LOG_INFO = 2,
+    BS_LOG_DEBUG = 3,
+} bs_log_level;
+
+void bs_log_set_level(bs_log_level level);
+bs_log_level bs_log_get_level(void);
+
+/* fmt (printf) yields the key=value part; may be NULL. */
+void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* s as a logfmt value: quoted and escaped when it needs to be.  Returns buf. */
+const char *bs_log_quote(const char *s, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * record_key.c -- see record_key.h.
+ */
+#include "record_key.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bs_record_keys_init(bs_record_keys *rk, const rd_kafka_message_t *msg)
+{
+    memset(rk, 0, sizeof(*rk));
+    rk->msg = msg;
+}
+
+void bs_record_keys_reset(bs_record_keys *rk)
+{
+    if (rk->doc)
+        json_decref(rk->doc);
+    for (size_t i = 0; i < rk->nowned; i++)
+        free(rk->owned[i]);
+    memset(rk, 0, sizeof(*rk));
+}
+
+/* RFC 6901: an array index is "0" or digits without a leading zero. */
+static bool array_index(const char *tok, size_t n, size_t *idx)
+{
+    if (!*tok || (tok[0] == '0' && tok[1]))
+        return false;
+    size_t v = 0;
+    for (const char *p = tok; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (SIZE_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (size_t)(*p - '0');
+    }
+    if (v >= n)
+        return false;
+    *idx = v;
+    return true;
+}
+
+static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
+                     const void **key, size_t *len)
+{
+    if (!rk->parsed) {
+        rk->parsed = true;
+        if (rk->msg->payload && rk->msg->len)
+            rk->doc = json_loadb(rk->msg->payload, rk->msg->len,
+                                 JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        rk->bad_json = rk->doc == NULL;
+    }
+    if (rk->bad_json)
+        return false;
+    json_t *node = rk->doc;
+    for (size_t i = 0; i < spec->ntokens && node; i++) {
+        const char *tok = spec->tokens[i];
+        size_t idx;
+        if (json_is_object(node))
+            node = json_object_get(node, tok);
+        else if (json_is_array(node) &&
+                 array_index(tok, json_array_size(node), &idx))
+            node = json_array_get(node, idx);
+        else
+            node = NULL;
+    }
+    if (!node)
+        return false;
+    if (json_is_string(node)) {
+        *key = json_string_value(node);
+        *len = json_string_length(node);
+        return true;
+    }
+    if (rk->nowned == sizeof(rk->owned) / sizeof(rk->owned[0]))
+        return false;
+    char *text = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS |
+                                      JSON_ENCODE_ANY);
+    if (!text)
+        return false;
+    rk->owned[rk->nowned++] = text;
+    *key = text;
+    *len = strlen(text);
+    return true;
+}
+
+bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
+                   const void **key, size_t *len)
+{
+    const rd_kafka_message_t *m = rk->msg;
+    switch (spec->kind) {
+    case BS_CONFIG_KEYSPEC_KEY:
+        if (!m->key)
+            return false;
+        *key = m->key;
+        *len = m->key_len;
+        return true;
+    case BS_CONFIG_KEYSPEC_VALUE:
+        if (!m->payload)
+            return false;
+        *key = m->payload;
+        *len = m->len;
+        return true;
+    case BS_CONFIG_KEYSPEC_HEADER: {
+        rd_kafka_headers_t *hdrs;
+        if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            return false;
+        const void *v;
+        size_t n;
+        /* The last header of that name wins, as in Kafka's lastHeader(). */
+        if (rd_kafka_header_get_last(hdrs, spec->arg, &v, &n) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR ||
+            !v)
+            return false;
+        *key = v;
+        *len = n;
+        return true;
+    }
+    case BS_CONFIG_KEYSPEC_JSON:
+        return json_key(rk, spec, key, len);
+    }
+    return false;
+}
+
+bool bs_keyspec_equal(const bs_config_keyspec *a, const bs_config_keyspec *b)
+{
+    return a->kind == b->kind && strcmp(a->arg, b->arg) == 0;
+}

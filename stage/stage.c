@@ -1,0 +1,1070 @@
+/*
+ * stage.c -- the consume -> filter -> produce loop and checkpoint-then-commit.
+ *
+ * States (one thread runs them all; librdkafka calls back into this thread
+ * from rd_kafka_consumer_poll and rd_kafka_poll/flush only):
+ *
+ *            bs_stage_run
+ *                 |
+ *                 v        records / interval       checkpoint()
+ *   +-------> RUNNING  ---------------------> CHECKPOINTING ---+
+ *   |           |  ^  \                          |   |          |
+ *   |  resume() |  |   \ rebalance_cb            |   | fails    | ok
+ *   |           |  |    v                        |   v          |
+ *   |           |  |  REBALANCING (assign: load  | PAUSED <-----+ (retry
+ *   |           |  |  checkpoints; revoke:       |  (backoff,     with
+ *   |           |  |  checkpoint() then give up) |   rollback()   backoff)
+ *   |           |  +-----------------------------+   on delivery
+ *   |           v                                    failure)
+ *   +------ DRAINING (stop requested: checkpoint(), close the consumer,
+ *                     which revokes, then return)
+ *           FATAL (damaged checkpoint, unusable configuration): commit
+ *                  nothing, return -1
+ *
+ * Invariants:
+ *   1. An offset is committed only after a checkpoint file holding that
+ *      offset and the filter covering every record before it is durable
+ *      (written, fsynced, renamed, directory fsynced).
+ *   2. A checkpoint is written only after the producer has flushed and
+ *      every delivery report since the previous checkpoint succeeded; so
+ *      every record before a checkpoint's offset that was not dropped is in
+ *      the output topic.
+ *   3. A failed delivery rolls every partition back to its last checkpoint
+ *      (filter reloaded, consumer seeked): records after it are processed
+ *      again, so nothing is lost; some may be produced twice (at-least-
+ *      once, bounded by the records since the checkpoint).
+ *   4. On assignment a partition's checkpoint is loaded before any of its
+ *      records is processed, and consumption starts at its offset.
+ */
+#include "stage.h"
+#include "blocklist.h"
+#include "checkpoint.h"
+#include "log.h"
+#include "record_key.h"
+#include "util.h"
+
+#include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define HDR_SRC "bloomstage-src"
+#define HDR_REASON "bloomstage-reason"
+#define FLUSH_STEP_MS 500
+#define BACKOFF_MIN 0.5
+#define BACKOFF_MAX 30.0
+
+typedef struct part {
+    char *topic;
+    int32_t partition;
+    bf_filter *filter;   /* wraps a bf_scalable */
+    int64_t base_offset; /* where a rollback resumes: the last checkpoint's
+                            offset, else the first offset consumed; -1 none */
+    int64_t next_offset; /* after the last record processed; -1 none */
+    int64_t ckpt_offset; /* in the newest checkpoint file; -1 none */
+} part;
+
+typedef _Atomic uint64_t counter;
+#define INC(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
+#define GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+#define SET(c, v) atomic_store_explicit(&(c), (v), memory_order_relaxed)
+
+struct bs_stage {
+    const bs_config *cfg;
+    rd_kafka_t *consumer, *producer;
+    const char *output_topic;
+    const char *rejected_topic; /* NULL: dropped records are only counted */
+    const bs_config_keyspec *dedup_key;
+    bool reject_missing;        /* dedup.on.missing.key=reject */
+    bf_scalable_params fparams;
+    const char *ckpt_dir;
+    double ckpt_interval;       /* seconds */
+    uint64_t ckpt_records;      /* 0: no record trigger */
+
+    bs_blocklist *lists;
+    size_t nlists;
+    counter *list_drops;
+
+    part *parts;
+    size_t nparts, capparts;
+    size_t last_hit; /* cache for part lookup */
+
+    /* Delivery reports since the last checkpoint (producer thread calls
+     * back into ours, from rd_kafka_poll / rd_kafka_flush). */
+    uint64_t dr_failed;
+    char dr_error[256];
+
+    uint64_t since_ckpt; /* records processed since the last checkpoint */
+    double last_ckpt;
+    double backoff, retry_at;
+    bool paused;         /* consumption paused until retry_at */
+    bool failing;        /* the last checkpoint attempt failed */
+    bool filter_full_logged;
+
+    atomic_bool stop;
+    bool fatal;
+    char fatal_err[1024];
+
+    struct {
+        counter records_in, records_out, dropped_duplicate,
+            dropped_blocklist, missing_key, rejected_out, delivery_failures,
+            rollbacks, checkpoints, checkpoint_failures, commits,
+            checkpoint_bytes, checkpoint_us, filter_bytes, partitions,
+            filter_layers;
+    } st;
+};
+
+/* -- librdkafka callbacks -------------------------------------------------- */
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf)
+{
+    (void)rk;
+    /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
+    bs_log_level l = level <= 3   ? BS_LOG_ERROR
+                     : level == 4 ? BS_LOG_WARN
+                     : level <= 6 ? BS_LOG_INFO
+                                  : BS_LOG_DEBUG;
+    char q[1024];
+    bs_log(l, "librdkafka", "facility=%s detail=%s", fac,
+           bs_log_quote(buf, q, sizeof(q)));
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason,
+                     void *opaque)
+{
+    bs_stage *s = opaque;
+    char q[512];
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char fe[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, fe, sizeof(fe));
+        bs_log(BS_LOG_ERROR, "kafka fatal error", "client=%s error=%s "
+               "detail=%s", rd_kafka_name(rk), rd_kafka_err2name(orig),
+               bs_log_quote(fe, q, sizeof(q)));
+        if (rk == s->producer) {
+            /* The idempotent producer cannot go on: everything since the
+             * checkpoint is redone with a new producer (see rollback). */
+            s->dr_failed++;
+            snprintf(s->dr_error, sizeof(s->dr_error), "producer fatal "
+                     "error: %s", fe);
+        } else {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "consumer fatal "
+                     "error: %s", fe);
+        }
+        return;
+    }
+    bs_log(BS_LOG_WARN, "kafka error", "client=%s error=%s detail=%s",
+           rd_kafka_name(rk), rd_kafka_err2name(err),
+           bs_log_quote(reason, q, sizeof(q)));
+}
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
+                      void *opaque)
+{
+    (void)rk;
+    bs_stage *s = opaque;
+    if (m->err) {
+        if (s->dr_failed++ == 0)
+            snprintf(s->dr_error, sizeof(s->dr_error), "delivery to %s [%d] "
+                     "failed: %s", rd_kafka_topic_name(m->rkt),
+                     (int)m->partition, rd_kafka_err2str(m->err));
+        INC(s->st.delivery_failures);
+    }
+}
+
+/* -- partitions ------------------------------------------------------------ */
+
+static part *part_find(bs_stage *s, const char *topic, int32_t partition)
+{
+    if (s->last_hit < s->nparts) {
+        part *p = &s->parts[s->last_hit];
+        if (p->partition == partition && !strcmp(p->topic, topic))
+            return p;
+    }
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (p->partition == partition && !strcmp(p->topic, topic)) {
+            s->last_hit = i;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void part_free(part *p)
+{
+    free(p->topic);
+    bf_filter_destroy(p->filter);
+}
+
+static void part_remove(bs_stage *s, const char *topic, int32_t partition)
+{
+    part *p = part_find(s, topic, partition);
+    if (!p)
+        return;
+    part_free(p);
+    *p = s->parts[--s->nparts];
+    s->last_hit = 0;
+}
+
+static bf_filter *new_filter(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    bf_scalable *sb = bf_scalable_new(&s->fparams, errstr, errstr_size);
+    bf_filter *f = bf_filter_from_scalable(sb);
+    if (sb && !f) {
+        bf_scalable_destroy(sb);
+        snprintf(errstr, errstr_size, "out of memory");
+    }
+    return f;
+}
+
+/* Loads a partition's checkpoint into p (filter and offsets), or gives it a
+ * fresh filter when there is none.  -1 with errstr if the checkpoint exists
+ * but cannot be used: that is fatal, never silently replaced. */
+static int part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
+{
+    char path[4096];
+    if (bs_ckpt_path(s->ckpt_dir, p->topic, p->partition, path,
+                     sizeof(path))) {
+        snprintf(errstr, errstr_size, "checkpoint path too long");
+        return -1;
+    }
+    bs_checkpoint c;
+    int r = bs_ckpt_load(path, &c, errstr, errstr_size);
+    if (r < 0)
+        return -1;
+    bf_filter_destroy(p->filter);
+    p->filter = NULL;
+    if (r == 0) {
+        p->filter = new_filter(s, errstr, errstr_size);
+        p->ckpt_offset = p->base_offset = p->next_offset = -1;
+        return p->filter ? 0 : -1;
+    }
+    if (strcmp(c.topic, p->topic) != 0 || c.partition != p->partition) {
+        snprintf(errstr, errstr_size, "%s: holds %s [%d], not %s [%d]", path,
+                 c.topic, (int)c.partition, p->topic, (int)p->partition);
+        bs_ckpt_free(&c);
+        return -1;
+    }
+    p->filter = c.filter;
+    c.filter = NULL;
+    /* The dedup settings may have changed since: growth from here on
+     * follows the current ones, the layers already there stay as built. */
+    p->ckpt_offset = p->base_offset = p->next_offset = c.next_offset;
+    bs_ckpt_free(&c);
+    return 0;
+}
+
+static part *part_add(bs_stage *s, const char *topic, int32_t partition)
+{
+    if (s->nparts == s->capparts) {
+        size_t cap = s->capparts ? s->capparts * 2 : 16;
+        part *np = realloc(s->parts, cap * sizeof(*np));
+        if (!np)
+            return NULL;
+        s->parts = np;
+        s->capparts = cap;
+    }
+    part *p = &s->parts[s->nparts];
+    memset(p, 0, sizeof(*p));
+    p->topic = strdup(topic);
+    if (!p->topic)
+        return NULL;
+    p->partition = partition;
+    p->base_offset = p->next_offset = p->ckpt_offset = -1;
+    s->nparts++;
+    return p;
+}
+
+static void update_filter_gauges(bs_stage *s)
+{
+    uint64_t bytes = 0, layers = 0;
+    for (size_t i = 0; i < s->nparts; i++) {
+        bf_scalable *sb = bf_filter_scalable(s->parts[i].filter);
+        bf_info in;
+        bf_scalable_info(sb, &in);
+        bytes += in.bytes;
+        layers += in.layers;
+    }
+    SET(s->st.filter_bytes, bytes);
+    SET(s->st.filter_layers, layers);
+    SET(s->st.partitions, s->nparts);
+}
+
+/* -- checkpoint, commit, rollback ----------------------------------------- */
+
+static bool in_list(const rd_kafka_topic_partition_list_t *l, const part *p)
+{
+    if (!l)
+        return true;
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition == p->partition &&
+            !strcmp(l->elems[i].topic, p->topic))
+            return true;
+    return false;
+}
+
+/* Waits for every produced record's delivery report.  false if some are
+ * still undelivered after the producer's own message timeout. */
+static bool flush_producer(bs_stage *s)
+{
+    double t0 = bs_now();
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_flush(s->producer, FLUSH_STEP_MS);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return true;
+        /* librdkafka fails undeliverable records itself after
+         * message.timeout.ms; until then keep waiting, but let a second
+         * stop request (or a fatal error) cut it short. */
+        if (s->fatal)
+            return false;
+        if (bs_now() - t0 >= 5.0)
+            bs_log(BS_LOG_INFO, "waiting for deliveries", "in_flight=%d",
+                   rd_kafka_outq_len(s->producer));
+    }
+}
+
+/* Pauses or resumes every assigned partition.  A resume also seeks each
+ * partition to where this stage's own state says it is (after the last
+ * record processed, or its base after a rollback), so where fetching
+ * restarts never depends on what librdkafka remembers across a pause and a
+ * seek.  Records polled while paused are not processed (see the loop). */
+static void pause_all(bs_stage *s, bool pause)
+{
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (rd_kafka_assignment(s->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    s->paused = pause;
+    if (a->cnt == 0) {
+        rd_kafka_topic_partition_list_destroy(a);
+        return;
+    }
+    if (pause) {
+        rd_kafka_pause_partitions(s->consumer, a);
+        rd_kafka_topic_partition_list_destroy(a);
+        return;
+    }
+    rd_kafka_resume_partitions(s->consumer, a);
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new(a->cnt);
+    for (int i = 0; i < a->cnt; i++) {
+        part *p = part_find(s, a->elems[i].topic, a->elems[i].partition);
+        int64_t pos = !p ? -1 : p->next_offset >= 0 ? p->next_offset
+                                                     : p->base_offset;
+        if (pos >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = pos;
+    }
+    if (seek->cnt > 0) {
+        rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
+                                                       10000);
+        if (e) {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "resume: seek "
+                     "failed: %s", rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(seek);
+    rd_kafka_topic_partition_list_destroy(a);
+}
+
+static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size);
+
+/* Invariant 3: back to the last checkpoint, for every partition in `only`
+ * (NULL: all).  Filters are reloaded from disk and the consumer seeked. */
+static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
+{
+    INC(s->st.rollbacks);
+    char q[512];
+    bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
+           "checkpoint", "failed=%llu error=%s",
+           (unsigned long long)s->dr_failed,
+           bs_log_quote(s->dr_error, q, sizeof(q)));
+    if (rd_kafka_fatal_error(s->producer, NULL, 0)) {
+        char err[512];
+        if (recreate_producer(s, err, sizeof(err)) != 0) {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "%s", err);
+            return;
+        }
+    }
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (!in_list(only, p))
+            continue;
+        int64_t base = p->base_offset;
+        char err[1024];
+        if (part_load(s, p, err, sizeof(err)) != 0) {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: %s", err);
+            break;
+        }
+        /* No checkpoint yet: back to the first record consumed. */
+        if (p->ckpt_offset < 0)
+            p->base_offset = base;
+        if (p->base_offset >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = p->base_offset;
+        p->next_offset = -1;
+    }
+    if (seek->cnt > 0 && !s->fatal) {
+        rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
+                                                       10000);
+        if (e) {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: seek "
+                     "failed: %s", rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        } else {
+            for (int i = 0; i < seek->cnt; i++)
+                if (seek->elems[i].err)
+                    bs_log(BS_LOG_WARN, "seek failed", "topic=%s "
+                           "partition=%d error=%s", seek->elems[i].topic,
+                           (int)seek->elems[i].partition,
+                           rd_kafka_err2name(seek->elems[i].err));
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(seek);
+    s->dr_failed = 0;
+    s->dr_error[0] = '\0';
+    s->since_ckpt = 0;
+    update_filter_gauges(s);
+}
+
+/*
+ * One checkpoint round for the partitions in `only` (NULL: all assigned):
+ * flush and check deliveries, write each changed partition's checkpoint,
+ * commit exactly the offsets written.  Returns 0, or -1 if anything failed
+ * (nothing is committed for a partition whose checkpoint was not written).
+ */
+static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                      const char *why)
+{
+    double t0 = bs_now();
+    s->last_ckpt = t0;
+    if (s->fatal)
+        return -1;
+    if (!flush_producer(s) || s->dr_failed) {
+        if (!s->dr_failed) {
+            s->dr_failed = 1;
+            snprintf(s->dr_error, sizeof(s->dr_error), "flush interrupted");
+        }
+        rollback(s, NULL);
+        INC(s->st.checkpoint_failures);
+        return -1;
+    }
+    rd_kafka_topic_partition_list_t *commit =
+        rd_kafka_topic_partition_list_new((int)s->nparts);
+    int rc = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (!in_list(only, p) || p->next_offset < 0 ||
+            p->next_offset == p->ckpt_offset)
+            continue;
+        char err[1024];
+        if (bs_ckpt_write(s->ckpt_dir, p->topic, p->partition, p->next_offset,
+                          NULL, 0, p->filter, err, sizeof(err)) != 0) {
+            char q[1100];
+            bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s partition=%d"
+                   " error=%s", p->topic, (int)p->partition,
+                   bs_log_quote(err, q, sizeof(q)));
+            INC(s->st.checkpoint_failures);
+            rc = -1;
+            continue;
+        }
+        INC(s->st.checkpoints);
+        bytes += bf_filter_serialized_size(p->filter);
+        p->ckpt_offset = p->base_offset = p->next_offset;
+        rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
+            ->offset = p->next_offset;
+    }
+    if (commit->cnt > 0) {
+        rd_kafka_resp_err_t err = rd_kafka_commit(s->consumer, commit, 0);
+        if (err) {
+            /* The checkpoints are on disk and ahead of the committed
+             * offsets: still safe (a restart resumes from the checkpoint);
+             * the next round commits again. */
+            bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
+                   rd_kafka_err2name(err), commit->cnt);
+        } else {
+            for (int i = 0; i < commit->cnt; i++)
+                if (commit->elems[i].err)
+                    bs_log(BS_LOG_WARN, "commit failed", "topic=%s "
+                           "partition=%d error=%s", commit->elems[i].topic,
+                           (int)commit->elems[i].partition,
+                           rd_kafka_err2name(commit->elems[i].err));
+            INC(s->st.commits);
+        }
+        double dt = bs_now() - t0;
+        SET(s->st.checkpoint_bytes, bytes);
+        SET(s->st.checkpoint_us, (uint64_t)(dt * 1e6));
+        bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu"
+               " seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
+               dt);
+    }
+    rd_kafka_topic_partition_list_destroy(commit);
+    if (rc == 0)
+        s->since_ckpt = 0;
+    update_filter_gauges(s);
+    return rc;
+}
+
+/* After a failed round: pause consumption and retry with backoff; resume
+ * when a round succeeds.  Nothing is lost meanwhile: the filters and
+ * offsets stay in memory and the records stay in Kafka. */
+static void checkpoint_round(bs_stage *s, const char *why)
+{
+    if (checkpoint(s, NULL, why) == 0) {
+        if (s->failing) {
+            bs_log(BS_LOG_INFO, "checkpoints recovered, resuming", NULL);
+            s->failing = false;
+            s->backoff = 0;
+            if (s->paused)
+                pause_all(s, false);
+        }
+        return;
+    }
+    s->failing = true;
+    s->backoff = s->backoff == 0 ? BACKOFF_MIN : s->backoff * 2;
+    if (s->backoff > BACKOFF_MAX)
+        s->backoff = BACKOFF_MAX;
+    s->retry_at = bs_now() + s->backoff;
+    if (!s->paused) {
+        bs_log(BS_LOG_WARN, "checkpoint round failed, pausing consumption",
+               "retry_in_s=%.1f", s->backoff);
+        pause_all(s, true);
+    }
+}
+
+/* -- rebalancing ----------------------------------------------------------- */
+
+static void on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt && !s->fatal; i++) {
+        rd_kafka_topic_partition_t *tp = &parts->elems[i];
+        part *p = part_find(s, tp->topic, tp->partition);
+        if (!p)
+            p = part_add(s, tp->topic, tp->partition);
+        char err[1024];
+        if (!p) {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "out of memory");
+            break;
+        }
+        if (part_load(s, p, err, sizeof(err)) != 0) {
+            s->fatal = true;
+            snprintf(s->fatal_err, sizeof(s->fatal_err), "cannot use the "
+                     "checkpoint of %s [%d]: %s", tp->topic,
+                     (int)tp->partition, err);
+            break;
+        }
+        /* Invariant 4: resume exactly where the checkpoint ends (the
+         * committed offset may lag it, never lead it). */
+        if (p->ckpt_offset >= 0)
+            tp->offset = p->ckpt_offset;
+        bs_log(BS_LOG_INFO, "partition assigned", "topic=%s partition=%d "
+               "checkpoint_offset=%lld", tp->topic, (int)tp->partition,
+               (long long)p->ckpt_offset);
+    }
+    update_filter_gauges(s);
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    bs_stage *s = opaque;
+    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    rd_kafka_error_t *e = NULL;
+    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        on_assign(s, parts);
+        if (s->fatal) {
+            /* Take nothing: no record of a partition whose state is
+             * unusable may be processed. */
+            bs_stage_stop(s);
+            return;
+        }
+        if (cooperative)
+            e = rd_kafka_incremental_assign(rk, parts);
+        else
+            aerr = rd_kafka_assign(rk, parts);
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        if (rd_kafka_assignment_lost(rk)) {
+            bs_log(BS_LOG_WARN, "assignment lost, committing nothing",
+                   "partitions=%d", parts->cnt);
+        } else if (!s->fatal) {
+            /* Checkpoint and commit before giving them up, so the next
+             * owner starts from this state. */
+            checkpoint(s, parts, "revoke");
+        }
+        for (int i = 0; i < parts->cnt; i++)
+            part_remove(s, parts->elems[i].topic, parts->elems[i].partition);
+        update_filter_gauges(s);
+        if (cooperative)
+            e = rd_kafka_incremental_unassign(rk, parts);
+        else
+            aerr = rd_kafka_assign(rk, NULL);
+    } else {
+        bs_log(BS_LOG_ERROR, "rebalance failed", "error=%s",
+               rd_kafka_err2name(err));
+        aerr = rd_kafka_assign(rk, NULL);
+    }
+    if (e) {
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    } else if (aerr) {
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               rd_kafka_err2name(aerr));
+    }
+}
+
+/* -- the record path ------------------------------------------------------- */
+
+/* Produces a copy of m to `topic` with its key, value, timestamp and
+ * headers, plus bloomstage-src (TOPIC:PARTITION:OFFSET of the input) and,
+ * for rejected records, bloomstage-reason.  Waits while the producer queue
+ * is full: a consumed record is never dropped for lack of room. */
+static void produce(bs_stage *s, const rd_kafka_message_t *m,
+                    const char *topic, const char *reason)
+{
+    rd_kafka_headers_t *in = NULL, *hdrs;
+    if (rd_kafka_message_headers(m, &in) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        hdrs = rd_kafka_headers_copy(in);
+    else
+        hdrs = rd_kafka_headers_new(2);
+    char src[320];
+    int n = snprintf(src, sizeof(src), "%s:%d:%lld", rd_kafka_topic_name(m->rkt),
+                     (int)m->partition, (long long)m->offset);
+    rd_kafka_header_add(hdrs, HDR_SRC, -1, src, n);
+    if (reason)
+        rd_kafka_header_add(hdrs, HDR_REASON, -1, reason, -1);
+    rd_kafka_timestamp_type_t tstype;
+    int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            s->producer, RD_KAFKA_V_TOPIC(topic),
+            RD_KAFKA_V_KEY(m->key, m->key_len),
+            RD_KAFKA_V_VALUE(m->payload, m->len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return; /* the producer owns hdrs now */
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_poll(s->producer, 50);
+            continue;
+        }
+        /* Not queued: count it as a failed delivery, so the next
+         * checkpoint rolls back and the record is processed again. */
+        rd_kafka_headers_destroy(hdrs);
+        if (s->dr_failed++ == 0)
+            snprintf(s->dr_error, sizeof(s->dr_error), "produce to %s "
+                     "failed: %s", topic, rd_kafka_err2str(err));
+        INC(s->st.delivery_failures);
+        return;
+    }
+}
+
+static void drop(bs_stage *s, const rd_kafka_message_t *m, const char *reason)
+{
+    if (s->rejected_topic) {
+        produce(s, m, s->rejected_topic, reason);
+        INC(s->st.rejected_out);
+    }
+}
+
+static void process(bs_stage *s, const rd_kafka_message_t *m)
+{
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    part *p = part_find(s, topic, m->partition);
+    if (!p) {
+        /* Cannot happen: records come only from assigned partitions. */
+        bs_log(BS_LOG_ERROR, "record from an unassigned partition",
+               "topic=%s partition=%d", topic, (int)m->partition);
+        return;
+    }
+    INC(s->st.records_in);
+    if (p->base_offset < 0)
+        p->base_offset = m->offset;
+    p->next_offset = m->offset + 1;
+    s->since_ckpt++;
+
+    bs_record_keys keys;
+    bs_record_keys_init(&keys, m);
+    const void *key;
+    size_t len;
+    bool have = bs_record_key(&keys, s->dedup_key, &key, &len);
+    uint64_t seed = s->fparams.seed;
+    bf_hash h = {0, 0};
+    if (have)
+        h = bf_hash_key(key, len, seed);
+
+    for (size_t i = 0; i < s->nlists; i++) {
+        bs_blocklist *bl = &s->lists[i];
+        bf_hash bh;
+        if (have && bl->seed == seed && bs_keyspec_equal(bl->key, s->dedup_key))
+            bh = h; /* one hash serves both */
+        else {
+            const void *bk;
+            size_t blen;
+            if (!bs_record_key(&keys, bl->key, &bk, &blen))
+                continue; /* no such key: this list cannot match */
+            bh = bf_hash_key(bk, blen, bl->seed);
+        }
+        if (bf_filter_contains_h(bl->filter, bh)) {
+            char reason[300];
+            snprintf(reason, sizeof(reason), "blocklist:%s", bl->name);
+            INC(s->st.dropped_blocklist);
+            INC(s->list_drops[i]);
+            drop(s, m, reason);
+            goto done;
+        }
+    }
+
+    if (!have) {
+        INC(s->st.missing_key);
+        if (s->reject_missing) {
+            drop(s, m, "missing-key");
+            goto done;
+        }
+        produce(s, m, s->output_topic, NULL);
+        INC(s->st.records_out);
+        goto done;
+    }
+    int added = bf_scalable_add_if_absent_h(bf_filter_scalable(p->filter), h);
+    if (added == 0) {
+        INC(s->st.dropped_duplicate);
+        drop(s, m, "duplicate");
+        goto done;
+    }
+    if (added < 0 && !s->filter_full_logged) {
+        /* dedup.max.bytes reached: forwarding without dedup loses nothing;
+         * dropping would. */
+        s->filter_full_logged = true;
+        bs_log(BS_LOG_ERROR, "dedup filter at dedup.max.bytes, forwarding "
+               "without dedup", "topic=%s partition=%d", topic,
+               (int)m->partition);
+    }
+    produce(s, m, s->output_topic, NULL);
+    INC(s->st.records_out);
+done:
+    bs_record_keys_reset(&keys);
+}
+
+/* -- set-up ---------------------------------------------------------------- */
+
+typedef struct conf_ctx {
+    rd_kafka_conf_t *conf;
+    char *errstr;
+    size_t errstr_size;
+    const char *prefix;
+} conf_ctx;
+
+static int conf_set_cb(const char *key, const char *value, void *opaque)
+{
+    conf_ctx *c = opaque;
+    char err[512];
+    if (rd_kafka_conf_set(c->conf, key, value, err, sizeof(err)) !=
+        RD_KAFKA_CONF_OK) {
+        snprintf(c->errstr, c->errstr_size, "%s%s: %s", c->prefix, key, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A librdkafka configuration: our defaults, then kafka.* and role.* keys
+ * from the configuration (which override them), then what the stage needs
+ * and must not be overridden. */
+static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
+                                    const char *const *defaults,
+                                    const char *const *forced, char *errstr,
+                                    size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    conf_ctx c = {conf, errstr, errstr_size, ""};
+    char prefix[32];
+    for (size_t i = 0; defaults[i]; i += 2)
+        if (conf_set_cb(defaults[i], defaults[i + 1], &c))
+            goto fail;
+    c.prefix = "kafka.";
+    if (bs_config_foreach(s->cfg, "kafka.", conf_set_cb, &c))
+        goto fail;
+    snprintf(prefix, sizeof(prefix), "%s.", role);
+    c.prefix = prefix;
+    if (bs_config_foreach(s->cfg, prefix, conf_set_cb, &c))
+        goto fail;
+    c.prefix = "";
+    for (size_t i = 0; forced[i]; i += 2)
+        if (conf_set_cb(forced[i], forced[i + 1], &c))
+            goto fail;
+    rd_kafka_conf_set_opaque(conf, s);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    static const char *const defaults[] = {
+        "client.id", "bloomstage", "linger.ms", "5",
+        "compression.type", "lz4", NULL};
+    static const char *const forced[] = {"enable.idempotence", "true", NULL};
+    rd_kafka_conf_t *conf =
+        client_conf(s, "producer", defaults, forced, errstr, errstr_size);
+    if (!conf)
+        return -1;
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(errstr, errstr_size, "cannot create the producer: %s", err);
+        return -1;
+    }
+    if (s->producer) {
+        /* A fatal producer: what it still holds is failed anyway. */
+        rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE |
+                                        RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(s->producer, 1000);
+        rd_kafka_destroy(s->producer);
+    }
+    s->producer = rk;
+    return 0;
+}
+
+bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
+{
+    bs_stage *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    s->cfg = cfg;
+    s->output_topic = bs_config_get_str(cfg, "output.topic");
+    const char *rej = bs_config_get_str(cfg, "rejected.topic");
+    s->rejected_topic = rej && *rej ? rej : NULL;
+    s->dedup_key = bs_config_get_keyspec(cfg, "dedup.key");
+    s->reject_missing = bs_config_get_enum(cfg, "dedup.on.missing.key") ==
+                        BS_CONFIG_MISSING_REJECT;
+    if (s->reject_missing && !s->rejected_topic) {
+        snprintf(errstr, errstr_size, "dedup.on.missing.key=reject needs "
+                 "rejected.topic (%s)",
+                 bs_config_origin(cfg, "dedup.on.missing.key"));
+        goto fail;
+    }
+    bf_scalable_params_default(&s->fparams);
+    s->fparams.initial_capacity =
+        (uint64_t)bs_config_get_int(cfg, "dedup.capacity");
+    s->fparams.fpr = bs_config_get_double(cfg, "dedup.fpr");
+    s->fparams.growth = bs_config_get_double(cfg, "dedup.growth");
+    s->fparams.tightening = bs_config_get_double(cfg, "dedup.tightening");
+    s->fparams.max_bytes = (uint64_t)bs_config_get_int(cfg, "dedup.max.bytes");
+    s->ckpt_dir = bs_config_get_str(cfg, "checkpoint.dir");
+    s->ckpt_interval =
+        (double)bs_config_get_int(cfg, "checkpoint.interval.ms") / 1000.0;
+    s->ckpt_records = (uint64_t)bs_config_get_int(cfg, "checkpoint.records");
+
+    if (mkdir(s->ckpt_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", s->ckpt_dir,
+                 strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (stat(s->ckpt_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(errstr, errstr_size, "checkpoint.dir %s: not a directory",
+                 s->ckpt_dir);
+        goto fail;
+    }
+
+    /* Blocklists before joining the group: a broken one stops start-up
+     * before anything is consumed. */
+    if (bs_blocklists_load(cfg, &s->lists, &s->nlists, errstr,
+                           errstr_size) != 0)
+        goto fail;
+    s->list_drops = calloc(s->nlists ? s->nlists : 1, sizeof(counter));
+    if (!s->list_drops) {
+        snprintf(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < s->nlists; i++) {
+        bf_info in;
+        char hb[32];
+        bf_filter_info(s->lists[i].filter, &in);
+        bs_log(BS_LOG_INFO, "blocklist loaded", "name=%s entries=%llu "
+               "kind=%s memory=\"%s\" source=%s", s->lists[i].name,
+               (unsigned long long)s->lists[i].entries, bf_kind_name(in.kind),
+               bs_human_bytes(in.bytes, hb, sizeof(hb)),
+               s->lists[i].from_list ? "list" : "filter");
+    }
+
+    if (recreate_producer(s, errstr, errstr_size) != 0)
+        goto fail;
+
+    const char *group = bs_config_get_str(cfg, "consumer.group.id");
+    static const char *const cdefaults[] = {
+        "client.id", "bloomstage", "auto.offset.reset", "earliest",
+        "partition.assignment.strategy", "cooperative-sticky", NULL};
+    const char *cforced[] = {"enable.auto.commit", "false",
+                             "enable.auto.offset.store", "false",
+                             "group.id", group, NULL};
+    rd_kafka_conf_t *cconf = client_conf(s, "consumer", cdefaults, cforced,
+                                         errstr, errstr_size);
+    if (!cconf)
+        goto fail;
+    rd_kafka_conf_set_rebalance_cb(cconf, rebalance_cb);
+    char err[512];
+    s->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
+    if (!s->consumer) {
+        rd_kafka_conf_destroy(cconf);
+        snprintf(errstr, errstr_size, "cannot create the consumer: %s", err);
+        goto fail;
+    }
+    rd_kafka_poll_set_consumer(s->consumer);
+    return s;
+fail:
+    bs_stage_destroy(s);
+    return NULL;
+}
+
+/* -- the loop -------------------------------------------------------------- */
+
+int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    const char *const *topics;
+    size_t ntopics = bs_config_get_topics(s->cfg, "input.topics", &topics);
+    rd_kafka_topic_partition_list_t *sub =
+        rd_kafka_topic_partition_list_new((int)ntopics);
+    for (size_t i = 0; i < ntopics; i++)
+        rd_kafka_topic_partition_list_add(sub, topics[i],
+                                          RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(s->consumer, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot subscribe to input.topics: %s",
+                 rd_kafka_err2str(err));
+        return -1;
+    }
+    bs_log(BS_LOG_INFO, "started", "input=%s output=%s group=%s "
+           "checkpoint_dir=%s", bs_config_get_str(s->cfg, "input.topics"),
+           s->output_topic, bs_config_get_str(s->cfg, "consumer.group.id"),
+           s->ckpt_dir);
+    s->last_ckpt = bs_now();
+    while (!atomic_load(&s->stop) && !s->fatal) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
+        if (m) {
+            if (!m->err && !s->paused)
+                process(s, m);
+            /* else, paused: left unprocessed; the resume seeks back to the
+             * first record not processed, so it comes again. */
+            else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                bs_log(BS_LOG_WARN, "consume error", "error=%s detail=%s",
+                       rd_kafka_err2name(m->err), rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+        }
+        rd_kafka_poll(s->producer, 0);
+        double now = bs_now();
+        if (s->failing) {
+            if (now >= s->retry_at)
+                checkpoint_round(s, "retry");
+        } else if (s->dr_failed ||
+                   (s->ckpt_records && s->since_ckpt >= s->ckpt_records) ||
+                   (s->since_ckpt && now - s->last_ckpt >= s->ckpt_interval)) {
+            checkpoint_round(s, s->dr_failed ? "delivery-failure" : "trigger");
+        }
+    }
+    if (s->fatal) {
+        snprintf(errstr, errstr_size, "%s", s->fatal_err);
+        bs_log(BS_LOG_ERROR, "stopping on a fatal error, committing nothing "
+               "more", "error=%s", s->fatal_err);
+        rd_kafka_consumer_close(s->consumer);
+        return -1;
+    }
+    /* Drain: a final checkpoint round (retried while it fails, as long as
+     * nothing else is wrong), then leave the group; the revoke that follows
+     * finds nothing new to write. */
+    bs_log(BS_LOG_INFO, "draining", NULL);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (checkpoint(s, NULL, "shutdown") == 0)
+            break;
+        if (s->fatal)
+            break;
+        /* A rollback rewound some partitions: those records are processed
+         * again by whoever owns the partitions next. */
+    }
+    rd_kafka_consumer_close(s->consumer);
+    rd_kafka_flush(s->producer, 10000);
+    bs_stage_stats st;
+    bs_stage_stats_get(s, &st);
+    bs_log(BS_LOG_INFO, "stopped", "records_in=%llu records_out=%llu "
+           "duplicates=%llu blocked=%llu missing_key=%llu commits=%llu",
+           (unsigned long long)st.records_in,
+           (unsigned long long)st.records_out,
+           (unsigned long long)st.dropped_duplicate,
+           (unsigned long long)st.dropped_blocklist,
+           (unsigned long long)st.missing_key, (unsigned long long)st.commits);
+    if (s->fatal) {
+        snprintf(errstr, errstr_size, "%s", s->fatal_err);
+        return -1;
+    }
+    return 0;
+}
+
+void bs_stage_stop(bs_stage *s) { atomic_store(&s->stop, true); }
+
+void bs_stage_stats_get(bs_stage *s, bs_stage_stats *o)
+{
+    o->records_in = GET(s->st.records_in);
+    o->records_out = GET(s->st.records_out);
+    o->dropped_duplicate = GET(s->st.dropped_duplicate);
+    o->dropped_blocklist = GET(s->st.dropped_blocklist);
+    o->missing_key = GET(s->st.missing_key);
+    o->rejected_out = GET(s->st.rejected_out);
+    o->delivery_failures = GET(s->st.delivery_failures);
+    o->rollbacks = GET(s->st.rollbacks);
+    o->checkpoints = GET(s->st.checkpoints);
+    o->checkpoint_failures = GET(s->st.checkpoint_failures);
+    o->commits = GET(s->st.commits);
+    o->checkpoint_bytes = GET(s->st.checkpoint_bytes);
+    o->checkpoint_seconds = (double)GET(s->st.checkpoint_us) / 1e6;
+    o->filter_bytes = GET(s->st.filter_bytes);
+    o->partitions = (uint32_t)GET(s->st.partitions);
+    o->filter_layers = (uint32_t)GET(s->st.filter_layers);
+}
+
+size_t bs_stage_blocklists(bs_stage *s) { return s->nlists; }
+const char *bs_stage_blocklist_name(bs_stage *s, size_t i)
+{
+    return i < s->nlists ? s->lists[i].name : NULL;
+}
+uint64_t bs_stage_blocklist_drops(bs_stage *s, size_t i)
+{
+    return i < s->nlists ? GET(s->list_drops[i]) : 0;
+}
+
+void bs_stage_destroy(bs_stage *s)
+{
+    if (!s)
+        return;
+    if (s->consumer)
+        rd_kafka_destroy(s->consumer);
+    if (s->producer)
+        rd_kafka_destroy(s->producer);
+    for (size_t i = 0; i < s->nparts; i++)
+        part_free(&s->parts[i]);
+    free(s->parts);
+    bs_blocklists_free(s->lists, s->nlists);
+    free((void *)s->list_drops);
+    free(s);
+}

@@ -1,0 +1,56 @@
+# config/ tests: libbsconfig's unit tests, and `bloomstage config` run as a
+# user runs it.  The sample check diffs `bloomstage config --sample` against
+# the checked-in config/bloomstage.conf; after changing config/keys.c,
+# regenerate it with `bloomstage config --sample > config/bloomstage.conf`.
+bs_add_cmocka_test(test_config SOURCES test_config.c LIBS bsconfig
+                   LABELS config)
+# The unit test also compares the sample in-process, so the check holds even
+# in a build without the binary.
+target_compile_definitions(test_config PRIVATE
+  BS_SAMPLE_CONF="${PROJECT_SOURCE_DIR}/config/bloomstage.conf")
+
+if(TARGET bloomstage)
+  set(_bs $<TARGET_FILE:bloomstage>)
+  set(_conf ${PROJECT_SOURCE_DIR}/config/bloomstage.conf)
+  # `env -i`: BLOOMSTAGE_* variables of whoever runs ctest must not leak in.
+  add_test(NAME config_sample_matches_file
+    COMMAND sh -c "env -i \"$0\" config --sample | diff -u \"$1\" -"
+            ${_bs} ${_conf})
+  add_test(NAME config_list
+    COMMAND sh -c "out=$(env -i \"$0\" config --list) &&
+                   printf '%s' \"$out\" | grep -q '^dedup.fpr ' &&
+                   printf '%s' \"$out\" | grep -q '^blocklist.NAME.path '"
+            ${_bs})
+  # The sample with its required keys set is a valid configuration.
+  add_test(NAME config_check_sample
+    COMMAND env -i ${_bs} config --check -c ${_conf}
+            -X input.topics=in -X output.topic=out)
+  # A bad value: exit 1, the message names -X, key, value and range.
+  add_test(NAME config_check_bad_value
+    COMMAND sh -c "env -i \"$0\" config --check -c \"$1\" -X input.topics=in \
+                     -X output.topic=out -X dedup.fpr=2 2>&1 >/dev/null |
+                   grep -qxF \"bloomstage config: -X dedup.fpr=2: key 'dedup.fpr': value '2' out of range (0, 0.1]\" &&
+                   { env -i \"$0\" config --check -X dedup.fpr=2 \
+                       >/dev/null 2>&1; test $? -eq 1; }"
+            ${_bs} ${_conf})
+  # A typo in an environment variable is caught, with a suggestion.
+  add_test(NAME config_check_env_typo
+    COMMAND sh -c "env -i BLOOMSTAGE_DEDUP_FRP=0.01 \"$0\" config --check \
+                     -X input.topics=in -X output.topic=out 2>&1 |
+                   grep -qF \"did you mean 'dedup.fpr', set as BLOOMSTAGE_DEDUP_FPR?\""
+            ${_bs})
+  # Usage errors exit 2.
+  add_test(NAME config_usage_errors
+    COMMAND sh -c "for a in '' --bogus '--list --sample' '--list -c x' \
+                     '--check -c'; do
+                     \"$0\" config $a >/dev/null 2>&1; rc=$?
+                     [ $rc -eq 2 ] || { echo \"config $a: exit $rc\"; exit 1; }
+                   done"
+            ${_bs})
+  set_tests_properties(config_sample_matches_file config_list
+    config_check_sample config_check_bad_value config_check_env_typo
+    config_usage_errors PROPERTIES LABELS config TIMEOUT 60)
+else()
+  message(WARNING "tests/config.cmake: no bloomstage target; the "
+                  "`bloomstage config` tests are not registered")
+endif()

@@ -1,0 +1,1324 @@
+/*
+ * test_config.c -- unit tests of config/ (libbsconfig).
+ *
+ * Every test that reads files writes them under its own mkdtemp directory
+ * (the fixture), removed afterwards.  Messages are asserted in full: the
+ * promise of this module is that an error says where (FILE:LINE, env NAME,
+ * -X key=value), which key, and what is wrong.  The table itself is tested
+ * too (defaults parse, enum constants agree with the header, every example
+ * in the sample loads), so a bad row fails here before it reaches a user.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "config_int.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct fixture {
+    char dir[256];
+    char path[512]; /* the last file written */
+    bs_config *cfg;
+    char err[1024];
+} fixture;
+
+static int rm_entry(const char *path, const struct stat *sb, int flag,
+                    struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/bscfg.XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    f->cfg = bs_config_new();
+    if (!f->cfg) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    bs_config_destroy(f->cfg);
+    int rc = nftw(f->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return rc;
+}
+
+/* Writes len bytes of content to DIR/name; the path is left in f->path. */
+static const char *write_bytes(fixture *f, const char *name,
+                               const char *content, size_t len)
+{
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+    FILE *fp = fopen(f->path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(content, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+    return f->path;
+}
+
+static const char *write_conf(fixture *f, const char *content)
+{
+    return write_bytes(f, "test.conf", content, strlen(content));
+}
+
+/* Loads content as a file into a fresh configuration: the load's rc. */
+static int load_text(fixture *f, const char *content)
+{
+    bs_config_destroy(f->cfg);
+    f->cfg = bs_config_new();
+    assert_non_null(f->cfg);
+    f->err[0] = '\0';
+    return bs_config_load_file(f->cfg, write_conf(f, content), f->err,
+                               sizeof f->err);
+}
+
+/* Expected message: "PATH" + rest, with PATH the fixture's file. */
+static void assert_err_at(fixture *f, const char *rest)
+{
+    char want[2048];
+    snprintf(want, sizeof want, "%s%s", f->path, rest);
+    assert_string_equal(f->err, want);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_defaults(void **state)
+{
+    fixture *f = *state;
+    bs_config *cfg = f->cfg;
+    assert_true(bs_config_get_double(cfg, "dedup.fpr") == 1e-6);
+    assert_int_equal(bs_config_get_int(cfg, "dedup.capacity"), 100000);
+    assert_true(bs_config_get_double(cfg, "dedup.growth") == 2.0);
+    assert_true(bs_config_get_double(cfg, "dedup.tightening") == 0.85);
+    assert_int_equal(bs_config_get_int(cfg, "dedup.max.bytes"), 0);
+    assert_int_equal(bs_config_get_enum(cfg, "dedup.on.missing.key"),
+                     BS_CONFIG_MISSING_FORWARD);
+    assert_string_equal(bs_config_get_str(cfg, "dedup.on.missing.key"),
+                        "forward");
+    assert_string_equal(bs_config_get_str(cfg, "checkpoint.dir"),
+                        "checkpoints");
+    assert_int_equal(bs_config_get_int(cfg, "checkpoint.interval.ms"), 5000);
+    assert_int_equal(bs_config_get_int(cfg, "checkpoint.records"), 100000);
+    assert_string_equal(bs_config_get_str(cfg, "consumer.group.id"),
+                        "bloomstage");
+    assert_string_equal(bs_config_get_str(cfg, "rejected.topic"), "");
+    assert_string_equal(bs_config_get_str(cfg, "metrics.listen"), "");
+    assert_int_equal(bs_config_get_enum(cfg, "processing.guarantee"),
+                     BS_CONFIG_AT_LEAST_ONCE);
+    assert_int_equal(bs_config_get_enum(cfg, "log.level"),
+                     BS_CONFIG_LOG_INFO);
+
+    const bs_config_keyspec *ks = bs_config_get_keyspec(cfg, "dedup.key");
+    assert_non_null(ks);
+    assert_int_equal(ks->kind, BS_CONFIG_KEYSPEC_KEY);
+    assert_string_equal(ks->arg, "");
+
+    assert_null(bs_config_get_str(cfg, "input.topics"));
+    assert_null(bs_config_get_str(cfg, "output.topic"));
+    assert_null(bs_config_origin(cfg, "input.topics"));
+    assert_string_equal(bs_config_origin(cfg, "dedup.fpr"), "default");
+    const char *const *topics = (const char *const *)1;
+    assert_int_equal(bs_config_get_topics(cfg, "input.topics", &topics), 0);
+    assert_null(topics);
+    const bs_config_blocklist *bl = (const bs_config_blocklist *)1;
+    assert_int_equal(bs_config_blocklists(cfg, &bl), 0);
+
+    /* Unknown keys have no value and no origin; getters do not invent one. */
+    assert_null(bs_config_get_str(cfg, "no.such.key"));
+    assert_null(bs_config_origin(cfg, "no.such.key"));
+    assert_null(bs_config_get_str(cfg, "kafka.bootstrap.servers"));
+
+    assert_int_equal(bs_config_validate(cfg, f->err, sizeof f->err), -1);
+    assert_string_equal(f->err,
+                        "required key 'input.topics' is not set (set it in "
+                        "the config file, as BLOOMSTAGE_INPUT_TOPICS or with "
+                        "-X input.topics=...)");
+}
+
+/* Enum index constants in config.h name the table's values in order. */
+static void test_enum_constants_match_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value;
+        int index;
+    } cases[] = {
+        {"dedup.on.missing.key", "forward", BS_CONFIG_MISSING_FORWARD},
+        {"dedup.on.missing.key", "reject", BS_CONFIG_MISSING_REJECT},
+        {"processing.guarantee", "at_least_once", BS_CONFIG_AT_LEAST_ONCE},
+        {"processing.guarantee", "exactly_once", BS_CONFIG_EXACTLY_ONCE},
+        {"log.level", "error", BS_CONFIG_LOG_ERROR},
+        {"log.level", "warn", BS_CONFIG_LOG_WARN},
+        {"log.level", "info", BS_CONFIG_LOG_INFO},
+        {"log.level", "debug", BS_CONFIG_LOG_DEBUG},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bs_config *cfg = bs_config_new();
+        char err[256];
+        assert_non_null(cfg);
+        assert_int_equal(bs_config_set(cfg, cases[i].key, cases[i].value,
+                                       "test", err, sizeof err),
+                         0);
+        assert_int_equal(bs_config_get_enum(cfg, cases[i].key),
+                         cases[i].index);
+        bs_config_destroy(cfg);
+    }
+}
+
+static void test_table_rows_are_sound(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        char why[256];
+        assert_non_null(row->help);
+        assert_true(strlen(row->help) > 10);
+        /* Names unique. */
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(row->name, bs_config_rows[j].name);
+        /* A known section. */
+        bool known = false;
+        for (size_t s = 0; s < bs_config_nsections; s++)
+            known |= strcmp(bs_config_sections[s].title, row->section) == 0;
+        assert_true(known);
+        /* Defaults parse. */
+        if (row->def) {
+            bs_value v;
+            int rc = bs_value_parse(row, row->def, &v, why, sizeof why);
+            bs_value_free(&v);
+            if (rc != 0)
+                fail_msg("default of %s: %s", row->name, why);
+        }
+        if (row->def_from) {
+            const bs_config_row *from = bs_config_row_by_name(row->def_from);
+            assert_non_null(from);
+            assert_int_equal(from->type, row->type);
+        }
+        if (row->type == BS_CT_ENUM)
+            assert_non_null(row->values);
+        if (row->flags & BS_CF_REQUIRED)
+            assert_null(row->def);
+        if (bs_config_row_is_pattern(row)) {
+            /* The sample shows an example for every pattern. */
+            assert_non_null(row->example);
+            /* Getters cannot store a parsed default for an unset pattern
+             * key of these types: they must inherit or have none. */
+            if (row->type == BS_CT_KEYSPEC || row->type == BS_CT_TOPICS)
+                assert_null(row->def);
+        } else {
+            /* A plain key is found by its own name. */
+            assert_ptr_equal(bs_config_row_find(row->name, why, sizeof why),
+                             row);
+        }
+        if (row->example) {
+            bs_config *cfg = bs_config_new();
+            assert_non_null(cfg);
+            if (bs_config_set_arg(cfg, row->example, why, sizeof why) != 0)
+                fail_msg("example of %s: %s", row->name, why);
+            bs_config_destroy(cfg);
+        }
+    }
+}
+
+static void test_file_syntax(void **state)
+{
+    fixture *f = *state;
+    const char text[] =
+        "\xEF\xBB\xBF# a comment\r\n"                 /* 1: BOM + comment */
+        "! another comment\r\n"                        /* 2 */
+        "   # indented comment\n"                      /* 3 */
+        "\n"                                           /* 4 */
+        "   \t  \r\n"                                  /* 5 */
+        "input.topics = events , clicks\t \r\n"        /* 6 */
+        "output.topic=out\n"                           /* 7 */
+        "  kafka.sasl.jaas.config = a=b c=\"d\"  \r\n" /* 8 */
+        "metrics.listen=0.0.0.0:9464 # not a comment\n" /* 9 */
+        "dedup.fpr=0.01\n"                             /* 10 */
+        "dedup.fpr = 0.001\n"                          /* 11: later wins */
+        "\tcheckpoint.dir\t=\t/var/lib/x y\n"          /* 12 */
+        "rejected.topic=";                             /* 13, no newline */
+    assert_int_equal(load_text(f, text), 0);
+    bs_config *cfg = f->cfg;
+
+    const char *const *topics;
+    assert_int_equal(bs_config_get_topics(cfg, "input.topics", &topics), 2);
+    assert_string_equal(topics[0], "events");
+    assert_string_equal(topics[1], "clicks");
+    assert_string_equal(bs_config_get_str(cfg, "input.topics"),
+                        "events , clicks");
+    assert_string_equal(bs_config_get_str(cfg, "output.topic"), "out");
+    assert_string_equal(bs_config_get_str(cfg, "kafka.sasl.jaas.config"),
+                        "a=b c=\"d\"");
+    assert_string_equal(bs_config_get_str(cfg, "metrics.listen"),
+                        "0.0.0.0:9464 # not a comment");
+    assert_true(bs_config_get_double(cfg, "dedup.fpr") == 0.001);
+    assert_string_equal(bs_config_get_str(cfg, "checkpoint.dir"),
+                        "/var/lib/x y");
+    assert_string_equal(bs_config_get_str(cfg, "rejected.topic"), "");
+
+    char want[600];
+    snprintf(want, sizeof want, "%s:11", f->path);
+    assert_string_equal(bs_config_origin(cfg, "dedup.fpr"), want);
+    snprintf(want, sizeof want, "%s:6", f->path);
+    assert_string_equal(bs_config_origin(cfg, "input.topics"), want);
+    snprintf(want, sizeof want, "%s:13", f->path);
+    assert_string_equal(bs_config_origin(cfg, "rejected.topic"), want);
+    assert_string_equal(bs_config_origin(cfg, "log.level"), "default");
+    assert_int_equal(bs_config_validate(cfg, f->err, sizeof f->err), 0);
+
+    /* An empty file and a comments-only file are fine (and change
+     * nothing). */
+    assert_int_equal(load_text(f, ""), 0);
+    assert_int_equal(load_text(f, "# only\n\n!this\n"), 0);
+    assert_string_equal(bs_config_origin(f->cfg, "dedup.fpr"), "default");
+}
+
+static void test_malformed_lines(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "# ok\ngarbage line\n"), -1);
+    assert_err_at(f, ":2: expected key=value, got 'garbage line'");
+
+    assert_int_equal(load_text(f, "=value\n"), -1);
+    assert_err_at(f, ":1: empty key before '='");
+
+    assert_int_equal(load_text(f, "\n\n   = value\n"), -1);
+    assert_err_at(f, ":3: empty key before '='");
+
+    /* A Java-style "key: value" is not accepted. */
+    assert_int_equal(load_text(f, "dedup.fpr: 0.1\n"), -1);
+    assert_err_at(f, ":1: expected key=value, got 'dedup.fpr: 0.1'");
+
+    /* A long malformed line is cut in the message. */
+    char line[200];
+    memset(line, 'x', sizeof line - 2);
+    line[sizeof line - 2] = '\n';
+    line[sizeof line - 1] = '\0';
+    assert_int_equal(load_text(f, line), -1);
+    char want[128];
+    snprintf(want, sizeof want, ":1: expected key=value, got '%.61s...'",
+             line);
+    assert_err_at(f, want);
+
+    /* NUL bytes mean this is not a text file. */
+    bs_config_destroy(f->cfg);
+    f->cfg = bs_config_new();
+    write_bytes(f, "nul.conf", "kafka.a=1\nkafka.b=\0\n", 20);
+    assert_int_equal(
+        bs_config_load_file(f->cfg, f->path, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":2: NUL byte in line (not a text file?)");
+}
+
+/* Each type's bad values, as the user sees them from a file at line 3. */
+static void test_bad_values(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        /* double */
+        {"dedup.fpr", "2", "out of range (0, 0.1]"},
+        {"dedup.fpr", "abc", "is not a number"},
+        {"dedup.fpr", "", "is not a number"},
+        {"dedup.fpr", "0.01x", "is not a number"},
+        {"dedup.fpr", "1e-3.5", "is not a number"},
+        {"dedup.fpr", "nan", "is not a number"},
+        {"dedup.fpr", "inf", "is not a number"},
+        {"dedup.fpr", "0x1p-8", "is not a number"},
+        {"dedup.fpr", "1e999", "is beyond the range of a double"},
+        {"dedup.fpr", "1e-999", "is beyond the range of a double"},
+        {"dedup.growth", "-3", "out of range [1.1, 16]"},
+        /* int */
+        {"dedup.capacity", "12x", "is not an integer"},
+        {"dedup.capacity", "1.5", "is not an integer"},
+        {"dedup.capacity", "1e6", "is not an integer"},
+        {"dedup.capacity", "", "is not an integer"},
+        {"dedup.capacity", "-", "is not an integer"},
+        {"dedup.capacity", "0x10", "is not an integer"},
+        {"dedup.capacity", "10k", "is not an integer"},
+        {"dedup.capacity", "9223372036854775808",
+         "is too large for a 64-bit integer"},
+        {"dedup.capacity", "-9223372036854775809",
+         "is too large for a 64-bit integer"},
+        {"dedup.capacity", "-1", "out of range [1, 1000000000000]"},
+        {"checkpoint.interval.ms", "9", "out of range [10, 86400000]"},
+        /* size */
+        {"dedup.max.bytes", "1X",
+         "is not a size (digits, optionally followed by k, M, G or T)"},
+        {"dedup.max.bytes", "k",
+         "is not a size (digits, optionally followed by k, M, G or T)"},
+        {"dedup.max.bytes", "1kk",
+         "is not a size (digits, optionally followed by k, M, G or T)"},
+        {"dedup.max.bytes", "1 k",
+         "is not a size (digits, optionally followed by k, M, G or T)"},
+        {"dedup.max.bytes", "2T", "out of range [0, 1T]"},
+        {"dedup.max.bytes", "-1k", "out of range [0, 1T]"},
+        {"dedup.max.bytes", "9000000T", "is too large for a 64-bit integer"},
+        /* enum */
+        {"dedup.on.missing.key", "drop", "is not one of: forward, reject"},
+        {"dedup.on.missing.key", "Forward", "is not one of: forward, reject"},
+        {"log.level", "trace", "is not one of: error, warn, info, debug"},
+        {"processing.guarantee", "exactly-once",
+         "is not one of: at_least_once, exactly_once"},
+        /* key-spec */
+        {"dedup.key", "Key",
+         "is not a key spec (key, value, header:NAME or json:/pointer)"},
+        {"dedup.key", "",
+         "is not a key spec (key, value, header:NAME or json:/pointer)"},
+        {"dedup.key", "header",
+         "is not a key spec (key, value, header:NAME or json:/pointer)"},
+        {"dedup.key", "header:", "has an empty header name (header:NAME)"},
+        {"dedup.key", "json:user",
+         "has a JSON pointer not starting with '/' (RFC 6901: json:/a/b, or "
+         "json: for the whole value)"},
+        {"dedup.key", "json:/a~2b",
+         "has '~' not followed by 0 or 1 in its JSON pointer (~0 is '~', ~1 "
+         "is '/')"},
+        {"dedup.key", "json:/a~",
+         "has '~' not followed by 0 or 1 in its JSON pointer (~0 is '~', ~1 "
+         "is '/')"},
+        /* topic list */
+        {"input.topics", "", "has an empty topic name (item 1)"},
+        {"input.topics", "a,,b", "has an empty topic name (item 2)"},
+        {"input.topics", "a,", "has an empty topic name (item 2)"},
+        {"input.topics", ", a", "has an empty topic name (item 1)"},
+        {"input.topics", "a, b ,a", "names topic 'a' twice"},
+        {"input.topics", "a b",
+         "has ' ' in topic 'a b' (topic names are letters, digits, '.', '_' "
+         "and '-')"},
+        {"input.topics", "a;b",
+         "has ';' in topic 'a;b' (topic names are letters, digits, '.', '_' "
+         "and '-')"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512], want[1024];
+        snprintf(text, sizeof text, "# header\n\n%s=%s\n", cases[i].key,
+                 cases[i].value);
+        if (load_text(f, text) != -1)
+            fail_msg("%s=%s was accepted", cases[i].key, cases[i].value);
+        snprintf(want, sizeof want, "%s:3: key '%s': value '%s' %s", f->path,
+                 cases[i].key, cases[i].value, cases[i].why);
+        assert_string_equal(f->err, want);
+    }
+
+    /* A topic name longer than Kafka allows (249). */
+    char text[400], name[251];
+    memset(name, 't', 250);
+    name[250] = '\0';
+    snprintf(text, sizeof text, "input.topics=ok,%s\n", name);
+    assert_int_equal(load_text(f, text), -1);
+    assert_non_null(strstr(
+        f->err, "has a topic name longer than 249 characters (item 2)"));
+    /* The value is cut in the message, not the reason. */
+    assert_non_null(strstr(f->err, "...' has a topic"));
+    name[249] = '\0';
+    snprintf(text, sizeof text, "input.topics=ok,%s\n", name);
+    assert_int_equal(load_text(f, text), 0);
+
+    /* Strings take anything. */
+    assert_int_equal(load_text(f, "checkpoint.dir=~/a b/#c=d\n"), 0);
+    assert_string_equal(bs_config_get_str(f->cfg, "checkpoint.dir"),
+                        "~/a b/#c=d");
+}
+
+/* bool has no key yet: its parser is tested on a row of its own. */
+static void test_bool_values(void **state)
+{
+    (void)state;
+    const bs_config_row row = {.name = "test.flag", .type = BS_CT_BOOL,
+                               .help = "test"};
+    bs_value v;
+    char why[256];
+    assert_int_equal(bs_value_parse(&row, "true", &v, why, sizeof why), 0);
+    assert_true(v.b);
+    assert_int_equal(bs_value_parse(&row, "false", &v, why, sizeof why), 0);
+    assert_false(v.b);
+    const char *bad[] = {"yes", "1", "TRUE", "", "true "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        assert_int_equal(bs_value_parse(&row, bad[i], &v, why, sizeof why),
+                         -1);
+        assert_string_equal(why, "is not true or false");
+    }
+    assert_string_equal(bs_ctype_name(BS_CT_BOOL), "bool");
+}
+
+static void test_range_edges(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *key, *value;
+        int ok;
+    } cases[] = {
+        {"dedup.fpr", "0", 0},          {"dedup.fpr", "-0", 0},
+        {"dedup.fpr", "1e-300", 1},     {"dedup.fpr", "0.1", 1},
+        {"dedup.fpr", "0.1000001", 0},  {"dedup.fpr", ".05", 1},
+        {"dedup.growth", "1.1", 1},     {"dedup.growth", "1.0999", 0},
+        {"dedup.growth", "16", 1},      {"dedup.growth", "16.0001", 0},
+        {"dedup.tightening", "0", 0},   {"dedup.tightening", "1", 0},
+        {"dedup.tightening", "1e-9", 1}, {"dedup.tightening", "0.999999", 1},
+        {"dedup.capacity", "0", 0},     {"dedup.capacity", "1", 1},
+        {"dedup.capacity", "1000000000000", 1},
+        {"dedup.capacity", "1000000000001", 0},
+        {"dedup.capacity", "+5", 1},
+        {"checkpoint.interval.ms", "9", 0},
+        {"checkpoint.interval.ms", "10", 1},
+        {"checkpoint.interval.ms", "86400000", 1},
+        {"checkpoint.interval.ms", "86400001", 0},
+        {"checkpoint.records", "0", 1}, {"checkpoint.records", "-1", 0},
+        {"checkpoint.records", "1000000000000", 1},
+        {"checkpoint.records", "1000000000001", 0},
+        {"dedup.max.bytes", "0", 1},    {"dedup.max.bytes", "-1", 0},
+        {"dedup.max.bytes", "1T", 1},   {"dedup.max.bytes", "1099511627776", 1},
+        {"dedup.max.bytes", "1099511627777", 0},
+        {"blocklist.x.fpr", "0.1", 1},  {"blocklist.x.fpr", "0", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = bs_config_set(f->cfg, cases[i].key, cases[i].value, "test",
+                               f->err, sizeof f->err);
+        if (rc != (cases[i].ok ? 0 : -1))
+            fail_msg("%s=%s: rc %d (%s)", cases[i].key, cases[i].value, rc,
+                     f->err);
+    }
+    /* Parsed values, sizes with suffixes. */
+    static const struct {
+        const char *text;
+        int64_t bytes;
+    } sizes[] = {
+        {"1k", 1024},           {"1K", 1024},
+        {"3M", 3 << 20},        {"2g", INT64_C(2) << 30},
+        {"1T", INT64_C(1) << 40}, {"512", 512},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        assert_int_equal(bs_config_set(f->cfg, "dedup.max.bytes",
+                                       sizes[i].text, "test", f->err,
+                                       sizeof f->err),
+                         0);
+        assert_int_equal(bs_config_get_int(f->cfg, "dedup.max.bytes"),
+                         sizes[i].bytes);
+    }
+    assert_int_equal(bs_config_set(f->cfg, "dedup.capacity", "+5", "test",
+                                   f->err, sizeof f->err),
+                     0);
+    assert_int_equal(bs_config_get_int(f->cfg, "dedup.capacity"), 5);
+}
+
+static void test_unknown_keys(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *line, *msg;
+    } cases[] = {
+        {"dedup.fpp=1", "unknown key 'dedup.fpp' (did you mean 'dedup.fpr'?)"},
+        {"dedpu.fpr=1", "unknown key 'dedpu.fpr' (did you mean 'dedup.fpr'?)"},
+        {"dedup.capacty=1",
+         "unknown key 'dedup.capacty' (did you mean 'dedup.capacity'?)"},
+        {"Dedup.Fpr=1",
+         "unknown key 'Dedup.Fpr' (did you mean 'dedup.fpr'?)"},
+        {"blocklist.spam.pth=x",
+         "unknown key 'blocklist.spam.pth' (did you mean "
+         "'blocklist.spam.path'?)"},
+        {"blocklst.spam.path=x",
+         "unknown key 'blocklst.spam.path' (did you mean "
+         "'blocklist.spam.path'?)"},
+        {"blocklist.spam.fp=x",
+         "unknown key 'blocklist.spam.fp' (did you mean "
+         "'blocklist.spam.fpr'?)"},
+        {"kafak.bootstrap.servers=x",
+         "unknown key 'kafak.bootstrap.servers' (did you mean "
+         "'kafka.bootstrap.servers'?)"},
+        {"procesing.guarantee=x",
+         "unknown key 'procesing.guarantee' (did you mean "
+         "'processing.guarantee'?)"},
+        {"dedup.xyzzy=1",
+         "unknown key 'dedup.xyzzy' (`bloomstage config --list` shows every "
+         "key)"},
+        {"group.id=x",
+         "unknown key 'group.id' (`bloomstage config --list` shows every "
+         "key)"},
+        /* Keys with the shape of a pattern but a bad NAME or suffix. */
+        {"blocklist.a.b.path=x",
+         "key 'blocklist.a.b.path': NAME 'a.b' has '.': a NAME is letters, "
+         "digits, '_' and '-'"},
+        {"blocklist..path=x",
+         "key 'blocklist..path': empty NAME in 'blocklist.NAME.path'"},
+        {"blocklist.sp am.key=x",
+         "key 'blocklist.sp am.key': NAME 'sp am' has ' ': a NAME is "
+         "letters, digits, '_' and '-'"},
+        {"kafka.=x", "key 'kafka.': nothing after 'kafka.'"},
+        {"producer.=x", "key 'producer.': nothing after 'producer.'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256], want[1024];
+        snprintf(text, sizeof text, "input.topics=a\n%s\n", cases[i].line);
+        assert_int_equal(load_text(f, text), -1);
+        snprintf(want, sizeof want, "%s:2: %s", f->path, cases[i].msg);
+        assert_string_equal(f->err, want);
+    }
+}
+
+static void test_distance_and_suggest(void **state)
+{
+    (void)state;
+    assert_int_equal(bs_config_distance("", ""), 0);
+    assert_int_equal(bs_config_distance("", "abc"), 3);
+    assert_int_equal(bs_config_distance("abc", ""), 3);
+    assert_int_equal(bs_config_distance("abc", "acb"), 1); /* transposition */
+    assert_int_equal(bs_config_distance("kitten", "sitting"), 3);
+    assert_int_equal(bs_config_distance("ca", "abc"), 3); /* OSA, not full DL */
+    assert_int_equal(bs_config_distance("dedup.fpr", "dedup.fpr"), 0);
+
+    char buf[BS_CONFIG_MAX_KEY + 1];
+    assert_true(bs_config_suggest("log.levle", buf, sizeof buf));
+    assert_string_equal(buf, "log.level");
+    assert_true(bs_config_suggest("blocklist.bad-ips.pat", buf, sizeof buf));
+    assert_string_equal(buf, "blocklist.bad-ips.path");
+    assert_false(bs_config_suggest("zzz", buf, sizeof buf));
+    assert_false(bs_config_suggest("dedup.fpr.x.y.z", buf, sizeof buf));
+    /* Three edits away is too far. */
+    assert_false(bs_config_suggest("dedup.abc", buf, sizeof buf));
+}
+
+static void test_env_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *key;
+    } cases[] = {
+        {"DEDUP_FPR", "dedup.fpr"},
+        {"KAFKA_BOOTSTRAP_SERVERS", "kafka.bootstrap.servers"},
+        {"KAFKA_CLIENT___RACK", "kafka.client-rack"},
+        {"BLOCKLIST_BAD__IPS_PATH", "blocklist.bad_ips.path"},
+        {"BLOCKLIST_BAD___IPS_PATH", "blocklist.bad-ips.path"},
+        {"CONSUMER_GROUP_ID", "consumer.group.id"},
+    };
+    char buf[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(bs_config_env_decode(cases[i].name, buf, sizeof buf),
+                         0);
+        assert_string_equal(buf, cases[i].key);
+        assert_int_equal(bs_config_env_encode(cases[i].key, buf, sizeof buf),
+                         0);
+        assert_string_equal(buf, cases[i].name);
+    }
+    /* Runs of underscores decode greedily from the left, like the image's
+     * sed: 4 -> "-.", 5 -> "-_". */
+    assert_int_equal(bs_config_env_decode("A____B", buf, sizeof buf), 0);
+    assert_string_equal(buf, "a-.b");
+    assert_int_equal(bs_config_env_decode("A_____B", buf, sizeof buf), 0);
+    assert_string_equal(buf, "a-_b");
+    assert_int_equal(bs_config_env_decode("", buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    /* Every plain key round-trips. */
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        char key[512];
+        if (bs_config_row_is_pattern(&bs_config_rows[i]))
+            continue;
+        assert_int_equal(bs_config_env_encode(bs_config_rows[i].name, buf,
+                                              sizeof buf),
+                         0);
+        assert_int_equal(bs_config_env_decode(buf, key, sizeof key), 0);
+        assert_string_equal(key, bs_config_rows[i].name);
+    }
+    /* Too small a buffer is an error, not a truncation. */
+    assert_int_equal(bs_config_env_decode("DEDUP_FPR", buf, 9), -1);
+    assert_int_equal(bs_config_env_decode("DEDUP_FPR", buf, 10), 0);
+    assert_int_equal(bs_config_env_encode("dedup.fpr", buf, 9), -1);
+}
+
+static void test_env_load(void **state)
+{
+    fixture *f = *state;
+    char *env[] = {
+        "PATH=/usr/bin",
+        "BLOOMSTAGEX=1",             /* not the prefix */
+        "bloomstage_dedup_fpr=0.5",  /* the prefix is upper case */
+        "BLOOMSTAGE_DEDUP_FPR=0.01",
+        "BLOOMSTAGE_DEDUP_ON_MISSING_KEY= reject ",
+        "BLOOMSTAGE_BLOCKLIST_BAD___IPS_PATH=/x/ips.bf",
+        "BLOOMSTAGE_KAFKA_BOOTSTRAP_SERVERS=h1:9092,h2:9092",
+        "BLOOMSTAGE_KAFKA_SASL_JAAS_CONFIG=a=b",
+        "NOT_AN_ASSIGNMENT",
+        NULL,
+    };
+    assert_int_equal(bs_config_load_env(f->cfg, env, f->err, sizeof f->err),
+                     0);
+    assert_true(bs_config_get_double(f->cfg, "dedup.fpr") == 0.01);
+    assert_string_equal(bs_config_origin(f->cfg, "dedup.fpr"),
+                        "env BLOOMSTAGE_DEDUP_FPR");
+    assert_int_equal(bs_config_get_enum(f->cfg, "dedup.on.missing.key"),
+                     BS_CONFIG_MISSING_REJECT);
+    assert_string_equal(bs_config_get_str(f->cfg, "blocklist.bad-ips.path"),
+                        "/x/ips.bf");
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.bootstrap.servers"),
+                        "h1:9092,h2:9092");
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.sasl.jaas.config"),
+                        "a=b");
+    assert_int_equal(bs_config_load_env(f->cfg, NULL, f->err, sizeof f->err),
+                     0);
+
+    char *typo[] = {"BLOOMSTAGE_DEDUP_FRP=1", NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, typo, f->err, sizeof f->err),
+                     -1);
+    assert_string_equal(f->err,
+                        "env BLOOMSTAGE_DEDUP_FRP: unknown key 'dedup.frp' "
+                        "(did you mean 'dedup.fpr', set as "
+                        "BLOOMSTAGE_DEDUP_FPR?)");
+
+    char *unknown[] = {"BLOOMSTAGE_HOME=/opt/x", NULL};
+    assert_int_equal(
+        bs_config_load_env(f->cfg, unknown, f->err, sizeof f->err), -1);
+    assert_string_equal(f->err, "env BLOOMSTAGE_HOME: unknown key 'home' "
+                                "(`bloomstage config --list` shows every "
+                                "key)");
+
+    char *bad[] = {"BLOOMSTAGE_DEDUP_FPR=2", NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, bad, f->err, sizeof f->err),
+                     -1);
+    assert_string_equal(f->err, "env BLOOMSTAGE_DEDUP_FPR: key 'dedup.fpr': "
+                                "value '2' out of range (0, 0.1]");
+
+    char *empty[] = {"BLOOMSTAGE_=x", NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, empty, f->err, sizeof f->err),
+                     -1);
+    assert_string_equal(f->err, "env BLOOMSTAGE_: empty key");
+}
+
+/* defaults < file < env < -X, whatever order the loaders run in. */
+static void test_precedence(void **state)
+{
+    fixture *f = *state;
+    write_conf(f, "dedup.fpr=0.01\n"
+                  "dedup.capacity=10\n"
+                  "dedup.growth=3\n"
+                  "dedup.tightening=0.5\n");
+    char *env[] = {"BLOOMSTAGE_DEDUP_CAPACITY=20",
+                   "BLOOMSTAGE_DEDUP_GROWTH=4", NULL};
+    for (int order = 0; order < 2; order++) {
+        bs_config *cfg = bs_config_new();
+        assert_non_null(cfg);
+        char *err = f->err;
+        size_t n = sizeof f->err;
+        if (order == 0) {
+            assert_int_equal(bs_config_load_file(cfg, f->path, err, n), 0);
+            assert_int_equal(bs_config_load_env(cfg, env, err, n), 0);
+            assert_int_equal(bs_config_set_arg(cfg, "dedup.growth=5", err, n),
+                             0);
+        } else {
+            assert_int_equal(bs_config_set_arg(cfg, "dedup.growth=5", err, n),
+                             0);
+            assert_int_equal(bs_config_load_env(cfg, env, err, n), 0);
+            assert_int_equal(bs_config_load_file(cfg, f->path, err, n), 0);
+        }
+        char want[600];
+        assert_true(bs_config_get_double(cfg, "dedup.fpr") == 0.01);
+        snprintf(want, sizeof want, "%s:1", f->path);
+        assert_string_equal(bs_config_origin(cfg, "dedup.fpr"), want);
+        assert_int_equal(bs_config_get_int(cfg, "dedup.capacity"), 20);
+        assert_string_equal(bs_config_origin(cfg, "dedup.capacity"),
+                            "env BLOOMSTAGE_DEDUP_CAPACITY");
+        assert_true(bs_config_get_double(cfg, "dedup.growth") == 5.0);
+        assert_string_equal(bs_config_origin(cfg, "dedup.growth"),
+                            "-X dedup.growth=5");
+        assert_true(bs_config_get_double(cfg, "dedup.tightening") == 0.5);
+        assert_int_equal(bs_config_get_int(cfg, "checkpoint.interval.ms"),
+                         5000);
+        assert_string_equal(bs_config_origin(cfg, "checkpoint.interval.ms"),
+                            "default");
+        bs_config_destroy(cfg);
+    }
+
+    /* A bad value is an error even in a layer that would be overridden: the
+     * file is broken either way. */
+    bs_config_destroy(f->cfg);
+    f->cfg = bs_config_new();
+    assert_int_equal(bs_config_set_arg(f->cfg, "dedup.fpr=0.05", f->err,
+                                       sizeof f->err),
+                     0);
+    assert_int_equal(load_text(f, "dedup.fpr=7\n"), -1);
+    assert_err_at(f, ":1: key 'dedup.fpr': value '7' out of range (0, 0.1]");
+}
+
+static void test_set_arg(void **state)
+{
+    fixture *f = *state;
+    bs_config *cfg = f->cfg;
+    char *err = f->err;
+    size_t n = sizeof f->err;
+    assert_int_equal(bs_config_set_arg(cfg, "dedup.fpr=2", err, n), -1);
+    assert_string_equal(err, "-X dedup.fpr=2: key 'dedup.fpr': value '2' out "
+                             "of range (0, 0.1]");
+    assert_int_equal(bs_config_set_arg(cfg, "dedup.fpr", err, n), -1);
+    assert_string_equal(err, "-X dedup.fpr: expected key=value");
+    assert_int_equal(bs_config_set_arg(cfg, "=1", err, n), -1);
+    assert_string_equal(err, "-X =1: empty key");
+    assert_int_equal(bs_config_set_arg(cfg, "dedup.frp=1", err, n), -1);
+    assert_string_equal(err, "-X dedup.frp=1: unknown key 'dedup.frp' (did "
+                             "you mean 'dedup.fpr'?)");
+    /* Blanks around key and value are ignored, '=' in the value kept. */
+    assert_int_equal(
+        bs_config_set_arg(cfg, " kafka.sasl.jaas.config = x=y z ", err, n), 0);
+    assert_string_equal(bs_config_get_str(cfg, "kafka.sasl.jaas.config"),
+                        "x=y z");
+    /* bs_config_set names its own origin. */
+    assert_int_equal(bs_config_set(cfg, "log.level", "verbose",
+                                   "settings.json", err, n),
+                     -1);
+    assert_string_equal(err, "settings.json: key 'log.level': value "
+                             "'verbose' is not one of: error, warn, info, "
+                             "debug");
+    assert_int_equal(bs_config_set(cfg, "log.level", "debug", NULL, err, n),
+                     0);
+    assert_string_equal(bs_config_origin(cfg, "log.level"),
+                        "-X log.level=debug");
+    /* Setting again replaces (and frees) the previous value. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(bs_config_set(cfg, "dedup.key", "json:/a/b~1c", NULL,
+                                       err, n),
+                         0);
+    const bs_config_keyspec *ks = bs_config_get_keyspec(cfg, "dedup.key");
+    assert_int_equal(ks->ntokens, 2);
+    assert_string_equal(ks->tokens[1], "b/c");
+}
+
+struct collected {
+    char text[1024];
+    int stop_after; /* stop (return 7) after this many; 0 = never */
+    int calls;
+};
+
+static int collect(const char *key, const char *value, void *opaque)
+{
+    struct collected *c = opaque;
+    size_t o = strlen(c->text);
+    snprintf(c->text + o, sizeof c->text - o, "%s=%s;", key, value);
+    c->calls++;
+    return c->stop_after && c->calls >= c->stop_after ? 7 : 0;
+}
+
+static void test_passthrough(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "kafka.bootstrap.servers=b:9092\n"
+                                  "consumer.session.timeout.ms=45000\n"
+                                  "producer.linger.ms=5\n"
+                                  "kafka.client.id=bs\n"
+                                  "consumer.auto.offset.reset=earliest\n"
+                                  "dedup.fpr=0.001\n"),
+                     0);
+    struct collected c = {{0}, 0, 0};
+    assert_int_equal(bs_config_foreach(f->cfg, "kafka.", collect, &c), 0);
+    assert_string_equal(c.text, "bootstrap.servers=b:9092;client.id=bs;");
+    memset(&c, 0, sizeof c);
+    assert_int_equal(bs_config_foreach(f->cfg, "consumer.", collect, &c), 0);
+    /* consumer.group.id has a default, so it is always passed. */
+    assert_string_equal(c.text, "group.id=bloomstage;session.timeout.ms=45000;"
+                                "auto.offset.reset=earliest;");
+    memset(&c, 0, sizeof c);
+    assert_int_equal(bs_config_foreach(f->cfg, "producer.", collect, &c), 0);
+    assert_string_equal(c.text, "linger.ms=5;");
+    /* The callback can stop the walk. */
+    memset(&c, 0, sizeof c);
+    c.stop_after = 1;
+    assert_int_equal(bs_config_foreach(f->cfg, "kafka.", collect, &c), 7);
+    assert_int_equal(c.calls, 1);
+
+    /* Overriding the group id passes the new one. */
+    assert_int_equal(bs_config_set_arg(f->cfg, "consumer.group.id=g2", f->err,
+                                       sizeof f->err),
+                     0);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(bs_config_foreach(f->cfg, "consumer.group.", collect, &c),
+                     0);
+    assert_string_equal(c.text, "id=g2;");
+}
+
+static void test_blocklists(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "input.topics=in\n"
+                                  "output.topic=out\n"
+                                  "dedup.key=json:/user/id\n"
+                                  "blocklist.spam.path=/b/spam.bf\n"
+                                  "blocklist.spam.key=header:from\n"
+                                  "blocklist.ips.fpr=0.001\n"
+                                  "blocklist.ips.path=/b/ips.bf\n"
+                                  "blocklist.bad-list_2.path=/b/bad.bf\n"),
+                     0);
+    const bs_config_blocklist *bl;
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 0); /* not validated */
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 3);
+
+    assert_string_equal(bl[0].name, "spam");
+    assert_string_equal(bl[0].path, "/b/spam.bf");
+    assert_int_equal(bl[0].key->kind, BS_CONFIG_KEYSPEC_HEADER);
+    assert_string_equal(bl[0].key->arg, "from");
+    assert_true(bl[0].fpr == 1e-6);
+
+    assert_string_equal(bl[1].name, "ips");
+    assert_string_equal(bl[1].path, "/b/ips.bf");
+    assert_true(bl[1].fpr == 0.001);
+    /* Inherits dedup.key. */
+    assert_int_equal(bl[1].key->kind, BS_CONFIG_KEYSPEC_JSON);
+    assert_string_equal(bl[1].key->arg, "/user/id");
+    assert_int_equal(bl[1].key->ntokens, 2);
+
+    assert_string_equal(bl[2].name, "bad-list_2");
+    assert_int_equal(bl[2].key->kind, BS_CONFIG_KEYSPEC_JSON);
+    char origin[600];
+    snprintf(origin, sizeof origin, "%s:6", f->path);
+    assert_string_equal(bs_config_origin(f->cfg, "blocklist.ips.fpr"),
+                        origin);
+    assert_string_equal(bs_config_origin(f->cfg, "blocklist.spam.fpr"),
+                        "default");
+    assert_string_equal(bs_config_get_str(f->cfg, "blocklist.ips.key"),
+                        "json:/user/id");
+
+    /* A later dedup.key changes what unset blocklist keys inherit; any
+     * change drops the array until the next validate. */
+    assert_int_equal(
+        bs_config_set_arg(f->cfg, "dedup.key=value", f->err, sizeof f->err),
+        0);
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 3);
+    assert_int_equal(bl[1].key->kind, BS_CONFIG_KEYSPEC_VALUE);
+    assert_int_equal(bl[0].key->kind, BS_CONFIG_KEYSPEC_HEADER);
+
+    /* Unset pattern keys read as their defaults. */
+    assert_true(bs_config_get_double(f->cfg, "blocklist.none.fpr") == 1e-6);
+    assert_int_equal(bs_config_get_keyspec(f->cfg, "blocklist.none.key")->kind,
+                     BS_CONFIG_KEYSPEC_VALUE);
+    assert_null(bs_config_get_str(f->cfg, "blocklist.none.path"));
+    assert_string_equal(bs_config_origin(f->cfg, "blocklist.none.fpr"),
+                        "default");
+
+    /* A blocklist without a path, named where it first appeared. */
+    assert_int_equal(load_text(f, "input.topics=in\n"
+                                  "output.topic=out\n"
+                                  "blocklist.a.path=/a\n"
+                                  "blocklist.x.fpr=0.01\n"
+                                  "blocklist.x.key=value\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":4: key 'blocklist.x.fpr' is set, so "
+                     "'blocklist.x.path' is required but not set");
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 0);
+    /* ... and the environment can supply it. */
+    char *env[] = {"BLOOMSTAGE_BLOCKLIST_X_PATH=/x", NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, env, f->err, sizeof f->err),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 2);
+    assert_string_equal(bl[1].path, "/x");
+
+    assert_int_equal(load_text(f, "input.topics=in\n"
+                                  "output.topic=out\n"
+                                  "blocklist.e.path=\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":3: key 'blocklist.e.path' is set, so "
+                     "'blocklist.e.path' is required but empty");
+}
+
+static void test_keyspec(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *text;
+        bs_config_keyspec_kind kind;
+        const char *arg;
+        size_t ntokens;
+        const char *tokens[3];
+    } cases[] = {
+        {"key", BS_CONFIG_KEYSPEC_KEY, "", 0, {NULL}},
+        {"value", BS_CONFIG_KEYSPEC_VALUE, "", 0, {NULL}},
+        {"header:X-Request-Id", BS_CONFIG_KEYSPEC_HEADER, "X-Request-Id", 0,
+         {NULL}},
+        {"header:a:b", BS_CONFIG_KEYSPEC_HEADER, "a:b", 0, {NULL}},
+        {"json:", BS_CONFIG_KEYSPEC_JSON, "", 0, {NULL}},
+        {"json:/", BS_CONFIG_KEYSPEC_JSON, "/", 1, {""}},
+        {"json:/user/id", BS_CONFIG_KEYSPEC_JSON, "/user/id", 2,
+         {"user", "id"}},
+        {"json:/a~1b/~0c~01/0", BS_CONFIG_KEYSPEC_JSON, "/a~1b/~0c~01/0", 3,
+         {"a/b", "~c~1", "0"}},
+        {"json://", BS_CONFIG_KEYSPEC_JSON, "//", 2, {"", ""}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(bs_config_set(f->cfg, "dedup.key", cases[i].text,
+                                       "test", f->err, sizeof f->err),
+                         0);
+        const bs_config_keyspec *ks = bs_config_get_keyspec(f->cfg,
+                                                            "dedup.key");
+        assert_int_equal(ks->kind, cases[i].kind);
+        assert_string_equal(ks->arg, cases[i].arg);
+        assert_int_equal(ks->ntokens, cases[i].ntokens);
+        for (size_t t = 0; t < cases[i].ntokens; t++)
+            assert_string_equal(ks->tokens[t], cases[i].tokens[t]);
+    }
+}
+
+static void test_required_and_topics(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "output.topic=out\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_string_equal(f->err,
+                        "required key 'input.topics' is not set (set it in "
+                        "the config file, as BLOOMSTAGE_INPUT_TOPICS or with "
+                        "-X input.topics=...)");
+
+    assert_int_equal(load_text(f, "input.topics=in\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_string_equal(f->err,
+                        "required key 'output.topic' is not set (set it in "
+                        "the config file, as BLOOMSTAGE_OUTPUT_TOPIC or with "
+                        "-X output.topic=...)");
+
+    assert_int_equal(load_text(f, "input.topics=in\noutput.topic=\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":2: key 'output.topic': must not be empty");
+
+    assert_int_equal(load_text(f, "input.topics=a,b,c\noutput.topic=b\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    char want[2048];
+    snprintf(want, sizeof want,
+             "%s:2: key 'output.topic': topic 'b' is also in input.topics "
+             "(%s:1): the stage would consume its own output",
+             f->path, f->path);
+    assert_string_equal(f->err, want);
+
+    assert_int_equal(
+        load_text(f, "input.topics=a\noutput.topic=o\nrejected.topic=a\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_non_null(strstr(f->err, ":3: key 'rejected.topic': topic 'a' is "
+                                   "also in input.topics"));
+
+    assert_int_equal(
+        load_text(f, "input.topics=a\noutput.topic=o\nrejected.topic=o\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    snprintf(want, sizeof want,
+             "%s:3: key 'rejected.topic': same topic as output.topic (%s:2): "
+             "dropped records would be forwarded",
+             f->path, f->path);
+    assert_string_equal(f->err, want);
+
+    assert_int_equal(load_text(f, "input.topics= a ,b.c,  d-e_f \n"
+                                  "output.topic=o\nrejected.topic=r\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    const char *const *t;
+    assert_int_equal(bs_config_get_topics(f->cfg, "input.topics", &t), 3);
+    assert_string_equal(t[0], "a");
+    assert_string_equal(t[1], "b.c");
+    assert_string_equal(t[2], "d-e_f");
+}
+
+static void test_line_too_long(void **state)
+{
+    fixture *f = *state;
+    /* Exactly BS_CONFIG_MAX_LINE bytes (plus "\n") is fine. */
+    size_t len = BS_CONFIG_MAX_LINE;
+    char *text = malloc(len + 64);
+    assert_non_null(text);
+    int o = sprintf(text, "# first\nkafka.x=");
+    memset(text + o, 'v', len - strlen("kafka.x="));
+    strcpy(text + o + len - strlen("kafka.x="), "\n");
+    assert_int_equal(load_text(f, text), 0);
+    assert_int_equal(strlen(bs_config_get_str(f->cfg, "kafka.x")),
+                     len - strlen("kafka.x="));
+
+    /* One byte more is not. */
+    o = sprintf(text, "# first\nkafka.x=");
+    memset(text + o, 'v', len - strlen("kafka.x=") + 1);
+    strcpy(text + o + len - strlen("kafka.x=") + 1, "\n");
+    assert_int_equal(load_text(f, text), -1);
+    assert_err_at(f, ":2: line longer than 65536 bytes");
+
+    /* The same bound on values from other layers. */
+    memset(text, 'v', len + 1);
+    text[len + 1] = '\0';
+    assert_int_equal(
+        bs_config_set(f->cfg, "kafka.y", text, "test", f->err, sizeof f->err),
+        -1);
+    assert_string_equal(f->err,
+                        "test: key 'kafka.y': value longer than 65536 bytes");
+    free(text);
+
+    /* And on keys. */
+    char key[BS_CONFIG_MAX_KEY + 2];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    memcpy(key, "kafka.", 6);
+    assert_int_equal(
+        bs_config_set(f->cfg, key, "v", "test", f->err, sizeof f->err), -1);
+    assert_non_null(strstr(f->err, "...' longer than 255 bytes"));
+    key[sizeof key - 2] = '\0'; /* 255: fine */
+    assert_int_equal(
+        bs_config_set(f->cfg, key, "v", "test", f->err, sizeof f->err), 0);
+}
+
+static void test_key_count_cap(void **state)
+{
+    fixture *f = *state;
+    char key[64];
+    int i, rc = 0;
+    for (i = 0; i < BS_CONFIG_MAX_KEYS + 10 && rc == 0; i++) {
+        snprintf(key, sizeof key, "kafka.k%d", i);
+        rc = bs_config_set(f->cfg, key, "1", "test", f->err, sizeof f->err);
+    }
+    assert_int_equal(rc, -1);
+    assert_true(i <= BS_CONFIG_MAX_KEYS);
+    snprintf(key, sizeof key, "': more than %d keys", BS_CONFIG_MAX_KEYS);
+    assert_non_null(strstr(f->err, key));
+    /* Existing keys can still be changed. */
+    assert_int_equal(bs_config_set(f->cfg, "kafka.k0", "2", "test", f->err,
+                                   sizeof f->err),
+                     0);
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.k0"), "2");
+}
+
+static void test_missing_file(void **state)
+{
+    fixture *f = *state;
+    char path[600], want[1024];
+    snprintf(path, sizeof path, "%s/does-not-exist.conf", f->dir);
+    assert_int_equal(bs_config_load_file(f->cfg, path, f->err, sizeof f->err),
+                     -1);
+    snprintf(want, sizeof want,
+             "%s: cannot open config file: No such file or directory", path);
+    assert_string_equal(f->err, want);
+
+    assert_int_equal(
+        bs_config_load_file(f->cfg, f->dir, f->err, sizeof f->err), -1);
+    snprintf(want, sizeof want, "%s: cannot read config file: Is a directory",
+             f->dir);
+    assert_string_equal(f->err, want);
+
+    if (geteuid() != 0) { /* root reads anything */
+        write_conf(f, "dedup.fpr=0.1\n");
+        assert_int_equal(chmod(f->path, 0), 0);
+        assert_int_equal(
+            bs_config_load_file(f->cfg, f->path, f->err, sizeof f->err), -1);
+        snprintf(want, sizeof want,
+                 "%s: cannot open config file: Permission denied", f->path);
+        assert_string_equal(f->err, want);
+    }
+
+    /* errstr may be NULL. */
+    assert_int_equal(bs_config_load_file(f->cfg, path, NULL, 0), -1);
+    /* A tiny buffer is truncated, not overrun. */
+    char small[8];
+    assert_int_equal(bs_config_load_file(f->cfg, path, small, sizeof small),
+                     -1);
+    assert_int_equal(strlen(small), sizeof small - 1);
+}
+
+/* Reads a stream written by a print function into a string (caller frees). */
+static char *print_to_string(int (*fn)(FILE *), const bs_config *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    assert_non_null(mem);
+    int rc = cfg ? bs_config_print_effective(cfg, mem) : fn(mem);
+    assert_int_equal(fclose(mem), 0);
+    assert_int_equal(rc, 0);
+    return buf;
+}
+
+static void test_documents(void **state)
+{
+    fixture *f = *state;
+    char *list = print_to_string(bs_config_print_list, NULL);
+    char *sample = print_to_string(bs_config_print_sample, NULL);
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        char name[BS_CONFIG_MAX_KEY + 1], line[600];
+        const bs_config_row *row = &bs_config_rows[i];
+        bs_config_display_name(row, name, sizeof name);
+        snprintf(line, sizeof line, "\n%s ", name);
+        if (!strstr(list, line))
+            fail_msg("--list lacks %s", name);
+        if (bs_config_row_is_pattern(row))
+            snprintf(line, sizeof line, "\n#%s\n", row->example);
+        else if (row->def)
+            snprintf(line, sizeof line, "\n#%s=%s\n", row->name, row->def);
+        else
+            snprintf(line, sizeof line, "\n#%s\n", row->example);
+        if (!strstr(sample, line))
+            fail_msg("--sample lacks %s", line + 1);
+    }
+    assert_non_null(strstr(list, "\ndedup.fpr                  double      "
+                                 "1e-6           (0, 0.1]\n"));
+    assert_non_null(strstr(list, "    env: BLOOMSTAGE_DEDUP_ON_MISSING_KEY\n"));
+    /* No line of either is longer than 80 columns or ends in a blank. */
+    const char *docs[] = {list, sample};
+    for (size_t d = 0; d < 2; d++) {
+        for (const char *p = docs[d]; *p;) {
+            size_t l = strcspn(p, "\n");
+            if (l > 80 || (l > 0 && p[l - 1] == ' '))
+                fail_msg("bad line: %.*s", (int)l, p);
+            p += l + (p[l] == '\n');
+        }
+    }
+
+    /* Uncommenting every `#key=value` line of the sample gives a
+     * configuration that loads and validates: the examples are real. */
+    size_t slen = strlen(sample);
+    char *live = malloc(slen + 1);
+    assert_non_null(live);
+    size_t o = 0;
+    for (const char *p = sample; *p;) {
+        size_t l = strcspn(p, "\n");
+        if (p[0] == '#' && p[1] >= 'a' && p[1] <= 'z') {
+            memcpy(live + o, p + 1, l - 1);
+            o += l - 1;
+        } else {
+            memcpy(live + o, p, l);
+            o += l;
+        }
+        live[o++] = '\n';
+        p += l + (p[l] == '\n');
+    }
+    live[o] = '\0';
+    assert_int_equal(load_text(f, live), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    const bs_config_blocklist *bl;
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 1);
+    assert_string_equal(bl[0].name, "spam");
+    free(live);
+
+#ifdef BS_SAMPLE_CONF
+    /* The checked-in sample is this output, byte for byte. */
+    FILE *fp = fopen(BS_SAMPLE_CONF, "rb");
+    assert_non_null(fp);
+    char *disk = calloc(1, slen + 2);
+    assert_non_null(disk);
+    size_t got = fread(disk, 1, slen + 1, fp);
+    fclose(fp);
+    if (got != slen || memcmp(disk, sample, slen) != 0)
+        fail_msg("%s differs from `bloomstage config --sample`; regenerate "
+                 "it",
+                 BS_SAMPLE_CONF);
+    free(disk);
+#endif
+    free(list);
+    free(sample);
+}
+
+static void test_effective(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "input.topics=in\n"
+                                  "output.topic=out\n"
+                                  "kafka.sasl.password=hunter2\n"
+                                  "kafka.ssl.key.pem=PRIVATE\n"
+                                  "kafka.sasl.username=alice\n"
+                                  "blocklist.x.path=/x\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    char *eff = print_to_string(NULL, f->cfg);
+    assert_null(strstr(eff, "hunter2"));
+    assert_null(strstr(eff, "PRIVATE"));
+    char origin[600], want[1024];
+    snprintf(origin, sizeof origin, "%s:1", f->path);
+    static const char *const lines[][3] = {
+        {"kafka.sasl.password", "[redacted]", NULL},
+        {"kafka.ssl.key.pem", "[redacted]", NULL},
+        {"kafka.sasl.username", "alice", NULL},
+        {"blocklist.x.key", "key", "default (dedup.key)"},
+        {"blocklist.x.fpr", "1e-6", "default"},
+        {"log.level", "info", "default"},
+        {"input.topics", "in", ""},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        /* "key = value  # origin", aligned in columns. */
+        snprintf(want, sizeof want, "%-28s = %-24s  # %s\n", lines[i][0],
+                 lines[i][1],
+                 !lines[i][2] ? "" : lines[i][2][0] ? lines[i][2] : origin);
+        if (!lines[i][2]) /* origin not checked */
+            want[strlen(want) - 1] = '\0';
+        if (!strstr(eff, want))
+            fail_msg("no line '%s' in:\n%s", want, eff);
+    }
+    free(eff);
+
+    /* Values are printed on one line, control characters escaped. */
+    char *env[] = {"BLOOMSTAGE_KAFKA_SSL_CA_PEM=-----BEGIN\nabc\\\t\x01\n"
+                   "-----END",
+                   NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, env, f->err, sizeof f->err),
+                     0);
+    eff = print_to_string(NULL, f->cfg);
+    assert_non_null(strstr(eff, "kafka.ssl.ca.pem             = -----BEGIN\\n"
+                                "abc\\\\\\t\\x01\\n-----END  # env "
+                                "BLOOMSTAGE_KAFKA_SSL_CA_PEM\n"));
+    free(eff);
+
+    /* A write error is reported. */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        assert_int_equal(bs_config_print_sample(full), -1);
+        fclose(full);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+        T(test_defaults),
+        T(test_enum_constants_match_table),
+        T(test_table_rows_are_sound),
+        T(test_file_syntax),
+        T(test_malformed_lines),
+        T(test_bad_values),
+        T(test_bool_values),
+        T(test_range_edges),
+        T(test_unknown_keys),
+        T(test_distance_and_suggest),
+        T(test_env_names),
+        T(test_env_load),
+        T(test_precedence),
+        T(test_set_arg),
+        T(test_passthrough),
+        T(test_blocklists),
+        T(test_keyspec),
+        T(test_required_and_topics),
+        T(test_line_too_long),
+        T(test_key_count_cap),
+        T(test_missing_file),
+        T(test_documents),
+        T(test_effective),
+#undef T
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
