@@ -15,6 +15,8 @@ typedef struct command {
 static const command COMMANDS[] = {
     {"run", cmd_run,
      "run -c FILE [-X key=value]...   the stage: dedup + blocklists on Kafka"},
+    {"demo", cmd_demo,
+     "demo [--events N]               the stage on an embedded mock cluster"},
     {"filter", cmd_filter,
      "filter build|info|query|merge   blocklist filters from lists"},
     {"dedup", cmd_dedup,
