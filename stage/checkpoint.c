@@ -175,12 +175,6 @@ int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
     if (getn(buf + 8, 2) != VERSION)
         FAIL("%s: checkpoint format version %u is not supported (this build "
              "reads version %u)", path, (unsigned)getn(buf + 8, 2), VERSION);
-    uint64_t want = getn(buf + len - 8, 8);
-    uint64_t have = XXH3_64bits(buf, len - 8);
-    if (want != have)
-        FAIL("%s: checksum mismatch (the checkpoint is damaged: stored "
-             "%016llx, computed %016llx)", path, (unsigned long long)want,
-             (unsigned long long)have);
     size_t tlen = (size_t)getn(buf + 10, 2);
     uint32_t nwm = (uint32_t)getn(buf + 32, 4);
     if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS)
@@ -193,8 +187,15 @@ int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
     uint64_t flen = getn(buf + off, 8);
     off += 8;
     if (flen != len - 8 - off)
-        FAIL("%s: filter length %llu does not match the file (%zu bytes "
-             "left)", path, (unsigned long long)flen, len - 8 - off);
+        FAIL("%s: truncated or damaged: the header says the filter is %llu "
+             "bytes, the file has %zu for it", path, (unsigned long long)flen,
+             len - 8 - off);
+    uint64_t want = getn(buf + len - 8, 8);
+    uint64_t have = XXH3_64bits(buf, len - 8);
+    if (want != have)
+        FAIL("%s: checksum mismatch (the checkpoint is damaged: stored "
+             "%016llx, computed %016llx)", path, (unsigned long long)want,
+             (unsigned long long)have);
     memcpy(out->topic, buf + FIXED, tlen);
     out->topic[tlen] = '\0';
     out->partition = (int32_t)getn(buf + 12, 4);

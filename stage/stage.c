@@ -48,8 +48,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define HDR_SRC "bloomstage-src"
 #define HDR_REASON "bloomstage-reason"
@@ -844,6 +846,47 @@ static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size)
     return 0;
 }
 
+/* Before joining the group: every checkpoint in the directory must load
+ * (a damaged one stops start-up with its name and what is wrong, before
+ * anything is consumed or committed), and temp files left by a crash in
+ * the middle of a checkpoint write are removed (the rename never happened,
+ * so the previous checkpoint still stands). */
+static int check_checkpoints(const char *dir, char *errstr,
+                             size_t errstr_size)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", dir,
+                 strerror(errno));
+        return -1;
+    }
+    int rc = 0, n = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".ckpt.tmp.")) {
+            bs_log(BS_LOG_INFO, "removing an unfinished checkpoint write",
+                   "file=%s", path);
+            unlink(path);
+            continue;
+        }
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".ckpt") != 0)
+            continue;
+        bs_checkpoint c;
+        if (bs_ckpt_load(path, &c, errstr, errstr_size) < 0)
+            rc = -1;
+        else
+            bs_ckpt_free(&c);
+        n++;
+    }
+    closedir(d);
+    if (rc == 0 && n > 0)
+        bs_log(BS_LOG_INFO, "checkpoints verified", "dir=%s files=%d", dir, n);
+    return rc;
+}
+
 bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
 {
     bs_stage *s = calloc(1, sizeof(*s));
@@ -887,6 +930,9 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
                  s->ckpt_dir);
         goto fail;
     }
+
+    if (check_checkpoints(s->ckpt_dir, errstr, errstr_size) != 0)
+        goto fail;
 
     /* Blocklists before joining the group: a broken one stops start-up
      * before anything is consumed. */
