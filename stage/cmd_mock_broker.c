@@ -30,7 +30,9 @@
  *
  * Signals: SIGINT and SIGTERM are blocked while librdkafka starts its
  * threads (they inherit the mask), so the signal is always delivered to the
- * main thread, where it interrupts poll() and sets `stop`.
+ * main thread, where it interrupts poll() and sets `stop_signal`.  Exit
+ * then takes a few milliseconds, occasionally about one second: that is
+ * rd_kafka_mock_cluster_destroy() in 2.0.2 waiting on its own thread.
  */
 #include "commands.h"
 #include "util.h"
