@@ -23,6 +23,7 @@
 #include "bf_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,49 @@ static long imax_for(double lambda)
     return m > 100000 ? 100000 : (long)m;
 }
 
+/* Rate tables cost O(imax * k * B) to build (about half a millisecond) and
+ * depend only on (B, k): the ones asked for by bf_blocked_fpr_expected,
+ * which metrics and `info` call often, are kept (process-wide, under a
+ * lock; tables are never freed while in use: a caller gets a copy of the
+ * rate it asked for, computed under the lock).  A table is rebuilt larger
+ * when a bigger imax is needed. */
+#define CACHE_SLOTS 8
+typedef struct rate_cache {
+    uint32_t block_cells, k;
+    long imax;
+    double *f;
+} rate_cache;
+static rate_cache cache[CACHE_SLOTS];
+static unsigned cache_next;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const double *cached_table(uint32_t B, uint32_t k, long imax)
+{
+    for (unsigned i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].f && cache[i].block_cells == B && cache[i].k == k &&
+            cache[i].imax >= imax)
+            return cache[i].f;
+    rate_cache *c = NULL;
+    for (unsigned i = 0; i < CACHE_SLOTS && !c; i++)
+        if (cache[i].f && cache[i].block_cells == B && cache[i].k == k)
+            c = &cache[i];
+    if (!c)
+        c = &cache[cache_next++ % CACHE_SLOTS];
+    free(c->f);
+    c->f = NULL;
+    long want = imax < 256 ? 256 : imax;
+    double *f = malloc(((size_t)want + 1) * sizeof(double));
+    if (!f || !block_rate_table(B, k, want, f)) {
+        free(f);
+        return NULL;
+    }
+    c->block_cells = B;
+    c->k = k;
+    c->imax = want;
+    c->f = f;
+    return f;
+}
+
 double bf_blocked_fpr_expected(uint64_t nblocks, uint32_t block_cells,
                                uint32_t k, double n)
 {
@@ -97,13 +141,10 @@ double bf_blocked_fpr_expected(uint64_t nblocks, uint32_t block_cells,
         return 0.0;
     double lambda = n / (double)nblocks;
     long imax = imax_for(lambda);
-    double *f = malloc(((size_t)imax + 1) * sizeof(double));
-    if (!f || !block_rate_table(block_cells, k, imax, f)) {
-        free(f);
-        return 1.0;
-    }
-    double r = poisson_mix(f, imax, lambda);
-    free(f);
+    pthread_mutex_lock(&cache_lock);
+    const double *f = cached_table(block_cells, k, imax);
+    double r = f ? poisson_mix(f, imax, lambda) : 1.0;
+    pthread_mutex_unlock(&cache_lock);
     return r;
 }
 
