@@ -8,6 +8,7 @@
  */
 #include "commands.h"
 #include "log.h"
+#include "metrics.h"
 #include "stage.h"
 
 #include <config.h>
@@ -123,6 +124,17 @@ int cmd_run(int argc, char **argv)
         bs_config_destroy(cfg);
         return BS_EXIT_FAIL;
     }
+    bs_metrics *metrics = NULL;
+    const char *listen = bs_config_get_str(cfg, "metrics.listen");
+    if (listen && *listen) {
+        metrics = bs_metrics_start(listen, s, err, sizeof(err));
+        if (!metrics) {
+            fprintf(stderr, "bloomstage run: %s\n", err);
+            bs_stage_destroy(s);
+            bs_config_destroy(cfg);
+            return BS_EXIT_FAIL;
+        }
+    }
     running = s;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -136,6 +148,7 @@ int cmd_run(int argc, char **argv)
     if (rc != 0)
         fprintf(stderr, "bloomstage run: %s\n", err);
     running = NULL;
+    bs_metrics_stop(metrics);
     bs_stage_destroy(s);
     bs_config_destroy(cfg);
     return rc == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;

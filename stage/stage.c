@@ -44,7 +44,9 @@
 #include "util.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +69,7 @@ typedef struct part {
                             offset, else the first offset consumed; -1 none */
     int64_t next_offset; /* after the last record processed; -1 none */
     int64_t ckpt_offset; /* in the newest checkpoint file; -1 none */
+    int64_t lag;         /* consumer lag from librdkafka's stats; -1 none */
 } part;
 
 typedef _Atomic uint64_t counter;
@@ -109,6 +112,17 @@ struct bs_stage {
     atomic_bool stop;
     bool fatal;
     char fatal_err[1024];
+
+    /* What other threads (metrics, demo) may read: published by the stage
+     * thread under pub_lock. */
+    pthread_mutex_t pub_lock;
+    bs_part_metrics *pub;
+    size_t npub, cappub;
+    double last_publish;
+    _Atomic int64_t last_poll_ms; /* loop liveness, for readiness */
+    atomic_bool pub_failing, pub_paused;
+    counter ckpt_hist[BS_CKPT_BUCKETS];
+    counter ckpt_rounds, ckpt_sum_us;
 
     struct {
         counter records_in, records_out, dropped_duplicate,
@@ -197,6 +211,32 @@ static part *part_find(bs_stage *s, const char *topic, int32_t partition)
     return NULL;
 }
 
+/* librdkafka's statistics (consumer): the lag of each assigned partition,
+ * topics.T.partitions.P.consumer_lag. */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    (void)rk;
+    bs_stage *s = opaque;
+    json_t *root = json_loadb(json, len, 0, NULL);
+    json_t *topics = json_object_get(root, "topics");
+    const char *tname;
+    json_t *t;
+    json_object_foreach(topics, tname, t) {
+        const char *pname;
+        json_t *pj;
+        json_object_foreach(json_object_get(t, "partitions"), pname, pj) {
+            json_t *lag = json_object_get(pj, "consumer_lag");
+            if (!json_is_integer(lag) || json_integer_value(lag) < 0)
+                continue;
+            part *p = part_find(s, tname, (int32_t)atoi(pname));
+            if (p)
+                p->lag = json_integer_value(lag);
+        }
+    }
+    json_decref(root);
+    return 0; /* librdkafka frees json */
+}
+
 static void part_free(part *p)
 {
     free(p->topic);
@@ -278,20 +318,48 @@ static part *part_add(bs_stage *s, const char *topic, int32_t partition)
         return NULL;
     p->partition = partition;
     p->base_offset = p->next_offset = p->ckpt_offset = -1;
+    p->lag = -1;
     s->nparts++;
     return p;
 }
 
+/* Recomputes the filter gauges and publishes the per-partition view for
+ * other threads. */
 static void update_filter_gauges(bs_stage *s)
 {
     uint64_t bytes = 0, layers = 0;
+    pthread_mutex_lock(&s->pub_lock);
+    if (s->nparts > s->cappub) {
+        bs_part_metrics *np = realloc(s->pub, s->nparts * sizeof(*np));
+        if (np) {
+            s->pub = np;
+            s->cappub = s->nparts;
+        }
+    }
+    s->npub = 0;
     for (size_t i = 0; i < s->nparts; i++) {
-        bf_scalable *sb = bf_filter_scalable(s->parts[i].filter);
+        part *p = &s->parts[i];
         bf_info in;
-        bf_scalable_info(sb, &in);
+        bf_scalable_info(bf_filter_scalable(p->filter), &in);
         bytes += in.bytes;
         layers += in.layers;
+        if (s->npub < s->cappub) {
+            bs_part_metrics *m = &s->pub[s->npub++];
+            snprintf(m->topic, sizeof(m->topic), "%s", p->topic);
+            m->partition = p->partition;
+            m->layers = in.layers;
+            m->bits = in.cells;
+            m->fill = in.fill;
+            m->est_keys = in.est_keys;
+            m->est_fpr = in.est_fpr;
+            m->lag = p->lag;
+            m->ckpt_offset = p->ckpt_offset;
+        }
     }
+    pthread_mutex_unlock(&s->pub_lock);
+    atomic_store(&s->pub_failing, s->failing);
+    atomic_store(&s->pub_paused, s->paused);
+    s->last_publish = bs_now();
     SET(s->st.filter_bytes, bytes);
     SET(s->st.filter_layers, layers);
     SET(s->st.partitions, s->nparts);
@@ -508,6 +576,12 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         double dt = bs_now() - t0;
         SET(s->st.checkpoint_bytes, bytes);
         SET(s->st.checkpoint_us, (uint64_t)(dt * 1e6));
+        INC(s->ckpt_rounds);
+        atomic_fetch_add_explicit(&s->ckpt_sum_us, (uint64_t)(dt * 1e6),
+                                  memory_order_relaxed);
+        for (int b = 0; b < BS_CKPT_BUCKETS; b++)
+            if (dt <= bs_ckpt_bucket_bounds[b])
+                INC(s->ckpt_hist[b]);
         bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu"
                " seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
                dt);
@@ -895,6 +969,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         return NULL;
     }
     s->cfg = cfg;
+    pthread_mutex_init(&s->pub_lock, NULL);
     s->output_topic = bs_config_get_str(cfg, "output.topic");
     const char *rej = bs_config_get_str(cfg, "rejected.topic");
     s->rejected_topic = rej && *rej ? rej : NULL;
@@ -961,7 +1036,8 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     const char *group = bs_config_get_str(cfg, "consumer.group.id");
     static const char *const cdefaults[] = {
         "client.id", "bloomstage", "auto.offset.reset", "earliest",
-        "partition.assignment.strategy", "cooperative-sticky", NULL};
+        "partition.assignment.strategy", "cooperative-sticky",
+        "statistics.interval.ms", "5000", NULL};
     const char *cforced[] = {"enable.auto.commit", "false",
                              "enable.auto.offset.store", "false",
                              "group.id", group, NULL};
@@ -970,6 +1046,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     if (!cconf)
         goto fail;
     rd_kafka_conf_set_rebalance_cb(cconf, rebalance_cb);
+    rd_kafka_conf_set_stats_cb(cconf, stats_cb);
     char err[512];
     s->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
     if (!s->consumer) {
@@ -1021,6 +1098,9 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
         }
         rd_kafka_poll(s->producer, 0);
         double now = bs_now();
+        atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
+        if (now - s->last_publish >= 1.0)
+            update_filter_gauges(s);
         if (s->failing) {
             if (now >= s->retry_at)
                 checkpoint_round(s, "retry");
@@ -1089,6 +1169,44 @@ void bs_stage_stats_get(bs_stage *s, bs_stage_stats *o)
     o->filter_layers = (uint32_t)GET(s->st.filter_layers);
 }
 
+const double bs_ckpt_bucket_bounds[BS_CKPT_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0};
+
+void bs_stage_checkpoint_hist(bs_stage *s, bs_stage_hist *out)
+{
+    out->count = GET(s->ckpt_rounds);
+    out->sum = (double)GET(s->ckpt_sum_us) / 1e6;
+    for (int b = 0; b < BS_CKPT_BUCKETS; b++)
+        out->buckets[b] = GET(s->ckpt_hist[b]);
+}
+
+size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)
+{
+    pthread_mutex_lock(&s->pub_lock);
+    size_t n = s->npub;
+    if (out)
+        memcpy(out, s->pub, (n < max ? n : max) * sizeof(*out));
+    pthread_mutex_unlock(&s->pub_lock);
+    return n;
+}
+
+bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
+{
+    const char *no = NULL;
+    int64_t last = atomic_load(&s->last_poll_ms);
+    if (GET(s->st.partitions) == 0)
+        no = "no partitions assigned";
+    else if (last == 0 || bs_now() * 1000 - (double)last > 10000)
+        no = "the poll loop has not turned for 10 s";
+    else if (atomic_load(&s->pub_failing))
+        no = "checkpoints are failing";
+    else if (atomic_load(&s->pub_paused))
+        no = "consumption is paused";
+    if (why && why_size)
+        snprintf(why, why_size, "%s", no ? no : "ready");
+    return no == NULL;
+}
+
 size_t bs_stage_blocklists(bs_stage *s) { return s->nlists; }
 const char *bs_stage_blocklist_name(bs_stage *s, size_t i)
 {
@@ -1112,5 +1230,7 @@ void bs_stage_destroy(bs_stage *s)
     free(s->parts);
     bs_blocklists_free(s->lists, s->nlists);
     free((void *)s->list_drops);
+    free(s->pub);
+    pthread_mutex_destroy(&s->pub_lock);
     free(s);
 }

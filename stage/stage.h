@@ -15,6 +15,7 @@
 #define BLOOMSTAGE_STAGE_H
 
 #include <config.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,40 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr,
  * error (e.g. a damaged checkpoint), having committed nothing it should
  * not have. */
 int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size);
+
+/* Checkpoint round durations: a histogram with these upper bounds (s). */
+#define BS_CKPT_BUCKETS 10
+extern const double bs_ckpt_bucket_bounds[BS_CKPT_BUCKETS];
+
+typedef struct bs_stage_hist {
+    uint64_t count;
+    double sum;
+    uint64_t buckets[BS_CKPT_BUCKETS]; /* cumulative, Prometheus style */
+} bs_stage_hist;
+void bs_stage_checkpoint_hist(bs_stage *s, bs_stage_hist *out);
+
+/* One assigned partition, as last published by the stage thread (every
+ * second, and on each checkpoint and rebalance). */
+typedef struct bs_part_metrics {
+    char topic[250];
+    int32_t partition;
+    uint32_t layers;
+    uint64_t bits;
+    double fill;
+    double est_keys;
+    double est_fpr;
+    int64_t lag;         /* from librdkafka's statistics; -1 unknown */
+    int64_t ckpt_offset; /* in the newest checkpoint; -1 none */
+} bs_part_metrics;
+
+/* Copies up to max partitions into out (may be NULL to count); returns the
+ * number assigned.  Thread-safe. */
+size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max);
+
+/* Ready: partitions assigned, the loop turning (polled within the last
+ * 10 s), not paused, checkpoints not failing.  why says what is missing.
+ * Thread-safe. */
+bool bs_stage_ready(bs_stage *s, char *why, size_t why_size);
 
 void bs_stage_stop(bs_stage *s);
 void bs_stage_stats_get(bs_stage *s, bs_stage_stats *out);

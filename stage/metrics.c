@@ -1,0 +1,295 @@
+/*
+ * metrics.c -- see metrics.h.  Rendering reads only what the stage
+ * publishes for other threads (atomic counters and a locked per-partition
+ * snapshot), so a scrape never blocks the record path.
+ */
+#include "metrics.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bs_metrics {
+    struct MHD_Daemon *daemon;
+    bs_stage *stage;
+    unsigned port;
+};
+
+/* -- a bounded growable text buffer ---------------------------------------- */
+
+#define OUT_CAP (16u << 20) /* a scrape larger than this is cut */
+
+typedef struct out {
+    char *buf;
+    size_t len, cap;
+    bool full;
+} out;
+
+static void outf(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(out *o, const char *fmt, ...)
+{
+    if (o->full)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->full = true;
+            return;
+        }
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap * 2;
+        char *nb = cap <= OUT_CAP ? realloc(o->buf, cap) : NULL;
+        if (!nb) {
+            o->full = true;
+            o->buf[o->len] = '\0';
+            return;
+        }
+        o->buf = nb;
+        o->cap = cap;
+    }
+}
+
+static void head(out *o, const char *name, const char *type, const char *help)
+{
+    outf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void counter(out *o, const char *name, const char *help, uint64_t v)
+{
+    head(o, name, "counter", help);
+    outf(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void gauge(out *o, const char *name, const char *help, double v)
+{
+    head(o, name, "gauge", help);
+    outf(o, "%s %.17g\n", name, v);
+}
+
+char *bs_metrics_render(bs_stage *s)
+{
+    out o = {malloc(65536), 0, 65536, false};
+    if (!o.buf)
+        return NULL;
+    o.buf[0] = '\0';
+    bs_stage_stats st;
+    bs_stage_stats_get(s, &st);
+
+    counter(&o, "bloomstage_records_in_total",
+            "Records consumed from the input topics.", st.records_in);
+    counter(&o, "bloomstage_records_out_total",
+            "Records forwarded to the output topic.", st.records_out);
+    head(&o, "bloomstage_records_dropped_total", "counter",
+         "Records dropped, by reason (and blocklist).");
+    outf(&o, "bloomstage_records_dropped_total{reason=\"duplicate\"} %llu\n",
+         (unsigned long long)st.dropped_duplicate);
+    for (size_t i = 0; i < bs_stage_blocklists(s); i++)
+        outf(&o, "bloomstage_records_dropped_total{reason=\"blocklist\","
+             "list=\"%s\"} %llu\n", bs_stage_blocklist_name(s, i),
+             (unsigned long long)bs_stage_blocklist_drops(s, i));
+    counter(&o, "bloomstage_records_missing_key_total",
+            "Records without the dedup key (handled by "
+            "dedup.on.missing.key).", st.missing_key);
+    counter(&o, "bloomstage_records_rejected_total",
+            "Dropped records produced to rejected.topic.", st.rejected_out);
+    counter(&o, "bloomstage_delivery_failures_total",
+            "Produced records whose delivery failed.", st.delivery_failures);
+    counter(&o, "bloomstage_rollbacks_total",
+            "Rewinds to the last checkpoint after a failed delivery.",
+            st.rollbacks);
+    counter(&o, "bloomstage_checkpoints_total",
+            "Partition checkpoints written.", st.checkpoints);
+    counter(&o, "bloomstage_checkpoint_failures_total",
+            "Failed checkpoint writes and checkpoint rounds.",
+            st.checkpoint_failures);
+    counter(&o, "bloomstage_commits_total",
+            "Offset commits after a checkpoint round.", st.commits);
+
+    bs_stage_hist h;
+    bs_stage_checkpoint_hist(s, &h);
+    head(&o, "bloomstage_checkpoint_duration_seconds", "histogram",
+         "Duration of checkpoint rounds (flush, write, fsync, commit).");
+    for (int b = 0; b < BS_CKPT_BUCKETS; b++)
+        outf(&o, "bloomstage_checkpoint_duration_seconds_bucket{le=\"%g\"} "
+             "%llu\n", bs_ckpt_bucket_bounds[b],
+             (unsigned long long)h.buckets[b]);
+    outf(&o, "bloomstage_checkpoint_duration_seconds_bucket{le=\"+Inf\"} "
+         "%llu\n", (unsigned long long)h.count);
+    outf(&o, "bloomstage_checkpoint_duration_seconds_sum %.6f\n", h.sum);
+    outf(&o, "bloomstage_checkpoint_duration_seconds_count %llu\n",
+         (unsigned long long)h.count);
+    gauge(&o, "bloomstage_checkpoint_bytes",
+          "Bytes of filter state written by the last checkpoint round.",
+          (double)st.checkpoint_bytes);
+    gauge(&o, "bloomstage_partitions_assigned", "Input partitions assigned.",
+          st.partitions);
+    gauge(&o, "bloomstage_filter_memory_bytes",
+          "Memory of the dedup filters of all assigned partitions.",
+          (double)st.filter_bytes);
+    gauge(&o, "bloomstage_ready", "1 when /ready answers 200.",
+          bs_stage_ready(s, NULL, 0) ? 1 : 0);
+
+    size_t n = bs_stage_partitions(s, NULL, 0);
+    bs_part_metrics *pm = n ? calloc(n, sizeof(*pm)) : NULL;
+    n = pm ? bs_stage_partitions(s, pm, n) : 0;
+    static const struct {
+        const char *name, *help;
+    } per[] = {
+        {"bloomstage_filter_layers", "Layers of the partition's dedup filter."},
+        {"bloomstage_filter_bits", "Bits of the partition's dedup filter."},
+        {"bloomstage_filter_fill_ratio", "Fraction of the filter's bits set."},
+        {"bloomstage_filter_estimated_keys",
+         "Distinct keys estimated from the filter's bits."},
+        {"bloomstage_filter_estimated_fpr",
+         "False-positive rate estimated from the filter's fill."},
+        {"bloomstage_consumer_lag",
+         "Records behind the partition's end (librdkafka statistics)."},
+    };
+    for (size_t g = 0; g < sizeof(per) / sizeof(per[0]); g++) {
+        head(&o, per[g].name, "gauge", per[g].help);
+        for (size_t i = 0; i < n; i++) {
+            const bs_part_metrics *p = &pm[i];
+            double v = g == 0   ? p->layers
+                       : g == 1 ? (double)p->bits
+                       : g == 2 ? p->fill
+                       : g == 3 ? p->est_keys
+                       : g == 4 ? p->est_fpr
+                                : (double)p->lag;
+            if (g == 5 && p->lag < 0)
+                continue; /* not known yet */
+            outf(&o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n",
+                 per[g].name, p->topic, (int)p->partition, v);
+        }
+    }
+    free(pm);
+    return o.buf;
+}
+
+/* -- HTTP ------------------------------------------------------------------ */
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code,
+                             const char *type, char *body, bool owned)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, owned ? MHD_RESPMEM_MUST_FREE
+                                  : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        if (owned)
+            free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
+                              const char *url, const char *method,
+                              const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)con_cls;
+    bs_metrics *m = cls;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return reply(c, 405, "text/plain", "method not allowed\n", false);
+    if (!strcmp(url, "/metrics")) {
+        char *body = bs_metrics_render(m->stage);
+        if (!body)
+            return reply(c, 500, "text/plain", "out of memory\n", false);
+        return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", body,
+                     true);
+    }
+    if (!strcmp(url, "/healthz"))
+        return reply(c, 200, "text/plain", "ok\n", false);
+    if (!strcmp(url, "/ready")) {
+        char why[128], *body = malloc(160);
+        if (!body)
+            return MHD_NO;
+        bool ok = bs_stage_ready(m->stage, why, sizeof(why));
+        snprintf(body, 160, "%s\n", why);
+        return reply(c, ok ? 200 : 503, "text/plain", body, true);
+    }
+    return reply(c, 404, "text/plain",
+                 "not found: try /metrics, /healthz, /ready\n", false);
+}
+
+bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
+                             char *errstr, size_t errstr_size)
+{
+    char host[256] = "", port[16] = "";
+    const char *colon = strrchr(listen, ':');
+    if (!colon || !colon[1] || strlen(colon + 1) >= sizeof(port) ||
+        (size_t)(colon - listen) >= sizeof(host)) {
+        snprintf(errstr, errstr_size, "metrics.listen '%s': expected "
+                 "HOST:PORT, :PORT or [V6]:PORT", listen);
+        return NULL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    snprintf(port, sizeof(port), "%s", colon + 1);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gerr = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+    if (gerr) {
+        snprintf(errstr, errstr_size, "metrics.listen '%s': %s", listen,
+                 gai_strerror(gerr));
+        return NULL;
+    }
+    bs_metrics *m = calloc(1, sizeof(*m));
+    if (!m) {
+        freeaddrinfo(ai);
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    m->stage = stage;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, m,
+                                 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                 MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                 MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!m->daemon) {
+        snprintf(errstr, errstr_size, "metrics.listen '%s': cannot listen "
+                 "(address in use or not local?)", listen);
+        free(m);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    m->port = info ? info->port : 0;
+    bs_log(BS_LOG_INFO, "metrics listening", "address=%s port=%u",
+           host[0] ? host : "*", m->port);
+    return m;
+}
+
+unsigned bs_metrics_port(const bs_metrics *m) { return m->port; }
+
+void bs_metrics_stop(bs_metrics *m)
+{
+    if (!m)
+        return;
+    MHD_stop_daemon(m->daemon);
+    free(m);
+}

@@ -1,0 +1,31 @@
+/*
+ * metrics.h -- the stage's HTTP endpoint (libmicrohttpd, its own thread):
+ *
+ *   /metrics   Prometheus text format (names in README.md, "Metrics")
+ *   /healthz   200 while the process runs
+ *   /ready     200 while partitions are assigned, records flow and
+ *              checkpoints are not failing; 503 with the reason otherwise
+ *
+ * The server borrows the stage, which must outlive bs_metrics_stop.
+ */
+#ifndef BLOOMSTAGE_METRICS_H
+#define BLOOMSTAGE_METRICS_H
+
+#include "stage.h"
+
+#include <stddef.h>
+
+typedef struct bs_metrics bs_metrics;
+
+/* listen: "HOST:PORT", ":PORT" (all addresses) or "[V6]:PORT"; port 0
+ * picks a free one (the log line "metrics listening" says which).  NULL
+ * with errstr if the address is bad or cannot be bound. */
+bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
+                             char *errstr, size_t errstr_size);
+unsigned bs_metrics_port(const bs_metrics *m);
+void bs_metrics_stop(bs_metrics *m);
+
+/* The /metrics text, for tests and the demo: a malloc'd string. */
+char *bs_metrics_render(bs_stage *stage);
+
+#endif
