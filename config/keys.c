@@ -190,6 +190,11 @@ const bs_config_row bs_config_rows[] = {
     {.name = "log.level", .type = BS_CT_ENUM, .section = SEC_OPS,
      .def = "info", .values = log_level_values,
      .help = "Least severe messages logged (to stderr)."},
+    {.name = "log.stats.interval.ms", .type = BS_CT_INT, .section = SEC_OPS,
+     .def = "30000", IRANGE(0, 86400000),
+     .help = "Every so often, one log line with the counters (records in, "
+             "out, dropped, rate, lag, checkpoints).  0: none.  When not 0 and stderr is a "
+             "terminal, `bloomstage run` also keeps a live status line."},
 };
 const size_t bs_config_nrows = sizeof bs_config_rows / sizeof bs_config_rows[0];
 

@@ -382,6 +382,7 @@ int cmd_demo(int argc, char **argv)
         set(cfg, "blocklist.spam.key", "json:/from") ||
         set(cfg, "checkpoint.dir", ckpt_dir) ||
         set(cfg, "checkpoint.interval.ms", "1000") ||
+        set(cfg, "log.stats.interval.ms", "0") ||
         bs_config_validate(cfg, err, sizeof(err))) {
         if (cfg)
             fprintf(stderr, "bloomstage demo: %s\n", err);

@@ -11,6 +11,22 @@
 #include <unistd.h>
 
 static volatile bs_log_level current = BS_LOG_INFO;
+static volatile bool status_shown;
+
+bool bs_log_is_tty(void) { return isatty(STDERR_FILENO) == 1; }
+
+void bs_log_status(const char *line)
+{
+    if (!bs_log_is_tty())
+        return;
+    char buf[512];
+    int n = snprintf(buf, sizeof(buf), "\r\033[K%s", line ? line : "");
+    if (n > (int)sizeof(buf) - 1)
+        n = (int)sizeof(buf) - 1;
+    ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+    (void)w;
+    status_shown = line != NULL;
+}
 static const char *const NAMES[] = {"error", "warn", "info", "debug"};
 
 void bs_log_set_level(bs_log_level level) { current = level; }
@@ -56,6 +72,10 @@ void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
     if (level > current)
         return;
     char line[2048], q[512];
+    if (status_shown) {
+        ssize_t w = write(STDERR_FILENO, "\r\033[K", 4);
+        (void)w;
+    }
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;

@@ -28,6 +28,12 @@ bs_log_level bs_log_get_level(void);
 void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A live status line on stderr when it is a terminal (no-op otherwise):
+ * redrawn in place; log lines clear it first, the next call redraws it.
+ * NULL clears it for good. */
+void bs_log_status(const char *line);
+bool bs_log_is_tty(void);
+
 /* s as a logfmt value: quoted and escaped when it needs to be.  Returns buf. */
 const char *bs_log_quote(const char *s, char *buf, size_t size);
 

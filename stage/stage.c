@@ -102,6 +102,10 @@ struct bs_stage {
     uint64_t dr_failed;
     char dr_error[256];
 
+    double stats_interval; /* log.stats.interval.ms, seconds; 0 off */
+    double last_stats, last_status;
+    uint64_t stats_in_before, status_in_before;
+
     uint64_t since_ckpt; /* records processed since the last checkpoint */
     double last_ckpt;
     double backoff, retry_at;
@@ -993,6 +997,8 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     s->ckpt_interval =
         (double)bs_config_get_int(cfg, "checkpoint.interval.ms") / 1000.0;
     s->ckpt_records = (uint64_t)bs_config_get_int(cfg, "checkpoint.records");
+    s->stats_interval =
+        (double)bs_config_get_int(cfg, "log.stats.interval.ms") / 1000.0;
 
     if (mkdir(s->ckpt_dir, 0755) != 0 && errno != EEXIST) {
         snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", s->ckpt_dir,
@@ -1061,6 +1067,77 @@ fail:
     return NULL;
 }
 
+/* -- reporting ------------------------------------------------------------- */
+
+static int64_t total_lag(bs_stage *s)
+{
+    int64_t lag = 0;
+    bool known = false;
+    for (size_t i = 0; i < s->nparts; i++)
+        if (s->parts[i].lag >= 0) {
+            lag += s->parts[i].lag;
+            known = true;
+        }
+    return known ? lag : -1;
+}
+
+/* The periodic stats log line, and the live status line on a terminal. */
+static void report(bs_stage *s, double now)
+{
+    bool status = s->stats_interval > 0 && bs_log_is_tty() &&
+                  now - s->last_status >= 1.0;
+    bool stats = s->stats_interval > 0 &&
+                 now - s->last_stats >= s->stats_interval;
+    if (!status && !stats)
+        return;
+    bs_stage_stats st;
+    bs_stage_stats_get(s, &st);
+    int64_t lag = total_lag(s);
+    if (stats) {
+        double dt = s->last_stats > 0 ? now - s->last_stats : 0;
+        double rate = dt > 0 ? (double)(st.records_in - s->stats_in_before) /
+                                   dt
+                             : 0;
+        bs_log(BS_LOG_INFO, "stats", "records_in=%llu records_out=%llu "
+               "duplicates=%llu blocked=%llu missing_key=%llu rate=%.0f "
+               "lag=%lld partitions=%u filter_bytes=%llu checkpoints=%llu "
+               "checkpoint_failures=%llu commits=%llu",
+               (unsigned long long)st.records_in,
+               (unsigned long long)st.records_out,
+               (unsigned long long)st.dropped_duplicate,
+               (unsigned long long)st.dropped_blocklist,
+               (unsigned long long)st.missing_key, rate, (long long)lag,
+               st.partitions, (unsigned long long)st.filter_bytes,
+               (unsigned long long)st.checkpoints,
+               (unsigned long long)st.checkpoint_failures,
+               (unsigned long long)st.commits);
+        s->last_stats = now;
+        s->stats_in_before = st.records_in;
+    }
+    if (status) {
+        double dt = s->last_status > 0 ? now - s->last_status : 0;
+        double rate = dt > 0 ? (double)(st.records_in - s->status_in_before) /
+                                   dt
+                             : 0;
+        char line[256], lagbuf[32];
+        if (lag >= 0)
+            snprintf(lagbuf, sizeof(lagbuf), "%lld", (long long)lag);
+        else
+            snprintf(lagbuf, sizeof(lagbuf), "?");
+        snprintf(line, sizeof(line), "in %llu (%.0f/s)  out %llu  dup %llu  "
+                 "blocked %llu  lag %s  partitions %u  %s",
+                 (unsigned long long)st.records_in, rate,
+                 (unsigned long long)st.records_out,
+                 (unsigned long long)st.dropped_duplicate,
+                 (unsigned long long)st.dropped_blocklist, lagbuf,
+                 st.partitions,
+                 s->failing ? "CHECKPOINTS FAILING" : "checkpoints ok");
+        bs_log_status(line);
+        s->last_status = now;
+        s->status_in_before = st.records_in;
+    }
+}
+
 /* -- the loop -------------------------------------------------------------- */
 
 int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
@@ -1083,7 +1160,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
            "checkpoint_dir=%s", bs_config_get_str(s->cfg, "input.topics"),
            s->output_topic, bs_config_get_str(s->cfg, "consumer.group.id"),
            s->ckpt_dir);
-    s->last_ckpt = bs_now();
+    s->last_ckpt = s->last_stats = bs_now();
     while (!atomic_load(&s->stop) && !s->fatal) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
         if (m) {
@@ -1101,6 +1178,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
         atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
         if (now - s->last_publish >= 1.0)
             update_filter_gauges(s);
+        report(s, now);
         if (s->failing) {
             if (now >= s->retry_at)
                 checkpoint_round(s, "retry");
@@ -1117,6 +1195,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
         rd_kafka_consumer_close(s->consumer);
         return -1;
     }
+    bs_log_status(NULL);
     /* Drain: a final checkpoint round (retried while it fails, as long as
      * nothing else is wrong), then leave the group; the revoke that follows
      * finds nothing new to write. */
