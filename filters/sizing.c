@@ -33,33 +33,44 @@ static bool block_rate_table(uint32_t B, uint32_t k, long imax, double *f)
 {
     double *dist = calloc((size_t)B + 1, sizeof(double));
     double *powk = malloc(((size_t)B + 1) * sizeof(double));
-    if (!dist || !powk) {
+    double *occ = malloc(((size_t)B + 1) * sizeof(double));
+    if (!dist || !powk || !occ) {
         free(dist);
         free(powk);
+        free(occ);
         return false;
     }
-    for (uint32_t x = 0; x <= B; x++)
-        powk[x] = pow((double)x / B, k);
+    for (uint32_t x = 0; x <= B; x++) {
+        occ[x] = (double)x / B; /* a throw lands on an occupied cell */
+        powk[x] = pow(occ[x], k);
+    }
     dist[0] = 1.0;
-    uint32_t top = 0; /* highest x with dist[x] > 0 */
+    /* The distribution lives in [bot, top]; outside it every probability is
+     * below 1e-250 (dropped: far below any rate a filter is sized for), so
+     * the work per throw is the width of the peak, not B. */
+    uint32_t bot = 0, top = 0;
     f[0] = 0.0;
     for (long i = 1; i <= imax; i++) {
         for (uint32_t t = 0; t < k; t++) {
             /* One more throw: it lands on an occupied cell with p = x/B. */
             if (top < B)
                 top++;
-            for (uint32_t x = top; x > 0; x--)
-                dist[x] = dist[x] * ((double)x / B) +
-                          dist[x - 1] * ((double)(B - (x - 1)) / B);
-            dist[0] = 0.0;
+            for (uint32_t x = top; x > bot; x--)
+                dist[x] = dist[x] * occ[x] + dist[x - 1] * (1.0 - occ[x - 1]);
+            dist[bot] *= occ[bot];
+            while (bot < top && dist[bot] < 1e-250)
+                dist[bot++] = 0.0;
+            while (top > bot && dist[top] < 1e-250)
+                dist[top--] = 0.0;
         }
         double e = 0.0;
-        for (uint32_t x = 0; x <= top; x++)
+        for (uint32_t x = bot; x <= top; x++)
             e += dist[x] * powk[x];
         f[i] = e;
     }
     free(dist);
     free(powk);
+    free(occ);
     return true;
 }
 
@@ -95,7 +106,7 @@ static long imax_for(double lambda)
  * lock; tables are never freed while in use: a caller gets a copy of the
  * rate it asked for, computed under the lock).  A table is rebuilt larger
  * when a bigger imax is needed. */
-#define CACHE_SLOTS 8
+#define CACHE_SLOTS 128 /* two block sizes, every k */
 typedef struct rate_cache {
     uint32_t block_cells, k;
     long imax;
@@ -119,7 +130,7 @@ static const double *cached_table(uint32_t B, uint32_t k, long imax)
         c = &cache[cache_next++ % CACHE_SLOTS];
     free(c->f);
     c->f = NULL;
-    long want = imax < 256 ? 256 : imax;
+    long want = imax + imax / 4 + 16; /* room to grow without a rebuild */
     double *f = malloc(((size_t)want + 1) * sizeof(double));
     if (!f || !block_rate_table(B, k, want, f)) {
         free(f);
@@ -155,7 +166,10 @@ bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
         return BF_ERR_INVALID;
     uint64_t best_blocks = 0;
     uint32_t best_k = 0;
-    for (uint32_t kk = 1; kk <= BF_MAX_K; kk++) {
+    /* Below half the classic optimum log2(1/p) no k is ever best (and the
+     * small k's tables are the costly ones: many keys per block). */
+    uint32_t k_lo = (uint32_t)floor(0.5 * log2(1.0 / fpr));
+    for (uint32_t kk = k_lo > 1 ? k_lo : 1; kk <= BF_MAX_K; kk++) {
         /* The classic size for this k is smaller than any blocked size that
          * meets the target: search upwards from it. */
         double classic = -(double)kk * (double)capacity /
@@ -165,11 +179,10 @@ bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
             continue;
         double n = (double)capacity;
         long imax = imax_for(2.0 * n / (double)lo);
-        double *f = malloc(((size_t)imax + 1) * sizeof(double));
-        if (!f)
-            return BF_ERR_NOMEM;
-        if (!block_rate_table(block_cells, kk, imax, f)) {
-            free(f);
+        pthread_mutex_lock(&cache_lock);
+        const double *f = cached_table(block_cells, kk, imax);
+        if (!f) {
+            pthread_mutex_unlock(&cache_lock);
             return BF_ERR_NOMEM;
         }
 #define RATE(b) poisson_mix(f, imax, n / (double)(b))
@@ -192,7 +205,7 @@ bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
             }
         }
 #undef RATE
-        free(f);
+        pthread_mutex_unlock(&cache_lock);
         /* Past the optimum the size only grows again. */
         if (best_k && best_k + 4 < kk)
             break;

@@ -46,6 +46,17 @@ static const char *const SPAM[] = {
 };
 #define NSPAM (sizeof(SPAM) / sizeof(SPAM[0]))
 
+/* The list as a file: config/spam-senders.txt is this output (a test
+ * diffs them). */
+static void print_spam_list(FILE *f)
+{
+    fprintf(f, "# Spam senders of bloomstage's demo stream: one address a "
+               "line, matched\n# exactly against the events' \"from\" "
+               "field (blocklist.spam.key=json:/from).\n");
+    for (size_t i = 0; i < NSPAM; i++)
+        fprintf(f, "%s\n", SPAM[i]);
+}
+
 static const char DEMO_HELP[] =
     "usage: bloomstage demo [--events N] [--keep DIR]\n"
     "\n"
@@ -57,6 +68,7 @@ static const char DEMO_HELP[] =
     "\n"
     "  --events N   how many events to generate (suffixes k, M)\n"
     "  --keep DIR   keep the checkpoints and spam list in DIR\n"
+    "  --print-spam-list   print the bundled spam list and exit\n"
     "\n"
     "Exit 0 if the check passes, 1 otherwise.\n";
 
@@ -260,6 +272,7 @@ int cmd_demo(int argc, char **argv)
     static const struct option opts[] = {
         {"events", required_argument, NULL, 'n'},
         {"keep", required_argument, NULL, 'k'},
+        {"print-spam-list", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     uint64_t n = 100000;
@@ -280,6 +293,9 @@ int cmd_demo(int argc, char **argv)
         case 'k':
             keep = optarg;
             break;
+        case 'S':
+            print_spam_list(stdout);
+            return BS_EXIT_OK;
         case 'h':
             fputs(DEMO_HELP, stdout);
             return BS_EXIT_OK;
@@ -311,9 +327,7 @@ int cmd_demo(int argc, char **argv)
         perror(spam_path);
         return BS_EXIT_FAIL;
     }
-    fprintf(f, "# bundled demo spam senders\n");
-    for (size_t i = 0; i < NSPAM; i++)
-        fprintf(f, "%s\n", SPAM[i]);
+    print_spam_list(f);
     if (fclose(f) != 0) {
         perror(spam_path);
         return BS_EXIT_FAIL;

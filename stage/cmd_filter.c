@@ -292,7 +292,9 @@ static void print_info(const char *path, const bf_info *in, uint64_t fsize)
            bs_human_bytes(in->bytes, hb, sizeof(hb)),
            (unsigned long long)in->bytes);
     printf("file size          %llu bytes\n", (unsigned long long)fsize);
-    printf("keys inserted      %llu\n", (unsigned long long)in->inserts);
+    printf("keys inserted      %llu%s\n", (unsigned long long)in->inserts,
+           in->kind == BF_KIND_COUNTING ? " (adds minus removes)"
+                                        : " (adds that set a new bit)");
     printf("estimated keys     %.0f\n", in->est_keys);
     printf("fill ratio         %.4f\n", in->fill);
     printf("estimated fpr      %.3g\n", in->est_fpr);
@@ -309,6 +311,8 @@ static int filter_info(int argc, char **argv)
     }
     if (argc != 2)
         return usage_error("info", "%s", "expects exactly one FILE");
+    if (argv[1][0] == '-')
+        return usage_error("info", "unknown option '%s'", argv[1]);
     char err[512];
     bf_filter *f;
     if (bf_filter_load_file(argv[1], BF_LOAD_INPLACE, &f, err, sizeof(err))) {
@@ -373,6 +377,8 @@ static int filter_query(int argc, char **argv)
     }
     if (argc < 3)
         return usage_error("query", "%s", "expects FILE and KEY... (or -)");
+    if (argv[1][0] == '-')
+        return usage_error("query", "unknown option '%s'", argv[1]);
     char err[512];
     bf_filter *f;
     if (bf_filter_load_file(argv[1], BF_LOAD_INPLACE, &f, err, sizeof(err))) {

@@ -88,6 +88,7 @@ struct bs_lines {
     size_t max_line;
     char *buf;
     size_t cap, start, end; /* unread bytes are buf[start..end) */
+    size_t scanned;         /* of those, searched already: no '\n' */
     bool eof;
     uint64_t lineno, consumed;
 };
@@ -121,7 +122,11 @@ void bs_lines_destroy(bs_lines *lr)
 int bs_lines_next(bs_lines *lr, const char **line, size_t *len)
 {
     for (;;) {
-        char *nl = memchr(lr->buf + lr->start, '\n', lr->end - lr->start);
+        /* Search only what is new since the last refill: a long line
+         * arriving in many reads costs linear, not quadratic, time. */
+        char *nl = memchr(lr->buf + lr->start + lr->scanned, '\n',
+                          lr->end - lr->start - lr->scanned);
+        lr->scanned = lr->end - lr->start;
         if (nl || (lr->eof && lr->end > lr->start)) {
             size_t n = nl ? (size_t)(nl - (lr->buf + lr->start))
                           : lr->end - lr->start;
@@ -131,6 +136,7 @@ int bs_lines_next(bs_lines *lr, const char **line, size_t *len)
             }
             *line = lr->buf + lr->start;
             *len = n;
+            lr->scanned = 0;
             lr->start += n + (nl ? 1 : 0);
             lr->consumed += n + (nl ? 1 : 0);
             lr->lineno++;

@@ -1,0 +1,16 @@
+# cli/ tests: the bloomstage binary's `filter build|info|query|merge` and
+# `dedup` commands run from a shell as a user runs them (bash, coreutils,
+# awk, grep, cmp, od, dd).  Each script prints `ok - ...` / `not ok - ...`
+# per check and exits non-zero if any failed; every invocation must exit
+# with exactly the expected status and leave no sanitizer report, so the
+# ASan+UBSan run catches memory errors on these paths too.
+if(TARGET bloomstage)
+  add_test(NAME cli_filter
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_filter_cli.sh $<TARGET_FILE:bloomstage>)
+  add_test(NAME cli_dedup
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_dedup_cli.sh $<TARGET_FILE:bloomstage>)
+  set_tests_properties(cli_filter cli_dedup PROPERTIES TIMEOUT 300 LABELS cli)
+else()
+  message(WARNING "tests/cli.cmake: no bloomstage target; the `bloomstage "
+                  "filter` and `bloomstage dedup` CLI tests are not registered")
+endif()

@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# test_dedup_cli.sh -- `bloomstage dedup` run as a user runs it, against
+# awk '!seen[$0]++': a 200k-line stream with many duplicates (from a file,
+# from a pipe, across filter layers, at a loose fpr), empty input, a last
+# line without '\n', CRLF and white space kept as line content, NUL bytes,
+# 1 MiB lines, a line over the 64 MiB limit, --stats, --max-memory, write
+# and read errors, usage errors and --help.
+#
+#   bash tests/cli/test_dedup_cli.sh path/to/bloomstage
+#
+# Prints one `ok - ...` / `not ok - ...` line per check and exits 1 if any
+# failed.  Every invocation of the binary is itself a check: it must exit with
+# exactly the expected status and leave no sanitizer report on stderr, so a
+# crash (134, 139) or an ASan/UBSan/LSan report fails the test in a sanitizer
+# build as well.  Uses bash, coreutils, awk, grep, cmp, od and dd only.
+#
+# dedup drops a never-seen line with probability <= --fpr over the whole
+# stream (the scalable filter's compound bound).  At the default 1e-6 on
+# ~57k distinct lines the expected number of wrongly dropped lines is at most
+# 0.06, so the checks at the default rate demand exact equality with awk
+# (a correct build fails one with probability < 6%, and since the hash seed
+# is fixed, the answer is the same on every run: if it passes once it
+# passes always).  The run at --fpr 1e-2 is checked against a binomial bound.
+
+set -u
+export LC_ALL=C
+
+BIN=${1:?usage: test_dedup_cli.sh path/to/bloomstage}
+case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
+if [ ! -x "$BIN" ]; then
+    echo "not ok - $BIN is not an executable"
+    exit 1
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/bs-cli-dedup.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
+cd "$T" || exit 1
+
+# Sanitizer builds: die on the first report (CI's own settings, appended
+# after these defaults, win).  Reports are also caught on stderr below.
+export ASAN_OPTIONS="abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+SAN_RE='AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|Sanitizer:DEADLYSIGNAL'
+
+checks=0
+failed=0
+ok() { checks=$((checks + 1)); printf 'ok - %s\n' "$1"; }
+notok() {
+    checks=$((checks + 1))
+    failed=$((failed + 1))
+    printf 'not ok - %s\n' "$1"
+}
+# diag FILE: the first lines of FILE as TAP comments.
+diag() { if [ -s "$1" ]; then head -c 3000 "$1" | head -n 30 | sed 's/^/#   /'; fi; }
+# check DESC CMD...: one check, passing if CMD succeeds.
+check() {
+    local d=$1
+    shift
+    if "$@"; then ok "$d"; else notok "$d"; fi
+}
+
+# bs RC DESC ARGS...: runs `bloomstage ARGS` with the caller's stdin; stdout
+# goes to ./out (or $BS_OUT), stderr to ./err, the status to $rc.  One check:
+# the status is exactly RC and stderr holds no sanitizer report.
+rc=0
+bs() {
+    local want=$1 desc=$2
+    shift 2
+    "$BIN" "$@" >"${BS_OUT:-out}" 2>err
+    rc=$?
+    if [ "$rc" -eq "$want" ] && ! grep -qE "$SAN_RE" err; then
+        ok "$desc (exit $want)"
+    else
+        local why="exit $rc, want $want"
+        grep -qE "$SAN_RE" err && why="$why; a sanitizer report on stderr"
+        notok "$desc: $why"
+        diag err
+    fi
+}
+
+err_has() { # every argument is a substring of ./err
+    local s
+    for s in "$@"; do
+        grep -qF -- "$s" err || { printf '#   stderr lacks "%s":\n' "$s"; diag err; return 1; }
+    done
+}
+err_empty() { [ ! -s err ] || { echo "#   unexpected stderr:"; diag err; return 1; }; }
+out_empty() { [ ! -s out ] || { echo "#   unexpected stdout:"; diag out; return 1; }; }
+err_nonempty() { [ -s err ]; }
+err_lines() { [ "$(wc -l <err)" -eq "$1" ] || { echo "#   stderr:"; diag err; return 1; }; }
+# same A B: byte-identical files (cmp's message as a diagnostic).
+same() { cmp -- "$1" "$2" | sed 's/^/#   /'; cmp -s -- "$1" "$2"; }
+# out_is FMT [ARGS]: stdout is exactly the bytes printf FMT ARGS makes.
+out_is() {
+    printf "$@" >want
+    same out want || { echo "#   got:"; od -c out | head -n 8 | sed 's/^/#   /'; return 1; }
+}
+# num_in X LO HI: LO <= X <= HI (numbers, via awk).
+num_in() {
+    awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x != "" && x + 0 >= lo + 0 && x + 0 <= hi + 0) }' ||
+        { printf '#   %s not in [%s, %s]\n' "$1" "$2" "$3"; return 1; }
+}
+awk_dedup() { awk '!seen[$0]++' "$@"; }
+
+# 200,000 lines of ~57k distinct values, a few of them empty lines; a
+# 32-bit LCG in awk (products stay below 2^53, so every awk computes the
+# same stream).
+N=200000
+awk -v n=$N 'BEGIN {
+    x = 12345
+    for (i = 0; i < n; i++) {
+        x = (x * 69069 + 1) % 4294967296
+        v = int(x / 65536) % 60000
+        if (v % 10007 == 0) print ""; else print "event-" v
+    }
+}' >big.txt
+awk_dedup big.txt >big.awk
+D=$(wc -l <big.awk | tr -d ' ')
+check "the generated stream has many duplicates ($D distinct of $N)" num_in "$D" 1000 $((N / 2))
+
+# == help and usage errors ==================================================
+
+for h in --help -h; do
+    bs 0 "dedup $h" dedup $h </dev/null
+    check "dedup $h: usage on stdout" grep -q '^usage: bloomstage dedup' out
+    check "dedup $h: stderr empty" err_empty
+done
+usage() { # DESC ARGS...: exit 2, a message on stderr, nothing on stdout
+    local d=$1
+    shift
+    bs 2 "usage error: $d" "$@" <big.txt
+    check "usage error: $d: message on stderr" err_nonempty
+    check "usage error: $d: nothing on stdout" out_empty
+}
+for p in 0 2 0.5 abc -1e-3 '' nan 1e-2x; do
+    usage "dedup --fpr '$p'" dedup --fpr "$p"
+    check "dedup --fpr '$p': names the value and the range" err_has "--fpr '$p'" "(0, 0.1]"
+done
+for c in 0 abc -5 1.5 10x; do
+    usage "dedup --capacity '$c'" dedup --capacity "$c"
+    check "dedup --capacity '$c': names the value" err_has "--capacity '$c'"
+done
+for m in 0 abc -1 1.5; do
+    usage "dedup --max-memory '$m'" dedup --max-memory "$m"
+    check "dedup --max-memory '$m': names the value" err_has "--max-memory '$m'"
+done
+usage "dedup --fpr without a value" dedup --fpr
+usage "dedup --bogus" dedup --bogus
+check "dedup --bogus: points at --help" err_has "dedup --help"
+usage "dedup with a file argument" dedup big.txt
+check "dedup with a file argument: says input is standard input" \
+    err_has "unexpected argument 'big.txt'"
+
+# == the big stream against awk ==============================================
+
+bs 0 "dedup $N lines from a file" dedup <big.txt
+check "dedup = awk '!seen[\$0]++' on $N lines (exact: see the fpr note at the top)" same out big.awk
+check "dedup without --stats: stderr empty" err_empty
+bs 0 "dedup $N lines from a pipe, --stats" dedup --stats < <(cat big.txt)
+check "dedup from a pipe = awk" same out big.awk
+check "--stats: one line on stderr" err_lines 1
+check "--stats: lines $N, written $D, dropped $((N - D)), layers, memory, fpr and bound" \
+    grep -qE "^lines $N, written $D, dropped $((N - D)), layers 1, memory [0-9.]+ (B|KiB|MiB|GiB), estimated fpr [0-9.e+-]+ \\(bound 1e-06\\)\$" err
+bs 0 "dedup --capacity 1000 --stats (the filter grows layers)" dedup --capacity 1000 --stats <big.txt
+check "dedup across layers = awk" same out big.awk
+layers=$(sed -n 's/.*, layers \([0-9]*\),.*/\1/p' err)
+check "--capacity 1000 on $D distinct lines: several layers ($layers)" num_in "$layers" 3 64
+est=$(sed -n 's/.*estimated fpr \([^ ]*\) (bound.*/\1/p' err)
+check "--capacity 1000: estimated fpr within the bound ($est <= 1e-6)" num_in "$est" 0 1e-6
+bs 0 "dedup --max-memory 100M (not reached)" dedup --max-memory 100M <big.txt
+check "dedup --max-memory 100M = awk" same out big.awk
+
+# At --fpr 1e-2 some new lines are dropped: the output must still be a
+# subsequence of awk's (no line twice, none invented, order kept), missing
+# at most Binomial(D, 0.01) lines -- checked at mean + 4.5 sd.
+bs 0 "dedup --fpr 1e-2 --capacity 1000" dedup --fpr 1e-2 --capacity 1000 <big.txt
+subsequence() { # A B: every line of A appears in B, in order
+    awk 'NR == FNR { a[++n] = $0; next }
+         { while (j < n && a[++j] != $0) ; if (j > n || a[j] != $0) bad = 1 }
+         END { exit bad }' "$2" "$1"
+}
+check "--fpr 1e-2: the output is a subsequence of awk's" subsequence out big.awk
+check "--fpr 1e-2: no line written twice" eval 'awk_dedup out | cmp -s - out'
+missing=$((D - $(wc -l <out)))
+bound=$(awk -v n="$D" -v p=0.01 'BEGIN { printf "%d", n * p + 4.5 * sqrt(n * p * (1 - p)) }')
+check "--fpr 1e-2: $missing of $D distinct lines dropped <= $bound" num_in "$missing" 0 "$bound"
+
+# == line content ============================================================
+
+bs 0 "dedup of empty input" dedup </dev/null
+check "empty input: empty output" out_empty
+bs 0 "dedup --stats of empty input" dedup --stats </dev/null
+check "empty input --stats: lines 0, written 0, dropped 0" err_has "lines 0, written 0, dropped 0, "
+printf 'a\nb\nc' >in
+bs 0 "a new last line without newline" dedup <in
+check "a new last line without newline gets one" out_is 'a\nb\nc\n'
+printf 'a\nb\na' >in
+bs 0 "a duplicate last line without newline" dedup <in
+check "a duplicate last line without newline is dropped (same line as 'a\\n')" out_is 'a\nb\n'
+printf 'x' >in
+bs 0 "a single line without newline" dedup <in
+check "a single line without newline: 'x\\n'" out_is 'x\n'
+printf 'a\r\na\nb\r\nb\na\r\nb\n' >in
+bs 0 "CRLF and LF lines" dedup <in
+check "CRLF lines are distinct from LF lines, CR kept" out_is 'a\r\na\nb\r\nb\n'
+check "CRLF: the same as awk (raw lines)" eval 'awk_dedup in | cmp -s - out'
+printf ' a\na\na \n a\n\ta\na\t\n' >in
+bs 0 "white space in lines" dedup <in
+check "leading/trailing white space is line content" out_is ' a\na\na \n\ta\na\t\n'
+printf '\n\na\n\nb\n\n' >in
+bs 0 "empty lines" dedup <in
+check "an empty line is a line: written once" out_is '\na\nb\n'
+# awk implementations differ on NUL bytes (mawk and gawk keep them, others
+# cut the line), so the expected bytes are spelled out: dedup compares whole
+# lines as bytes, NULs included ("a\0b" is neither "a" nor "a\0c").
+printf 'a\0b\na\0c\na\0b\na\n\0\n\0\n' >in
+bs 0 "lines with NUL bytes" dedup <in
+check "NUL bytes are line content" out_is 'a\0b\na\0c\na\n\0\n'
+
+# 1 MiB lines: the output buffer is 1 MiB, so a 1 MiB line (plus its '\n')
+# takes the direct-write path and a (1 MiB - 1) line just fits the buffer.
+MB=1048576
+head -c $MB /dev/zero | tr '\0' x >L
+head -c $((MB - 1)) /dev/zero | tr '\0' y >L1
+{
+    cat L; echo; echo short; cat L; echo; cat L1; echo; cat L; printf 'z\n'
+    cat L1; echo; echo short; cat L
+} >in # the last line, a duplicate of L, has no newline
+{ cat L; echo; echo short; cat L1; echo; cat L; printf 'z\n'; } >want-long
+bs 0 "1 MiB lines from a file" dedup <in
+check "1 MiB lines: each written once, whole" same out want-long
+bs 0 "1 MiB lines from a pipe" dedup < <(cat in)
+check "1 MiB lines from a pipe: the same" same out want-long
+{ echo short; cat L; } >in # a new 1 MiB last line without newline
+bs 0 "a new 1 MiB last line without newline" dedup <in
+{ echo short; cat L; echo; } >want-long
+check "a new 1 MiB last line without newline gets one" same out want-long
+rm -f L L1 want-long
+
+# Over the 64 MiB line limit: exit 1, the lines before written.  (From a
+# file: from a pipe the reader rescans the partial line on every 64 KiB
+# read, which takes seconds for 64 MiB under ASan.)
+{ echo first; echo first; head -c $((64 * MB + 1)) /dev/zero | tr '\0' x; echo; echo after; } >in
+bs 1 "a line over 64 MiB" dedup <in
+check "a line over 64 MiB: says which line and why" err_has "reading line 3: line longer than 64 MiB"
+check "a line over 64 MiB: the output up to it" out_is 'first\n'
+rm -f in
+
+# == --max-memory ============================================================
+
+bs 1 "--max-memory 1k below the first layer" dedup --max-memory 1k <big.txt
+check "--max-memory 1k: says the first layer passes the cap" err_has "would pass the cap of 1000 bytes"
+check "--max-memory 1k: no output" out_empty
+bs 1 "--max-memory 20k reached mid-stream (--capacity 1000)" dedup --capacity 1000 --max-memory 20k <big.txt
+check "--max-memory reached: the message names the line and --max-memory" \
+    grep -qE '^bloomstage dedup: line [0-9]+: the filter cannot grow past [0-9.]+ KiB \(--max-memory\); output is complete up to the line before$' err
+at=$(sed -n 's/^bloomstage dedup: line \([0-9]*\): .*/\1/p' err)
+check "--max-memory reached past the first layer (line $at > 1000)" num_in "$at" 1001 $((N - 1))
+head -n $((at - 1)) big.txt | awk_dedup >want
+check "--max-memory reached: output = awk on the lines before line $at" same out want
+line_at=$(sed -n "${at}p" big.txt)
+check "--max-memory reached: line $at is new (a duplicate needs no growth)" \
+    eval '! grep -qxF -- "$line_at" out'
+
+# == I/O errors ==============================================================
+
+if [ -w /dev/full ]; then
+    BS_OUT=/dev/full bs 1 "stdout on a full device" dedup <big.txt
+    check "stdout on a full device: says writing output" err_has "writing output"
+    head -c $((2 * MB)) /dev/zero | tr '\0' x >in
+    BS_OUT=/dev/full bs 1 "a 2 MiB line to a full device" dedup <in
+    check "a 2 MiB line to a full device: says writing output" err_has "writing output"
+    rm -f in
+fi
+bs 1 "stdin a directory" dedup <.
+check "stdin a directory: says reading line 1" err_has "reading line 1: "
+check "stdin a directory: no output" out_empty
+
+printf '# %d checks, %d failed\n' "$checks" "$failed"
+printf '1..%d\n' "$checks"
+[ "$failed" -eq 0 ]
