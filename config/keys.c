@@ -158,11 +158,15 @@ const bs_config_row bs_config_rows[] = {
 
     /* Processing ------------------------------------------------------- */
     {.name = "processing.guarantee", .type = BS_CT_ENUM, .section = SEC_PROC,
-     .def = "at_least_once", .values = guarantee_values,
-     .help = "at_least_once: after a crash, records processed since the last "
-             "checkpoint may be produced again.  exactly_once (planned, see "
-             "DESIGN.md): the stage rebuilds that state from the output "
-             "topic's tail before resuming, so they are not."},
+     .def = "exactly_once", .values = guarantee_values,
+     .help = "exactly_once: each checkpoint records the output topic's end; "
+             "after a crash or a failed delivery the stage reads the output "
+             "written since (every record carries a bloomstage-src header) "
+             "and recognises what it had forwarded already, so every "
+             "unique record is in the output exactly once.  Needs the "
+             "output topic to exist.  at_least_once: no output reads; after "
+             "a crash, records processed since the last checkpoint may be "
+             "produced again.  Either way rejected.topic is at least once."},
 
     /* Kafka clients ---------------------------------------------------- */
     {.name = "consumer.group.id", .type = BS_CT_STRING, .section = SEC_KAFKA,

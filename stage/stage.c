@@ -41,6 +41,7 @@
 #include "checkpoint.h"
 #include "log.h"
 #include "record_key.h"
+#include "replay.h"
 #include "util.h"
 
 #include <errno.h>
@@ -55,7 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HDR_SRC "bloomstage-src"
+#define HDR_SRC BS_HDR_SRC
 #define HDR_REASON "bloomstage-reason"
 #define FLUSH_STEP_MS 500
 #define BACKOFF_MIN 0.5
@@ -70,6 +71,13 @@ typedef struct part {
     int64_t next_offset; /* after the last record processed; -1 none */
     int64_t ckpt_offset; /* in the newest checkpoint file; -1 none */
     int64_t lag;         /* consumer lag from librdkafka's stats; -1 none */
+    /* exactly_once: the output watermarks of the newest checkpoint, and the
+     * input offsets the output tail showed as forwarded already (sorted;
+     * consumed as the partition catches up). */
+    bs_ckpt_wm *wm;
+    uint32_t nwm;
+    int64_t *skip;
+    size_t nskip, skip_i;
 } part;
 
 typedef _Atomic uint64_t counter;
@@ -84,6 +92,9 @@ struct bs_stage {
     const char *rejected_topic; /* NULL: dropped records are only counted */
     const bs_config_keyspec *dedup_key;
     bool reject_missing;        /* dedup.on.missing.key=reject */
+    bool exactly_once;          /* processing.guarantee=exactly_once */
+    rd_kafka_t *tail;           /* exactly_once: reads the output tail */
+    int out_parts;              /* exactly_once: output partitions */
     bf_scalable_params fparams;
     const char *ckpt_dir;
     double ckpt_interval;       /* seconds */
@@ -131,7 +142,7 @@ struct bs_stage {
     struct {
         counter records_in, records_out, dropped_duplicate,
             dropped_blocklist, missing_key, rejected_out, delivery_failures,
-            rollbacks, checkpoints, checkpoint_failures, commits,
+            rollbacks, replayed, checkpoints, checkpoint_failures, commits,
             checkpoint_bytes, checkpoint_us, filter_bytes, partitions,
             filter_layers;
     } st;
@@ -245,6 +256,8 @@ static void part_free(part *p)
 {
     free(p->topic);
     bf_filter_destroy(p->filter);
+    free(p->wm);
+    free(p->skip);
 }
 
 static void part_remove(bs_stage *s, const char *topic, int32_t partition)
@@ -285,6 +298,12 @@ static int part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
         return -1;
     bf_filter_destroy(p->filter);
     p->filter = NULL;
+    free(p->wm);
+    p->wm = NULL;
+    p->nwm = 0;
+    free(p->skip);
+    p->skip = NULL;
+    p->nskip = p->skip_i = 0;
     if (r == 0) {
         p->filter = new_filter(s, errstr, errstr_size);
         p->ckpt_offset = p->base_offset = p->next_offset = -1;
@@ -298,6 +317,9 @@ static int part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
     }
     p->filter = c.filter;
     c.filter = NULL;
+    p->wm = c.wm;
+    p->nwm = c.nwm;
+    c.wm = NULL;
     /* The dedup settings may have changed since: growth from here on
      * follows the current ones, the layers already there stay as built. */
     p->ckpt_offset = p->base_offset = p->next_offset = c.next_offset;
@@ -325,6 +347,105 @@ static part *part_add(bs_stage *s, const char *topic, int32_t partition)
     p->lag = -1;
     s->nparts++;
     return p;
+}
+
+/* exactly_once: where a partition that has no checkpoint starts (its
+ * committed offset, else where auto.offset.reset points), written down as
+ * a first checkpoint with the output's watermarks before any of its
+ * records is processed, so a crash before the first regular checkpoint can
+ * still be replayed exactly. */
+static int initial_checkpoint(bs_stage *s, part *p, char *errstr,
+                              size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+    int64_t start = RD_KAFKA_OFFSET_INVALID;
+    if (rd_kafka_committed(s->consumer, l, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        !l->elems[0].err)
+        start = l->elems[0].offset;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (start < 0) {
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            s->consumer, p->topic, p->partition, &lo, &hi, 10000);
+        if (err) {
+            snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s",
+                     p->topic, (int)p->partition, rd_kafka_err2str(err));
+            return -1;
+        }
+        const char *reset = bs_config_get_str(s->cfg,
+                                              "consumer.auto.offset.reset");
+        start = reset && (!strcmp(reset, "latest") || !strcmp(reset, "end") ||
+                          !strcmp(reset, "largest"))
+                    ? hi
+                    : lo;
+    }
+    bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
+    if (!wm) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    if (bs_output_watermarks(s->producer, s->output_topic, s->out_parts, wm,
+                             10000, errstr, errstr_size) != 0 ||
+        bs_ckpt_write(s->ckpt_dir, p->topic, p->partition, start, wm,
+                      (uint32_t)s->out_parts, p->filter, errstr,
+                      errstr_size) != 0) {
+        free(wm);
+        return -1;
+    }
+    free(p->wm);
+    p->wm = wm;
+    p->nwm = (uint32_t)s->out_parts;
+    p->ckpt_offset = p->base_offset = p->next_offset = start;
+    return 0;
+}
+
+/* Restores partitions parts[0..n) (pointers into s->parts) to their last
+ * checkpoint: filter and offsets from disk and, with exactly_once, the
+ * output tail since (replay.h).  -1 with errstr if that cannot be done:
+ * processing them anyway could lose or duplicate records. */
+static int restore(bs_stage *s, part **parts, size_t n, char *errstr,
+                   size_t errstr_size)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (part_load(s, parts[i], errstr, errstr_size) != 0)
+            return -1;
+        if (s->exactly_once && parts[i]->ckpt_offset < 0 &&
+            initial_checkpoint(s, parts[i], errstr, errstr_size) != 0)
+            return -1;
+    }
+    if (!s->exactly_once)
+        return 0;
+    bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
+    if (!t) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t[i].topic = parts[i]->topic;
+        t[i].partition = parts[i]->partition;
+        t[i].from_offset = parts[i]->ckpt_offset;
+        t[i].wm = parts[i]->wm;
+        t[i].nwm = parts[i]->nwm;
+        t[i].filter = bf_filter_scalable(parts[i]->filter);
+    }
+    double t0 = bs_now();
+    int rc = bs_replay_tail(s->tail, s->output_topic, s->dedup_key,
+                            s->fparams.seed, t, n, 120000, errstr,
+                            errstr_size);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        parts[i]->skip = t[i].skip;
+        parts[i]->nskip = t[i].nskip;
+        parts[i]->skip_i = 0;
+        total += t[i].records;
+    }
+    free(t);
+    if (rc == 0 && total > 0)
+        bs_log(BS_LOG_INFO, "output tail replayed", "partitions=%zu "
+               "records=%llu seconds=%.3f", n, (unsigned long long)total,
+               bs_now() - t0);
+    return rc;
 }
 
 /* Recomputes the filter gauges and publishes the per-partition view for
@@ -469,25 +590,35 @@ static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
     }
     rd_kafka_topic_partition_list_t *seek =
         rd_kafka_topic_partition_list_new((int)s->nparts);
-    for (size_t i = 0; i < s->nparts; i++) {
-        part *p = &s->parts[i];
-        if (!in_list(only, p))
-            continue;
-        int64_t base = p->base_offset;
-        char err[1024];
-        if (part_load(s, p, err, sizeof(err)) != 0) {
-            s->fatal = true;
-            snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: %s", err);
-            break;
+    part **todo = calloc(s->nparts ? s->nparts : 1, sizeof(*todo));
+    int64_t *bases = calloc(s->nparts ? s->nparts : 1, sizeof(*bases));
+    size_t n = 0;
+    for (size_t i = 0; todo && bases && i < s->nparts; i++)
+        if (in_list(only, &s->parts[i])) {
+            bases[n] = s->parts[i].base_offset;
+            todo[n++] = &s->parts[i];
         }
+    char err[1024];
+    if (!todo || !bases) {
+        s->fatal = true;
+        snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: out of "
+                 "memory");
+    } else if (restore(s, todo, n, err, sizeof(err)) != 0) {
+        s->fatal = true;
+        snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: %s", err);
+    }
+    for (size_t i = 0; i < n && !s->fatal; i++) {
+        part *p = todo[i];
         /* No checkpoint yet: back to the first record consumed. */
         if (p->ckpt_offset < 0)
-            p->base_offset = base;
+            p->base_offset = bases[i];
         if (p->base_offset >= 0)
             rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
                 ->offset = p->base_offset;
         p->next_offset = -1;
     }
+    free(todo);
+    free(bases);
     if (seek->cnt > 0 && !s->fatal) {
         rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
                                                        10000);
@@ -534,6 +665,24 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         INC(s->st.checkpoint_failures);
         return -1;
     }
+    /* exactly_once: the output's end now that everything is delivered: a
+     * replay from this checkpoint starts there. */
+    bs_ckpt_wm *wm = NULL;
+    uint32_t nwm = 0;
+    if (s->exactly_once) {
+        char err[512];
+        wm = calloc((size_t)s->out_parts, sizeof(*wm));
+        if (!wm || bs_output_watermarks(s->producer, s->output_topic,
+                                        s->out_parts, wm, 10000, err,
+                                        sizeof(err)) != 0) {
+            bs_log(BS_LOG_ERROR, "checkpoint failed", "error=\"%s\"",
+                   wm ? err : "out of memory");
+            free(wm);
+            INC(s->st.checkpoint_failures);
+            return -1;
+        }
+        nwm = (uint32_t)s->out_parts;
+    }
     rd_kafka_topic_partition_list_t *commit =
         rd_kafka_topic_partition_list_new((int)s->nparts);
     int rc = 0;
@@ -545,7 +694,7 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
             continue;
         char err[1024];
         if (bs_ckpt_write(s->ckpt_dir, p->topic, p->partition, p->next_offset,
-                          NULL, 0, p->filter, err, sizeof(err)) != 0) {
+                          wm, nwm, p->filter, err, sizeof(err)) != 0) {
             char q[1100];
             bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s partition=%d"
                    " error=%s", p->topic, (int)p->partition,
@@ -557,6 +706,15 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         INC(s->st.checkpoints);
         bytes += bf_filter_serialized_size(p->filter);
         p->ckpt_offset = p->base_offset = p->next_offset;
+        if (wm) {
+            bs_ckpt_wm *copy = malloc(nwm * sizeof(*copy));
+            if (copy) {
+                memcpy(copy, wm, nwm * sizeof(*copy));
+                free(p->wm);
+                p->wm = copy;
+                p->nwm = nwm;
+            }
+        }
         rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
             ->offset = p->next_offset;
     }
@@ -591,6 +749,7 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                dt);
     }
     rd_kafka_topic_partition_list_destroy(commit);
+    free(wm);
     if (rc == 0)
         s->since_ckpt = 0;
     update_filter_gauges(s);
@@ -628,32 +787,45 @@ static void checkpoint_round(bs_stage *s, const char *why)
 
 static void on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
 {
-    for (int i = 0; i < parts->cnt && !s->fatal; i++) {
+    for (int i = 0; i < parts->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &parts->elems[i];
-        part *p = part_find(s, tp->topic, tp->partition);
-        if (!p)
-            p = part_add(s, tp->topic, tp->partition);
-        char err[1024];
-        if (!p) {
+        if (!part_find(s, tp->topic, tp->partition) &&
+            !part_add(s, tp->topic, tp->partition)) {
             s->fatal = true;
             snprintf(s->fatal_err, sizeof(s->fatal_err), "out of memory");
-            break;
+            return;
         }
-        if (part_load(s, p, err, sizeof(err)) != 0) {
-            s->fatal = true;
-            snprintf(s->fatal_err, sizeof(s->fatal_err), "cannot use the "
-                     "checkpoint of %s [%d]: %s", tp->topic,
-                     (int)tp->partition, err);
-            break;
-        }
+    }
+    /* Pointers only now: part_add may move the array. */
+    part **todo = calloc((size_t)parts->cnt + 1, sizeof(*todo));
+    if (!todo) {
+        s->fatal = true;
+        snprintf(s->fatal_err, sizeof(s->fatal_err), "out of memory");
+        return;
+    }
+    for (int i = 0; i < parts->cnt; i++)
+        todo[i] = part_find(s, parts->elems[i].topic,
+                            parts->elems[i].partition);
+    char err[1024];
+    if (restore(s, todo, (size_t)parts->cnt, err, sizeof(err)) != 0) {
+        s->fatal = true;
+        snprintf(s->fatal_err, sizeof(s->fatal_err), "cannot restore the "
+                 "assigned partitions: %s", err);
+        free(todo);
+        return;
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        rd_kafka_topic_partition_t *tp = &parts->elems[i];
+        part *p = todo[i];
         /* Invariant 4: resume exactly where the checkpoint ends (the
          * committed offset may lag it, never lead it). */
         if (p->ckpt_offset >= 0)
             tp->offset = p->ckpt_offset;
         bs_log(BS_LOG_INFO, "partition assigned", "topic=%s partition=%d "
-               "checkpoint_offset=%lld", tp->topic, (int)tp->partition,
-               (long long)p->ckpt_offset);
+               "checkpoint_offset=%lld already_forwarded=%zu", tp->topic,
+               (int)tp->partition, (long long)p->ckpt_offset, p->nskip);
     }
+    free(todo);
     update_filter_gauges(s);
 }
 
@@ -777,6 +949,21 @@ static void process(bs_stage *s, const rd_kafka_message_t *m)
         p->base_offset = m->offset;
     p->next_offset = m->offset + 1;
     s->since_ckpt++;
+
+    /* exactly_once: forwarded before a crash or rollback (the output tail
+     * shows it), its key is in the filter already: do not produce again. */
+    while (p->skip_i < p->nskip && p->skip[p->skip_i] < m->offset)
+        p->skip_i++;
+    if (p->skip_i < p->nskip && p->skip[p->skip_i] == m->offset) {
+        p->skip_i++;
+        INC(s->st.replayed);
+        if (p->skip_i == p->nskip) {
+            free(p->skip);
+            p->skip = NULL;
+            p->nskip = p->skip_i = 0;
+        }
+        return;
+    }
 
     bs_record_keys keys;
     bs_record_keys_init(&keys, m);
@@ -980,6 +1167,8 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     s->dedup_key = bs_config_get_keyspec(cfg, "dedup.key");
     s->reject_missing = bs_config_get_enum(cfg, "dedup.on.missing.key") ==
                         BS_CONFIG_MISSING_REJECT;
+    s->exactly_once = bs_config_get_enum(cfg, "processing.guarantee") ==
+                      BS_CONFIG_EXACTLY_ONCE;
     if (s->reject_missing && !s->rejected_topic) {
         snprintf(errstr, errstr_size, "dedup.on.missing.key=reject needs "
                  "rejected.topic (%s)",
@@ -1061,6 +1250,31 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         goto fail;
     }
     rd_kafka_poll_set_consumer(s->consumer);
+
+    if (s->exactly_once) {
+        /* Reads the output tail: assigned, never subscribed, commits
+         * nothing; its group id is never joined. */
+        static const char *const tdefaults[] = {"client.id",
+                                                "bloomstage-replay", NULL};
+        char tgroup[300];
+        snprintf(tgroup, sizeof(tgroup), "%s.replay", group);
+        const char *tforced[] = {"enable.auto.commit", "false",
+                                 "enable.auto.offset.store", "false",
+                                 "enable.partition.eof", "true",
+                                 "group.id", tgroup, NULL};
+        rd_kafka_conf_t *tconf = client_conf(s, "consumer", tdefaults,
+                                             tforced, errstr, errstr_size);
+        if (!tconf)
+            goto fail;
+        s->tail = rd_kafka_new(RD_KAFKA_CONSUMER, tconf, err, sizeof(err));
+        if (!s->tail) {
+            rd_kafka_conf_destroy(tconf);
+            snprintf(errstr, errstr_size, "cannot create the replay "
+                     "consumer: %s", err);
+            goto fail;
+        }
+        rd_kafka_poll_set_consumer(s->tail);
+    }
     return s;
 fail:
     bs_stage_destroy(s);
@@ -1142,6 +1356,16 @@ static void report(bs_stage *s, double now)
 
 int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
 {
+    if (s->exactly_once) {
+        s->out_parts = bs_topic_partitions(s->producer, s->output_topic,
+                                           10000, errstr, errstr_size);
+        if (s->out_parts <= 0) {
+            size_t l = strlen(errstr);
+            snprintf(errstr + l, errstr_size - l, " (processing.guarantee="
+                     "exactly_once reads the output topic: it must exist)");
+            return -1;
+        }
+    }
     const char *const *topics;
     size_t ntopics = bs_config_get_topics(s->cfg, "input.topics", &topics);
     rd_kafka_topic_partition_list_t *sub =
@@ -1238,6 +1462,7 @@ void bs_stage_stats_get(bs_stage *s, bs_stage_stats *o)
     o->rejected_out = GET(s->st.rejected_out);
     o->delivery_failures = GET(s->st.delivery_failures);
     o->rollbacks = GET(s->st.rollbacks);
+    o->replayed = GET(s->st.replayed);
     o->checkpoints = GET(s->st.checkpoints);
     o->checkpoint_failures = GET(s->st.checkpoint_failures);
     o->commits = GET(s->st.commits);
@@ -1302,6 +1527,10 @@ void bs_stage_destroy(bs_stage *s)
         return;
     if (s->consumer)
         rd_kafka_destroy(s->consumer);
+    if (s->tail) {
+        rd_kafka_consumer_close(s->tail);
+        rd_kafka_destroy(s->tail);
+    }
     if (s->producer)
         rd_kafka_destroy(s->producer);
     for (size_t i = 0; i < s->nparts; i++)

@@ -30,6 +30,8 @@ typedef struct bs_stage_stats {
     uint64_t rejected_out;        /* copies produced to rejected.topic */
     uint64_t delivery_failures;
     uint64_t rollbacks;           /* rewinds to the last checkpoint */
+    uint64_t replayed;            /* re-consumed records the output tail
+                                     showed as forwarded already */
     uint64_t checkpoints;         /* partition checkpoints written */
     uint64_t checkpoint_failures;
     uint64_t commits;

@@ -131,7 +131,7 @@ static void test_defaults(void **state)
     assert_string_equal(bs_config_get_str(cfg, "rejected.topic"), "");
     assert_string_equal(bs_config_get_str(cfg, "metrics.listen"), "");
     assert_int_equal(bs_config_get_enum(cfg, "processing.guarantee"),
-                     BS_CONFIG_AT_LEAST_ONCE);
+                     BS_CONFIG_EXACTLY_ONCE);
     assert_int_equal(bs_config_get_enum(cfg, "log.level"),
                      BS_CONFIG_LOG_INFO);
 

@@ -1,0 +1,271 @@
+/*
+ * replay.c -- see replay.h.
+ */
+#include "replay.h"
+#include "log.h"
+#include "record_key.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                        char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err =
+        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
+            : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    int n = -1;
+    if (err)
+        snprintf(errstr, errstr_size, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(err));
+    else if (md->topic_cnt != 1 || md->topics[0].err)
+        snprintf(errstr, errstr_size, "topic %s: %s", topic,
+                 md->topic_cnt ? rd_kafka_err2str(md->topics[0].err)
+                               : "not in the metadata");
+    else if (md->topics[0].partition_cnt <= 0)
+        snprintf(errstr, errstr_size, "topic %s has no partitions", topic);
+    else
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,
+                         bs_ckpt_wm *wm, int timeout_ms, char *errstr,
+                         size_t errstr_size)
+{
+    for (int p = 0; p < n; p++) {
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            rk, topic, p, &lo, &hi, timeout_ms);
+        if (err) {
+            snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic,
+                     p, rd_kafka_err2str(err));
+            return -1;
+        }
+        wm[p].partition = p;
+        wm[p].high = hi;
+    }
+    return 0;
+}
+
+bool bs_parse_src(const void *v, size_t len, char *topic, size_t topic_size,
+                  int32_t *partition, int64_t *offset)
+{
+    char buf[320];
+    if (!v || len == 0 || len >= sizeof(buf))
+        return false;
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    char *c2 = strrchr(buf, ':');
+    if (!c2 || c2 == buf)
+        return false;
+    *c2 = '\0';
+    char *c1 = strrchr(buf, ':');
+    if (!c1 || c1 == buf)
+        return false;
+    *c1 = '\0';
+    char *end;
+    long long off = strtoll(c2 + 1, &end, 10);
+    if (*end || end == c2 + 1 || off < 0)
+        return false;
+    long part = strtol(c1 + 1, &end, 10);
+    if (*end || end == c1 + 1 || part < 0 || part > INT32_MAX)
+        return false;
+    if (strlen(buf) >= topic_size)
+        return false;
+    strcpy(topic, buf);
+    *partition = (int32_t)part;
+    *offset = off;
+    return true;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int skip_push(bs_replay_target *t, size_t *cap, int64_t off)
+{
+    if (t->nskip == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        int64_t *ns = realloc(t->skip, nc * sizeof(*ns));
+        if (!ns)
+            return -1;
+        t->skip = ns;
+        *cap = nc;
+    }
+    t->skip[t->nskip++] = off;
+    return 0;
+}
+
+int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
+                   const bs_config_keyspec *key, uint64_t seed,
+                   bs_replay_target *targets, size_t n, int timeout_ms,
+                   char *errstr, size_t errstr_size)
+{
+    if (n == 0)
+        return 0;
+    /* Per output partition: start at the smallest watermark any target
+     * recorded, stop at the end as it is now (nothing of ours is in flight:
+     * the caller restores before it produces). */
+    uint32_t nparts = 0;
+    for (size_t i = 0; i < n; i++)
+        if (targets[i].nwm > nparts)
+            nparts = targets[i].nwm;
+    if (nparts == 0)
+        return 0; /* no watermarks recorded: nothing was produced after */
+    int64_t *from = malloc(nparts * sizeof(*from));
+    int64_t *to = malloc(nparts * sizeof(*to));
+    size_t *caps = calloc(n, sizeof(*caps));
+    rd_kafka_topic_partition_list_t *assign =
+        rd_kafka_topic_partition_list_new((int)nparts);
+    int rc = -1;
+    if (!from || !to || !caps) {
+        snprintf(errstr, errstr_size, "out of memory");
+        goto out;
+    }
+    for (uint32_t p = 0; p < nparts; p++)
+        from[p] = INT64_MAX;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t w = 0; w < targets[i].nwm; w++) {
+            const bs_ckpt_wm *wm = &targets[i].wm[w];
+            if (wm->partition >= 0 && (uint32_t)wm->partition < nparts &&
+                wm->high < from[wm->partition])
+                from[wm->partition] = wm->high;
+        }
+    int pending = 0;
+    for (uint32_t p = 0; p < nparts; p++) {
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            tail, output_topic, (int32_t)p, &lo, &hi, timeout_ms);
+        if (err) {
+            snprintf(errstr, errstr_size, "replay: watermarks of %s [%u]: %s",
+                     output_topic, p, rd_kafka_err2str(err));
+            goto out;
+        }
+        if (from[p] == INT64_MAX)
+            from[p] = hi; /* no target recorded it: nothing to read */
+        if (from[p] < lo) {
+            /* Retention removed part of the tail: what was there cannot
+             * be recognised, so some records may be produced twice. */
+            bs_log(BS_LOG_WARN, "output tail partly gone, replaying what "
+                   "is left", "topic=%s partition=%u from=%lld low=%lld",
+                   output_topic, p, (long long)from[p], (long long)lo);
+            from[p] = lo;
+        }
+        to[p] = hi;
+        if (from[p] < to[p]) {
+            rd_kafka_topic_partition_list_add(assign, output_topic,
+                                              (int32_t)p)
+                ->offset = from[p];
+            pending++;
+        }
+    }
+    if (pending == 0) {
+        rc = 0;
+        goto out;
+    }
+    rd_kafka_resp_err_t aerr = rd_kafka_assign(tail, assign);
+    if (aerr) {
+        snprintf(errstr, errstr_size, "replay: assign: %s",
+                 rd_kafka_err2str(aerr));
+        goto out;
+    }
+    double deadline = bs_now() + timeout_ms / 1000.0;
+    uint64_t read = 0;
+    char topic[256];
+    while (pending > 0) {
+        if (bs_now() > deadline) {
+            snprintf(errstr, errstr_size, "replay: the output tail of %s was "
+                     "not read within %d ms (%llu records read)",
+                     output_topic, timeout_ms, (unsigned long long)read);
+            goto unassign;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(tail, 100);
+        if (!m)
+            continue;
+        int32_t op = m->partition;
+        if (op < 0 || (uint32_t)op >= nparts || to[op] < 0) {
+            rd_kafka_message_destroy(m); /* not ours, or done already */
+            continue;
+        }
+        if (m->err) {
+            /* The end of a partition whose last offsets hold no record
+             * (transaction markers, compaction) is an EOF event. */
+            if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+                m->offset >= to[op]) {
+                to[op] = -1;
+                pending--;
+            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                bs_log(BS_LOG_WARN, "replay: consume error", "error=%s",
+                       rd_kafka_err2name(m->err));
+            }
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        bool last = m->offset + 1 >= to[op];
+        read++;
+        rd_kafka_headers_t *hdrs;
+        const void *v;
+        size_t vlen;
+        int32_t sp;
+        int64_t so;
+        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_header_get_last(hdrs, BS_HDR_SRC, &v, &vlen) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR &&
+            bs_parse_src(v, vlen, topic, sizeof(topic), &sp, &so)) {
+            for (size_t i = 0; i < n; i++) {
+                bs_replay_target *t = &targets[i];
+                if (t->partition != sp || so < t->from_offset ||
+                    strcmp(t->topic, topic) != 0)
+                    continue;
+                t->records++;
+                if (skip_push(t, &caps[i], so) != 0) {
+                    snprintf(errstr, errstr_size, "out of memory");
+                    rd_kafka_message_destroy(m);
+                    goto unassign;
+                }
+                bs_record_keys keys;
+                bs_record_keys_init(&keys, m);
+                const void *k;
+                size_t klen;
+                if (bs_record_key(&keys, key, &k, &klen) &&
+                    bf_scalable_add_if_absent_h(t->filter,
+                                                bf_hash_key(k, klen, seed)) <
+                        0)
+                    bs_log(BS_LOG_ERROR, "replay: dedup filter at "
+                           "dedup.max.bytes", "topic=%s partition=%d",
+                           t->topic, (int)t->partition);
+                bs_record_keys_reset(&keys);
+                break;
+            }
+        }
+        rd_kafka_message_destroy(m);
+        if (last) {
+            to[op] = -1; /* done with this partition */
+            pending--;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (targets[i].nskip > 1)
+            qsort(targets[i].skip, targets[i].nskip, sizeof(int64_t),
+                  cmp_i64);
+    rc = 0;
+unassign:
+    rd_kafka_assign(tail, NULL);
+out:
+    rd_kafka_topic_partition_list_destroy(assign);
+    free(from);
+    free(to);
+    free(caps);
+    return rc;
+}
