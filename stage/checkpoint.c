@@ -129,47 +129,72 @@ int bs_ckpt_write(const char *dir, const char *topic, int32_t partition,
     return err == BF_OK ? 0 : -1;
 }
 
+typedef struct mem_writer {
+    uint8_t *buf;
+    size_t len, cap;
+} mem_writer;
+
+static int mem_write(void *opaque, const void *data, size_t len)
+{
+    mem_writer *m = opaque;
+    if (len > m->cap - m->len) {
+        size_t cap = m->cap ? m->cap : 4096;
+        while (len > cap - m->len)
+            cap *= 2;
+        uint8_t *nb = realloc(m->buf, cap);
+        if (!nb)
+            return -1;
+        m->buf = nb;
+        m->cap = cap;
+    }
+    memcpy(m->buf + m->len, data, len);
+    m->len += len;
+    return 0;
+}
+
+int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
+                   const bs_ckpt_wm *wm, uint32_t nwm, const bf_filter *filter,
+                   uint8_t **out, size_t *out_len, char *errstr,
+                   size_t errstr_size)
+{
+    size_t tlen = strlen(topic);
+    if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS) {
+        snprintf(errstr, errstr_size, "checkpoint for %s-%d: bad topic name",
+                 topic, (int)partition);
+        return -1;
+    }
+    ckpt_writer w = {topic, partition, next_offset, wm, nwm, filter,
+                     XXH3_createState(), NULL, NULL};
+    mem_writer m = {NULL, 0, 0};
+    uint64_t want = bf_filter_serialized_size(filter) + 64 + tlen +
+                    (uint64_t)nwm * 12;
+    if (want < SIZE_MAX)
+        m.buf = malloc((size_t)want), m.cap = m.buf ? (size_t)want : 0;
+    bf_err err = w.state ? produce(&w, mem_write, &m) : BF_ERR_NOMEM;
+    XXH3_freeState(w.state);
+    if (err) {
+        free(m.buf);
+        snprintf(errstr, errstr_size, "checkpoint for %s-%d: %s", topic,
+                 (int)partition, bf_err_str(err));
+        return -1;
+    }
+    *out = m.buf;
+    *out_len = m.len;
+    return 0;
+}
+
 #define FAIL(...)                                                              \
     do {                                                                       \
         snprintf(errstr, errstr_size, __VA_ARGS__);                            \
         goto fail;                                                             \
     } while (0)
 
-int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
-                 size_t errstr_size)
+int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
+                   bs_checkpoint *out, char *errstr, size_t errstr_size)
 {
     memset(out, 0, sizeof(*out));
-    uint8_t *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(errstr, errstr_size, "%s: cannot open: %s", path,
-                 strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        FAIL("%s: cannot stat: %s", path, strerror(errno));
-    size_t len = (size_t)st.st_size;
-    if (st.st_size < (off_t)(FIXED + 1 + 8 + 8))
-        FAIL("%s: truncated checkpoint (%lld bytes)", path,
-             (long long)st.st_size);
-    /* The filter inside is copied out by its loader, which wants 64-byte
-     * aligned memory only for in-place use; plain malloc is enough. */
-    buf = malloc(len);
-    if (!buf)
-        FAIL("%s: cannot allocate %zu bytes to read it", path, len);
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = read(fd, buf + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            FAIL("%s: read failed: %s", path, n ? strerror(errno)
-                                                : "file shrank while read");
-        got += (size_t)n;
-    }
+    if (len < FIXED + 1 + 8 + 8)
+        FAIL("%s: truncated checkpoint (%zu bytes)", path, len);
     if (memcmp(buf, MAGIC, 8) != 0)
         FAIL("%s: not a bloomstage checkpoint (bad magic)", path);
     if (getn(buf + 8, 2) != VERSION)
@@ -221,14 +246,51 @@ int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
     if (bf_filter_kind(out->filter) != BF_KIND_SCALABLE)
         FAIL("%s: holds a %s filter, not a scalable one", path,
              bf_kind_name(bf_filter_kind(out->filter)));
-    free(buf);
-    close(fd);
     return 1;
+fail:
+    bs_ckpt_free(out);
+    return -1;
+}
+
+int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
+                 size_t errstr_size)
+{
+    memset(out, 0, sizeof(*out));
+    uint8_t *buf = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(errstr, errstr_size, "%s: cannot open: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        FAIL("%s: cannot stat: %s", path, strerror(errno));
+    size_t len = (size_t)st.st_size;
+    if (st.st_size < (off_t)(FIXED + 1 + 8 + 8))
+        FAIL("%s: truncated checkpoint (%lld bytes)", path,
+             (long long)st.st_size);
+    buf = malloc(len);
+    if (!buf)
+        FAIL("%s: cannot allocate %zu bytes to read it", path, len);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            FAIL("%s: read failed: %s", path, n ? strerror(errno)
+                                                : "file shrank while read");
+        got += (size_t)n;
+    }
+    rc = bs_ckpt_decode(buf, len, path, out, errstr, errstr_size);
 fail:
     free(buf);
     close(fd);
-    bs_ckpt_free(out);
-    return -1;
+    return rc;
 }
 
 void bs_ckpt_free(bs_checkpoint *c)

@@ -64,6 +64,16 @@ int bs_ckpt_write(const char *dir, const char *topic, int32_t partition,
 int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
                  size_t errstr_size) __attribute__((warn_unused_result));
 
+/* The same format in memory: encode into a malloc'd buffer (*out), decode
+ * from one (name is used in messages).  decode returns 1 or -1 like load. */
+int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
+                   const bs_ckpt_wm *wm, uint32_t nwm, const bf_filter *filter,
+                   uint8_t **out, size_t *out_len, char *errstr,
+                   size_t errstr_size) __attribute__((warn_unused_result));
+int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *name,
+                   bs_checkpoint *out, char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
 void bs_ckpt_free(bs_checkpoint *c);
 
 #endif
