@@ -99,6 +99,8 @@ typedef struct bs_config_blocklist {
 enum { BS_CONFIG_MISSING_FORWARD = 0, BS_CONFIG_MISSING_REJECT = 1 };
 /* processing.guarantee */
 enum { BS_CONFIG_AT_LEAST_ONCE = 0, BS_CONFIG_EXACTLY_ONCE = 1 };
+/* checkpoint.store */
+enum { BS_CONFIG_STORE_DIR = 0, BS_CONFIG_STORE_KAFKA = 1 };
 /* log.level */
 enum {
     BS_CONFIG_LOG_ERROR = 0,

@@ -56,6 +56,7 @@ const size_t bs_config_nsections =
 static const char *const on_missing_values[] = {"forward", "reject", NULL};
 static const char *const guarantee_values[] = {"at_least_once",
                                                "exactly_once", NULL};
+static const char *const store_values[] = {"dir", "kafka", NULL};
 static const char *const log_level_values[] = {"error", "warn", "info",
                                                "debug", NULL};
 
@@ -148,6 +149,23 @@ const bs_config_row bs_config_rows[] = {
      .help = "Directory of the per-partition checkpoint files (created if "
              "missing).  Relative paths are relative to the working "
              "directory."},
+    {.name = "checkpoint.store", .type = BS_CT_ENUM, .section = SEC_CKPT,
+     .def = "dir", .values = store_values,
+     .help = "Where checkpoints go.  dir: files in checkpoint.dir (one "
+             "instance, or a shared volume).  kafka: the compacted topic "
+             "checkpoint.topic, so a partition's filter follows it to "
+             "whichever instance of the group is assigned it (scale-out)."},
+    {.name = "checkpoint.topic", .type = BS_CT_STRING, .section = SEC_CKPT,
+     .def = "bloomstage-checkpoints",
+     .help = "With checkpoint.store=kafka: the compacted topic checkpoints "
+             "are written to, in chunks of checkpoint.chunk.bytes; created "
+             "(cleanup.policy=compact) if missing.  One topic can serve "
+             "many groups."},
+    {.name = "checkpoint.chunk.bytes", .type = BS_CT_SIZE, .section = SEC_CKPT,
+     .def = "512k", IRANGE(1024, INT64_C(16) << 20),
+     .help = "With checkpoint.store=kafka: the largest chunk of a "
+             "checkpoint in one record; keep it under the broker's "
+             "message.max.bytes."},
     {.name = "checkpoint.interval.ms", .type = BS_CT_INT,
      .section = SEC_CKPT, .def = "5000", IRANGE(10, 86400000),
      .help = "Time between checkpoints, in milliseconds."},

@@ -42,6 +42,7 @@
 #include "log.h"
 #include "record_key.h"
 #include "replay.h"
+#include "store.h"
 #include "util.h"
 
 #include <errno.h>
@@ -97,6 +98,7 @@ struct bs_stage {
     int out_parts;              /* exactly_once: output partitions */
     bf_scalable_params fparams;
     const char *ckpt_dir;
+    bs_store *store;            /* where checkpoints go (store.h) */
     double ckpt_interval;       /* seconds */
     uint64_t ckpt_records;      /* 0: no record trigger */
 
@@ -286,14 +288,9 @@ static bf_filter *new_filter(bs_stage *s, char *errstr, size_t errstr_size)
  * but cannot be used: that is fatal, never silently replaced. */
 static int part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
 {
-    char path[4096];
-    if (bs_ckpt_path(s->ckpt_dir, p->topic, p->partition, path,
-                     sizeof(path))) {
-        snprintf(errstr, errstr_size, "checkpoint path too long");
-        return -1;
-    }
     bs_checkpoint c;
-    int r = bs_ckpt_load(path, &c, errstr, errstr_size);
+    int r = bs_store_get(s->store, p->topic, p->partition, &c, errstr,
+                         errstr_size);
     if (r < 0)
         return -1;
     bf_filter_destroy(p->filter);
@@ -310,8 +307,9 @@ static int part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
         return p->filter ? 0 : -1;
     }
     if (strcmp(c.topic, p->topic) != 0 || c.partition != p->partition) {
-        snprintf(errstr, errstr_size, "%s: holds %s [%d], not %s [%d]", path,
-                 c.topic, (int)c.partition, p->topic, (int)p->partition);
+        snprintf(errstr, errstr_size, "the checkpoint of %s [%d] holds %s "
+                 "[%d]", p->topic, (int)p->partition, c.topic,
+                 (int)c.partition);
         bs_ckpt_free(&c);
         return -1;
     }
@@ -387,9 +385,10 @@ static int initial_checkpoint(bs_stage *s, part *p, char *errstr,
     }
     if (bs_output_watermarks(s->producer, s->output_topic, s->out_parts, wm,
                              10000, errstr, errstr_size) != 0 ||
-        bs_ckpt_write(s->ckpt_dir, p->topic, p->partition, start, wm,
-                      (uint32_t)s->out_parts, p->filter, errstr,
-                      errstr_size) != 0) {
+        bs_store_put(s->store, p->topic, p->partition, start, wm,
+                     (uint32_t)s->out_parts, p->filter, errstr,
+                     errstr_size) != 0 ||
+        bs_store_sync(s->store, errstr, errstr_size) != 0) {
         free(wm);
         return -1;
     }
@@ -687,15 +686,16 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         rd_kafka_topic_partition_list_new((int)s->nparts);
     int rc = 0;
     uint64_t bytes = 0;
-    for (size_t i = 0; i < s->nparts; i++) {
+    size_t *written = calloc(s->nparts ? s->nparts : 1, sizeof(*written));
+    size_t nwritten = 0;
+    char q[1100], err[1024];
+    for (size_t i = 0; written && i < s->nparts; i++) {
         part *p = &s->parts[i];
         if (!in_list(only, p) || p->next_offset < 0 ||
             p->next_offset == p->ckpt_offset)
             continue;
-        char err[1024];
-        if (bs_ckpt_write(s->ckpt_dir, p->topic, p->partition, p->next_offset,
-                          wm, nwm, p->filter, err, sizeof(err)) != 0) {
-            char q[1100];
+        if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
+                         wm, nwm, p->filter, err, sizeof(err)) != 0) {
             bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s partition=%d"
                    " error=%s", p->topic, (int)p->partition,
                    bs_log_quote(err, q, sizeof(q)));
@@ -703,6 +703,19 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
             rc = -1;
             continue;
         }
+        written[nwritten++] = i;
+    }
+    /* Durable only now (the Kafka store's manifests): nothing of this
+     * round is committed if that fails. */
+    if (!written || bs_store_sync(s->store, err, sizeof(err)) != 0) {
+        bs_log(BS_LOG_ERROR, "checkpoint failed", "error=%s",
+               bs_log_quote(written ? err : "out of memory", q, sizeof(q)));
+        INC(s->st.checkpoint_failures);
+        rc = -1;
+        nwritten = 0;
+    }
+    for (size_t w = 0; w < nwritten; w++) {
+        part *p = &s->parts[written[w]];
         INC(s->st.checkpoints);
         bytes += bf_filter_serialized_size(p->filter);
         p->ckpt_offset = p->base_offset = p->next_offset;
@@ -719,13 +732,13 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
             ->offset = p->next_offset;
     }
     if (commit->cnt > 0) {
-        rd_kafka_resp_err_t err = rd_kafka_commit(s->consumer, commit, 0);
-        if (err) {
-            /* The checkpoints are on disk and ahead of the committed
+        rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
+        if (cerr) {
+            /* The checkpoints are durable and ahead of the committed
              * offsets: still safe (a restart resumes from the checkpoint);
              * the next round commits again. */
             bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
-                   rd_kafka_err2name(err), commit->cnt);
+                   rd_kafka_err2name(cerr), commit->cnt);
         } else {
             for (int i = 0; i < commit->cnt; i++)
                 if (commit->elems[i].err)
@@ -749,6 +762,7 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                dt);
     }
     rd_kafka_topic_partition_list_destroy(commit);
+    free(written);
     free(wm);
     if (rc == 0)
         s->since_ckpt = 0;
@@ -1111,47 +1125,6 @@ static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size)
     return 0;
 }
 
-/* Before joining the group: every checkpoint in the directory must load
- * (a damaged one stops start-up with its name and what is wrong, before
- * anything is consumed or committed), and temp files left by a crash in
- * the middle of a checkpoint write are removed (the rename never happened,
- * so the previous checkpoint still stands). */
-static int check_checkpoints(const char *dir, char *errstr,
-                             size_t errstr_size)
-{
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", dir,
-                 strerror(errno));
-        return -1;
-    }
-    int rc = 0, n = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if (strstr(e->d_name, ".ckpt.tmp.")) {
-            bs_log(BS_LOG_INFO, "removing an unfinished checkpoint write",
-                   "file=%s", path);
-            unlink(path);
-            continue;
-        }
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".ckpt") != 0)
-            continue;
-        bs_checkpoint c;
-        if (bs_ckpt_load(path, &c, errstr, errstr_size) < 0)
-            rc = -1;
-        else
-            bs_ckpt_free(&c);
-        n++;
-    }
-    closedir(d);
-    if (rc == 0 && n > 0)
-        bs_log(BS_LOG_INFO, "checkpoints verified", "dir=%s files=%d", dir, n);
-    return rc;
-}
-
 bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
 {
     bs_stage *s = calloc(1, sizeof(*s));
@@ -1201,8 +1174,6 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         goto fail;
     }
 
-    if (check_checkpoints(s->ckpt_dir, errstr, errstr_size) != 0)
-        goto fail;
 
     /* Blocklists before joining the group: a broken one stops start-up
      * before anything is consumed. */
@@ -1251,7 +1222,9 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     }
     rd_kafka_poll_set_consumer(s->consumer);
 
-    if (s->exactly_once) {
+    bool kafka_store = bs_config_get_enum(cfg, "checkpoint.store") ==
+                       BS_CONFIG_STORE_KAFKA;
+    if (s->exactly_once || kafka_store) {
         /* Reads the output tail: assigned, never subscribed, commits
          * nothing; its group id is never joined. */
         static const char *const tdefaults[] = {"client.id",
@@ -1275,6 +1248,25 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         }
         rd_kafka_poll_set_consumer(s->tail);
     }
+
+    /* The checkpoint store, checked before the group is joined: a damaged
+     * checkpoint stops start-up before anything is consumed. */
+    rd_kafka_conf_t *sconf = NULL;
+    if (kafka_store) {
+        static const char *const sdefaults[] = {
+            "client.id", "bloomstage-checkpoints", "linger.ms", "1",
+            "message.max.bytes", "20000000", NULL};
+        static const char *const sforced[] = {
+            "enable.idempotence", "true", "acks", "all",
+            "allow.auto.create.topics", "false", NULL};
+        sconf = client_conf(s, "producer", sdefaults, sforced, errstr,
+                            errstr_size);
+        if (!sconf)
+            goto fail;
+    }
+    s->store = bs_store_new(cfg, s->tail, sconf, errstr, errstr_size);
+    if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
+        goto fail;
     return s;
 fail:
     bs_stage_destroy(s);
@@ -1380,10 +1372,13 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                  rd_kafka_err2str(err));
         return -1;
     }
+    char q[400];
     bs_log(BS_LOG_INFO, "started", "input=%s output=%s group=%s "
-           "checkpoint_dir=%s", bs_config_get_str(s->cfg, "input.topics"),
-           s->output_topic, bs_config_get_str(s->cfg, "consumer.group.id"),
-           s->ckpt_dir);
+           "checkpoints=%s guarantee=%s",
+           bs_config_get_str(s->cfg, "input.topics"), s->output_topic,
+           bs_config_get_str(s->cfg, "consumer.group.id"),
+           bs_log_quote(bs_store_describe(s->store), q, sizeof(q)),
+           s->exactly_once ? "exactly_once" : "at_least_once");
     s->last_ckpt = s->last_stats = bs_now();
     while (!atomic_load(&s->stop) && !s->fatal) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
@@ -1527,6 +1522,7 @@ void bs_stage_destroy(bs_stage *s)
         return;
     if (s->consumer)
         rd_kafka_destroy(s->consumer);
+    bs_store_destroy(s->store);
     if (s->tail) {
         rd_kafka_consumer_close(s->tail);
         rd_kafka_destroy(s->tail);

@@ -1,0 +1,682 @@
+/*
+ * store.c -- see store.h.  The directory store is a thin layer over
+ * checkpoint.c; the Kafka store is below it.
+ */
+#include "store.h"
+#include "log.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define KEY_PREFIX "bs1"
+
+/* A checkpoint produced in chunks and waiting for its manifest. */
+typedef struct pending {
+    char topic[250];
+    int32_t partition;
+    int64_t seq;
+    uint32_t nchunks;
+    uint64_t size, xxh;
+    int64_t first_offset; /* of chunk 0 in checkpoint.topic, from its DR */
+    int64_t input_offset;
+} pending;
+
+/* The newest manifest this instance knows of, per partition: its seq and
+ * chunk count, for the next seq and the tombstones. */
+typedef struct known {
+    char topic[250];
+    int32_t partition;
+    int64_t seq;
+    uint32_t nchunks;
+} known;
+
+struct bs_store {
+    int kind;
+    const char *dir;
+    char desc[300];
+    /* kafka */
+    const char *group;
+    const char *topic;
+    size_t chunk;
+    int nparts;
+    rd_kafka_t *producer;
+    rd_kafka_t *reader;
+    pending *pend;
+    size_t npend, cappend;
+    known *known;
+    size_t nknown, capknown;
+    uint64_t dr_failed;
+    char dr_error[256];
+};
+
+/* -- directory ------------------------------------------------------------- */
+
+static int dir_check(bs_store *st, char *errstr, size_t errstr_size)
+{
+    DIR *d = opendir(st->dir);
+    if (!d) {
+        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", st->dir,
+                 strerror(errno));
+        return -1;
+    }
+    int rc = 0, n = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", st->dir, e->d_name);
+        /* A crash in the middle of a write leaves its temp file; the
+         * rename never happened, so the previous checkpoint stands. */
+        if (strstr(e->d_name, ".ckpt.tmp.")) {
+            bs_log(BS_LOG_INFO, "removing an unfinished checkpoint write",
+                   "file=%s", path);
+            unlink(path);
+            continue;
+        }
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".ckpt") != 0)
+            continue;
+        bs_checkpoint c;
+        if (bs_ckpt_load(path, &c, errstr, errstr_size) < 0)
+            rc = -1;
+        else
+            bs_ckpt_free(&c);
+        n++;
+    }
+    closedir(d);
+    if (rc == 0 && n > 0)
+        bs_log(BS_LOG_INFO, "checkpoints verified", "dir=%s files=%d",
+               st->dir, n);
+    return rc;
+}
+
+/* -- kafka: keys and delivery reports --------------------------------------- */
+
+static int manifest_key(const bs_store *st, const char *topic, int32_t part,
+                        char *buf, size_t size)
+{
+    return snprintf(buf, size, KEY_PREFIX "/%s/%s/%d", st->group, topic,
+                    (int)part);
+}
+
+static int chunk_key(const bs_store *st, const char *topic, int32_t part,
+                     int64_t seq, uint32_t i, char *buf, size_t size)
+{
+    return snprintf(buf, size, KEY_PREFIX "/%s/%s/%d/%lld/%u", st->group,
+                    topic, (int)part, (long long)seq, i);
+}
+
+/* All of one partition's records go to one partition of the topic. */
+static int32_t ckpt_partition(const bs_store *st, const char *topic,
+                              int32_t part)
+{
+    char key[600];
+    int n = manifest_key(st, topic, part, key, sizeof(key));
+    return (int32_t)(XXH3_64bits(key, (size_t)n) % (uint64_t)st->nparts);
+}
+
+/* Message opaque: 0 nothing to note; 1 + 2*i: chunk 0 of pending i;
+ * UINTPTR_MAX: a tombstone (its failure is harmless: compaction or the
+ * next tombstone removes the chunk). */
+#define OPQ_TOMBSTONE ((void *)UINTPTR_MAX)
+
+static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
+{
+    (void)rk;
+    bs_store *st = op;
+    uintptr_t tag = (uintptr_t)m->_private;
+    if (m->err) {
+        if (m->_private == OPQ_TOMBSTONE)
+            return;
+        if (st->dr_failed++ == 0)
+            snprintf(st->dr_error, sizeof(st->dr_error), "%s",
+                     rd_kafka_err2str(m->err));
+        return;
+    }
+    if (tag && m->_private != OPQ_TOMBSTONE) {
+        size_t i = (tag - 1) / 2;
+        if (i < st->npend)
+            st->pend[i].first_offset = m->offset;
+    }
+}
+
+static void kafka_log(const rd_kafka_t *rk, int level, const char *fac,
+                      const char *buf)
+{
+    (void)rk;
+    if (level <= 4)
+        bs_log(level <= 3 ? BS_LOG_ERROR : BS_LOG_WARN, "librdkafka "
+               "(checkpoint store)", "facility=%s detail=\"%s\"", fac, buf);
+}
+
+static known *known_find(bs_store *st, const char *topic, int32_t part,
+                         bool add)
+{
+    for (size_t i = 0; i < st->nknown; i++)
+        if (st->known[i].partition == part &&
+            !strcmp(st->known[i].topic, topic))
+            return &st->known[i];
+    if (!add)
+        return NULL;
+    if (st->nknown == st->capknown) {
+        size_t cap = st->capknown ? st->capknown * 2 : 16;
+        known *nk = realloc(st->known, cap * sizeof(*nk));
+        if (!nk)
+            return NULL;
+        st->known = nk;
+        st->capknown = cap;
+    }
+    known *k = &st->known[st->nknown++];
+    memset(k, 0, sizeof(*k));
+    snprintf(k->topic, sizeof(k->topic), "%s", topic);
+    k->partition = part;
+    return k;
+}
+
+/* Produces and waits; false if any delivery (but tombstones) failed. */
+static bool kafka_flush(bs_store *st, char *errstr, size_t errstr_size)
+{
+    double t0 = bs_now();
+    while (rd_kafka_flush(st->producer, 500) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (bs_now() - t0 > 5)
+            bs_log(BS_LOG_INFO, "waiting for checkpoint deliveries",
+                   "in_flight=%d", rd_kafka_outq_len(st->producer));
+    if (st->dr_failed) {
+        snprintf(errstr, errstr_size, "checkpoint topic %s: %llu records "
+                 "not delivered: %s", st->topic,
+                 (unsigned long long)st->dr_failed, st->dr_error);
+        st->dr_failed = 0;
+        return false;
+    }
+    return true;
+}
+
+static int produce_rec(bs_store *st, int32_t part, const char *key,
+                       const void *val, size_t len, void *opaque,
+                       char *errstr, size_t errstr_size)
+{
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            st->producer, RD_KAFKA_V_TOPIC(st->topic),
+            RD_KAFKA_V_PARTITION(part), RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE((void *)val, len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_poll(st->producer, 50);
+            continue;
+        }
+        if (err) {
+            snprintf(errstr, errstr_size, "checkpoint topic %s: %s",
+                     st->topic, rd_kafka_err2str(err));
+            return -1;
+        }
+        return 0;
+    }
+}
+
+/* -- kafka: put and sync ------------------------------------------------------ */
+
+static int kafka_put(bs_store *st, const char *topic, int32_t part,
+                     int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+                     const bf_filter *filter, char *errstr,
+                     size_t errstr_size)
+{
+    uint8_t *buf;
+    size_t len;
+    if (bs_ckpt_encode(topic, part, next_offset, wm, nwm, filter, &buf, &len,
+                       errstr, errstr_size) != 0)
+        return -1;
+    if (st->npend == st->cappend) {
+        size_t cap = st->cappend ? st->cappend * 2 : 16;
+        pending *np = realloc(st->pend, cap * sizeof(*np));
+        if (!np) {
+            free(buf);
+            snprintf(errstr, errstr_size, "out of memory");
+            return -1;
+        }
+        st->pend = np;
+        st->cappend = cap;
+    }
+    known *k = known_find(st, topic, part, false);
+    pending *p = &st->pend[st->npend];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->topic, sizeof(p->topic), "%s", topic);
+    p->partition = part;
+    p->seq = (k ? k->seq : 0) + 1;
+    p->nchunks = (uint32_t)((len + st->chunk - 1) / st->chunk);
+    p->size = len;
+    p->xxh = XXH3_64bits(buf, len);
+    p->first_offset = -1;
+    p->input_offset = next_offset;
+    size_t idx = st->npend++;
+    int32_t cp = ckpt_partition(st, topic, part);
+    int rc = 0;
+    for (uint32_t i = 0; i < p->nchunks && rc == 0; i++) {
+        char key[600];
+        chunk_key(st, topic, part, p->seq, i, key, sizeof(key));
+        size_t off = (size_t)i * st->chunk;
+        size_t n = len - off < st->chunk ? len - off : st->chunk;
+        rc = produce_rec(st, cp, key, buf + off, n,
+                         i == 0 ? (void *)(uintptr_t)(1 + 2 * idx) : NULL,
+                         errstr, errstr_size);
+    }
+    free(buf);
+    if (rc != 0)
+        st->npend--; /* its chunks never get a manifest: never used */
+    return rc;
+}
+
+static int kafka_sync(bs_store *st, char *errstr, size_t errstr_size)
+{
+    int rc = -1;
+    if (st->npend == 0)
+        return 0;
+    /* 1. every chunk acknowledged */
+    if (!kafka_flush(st, errstr, errstr_size))
+        goto out;
+    /* 2. the manifests, which make the checkpoints valid */
+    for (size_t i = 0; i < st->npend; i++) {
+        pending *p = &st->pend[i];
+        if (p->first_offset < 0) {
+            snprintf(errstr, errstr_size, "checkpoint of %s [%d]: no offset "
+                     "for its first chunk", p->topic, (int)p->partition);
+            goto out;
+        }
+        char key[600], hex[17];
+        manifest_key(st, p->topic, p->partition, key, sizeof(key));
+        snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)p->xxh);
+        json_t *j = json_pack("{s:i, s:I, s:i, s:I, s:I, s:s, s:I, s:I}",
+                              "v", 1, "seq", (json_int_t)p->seq, "chunks",
+                              (int)p->nchunks, "chunk_bytes",
+                              (json_int_t)st->chunk, "size",
+                              (json_int_t)p->size, "xxh3", hex, "first",
+                              (json_int_t)p->first_offset, "input_offset",
+                              (json_int_t)p->input_offset);
+        char *val = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        int r = val ? produce_rec(st, ckpt_partition(st, p->topic,
+                                                     p->partition),
+                                  key, val, strlen(val), NULL, errstr,
+                                  errstr_size)
+                    : -1;
+        free(val);
+        if (r != 0)
+            goto out;
+    }
+    if (!kafka_flush(st, errstr, errstr_size))
+        goto out;
+    /* 3. the previous checkpoints' chunks are garbage now */
+    for (size_t i = 0; i < st->npend; i++) {
+        pending *p = &st->pend[i];
+        known *k = known_find(st, p->topic, p->partition, true);
+        if (!k)
+            continue;
+        int32_t cp = ckpt_partition(st, p->topic, p->partition);
+        for (uint32_t c = 0; k->seq > 0 && c < k->nchunks; c++) {
+            char key[600];
+            chunk_key(st, p->topic, p->partition, k->seq, c, key,
+                      sizeof(key));
+            char ignored[64];
+            (void)produce_rec(st, cp, key, NULL, 0, OPQ_TOMBSTONE, ignored,
+                              sizeof(ignored));
+        }
+        k->seq = p->seq;
+        k->nchunks = p->nchunks;
+    }
+    rd_kafka_poll(st->producer, 0);
+    rc = 0;
+out:
+    st->npend = 0;
+    return rc;
+}
+
+/* -- kafka: reading ----------------------------------------------------------- */
+
+/* Reads partition cp of the topic from `from` to its end as it is now,
+ * calling fn for each record until it returns non-zero. */
+static int read_partition(bs_store *st, int32_t cp, int64_t from,
+                          int (*fn)(const rd_kafka_message_t *m, void *op),
+                          void *op, char *errstr, size_t errstr_size)
+{
+    int64_t lo, hi;
+    rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+        st->reader, st->topic, cp, &lo, &hi, 10000);
+    if (err) {
+        snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
+                 st->topic, (int)cp, rd_kafka_err2str(err));
+        return -1;
+    }
+    if (from < lo)
+        from = lo;
+    if (from >= hi)
+        return 0;
+    rd_kafka_topic_partition_list_t *a = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(a, st->topic, cp)->offset = from;
+    err = rd_kafka_assign(st->reader, a);
+    rd_kafka_topic_partition_list_destroy(a);
+    if (err) {
+        snprintf(errstr, errstr_size, "checkpoint topic %s: assign: %s",
+                 st->topic, rd_kafka_err2str(err));
+        return -1;
+    }
+    int rc = 0;
+    double deadline = bs_now() + 60;
+    for (;;) {
+        if (bs_now() > deadline) {
+            snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: not "
+                     "read within 60 s", st->topic, (int)cp);
+            rc = -1;
+            break;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(st->reader, 100);
+        if (!m)
+            continue;
+        bool end = false;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            end = m->offset >= hi;
+        else if (!m->err) {
+            if (fn(m, op) != 0)
+                end = true;
+            else
+                end = m->offset + 1 >= hi;
+        }
+        rd_kafka_message_destroy(m);
+        if (end)
+            break;
+    }
+    rd_kafka_assign(st->reader, NULL);
+    return rc;
+}
+
+typedef struct find_manifest {
+    const char *key;
+    size_t keylen;
+    char *value; /* newest; NULL if none or deleted */
+} find_manifest;
+
+static int on_manifest(const rd_kafka_message_t *m, void *op)
+{
+    find_manifest *f = op;
+    if (m->key_len == f->keylen && !memcmp(m->key, f->key, f->keylen)) {
+        free(f->value);
+        f->value = m->payload ? strndup(m->payload, m->len) : NULL;
+    }
+    return 0;
+}
+
+typedef struct gather {
+    char prefix[600];
+    size_t prefixlen;
+    uint8_t *buf;
+    uint64_t size, chunk;
+    uint32_t nchunks, got;
+    uint8_t *have;
+} gather;
+
+static int on_chunk(const rd_kafka_message_t *m, void *op)
+{
+    gather *g = op;
+    if (m->key_len <= g->prefixlen || memcmp(m->key, g->prefix, g->prefixlen))
+        return 0;
+    char idx[16];
+    size_t n = m->key_len - g->prefixlen;
+    if (n >= sizeof(idx))
+        return 0;
+    memcpy(idx, (const char *)m->key + g->prefixlen, n);
+    idx[n] = '\0';
+    char *end;
+    unsigned long i = strtoul(idx, &end, 10);
+    if (*end || i >= g->nchunks || g->have[i] || !m->payload)
+        return 0;
+    uint64_t off = (uint64_t)i * g->chunk;
+    uint64_t want = g->size - off < g->chunk ? g->size - off : g->chunk;
+    if (m->len != want)
+        return 0; /* not ours after all: the manifest check will say */
+    memcpy(g->buf + off, m->payload, m->len);
+    g->have[i] = 1;
+    return ++g->got == g->nchunks;
+}
+
+static int kafka_get(bs_store *st, const char *topic, int32_t part,
+                     bs_checkpoint *out, char *errstr, size_t errstr_size)
+{
+    char key[600], name[700];
+    int klen = manifest_key(st, topic, part, key, sizeof(key));
+    snprintf(name, sizeof(name), "%s:%s", st->topic, key);
+    int32_t cp = ckpt_partition(st, topic, part);
+    find_manifest f = {key, (size_t)klen, NULL};
+    if (read_partition(st, cp, 0, on_manifest, &f, errstr, errstr_size))
+        return -1;
+    if (!f.value)
+        return 0;
+    json_error_t jerr;
+    json_t *j = json_loads(f.value, 0, &jerr);
+    free(f.value);
+    json_int_t seq = 0, size = 0, chunk = 0, first = -1;
+    int nchunks = 0, v = 0;
+    const char *hex = NULL;
+    if (!j || json_unpack(j, "{s:i, s:I, s:i, s:I, s:I, s:s, s:I}", "v", &v,
+                          "seq", &seq, "chunks", &nchunks, "chunk_bytes",
+                          &chunk, "size", &size, "xxh3", &hex, "first",
+                          &first) != 0 ||
+        v != 1 || nchunks <= 0 || chunk <= 0 || size <= 0 || first < 0 ||
+        (uint64_t)size > (uint64_t)chunk * (uint64_t)nchunks ||
+        (uint64_t)size > (UINT64_C(1) << 40)) {
+        snprintf(errstr, errstr_size, "%s: damaged manifest", name);
+        json_decref(j);
+        return -1;
+    }
+    unsigned long long want_xxh = strtoull(hex, NULL, 16);
+    json_decref(j);
+    gather g;
+    memset(&g, 0, sizeof(g));
+    g.prefixlen = (size_t)snprintf(g.prefix, sizeof(g.prefix), "%s/%lld/",
+                                   key, (long long)seq);
+    g.size = (uint64_t)size;
+    g.chunk = (uint64_t)chunk;
+    g.nchunks = (uint32_t)nchunks;
+    g.buf = malloc((size_t)size);
+    g.have = calloc((size_t)nchunks, 1);
+    int rc = -1;
+    if (!g.buf || !g.have) {
+        snprintf(errstr, errstr_size, "%s: cannot allocate %lld bytes", name,
+                 (long long)size);
+        goto done;
+    }
+    if (read_partition(st, cp, first, on_chunk, &g, errstr, errstr_size))
+        goto done;
+    if (g.got != g.nchunks) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld has %u of its %u "
+                 "chunks (deleted by retention?)", name, (long long)seq,
+                 g.got, g.nchunks);
+        goto done;
+    }
+    if (XXH3_64bits(g.buf, g.size) != want_xxh) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld does not match "
+                 "its manifest's checksum", name, (long long)seq);
+        goto done;
+    }
+    rc = bs_ckpt_decode(g.buf, g.size, name, out, errstr, errstr_size);
+    if (rc == 1) {
+        known *k = known_find(st, topic, part, true);
+        if (k) {
+            k->seq = seq;
+            k->nchunks = g.nchunks;
+        }
+    }
+done:
+    free(g.buf);
+    free(g.have);
+    return rc;
+}
+
+static int topic_partitions(bs_store *st)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(st->producer, st->topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int n = 0;
+    if (rkt && !rd_kafka_metadata(st->producer, 0, rkt, &md, 5000) &&
+        md->topic_cnt == 1 && !md->topics[0].err)
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+/* The topic must exist, compacted; if it does not, it is created so with
+ * the admin API (never auto-created: a broker's auto-creation would make
+ * it a deleting topic, and old checkpoints would vanish). */
+static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
+{
+    st->nparts = topic_partitions(st);
+    if (st->nparts <= 0) {
+        rd_kafka_NewTopic_t *nt =
+            rd_kafka_NewTopic_new(st->topic, -1, -1, NULL, 0);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(st->producer);
+        rd_kafka_AdminOptions_t *o =
+            rd_kafka_AdminOptions_new(st->producer, RD_KAFKA_ADMIN_OP_ANY);
+        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        if (nt && q && o) {
+            rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+            rd_kafka_AdminOptions_set_request_timeout(o, 5000, NULL, 0);
+            rd_kafka_CreateTopics(st->producer, &nt, 1, o, q);
+            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 7000);
+            if (ev) {
+                const rd_kafka_CreateTopics_result_t *res =
+                    rd_kafka_event_CreateTopics_result(ev);
+                size_t n = 0;
+                const rd_kafka_topic_result_t **tr =
+                    res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
+                e = n ? rd_kafka_topic_result_error(tr[0])
+                      : rd_kafka_event_error(ev);
+                rd_kafka_event_destroy(ev);
+            }
+        }
+        if (o)
+            rd_kafka_AdminOptions_destroy(o);
+        if (q)
+            rd_kafka_queue_destroy(q);
+        if (nt)
+            rd_kafka_NewTopic_destroy(nt);
+        if (!e)
+            bs_log(BS_LOG_INFO, "checkpoint topic created", "topic=%s "
+                   "cleanup.policy=compact", st->topic);
+        for (int attempt = 0; attempt < 10 && st->nparts <= 0; attempt++) {
+            st->nparts = topic_partitions(st);
+            if (st->nparts <= 0)
+                usleep(300000);
+        }
+        if (st->nparts <= 0) {
+            snprintf(errstr, errstr_size, "checkpoint topic %s does not exist"
+                     " and could not be created (%s): create it with "
+                     "cleanup.policy=compact", st->topic,
+                     rd_kafka_err2str(e));
+            return -1;
+        }
+    }
+    snprintf(st->desc, sizeof(st->desc), "kafka topic:%s partitions:%d",
+             st->topic, st->nparts);
+    return 0;
+}
+
+/* -- dispatch ---------------------------------------------------------------- */
+
+bs_store *bs_store_new(const bs_config *cfg, rd_kafka_t *reader,
+                       rd_kafka_conf_t *producer_conf, char *errstr,
+                       size_t errstr_size)
+{
+    bs_store *st = calloc(1, sizeof(*st));
+    if (!st) {
+        if (producer_conf)
+            rd_kafka_conf_destroy(producer_conf);
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    st->kind = bs_config_get_enum(cfg, "checkpoint.store");
+    st->dir = bs_config_get_str(cfg, "checkpoint.dir");
+    snprintf(st->desc, sizeof(st->desc), "dir %s", st->dir);
+    if (st->kind != BS_CONFIG_STORE_KAFKA) {
+        if (producer_conf)
+            rd_kafka_conf_destroy(producer_conf);
+        return st;
+    }
+    st->group = bs_config_get_str(cfg, "consumer.group.id");
+    st->topic = bs_config_get_str(cfg, "checkpoint.topic");
+    st->chunk = (size_t)bs_config_get_int(cfg, "checkpoint.chunk.bytes");
+    st->reader = reader;
+    rd_kafka_conf_set_opaque(producer_conf, st);
+    rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
+    rd_kafka_conf_set_log_cb(producer_conf, kafka_log);
+    char err[512];
+    st->producer = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf, err,
+                                sizeof(err));
+    if (!st->producer) {
+        rd_kafka_conf_destroy(producer_conf);
+        snprintf(errstr, errstr_size, "checkpoint store producer: %s", err);
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+void bs_store_destroy(bs_store *st)
+{
+    if (!st)
+        return;
+    if (st->producer) {
+        rd_kafka_flush(st->producer, 5000);
+        rd_kafka_destroy(st->producer);
+    }
+    free(st->pend);
+    free(st->known);
+    free(st);
+}
+
+int bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
+{
+    return st->kind == BS_CONFIG_STORE_KAFKA
+               ? kafka_check(st, errstr, errstr_size)
+               : dir_check(st, errstr, errstr_size);
+}
+
+int bs_store_put(bs_store *st, const char *topic, int32_t partition,
+                 int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+                 const bf_filter *filter, char *errstr, size_t errstr_size)
+{
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        return kafka_put(st, topic, partition, next_offset, wm, nwm, filter,
+                         errstr, errstr_size);
+    return bs_ckpt_write(st->dir, topic, partition, next_offset, wm, nwm,
+                         filter, errstr, errstr_size);
+}
+
+int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
+{
+    return st->kind == BS_CONFIG_STORE_KAFKA
+               ? kafka_sync(st, errstr, errstr_size)
+               : 0;
+}
+
+int bs_store_get(bs_store *st, const char *topic, int32_t partition,
+                 bs_checkpoint *out, char *errstr, size_t errstr_size)
+{
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        return kafka_get(st, topic, partition, out, errstr, errstr_size);
+    char path[4096];
+    if (bs_ckpt_path(st->dir, topic, partition, path, sizeof(path))) {
+        snprintf(errstr, errstr_size, "checkpoint path too long");
+        return -1;
+    }
+    return bs_ckpt_load(path, out, errstr, errstr_size);
+}
+
+const char *bs_store_describe(const bs_store *st) { return st->desc; }

@@ -1,0 +1,64 @@
+/*
+ * store.h -- where checkpoints are kept (checkpoint.store):
+ *
+ *   dir    one file per partition in checkpoint.dir (checkpoint.h), each
+ *          durable when bs_store_put returns;
+ *   kafka  the compacted topic checkpoint.topic, so a partition's state
+ *          follows the partition to whichever instance of the consumer
+ *          group gets it.  A checkpoint is split into chunks under
+ *          checkpoint.chunk.bytes, keyed
+ *            bs1/GROUP/TOPIC/PARTITION/SEQ/I
+ *          and made valid by a manifest, keyed bs1/GROUP/TOPIC/PARTITION
+ *          (compaction keeps the newest), written only after the broker
+ *          acknowledged every chunk; a crash mid-write leaves chunks no
+ *          manifest names, never a manifest without its chunks.  The
+ *          previous checkpoint's chunks are then deleted (tombstones).
+ *          Every record of one partition's checkpoints goes to one
+ *          partition of checkpoint.topic, so a restore reads only that.
+ *
+ * A checkpoint round: bs_store_put for each changed partition, then
+ * bs_store_sync; only when sync returns 0 are the offsets of that round
+ * covered by durable state (for dir, put alone is durable; sync is a no-op).
+ */
+#ifndef BLOOMSTAGE_STORE_H
+#define BLOOMSTAGE_STORE_H
+
+#include "checkpoint.h"
+
+#include <config.h>
+#include <librdkafka/rdkafka.h>
+
+typedef struct bs_store bs_store;
+
+/* reader: an assign-only consumer the kafka store reads with (borrowed;
+ * NULL for dir).  producer_conf: a librdkafka configuration for the kafka
+ * store's own producer (taken over, destroyed on failure too; NULL for
+ * dir). */
+bs_store *bs_store_new(const bs_config *cfg, rd_kafka_t *reader,
+                       rd_kafka_conf_t *producer_conf, char *errstr,
+                       size_t errstr_size);
+void bs_store_destroy(bs_store *st);
+
+/* Before joining the group.  dir: every checkpoint file must verify, and
+ * temp files left by a crash are removed.  kafka: the topic exists (or is
+ * created) and its partitions are known. */
+int bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
+int bs_store_put(bs_store *st, const char *topic, int32_t partition,
+                 int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+                 const bf_filter *filter, char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
+/* The newest complete checkpoint of a partition: 1 loaded, 0 none, -1
+ * unreadable or damaged (errstr says which and where). */
+int bs_store_get(bs_store *st, const char *topic, int32_t partition,
+                 bs_checkpoint *out, char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
+/* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
+const char *bs_store_describe(const bs_store *st);
+
+#endif
