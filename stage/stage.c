@@ -1227,8 +1227,11 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     if (s->exactly_once || kafka_store) {
         /* Reads the output tail: assigned, never subscribed, commits
          * nothing; its group id is never joined. */
-        static const char *const tdefaults[] = {"client.id",
-                                                "bloomstage-replay", NULL};
+        /* It reads to a known end: a fetch that waits for more data
+         * only adds latency to a restore. */
+        static const char *const tdefaults[] = {
+            "client.id", "bloomstage-replay", "fetch.wait.max.ms", "10",
+            NULL};
         char tgroup[300];
         snprintf(tgroup, sizeof(tgroup), "%s.replay", group);
         const char *tforced[] = {"enable.auto.commit", "false",
