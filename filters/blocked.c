@@ -84,30 +84,62 @@ void bf_blocked_destroy(bf_blocked *bf)
 
 uint64_t bf_blocked_seed(const bf_blocked *bf) { return bf->seed; }
 
+/* The key's k probes as a 512-bit pattern: an insert ORs it into the
+ * block, a lookup checks it is covered.  Both then touch the block once,
+ * branch-free, and the pattern is computed while the block's cache line is
+ * on its way (prefetched first). */
+static inline void pattern(bf_hash h, uint32_t k, uint64_t pat[8])
+{
+    bf_probe p = bf_probe_start(h);
+    for (uint32_t i = 0; i < k; i++)
+        (void)bf_probe_next(&p, 9);
+    memcpy(pat, p.used, sizeof(p.used));
+}
+
+static inline bool covered(const uint64_t *block, const uint64_t pat[8])
+{
+    uint64_t miss = 0;
+    for (unsigned w = 0; w < BF_BLOCK_WORDS; w++)
+        miss |= pat[w] & ~block[w];
+    return miss == 0;
+}
+
 bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
 {
     const uint64_t *block = bf->words + bf_block_of(h, bf->nblocks) * 8;
-    bf_probe p = bf_probe_start(h);
-    for (uint32_t i = 0; i < bf->k; i++) {
-        unsigned bit = bf_probe_next(&p, 9);
-        if (!(block[bit >> 6] & (UINT64_C(1) << (bit & 63))))
-            return false;
+    __builtin_prefetch(block);
+    uint64_t pat[8];
+    pattern(h, bf->k, pat);
+    return covered(block, pat);
+}
+
+void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
+                                size_t n, bool *out)
+{
+    /* Prefetch a few keys ahead so several cache misses are in flight. */
+    enum { AHEAD = 8 };
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(bf->words + bf_block_of(h[i], bf->nblocks) * 8);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            __builtin_prefetch(bf->words +
+                               bf_block_of(h[i + AHEAD], bf->nblocks) * 8);
+        uint64_t pat[8];
+        pattern(h[i], bf->k, pat);
+        out[i] = covered(bf->words + bf_block_of(h[i], bf->nblocks) * 8, pat);
     }
-    return true;
 }
 
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 {
     uint64_t *block = bf->words + bf_block_of(h, bf->nblocks) * 8;
-    bf_probe p = bf_probe_start(h);
+    __builtin_prefetch(block, 1);
+    uint64_t pat[8];
+    pattern(h, bf->k, pat);
     unsigned added = 0;
-    for (uint32_t i = 0; i < bf->k; i++) {
-        unsigned bit = bf_probe_next(&p, 9);
-        uint64_t mask = UINT64_C(1) << (bit & 63);
-        if (!(block[bit >> 6] & mask)) {
-            block[bit >> 6] |= mask;
-            added++;
-        }
+    for (unsigned w = 0; w < BF_BLOCK_WORDS; w++) {
+        added += (unsigned)__builtin_popcountll(pat[w] & ~block[w]);
+        block[w] |= pat[w];
     }
     bf->bits_set += added;
     if (added)
@@ -154,8 +186,11 @@ double bf_estimate_count_blocked(uint64_t nblocks, uint32_t block_cells,
         return 0.0;
     if (set >= cells)
         return INFINITY;
-    double per_key = expm1((double)k * log1p(-1.0 / block_cells)); /* < 0 */
-    return (double)nblocks * log1p(-(double)set / (double)cells) / per_key;
+    /* Each key sets k distinct cells of its block, so a cell stays clear
+     * with probability (1 - k/B) per key landing there; with Poisson
+     * loads E[clear fraction] = exp(-lambda k / B). */
+    return -(double)nblocks * (double)block_cells / (double)k *
+           log1p(-(double)set / (double)cells);
 }
 
 static double est_keys(const bf_blocked *bf, uint64_t set)

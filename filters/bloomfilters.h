@@ -119,7 +119,8 @@ typedef struct bf_info {
 
 /* Chooses block count and k so that `capacity` keys in blocks of
  * `block_cells` cells give a false-positive rate <= fpr by the blocked-filter
- * formula (Poisson-distributed block loads, classic rate inside a block).
+ * formula (Poisson-distributed block loads, the exact rate of k distinct
+ * probes inside a block: sizing.c).
  * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, 0.5], or a size
  * beyond 2^40 blocks. */
 bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
@@ -156,6 +157,12 @@ bool bf_blocked_add(bf_blocked *bf, const void *key, size_t len);
 /* True if the key may be present; false means certainly absent. */
 bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h);
 bool bf_blocked_contains(const bf_blocked *bf, const void *key, size_t len);
+/* out[i] = contains(h[i]) for i < n, with the blocks of the next keys
+ * prefetched so their cache misses overlap: for many lookups at once in a
+ * filter far larger than the caches (a batch of records against a
+ * blocklist). */
+void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
+                                size_t n, bool *out);
 /* One call: true if the key was new (and is now added), false if it was
  * already maybe-present (filter unchanged). */
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h);
@@ -177,7 +184,8 @@ typedef struct bf_scalable_params {
     double growth;             /* s: capacity ratio of layer i+1 to i, >= 1 */
     double tightening;         /* r: error ratio of layer i+1 to i, (0, 1) */
     uint64_t seed;
-    uint64_t max_bytes;        /* cap on cell memory; 0 = no cap */
+    uint64_t max_bytes;        /* cap on cell memory; 0 = no cap (not
+                                  stored in files: see set_max_bytes) */
 } bf_scalable_params;
 
 /* n0 = 1e5, P = 1e-6, s = 2, r = 0.85, BF_DEFAULT_SEED, no cap. */
@@ -190,6 +198,11 @@ bf_scalable *bf_scalable_new(const bf_scalable_params *p, char *errstr,
 void bf_scalable_destroy(bf_scalable *sb);
 
 uint64_t bf_scalable_seed(const bf_scalable *sb);
+
+/* The cap on cell memory (0 = none) is a setting of the process, not of
+ * the data: the file format does not store it, so a loaded filter has none
+ * until this sets it. */
+void bf_scalable_set_max_bytes(bf_scalable *sb, uint64_t max_bytes);
 void bf_scalable_params_get(const bf_scalable *sb, bf_scalable_params *out);
 
 /* Maybe present in any layer (newest first). */
@@ -258,11 +271,11 @@ void bf_counting_info(const bf_counting *cf, bf_info *out);
  * n = -(m/k) ln(1 - X/m).  Returns INFINITY for a full filter. */
 double bf_estimate_count(uint64_t cells, uint64_t set, uint32_t k);
 
-/* The same for a blocked filter of nblocks blocks of block_cells cells: it
- * solves E[X] = nblocks * B * (1 - exp(lambda * ((1 - 1/B)^k - 1))) for
- * lambda, which accounts for keys landing k probes in one block (the plain
- * formula reads about 1% low on blocked filters).  For k << B the two agree.
- * bf_info.est_keys and the union/intersection estimates use this one. */
+/* The same for a blocked filter of nblocks blocks of block_cells cells.
+ * Because a key's k probes are k distinct cells of one block, a cell stays
+ * clear with probability exp(-lambda k / B) under Poisson block loads, and
+ * this is exactly the plain formula: n = -(nblocks B / k) ln(1 - X/m).
+ * bf_info.est_keys and the union/intersection estimates use it. */
 double bf_estimate_count_blocked(uint64_t nblocks, uint32_t block_cells,
                                  uint64_t set, uint32_t k);
 
@@ -376,6 +389,19 @@ typedef bf_err (*bf_produce_fn)(void *opaque, bf_write_fn write,
 bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
                             void *opaque, char *errstr,
                             size_t errstr_size) BF_WARN_UNUSED;
+
+/* The same with flags: BF_WRITE_NO_DIRSYNC leaves out the fsync of the
+ * directory, for a caller writing many files into one directory that
+ * calls bf_fsync_dir once after the last (the renames are durable only
+ * then). */
+#define BF_WRITE_NO_DIRSYNC 1u
+bf_err bf_write_file_atomic_flags(const char *path, unsigned flags,
+                                  bf_produce_fn produce, void *opaque,
+                                  char *errstr,
+                                  size_t errstr_size) BF_WARN_UNUSED;
+/* fsync of the directory holding `path` (a file in it). */
+bf_err bf_fsync_dir(const char *path, char *errstr,
+                    size_t errstr_size) BF_WARN_UNUSED;
 
 #ifdef __cplusplus
 }

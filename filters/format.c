@@ -110,6 +110,7 @@ static uint32_t filter_layers(const bf_filter *f)
 
 static void filter_layer(const bf_filter *f, uint32_t i, layer_view *v)
 {
+    memset(v, 0, sizeof(*v));
     switch (f->kind) {
     case BF_KIND_BLOCKED:
         view_blocked(f->u.b, v);
@@ -382,7 +383,13 @@ static bf_blocked *build_blocked(const layer_view *v, uint64_t seed,
     bf->capacity = v->capacity;
     bf->fpr = v->fpr;
     bf->inserts = v->inserts;
-    bf->bits_set = v->cells_set;
+    /* Counted, not taken from the file: statistics must not be forgeable
+     * (the count was checked against the cells when the file was
+     * checksummed, but NOVERIFY skips that). */
+    uint64_t set = 0;
+    for (uint64_t i = 0; i < v->nblocks * BF_BLOCK_WORDS; i++)
+        set += (uint64_t)__builtin_popcountll(bf->words[i]);
+    bf->bits_set = set;
     return bf;
 }
 
@@ -558,8 +565,24 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
+bf_err bf_fsync_dir(const char *path, char *errstr, size_t errstr_size)
+{
+    if (fsync_dir_of(path) != 0)
+        FAIL(BF_ERR_IO, "%s: fsync of the directory failed: %s", path,
+             strerror(errno));
+    return BF_OK;
+}
+
 bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
                             void *opaque, char *errstr, size_t errstr_size)
+{
+    return bf_write_file_atomic_flags(path, 0, produce, opaque, errstr,
+                                      errstr_size);
+}
+
+bf_err bf_write_file_atomic_flags(const char *path, unsigned flags,
+                                  bf_produce_fn produce, void *opaque,
+                                  char *errstr, size_t errstr_size)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
@@ -577,7 +600,13 @@ bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
              strerror(e));
     }
     const char *step = "write";
-    bf_err err = produce(opaque, fw_write, w);
+    /* mkostemp makes it 0600; a filter or checkpoint is not secret, and a
+     * blocklist built by one user must be readable by the stage's. */
+    bf_err err = fchmod(w->fd, 0644) == 0 ? BF_OK : BF_ERR_IO;
+    if (err)
+        w->err = errno, step = "chmod";
+    else
+        err = produce(opaque, fw_write, w);
     if (err == BF_OK && fw_flush(w) != 0)
         err = BF_ERR_IO;
     if (err == BF_OK && fsync(w->fd) != 0) {
@@ -607,10 +636,9 @@ bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
         return err;
     }
     free(w);
-    if (fsync_dir_of(path) != 0)
-        FAIL(BF_ERR_IO, "%s: fsync of the directory failed: %s", path,
-             strerror(errno));
-    return BF_OK;
+    if (flags & BF_WRITE_NO_DIRSYNC)
+        return BF_OK;
+    return bf_fsync_dir(path, errstr, errstr_size);
 }
 
 static bf_err produce_filter(void *opaque, bf_write_fn write, void *wopaque)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <xxhash.h>
 
 bf_hash bf_hash_key(const void *key, size_t len, uint64_t seed)
@@ -62,14 +63,24 @@ void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Large arrays are aligned to 2 MiB and offered to the kernel as huge
+ * pages: a lookup in a filter far larger than the caches then costs one
+ * cache miss, not also a page-table walk for its TLB miss. */
+#define HUGE_PAGE (2u << 20)
+
 void *bf_alloc_aligned(uint64_t bytes)
 {
-    if (bytes == 0 || bytes > SIZE_MAX - BF_BLOCK_BYTES)
+    if (bytes == 0 || bytes > SIZE_MAX - HUGE_PAGE)
         return NULL;
-    size_t sz = (size_t)((bytes + BF_BLOCK_BYTES - 1) / BF_BLOCK_BYTES *
-                         BF_BLOCK_BYTES);
-    void *p = aligned_alloc(BF_BLOCK_BYTES, sz);
-    if (p)
-        memset(p, 0, sz);
+    size_t align = bytes >= 2 * HUGE_PAGE ? HUGE_PAGE : BF_BLOCK_BYTES;
+    size_t sz = (size_t)((bytes + align - 1) / align * align);
+    void *p = aligned_alloc(align, sz);
+    if (!p)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        (void)madvise(p, sz, MADV_HUGEPAGE); /* advice: failure is fine */
+#endif
+    memset(p, 0, sz);
     return p;
 }

@@ -82,6 +82,15 @@ static bf_err add_layer(bf_scalable *sb, char *errstr, size_t errstr_size)
                   "most it may have", sb->nlayers);
         return BF_ERR_NOMEM;
     }
+    if (sb->params.max_bytes && sb->next_bytes &&
+        sb->bytes + sb->next_bytes > sb->params.max_bytes) {
+        bf_seterr(errstr, errstr_size,
+                  "layer %u needs %llu bytes and would pass the cap of %llu "
+                  "bytes",
+                  sb->nlayers, (unsigned long long)sb->next_bytes,
+                  (unsigned long long)sb->params.max_bytes);
+        return BF_ERR_NOMEM;
+    }
     uint64_t capacity, nblocks;
     double fpr;
     uint32_t k;
@@ -93,6 +102,7 @@ static bf_err add_layer(bf_scalable *sb, char *errstr, size_t errstr_size)
         return BF_ERR_NOMEM;
     }
     uint64_t bytes = nblocks * BF_BLOCK_BYTES;
+    sb->next_bytes = bytes;
     if (sb->params.max_bytes && sb->bytes + bytes > sb->params.max_bytes) {
         bf_seterr(errstr, errstr_size,
                   "layer %u needs %llu bytes and would pass the cap of %llu "
@@ -116,6 +126,7 @@ static bf_err add_layer(bf_scalable *sb, char *errstr, size_t errstr_size)
     bf->fpr = fpr;
     sb->layers[sb->nlayers++] = bf;
     sb->bytes += bytes;
+    sb->next_bytes = 0;
     return BF_OK;
 }
 
@@ -147,6 +158,11 @@ void bf_scalable_destroy(bf_scalable *sb)
 }
 
 uint64_t bf_scalable_seed(const bf_scalable *sb) { return sb->params.seed; }
+
+void bf_scalable_set_max_bytes(bf_scalable *sb, uint64_t max_bytes)
+{
+    sb->params.max_bytes = max_bytes;
+}
 
 void bf_scalable_params_get(const bf_scalable *sb, bf_scalable_params *out)
 {
