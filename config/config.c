@@ -615,6 +615,18 @@ int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
         return -1;
     }
 
+    /* reject routes to rejected.topic: without one it would be a silent
+     * drop, which the stage never does. */
+    const entry *miss = find_entry(cfg, "dedup.on.missing.key");
+    if (miss && miss->value && !strcmp(miss->value, "reject") &&
+        (!rej || !rej->value || !*rej->value)) {
+        fail(errstr, errstr_size,
+             "%s: key 'dedup.on.missing.key': 'reject' needs rejected.topic "
+             "(records without a key would otherwise be dropped silently)",
+             miss->origin);
+        return -1;
+    }
+
     /* The blocklist array: at most one per entry, so size it by entries. */
     const bs_config_row *path_row = bs_config_row_by_name("blocklist.*.path");
     cfg->bl = calloc(cfg->n ? cfg->n : 1, sizeof *cfg->bl);

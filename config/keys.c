@@ -123,8 +123,8 @@ const bs_config_row bs_config_rows[] = {
      .help = "What to do with a record that has no key where dedup.key "
              "looks (no record key, no such header, no such JSON member, "
              "value not JSON): forward it unfiltered, or reject it (route it "
-             "to rejected.topic, or drop it if that is empty).  Either way "
-             "it is counted."},
+             "to rejected.topic, which reject requires: no record is ever "
+             "dropped silently).  Either way it is counted."},
 
     /* Blocklists ------------------------------------------------------- */
     {.name = "blocklist.*.path", .type = BS_CT_STRING, .section = SEC_BLOCK,
@@ -170,9 +170,12 @@ const bs_config_row bs_config_rows[] = {
      .section = SEC_CKPT, .def = "5000", IRANGE(10, 86400000),
      .help = "Time between checkpoints, in milliseconds."},
     {.name = "checkpoint.records", .type = BS_CT_INT, .section = SEC_CKPT,
-     .def = "100000", IRANGE(0, TERA),
+     .def = "1000000", IRANGE(0, TERA),
      .help = "Records processed between checkpoints, whichever of this and "
-             "checkpoint.interval.ms comes first.  0: time only."},
+             "checkpoint.interval.ms comes first.  0: time only.  It bounds "
+             "the work redone after a crash (a replay of the output tail, "
+             "or duplicates with at_least_once); every round costs an "
+             "fsync per partition."},
 
     /* Processing ------------------------------------------------------- */
     {.name = "processing.guarantee", .type = BS_CT_ENUM, .section = SEC_PROC,

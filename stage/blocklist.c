@@ -31,6 +31,14 @@ static bool is_filter_file(const char *path, char *errstr, size_t errstr_size,
         return false;
     }
     *ok = true;
+    /* A file shorter than the magic but starting like it is a truncated
+     * filter: say so rather than read it as a one-line list. */
+    if (n < 8 && n > 0 && memcmp(magic, "BLMFLTR", (size_t)n) == 0) {
+        snprintf(errstr, errstr_size, "%s: a filter file cut short (%zd "
+                 "bytes)", path, n);
+        *ok = false;
+        return false;
+    }
     return n == 8 && memcmp(magic, "BLMFLTR", 8) == 0;
 }
 
@@ -60,6 +68,15 @@ static int build_from_list(const char *path, double fpr, bs_blocklist *bl,
         int r;
         uint64_t n = 0;
         while ((r = bs_lines_next(lr, &line, &len)) > 0) {
+            /* Text lists hold no NUL; filter files always do: this is a
+             * filter whose magic is damaged, not a list. */
+            if (memchr(line, '\0', len)) {
+                snprintf(errstr, errstr_size, "%s:%llu: a NUL byte: not a "
+                         "text list (a damaged filter file?)", path,
+                         (unsigned long long)bs_lines_number(lr));
+                bs_lines_destroy(lr);
+                goto out;
+            }
             if (!bs_list_entry(&line, &len))
                 continue;
             n++;

@@ -110,6 +110,15 @@ int bs_ckpt_write(const char *dir, const char *topic, int32_t partition,
                   int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
                   const bf_filter *filter, char *errstr, size_t errstr_size)
 {
+    return bs_ckpt_write_flags(dir, topic, partition, next_offset, wm, nwm,
+                               filter, 0, errstr, errstr_size);
+}
+
+int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
+                        int64_t next_offset, const bs_ckpt_wm *wm,
+                        uint32_t nwm, const bf_filter *filter, unsigned flags,
+                        char *errstr, size_t errstr_size)
+{
     char path[4096];
     size_t tlen = strlen(topic);
     if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS ||
@@ -124,7 +133,8 @@ int bs_ckpt_write(const char *dir, const char *topic, int32_t partition,
         snprintf(errstr, errstr_size, "%s: out of memory", path);
         return -1;
     }
-    bf_err err = bf_write_file_atomic(path, produce, &w, errstr, errstr_size);
+    bf_err err = bf_write_file_atomic_flags(path, flags, produce, &w, errstr,
+                                            errstr_size);
     XXH3_freeState(w.state);
     return err == BF_OK ? 0 : -1;
 }

@@ -59,6 +59,14 @@ int bs_ckpt_write(const char *dir, const char *topic, int32_t partition,
                   const bf_filter *filter, char *errstr,
                   size_t errstr_size) __attribute__((warn_unused_result));
 
+/* The same, with bf_write_file_atomic_flags's flags: BF_WRITE_NO_DIRSYNC
+ * for a round of many files, made durable by one bf_fsync_dir after. */
+int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
+                        int64_t next_offset, const bs_ckpt_wm *wm,
+                        uint32_t nwm, const bf_filter *filter, unsigned flags,
+                        char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
 /* Loads PATH.  Returns 1 loaded, 0 no such file (not an error: a partition
  * never checkpointed), -1 unreadable or damaged (errstr says why). */
 int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,

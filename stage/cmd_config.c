@@ -15,6 +15,7 @@
  * error.  Everything is the config module's; this file only parses argv.
  */
 #include "commands.h"
+#include "settings.h"
 #include "config.h"
 
 #include <stdarg.h>
@@ -22,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-extern char **environ;
 
 #define USAGE_LINES                                                         \
     "usage: bloomstage config --list\n"                                      \
@@ -59,30 +59,16 @@ static int usage_error(const char *fmt, ...)
 static int check(const char *path, char **xargs, int nx)
 {
     char errstr[1024];
-    int rc = BS_EXIT_FAIL;
-    bs_config *cfg = bs_config_new();
+    bs_config *cfg = bs_settings_load(path, xargs, nx, errstr, sizeof errstr);
     if (!cfg) {
-        fprintf(stderr, "bloomstage config: out of memory\n");
+        fprintf(stderr, "bloomstage config: %s\n", errstr);
         return BS_EXIT_FAIL;
     }
-    if (path && bs_config_load_file(cfg, path, errstr, sizeof errstr) != 0)
-        goto err;
-    if (bs_config_load_env(cfg, environ, errstr, sizeof errstr) != 0)
-        goto err;
-    for (int i = 0; i < nx; i++)
-        if (bs_config_set_arg(cfg, xargs[i], errstr, sizeof errstr) != 0)
-            goto err;
-    if (bs_config_validate(cfg, errstr, sizeof errstr) != 0)
-        goto err;
+    int rc = BS_EXIT_OK;
     if (bs_config_print_effective(cfg, stdout) != 0) {
         perror("bloomstage config: writing to stdout");
-        goto out;
+        rc = BS_EXIT_FAIL;
     }
-    rc = BS_EXIT_OK;
-    goto out;
-err:
-    fprintf(stderr, "bloomstage config: %s\n", errstr);
-out:
     bs_config_destroy(cfg);
     return rc;
 }

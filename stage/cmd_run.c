@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "log.h"
 #include "metrics.h"
+#include "settings.h"
 #include "stage.h"
 
 #include <config.h>
@@ -16,8 +17,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-
-extern char **environ;
 
 static const char RUN_HELP[] =
     "usage: bloomstage run -c FILE [-X key=value]...\n"
@@ -42,33 +41,6 @@ static void on_signal(int sig)
     (void)sig;
     if (running)
         bs_stage_stop(running);
-}
-
-/* Loads file, environment and -X settings; validates.  NULL with a message
- * on stderr. */
-bs_config *bs_run_config(const char *file, char **xs, int nx);
-
-bs_config *bs_run_config(const char *file, char **xs, int nx)
-{
-    char err[1024];
-    bs_config *cfg = bs_config_new();
-    if (!cfg) {
-        fprintf(stderr, "bloomstage: out of memory\n");
-        return NULL;
-    }
-    if ((file && bs_config_load_file(cfg, file, err, sizeof(err))) ||
-        bs_config_load_env(cfg, environ, err, sizeof(err)))
-        goto fail;
-    for (int i = 0; i < nx; i++)
-        if (bs_config_set_arg(cfg, xs[i], err, sizeof(err)))
-            goto fail;
-    if (bs_config_validate(cfg, err, sizeof(err)))
-        goto fail;
-    return cfg;
-fail:
-    fprintf(stderr, "bloomstage: %s\n", err);
-    bs_config_destroy(cfg);
-    return NULL;
 }
 
 int cmd_run(int argc, char **argv)
@@ -111,12 +83,14 @@ int cmd_run(int argc, char **argv)
                 "will do when everything is set by BLOOMSTAGE_* or -X)\n");
         return BS_EXIT_USAGE;
     }
-    bs_config *cfg = bs_run_config(file, xs, nx);
-    if (!cfg)
+    char err[1024];
+    bs_config *cfg = bs_settings_load(file, xs, nx, err, sizeof(err));
+    if (!cfg) {
+        fprintf(stderr, "bloomstage: %s\n", err);
         return BS_EXIT_USAGE;
+    }
     bs_log_set_level((bs_log_level)bs_config_get_enum(cfg, "log.level"));
 
-    char err[1024];
     bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
     if (!s) {
         bs_log(BS_LOG_ERROR, "cannot start", "error=\"%s\"", err);

@@ -13,7 +13,14 @@
 static volatile bs_log_level current = BS_LOG_INFO;
 static volatile bool status_shown;
 
-bool bs_log_is_tty(void) { return isatty(STDERR_FILENO) == 1; }
+bool bs_log_is_tty(void)
+{
+    /* Asked often (the status line): once is enough. */
+    static volatile int tty = -1;
+    if (tty < 0)
+        tty = isatty(STDERR_FILENO) == 1;
+    return tty == 1;
+}
 
 void bs_log_status(const char *line)
 {

@@ -41,19 +41,31 @@ int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,
                          bs_ckpt_wm *wm, int timeout_ms, char *errstr,
                          size_t errstr_size)
 {
-    for (int p = 0; p < n; p++) {
-        int64_t lo, hi;
-        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-            rk, topic, p, &lo, &hi, timeout_ms);
-        if (err) {
-            snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic,
-                     p, rd_kafka_err2str(err));
-            return -1;
+    /* One ListOffsets request per leader for all partitions: "the offset
+     * for timestamp -1" is each partition's end. */
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    for (int p = 0; p < n; p++)
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset =
+            RD_KAFKA_OFFSET_END;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, l, timeout_ms);
+    int rc = 0;
+    for (int i = 0; !err && i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &l->elems[i];
+        if (e->err || e->offset < 0 || e->partition < 0 ||
+            e->partition >= n) {
+            err = e->err ? e->err : RD_KAFKA_RESP_ERR__BAD_MSG;
+            break;
         }
-        wm[p].partition = p;
-        wm[p].high = hi;
+        wm[e->partition].partition = e->partition;
+        wm[e->partition].high = e->offset;
     }
-    return 0;
+    if (err) {
+        snprintf(errstr, errstr_size, "end offsets of %s: %s", topic,
+                 rd_kafka_err2str(err));
+        rc = -1;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
 }
 
 bool bs_parse_src(const void *v, size_t len, char *topic, size_t topic_size,

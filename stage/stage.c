@@ -89,6 +89,7 @@ typedef _Atomic uint64_t counter;
 struct bs_stage {
     const bs_config *cfg;
     rd_kafka_t *consumer, *producer;
+    rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
     const char *output_topic;
     const char *rejected_topic; /* NULL: dropped records are only counted */
     const bs_config_keyspec *dedup_key;
@@ -315,6 +316,9 @@ static int part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
     }
     p->filter = c.filter;
     c.filter = NULL;
+    /* The memory cap is this process's setting; files do not carry it. */
+    bf_scalable_set_max_bytes(bf_filter_scalable(p->filter),
+                              s->fparams.max_bytes);
     p->wm = c.wm;
     p->nwm = c.nwm;
     c.wm = NULL;
@@ -899,13 +903,14 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
  * headers, plus bloomstage-src (TOPIC:PARTITION:OFFSET of the input) and,
  * for rejected records, bloomstage-reason.  Waits while the producer queue
  * is full: a consumed record is never dropped for lack of room. */
-static void produce(bs_stage *s, const rd_kafka_message_t *m,
-                    const char *topic, const char *reason)
+static void produce(bs_stage *s, rd_kafka_message_t *m, rd_kafka_topic_t *rkt,
+                    const char *reason)
 {
-    rd_kafka_headers_t *in = NULL, *hdrs;
-    if (rd_kafka_message_headers(m, &in) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        hdrs = rd_kafka_headers_copy(in);
-    else
+    /* The record's own headers move to the copy (no copying); the caller
+     * has taken every key it needed from them. */
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_detach_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        !hdrs)
         hdrs = rd_kafka_headers_new(2);
     char src[320];
     int n = snprintf(src, sizeof(src), "%s:%d:%lld", rd_kafka_topic_name(m->rkt),
@@ -917,7 +922,7 @@ static void produce(bs_stage *s, const rd_kafka_message_t *m,
     int64_t ts = rd_kafka_message_timestamp(m, &tstype);
     for (;;) {
         rd_kafka_resp_err_t err = rd_kafka_producev(
-            s->producer, RD_KAFKA_V_TOPIC(topic),
+            s->producer, RD_KAFKA_V_RKT(rkt),
             RD_KAFKA_V_KEY(m->key, m->key_len),
             RD_KAFKA_V_VALUE(m->payload, m->len),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
@@ -934,21 +939,22 @@ static void produce(bs_stage *s, const rd_kafka_message_t *m,
         rd_kafka_headers_destroy(hdrs);
         if (s->dr_failed++ == 0)
             snprintf(s->dr_error, sizeof(s->dr_error), "produce to %s "
-                     "failed: %s", topic, rd_kafka_err2str(err));
+                     "failed: %s", rd_kafka_topic_name(rkt),
+                     rd_kafka_err2str(err));
         INC(s->st.delivery_failures);
         return;
     }
 }
 
-static void drop(bs_stage *s, const rd_kafka_message_t *m, const char *reason)
+static void drop(bs_stage *s, rd_kafka_message_t *m, const char *reason)
 {
-    if (s->rejected_topic) {
-        produce(s, m, s->rejected_topic, reason);
+    if (s->rej_rkt) {
+        produce(s, m, s->rej_rkt, reason);
         INC(s->st.rejected_out);
     }
 }
 
-static void process(bs_stage *s, const rd_kafka_message_t *m)
+static void process(bs_stage *s, rd_kafka_message_t *m)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     part *p = part_find(s, topic, m->partition);
@@ -1017,7 +1023,7 @@ static void process(bs_stage *s, const rd_kafka_message_t *m)
             drop(s, m, "missing-key");
             goto done;
         }
-        produce(s, m, s->output_topic, NULL);
+        produce(s, m, s->out_rkt, NULL);
         INC(s->st.records_out);
         goto done;
     }
@@ -1035,7 +1041,7 @@ static void process(bs_stage *s, const rd_kafka_message_t *m)
                "without dedup", "topic=%s partition=%d", topic,
                (int)m->partition);
     }
-    produce(s, m, s->output_topic, NULL);
+    produce(s, m, s->out_rkt, NULL);
     INC(s->st.records_out);
 done:
     bs_record_keys_reset(&keys);
@@ -1096,6 +1102,15 @@ fail:
     return NULL;
 }
 
+static void drop_topics(bs_stage *s)
+{
+    if (s->out_rkt)
+        rd_kafka_topic_destroy(s->out_rkt);
+    if (s->rej_rkt)
+        rd_kafka_topic_destroy(s->rej_rkt);
+    s->out_rkt = s->rej_rkt = NULL;
+}
+
 static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size)
 {
     static const char *const defaults[] = {
@@ -1114,14 +1129,31 @@ static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "cannot create the producer: %s", err);
         return -1;
     }
+    rd_kafka_topic_t *out = rd_kafka_topic_new(rk, s->output_topic, NULL);
+    rd_kafka_topic_t *rej =
+        s->rejected_topic ? rd_kafka_topic_new(rk, s->rejected_topic, NULL)
+                          : NULL;
+    if (!out || (s->rejected_topic && !rej)) {
+        snprintf(errstr, errstr_size, "cannot use the output topics: %s",
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        if (out)
+            rd_kafka_topic_destroy(out);
+        if (rej)
+            rd_kafka_topic_destroy(rej);
+        rd_kafka_destroy(rk);
+        return -1;
+    }
     if (s->producer) {
         /* A fatal producer: what it still holds is failed anyway. */
         rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE |
                                         RD_KAFKA_PURGE_F_INFLIGHT);
         rd_kafka_flush(s->producer, 1000);
+        drop_topics(s);
         rd_kafka_destroy(s->producer);
     }
     s->producer = rk;
+    s->out_rkt = out;
+    s->rej_rkt = rej;
     return 0;
 }
 
@@ -1203,7 +1235,12 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     static const char *const cdefaults[] = {
         "client.id", "bloomstage", "auto.offset.reset", "earliest",
         "partition.assignment.strategy", "cooperative-sticky",
-        "statistics.interval.ms", "5000", NULL};
+        "statistics.interval.ms", "5000",
+        /* librdkafka 2.0.2 stops fetching for a full second once this
+         * many records are queued (the default, 100k, is about 0.2 s of
+         * work here): keep fetching instead, memory is still bounded by
+         * queued.max.messages.kbytes. */
+        "queued.min.messages", "1000000", NULL};
     const char *cforced[] = {"enable.auto.commit", "false",
                              "enable.auto.offset.store", "false",
                              "group.id", group, NULL};
@@ -1383,17 +1420,25 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
            bs_log_quote(bs_store_describe(s->store), q, sizeof(q)),
            s->exactly_once ? "exactly_once" : "at_least_once");
     s->last_ckpt = s->last_stats = bs_now();
+    unsigned tick = 0;
     while (!atomic_load(&s->stop) && !s->fatal) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
         if (m) {
-            if (!m->err && !s->paused)
+            if (m->err) {
+                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                    bs_log(BS_LOG_WARN, "consume error", "error=%s "
+                           "detail=%s", rd_kafka_err2name(m->err),
+                           rd_kafka_message_errstr(m));
+            } else if (!s->paused) {
                 process(s, m);
-            /* else, paused: left unprocessed; the resume seeks back to the
-             * first record not processed, so it comes again. */
-            else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-                bs_log(BS_LOG_WARN, "consume error", "error=%s detail=%s",
-                       rd_kafka_err2name(m->err), rd_kafka_message_errstr(m));
+            }
+            /* (Paused: left unprocessed; the resume seeks back to the first
+             * record not processed, so it comes again.) */
             rd_kafka_message_destroy(m);
+            /* The bookkeeping below every 64 records, or when the poll
+             * comes back empty: per record it costs as much as the work. */
+            if (++tick % 64 != 0)
+                continue;
         }
         rd_kafka_poll(s->producer, 0);
         double now = bs_now();
@@ -1530,6 +1575,7 @@ void bs_stage_destroy(bs_stage *s)
         rd_kafka_consumer_close(s->tail);
         rd_kafka_destroy(s->tail);
     }
+    drop_topics(s);
     if (s->producer)
         rd_kafka_destroy(s->producer);
     for (size_t i = 0; i < s->nparts; i++)

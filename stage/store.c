@@ -40,6 +40,7 @@ typedef struct known {
 struct bs_store {
     int kind;
     const char *dir;
+    bool dir_dirty; /* renamed files not yet made durable by a dir fsync */
     char desc[300];
     /* kafka */
     const char *group;
@@ -655,15 +656,28 @@ int bs_store_put(bs_store *st, const char *topic, int32_t partition,
     if (st->kind == BS_CONFIG_STORE_KAFKA)
         return kafka_put(st, topic, partition, next_offset, wm, nwm, filter,
                          errstr, errstr_size);
-    return bs_ckpt_write(st->dir, topic, partition, next_offset, wm, nwm,
-                         filter, errstr, errstr_size);
+    /* The directory is fsynced once for the round, in sync. */
+    if (bs_ckpt_write_flags(st->dir, topic, partition, next_offset, wm, nwm,
+                            filter, BF_WRITE_NO_DIRSYNC, errstr,
+                            errstr_size) != 0)
+        return -1;
+    st->dir_dirty = true;
+    return 0;
 }
 
 int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
 {
-    return st->kind == BS_CONFIG_STORE_KAFKA
-               ? kafka_sync(st, errstr, errstr_size)
-               : 0;
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        return kafka_sync(st, errstr, errstr_size);
+    if (!st->dir_dirty)
+        return 0;
+    /* The renames of this round become durable here, before any commit. */
+    char probe[4096];
+    snprintf(probe, sizeof(probe), "%s/.", st->dir);
+    if (bf_fsync_dir(probe, errstr, errstr_size) != BF_OK)
+        return -1;
+    st->dir_dirty = false;
+    return 0;
 }
 
 int bs_store_get(bs_store *st, const char *topic, int32_t partition,

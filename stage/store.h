@@ -2,7 +2,8 @@
  * store.h -- where checkpoints are kept (checkpoint.store):
  *
  *   dir    one file per partition in checkpoint.dir (checkpoint.h), each
- *          durable when bs_store_put returns;
+ *          written and fsynced by bs_store_put and renamed into place; the
+ *          directory is fsynced once per round by bs_store_sync;
  *   kafka  the compacted topic checkpoint.topic, so a partition's state
  *          follows the partition to whichever instance of the consumer
  *          group gets it.  A checkpoint is split into chunks under
@@ -18,7 +19,7 @@
  *
  * A checkpoint round: bs_store_put for each changed partition, then
  * bs_store_sync; only when sync returns 0 are the offsets of that round
- * covered by durable state (for dir, put alone is durable; sync is a no-op).
+ * covered by durable state.
  */
 #ifndef BLOOMSTAGE_STORE_H
 #define BLOOMSTAGE_STORE_H

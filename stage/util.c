@@ -152,7 +152,11 @@ int bs_lines_next(bs_lines *lr, const char **line, size_t *len)
         memmove(lr->buf, lr->buf + lr->start, lr->end - lr->start);
         lr->end -= lr->start;
         lr->start = 0;
-        ssize_t r = read(lr->fd, lr->buf + lr->end, lr->cap - lr->end);
+        /* At most a chunk a read: the buffer's room for one long line is
+         * only touched (and resident) when such a line comes. */
+        size_t room = lr->cap - lr->end;
+        ssize_t r = read(lr->fd, lr->buf + lr->end,
+                         room < LINES_CHUNK ? room : LINES_CHUNK);
         if (r < 0) {
             if (errno == EINTR)
                 continue;

@@ -322,7 +322,9 @@ static char **merged_env(char *const envp_extra[])
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(environ[i], '=');
         size_t klen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-        bool overridden = false;
+        /* The harness's own variable names the binary under test; left in,
+         * a spawned stage would read it as the config key "bin". */
+        bool overridden = !strncmp(environ[i], "BLOOMSTAGE_BIN=", 15);
         for (size_t j = 0; j < m && !overridden; j++)
             overridden = !strncmp(envp_extra[j], environ[i], klen) &&
                          envp_extra[j][klen] == '=';

@@ -125,7 +125,7 @@ static void test_defaults(void **state)
     assert_string_equal(bs_config_get_str(cfg, "checkpoint.dir"),
                         "checkpoints");
     assert_int_equal(bs_config_get_int(cfg, "checkpoint.interval.ms"), 5000);
-    assert_int_equal(bs_config_get_int(cfg, "checkpoint.records"), 100000);
+    assert_int_equal(bs_config_get_int(cfg, "checkpoint.records"), 1000000);
     assert_string_equal(bs_config_get_str(cfg, "consumer.group.id"),
                         "bloomstage");
     assert_string_equal(bs_config_get_str(cfg, "rejected.topic"), "");
