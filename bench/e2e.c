@@ -1,0 +1,1789 @@
+/*
+ * e2e.c -- bench_e2e: bloomstage end to end against the fastest thing that
+ * could stand in its place, on one mock Kafka cluster in one run.  Run it
+ * with bench/e2e, which builds it; bench/README.md explains the output.
+ *
+ *   bench_e2e [--records N] [--partitions P] [--blocklist N] [--rounds R]
+ *             [--stock-consumer] [-X key=value]... [--bloomstage PATH]
+ *             [--keep] [--perf DIR]
+ *
+ * What it does, in order:
+ *   1. starts ONE `bloomstage mock-broker` child (librdkafka 2.0.2's mock
+ *      cluster) with the topics bench-in and, for each round R,
+ *      bench-out-pass-R and bench-out-stage-R, P partitions each;
+ *   2. loads N records into bench-in: keys user-NNNNNNNNNN, (N+1)/2
+ *      distinct ones, each twice (the last once when N is odd), the whole
+ *      sequence shuffled, so about half the records are repeats that come
+ *      later than their first copy; values are ~40-byte JSON.  A key goes to
+ *      partition hash(key) % P (set explicitly), so both copies of a key are
+ *      in the same partition, as dedup per partition needs.  Keys whose
+ *      number is a multiple of 100 are blocklisted: 1% of the records;
+ *   3. writes a 100,000-entry blocklist text file (those keys, then keys that
+ *      never occur) that bloomstage builds into a filter at start-up
+ *      (blocklist.spam.path pointing at the .txt list);
+ *   then, R times (default once):
+ *   4. pass-through: a minimal librdkafka consumer (group bench-pass-R,
+ *      subscribe, one rd_kafka_consumer_poll per record) -> producer (key
+ *      and value, producer settings as bloomstage's recreate_producer():
+ *      enable.idempotence=true, linger.ms=5, compression.type=lz4), in this
+ *      process, bench-in -> bench-out-pass-R;
+ *   5. bloomstage: `bloomstage run -c CONF [-X ...]` as a child, group
+ *      bench-stage-R, dedup.key=key, the blocklist, checkpoint defaults in
+ *      the work directory (its file system is printed: on tmpfs the fsyncs
+ *      would be free), no rejected.topic, bench-in -> bench-out-stage-R;
+ *      then SIGTERM (it must drain and exit 0), and its peak RSS (VmHWM
+ *      just before, ru_maxrss after).
+ *   The input is read by every phase through its own consumer group.
+ *
+ * The first-record lag.  A librdkafka 2.0.2 producer learns the partitions
+ * of a topic it has not produced to before only when its 1-second topic
+ * scan timer next fires ("refresh unavailable topics"): the first records
+ * wait up to 1 s while the consumer keeps consuming and the stage keeps
+ * queueing, work a first-output clock would not count, and more of it for
+ * the stage (which produces one record per two consumed) than for the
+ * pass-through.  Both producers therefore get
+ * topic.metadata.refresh.interval.ms=100 (bloomstage through
+ * producer.topic.metadata.refresh.interval.ms in its configuration), which
+ * makes the periodic refresh, which includes topics still unknown, find
+ * the output topic within 0.1 s; the header says so.  (bloomstage could
+ * look its output topic up at start-up instead; see the report.)
+ *
+ * The fetch backoff.  A librdkafka 2.0.2 consumer stops fetching when its
+ * queue holds queued.min.messages (default 100000; with the partition
+ * queues forwarded to the consumer queue that is the total) and then backs
+ * off a fixed 1000 ms (fetch.queue.backoff.ms only came in 2.2).  Records of
+ * ~55 bytes are drained in ~0.15 s, so with the default both clients sit
+ * idle ~0.85 s of every second and the rate measured is that backoff's
+ * (~250k records/s here for either), not the clients'.  Both consumers
+ * therefore get queued.min.messages=1000000 (more than either drains in a
+ * second, as librdkafka issue #2879 advises; bloomstage through
+ * consumer.queued.min.messages), unless --stock-consumer.  The cost is
+ * memory: up to that many records prefetched, which shows in the peak RSS.
+ *
+ * Timing.  Both phases are timed by the same observer: a thread that asks
+ * the mock for the output topic's high watermarks every 10 ms (one
+ * ListOffsets request for all partitions, via rd_kafka_offsets_for_times
+ * with RD_KAFKA_OFFSET_END) and notes when the sum first leaves 0 and when
+ * it last grew.  A phase's time is first to last output record, so the
+ * consumer-group join (~3 s on the mock) and start-up are not counted.
+ * The output topics are never consumed: the mock's Fetch returns one
+ * message set per partition per request after a linear scan of the log,
+ * and a reader would compete with the phase for the 2 cores.  The rate is
+ * records in / that time.  The pass-through also times itself (first
+ * produce to last delivery report) as a cross-check.  CPU seconds of the
+ * client (this process during the pass-through, the bloomstage process
+ * during its phase) and of the mock broker are sampled from /proc at the
+ * first and last output record: they show whether the 2 cores were the
+ * limit.
+ *
+ * Counts are checked, not assumed: the input's watermarks must equal what
+ * was produced; the pass-through must output exactly N; bloomstage exactly
+ * the distinct non-blocklisted keys, allowing at most 2 missing (a false
+ * positive of the dedup filter or the blocklist, each at 1e-6) and never
+ * more; its own "stopped" log line must agree; and every partition of
+ * every topic must still start at offset 0 at the end.  That last check
+ * matters: the mock keeps at most 5 MiB or 100,000 message sets per
+ * partition and drops older data SILENTLY.  P is chosen (or --partitions
+ * checked) so that each partition's records, counted uncompressed with an
+ * upper bound on the v2 record overhead, stay under 4 MiB (auto: 3.5 MiB,
+ * leaving room for batch headers) and under 90,000 records (so even
+ * one-record batches cannot reach the message-set cap).  A count that does
+ * not match fails the run (exit 1): it is not a number.
+ *
+ * Exit: 0 when both phases ran and every count matched (a missed 0.9x
+ * target included: this is a benchmark), 1 on a failure, 2 on usage.
+ */
+#include <librdkafka/rdkafka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef BENCH_BLOOMSTAGE_PATH
+#define BENCH_BLOOMSTAGE_PATH "" /* e2e.cmake sets $<TARGET_FILE:bloomstage> */
+#endif
+
+#define T_IN "bench-in" /* outputs and groups: bench-out-{pass,stage}-R,
+                           bench-{pass,stage}-R for round R */
+
+#define TARGET_RATIO 0.9
+#define MAX_MISSING 2 /* false positives allowed in bloomstage's output */
+#define POLL_MS 10    /* watermark poll interval */
+#define STALL_S 60.0  /* no progress for this long: the phase failed */
+#define SETTLE_S 3.0  /* output short of expected and still: it is done */
+/* Both producers: see "The first-record lag" above. */
+#define METADATA_REFRESH_MS "100"
+/* Both consumers, unless --stock-consumer: see "The fetch backoff". */
+#define QUEUED_MIN_MESSAGES "1000000"
+
+/* The mock's limits (librdkafka 2.0.2 rdkafka_mock.c): 5 MiB or 100,000
+ * message sets per partition.  Ours, below them: */
+#define PART_BYTES_MAX (4u << 20)             /* hard, with --partitions */
+#define PART_BYTES_AUTO (7u << 19)            /* 3.5 MiB, choosing P */
+#define PART_RECORDS_MAX 90000
+/* Upper bound on a v2 record's bytes besides key, value and headers:
+ * length (2), attributes (1), timestamp delta (5), offset delta (3), key
+ * and value lengths (1 each), header count (1). */
+#define REC_OVERHEAD 14
+/* The bloomstage-src header: name length, "bloomstage-src", value length,
+ * "bench-in:PPPP:OOOOOOO" (at most). */
+#define SRC_HDR_BYTES (1 + 14 + 1 + 24)
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bench_e2e: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += UINT64_C(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* CPU seconds (user + system) of a process so far, from /proc/PID/stat;
+ * -1 if it cannot be read. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p)
+        return -1;
+    unsigned long long ut = 0, st = 0;
+    /* after ")": state(3) ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime(14) stime(15) */
+    if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+               &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* VmHWM of a process in KiB, or -1. */
+static long vm_hwm_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* -- child processes ------------------------------------------------------ */
+
+typedef struct child {
+    pid_t pid;
+    int stdout_fd; /* -1 unless piped */
+} child;
+
+/* fork + exec argv; stdout to a pipe (pipe_stdout) or to log_path, stderr
+ * to log_path.  The child gets SIGTERM if this process dies, so an
+ * interrupted benchmark leaves no broker or stage behind. */
+static int child_start(char *const argv[], bool pipe_stdout,
+                       const char *log_path, child *c)
+{
+    int fds[2] = {-1, -1};
+    c->pid = -1;
+    c->stdout_fd = -1;
+    if (pipe_stdout && pipe2(fds, O_CLOEXEC) != 0)
+        return fail("pipe: %s", strerror(errno));
+    int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log < 0) {
+        if (pipe_stdout) {
+            close(fds[0]);
+            close(fds[1]);
+        }
+        return fail("%s: %s", log_path, strerror(errno));
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(log);
+        if (pipe_stdout) {
+            close(fds[0]);
+            close(fds[1]);
+        }
+        return fail("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        /* Only async-signal-safe calls until exec: librdkafka threads may
+         * be running in the parent. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
+        dup2(pipe_stdout ? fds[1] : log, STDOUT_FILENO);
+        dup2(log, STDERR_FILENO);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(log);
+    if (pipe_stdout) {
+        close(fds[1]);
+        c->stdout_fd = fds[0];
+    }
+    c->pid = pid;
+    return 0;
+}
+
+/* SIGTERM, then up to timeout_s for it to exit (SIGKILL after that).
+ * Returns the wait status (-1 if it had to be killed or was not there);
+ * ru gets its resource usage. */
+static int child_stop(child *c, double timeout_s, struct rusage *ru)
+{
+    if (c->pid <= 0)
+        return -1;
+    kill(c->pid, SIGTERM);
+    double deadline = now_s() + timeout_s;
+    int status = -1;
+    struct rusage r;
+    memset(&r, 0, sizeof(r));
+    for (;;) {
+        pid_t w = wait4(c->pid, &status, WNOHANG, &r);
+        if (w == c->pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            status = -1;
+            break;
+        }
+        if (now_s() > deadline) {
+            kill(c->pid, SIGKILL);
+            wait4(c->pid, NULL, 0, &r);
+            status = -1;
+            break;
+        }
+        sleep_ms(20);
+    }
+    if (ru)
+        *ru = r;
+    if (c->stdout_fd >= 0)
+        close(c->stdout_fd);
+    c->stdout_fd = -1;
+    c->pid = -1;
+    return status;
+}
+
+/* Reads the first stdout line of a child into line (no newline). */
+static int child_read_line(child *c, double timeout_s, char *line,
+                           size_t size)
+{
+    size_t used = 0;
+    double deadline = now_s() + timeout_s;
+    while (used + 1 < size) {
+        int left = (int)((deadline - now_s()) * 1000);
+        if (left <= 0 || interrupted)
+            break;
+        struct pollfd pfd = {.fd = c->stdout_fd, .events = POLLIN};
+        int r = poll(&pfd, 1, left);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0)
+            continue;
+        ssize_t n = read(c->stdout_fd, line + used, 1);
+        if (n <= 0)
+            break;
+        if (line[used] == '\n') {
+            line[used] = '\0';
+            return 0;
+        }
+        used++;
+    }
+    line[used] = '\0';
+    return -1;
+}
+
+/* -- the data set --------------------------------------------------------- */
+
+typedef struct dataset {
+    uint64_t n;          /* records */
+    uint32_t distinct;   /* keys */
+    uint32_t *order;     /* key number of each record, n of them */
+    int32_t nparts;
+    uint64_t *part_records;
+    uint64_t blocked_keys, blocked_records;
+    uint64_t expect_out, expect_dups; /* bloomstage */
+    uint64_t blocklist_entries;
+    uint64_t input_bytes;             /* uncompressed, key + value */
+    uint64_t max_part_bytes;          /* the estimate, largest partition */
+    uint64_t max_part_records;
+} dataset;
+
+#define KEY_FMT "user-%010" PRIu32
+#define VALUE_FMT "{\"seq\":%010" PRIu64 ",\"type\":\"signup\",\"r\":%d}"
+
+static bool is_blocked(uint32_t key) { return key % 100 == 0; }
+
+static int32_t partition_of(uint32_t key, int32_t nparts)
+{
+    return (int32_t)(splitmix64(key ^ UINT64_C(0xb100b100)) %
+                     (uint64_t)nparts);
+}
+
+static int format_key(uint32_t key, char *buf, size_t size)
+{
+    return snprintf(buf, size, KEY_FMT, key);
+}
+
+static int format_value(uint64_t i, int copy, char *buf, size_t size)
+{
+    return snprintf(buf, size, VALUE_FMT, i, copy);
+}
+
+/* Per-partition record counts and the bytes estimate for P partitions.  The
+ * estimate is the larger of the input / pass-through output (every record)
+ * and bloomstage's output (the first copies of unblocked keys, each with
+ * the bloomstage-src header). */
+static void dataset_layout(dataset *d, int32_t nparts)
+{
+    free(d->part_records);
+    d->nparts = nparts;
+    d->part_records = calloc((size_t)nparts, sizeof(uint64_t));
+    uint64_t *bytes = calloc((size_t)nparts, sizeof(uint64_t));
+    uint64_t *out_bytes = calloc((size_t)nparts, sizeof(uint64_t));
+    uint8_t *seen = calloc(d->distinct, 1);
+    if (!d->part_records || !bytes || !out_bytes || !seen) {
+        fprintf(stderr, "bench_e2e: out of memory\n");
+        exit(1);
+    }
+    char k[64], v[128];
+    d->input_bytes = 0;
+    for (uint64_t i = 0; i < d->n; i++) {
+        uint32_t key = d->order[i];
+        int32_t p = partition_of(key, nparts);
+        uint64_t rec = (uint64_t)format_key(key, k, sizeof(k)) +
+                       (uint64_t)format_value(i, 2, v, sizeof(v)) +
+                       REC_OVERHEAD;
+        d->part_records[p]++;
+        bytes[p] += rec;
+        d->input_bytes += rec - REC_OVERHEAD;
+        if (!seen[key]++ && !is_blocked(key))
+            out_bytes[p] += rec + SRC_HDR_BYTES;
+    }
+    d->max_part_bytes = d->max_part_records = 0;
+    for (int32_t p = 0; p < nparts; p++) {
+        uint64_t b = bytes[p] > out_bytes[p] ? bytes[p] : out_bytes[p];
+        if (b > d->max_part_bytes)
+            d->max_part_bytes = b;
+        if (d->part_records[p] > d->max_part_records)
+            d->max_part_records = d->part_records[p];
+    }
+    free(bytes);
+    free(out_bytes);
+    free(seen);
+}
+
+static int dataset_new(dataset *d, uint64_t n, int32_t want_parts,
+                       uint64_t blocklist_entries)
+{
+    memset(d, 0, sizeof(*d));
+    d->n = n;
+    d->distinct = (uint32_t)((n + 1) / 2);
+    d->blocklist_entries = blocklist_entries;
+    d->order = malloc(n * sizeof(uint32_t));
+    if (!d->order)
+        return fail("out of memory");
+    for (uint64_t i = 0; i < n; i++)
+        d->order[i] = (uint32_t)(i < d->distinct ? i : i - d->distinct);
+    uint64_t s = 42;
+    for (uint64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        s = splitmix64(s);
+        uint64_t j = s % (i + 1);
+        uint32_t t = d->order[i];
+        d->order[i] = d->order[j];
+        d->order[j] = t;
+    }
+    for (uint32_t key = 0; key < d->distinct; key++)
+        d->blocked_keys += is_blocked(key);
+    for (uint64_t i = 0; i < n; i++)
+        d->blocked_records += is_blocked(d->order[i]);
+    d->expect_out = d->distinct - d->blocked_keys;
+    d->expect_dups = n - d->expect_out - d->blocked_records;
+    if (d->blocked_keys > blocklist_entries)
+        return fail("%" PRIu64 " blocklisted keys occur in the input, more "
+                    "than --blocklist %" PRIu64, d->blocked_keys,
+                    blocklist_entries);
+
+    if (want_parts > 0) {
+        dataset_layout(d, want_parts);
+        if (d->max_part_bytes > PART_BYTES_MAX ||
+            d->max_part_records > PART_RECORDS_MAX)
+            return fail("--partitions %d: a partition would hold %" PRIu64
+                        " records, %.2f MiB uncompressed; the mock drops "
+                        "data past 5 MiB or 100000 message sets a partition "
+                        "(keep under %.1f MiB and %d records: more "
+                        "partitions)", (int)want_parts, d->max_part_records,
+                        (double)d->max_part_bytes / 1048576.0,
+                        (double)PART_BYTES_MAX / 1048576.0, PART_RECORDS_MAX);
+        return 0;
+    }
+    for (int32_t p = 16; p <= 4096; p += 8) {
+        dataset_layout(d, p);
+        if (d->max_part_bytes <= PART_BYTES_AUTO &&
+            d->max_part_records <= PART_RECORDS_MAX)
+            return 0;
+    }
+    return fail("%" PRIu64 " records do not fit the mock broker in 4096 "
+                "partitions", n);
+}
+
+static void dataset_free(dataset *d)
+{
+    free(d->order);
+    free(d->part_records);
+}
+
+/* The blocklist: the blocked keys that occur, then keys past the input's
+ * (user-NNN numbers >= distinct) up to the requested size. */
+static int write_blocklist(const dataset *d, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fail("%s: %s", path, strerror(errno));
+    fprintf(f, "# bench_e2e blocklist: %" PRIu64 " entries\n",
+            d->blocklist_entries);
+    uint64_t written = 0;
+    char k[64];
+    for (uint32_t key = 0; key < d->distinct; key++)
+        if (is_blocked(key)) {
+            format_key(key, k, sizeof(k));
+            fprintf(f, "%s\n", k);
+            written++;
+        }
+    for (uint32_t key = d->distinct; written < d->blocklist_entries; key++) {
+        format_key(key, k, sizeof(k));
+        fprintf(f, "%s\n", k);
+        written++;
+    }
+    if (fclose(f) != 0)
+        return fail("%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* -- Kafka helpers -------------------------------------------------------- */
+
+static rd_kafka_conf_t *kconf(const char *bootstrap, ...)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char err[512];
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err,
+                          sizeof(err)) != RD_KAFKA_CONF_OK) {
+        fprintf(stderr, "bench_e2e: bootstrap.servers: %s\n", err);
+        exit(1);
+    }
+    va_list ap;
+    va_start(ap, bootstrap);
+    const char *k;
+    while ((k = va_arg(ap, const char *))) {
+        const char *v = va_arg(ap, const char *);
+        if (rd_kafka_conf_set(conf, k, v, err, sizeof(err)) !=
+            RD_KAFKA_CONF_OK) {
+            /* our own settings: a bug here */
+            fprintf(stderr, "bench_e2e: %s=%s: %s\n", k, v, err);
+            exit(1);
+        }
+    }
+    va_end(ap);
+    return conf;
+}
+
+/* Low (RD_KAFKA_OFFSET_BEGINNING) or high (RD_KAFKA_OFFSET_END) watermarks
+ * of partitions 0..nparts-1 of topic, in one ListOffsets request. */
+static int watermarks(rd_kafka_t *rk, const char *topic, int32_t nparts,
+                      int64_t which, int64_t *out, int timeout_ms)
+{
+    rd_kafka_topic_partition_list_t *l =
+        rd_kafka_topic_partition_list_new(nparts);
+    for (int32_t p = 0; p < nparts; p++)
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset = which;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, l, timeout_ms);
+    int rc = 0;
+    if (err)
+        rc = -1;
+    for (int i = 0; i < l->cnt && rc == 0; i++) {
+        if (l->elems[i].err || l->elems[i].offset < 0) {
+            rc = -1;
+            break;
+        }
+        out[l->elems[i].partition] = l->elems[i].offset;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
+static int sum_high(rd_kafka_t *rk, const char *topic, int32_t nparts,
+                    uint64_t *sum)
+{
+    int64_t hw[nparts];
+    if (watermarks(rk, topic, nparts, RD_KAFKA_OFFSET_END, hw, 2000))
+        return -1;
+    *sum = 0;
+    for (int32_t p = 0; p < nparts; p++)
+        *sum += (uint64_t)hw[p];
+    return 0;
+}
+
+/* Every partition of topic still starts at 0: the mock dropped nothing. */
+static int check_nothing_dropped(rd_kafka_t *rk, const char *topic,
+                                 int32_t nparts)
+{
+    int64_t lo[nparts];
+    if (watermarks(rk, topic, nparts, RD_KAFKA_OFFSET_BEGINNING, lo, 5000))
+        return fail("%s: cannot read the low watermarks", topic);
+    for (int32_t p = 0; p < nparts; p++)
+        if (lo[p] != 0)
+            return fail("%s [%d] starts at offset %" PRId64 ": the mock "
+                        "broker dropped data (5 MiB / 100000 message sets a "
+                        "partition); run with more --partitions", topic,
+                        (int)p, lo[p]);
+    return 0;
+}
+
+/* A client for metadata and offset queries only. */
+static rd_kafka_t *query_client(const char *bootstrap)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = kconf(bootstrap, "client.id", "bench-e2e-query",
+                                  NULL);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        fail("cannot create a client: %s", err);
+    }
+    return rk;
+}
+
+/* -- the observer --------------------------------------------------------- */
+
+/* Polls the sum of an output topic's high watermarks every POLL_MS until it
+ * reaches `target` or `stop` is set; notes the first and the last time it
+ * changed, with CPU samples of the client and the mock at those moments. */
+typedef struct observer {
+    rd_kafka_t *rk;
+    const char *topic;
+    int32_t nparts;
+    uint64_t target;
+    pid_t client, mock;
+    atomic_bool stop;
+    pthread_t thread;
+
+    pthread_mutex_t lock; /* guards what follows */
+    uint64_t count, polls, errors;
+    double t_first, t_last; /* 0 until seen */
+    double cpu_client_first, cpu_client_last, cpu_mock_first, cpu_mock_last;
+    bool done;
+} observer;
+
+static void *observer_main(void *arg)
+{
+    observer *o = arg;
+    uint64_t last = 0;
+    while (!atomic_load(&o->stop)) {
+        uint64_t sum;
+        int rc = sum_high(o->rk, o->topic, o->nparts, &sum);
+        double t = now_s();
+        pthread_mutex_lock(&o->lock);
+        o->polls++;
+        if (rc) {
+            o->errors++;
+        } else if (sum != last) {
+            double cc = cpu_seconds(o->client), cm = cpu_seconds(o->mock);
+            if (last == 0) {
+                o->t_first = t;
+                o->cpu_client_first = cc;
+                o->cpu_mock_first = cm;
+            }
+            o->t_last = t;
+            o->cpu_client_last = cc;
+            o->cpu_mock_last = cm;
+            o->count = last = sum;
+        }
+        bool done = o->done = last >= o->target;
+        pthread_mutex_unlock(&o->lock);
+        if (done)
+            break;
+        sleep_ms(POLL_MS);
+    }
+    return NULL;
+}
+
+static int observer_start(observer *o, rd_kafka_t *rk, const char *topic,
+                          int32_t nparts, uint64_t target, pid_t client,
+                          pid_t mock)
+{
+    memset(o, 0, sizeof(*o));
+    o->rk = rk;
+    o->topic = topic;
+    o->nparts = nparts;
+    o->target = target;
+    o->client = client;
+    o->mock = mock;
+    atomic_init(&o->stop, false);
+    pthread_mutex_init(&o->lock, NULL);
+    if (pthread_create(&o->thread, NULL, observer_main, o) != 0)
+        return fail("cannot start a thread");
+    return 0;
+}
+
+static void observer_get(observer *o, uint64_t *count, double *t_last,
+                         bool *done)
+{
+    pthread_mutex_lock(&o->lock);
+    *count = o->count;
+    *t_last = o->t_last;
+    *done = o->done;
+    pthread_mutex_unlock(&o->lock);
+}
+
+static void observer_stop(observer *o)
+{
+    atomic_store(&o->stop, true);
+    pthread_join(o->thread, NULL);
+    pthread_mutex_destroy(&o->lock);
+}
+
+/* Waits until the observer has seen `target` records, or (when `settle`) the
+ * count has stayed put for SETTLE_S within MAX_MISSING of it; fails when
+ * nothing moves for STALL_S or `alive` says the client died.  on_first, if
+ * not NULL, is called once when the first output record is seen. */
+static int observer_wait(observer *o, bool settle, bool (*alive)(void *),
+                         void *arg, void (*on_first)(void *), void *first_arg,
+                         const char *what)
+{
+    uint64_t last = UINT64_MAX;
+    double moved = now_s();
+    for (;;) {
+        uint64_t count;
+        double t_last;
+        bool done;
+        observer_get(o, &count, &t_last, &done);
+        double t = now_s();
+        if (done)
+            return 0;
+        if (count != last) {
+            if (count > 0 && on_first) {
+                on_first(first_arg);
+                on_first = NULL;
+            }
+            last = count;
+            moved = t;
+        }
+        if (settle && count > 0 && count + MAX_MISSING >= o->target &&
+            t - moved >= SETTLE_S)
+            return 0;
+        if (t - moved >= STALL_S)
+            return fail("%s: output stuck at %" PRIu64 " of %" PRIu64
+                        " records for %.0f s", what, count, o->target,
+                        STALL_S);
+        if (alive && !alive(arg))
+            return fail("%s: exited early with %" PRIu64 " of %" PRIu64
+                        " records out", what, count, o->target);
+        if (interrupted)
+            return fail("interrupted");
+        sleep_ms(50);
+    }
+}
+
+/* -- loading the input ---------------------------------------------------- */
+
+static atomic_uint_fast64_t load_failed;
+
+static void load_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
+{
+    (void)rk;
+    (void)op;
+    if (m->err)
+        atomic_fetch_add(&load_failed, 1);
+}
+
+static int load_input(const dataset *d, const char *bootstrap,
+                      rd_kafka_t *q, double *seconds)
+{
+    char err[512];
+    /* Big lz4 batches: the input is read fast (the mock serves one batch
+     * per partition per fetch) and takes little of the mock's 5 MiB. */
+    rd_kafka_conf_t *conf = kconf(
+        bootstrap, "client.id", "bench-e2e-load", "enable.idempotence", "true",
+        "compression.type", "lz4", "linger.ms", "100", "batch.num.messages",
+        "10000", "queue.buffering.max.messages", "1000000", NULL);
+    rd_kafka_conf_set_dr_msg_cb(conf, load_dr);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        return fail("cannot create the loader: %s", err);
+    }
+    uint8_t *seen = calloc(d->distinct, 1);
+    if (!seen) {
+        rd_kafka_destroy(rk);
+        return fail("out of memory");
+    }
+    double t0 = now_s();
+    char k[64], v[128];
+    int rc = 0;
+    for (uint64_t i = 0; i < d->n && !interrupted; i++) {
+        uint32_t key = d->order[i];
+        int kl = format_key(key, k, sizeof(k));
+        /* r: 1 for a key's first copy, 2 for its repeat. */
+        int vl = format_value(i, ++seen[key], v, sizeof(v));
+        for (;;) {
+            rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_TOPIC(T_IN),
+                RD_KAFKA_V_PARTITION(partition_of(key, d->nparts)),
+                RD_KAFKA_V_KEY(k, (size_t)kl), RD_KAFKA_V_VALUE(v, (size_t)vl),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                rd_kafka_poll(rk, 10);
+                continue;
+            }
+            if (e) {
+                rc = fail("loading %s: %s", T_IN, rd_kafka_err2str(e));
+                goto out;
+            }
+            break;
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    if (rd_kafka_flush(rk, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rc = fail("loading %s: %d records undelivered after 120 s", T_IN,
+                  rd_kafka_outq_len(rk));
+    else if (atomic_load(&load_failed))
+        rc = fail("loading %s: %" PRIuFAST64 " records failed", T_IN,
+                  (uint_fast64_t)atomic_load(&load_failed));
+out:
+    *seconds = now_s() - t0;
+    free(seen);
+    rd_kafka_destroy(rk);
+    if (rc || interrupted)
+        return -1;
+    /* What is there is what was produced, partition by partition. */
+    int64_t hw[d->nparts];
+    if (watermarks(q, T_IN, d->nparts, RD_KAFKA_OFFSET_END, hw, 5000))
+        return fail("%s: cannot read the high watermarks", T_IN);
+    for (int32_t p = 0; p < d->nparts; p++)
+        if ((uint64_t)hw[p] != d->part_records[p])
+            return fail("%s [%d] holds %" PRId64 " records, %" PRIu64
+                        " were produced", T_IN, (int)p, hw[p],
+                        d->part_records[p]);
+    return check_nothing_dropped(q, T_IN, d->nparts);
+}
+
+/* -- bloomstage's log ----------------------------------------------------- */
+
+typedef struct stage_stats {
+    bool found;
+    unsigned long long in, out, dups, blocked, missing;
+    /* wall-clock times from the log's ts= fields; 0 when not found */
+    double t_started, t_first_assigned, t_last_assigned;
+    int assigned;
+} stage_stats;
+
+/* "ts=2024-01-02T03:04:05.678Z" at the start of a log line -> seconds
+ * since the epoch, or 0. */
+static double log_time(const char *line)
+{
+    struct tm tm;
+    int ms = 0;
+    memset(&tm, 0, sizeof(tm));
+    if (sscanf(line, "ts=%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+               &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + ms / 1000.0;
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* -- the run's context ---------------------------------------------------- */
+
+typedef struct bench {
+    dataset d;
+    const char *bloomstage;
+    char dir[512];
+    char bootstrap[512];
+    pid_t mock;
+    rd_kafka_t *q;          /* offset queries */
+    const char *perf_dir;   /* NULL: no profiles */
+    char **xs;              /* -X settings passed on to bloomstage run */
+    int nx;
+    bool stock_consumer;    /* leave queued.min.messages at its default */
+} bench;
+
+/* Output topic and group names of a phase in a round. */
+static void round_names(const char *kind, int round, char *topic,
+                        size_t tsize, char *group, size_t gsize)
+{
+    snprintf(topic, tsize, "bench-out-%s-%d", kind, round);
+    snprintf(group, gsize, "bench-%s-%d", kind, round);
+}
+
+/* --perf: `perf record -g -p PID` for the length of a phase. */
+static int perf_start(const bench *b, pid_t pid, const char *name,
+                      child *pc)
+{
+    pc->pid = -1;
+    pc->stdout_fd = -1;
+    if (!b->perf_dir)
+        return 0;
+    char pidstr[32], out[700], log[700];
+    snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
+    snprintf(out, sizeof(out), "%s/%s.perf.data", b->perf_dir, name);
+    snprintf(log, sizeof(log), "%s/%s.perf.log", b->perf_dir, name);
+    /* DWARF stacks: librdkafka and libc have no frame pointers. */
+    char *argv[] = {"perf", "record", "-F", "499", "--call-graph",
+                    "dwarf,16384", "-p", pidstr, "-o", out, NULL};
+    return child_start(argv, false, log, pc);
+}
+
+/* Profiles cover the timed window only: perf attaches when the phase's
+ * first output record is seen (it takes a few ms to attach). */
+typedef struct perf_hook {
+    const bench *b;
+    pid_t pid;
+    const char *name;
+    child *pc;
+} perf_hook;
+
+static void perf_hook_fire(void *arg)
+{
+    perf_hook *h = arg;
+    if (perf_start(h->b, h->pid, h->name, h->pc))
+        fprintf(stderr, "bench_e2e: perf did not start\n");
+}
+
+static void perf_stop(child *pc)
+{
+    if (pc->pid <= 0)
+        return;
+    kill(pc->pid, SIGINT); /* perf writes its file on SIGINT */
+    double deadline = now_s() + 60;
+    while (now_s() < deadline && waitpid(pc->pid, NULL, WNOHANG) == 0)
+        sleep_ms(50);
+    child_stop(pc, 5, NULL); /* reaps it, or kills it if still there */
+}
+
+/* -- phase 1: the pass-through -------------------------------------------- */
+
+typedef struct pass_state {
+    uint64_t expect, delivered, failed;
+    double t_last_dr;
+    char first_error[256];
+} pass_state;
+
+static void pass_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
+{
+    (void)rk;
+    pass_state *ps = op;
+    if (m->err) {
+        if (ps->failed++ == 0)
+            snprintf(ps->first_error, sizeof(ps->first_error), "%s",
+                     rd_kafka_err2str(m->err));
+        return;
+    }
+    if (++ps->delivered == ps->expect) /* the clock once, not per record */
+        ps->t_last_dr = now_s();
+}
+
+typedef struct result {
+    const char *name;
+    uint64_t in, out;
+    double t_first, t_last;
+    double cpu_client, cpu_mock;
+    double self_timed;        /* pass-through: first produce to last DR */
+    long hwm_kib, maxrss_kib; /* bloomstage */
+    double startup_s;         /* bloomstage: spawn to first output */
+    double cpu_total;         /* bloomstage: whole life */
+    stage_stats st;           /* bloomstage: its "stopped" line */
+    double wall_spawn, wall_first_out;
+} result;
+
+static void result_from(result *r, observer *o)
+{
+    r->out = o->count;
+    r->t_first = o->t_first;
+    r->t_last = o->t_last;
+    r->cpu_client = o->cpu_client_last - o->cpu_client_first;
+    r->cpu_mock = o->cpu_mock_last - o->cpu_mock_first;
+}
+
+static double secs(const result *r) { return r->t_last - r->t_first; }
+static double rate(const result *r)
+{
+    return secs(r) > 0 ? (double)r->in / secs(r) : 0;
+}
+
+static int run_passthrough(const bench *b, int round, result *r)
+{
+    const dataset *d = &b->d;
+    char topic[128], group[128], err[512];
+    round_names("pass", round, topic, sizeof(topic), group, sizeof(group));
+    memset(r, 0, sizeof(*r));
+    r->name = "pass-through";
+    pass_state ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.expect = d->n;
+    /* As bloomstage's producer (stage.c recreate_producer): idempotent,
+     * linger.ms=5, lz4; the refresh interval as in the stage's config. */
+    rd_kafka_conf_t *pconf = kconf(
+        b->bootstrap, "client.id", "bench-pass", "enable.idempotence", "true",
+        "linger.ms", "5", "compression.type", "lz4",
+        "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
+    rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
+    rd_kafka_conf_set_opaque(pconf, &ps);
+    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err,
+                                    sizeof(err));
+    if (!prod) {
+        rd_kafka_conf_destroy(pconf);
+        return fail("pass-through producer: %s", err);
+    }
+    rd_kafka_conf_t *cconf = kconf(
+        b->bootstrap, "client.id", "bench-pass", "group.id", group,
+        "auto.offset.reset", "earliest", "enable.auto.commit", "false",
+        "queued.min.messages",
+        b->stock_consumer ? "100000" : QUEUED_MIN_MESSAGES, NULL);
+    rd_kafka_t *cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err,
+                                    sizeof(err));
+    if (!cons) {
+        rd_kafka_conf_destroy(cconf);
+        rd_kafka_destroy(prod);
+        return fail("pass-through consumer: %s", err);
+    }
+    rd_kafka_poll_set_consumer(cons);
+    rd_kafka_topic_partition_list_t *sub =
+        rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, T_IN, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe(cons, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+
+    observer o;
+    child perf = {-1, -1};
+    int rc = 0;
+    if (e) {
+        rc = fail("pass-through: subscribe: %s", rd_kafka_err2str(e));
+        goto out;
+    }
+    char pname[64];
+    snprintf(pname, sizeof(pname), "pass-%d", round);
+    perf_hook hook = {b, getpid(), pname, &perf};
+    if (observer_start(&o, b->q, topic, d->nparts, d->n, getpid(),
+                       b->mock)) {
+        rc = -1;
+        goto out;
+    }
+
+    /* The loop: what a minimal consume -> produce program does. */
+    uint64_t consumed = 0, consumed_then = 0;
+    double t_first_produce = 0, moved = now_s();
+    while (consumed < d->n && !interrupted) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 100);
+        bool got = m != NULL;
+        if (m) {
+            if (!m->err) {
+                if (!t_first_produce)
+                    t_first_produce = now_s();
+                for (;;) {
+                    e = rd_kafka_producev(
+                        prod, RD_KAFKA_V_TOPIC(topic),
+                        RD_KAFKA_V_KEY(m->key, m->key_len),
+                        RD_KAFKA_V_VALUE(m->payload, m->len),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                        RD_KAFKA_V_END);
+                    if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                        break;
+                    rd_kafka_poll(prod, 50);
+                }
+                if (e) {
+                    rc = fail("pass-through: produce: %s",
+                              rd_kafka_err2str(e));
+                    rd_kafka_message_destroy(m);
+                    break;
+                }
+                consumed++;
+                if (b->perf_dir && perf.pid < 0 && (consumed & 1023) == 0) {
+                    uint64_t seen;
+                    double tl;
+                    bool done;
+                    observer_get(&o, &seen, &tl, &done);
+                    if (seen > 0)
+                        perf_hook_fire(&hook);
+                }
+            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                fprintf(stderr, "bench_e2e: pass-through: consume: %s\n",
+                        rd_kafka_message_errstr(m));
+            }
+            rd_kafka_message_destroy(m);
+        }
+        rd_kafka_poll(prod, 0);
+        /* The clock is read only on an empty poll, never per record: the
+         * baseline pays only for what a pass-through needs. */
+        if (!got) {
+            double t = now_s();
+            if (consumed != consumed_then) {
+                consumed_then = consumed;
+                moved = t;
+            }
+            if (t - moved <= STALL_S)
+                continue;
+            rc = fail("pass-through: nothing consumed for %.0f s (%" PRIu64
+                      " of %" PRIu64 ")", STALL_S, consumed, d->n);
+            break;
+        }
+    }
+    if (rc == 0 && !interrupted &&
+        rd_kafka_flush(prod, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rc = fail("pass-through: %d records undelivered after 120 s",
+                  rd_kafka_outq_len(prod));
+    if (rc == 0 && ps.failed)
+        rc = fail("pass-through: %" PRIu64 " deliveries failed: %s",
+                  ps.failed, ps.first_error);
+    if (rc == 0 && interrupted)
+        rc = fail("interrupted");
+    if (rc == 0)
+        rc = observer_wait(&o, false, NULL, NULL, NULL, NULL,
+                           "pass-through");
+    observer_stop(&o);
+    perf_stop(&perf);
+    r->in = consumed;
+    result_from(r, &o);
+    r->self_timed = ps.t_last_dr - t_first_produce;
+    if (rc == 0 && (consumed != d->n || ps.delivered != d->n))
+        rc = fail("pass-through: consumed %" PRIu64 ", delivered %" PRIu64
+                  ", expected %" PRIu64, consumed, ps.delivered, d->n);
+    if (rc == 0) {
+        uint64_t out = 0;
+        if (sum_high(b->q, topic, d->nparts, &out))
+            rc = fail("%s: cannot read the high watermarks", topic);
+        else if (out != d->n)
+            rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64,
+                      topic, out, d->n);
+    }
+out:
+    rd_kafka_consumer_close(cons);
+    rd_kafka_destroy(cons);
+    rd_kafka_destroy(prod);
+    return rc;
+}
+
+/* -- phase 2: bloomstage -------------------------------------------------- */
+
+/* The counters of bloomstage's last "stopped" log line, and when it said
+ * "started" and assigned partitions. */
+static stage_stats read_stage_log(const char *path)
+{
+    stage_stats s;
+    memset(&s, 0, sizeof(s));
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return s;
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        if (strstr(line, " msg=started ") && !s.t_started)
+            s.t_started = log_time(line);
+        if (strstr(line, " msg=\"partition assigned\" ")) {
+            double t = log_time(line);
+            if (!s.assigned++)
+                s.t_first_assigned = t;
+            s.t_last_assigned = t;
+        }
+        if (!strstr(line, " msg=stopped "))
+            continue;
+        const char *a = strstr(line, " records_in="),
+                   *o = strstr(line, " records_out="),
+                   *c = strstr(line, " duplicates="),
+                   *e = strstr(line, " blocked="),
+                   *m = strstr(line, " missing_key=");
+        if (a && o && c && e && m) {
+            s.found = true;
+            s.in = strtoull(a + 12, NULL, 10);
+            s.out = strtoull(o + 13, NULL, 10);
+            s.dups = strtoull(c + 12, NULL, 10);
+            s.blocked = strtoull(e + 9, NULL, 10);
+            s.missing = strtoull(m + 13, NULL, 10);
+        }
+    }
+    fclose(f);
+    return s;
+}
+
+static bool child_alive(void *arg)
+{
+    child *c = arg;
+    return c->pid > 0 && waitpid(c->pid, NULL, WNOHANG) == 0;
+}
+
+/* Prints the tail of a log file to stderr, to say why something failed. */
+static void print_tail(const char *path, long bytes)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fseek(f, -bytes, SEEK_END) != 0)
+        rewind(f);
+    char buf[4096];
+    size_t n;
+    fprintf(stderr, "--- end of %s ---\n", path);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, stderr);
+    fprintf(stderr, "---\n");
+    fclose(f);
+}
+
+static int run_stage(const bench *b, int round, result *r)
+{
+    const dataset *d = &b->d;
+    char topic[128], group[128];
+    round_names("stage", round, topic, sizeof(topic), group, sizeof(group));
+    memset(r, 0, sizeof(*r));
+    r->name = "bloomstage";
+    char conf_path[700], log_path[700], list_path[700], ckpt[700];
+    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%d.conf", b->dir,
+             round);
+    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%d.log", b->dir,
+             round);
+    snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b->dir);
+    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%d", b->dir, round);
+    FILE *f = fopen(conf_path, "w");
+    if (!f)
+        return fail("%s: %s", conf_path, strerror(errno));
+    fprintf(f,
+            "# bench_e2e: dedup on the record key, one blocklist built from a"
+            " text list\n"
+            "# at start-up, checkpoint defaults (5 s / 100000 records).\n"
+            "kafka.bootstrap.servers=%s\n"
+            "input.topics=" T_IN "\n"
+            "output.topic=%s\n"
+            "consumer.group.id=%s\n"
+            "dedup.key=key\n"
+            "blocklist.spam.path=%s\n"
+            "checkpoint.dir=%s\n"
+            "log.level=info\n"
+            "# The first-record lag and the fetch backoff: see "
+            "bench/e2e.c.\n"
+            "producer.topic.metadata.refresh.interval.ms="
+            METADATA_REFRESH_MS "\n"
+            "%s",
+            b->bootstrap, topic, group, list_path, ckpt,
+            b->stock_consumer ? ""
+                              : "consumer.queued.min.messages="
+                                QUEUED_MIN_MESSAGES "\n");
+    if (fclose(f) != 0)
+        return fail("%s: %s", conf_path, strerror(errno));
+
+    char **argv = calloc((size_t)(5 + 2 * b->nx), sizeof(char *));
+    if (!argv)
+        return fail("out of memory");
+    int k = 0;
+    argv[k++] = (char *)b->bloomstage;
+    argv[k++] = "run";
+    argv[k++] = "-c";
+    argv[k++] = conf_path;
+    for (int i = 0; i < b->nx; i++) {
+        argv[k++] = "-X";
+        argv[k++] = b->xs[i];
+    }
+    argv[k] = NULL;
+    child c, perf = {-1, -1};
+    observer o;
+    /* The observer samples the stage's CPU time, so it starts after the
+     * spawn (nothing reaches the output before the group join anyway). */
+    double t_spawn = now_s();
+    r->wall_spawn = wall_now();
+    int rc = child_start(argv, false, log_path, &c);
+    free(argv);
+    if (rc)
+        return -1;
+    char pname[64];
+    snprintf(pname, sizeof(pname), "stage-%d", round);
+    perf_hook hook = {b, c.pid, pname, &perf};
+    if (observer_start(&o, b->q, topic, d->nparts, d->expect_out, c.pid,
+                       b->mock)) {
+        child_stop(&c, 10, NULL);
+        return -1;
+    }
+    rc = observer_wait(&o, true, child_alive, &c,
+                       b->perf_dir ? perf_hook_fire : NULL, &hook,
+                       "bloomstage");
+    observer_stop(&o);
+    perf_stop(&perf);
+    r->hwm_kib = vm_hwm_kib(c.pid);
+    struct rusage ru;
+    int status = child_stop(&c, 60, &ru);
+    r->maxrss_kib = ru.ru_maxrss;
+    r->cpu_total = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                   (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    result_from(r, &o);
+    r->startup_s = o.t_first > 0 ? o.t_first - t_spawn : 0;
+    r->wall_first_out = r->wall_spawn + r->startup_s;
+    r->st = read_stage_log(log_path);
+    r->in = r->st.in;
+    if (rc == 0 && (status < 0 || !WIFEXITED(status) ||
+                    WEXITSTATUS(status) != 0))
+        rc = fail("bloomstage did not drain and exit 0 on SIGTERM (wait "
+                  "status %d)", status);
+    if (rc == 0 && !r->st.found)
+        rc = fail("bloomstage logged no \"stopped\" line");
+    if (rc == 0) {
+        const stage_stats *s = &r->st;
+        uint64_t out = 0;
+        if (sum_high(b->q, topic, d->nparts, &out))
+            rc = fail("%s: cannot read the high watermarks", topic);
+        else if (out > d->expect_out || out + MAX_MISSING < d->expect_out)
+            rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64
+                      " (at most %d fewer: false positives)", topic, out,
+                      d->expect_out, MAX_MISSING);
+        else if (s->in != d->n || s->out != out || s->missing != 0 ||
+                 s->in != s->out + s->dups + s->blocked ||
+                 s->blocked < d->blocked_records ||
+                 s->blocked > d->blocked_records + 2 * MAX_MISSING)
+            rc = fail("bloomstage's counters do not add up: records_in=%llu "
+                      "(expected %" PRIu64 ") records_out=%llu (topic holds "
+                      "%" PRIu64 ") duplicates=%llu (expected %" PRIu64
+                      ") blocked=%llu (expected %" PRIu64 ") missing_key=%llu",
+                      s->in, d->n, s->out, out, s->dups, d->expect_dups,
+                      s->blocked, d->blocked_records, s->missing);
+        r->out = out;
+    }
+    if (rc)
+        print_tail(log_path, 3000);
+    return rc;
+}
+
+/* -- main ----------------------------------------------------------------- */
+
+static const char USAGE[] =
+    "usage: bench_e2e [--records N] [--partitions P] [--blocklist N]\n"
+    "                 [--rounds R] [--stock-consumer] [-X key=value]...\n"
+    "                 [--bloomstage PATH] [--keep] [--perf DIR]\n"
+    "\n"
+    "End-to-end benchmark on one mock Kafka cluster: a minimal librdkafka\n"
+    "consume->produce pass-through, then `bloomstage run` with dedup on the\n"
+    "key and a blocklist, on the same N records (about half of them\n"
+    "repeats, 1% blocklisted).  Each is timed from its first to its last\n"
+    "output record; prints both rates, their ratio (target >= 0.9) and\n"
+    "bloomstage's peak RSS.\n"
+    "\n"
+    "  --records N      input records (default 1000000; suffixes k, M)\n"
+    "  --partitions P   partitions per topic (default: the fewest from 16 in\n"
+    "                   steps of 8 that keep each under the mock's limits)\n"
+    "  --blocklist N    blocklist entries (default 100000)\n"
+    "  --rounds R       run both phases R times (default 1); the verdict\n"
+    "                   compares the best rate of each (for a busy machine)\n"
+    "  --stock-consumer leave queued.min.messages at librdkafka's 100000 in\n"
+    "                   both consumers: both rates are then capped by\n"
+    "                   librdkafka 2.0.2's 1 s fetch backoff (see e2e.c)\n"
+    "  -X key=value     passed to `bloomstage run` (e.g. -X\n"
+    "                   checkpoint.records=0 to see what checkpoints cost)\n"
+    "  --bloomstage P   the bloomstage binary (default: $BLOOMSTAGE_BIN,\n"
+    "                   else the one this program was built with)\n"
+    "  --keep           keep the work directory (configs, logs, checkpoints)\n"
+    "  --perf DIR       profile each phase's client with `perf record -p`\n"
+    "                   from its first output record on, into\n"
+    "                   DIR/{pass,stage}-R.perf.data (perturbs the numbers:\n"
+    "                   use it for where the time goes, not for rates)\n"
+    "\n"
+    "Exit 0 when every phase ran and every count matched (whether or not\n"
+    "the target was met), 1 on a failure, 2 on a usage error.\n";
+
+static bool parse_count(const char *s, uint64_t min, uint64_t max,
+                        uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return false;
+    if (*end == 'k' || *end == 'K')
+        v *= 1e3, end++;
+    else if (*end == 'M' || *end == 'm')
+        v *= 1e6, end++;
+    if (*end || v < (double)min || v > (double)max || v != (double)(uint64_t)v)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* "1.23 0.98 0.50" from /proc/loadavg and, where the kernel has PSI, the
+ * share of the last 10 s in which some task waited for a CPU. */
+static void machine_load(char *buf, size_t size)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a = 0, b = 0, c = 0, some = -1;
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
+            a = b = c = 0;
+        fclose(f);
+    }
+    f = fopen("/proc/pressure/cpu", "r");
+    if (f) {
+        if (fscanf(f, "some avg10=%lf", &some) != 1)
+            some = -1;
+        fclose(f);
+    }
+    if (some >= 0)
+        snprintf(buf, size, "load average %.2f %.2f %.2f, CPU pressure "
+                 "%.0f%% (some, 10 s)", a, b, c, some);
+    else
+        snprintf(buf, size, "load average %.2f %.2f %.2f", a, b, c);
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[1024];
+    /* Our own mkdtemp directory, no user input in it. */
+    if (strstr(dir, "/bench-e2e.")) {
+        snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "bench_e2e: could not remove %s\n", dir);
+    }
+}
+
+/* The file system the checkpoints go to: on tmpfs fsync costs nothing. */
+static const char *fs_type(const char *path)
+{
+    struct statfs sf;
+    if (statfs(path, &sf) != 0)
+        return "?";
+    switch ((unsigned long)sf.f_type) {
+    case 0xEF53UL:
+        return "ext2/3/4";
+    case 0x01021994UL:
+        return "tmpfs: fsync is free, checkpoints look cheap";
+    case 0x58465342UL:
+        return "xfs";
+    case 0x9123683EUL:
+        return "btrfs";
+    case 0x794C7630UL:
+        return "overlayfs";
+    default:
+        return "other";
+    }
+}
+
+static const char *mib(long kib, char *buf, size_t size)
+{
+    if (kib <= 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.1f MiB", (double)kib / 1024.0);
+    return buf;
+}
+
+static void print_row(int round, const result *r)
+{
+    char m[32];
+    printf("%5d  %-12s %11" PRIu64 " %12" PRIu64 " %8.3f %12.0f %10.2fs "
+           "%8.2fs %10s\n", round, r->name, r->in, r->out, secs(r), rate(r),
+           r->cpu_client, r->cpu_mock, mib(r->hwm_kib, m, sizeof(m)));
+}
+
+static void print_startup(int round, const result *r)
+{
+    const stage_stats *s = &r->st;
+    printf("  round %d: %.2f s from spawn to its first output record (not "
+           "timed):", round, r->startup_s);
+    if (s->t_started && s->t_last_assigned && s->assigned > 1)
+        printf(" %.2f s to \"started\" (blocklist built), %.2f s to the "
+               "first \"partition assigned\" (group join),\n"
+               "           %.2f s assigning %d partitions (%.0f ms each), "
+               "%.2f s on to the first output\n",
+               s->t_started - r->wall_spawn,
+               s->t_first_assigned - s->t_started,
+               s->t_last_assigned - s->t_first_assigned, s->assigned,
+               1e3 * (s->t_last_assigned - s->t_first_assigned) /
+                   (s->assigned - 1),
+               r->wall_first_out - s->t_last_assigned);
+    else
+        printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"records", required_argument, NULL, 'n'},
+        {"partitions", required_argument, NULL, 'p'},
+        {"blocklist", required_argument, NULL, 'b'},
+        {"rounds", required_argument, NULL, 'r'},
+        {"bloomstage", required_argument, NULL, 's'},
+        {"keep", no_argument, NULL, 'k'},
+        {"perf", required_argument, NULL, 'f'},
+        {"stock-consumer", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0}};
+    uint64_t n = 1000000, parts = 0, blocklist = 100000, rounds = 1;
+    bench b;
+    memset(&b, 0, sizeof(b));
+    b.bloomstage = getenv("BLOOMSTAGE_BIN");
+    b.xs = calloc((size_t)argc, sizeof(char *));
+    bool keep = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (!parse_count(optarg, 1000, 100000000, &n)) {
+                fprintf(stderr, "bench_e2e: --records '%s': a count from "
+                        "1000 to 100M\n", optarg);
+                return 2;
+            }
+            break;
+        case 'p':
+            if (!parse_count(optarg, 1, 10000, &parts)) {
+                fprintf(stderr, "bench_e2e: --partitions '%s': 1 to "
+                        "10000\n", optarg);
+                return 2;
+            }
+            break;
+        case 'b':
+            if (!parse_count(optarg, 1, 100000000, &blocklist)) {
+                fprintf(stderr, "bench_e2e: --blocklist '%s': 1 to 100M\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'r':
+            if (!parse_count(optarg, 1, 20, &rounds)) {
+                fprintf(stderr, "bench_e2e: --rounds '%s': 1 to 20\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'X':
+            if (!strchr(optarg, '=') || optarg[0] == '=') {
+                fprintf(stderr, "bench_e2e: -X '%s': key=value\n", optarg);
+                return 2;
+            }
+            b.xs[b.nx++] = optarg;
+            break;
+        case 's':
+            b.bloomstage = optarg;
+            break;
+        case 'k':
+            keep = true;
+            break;
+        case 'f':
+            b.perf_dir = optarg;
+            break;
+        case 'c':
+            b.stock_consumer = true;
+            break;
+        case 'h':
+            fputs(USAGE, stdout);
+            return 0;
+        default:
+            fputs(USAGE, stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "bench_e2e: unexpected argument '%s'\n%s",
+                argv[optind], USAGE);
+        return 2;
+    }
+    if (!b.bloomstage || !*b.bloomstage)
+        b.bloomstage = BENCH_BLOOMSTAGE_PATH;
+    if (!*b.bloomstage || access(b.bloomstage, X_OK) != 0) {
+        fprintf(stderr, "bench_e2e: no bloomstage binary (%s): pass "
+                "--bloomstage PATH or set BLOOMSTAGE_BIN\n",
+                *b.bloomstage ? b.bloomstage : "none built in");
+        return 2;
+    }
+    if (b.perf_dir && mkdir(b.perf_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench_e2e: --perf %s: %s\n", b.perf_dir,
+                strerror(errno));
+        return 2;
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    char load0[160], load1[160];
+    machine_load(load0, sizeof(load0));
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+    dataset *d = &b.d;
+    if (dataset_new(d, n, (int32_t)parts, blocklist)) {
+        dataset_free(d);
+        return 1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char list_path[700], mock_log[700];
+    snprintf(b.dir, sizeof(b.dir), "%s/bench-e2e.XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(b.dir)) {
+        fail("mkdtemp %s: %s", b.dir, strerror(errno));
+        dataset_free(d);
+        return 1;
+    }
+    snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b.dir);
+    snprintf(mock_log, sizeof(mock_log), "%s/mock-broker.log", b.dir);
+
+    printf("bench_e2e: end to end on one mock Kafka cluster "
+           "(librdkafka %s)\n", rd_kafka_version_str());
+    printf("  machine      %ld cores; at start: %s\n"
+           "               (other jobs on the machine move these numbers)\n",
+           ncpu, load0);
+    printf("  input        %" PRIu64 " records, %" PRIu32 " distinct keys "
+           "(%.1f%% repeats), %" PRIu64 " records (%.2f%%) with a "
+           "blocklisted key\n", d->n, d->distinct,
+           100.0 * (double)(d->n - d->distinct) / (double)d->n,
+           d->blocked_records,
+           100.0 * (double)d->blocked_records / (double)d->n);
+    printf("               key user-NNNNNNNNNN (15 B), JSON value (~40 B); "
+           "%.1f MB of keys and values\n", (double)d->input_bytes / 1e6);
+    printf("  partitions   %d per topic; largest %" PRIu64 " records, "
+           "%.2f MiB uncompressed (mock limit 5 MiB / 100000 message sets)\n",
+           (int)d->nparts, d->max_part_records,
+           (double)d->max_part_bytes / 1048576.0);
+    printf("  blocklist    %" PRIu64 " entries, a text list bloomstage builds "
+           "into a filter at start-up (blocklist.spam.path)\n",
+           d->blocklist_entries);
+    printf("  producers    both: enable.idempotence=true linger.ms=5 "
+           "compression.type=lz4,\n"
+           "               topic.metadata.refresh.interval.ms="
+           METADATA_REFRESH_MS " (the first-record lag: see bench/e2e.c)\n");
+    if (b.stock_consumer)
+        printf("  consumers    both: librdkafka defaults (--stock-consumer): "
+               "rates capped by the 1 s fetch backoff\n");
+    else
+        printf("  consumers    both: queued.min.messages=" QUEUED_MIN_MESSAGES
+               " (librdkafka 2.0.2's 1 s fetch backoff: see bench/e2e.c)\n");
+    printf("  bloomstage   %s run: dedup.key=key, checkpoint defaults",
+           b.bloomstage);
+    for (int i = 0; i < b.nx; i++)
+        printf("%s-X %s", i ? " " : ", ", b.xs[i]);
+    printf("\n");
+    printf("  work dir     %s (%s)%s\n", b.dir, fs_type(b.dir),
+           keep ? ", kept" : "");
+    if (b.perf_dir)
+        printf("  profiling    perf record into %s: these rates are "
+               "perturbed\n", b.perf_dir);
+
+    int rc = 1;
+    child mock = {-1, -1};
+    result *res = calloc(2 * rounds, sizeof(result));
+    char **margv = calloc(5 + 4 * rounds, sizeof(char *)); /* + NULL */
+    char (*tspecs)[160] = calloc(1 + 2 * rounds, sizeof(*tspecs));
+    double load_s = 0;
+    if (!res || !margv || !tspecs) {
+        fail("out of memory");
+        goto done;
+    }
+    if (write_blocklist(d, list_path))
+        goto done;
+
+    int k = 0, t = 0;
+    margv[k++] = (char *)b.bloomstage;
+    margv[k++] = "mock-broker";
+    snprintf(tspecs[t], sizeof(tspecs[t]), T_IN ":%d", (int)d->nparts);
+    margv[k++] = "-t";
+    margv[k++] = tspecs[t++];
+    for (int r = 1; r <= (int)rounds; r++) {
+        for (int ph = 0; ph < 2; ph++) {
+            char topic[128], group[128];
+            round_names(ph ? "stage" : "pass", r, topic, sizeof(topic),
+                        group, sizeof(group));
+            snprintf(tspecs[t], sizeof(tspecs[t]), "%s:%d", topic,
+                     (int)d->nparts);
+            margv[k++] = "-t";
+            margv[k++] = tspecs[t++];
+        }
+    }
+    margv[k] = NULL;
+    if (child_start(margv, true, mock_log, &mock))
+        goto done;
+    b.mock = mock.pid;
+    if (child_read_line(&mock, 20, b.bootstrap, sizeof(b.bootstrap)) ||
+        !strchr(b.bootstrap, ':')) {
+        fail("mock-broker printed no bootstrap list ('%s')", b.bootstrap);
+        print_tail(mock_log, 2000);
+        goto done;
+    }
+    printf("  mock broker  pid %d, %s\n\n", (int)mock.pid, b.bootstrap);
+
+    b.q = query_client(b.bootstrap);
+    if (!b.q)
+        goto done;
+    printf("loading %s...", T_IN);
+    fflush(stdout);
+    if (load_input(d, b.bootstrap, b.q, &load_s))
+        goto done;
+    printf(" %.1f s\n", load_s);
+
+    for (int r = 1; r <= (int)rounds; r++) {
+        result *pass = &res[2 * (r - 1)], *stage = pass + 1;
+        printf("round %d: pass-through (group join, then timed)...", r);
+        fflush(stdout);
+        if (run_passthrough(&b, r, pass))
+            goto done;
+        printf(" %.2f s; bloomstage (start-up, join, then timed)...",
+               secs(pass));
+        fflush(stdout);
+        if (run_stage(&b, r, stage))
+            goto done;
+        printf(" %.2f s\n", secs(stage));
+    }
+    if (check_nothing_dropped(b.q, T_IN, d->nparts))
+        goto done;
+    for (int r = 1; r <= (int)rounds; r++)
+        for (int ph = 0; ph < 2; ph++) {
+            char topic[128], group[128];
+            round_names(ph ? "stage" : "pass", r, topic, sizeof(topic),
+                        group, sizeof(group));
+            if (check_nothing_dropped(b.q, topic, d->nparts))
+                goto done;
+        }
+    machine_load(load1, sizeof(load1));
+
+    printf("\n%5s  %-12s %11s %12s %8s %12s %11s %9s %10s\n", "round",
+           "phase", "records in", "records out", "seconds", "rate (in/s)",
+           "client cpu", "mock cpu", "peak RSS");
+    const result *best_pass = NULL, *best_stage = NULL;
+    long hwm = 0, maxrss = 0;
+    for (int r = 1; r <= (int)rounds; r++) {
+        const result *pass = &res[2 * (r - 1)], *stage = pass + 1;
+        print_row(r, pass);
+        print_row(r, stage);
+        if (!best_pass || rate(pass) > rate(best_pass))
+            best_pass = pass;
+        if (!best_stage || rate(stage) > rate(best_stage))
+            best_stage = stage;
+        if (stage->hwm_kib > hwm)
+            hwm = stage->hwm_kib;
+        if (stage->maxrss_kib > maxrss)
+            maxrss = stage->maxrss_kib;
+    }
+    printf("\n");
+    double ratio = rate(best_stage) / rate(best_pass);
+    if (rounds > 1) {
+        printf("ratio per round                 ");
+        for (int r = 1; r <= (int)rounds; r++)
+            printf(" %.3f", rate(&res[2 * r - 1]) / rate(&res[2 * r - 2]));
+        printf("\n");
+        printf("ratio of the best rates          %.3f   target >= %.1f: %s\n",
+               ratio, TARGET_RATIO, ratio >= TARGET_RATIO ? "PASS" : "MISS");
+    } else {
+        printf("ratio bloomstage / pass-through  %.3f   target >= %.1f: %s\n",
+               ratio, TARGET_RATIO, ratio >= TARGET_RATIO ? "PASS" : "MISS");
+    }
+    char m1[32], m2[32];
+    printf("bloomstage peak RSS              %s (VmHWM just before SIGTERM); "
+           "%s (ru_maxrss, including the drain)\n",
+           mib(hwm, m1, sizeof(m1)), mib(maxrss, m2, sizeof(m2)));
+    printf("bloomstage output                %" PRIu64 " of %" PRIu64
+           " expected (distinct non-blocklisted keys; at most %d fewer "
+           "allowed, for false positives)\n", best_stage->out, d->expect_out,
+           MAX_MISSING);
+    printf("bloomstage counters              duplicates=%llu blocked=%llu "
+           "(expected %" PRIu64 " and %" PRIu64 ")\n", best_stage->st.dups,
+           best_stage->st.blocked, d->expect_dups, d->blocked_records);
+    printf("pass-through self-timed          %.3f s from first produce to "
+           "last delivery report (%.0f records/s)\n", best_pass->self_timed,
+           best_pass->self_timed > 0
+               ? (double)best_pass->in / best_pass->self_timed
+               : 0);
+    printf("bloomstage start-up              CPU %.2f s over its whole life "
+           "(timed window: %.2f s)\n", best_stage->cpu_total,
+           best_stage->cpu_client);
+    for (int r = 1; r <= (int)rounds; r++)
+        print_startup(r, &res[2 * r - 1]);
+    printf("machine                          at start: %s\n"
+           "                                 at end:   %s (%ld cores)\n",
+           load0, load1, ncpu);
+    printf("timing: first to last output record of each phase, seen by the "
+           "same observer (output high watermarks every %d ms)\n", POLL_MS);
+    rc = 0;
+done:
+    if (rc && interrupted)
+        fprintf(stderr, "bench_e2e: interrupted\n");
+    if (b.q)
+        rd_kafka_destroy(b.q);
+    if (mock.pid > 0)
+        child_stop(&mock, 10, NULL);
+    if (!keep && rc == 0)
+        remove_tree(b.dir);
+    else if (rc)
+        fprintf(stderr, "bench_e2e: work directory kept (configs, logs): "
+                "%s\n", b.dir);
+    free(res);
+    free(margv);
+    free(tspecs);
+    free(b.xs);
+    dataset_free(d);
+    return rc;
+}

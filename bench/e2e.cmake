@@ -1,0 +1,13 @@
+# bench_e2e: bloomstage end to end against a minimal librdkafka
+# consume -> produce pass-through, on one mock Kafka cluster (bench/e2e.c;
+# bench/e2e builds a Release tree and runs it).  Included from
+# bench/CMakeLists.txt.
+#
+# It runs the bloomstage binary (`mock-broker`, `run`) rather than linking
+# the stage, so it depends on the target and is told where the binary is;
+# --bloomstage or $BLOOMSTAGE_BIN override that at run time.
+add_executable(bench_e2e ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
+target_link_libraries(bench_e2e PRIVATE PkgConfig::RDKAFKA Threads::Threads)
+target_compile_definitions(bench_e2e PRIVATE
+  BENCH_BLOOMSTAGE_PATH="$<TARGET_FILE:bloomstage>")
+add_dependencies(bench_e2e bloomstage)
