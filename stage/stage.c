@@ -82,7 +82,13 @@ typedef struct part {
 } part;
 
 typedef _Atomic uint64_t counter;
-#define INC(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
+/* Counters have one writer, the stage thread (librdkafka calls back into
+ * it), and readers anywhere: a relaxed load and store is enough and costs
+ * no locked instruction on the record path. */
+#define INC(c)                                                                 \
+    atomic_store_explicit(&(c),                                                \
+                          atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
+                          memory_order_relaxed)
 #define GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
 #define SET(c, v) atomic_store_explicit(&(c), (v), memory_order_relaxed)
 
@@ -899,6 +905,36 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 /* -- the record path ------------------------------------------------------- */
 
+/* "TOPIC:PARTITION:OFFSET" without printf (once per record).  Topic names
+ * are at most 249 bytes; buf must hold 249 + 1 + 11 + 1 + 20 + 1. */
+static size_t format_src(char *buf, size_t size, const char *topic,
+                         int32_t partition, int64_t offset)
+{
+    size_t tl = strlen(topic);
+    if (tl + 34 > size)
+        tl = size - 34;
+    memcpy(buf, topic, tl);
+    char *p = buf + tl;
+    *p++ = ':';
+    char tmp[24];
+    int n = 0;
+    uint64_t v = partition < 0 ? 0 : (uint64_t)partition;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    while (n)
+        *p++ = tmp[--n];
+    *p++ = ':';
+    v = offset < 0 ? 0 : (uint64_t)offset;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    while (n)
+        *p++ = tmp[--n];
+    *p = '\0';
+    return (size_t)(p - buf);
+}
+
 /* Produces a copy of m to `topic` with its key, value, timestamp and
  * headers, plus bloomstage-src (TOPIC:PARTITION:OFFSET of the input) and,
  * for rejected records, bloomstage-reason.  Waits while the producer queue
@@ -913,9 +949,9 @@ static void produce(bs_stage *s, rd_kafka_message_t *m, rd_kafka_topic_t *rkt,
         !hdrs)
         hdrs = rd_kafka_headers_new(2);
     char src[320];
-    int n = snprintf(src, sizeof(src), "%s:%d:%lld", rd_kafka_topic_name(m->rkt),
-                     (int)m->partition, (long long)m->offset);
-    rd_kafka_header_add(hdrs, HDR_SRC, -1, src, n);
+    size_t n = format_src(src, sizeof(src), rd_kafka_topic_name(m->rkt),
+                          m->partition, m->offset);
+    rd_kafka_header_add(hdrs, HDR_SRC, -1, src, (ssize_t)n);
     if (reason)
         rd_kafka_header_add(hdrs, HDR_REASON, -1, reason, -1);
     rd_kafka_timestamp_type_t tstype;
@@ -959,9 +995,11 @@ static void process(bs_stage *s, rd_kafka_message_t *m)
     const char *topic = rd_kafka_topic_name(m->rkt);
     part *p = part_find(s, topic, m->partition);
     if (!p) {
-        /* Cannot happen: records come only from assigned partitions. */
-        bs_log(BS_LOG_ERROR, "record from an unassigned partition",
-               "topic=%s partition=%d", topic, (int)m->partition);
+        /* Fetched before its partition was revoked, handed out after: not
+         * ours any more (its next owner starts from the checkpoint). */
+        bs_log(BS_LOG_DEBUG, "record from an unassigned partition skipped",
+               "topic=%s partition=%d offset=%lld", topic, (int)m->partition,
+               (long long)m->offset);
         return;
     }
     INC(s->st.records_in);
@@ -1420,25 +1458,27 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
            bs_log_quote(bs_store_describe(s->store), q, sizeof(q)),
            s->exactly_once ? "exactly_once" : "at_least_once");
     s->last_ckpt = s->last_stats = bs_now();
-    unsigned tick = 0;
+    /* Records come in batches from the consumer queue (which also serves
+     * the rebalance, stats and error callbacks); the bookkeeping below runs
+     * once a batch: per record it would cost as much as the work. */
+    rd_kafka_queue_t *cq = rd_kafka_queue_get_consumer(s->consumer);
+    enum { BATCH = 256 };
+    rd_kafka_message_t *batch[BATCH];
     while (!atomic_load(&s->stop) && !s->fatal) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
-        if (m) {
+        ssize_t n = rd_kafka_consume_batch_queue(cq, 100, batch, BATCH);
+        for (ssize_t i = 0; i < n; i++) {
+            rd_kafka_message_t *m = batch[i];
             if (m->err) {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
                     bs_log(BS_LOG_WARN, "consume error", "error=%s "
                            "detail=%s", rd_kafka_err2name(m->err),
                            rd_kafka_message_errstr(m));
-            } else if (!s->paused) {
+            } else if (!s->paused && !s->fatal) {
                 process(s, m);
             }
             /* (Paused: left unprocessed; the resume seeks back to the first
              * record not processed, so it comes again.) */
             rd_kafka_message_destroy(m);
-            /* The bookkeeping below every 64 records, or when the poll
-             * comes back empty: per record it costs as much as the work. */
-            if (++tick % 64 != 0)
-                continue;
         }
         rd_kafka_poll(s->producer, 0);
         double now = bs_now();
@@ -1455,6 +1495,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
             checkpoint_round(s, s->dr_failed ? "delivery-failure" : "trigger");
         }
     }
+    rd_kafka_queue_destroy(cq);
     if (s->fatal) {
         snprintf(errstr, errstr_size, "%s", s->fatal_err);
         bs_log(BS_LOG_ERROR, "stopping on a fatal error, committing nothing "
