@@ -1198,27 +1198,32 @@ static void print_tail(const char *path, long bytes)
     fclose(f);
 }
 
-static int run_stage(const bench *b, int round, result *r)
+/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
+ * default), "alo" with at_least_once: same input, own output and group. */
+static int run_stage(const bench *b, int round, result *r, const char *kind)
 {
     const dataset *d = &b->d;
     char topic[128], group[128];
-    round_names("stage", round, topic, sizeof(topic), group, sizeof(group));
+    bool alo = !strcmp(kind, "alo");
+    round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
     memset(r, 0, sizeof(*r));
-    r->name = "bloomstage";
+    r->name = alo ? "bloomstage-alo" : "bloomstage";
     char conf_path[700], log_path[700], list_path[700], ckpt[700];
-    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%d.conf", b->dir,
-             round);
-    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%d.log", b->dir,
-             round);
+    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
+             kind, round);
+    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%s-%d.log", b->dir,
+             kind, round);
     snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b->dir);
-    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%d", b->dir, round);
+    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%s-%d", b->dir, kind,
+             round);
     FILE *f = fopen(conf_path, "w");
     if (!f)
         return fail("%s: %s", conf_path, strerror(errno));
     fprintf(f,
             "# bench_e2e: dedup on the record key, one blocklist built from a"
             " text list\n"
-            "# at start-up, checkpoint defaults (5 s / 100000 records).\n"
+            "# at start-up, checkpoint defaults.\n"
+            "processing.guarantee=%s\n"
             "kafka.bootstrap.servers=%s\n"
             "input.topics=" T_IN "\n"
             "output.topic=%s\n"
@@ -1232,7 +1237,8 @@ static int run_stage(const bench *b, int round, result *r)
             "producer.topic.metadata.refresh.interval.ms="
             METADATA_REFRESH_MS "\n"
             "%s",
-            b->bootstrap, topic, group, list_path, ckpt,
+            alo ? "at_least_once" : "exactly_once", b->bootstrap, topic,
+            group, list_path, ckpt,
             b->stock_consumer ? ""
                               : "consumer.queued.min.messages="
                                 QUEUED_MIN_MESSAGES "\n");
@@ -1263,7 +1269,7 @@ static int run_stage(const bench *b, int round, result *r)
     if (rc)
         return -1;
     char pname[64];
-    snprintf(pname, sizeof(pname), "stage-%d", round);
+    snprintf(pname, sizeof(pname), "%s-%d", kind, round);
     perf_hook hook = {b, c.pid, pname, &perf};
     if (observer_start(&o, b->q, topic, d->nparts, d->expect_out, c.pid,
                        b->mock)) {
@@ -1636,9 +1642,13 @@ int main(int argc, char **argv)
 
     int rc = 1;
     child mock = {-1, -1};
-    result *res = calloc(2 * rounds, sizeof(result));
-    char **margv = calloc(5 + 4 * rounds, sizeof(char *)); /* + NULL */
-    char (*tspecs)[160] = calloc(1 + 2 * rounds, sizeof(*tspecs));
+    /* Per round: the pass-through, bloomstage exactly_once, bloomstage
+     * at_least_once. */
+    enum { PHASES = 3 };
+    static const char *const kinds[PHASES] = {"pass", "stage", "alo"};
+    result *res = calloc(PHASES * rounds, sizeof(result));
+    char **margv = calloc(5 + 2 * PHASES * rounds, sizeof(char *));
+    char (*tspecs)[160] = calloc(1 + PHASES * rounds, sizeof(*tspecs));
     double load_s = 0;
     if (!res || !margv || !tspecs) {
         fail("out of memory");
@@ -1654,10 +1664,10 @@ int main(int argc, char **argv)
     margv[k++] = "-t";
     margv[k++] = tspecs[t++];
     for (int r = 1; r <= (int)rounds; r++) {
-        for (int ph = 0; ph < 2; ph++) {
+        for (int ph = 0; ph < PHASES; ph++) {
             char topic[128], group[128];
-            round_names(ph ? "stage" : "pass", r, topic, sizeof(topic),
-                        group, sizeof(group));
+            round_names(kinds[ph], r, topic, sizeof(topic), group,
+                        sizeof(group));
             snprintf(tspecs[t], sizeof(tspecs[t]), "%s:%d", topic,
                      (int)d->nparts);
             margv[k++] = "-t";
@@ -1686,7 +1696,8 @@ int main(int argc, char **argv)
     printf(" %.1f s\n", load_s);
 
     for (int r = 1; r <= (int)rounds; r++) {
-        result *pass = &res[2 * (r - 1)], *stage = pass + 1;
+        result *pass = &res[PHASES * (r - 1)], *stage = pass + 1,
+               *alo = pass + 2;
         printf("round %d: pass-through (group join, then timed)...", r);
         fflush(stdout);
         if (run_passthrough(&b, r, pass))
@@ -1694,17 +1705,21 @@ int main(int argc, char **argv)
         printf(" %.2f s; bloomstage (start-up, join, then timed)...",
                secs(pass));
         fflush(stdout);
-        if (run_stage(&b, r, stage))
+        if (run_stage(&b, r, stage, "stage"))
             goto done;
-        printf(" %.2f s\n", secs(stage));
+        printf(" %.2f s; at_least_once...", secs(stage));
+        fflush(stdout);
+        if (run_stage(&b, r, alo, "alo"))
+            goto done;
+        printf(" %.2f s\n", secs(alo));
     }
     if (check_nothing_dropped(b.q, T_IN, d->nparts))
         goto done;
     for (int r = 1; r <= (int)rounds; r++)
-        for (int ph = 0; ph < 2; ph++) {
+        for (int ph = 0; ph < PHASES; ph++) {
             char topic[128], group[128];
-            round_names(ph ? "stage" : "pass", r, topic, sizeof(topic),
-                        group, sizeof(group));
+            round_names(kinds[ph], r, topic, sizeof(topic), group,
+                        sizeof(group));
             if (check_nothing_dropped(b.q, topic, d->nparts))
                 goto done;
         }
@@ -1713,16 +1728,20 @@ int main(int argc, char **argv)
     printf("\n%5s  %-12s %11s %12s %8s %12s %11s %9s %10s\n", "round",
            "phase", "records in", "records out", "seconds", "rate (in/s)",
            "client cpu", "mock cpu", "peak RSS");
-    const result *best_pass = NULL, *best_stage = NULL;
+    const result *best_pass = NULL, *best_stage = NULL, *best_alo = NULL;
     long hwm = 0, maxrss = 0;
     for (int r = 1; r <= (int)rounds; r++) {
-        const result *pass = &res[2 * (r - 1)], *stage = pass + 1;
+        const result *pass = &res[PHASES * (r - 1)], *stage = pass + 1,
+                     *alo = pass + 2;
         print_row(r, pass);
         print_row(r, stage);
+        print_row(r, alo);
         if (!best_pass || rate(pass) > rate(best_pass))
             best_pass = pass;
         if (!best_stage || rate(stage) > rate(best_stage))
             best_stage = stage;
+        if (!best_alo || rate(alo) > rate(best_alo))
+            best_alo = alo;
         if (stage->hwm_kib > hwm)
             hwm = stage->hwm_kib;
         if (stage->maxrss_kib > maxrss)
@@ -1733,7 +1752,8 @@ int main(int argc, char **argv)
     if (rounds > 1) {
         printf("ratio per round                 ");
         for (int r = 1; r <= (int)rounds; r++)
-            printf(" %.3f", rate(&res[2 * r - 1]) / rate(&res[2 * r - 2]));
+            printf(" %.3f", rate(&res[PHASES * (r - 1) + 1]) /
+                                rate(&res[PHASES * (r - 1)]));
         printf("\n");
         printf("ratio of the best rates          %.3f   target >= %.1f: %s\n",
                ratio, TARGET_RATIO, ratio >= TARGET_RATIO ? "PASS" : "MISS");
@@ -1741,6 +1761,9 @@ int main(int argc, char **argv)
         printf("ratio bloomstage / pass-through  %.3f   target >= %.1f: %s\n",
                ratio, TARGET_RATIO, ratio >= TARGET_RATIO ? "PASS" : "MISS");
     }
+    printf("exactly_once / at_least_once    %.3f   (bloomstage's two "
+           "guarantees, best rates, same run)\n",
+           rate(best_stage) / rate(best_alo));
     char m1[32], m2[32];
     printf("bloomstage peak RSS              %s (VmHWM just before SIGTERM); "
            "%s (ru_maxrss, including the drain)\n",
@@ -1761,7 +1784,7 @@ int main(int argc, char **argv)
            "(timed window: %.2f s)\n", best_stage->cpu_total,
            best_stage->cpu_client);
     for (int r = 1; r <= (int)rounds; r++)
-        print_startup(r, &res[2 * r - 1]);
+        print_startup(r, &res[PHASES * (r - 1) + 1]);
     printf("machine                          at start: %s\n"
            "                                 at end:   %s (%ld cores)\n",
            load0, load1, ncpu);
