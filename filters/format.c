@@ -8,6 +8,7 @@
  * names what is wrong.  Cell arrays are 64-byte aligned in the file so a
  * blocklist can be mmap'd and used in place.
  */
+#include "bf_endian.h"
 #include "bf_filter_internal.h"
 
 #include <errno.h>
@@ -30,55 +31,6 @@ static const char MAGIC[8] = {'B', 'L', 'M', 'F', 'L', 'T', 'R', 0};
 #define HDR_SIZE 64u
 #define DESC_SIZE 64u
 #define TRAILER_SIZE 8u
-
-/* -- little-endian field access ------------------------------------------ */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void putf64(uint8_t *p, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, 8);
-    put64(p, v);
-}
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-static double getf64(const uint8_t *p)
-{
-    uint64_t v = get64(p);
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
 
 /* -- a uniform view of a filter's layers ---------------------------------- */
 
@@ -171,32 +123,32 @@ bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
         goto out;
 
     memcpy(hdr, MAGIC, 8);
-    put16(hdr + 8, BF_FORMAT_VERSION);
-    put16(hdr + 10, (uint16_t)f->kind);
-    put32(hdr + 12, BF_HASH_XXH3_128);
-    put64(hdr + 16, bf_filter_seed(f));
-    put64(hdr + 24, bf_filter_serialized_size(f));
-    put32(hdr + 32, n);
-    put32(hdr + 36, hsize);
+    bf_put16(hdr + 8, BF_FORMAT_VERSION);
+    bf_put16(hdr + 10, (uint16_t)f->kind);
+    bf_put32(hdr + 12, BF_HASH_XXH3_128);
+    bf_put64(hdr + 16, bf_filter_seed(f));
+    bf_put64(hdr + 24, bf_filter_serialized_size(f));
+    bf_put32(hdr + 32, n);
+    bf_put32(hdr + 36, hsize);
     if (f->kind == BF_KIND_SCALABLE) {
-        putf64(hdr + 40, f->u.s->params.fpr);
-        putf64(hdr + 48, f->u.s->params.growth);
-        putf64(hdr + 56, f->u.s->params.tightening);
+        bf_putf64(hdr + 40, f->u.s->params.fpr);
+        bf_putf64(hdr + 48, f->u.s->params.growth);
+        bf_putf64(hdr + 56, f->u.s->params.tightening);
     }
     uint64_t offset = hsize;
     for (uint32_t i = 0; i < n; i++) {
         layer_view v;
         filter_layer(f, i, &v);
         uint8_t *d = hdr + HDR_SIZE + DESC_SIZE * i;
-        put64(d, v.nblocks);
-        put32(d + 8, v.k);
-        put32(d + 12, v.block_cells);
-        put64(d + 16, v.capacity);
-        putf64(d + 24, v.fpr);
-        put64(d + 32, v.inserts);
-        put64(d + 40, v.cells_set);
-        put64(d + 48, offset);
-        put64(d + 56, v.nblocks * BF_BLOCK_BYTES);
+        bf_put64(d, v.nblocks);
+        bf_put32(d + 8, v.k);
+        bf_put32(d + 12, v.block_cells);
+        bf_put64(d + 16, v.capacity);
+        bf_putf64(d + 24, v.fpr);
+        bf_put64(d + 32, v.inserts);
+        bf_put64(d + 40, v.cells_set);
+        bf_put64(d + 48, offset);
+        bf_put64(d + 56, v.nblocks * BF_BLOCK_BYTES);
         offset += v.nblocks * BF_BLOCK_BYTES;
     }
 
@@ -219,7 +171,7 @@ bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
         }
     }
     uint8_t trailer[8];
-    put64(trailer, XXH3_64bits_digest(state));
+    bf_put64(trailer, XXH3_64bits_digest(state));
     if (write(opaque, trailer, sizeof(trailer)))
         goto out;
     err = BF_OK;
@@ -254,36 +206,36 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
         FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a filter "
              "header", len);
     }
-    uint16_t version = get16(buf + 8);
+    uint16_t version = (uint16_t)bf_getn(buf + 8, 2);
     if (version != BF_FORMAT_VERSION)
         FAIL(BF_ERR_VERSION, "format version %u is not supported (this "
              "build reads version %u)", version, BF_FORMAT_VERSION);
     if (len < HDR_SIZE + TRAILER_SIZE)
         FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a filter "
              "header", len);
-    uint64_t file_size = get64(buf + 24);
+    uint64_t file_size = bf_getn(buf + 24, 8);
     if (file_size != len)
         FAIL(BF_ERR_FORMAT, "truncated or extended: header says %llu bytes, "
              "got %zu", (unsigned long long)file_size, len);
     if (!(flags & BF_LOAD_NOVERIFY)) {
-        uint64_t want = get64(buf + len - TRAILER_SIZE);
+        uint64_t want = bf_getn(buf + len - TRAILER_SIZE, 8);
         uint64_t got = XXH3_64bits(buf, len - TRAILER_SIZE);
         if (want != got)
             FAIL(BF_ERR_FORMAT, "checksum mismatch: stored %016llx, computed "
                  "%016llx (the file is damaged)", (unsigned long long)want,
                  (unsigned long long)got);
     }
-    uint16_t kind = get16(buf + 10);
+    uint16_t kind = (uint16_t)bf_getn(buf + 10, 2);
     if (kind != BF_KIND_BLOCKED && kind != BF_KIND_SCALABLE &&
         kind != BF_KIND_COUNTING)
         FAIL(BF_ERR_FORMAT, "unknown filter kind %u", kind);
-    uint32_t hash_id = get32(buf + 12);
+    uint32_t hash_id = (uint32_t)bf_getn(buf + 12, 4);
     if (hash_id != BF_HASH_XXH3_128)
         FAIL(BF_ERR_FORMAT, "unknown hash function id %u", hash_id);
     p->kind = kind;
-    p->seed = get64(buf + 16);
-    p->nlayers = get32(buf + 32);
-    uint32_t hsize = get32(buf + 36);
+    p->seed = bf_getn(buf + 16, 8);
+    p->nlayers = (uint32_t)bf_getn(buf + 32, 4);
+    uint32_t hsize = (uint32_t)bf_getn(buf + 36, 4);
     if (p->nlayers == 0 || p->nlayers > BF_MAX_LAYERS ||
         (kind != BF_KIND_SCALABLE && p->nlayers != 1))
         FAIL(BF_ERR_FORMAT, "bad layer count %u for a %s filter", p->nlayers,
@@ -295,9 +247,9 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
         FAIL(BF_ERR_FORMAT, "truncated: %u layer descriptors do not fit in "
              "%zu bytes", p->nlayers, len);
     if (kind == BF_KIND_SCALABLE) {
-        p->sp.fpr = getf64(buf + 40);
-        p->sp.growth = getf64(buf + 48);
-        p->sp.tightening = getf64(buf + 56);
+        p->sp.fpr = bf_getf64(buf + 40);
+        p->sp.growth = bf_getf64(buf + 48);
+        p->sp.tightening = bf_getf64(buf + 56);
         if (!(p->sp.fpr > 0 && p->sp.fpr <= 0.5) ||
             !(p->sp.growth >= 1 && p->sp.growth <= 1024) ||
             !(p->sp.tightening > 0 && p->sp.tightening < 1))
@@ -312,14 +264,14 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
     for (uint32_t i = 0; i < p->nlayers; i++) {
         const uint8_t *d = buf + HDR_SIZE + DESC_SIZE * i;
         layer_view *v = &p->layers[i];
-        v->nblocks = get64(d);
-        v->k = get32(d + 8);
-        v->block_cells = get32(d + 12);
-        v->capacity = get64(d + 16);
-        v->fpr = getf64(d + 24);
-        v->inserts = get64(d + 32);
-        v->cells_set = get64(d + 40);
-        uint64_t off = get64(d + 48), size = get64(d + 56);
+        v->nblocks = bf_getn(d, 8);
+        v->k = (uint32_t)bf_getn(d + 8, 4);
+        v->block_cells = (uint32_t)bf_getn(d + 12, 4);
+        v->capacity = bf_getn(d + 16, 8);
+        v->fpr = bf_getf64(d + 24);
+        v->inserts = bf_getn(d + 32, 8);
+        v->cells_set = bf_getn(d + 40, 8);
+        uint64_t off = bf_getn(d + 48, 8), size = bf_getn(d + 56, 8);
         if (v->nblocks == 0 || v->nblocks > BF_MAX_BLOCKS)
             FAIL(BF_ERR_FORMAT, "layer %u: block count %llu out of range", i,
                  (unsigned long long)v->nblocks);

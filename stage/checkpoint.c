@@ -3,6 +3,8 @@
  */
 #include "checkpoint.h"
 
+#include <bf_endian.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,29 +18,6 @@
 static const char MAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'T', 0};
 #define VERSION 1u
 #define FIXED 40u
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t getn(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
 
 int bs_ckpt_path(const char *dir, const char *topic, int32_t partition,
                  char *buf, size_t size)
@@ -78,31 +57,31 @@ static bf_err produce(void *opaque, bf_write_fn write, void *wopaque)
     gettimeofday(&tv, NULL);
     memset(fixed, 0, sizeof(fixed));
     memcpy(fixed, MAGIC, 8);
-    put16(fixed + 8, VERSION);
-    put16(fixed + 10, (uint16_t)tlen);
-    put32(fixed + 12, (uint32_t)w->partition);
-    put64(fixed + 16, (uint64_t)w->next_offset);
-    put64(fixed + 24, (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000);
-    put32(fixed + 32, w->nwm);
+    bf_put16(fixed + 8, VERSION);
+    bf_put16(fixed + 10, (uint16_t)tlen);
+    bf_put32(fixed + 12, (uint32_t)w->partition);
+    bf_put64(fixed + 16, (uint64_t)w->next_offset);
+    bf_put64(fixed + 24, (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000);
+    bf_put32(fixed + 32, w->nwm);
     if (hashed_write(w, fixed, sizeof(fixed)) ||
         hashed_write(w, w->topic, tlen))
         return BF_ERR_IO;
     for (uint32_t i = 0; i < w->nwm; i++) {
         uint8_t e[12];
-        put32(e, (uint32_t)w->wm[i].partition);
-        put64(e + 4, (uint64_t)w->wm[i].high);
+        bf_put32(e, (uint32_t)w->wm[i].partition);
+        bf_put64(e + 4, (uint64_t)w->wm[i].high);
         if (hashed_write(w, e, sizeof(e)))
             return BF_ERR_IO;
     }
     uint8_t flen[8];
-    put64(flen, bf_filter_serialized_size(w->filter));
+    bf_put64(flen, bf_filter_serialized_size(w->filter));
     if (hashed_write(w, flen, 8))
         return BF_ERR_IO;
     bf_err err = bf_filter_serialize(w->filter, hashed_write, w);
     if (err)
         return err;
     uint8_t sum[8];
-    put64(sum, XXH3_64bits_digest(w->state));
+    bf_put64(sum, XXH3_64bits_digest(w->state));
     return write(wopaque, sum, 8) ? BF_ERR_IO : BF_OK;
 }
 
@@ -207,11 +186,11 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
         FAIL("%s: truncated checkpoint (%zu bytes)", path, len);
     if (memcmp(buf, MAGIC, 8) != 0)
         FAIL("%s: not a bloomstage checkpoint (bad magic)", path);
-    if (getn(buf + 8, 2) != VERSION)
+    if (bf_getn(buf + 8, 2) != VERSION)
         FAIL("%s: checkpoint format version %u is not supported (this build "
-             "reads version %u)", path, (unsigned)getn(buf + 8, 2), VERSION);
-    size_t tlen = (size_t)getn(buf + 10, 2);
-    uint32_t nwm = (uint32_t)getn(buf + 32, 4);
+             "reads version %u)", path, (unsigned)bf_getn(buf + 8, 2), VERSION);
+    size_t tlen = (size_t)bf_getn(buf + 10, 2);
+    uint32_t nwm = (uint32_t)bf_getn(buf + 32, 4);
     if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS)
         FAIL("%s: bad header (topic length %zu, %u watermarks)", path, tlen,
              nwm);
@@ -219,13 +198,13 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
     if (off + 8 + 8 > len)
         FAIL("%s: truncated checkpoint (header claims %zu bytes, file has "
              "%zu)", path, off + 16, len);
-    uint64_t flen = getn(buf + off, 8);
+    uint64_t flen = bf_getn(buf + off, 8);
     off += 8;
     if (flen != len - 8 - off)
         FAIL("%s: truncated or damaged: the header says the filter is %llu "
              "bytes, the file has %zu for it", path, (unsigned long long)flen,
              len - 8 - off);
-    uint64_t want = getn(buf + len - 8, 8);
+    uint64_t want = bf_getn(buf + len - 8, 8);
     uint64_t have = XXH3_64bits(buf, len - 8);
     if (want != have)
         FAIL("%s: checksum mismatch (the checkpoint is damaged: stored "
@@ -233,9 +212,9 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
              (unsigned long long)have);
     memcpy(out->topic, buf + FIXED, tlen);
     out->topic[tlen] = '\0';
-    out->partition = (int32_t)getn(buf + 12, 4);
-    out->next_offset = (int64_t)getn(buf + 16, 8);
-    out->written_ms = (int64_t)getn(buf + 24, 8);
+    out->partition = (int32_t)bf_getn(buf + 12, 4);
+    out->next_offset = (int64_t)bf_getn(buf + 16, 8);
+    out->written_ms = (int64_t)bf_getn(buf + 24, 8);
     if (out->next_offset < 0)
         FAIL("%s: negative offset %lld", path, (long long)out->next_offset);
     out->nwm = nwm;
@@ -245,8 +224,8 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
             FAIL("%s: out of memory", path);
         for (uint32_t i = 0; i < nwm; i++) {
             const uint8_t *e = buf + FIXED + tlen + (size_t)i * 12;
-            out->wm[i].partition = (int32_t)getn(e, 4);
-            out->wm[i].high = (int64_t)getn(e + 4, 8);
+            out->wm[i].partition = (int32_t)bf_getn(e, 4);
+            out->wm[i].high = (int64_t)bf_getn(e + 4, 8);
         }
     }
     char why[512];

@@ -117,16 +117,6 @@ static int produce_event(rd_kafka_t *rk, uint64_t id, bool spam, uint64_t *s)
 
 static uint64_t dr_failed;
 
-/* The demo's own clients log through the stage's logger (warnings up). */
-static void demo_log(const rd_kafka_t *rk, int level, const char *fac,
-                     const char *buf)
-{
-    (void)rk;
-    if (level <= 4)
-        bs_log(level <= 3 ? BS_LOG_ERROR : BS_LOG_WARN, "librdkafka (demo)",
-               "facility=%s detail=\"%s\"", fac, buf);
-}
-
 static void demo_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
 {
     (void)rk;
@@ -337,7 +327,7 @@ int cmd_demo(int argc, char **argv)
     char err[512];
     rd_kafka_conf_t *pconf = rd_kafka_conf_new();
     rd_kafka_conf_set_dr_msg_cb(pconf, demo_dr);
-    rd_kafka_conf_set_log_cb(pconf, demo_log);
+    rd_kafka_conf_set_log_cb(pconf, bs_log_rdkafka);
     /* The cluster lives inside this producer and goes with it. */
     if (rd_kafka_conf_set(pconf, "test.mock.num.brokers", "1", err,
                           sizeof(err)) ||

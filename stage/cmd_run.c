@@ -93,7 +93,9 @@ int cmd_run(int argc, char **argv)
 
     bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
     if (!s) {
-        bs_log(BS_LOG_ERROR, "cannot start", "error=\"%s\"", err);
+        char q[1100];
+        bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
+               bs_log_quote(err, q, sizeof(q)));
         fprintf(stderr, "bloomstage run: %s\n", err);
         bs_config_destroy(cfg);
         return BS_EXIT_FAIL;

@@ -3,6 +3,8 @@
  */
 #include "log.h"
 
+#include <librdkafka/rdkafka.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -110,4 +112,17 @@ void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
     line[n++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
+}
+
+void bs_log_rdkafka(const rd_kafka_t *rk, int level, const char *fac,
+                    const char *buf)
+{
+    /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
+    bs_log_level l = level <= 3   ? BS_LOG_ERROR
+                     : level == 4 ? BS_LOG_WARN
+                     : level <= 6 ? BS_LOG_INFO
+                                  : BS_LOG_DEBUG;
+    char q[1024];
+    bs_log(l, "librdkafka", "client=%s facility=%s detail=%s",
+           rk ? rd_kafka_name(rk) : "?", fac, bs_log_quote(buf, q, sizeof(q)));
 }

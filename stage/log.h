@@ -34,6 +34,12 @@ void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
 void bs_log_status(const char *line);
 bool bs_log_is_tty(void);
 
+/* A librdkafka log callback (rd_kafka_conf_set_log_cb) that writes
+ * through bs_log: syslog levels mapped to ours, the client named. */
+struct rd_kafka_s;
+void bs_log_rdkafka(const struct rd_kafka_s *rk, int level, const char *fac,
+                    const char *buf);
+
 /* s as a logfmt value: quoted and escaped when it needs to be.  Returns buf. */
 const char *bs_log_quote(const char *s, char *buf, size_t size);
 

@@ -142,7 +142,14 @@ char *bs_metrics_render(bs_stage *s)
 
     size_t n = bs_stage_partitions(s, NULL, 0);
     bs_part_metrics *pm = n ? calloc(n, sizeof(*pm)) : NULL;
-    n = pm ? bs_stage_partitions(s, pm, n) : 0;
+    if (pm) {
+        /* A rebalance may add partitions between the two calls: only as
+         * many as the buffer holds were copied. */
+        size_t got = bs_stage_partitions(s, pm, n);
+        n = got < n ? got : n;
+    } else {
+        n = 0;
+    }
     static const struct {
         const char *name, *help;
     } per[] = {

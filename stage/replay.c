@@ -19,6 +19,11 @@ int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
         rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
             : RD_KAFKA_RESP_ERR__INVALID_ARG;
     int n = -1;
+    char ignored[8];
+    if (!errstr) { /* the caller only wants the count, or 0 */
+        errstr = ignored;
+        errstr_size = sizeof(ignored);
+    }
     if (err)
         snprintf(errstr, errstr_size, "metadata of %s: %s", topic,
                  rd_kafka_err2str(err));

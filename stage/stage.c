@@ -159,20 +159,6 @@ struct bs_stage {
 
 /* -- librdkafka callbacks -------------------------------------------------- */
 
-static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
-                   const char *buf)
-{
-    (void)rk;
-    /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
-    bs_log_level l = level <= 3   ? BS_LOG_ERROR
-                     : level == 4 ? BS_LOG_WARN
-                     : level <= 6 ? BS_LOG_INFO
-                                  : BS_LOG_DEBUG;
-    char q[1024];
-    bs_log(l, "librdkafka", "facility=%s detail=%s", fac,
-           bs_log_quote(buf, q, sizeof(q)));
-}
-
 static void error_cb(rd_kafka_t *rk, int err, const char *reason,
                      void *opaque)
 {
@@ -473,6 +459,8 @@ static void update_filter_gauges(bs_stage *s)
     s->npub = 0;
     for (size_t i = 0; i < s->nparts; i++) {
         part *p = &s->parts[i];
+        if (!p->filter)
+            continue; /* being restored */
         bf_info in;
         bf_scalable_info(bf_filter_scalable(p->filter), &in);
         bytes += in.bytes;
@@ -543,6 +531,7 @@ static void pause_all(bs_stage *s, bool pause)
     if (rd_kafka_assignment(s->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
     s->paused = pause;
+    atomic_store(&s->pub_paused, pause);
     if (a->cnt == 0) {
         rd_kafka_topic_partition_list_destroy(a);
         return;
@@ -684,8 +673,9 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         if (!wm || bs_output_watermarks(s->producer, s->output_topic,
                                         s->out_parts, wm, 10000, err,
                                         sizeof(err)) != 0) {
-            bs_log(BS_LOG_ERROR, "checkpoint failed", "error=\"%s\"",
-                   wm ? err : "out of memory");
+            char eq[600];
+            bs_log(BS_LOG_ERROR, "checkpoint failed", "error=%s",
+                   bs_log_quote(wm ? err : "out of memory", eq, sizeof(eq)));
             free(wm);
             INC(s->st.checkpoint_failures);
             return -1;
@@ -789,6 +779,7 @@ static void checkpoint_round(bs_stage *s, const char *why)
         if (s->failing) {
             bs_log(BS_LOG_INFO, "checkpoints recovered, resuming", NULL);
             s->failing = false;
+            atomic_store(&s->pub_failing, false);
             s->backoff = 0;
             if (s->paused)
                 pause_all(s, false);
@@ -796,6 +787,7 @@ static void checkpoint_round(bs_stage *s, const char *why)
         return;
     }
     s->failing = true;
+    atomic_store(&s->pub_failing, true);
     s->backoff = s->backoff == 0 ? BACKOFF_MIN : s->backoff * 2;
     if (s->backoff > BACKOFF_MAX)
         s->backoff = BACKOFF_MAX;
@@ -836,6 +828,10 @@ static void on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
         snprintf(s->fatal_err, sizeof(s->fatal_err), "cannot restore the "
                  "assigned partitions: %s", err);
         free(todo);
+        /* None of them is taken: no half-restored state stays behind. */
+        for (int i = 0; i < parts->cnt; i++)
+            part_remove(s, parts->elems[i].topic, parts->elems[i].partition);
+        update_filter_gauges(s);
         return;
     }
     for (int i = 0; i < parts->cnt; i++) {
@@ -894,8 +890,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         aerr = rd_kafka_assign(rk, NULL);
     }
     if (e) {
+        char eq[512];
         bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
-               rd_kafka_error_string(e));
+               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
         rd_kafka_error_destroy(e);
     } else if (aerr) {
         bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
@@ -1132,7 +1129,7 @@ static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
         if (conf_set_cb(forced[i], forced[i + 1], &c))
             goto fail;
     rd_kafka_conf_set_opaque(conf, s);
-    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_log_cb(conf, bs_log_rdkafka);
     rd_kafka_conf_set_error_cb(conf, error_cb);
     return conf;
 fail:
@@ -1469,10 +1466,13 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
         for (ssize_t i = 0; i < n; i++) {
             rd_kafka_message_t *m = batch[i];
             if (m->err) {
-                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                    char eq[512];
                     bs_log(BS_LOG_WARN, "consume error", "error=%s "
                            "detail=%s", rd_kafka_err2name(m->err),
-                           rd_kafka_message_errstr(m));
+                           bs_log_quote(rd_kafka_message_errstr(m), eq,
+                                        sizeof(eq)));
+                }
             } else if (!s->paused && !s->fatal) {
                 process(s, m);
             }
@@ -1498,8 +1498,9 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
     rd_kafka_queue_destroy(cq);
     if (s->fatal) {
         snprintf(errstr, errstr_size, "%s", s->fatal_err);
+        char fq[1100];
         bs_log(BS_LOG_ERROR, "stopping on a fatal error, committing nothing "
-               "more", "error=%s", s->fatal_err);
+               "more", "error=%s", bs_log_quote(s->fatal_err, fq, sizeof(fq)));
         rd_kafka_consumer_close(s->consumer);
         return -1;
     }

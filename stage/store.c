@@ -4,6 +4,7 @@
  */
 #include "store.h"
 #include "log.h"
+#include "replay.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -145,15 +146,6 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
         if (i < st->npend)
             st->pend[i].first_offset = m->offset;
     }
-}
-
-static void kafka_log(const rd_kafka_t *rk, int level, const char *fac,
-                      const char *buf)
-{
-    (void)rk;
-    if (level <= 4)
-        bs_log(level <= 3 ? BS_LOG_ERROR : BS_LOG_WARN, "librdkafka "
-               "(checkpoint store)", "facility=%s detail=\"%s\"", fac, buf);
 }
 
 static known *known_find(bs_store *st, const char *topic, int32_t part,
@@ -518,27 +510,13 @@ done:
     return rc;
 }
 
-static int topic_partitions(bs_store *st)
-{
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(st->producer, st->topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    int n = 0;
-    if (rkt && !rd_kafka_metadata(st->producer, 0, rkt, &md, 5000) &&
-        md->topic_cnt == 1 && !md->topics[0].err)
-        n = md->topics[0].partition_cnt;
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
-    return n;
-}
-
 /* The topic must exist, compacted; if it does not, it is created so with
  * the admin API (never auto-created: a broker's auto-creation would make
  * it a deleting topic, and old checkpoints would vanish). */
 static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
 {
-    st->nparts = topic_partitions(st);
+    st->nparts = bs_topic_partitions(st->producer, st->topic, 5000, NULL,
+                                     0);
     if (st->nparts <= 0) {
         rd_kafka_NewTopic_t *nt =
             rd_kafka_NewTopic_new(st->topic, -1, -1, NULL, 0);
@@ -572,7 +550,8 @@ static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
             bs_log(BS_LOG_INFO, "checkpoint topic created", "topic=%s "
                    "cleanup.policy=compact", st->topic);
         for (int attempt = 0; attempt < 10 && st->nparts <= 0; attempt++) {
-            st->nparts = topic_partitions(st);
+            st->nparts = bs_topic_partitions(st->producer, st->topic, 5000, NULL,
+                                     0);
             if (st->nparts <= 0)
                 usleep(300000);
         }
@@ -616,7 +595,7 @@ bs_store *bs_store_new(const bs_config *cfg, rd_kafka_t *reader,
     st->reader = reader;
     rd_kafka_conf_set_opaque(producer_conf, st);
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
-    rd_kafka_conf_set_log_cb(producer_conf, kafka_log);
+    rd_kafka_conf_set_log_cb(producer_conf, bs_log_rdkafka);
     char err[512];
     st->producer = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf, err,
                                 sizeof(err));
