@@ -73,14 +73,17 @@ void *bf_alloc_aligned(uint64_t bytes)
     if (bytes == 0 || bytes > SIZE_MAX - HUGE_PAGE)
         return NULL;
     size_t align = bytes >= 2 * HUGE_PAGE ? HUGE_PAGE : BF_BLOCK_BYTES;
+    /* aligned_alloc wants a multiple of the alignment; only the whole huge
+     * pages are advised, so the tail costs 4 KiB pages, not a 2 MiB one. */
     size_t sz = (size_t)((bytes + align - 1) / align * align);
     void *p = aligned_alloc(align, sz);
     if (!p)
         return NULL;
 #ifdef MADV_HUGEPAGE
     if (align == HUGE_PAGE)
-        (void)madvise(p, sz, MADV_HUGEPAGE); /* advice: failure is fine */
+        (void)madvise(p, (size_t)bytes / HUGE_PAGE * HUGE_PAGE,
+                      MADV_HUGEPAGE); /* advice: failure is fine */
 #endif
-    memset(p, 0, sz);
+    memset(p, 0, (size_t)bytes); /* the rest is never touched */
     return p;
 }

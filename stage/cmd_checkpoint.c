@@ -60,7 +60,8 @@ int cmd_checkpoint(int argc, char **argv)
         names[n++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof(*names), by_name);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), by_name);
     printf("%-24s %-9s %-12s %-20s %-6s %-10s %-12s %-9s %s\n", "topic",
            "partition", "next_offset", "written (UTC)", "layers", "memory",
            "est. keys", "est. fpr", "verifies");

@@ -39,7 +39,7 @@ static const char DEDUP_HELP[] =
     "error.\n";
 
 #define MAX_LINE (64u << 20)
-#define OUT_BUF (1u << 20)
+#define OUT_BUF (256u << 10)
 
 typedef struct out_buf {
     char *buf;

@@ -71,6 +71,9 @@ typedef struct part {
                             offset, else the first offset consumed; -1 none */
     int64_t next_offset; /* after the last record processed; -1 none */
     int64_t ckpt_offset; /* in the newest checkpoint file; -1 none */
+    int64_t committed;   /* the last offset committed by this stage; -1 */
+    bool need_initial;   /* exactly_once: its first checkpoint could not be
+                            written yet: paused, nothing processed */
     int64_t lag;         /* consumer lag from librdkafka's stats; -1 none */
     /* exactly_once: the output watermarks of the newest checkpoint, and the
      * input offsets the output tail showed as forwarded already (sorted;
@@ -136,6 +139,10 @@ struct bs_stage {
     atomic_bool stop;
     bool fatal;
     char fatal_err[1024];
+    bool rollback_pending; /* a rollback's tail read failed: retried */
+    bool commit_behind;    /* a commit failed: the next round (every
+                              checkpoint.interval.ms, records or not)
+                              commits again */
 
     /* What other threads (metrics, demo) may read: published by the stage
      * thread under pub_lock. */
@@ -338,6 +345,7 @@ static part *part_add(bs_stage *s, const char *topic, int32_t partition)
         return NULL;
     p->partition = partition;
     p->base_offset = p->next_offset = p->ckpt_offset = -1;
+    p->committed = -1;
     p->lag = -1;
     s->nparts++;
     return p;
@@ -397,17 +405,28 @@ static int initial_checkpoint(bs_stage *s, part *p, char *errstr,
 
 /* Restores partitions parts[0..n) (pointers into s->parts) to their last
  * checkpoint: filter and offsets from disk and, with exactly_once, the
- * output tail since (replay.h).  -1 with errstr if that cannot be done:
- * processing them anyway could lose or duplicate records. */
+ * output tail since (replay.h).  -1 with errstr if a checkpoint cannot be
+ * used (damaged), -2 if the output tail could not be read (the broker:
+ * retry later).  Either way processing them now could lose or duplicate
+ * records. */
 static int restore(bs_stage *s, part **parts, size_t n, char *errstr,
                    size_t errstr_size)
 {
     for (size_t i = 0; i < n; i++) {
-        if (part_load(s, parts[i], errstr, errstr_size) != 0)
+        part *p = parts[i];
+        if (part_load(s, p, errstr, errstr_size) != 0)
             return -1;
-        if (s->exactly_once && parts[i]->ckpt_offset < 0 &&
-            initial_checkpoint(s, parts[i], errstr, errstr_size) != 0)
-            return -1;
+        p->need_initial = false;
+        if (s->exactly_once && p->ckpt_offset < 0 &&
+            initial_checkpoint(s, p, errstr, errstr_size) != 0) {
+            /* Like any failed checkpoint write: the partition waits,
+             * paused and unprocessed, and the write is retried. */
+            char q[1100];
+            bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s "
+                   "partition=%d error=%s", p->topic, (int)p->partition,
+                   bs_log_quote(errstr, q, sizeof(q)));
+            p->need_initial = true;
+        }
     }
     if (!s->exactly_once)
         return 0;
@@ -427,7 +446,9 @@ static int restore(bs_stage *s, part **parts, size_t n, char *errstr,
     double t0 = bs_now();
     int rc = bs_replay_tail(s->tail, s->output_topic, s->dedup_key,
                             s->fparams.seed, t, n, 120000, errstr,
-                            errstr_size);
+                            errstr_size) == 0
+                 ? 0
+                 : -2; /* the broker, not the state: worth a retry */
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         parts[i]->skip = t[i].skip;
@@ -572,12 +593,16 @@ static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size);
  * (NULL: all).  Filters are reloaded from disk and the consumer seeked. */
 static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
 {
-    INC(s->st.rollbacks);
     char q[512];
-    bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
-           "checkpoint", "failed=%llu error=%s",
-           (unsigned long long)s->dr_failed,
-           bs_log_quote(s->dr_error, q, sizeof(q)));
+    if (s->rollback_pending) {
+        bs_log(BS_LOG_INFO, "retrying the rollback", NULL);
+    } else {
+        INC(s->st.rollbacks);
+        bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
+               "checkpoint", "failed=%llu error=%s",
+               (unsigned long long)s->dr_failed,
+               bs_log_quote(s->dr_error, q, sizeof(q)));
+    }
     if (rd_kafka_fatal_error(s->producer, NULL, 0)) {
         char err[512];
         if (recreate_producer(s, err, sizeof(err)) != 0) {
@@ -597,13 +622,23 @@ static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
             todo[n++] = &s->parts[i];
         }
     char err[1024];
+    int r = todo && bases ? restore(s, todo, n, err, sizeof(err)) : -1;
     if (!todo || !bases) {
         s->fatal = true;
         snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: out of "
                  "memory");
-    } else if (restore(s, todo, n, err, sizeof(err)) != 0) {
+    } else if (r == -1) {
         s->fatal = true;
         snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: %s", err);
+    } else if (r == -2) {
+        /* Nothing is processed until a retry reads the tail (checkpoint()
+         * calls back here first; process() holds records meanwhile). */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+        s->rollback_pending = true;
+    } else {
+        s->rollback_pending = false;
     }
     for (size_t i = 0; i < n && !s->fatal; i++) {
         part *p = todo[i];
@@ -654,6 +689,28 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     s->last_ckpt = t0;
     if (s->fatal)
         return -1;
+    if (s->rollback_pending) {
+        rollback(s, NULL);
+        if (s->rollback_pending || s->fatal)
+            return -1;
+    }
+    bool waiting = false;
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        char err[1024];
+        if (!p->need_initial || !in_list(only, p))
+            continue;
+        if (initial_checkpoint(s, p, err, sizeof(err)) == 0) {
+            p->need_initial = false;
+        } else {
+            char q[1100];
+            bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s "
+                   "partition=%d error=%s", p->topic, (int)p->partition,
+                   bs_log_quote(err, q, sizeof(q)));
+            INC(s->st.checkpoint_failures);
+            waiting = true;
+        }
+    }
     if (!flush_producer(s) || s->dr_failed) {
         if (!s->dr_failed) {
             s->dr_failed = 1;
@@ -719,6 +776,7 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         INC(s->st.checkpoints);
         bytes += bf_filter_serialized_size(p->filter);
         p->ckpt_offset = p->base_offset = p->next_offset;
+        p->committed = -2; /* (marks it as in this round's commit list) */
         if (wm) {
             bs_ckpt_wm *copy = malloc(nwm * sizeof(*copy));
             if (copy) {
@@ -731,6 +789,15 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
             ->offset = p->next_offset;
     }
+    /* A commit that failed earlier is made again even when nothing new was
+     * checkpointed since (its checkpoint is durable already). */
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (p->committed != -2 && in_list(only, p) && p->ckpt_offset >= 0 &&
+            p->committed < p->ckpt_offset && !p->need_initial)
+            rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
+                ->offset = p->ckpt_offset;
+    }
     if (commit->cnt > 0) {
         rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
         if (cerr) {
@@ -740,12 +807,18 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
             bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
                    rd_kafka_err2name(cerr), commit->cnt);
         } else {
-            for (int i = 0; i < commit->cnt; i++)
-                if (commit->elems[i].err)
+            for (int i = 0; i < commit->cnt; i++) {
+                const rd_kafka_topic_partition_t *e = &commit->elems[i];
+                if (e->err) {
                     bs_log(BS_LOG_WARN, "commit failed", "topic=%s "
-                           "partition=%d error=%s", commit->elems[i].topic,
-                           (int)commit->elems[i].partition,
-                           rd_kafka_err2name(commit->elems[i].err));
+                           "partition=%d error=%s", e->topic,
+                           (int)e->partition, rd_kafka_err2name(e->err));
+                    continue;
+                }
+                part *p = part_find(s, e->topic, e->partition);
+                if (p)
+                    p->committed = e->offset;
+            }
             INC(s->st.commits);
         }
         double dt = bs_now() - t0;
@@ -761,9 +834,21 @@ static int checkpoint(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                " seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
                dt);
     }
+    s->commit_behind = false;
+    for (size_t i = 0; i < s->nparts; i++)
+        if (s->parts[i].committed == -2 ||
+            (s->parts[i].ckpt_offset >= 0 &&
+             s->parts[i].committed < s->parts[i].ckpt_offset &&
+             !s->parts[i].need_initial)) {
+            if (s->parts[i].committed == -2)
+                s->parts[i].committed = -1; /* its commit failed */
+            s->commit_behind = true;
+        }
     rd_kafka_topic_partition_list_destroy(commit);
     free(written);
     free(wm);
+    if (waiting)
+        rc = -1; /* some partition still has no first checkpoint */
     if (rc == 0)
         s->since_ckpt = 0;
     update_filter_gauges(s);
@@ -868,6 +953,31 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             e = rd_kafka_incremental_assign(rk, parts);
         else
             aerr = rd_kafka_assign(rk, parts);
+        /* librdkafka keeps a partition's pause flag across revocation and
+         * re-assignment: set it to what this stage wants, explicitly. */
+        rd_kafka_topic_partition_list_t *hold =
+            rd_kafka_topic_partition_list_new(parts->cnt);
+        bool waiting = false;
+        for (int i = 0; i < parts->cnt; i++) {
+            part *p = part_find(s, parts->elems[i].topic,
+                                parts->elems[i].partition);
+            if (s->paused || (p && p->need_initial))
+                rd_kafka_topic_partition_list_add(hold, parts->elems[i].topic,
+                                                  parts->elems[i].partition);
+            waiting |= p && p->need_initial;
+        }
+        rd_kafka_resume_partitions(rk, parts);
+        if (hold->cnt > 0)
+            rd_kafka_pause_partitions(rk, hold);
+        rd_kafka_topic_partition_list_destroy(hold);
+        if (waiting && !s->failing) {
+            /* Retry their first checkpoint as any failed round is. */
+            s->failing = true;
+            atomic_store(&s->pub_failing, true);
+            s->backoff = BACKOFF_MIN;
+            s->retry_at = bs_now() + s->backoff;
+            pause_all(s, true);
+        }
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         if (rd_kafka_assignment_lost(rk)) {
             bs_log(BS_LOG_WARN, "assignment lost, committing nothing",
@@ -880,6 +990,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         for (int i = 0; i < parts->cnt; i++)
             part_remove(s, parts->elems[i].topic, parts->elems[i].partition);
         update_filter_gauges(s);
+        /* Not paused when they come back (see the assignment above). */
+        rd_kafka_resume_partitions(rk, parts);
         if (cooperative)
             e = rd_kafka_incremental_unassign(rk, parts);
         else
@@ -999,6 +1111,8 @@ static void process(bs_stage *s, rd_kafka_message_t *m)
                (long long)m->offset);
         return;
     }
+    if (p->need_initial || s->rollback_pending)
+        return; /* held: comes again after the resume's seek */
     INC(s->st.records_in);
     if (p->base_offset < 0)
         p->base_offset = m->offset;
@@ -1455,16 +1569,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
            bs_log_quote(bs_store_describe(s->store), q, sizeof(q)),
            s->exactly_once ? "exactly_once" : "at_least_once");
     s->last_ckpt = s->last_stats = bs_now();
-    /* Records come in batches from the consumer queue (which also serves
-     * the rebalance, stats and error callbacks); the bookkeeping below runs
-     * once a batch: per record it would cost as much as the work. */
-    rd_kafka_queue_t *cq = rd_kafka_queue_get_consumer(s->consumer);
-    enum { BATCH = 256 };
-    rd_kafka_message_t *batch[BATCH];
+    /* One record per poll: librdkafka 2.0.2's batch consumption can skip
+     * offsets around pause/resume (fixed in 2.1.0), and this stage pauses.
+     * The bookkeeping below runs every 64 records or when the poll comes
+     * back empty: per record it would cost as much as the work. */
+    unsigned tick = 0;
     while (!atomic_load(&s->stop) && !s->fatal) {
-        ssize_t n = rd_kafka_consume_batch_queue(cq, 100, batch, BATCH);
-        for (ssize_t i = 0; i < n; i++) {
-            rd_kafka_message_t *m = batch[i];
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
+        if (m) {
             if (m->err) {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                     char eq[512];
@@ -1479,6 +1591,8 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
             /* (Paused: left unprocessed; the resume seeks back to the first
              * record not processed, so it comes again.) */
             rd_kafka_message_destroy(m);
+            if (++tick % 64 != 0)
+                continue;
         }
         rd_kafka_poll(s->producer, 0);
         double now = bs_now();
@@ -1491,11 +1605,11 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                 checkpoint_round(s, "retry");
         } else if (s->dr_failed ||
                    (s->ckpt_records && s->since_ckpt >= s->ckpt_records) ||
-                   (s->since_ckpt && now - s->last_ckpt >= s->ckpt_interval)) {
+                   ((s->since_ckpt || s->commit_behind) &&
+                    now - s->last_ckpt >= s->ckpt_interval)) {
             checkpoint_round(s, s->dr_failed ? "delivery-failure" : "trigger");
         }
     }
-    rd_kafka_queue_destroy(cq);
     if (s->fatal) {
         snprintf(errstr, errstr_size, "%s", s->fatal_err);
         char fq[1100];

@@ -93,7 +93,7 @@ struct bs_lines {
     uint64_t lineno, consumed;
 };
 
-#define LINES_CHUNK (1u << 20)
+#define LINES_CHUNK (256u << 10)
 
 bs_lines *bs_lines_new(int fd, size_t max_line)
 {

@@ -585,6 +585,60 @@ static void test_info_consistent_with_bits(void **state)
 /* Multiply-shift block choice must reach every block, non-power-of-two
  * counts included, and spread keys evenly (each block's bit count close to
  * the mean). */
+/* bf_blocked_contains_many_h answers exactly as bf_blocked_contains_h, key
+ * by key, for present keys, absent keys and batch sizes around its
+ * prefetch distance (the early-exit probing must not differ from the
+ * pattern check). */
+static void test_contains_many_matches_contains(void **state)
+{
+    (void)state;
+    char err[256];
+    bf_blocked *bf = bf_blocked_new(20000, 1e-2, BF_DEFAULT_SEED, err,
+                                    sizeof err);
+    assert_non_null(bf);
+    enum { N = 40000 };
+    bf_hash *h = malloc(N * sizeof(*h));
+    bool *out = malloc(N * sizeof(*out));
+    assert_non_null(h);
+    assert_non_null(out);
+    for (uint64_t i = 0; i < 20000; i++) {
+        unsigned char key[8];
+        key_u64(i, key);
+        bf_blocked_add(bf, key, 8);
+    }
+    /* Half present, half absent, interleaved. */
+    for (size_t i = 0; i < N; i++) {
+        unsigned char key[8];
+        key_u64(i % 2 ? KEYS_ABSENT_BASE + i : i / 2, key);
+        h[i] = bf_hash_key(key, 8, BF_DEFAULT_SEED);
+    }
+    const size_t sizes[] = {0, 1, 7, 8, 9, 17, 1000, N};
+    size_t present = 0, fp = 0;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        memset(out, 0x55, N * sizeof(*out));
+        bf_blocked_contains_many_h(bf, h, sizes[s], out);
+        for (size_t i = 0; i < sizes[s]; i++) {
+            bool one = bf_blocked_contains_h(bf, h[i]);
+            if (out[i] != one)
+                fail_msg("batch of %zu, key %zu: many says %d, one says %d",
+                         sizes[s], i, out[i], one);
+            if (sizes[s] == N) {
+                if (i % 2 == 0)
+                    present += out[i];
+                else
+                    fp += out[i];
+            }
+        }
+    }
+    assert_int_equal(present, N / 2); /* no false negatives */
+    /* 20000 absent keys at 1e-2: Poisson(200) < 300 with overwhelming
+     * probability; a batch answering "present" for all would fail. */
+    assert_true(fp < 300);
+    free(h);
+    free(out);
+    bf_blocked_destroy(bf);
+}
+
 static void test_blocks_all_used(void **state)
 {
     (void)state;
@@ -644,6 +698,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_add_if_absent_semantics),
         cmocka_unit_test(test_info_consistent_with_bits),
         cmocka_unit_test(test_blocks_all_used),
+        cmocka_unit_test(test_contains_many_matches_contains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
