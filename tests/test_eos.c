@@ -1,0 +1,1878 @@
+/*
+ * test_eos.c -- exactly-once output and scale-out, end to end: the real
+ * `bloomstage run` against `bloomstage mock-broker`, checked only from the
+ * outside (the topics, the group's committed offsets, the stage's logfmt
+ * stderr).  What DESIGN.md ("Exactly-once output without transactions",
+ * "Scale-out") and `bloomstage config --list` (processing.guarantee,
+ * checkpoint.store) promise:
+ *
+ *   1. exactly_once, kill -9 at many moments (right after the assignment,
+ *      mid-batch, right after a `msg=checkpoint` line, a little after one),
+ *      restarting each time with the same directory and group, the last run
+ *      draining on SIGTERM: every unique key is in the output exactly once,
+ *      the restarts replayed the output tail, the group committed the input
+ *      end.  The same kills with at_least_once as a control: every key at
+ *      least once, no output read, duplicates counted and printed;
+ *   2. exactly_once with deliveries failing (Produce errors injected in the
+ *      broker, or the output topic made unauthorized in its metadata),
+ *      several times mid-stream: the stage rolls back, and once the
+ *      failures stop every unique key is in the output exactly once;
+ *   3. scale-out, checkpoint.store=kafka: two instances in one group share
+ *      6 partitions; one is killed -9 mid-run; the survivor takes its
+ *      partitions over with their state from the checkpoint topic (a
+ *      checkpoint_offset > 0); every key exactly once, and in particular no
+ *      key the killed instance forwarded is forwarded again by the survivor;
+ *      at the end the group has committed the input end;
+ *   4. a cooperative rebalance (a second instance joins), with the first
+ *      instance idle (strict: nothing lost in its log, the partitions that
+ *      move arrive exactly at its committed offsets) and busy (a lost
+ *      assignment only with the mock's cause, see lost_not_by_mock):
+ *      re-producing every old record into the input forwards none of them;
+ *   5. measured, printed, not asserted (except exactly-once at the end):
+ *      restart replay time against the records since the last checkpoint;
+ *   6. a commit that failed is made again once commits work (found by 3;
+ *      deterministic here).
+ * Not run by default: a paused instance that resumes after the survivor
+ * took over (a zombie) -- a known limit, BS_EOS_ZOMBIE=1 runs it.
+ *
+ * Input: records are produced up front or fed at a fixed rate while the
+ * stage runs (feed_*): the stage forwards several hundred thousand records
+ * a second on the mock, so a kill "mid-stream" needs a stream that lasts.
+ *
+ * Mock limits the tests stay under (DESIGN.md "Test broker"): each
+ * partition keeps at most 5 MiB or 100,000 message sets, older data is
+ * dropped silently; check_nothing_dropped() fails a test whose topics lost
+ * anything, so a test that outgrew the mock says so instead of passing or
+ * failing for the wrong reason.  The mock does not implement CreateTopics:
+ * the checkpoint topic is created with the broker.
+ *
+ * Needs BLOOMSTAGE_BIN (ctest sets it).  BS_EOS_ONLY=PATTERN runs only the
+ * matching tests (cmocka's filter); BS_EOS_VERBOSE=1 prints every stage's
+ * stderr; BS_EOS_STAGE_X="k=v k=v" adds -X settings to every stage;
+ * BS_EOS_BIG=1 runs test 5's 1M row under sanitizers too (skipped there by
+ * default: it alone takes minutes); BS_EOS_ZOMBIE=1 runs the zombie test.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define IN "in"
+#define OUT "out"
+#define CKT "bloomstage-checkpoints" /* checkpoint.topic's default */
+#define MAXP 16                      /* partitions of IN or OUT, at most */
+#define MOCK_PART_BYTES (5 * 1024 * 1024)
+
+extern char **environ;
+
+/* The binary, copied before BLOOMSTAGE_BIN is removed from the environment
+ * (the stage reads every BLOOMSTAGE_* variable as a configuration key). */
+static char g_bin[4096];
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* ---- small things ---------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* ---- the input stream ------------------------------------------------ */
+
+/*
+ * Records in input order, over nparts partitions of IN.  Record i has key
+ * "k<id>" and value "v<i>", so an output record names the input record it
+ * copies.  The partition is a function of the key id (every copy of a key
+ * meets the same partition's filter: dedup is per partition); offsets are
+ * what a fresh IN gives records produced in this order.
+ */
+typedef struct stream {
+    size_t n, cap, nids;
+    int nparts;
+    uint64_t seed;
+    uint32_t *id;   /* per record */
+    int32_t *part;  /* per record */
+    int64_t *off;   /* per record */
+    size_t *first;  /* per key id: its first record */
+    char (*key)[16];
+    char (*val)[16];
+    int64_t next[MAXP]; /* the partitions' end offsets */
+} stream;
+
+static stream *stream_new(size_t cap, int nparts, uint64_t seed)
+{
+    stream *st = calloc(1, sizeof(*st));
+    assert_non_null(st);
+    assert_true(nparts > 0 && nparts <= MAXP && cap < 10000000);
+    st->cap = cap;
+    st->nparts = nparts;
+    st->seed = seed;
+    st->id = calloc(cap, sizeof(*st->id));
+    st->part = calloc(cap, sizeof(*st->part));
+    st->off = calloc(cap, sizeof(*st->off));
+    st->first = calloc(cap, sizeof(*st->first));
+    st->key = calloc(cap, sizeof(*st->key));
+    st->val = calloc(cap, sizeof(*st->val));
+    assert_true(st->id && st->part && st->off && st->first && st->key &&
+                st->val);
+    return st;
+}
+
+static void stream_free(stream *st)
+{
+    if (!st)
+        return;
+    free(st->id);
+    free(st->part);
+    free(st->off);
+    free(st->first);
+    free(st->key);
+    free(st->val);
+    free(st);
+}
+
+static void stream_push(stream *st, uint32_t id)
+{
+    assert_true(st->n < st->cap);
+    size_t i = st->n++;
+    uint64_t x = id;
+    st->id[i] = id;
+    st->part[i] = (int32_t)(splitmix64(&x) % (uint64_t)st->nparts);
+    st->off[i] = st->next[st->part[i]]++;
+    snprintf(st->key[i], sizeof(st->key[i]), "k%07u", id);
+    snprintf(st->val[i], sizeof(st->val[i]), "v%07zu", i);
+}
+
+/* Appends count records: each a copy of a key seen before (any record so
+ * far, chosen at random) with probability dup_pct/100, else a new key. */
+static void stream_add(stream *st, size_t count, unsigned dup_pct)
+{
+    for (size_t c = 0; c < count; c++) {
+        uint32_t id;
+        if (st->nids > 0 && splitmix64(&st->seed) % 100 < dup_pct) {
+            id = (uint32_t)(splitmix64(&st->seed) % st->nids);
+        } else {
+            id = (uint32_t)st->nids++;
+            st->first[id] = st->n;
+        }
+        stream_push(st, id);
+    }
+}
+
+/* Appends a copy (same key, new value, a later offset) of records
+ * [from, to). */
+static void stream_add_copies(stream *st, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        stream_push(st, st->id[i]);
+}
+
+/* ---- the environment: a broker, a group, files ------------------------- */
+
+typedef struct env {
+    h_broker *b;
+    const char *bs;
+    char *dir;  /* the test's temp directory */
+    char *conf; /* the stages' common configuration file */
+    char group[64];
+    int in_parts, out_parts, ckt_parts; /* ckt_parts 0: no CKT topic */
+    rd_kafka_t *q; /* for watermark queries (a producer handle) */
+    stream *st;
+    char *ck[2];   /* checkpoint.dir of instances A and B: dir/a, dir/b */
+    /* Owned here so that a failed assertion (cmocka longjmps) leaks
+     * nothing: the output as read_out() last read it, and scratch. */
+    struct outrec *out;
+    void *scratch;
+} env;
+
+/* Every env alive, so that the teardown frees what a failed test left. */
+static env *g_envs[8];
+
+/* A broker with IN, OUT (and CKT if ckt_parts > 0), and the stages'
+ * configuration: short session timeouts so a killed member leaves the
+ * group in ~3 s, small filters (so checkpoints stay ~100 KB), stats off. */
+static env *env_new_group(int in_parts, int out_parts, int ckt_parts,
+                          const char *group)
+{
+    static unsigned seq;
+    env *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    size_t slot = 0;
+    while (slot < sizeof(g_envs) / sizeof(g_envs[0]) && g_envs[slot])
+        slot++;
+    assert_true(slot < sizeof(g_envs) / sizeof(g_envs[0]));
+    g_envs[slot] = e;
+    e->in_parts = in_parts;
+    e->out_parts = out_parts;
+    e->ckt_parts = ckt_parts;
+    char *specs[4] = {h_strdupf(IN ":%d", in_parts),
+                      h_strdupf(OUT ":%d", out_parts),
+                      ckt_parts > 0 ? h_strdupf(CKT ":%d", ckt_parts) : NULL,
+                      NULL};
+    int rc = h_broker_start(g_bin, 1, (const char **)specs, &e->b);
+    for (int i = 0; specs[i]; i++)
+        free(specs[i]);
+    H_CHECK(rc);
+    e->bs = h_broker_bootstraps(e->b);
+    H_CHECK(h_tmpdir_new(&e->dir));
+    e->conf = h_strdupf("%s/stage.conf", e->dir);
+    e->ck[0] = h_strdupf("%s/a", e->dir);
+    e->ck[1] = h_strdupf("%s/b", e->dir);
+    if (group)
+        snprintf(e->group, sizeof(e->group), "%s", group);
+    else
+        snprintf(e->group, sizeof(e->group), "bs-eos-%d-%u", (int)getpid(),
+                 ++seq);
+    char *text = h_strdupf(
+        "input.topics=" IN "\n"
+        "output.topic=" OUT "\n"
+        "consumer.group.id=%s\n"
+        "kafka.bootstrap.servers=%s\n"
+        "kafka.reconnect.backoff.ms=50\n"
+        "kafka.reconnect.backoff.max.ms=500\n"
+        "kafka.topic.metadata.refresh.interval.ms=1000\n"
+        "consumer.session.timeout.ms=3000\n"
+        "consumer.heartbeat.interval.ms=500\n"
+        "consumer.fetch.wait.max.ms=100\n"
+        "producer.retry.backoff.ms=100\n"
+        "dedup.capacity=30000\n"
+        "log.stats.interval.ms=0\n"
+        "log.level=info\n",
+        e->group, e->bs);
+    rc = h_write_file(e->conf, text);
+    free(text);
+    H_CHECK(rc);
+    char errstr[256];
+    rd_kafka_conf_t *conf = h_kafka_conf(e->bs);
+    e->q = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (!e->q)
+        fail_msg("rd_kafka_new: %s", errstr);
+    return e;
+}
+
+static env *env_new(int in_parts, int out_parts, int ckt_parts)
+{
+    return env_new_group(in_parts, out_parts, ckt_parts, NULL);
+}
+
+static void env_free(env *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < sizeof(g_envs) / sizeof(g_envs[0]); i++)
+        if (g_envs[i] == e)
+            g_envs[i] = NULL;
+    if (e->q)
+        rd_kafka_destroy(e->q);
+    if (e->dir)
+        h_tmpdir_remove(e->dir);
+    if (h_broker_stop(e->b))
+        fprintf(stderr, "env_free: %s\n", h_last_error());
+    stream_free(e->st);
+    free(e->dir);
+    free(e->conf);
+    free(e->ck[0]);
+    free(e->ck[1]);
+    free(e->out);
+    free(e->scratch);
+    free(e);
+}
+
+/* ---- feeding the input at a rate ------------------------------------------ */
+
+/*
+ * The stage forwards several hundred thousand records a second on the
+ * mock, so input produced up front is gone before a kill "mid-stream" can
+ * happen.  The feeder produces e->st's records in order at a set rate, from
+ * the wait loops of the test thread (nap()), with one idempotent producer
+ * (order kept per partition, so the offsets are the stream's).
+ */
+typedef struct feeder {
+    env *e;
+    rd_kafka_t *rk;
+    size_t next;   /* the next record to produce */
+    size_t end;    /* produce up to here */
+    double rate;   /* records/s; 0: paused */
+    double credit, t_last;
+    size_t failed;
+    char err[256];
+} feeder;
+
+static feeder *g_feed; /* the active one, ticked by nap() */
+
+static void feed_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    feeder *f = opaque;
+    if (m->err && f->failed++ == 0)
+        snprintf(f->err, sizeof(f->err), "%s", rd_kafka_err2str(m->err));
+}
+
+/* Records [from, ...) of e->st are to be fed; nothing is produced until
+ * feed_rate(). */
+static void feed_start(env *e, size_t from)
+{
+    assert_null(g_feed);
+    feeder *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->e = e;
+    f->next = from;
+    f->end = e->st->n;
+    rd_kafka_conf_t *conf = h_kafka_conf(e->bs);
+    char errstr[256];
+    const char *kv[][2] = {{"enable.idempotence", "true"},
+                           {"linger.ms", "5"},
+                           {"compression.type", "lz4"},
+                           {"message.timeout.ms", "120000"},
+                           {"queue.buffering.max.messages", "2000000"}};
+    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], errstr,
+                              sizeof(errstr)) != RD_KAFKA_CONF_OK)
+            fail_msg("%s: %s", kv[i][0], errstr);
+    rd_kafka_conf_set_dr_msg_cb(conf, feed_dr);
+    rd_kafka_conf_set_opaque(conf, f);
+    f->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (!f->rk)
+        fail_msg("rd_kafka_new: %s", errstr);
+    f->t_last = now_s();
+    g_feed = f;
+}
+
+static void feed_upto(feeder *f, size_t upto)
+{
+    const stream *st = f->e->st;
+    for (; f->next < upto; f->next++) {
+        size_t i = f->next;
+        rd_kafka_resp_err_t err;
+        while ((err = rd_kafka_producev(
+                    f->rk, RD_KAFKA_V_TOPIC(IN),
+                    RD_KAFKA_V_PARTITION(st->part[i]),
+                    RD_KAFKA_V_KEY(st->key[i], strlen(st->key[i])),
+                    RD_KAFKA_V_VALUE((void *)st->val[i], strlen(st->val[i])),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(f->rk, 10);
+        if (err)
+            fail_msg("feeding record %zu: %s", i, rd_kafka_err2str(err));
+    }
+    rd_kafka_poll(f->rk, 0);
+}
+
+static void feed_tick(feeder *f)
+{
+    if (!f)
+        return;
+    double t = now_s();
+    if (f->rate > 0) {
+        f->credit += (t - f->t_last) * f->rate;
+        size_t n = (size_t)f->credit;
+        if (n > f->end - f->next)
+            n = f->end - f->next;
+        f->credit -= (double)n;
+        feed_upto(f, f->next + n);
+    }
+    f->t_last = t;
+    rd_kafka_poll(f->rk, 0);
+}
+
+static void feed_rate(double rate)
+{
+    feed_tick(g_feed);
+    g_feed->rate = rate;
+    g_feed->credit = 0;
+}
+
+/* Produces what is left, waits for every delivery, checks IN's ends
+ * against the stream's, and ends the feeder. */
+static void feed_finish(void)
+{
+    feeder *f = g_feed;
+    feed_upto(f, f->end);
+    rd_kafka_flush(f->rk, 120000);
+    int left = rd_kafka_outq_len(f->rk);
+    rd_kafka_destroy(f->rk);
+    g_feed = NULL;
+    size_t failed = f->failed;
+    char err[256];
+    snprintf(err, sizeof(err), "%s", f->err);
+    env *e = f->e;
+    free(f);
+    if (failed || left)
+        fail_msg("feeding the input: %zu records failed (%s), %d undelivered",
+                 failed, err, left);
+    for (int p = 0; p < e->in_parts; p++) {
+        int64_t lo, hi;
+        H_CHECK(h_watermarks(e->bs, IN, p, &lo, &hi));
+        assert_int_equal(lo, 0);
+        assert_int_equal(hi, e->st->next[p]);
+    }
+}
+
+static void feed_abandon(void)
+{
+    if (!g_feed)
+        return;
+    rd_kafka_purge(g_feed->rk, RD_KAFKA_PURGE_F_QUEUE |
+                                   RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_destroy(g_feed->rk);
+    free(g_feed);
+    g_feed = NULL;
+}
+
+/* Sleeps ms milliseconds, feeding meanwhile. */
+static void nap(int ms)
+{
+    double until = now_s() + ms / 1000.0;
+    do {
+        feed_tick(g_feed);
+        double left = until - now_s();
+        if (left > 0)
+            sleep_ms(left > 0.002 ? 2 : (int)(left * 1000) + 1);
+    } while (now_s() < until);
+}
+
+/* ---- the stage processes ------------------------------------------------ */
+
+/* Every stage started and not yet freed (killed by the teardown). */
+static h_proc *g_procs[32];
+
+static void proc_forget(h_proc *p)
+{
+    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++)
+        if (g_procs[i] == p)
+            g_procs[i] = NULL;
+}
+
+static void proc_free(h_proc *p)
+{
+    proc_forget(p);
+    h_process_free(p);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    feed_abandon();
+    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++)
+        if (g_procs[i]) {
+            h_process_free(g_procs[i]);
+            g_procs[i] = NULL;
+        }
+    for (size_t i = 0; i < sizeof(g_envs) / sizeof(g_envs[0]); i++)
+        env_free(g_envs[i]);
+    return 0;
+}
+
+static void fail_stage(h_proc *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* Fails the test, printing the tail of the stage's stderr first (cmocka
+ * cuts long failure messages short). */
+static void fail_stage(h_proc *p, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (p) {
+        const char *err = h_process_stderr(p);
+        size_t len = strlen(err);
+        fprintf(stderr, "--- stage %d stderr (tail) ---\n%s--- end ---\n",
+                (int)h_process_pid(p), len > 12000 ? err + len - 12000 : err);
+    }
+    fail_msg("%s", msg);
+    abort(); /* not reached */
+}
+
+/* `bloomstage run -c CONF -X checkpoint.dir=CKDIR -X extra...` (extra:
+ * NULL-terminated, may be NULL). */
+static h_proc *stage_start(env *e, const char *ckdir,
+                           const char *const *extra)
+{
+    char *argv[80];
+    char *ck = h_strdupf("checkpoint.dir=%s", ckdir);
+    int n = 0;
+    argv[n++] = g_bin;
+    argv[n++] = "run";
+    argv[n++] = "-c";
+    argv[n++] = e->conf;
+    argv[n++] = "-X";
+    argv[n++] = ck;
+    for (size_t i = 0; extra && extra[i]; i++) {
+        assert_true(n < 70);
+        argv[n++] = "-X";
+        argv[n++] = (char *)extra[i];
+    }
+    char *dbg = getenv("BS_EOS_STAGE_X") ? strdup(getenv("BS_EOS_STAGE_X"))
+                                         : NULL;
+    char *save = NULL;
+    for (char *t = dbg ? strtok_r(dbg, " ", &save) : NULL; t && n < 78;
+         t = strtok_r(NULL, " ", &save)) {
+        argv[n++] = "-X";
+        argv[n++] = t;
+    }
+    argv[n] = NULL;
+    h_proc *p = NULL;
+    int rc = h_process_spawn(argv, NULL, &p);
+    free(dbg);
+    free(ck);
+    H_CHECK(rc);
+    size_t i = 0;
+    while (i < sizeof(g_procs) / sizeof(g_procs[0]) && g_procs[i])
+        i++;
+    assert_true(i < sizeof(g_procs) / sizeof(g_procs[0]));
+    g_procs[i] = p;
+    return p;
+}
+
+/* The stage must still be running. */
+static void alive(h_proc *p, const char *when)
+{
+    int st = 0;
+    int r = h_process_wait(p, 0, &st);
+    if (r == 0)
+        fail_stage(p, "the stage exited (%s) %s", h_status_str(st), when);
+    if (r < 0)
+        fail_stage(p, "waiting for the stage: %s", h_last_error());
+}
+
+static void dump_if_verbose(h_proc *p, const char *what)
+{
+    if (getenv("BS_EOS_VERBOSE"))
+        fprintf(stderr, "--- stage %d stderr (%s) ---\n%s--- end ---\n",
+                (int)h_process_pid(p), what, h_process_stderr(p));
+}
+
+/* SIGTERM: the stage drains and must exit 0 within a minute. */
+static void stage_stop(h_proc *p)
+{
+    int st = 0;
+    alive(p, "before SIGTERM");
+    H_CHECK(h_process_kill(p, SIGTERM));
+    int r = h_process_wait(p, 60000, &st);
+    if (r != 0)
+        fail_stage(p, "no exit within 60 s of SIGTERM: %s", h_last_error());
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_stage(p, "SIGTERM: %s, want exit 0", h_status_str(st));
+    dump_if_verbose(p, "stopped");
+}
+
+/* SIGKILL; the stage must have been running until then. */
+static void stage_kill9(h_proc *p, const char *when)
+{
+    alive(p, when);
+    H_CHECK(h_process_kill(p, SIGKILL));
+    int st = 0;
+    if (h_process_wait(p, 10000, &st) != 0)
+        fail_stage(p, "not reaped after SIGKILL: %s", h_last_error());
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+        fail_stage(p, "%s: %s before the SIGKILL", when, h_status_str(st));
+    dump_if_verbose(p, "killed");
+}
+
+static size_t count_said(h_proc *p, const char *needle)
+{
+    size_t n = 0;
+    for (const char *s = h_process_stderr(p); (s = strstr(s, needle));
+         s += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Waits until the stage's log holds needle at least n times. */
+static void wait_said_n(h_proc *p, const char *needle, size_t n,
+                        int timeout_ms)
+{
+    double t0 = now_s();
+    while (count_said(p, needle) < n) {
+        alive(p, "while waiting for its log");
+        if ((now_s() - t0) * 1000 > timeout_ms)
+            fail_stage(p, "the stage did not log '%s' %zu times within %d ms",
+                       needle, n, timeout_ms);
+        nap(2);
+    }
+}
+
+#define SAID_ASSIGNED "msg=\"partition assigned\""
+#define SAID_REPLAYED "msg=\"output tail replayed\""
+#define SAID_CKPT "msg=checkpoint " /* log.level=debug, one per round */
+#define SAID_ROLLBACK "delivery failed, rolling back"
+
+/* One `partition assigned` line of IN. */
+typedef struct assigned {
+    int32_t partition;
+    long long ckpt;  /* checkpoint_offset */
+    size_t fwd;      /* already_forwarded */
+} assigned;
+
+static size_t parse_assigned(h_proc *p, assigned *out, size_t max)
+{
+    size_t n = 0;
+    const char *s = h_process_stderr(p);
+    while ((s = strstr(s, SAID_ASSIGNED))) {
+        s += strlen(SAID_ASSIGNED);
+        int part;
+        long long ck;
+        size_t fwd;
+        if (sscanf(s, " topic=" IN " partition=%d checkpoint_offset=%lld "
+                      "already_forwarded=%zu", &part, &ck, &fwd) != 3)
+            fail_stage(p, "a 'partition assigned' line does not parse: %.120s",
+                       s);
+        if (n < max)
+            out[n++] = (assigned){part, ck, fwd};
+    }
+    return n;
+}
+
+/* `output tail replayed` lines: their records= and seconds= summed;
+ * returns how many. */
+static size_t parse_replayed(h_proc *p, uint64_t *records, double *seconds)
+{
+    size_t n = 0;
+    uint64_t r = 0;
+    double sec = 0;
+    const char *s = h_process_stderr(p);
+    while ((s = strstr(s, SAID_REPLAYED))) {
+        s += strlen(SAID_REPLAYED);
+        size_t parts;
+        unsigned long long rec;
+        double secs;
+        if (sscanf(s, " partitions=%zu records=%llu seconds=%lf", &parts, &rec,
+                   &secs) != 3)
+            fail_stage(p, "an 'output tail replayed' line does not parse: "
+                       "%.120s", s);
+        r += rec;
+        sec += secs;
+        n++;
+    }
+    if (records)
+        *records = r;
+    if (seconds)
+        *seconds = sec;
+    return n;
+}
+
+/* ---- topics --------------------------------------------------------------- */
+
+/* Produces records [from, to) of e->st in order (chunks of 100k), then
+ * checks IN's end offsets against the stream's. */
+static void produce_range(env *e, size_t from, size_t to)
+{
+    const stream *st = e->st;
+    static const char *const lz4[] = {"compression.type=lz4", NULL};
+    for (size_t c = from; c < to; c += 100000) {
+        size_t end = to - c < 100000 ? to : c + 100000;
+        h_record *recs = calloc(end - c, sizeof(*recs));
+        assert_non_null(recs);
+        for (size_t i = c; i < end; i++) {
+            recs[i - c] = h_rec(st->key[i], st->val[i]);
+            recs[i - c].partition = st->part[i];
+        }
+        int rc = h_produce_conf(e->bs, IN, H_PARTITION_PER_RECORD, recs,
+                                end - c, lz4);
+        free(recs);
+        H_CHECK(rc);
+    }
+    int64_t want[MAXP] = {0};
+    for (size_t i = 0; i < to; i++)
+        want[st->part[i]] = st->off[i] + 1;
+    for (int p = 0; p < e->in_parts; p++) {
+        int64_t lo, hi;
+        H_CHECK(h_watermarks(e->bs, IN, p, &lo, &hi));
+        assert_int_equal(lo, 0);
+        assert_int_equal(hi, want[p]);
+    }
+}
+
+/* High watermarks of a topic's partitions into hw (if not NULL); returns
+ * their sum. */
+static int64_t topic_end(env *e, const char *topic, int nparts, int64_t *hw)
+{
+    int64_t sum = 0;
+    for (int p = 0; p < nparts; p++) {
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err;
+        /* Test 2 makes the topic's metadata fail for a while: this client
+         * caches that too, until its next metadata refresh. */
+        double t0 = now_s();
+        while ((err = rd_kafka_query_watermark_offsets(e->q, topic, p, &lo,
+                                                       &hi, 10000)) &&
+               now_s() - t0 < 15)
+            sleep_ms(100);
+        if (err)
+            fail_msg("watermarks of %s [%d]: %s", topic, p,
+                     rd_kafka_err2name(err));
+        if (hw)
+            hw[p] = hi;
+        sum += hi;
+    }
+    return sum;
+}
+
+static int64_t out_total(env *e) { return topic_end(e, OUT, e->out_parts, NULL); }
+
+/* Polls until OUT holds at least want records; the stages in procs (NULL-
+ * terminated) must stay alive meanwhile. */
+static void wait_out(env *e, h_proc *const *procs, int64_t want,
+                     int timeout_ms)
+{
+    double t0 = now_s();
+    int64_t have;
+    while ((have = out_total(e)) < want) {
+        for (size_t i = 0; procs && procs[i]; i++)
+            alive(procs[i], "while waiting for output");
+        if ((now_s() - t0) * 1000 > timeout_ms)
+            fail_stage(procs ? procs[0] : NULL, "the output holds %lld "
+                       "records, not %lld, after %d ms", (long long)have,
+                       (long long)want, timeout_ms);
+        nap(2);
+    }
+}
+
+/* Polls until the group's committed offsets are the input's end; the
+ * stages in procs (NULL-terminated) must stay alive meanwhile. */
+static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
+{
+    double t0 = now_s();
+    int64_t c[MAXP];
+    for (;;) {
+        H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+        int p = 0;
+        while (p < e->in_parts && c[p] == e->st->next[p])
+            p++;
+        if (p == e->in_parts)
+            return;
+        for (size_t i = 0; procs && procs[i]; i++)
+            alive(procs[i], "before committing the end of the input");
+        if ((now_s() - t0) * 1000 > timeout_ms)
+            fail_stage(procs ? procs[0] : NULL, "%s [%d] committed at %lld, "
+                       "want the input end %lld within %d ms", IN, p,
+                       (long long)c[p], (long long)e->st->next[p],
+                       timeout_ms);
+        nap(200);
+    }
+}
+
+/* Waits until OUT holds at least want records and has not grown for
+ * quiet_ms: the stages (alive meanwhile) have nothing left to forward. */
+static void wait_out_settled(env *e, h_proc *const *procs, int64_t want,
+                             int quiet_ms, int timeout_ms)
+{
+    wait_out(e, procs, want, timeout_ms);
+    int64_t last = out_total(e);
+    double since = now_s(), t0 = now_s();
+    while ((now_s() - since) * 1000 < quiet_ms) {
+        nap(50);
+        int64_t have = out_total(e);
+        if (have != last) {
+            last = have;
+            since = now_s();
+        }
+        for (size_t i = 0; procs && procs[i]; i++)
+            alive(procs[i], "while the output settles");
+        if ((now_s() - t0) * 1000 > timeout_ms)
+            fail_stage(procs ? procs[0] : NULL, "the output did not settle");
+    }
+}
+
+/* The committed offsets are the input's end (once the stages stopped). */
+static void assert_committed_end(env *e)
+{
+    int64_t c[MAXP];
+    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+    for (int p = 0; p < e->in_parts; p++)
+        if (c[p] != e->st->next[p])
+            fail_msg("%s [%d] committed at %lld, want the input end %lld", IN,
+                     p, (long long)c[p], (long long)e->st->next[p]);
+}
+
+/* The mock drops a partition's oldest data past 5 MiB without a word: a
+ * test that outgrew it would check the wrong thing.  Every partition of
+ * IN, OUT and CKT must still start at offset 0. */
+static void check_nothing_dropped(env *e)
+{
+    const struct {
+        const char *topic;
+        int n;
+    } t[] = {{IN, e->in_parts}, {OUT, e->out_parts}, {CKT, e->ckt_parts}};
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        for (int p = 0; p < t[i].n; p++) {
+            int64_t lo, hi;
+            H_CHECK(h_watermarks(e->bs, t[i].topic, p, &lo, &hi));
+            if (lo != 0)
+                fail_msg("the mock dropped the first %lld records of %s [%d]"
+                         " (its 5 MiB per partition): the test outgrew it",
+                         (long long)lo, t[i].topic, p);
+        }
+}
+
+/* ---- the output ------------------------------------------------------------ */
+
+/* One output record, traced back to the input record it copies. */
+typedef struct outrec {
+    uint32_t id;     /* key id */
+    size_t rec;      /* input record index */
+    int32_t src_part;
+    int64_t src_off;
+    int32_t part;    /* in OUT */
+    int64_t off;     /* in OUT */
+} outrec;
+
+static const char *header(const h_record *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_headers; i++)
+        if (!strcmp(r->headers[i].name, name) && r->headers[i].value)
+            return r->headers[i].value;
+    return NULL;
+}
+
+/*
+ * Reads all of OUT and traces every record to its input record: the value
+ * names it ("v<i>"), the key must be that record's, and bloomstage-src must
+ * be IN:partition:offset of that record.  Returns the records (owned by e,
+ * valid until the next read_out) and their count.
+ */
+static outrec *read_out(env *e, size_t *n)
+{
+    h_record_list l = {0};
+    H_CHECK(h_consume_all(e->bs, OUT, 180000, &l));
+    free(e->out);
+    e->out = calloc(l.n ? l.n : 1, sizeof(*e->out));
+    outrec *o = e->out;
+    const stream *st = e->st;
+    char bad[512] = "";
+    for (size_t k = 0; o && k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        const char *v = r->value;
+        char *end = NULL;
+        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
+        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
+            strcmp(r->key, st->key[i])) {
+            snprintf(bad, sizeof(bad), "output %d:%lld: key '%s' value '%s' "
+                     "is no input record", (int)r->partition,
+                     (long long)r->offset,
+                     r->key ? (const char *)r->key : "NULL", v ? v : "NULL");
+            break;
+        }
+        const char *src = header(r, "bloomstage-src");
+        char want[64];
+        snprintf(want, sizeof(want), "%s:%d:%lld", IN, (int)st->part[i],
+                 (long long)st->off[i]);
+        if (!src || strcmp(src, want)) {
+            snprintf(bad, sizeof(bad), "output %d:%lld: bloomstage-src '%s', "
+                     "want '%s'", (int)r->partition, (long long)r->offset,
+                     src ? src : "(none)", want);
+            break;
+        }
+        o[k] = (outrec){st->id[i], i, st->part[i], st->off[i], r->partition,
+                        r->offset};
+    }
+    *n = l.n;
+    h_record_list_free(&l);
+    assert_non_null(o);
+    if (bad[0])
+        fail_msg("%s", bad);
+    return o;
+}
+
+/* Copies per key id in the output (caller frees); fails if a key id is
+ * missing (lost).  *extra gets the copies beyond the first, summed. */
+static unsigned *count_copies(env *e, const outrec *o, size_t n,
+                              size_t *extra)
+{
+    const stream *st = e->st;
+    unsigned *c = calloc(st->nids ? st->nids : 1, sizeof(*c));
+    assert_non_null(c);
+    for (size_t k = 0; k < n; k++)
+        c[o[k].id]++;
+    size_t missing = 0, x = 0, first_missing = 0;
+    for (size_t id = 0; id < st->nids; id++) {
+        if (c[id] > 1)
+            x += c[id] - 1;
+        if (c[id] == 0 && missing++ == 0)
+            first_missing = id;
+    }
+    if (missing) {
+        free(c);
+        fail_msg("%zu of %zu unique keys are not in the output (lost), e.g. "
+                 "k%07zu (first at %s:%d:%lld)", missing, st->nids,
+                 first_missing, IN, (int)st->part[st->first[first_missing]],
+                 (long long)st->off[st->first[first_missing]]);
+    }
+    if (extra)
+        *extra = x;
+    return c;
+}
+
+/* Every key of the stream is in the output exactly once, so the output
+ * holds exactly as many records as there are distinct keys. */
+static void assert_exactly_once(env *e, const outrec *o, size_t n,
+                                const char *why)
+{
+    size_t extra = 0;
+    unsigned *c = count_copies(e, o, n, &extra);
+    const stream *st = e->st;
+    for (size_t id = 0; id < st->nids; id++) {
+        if (c[id] == 1)
+            continue;
+        /* Name both copies: which input records, which output offsets. */
+        char where[256] = "";
+        size_t len = 0;
+        for (size_t k = 0; k < n && len < sizeof(where) - 64; k++)
+            if (o[k].id == id)
+                len += (size_t)snprintf(where + len, sizeof(where) - len,
+                                        " [%s:%d:%lld -> %s:%d:%lld]", IN,
+                                        (int)o[k].src_part,
+                                        (long long)o[k].src_off, OUT,
+                                        (int)o[k].part, (long long)o[k].off);
+        unsigned copies = c[id];
+        free(c);
+        fail_msg("%zu duplicates in the output (%zu records, %zu unique "
+                 "keys); k%07zu is there %u times:%s -- %s", extra, n,
+                 st->nids, id, copies, where, why);
+    }
+    free(c);
+    assert_int_equal(n, st->nids);
+}
+
+/* ---- 1. kill -9 at many moments ------------------------------------------- */
+
+typedef enum { K_ASSIGNED, K_OUTPUT, K_CKPT } kill_kind;
+
+typedef struct kill_plan {
+    kill_kind kind;
+    int64_t out_delta; /* K_OUTPUT, K_CKPT: once the output grew this much
+                          in this run */
+    int ms;            /* then wait this long */
+    const char *what;
+} kill_plan;
+
+static const kill_plan KILLS[] = {
+    {K_ASSIGNED, 0, 0, "right after the assignment"},
+    {K_OUTPUT, 3000, 0, "mid-batch"},
+    {K_CKPT, 2000, 0, "right after a checkpoint"},
+    {K_CKPT, 2000, 7, "7 ms after a checkpoint"},
+    {K_ASSIGNED, 0, 250, "250 ms after the assignment"},
+    {K_OUTPUT, 12000, 0, "mid-batch, later in the run"},
+    {K_CKPT, 1000, 90, "90 ms after a checkpoint"},
+};
+#define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
+
+/* Waits for the moment k describes in the run of p, then kill -9. */
+static void kill_at(env *e, h_proc *p, const kill_plan *k, int64_t out0)
+{
+    const int limit = 120000;
+    if (k->kind == K_ASSIGNED) {
+        wait_said_n(p, SAID_ASSIGNED, 1, limit);
+    } else {
+        h_proc *const procs[] = {p, NULL};
+        wait_out(e, procs, out0 + k->out_delta, limit);
+        if (k->kind == K_CKPT)
+            wait_said_n(p, SAID_CKPT, count_said(p, SAID_CKPT) + 1, limit);
+    }
+    if (k->ms)
+        nap(k->ms);
+    stage_kill9(p, k->what);
+}
+
+/*
+ * N records, half of them copies of keys seen before: a backlog of N0
+ * produced up front, the rest fed at FEED records/s while a run has its
+ * partitions.  NKILLS runs each killed -9 at KILLS[i], then one drained
+ * with SIGTERM after the rest of the input is produced.  exactly_once:
+ * every key exactly once, the tail replayed at least once, input end
+ * committed.  at_least_once: every key at least once, no tail read; the
+ * duplicates are printed (timing-dependent: not asserted).
+ */
+static void kill_restart(bool exactly_once)
+{
+    env *e = env_new(6, 6, 0);
+    const size_t N = 200000, N0 = 40000;
+    const double FEED = 20000;
+    e->st = stream_new(N, 6, exactly_once ? 11 : 12);
+    stream_add(e->st, N, 50);
+    produce_range(e, 0, N0);
+    feed_start(e, N0);
+    const char *ckdir = e->ck[0];
+    const char *const extra[] = {
+        exactly_once ? "processing.guarantee=exactly_once"
+                     : "processing.guarantee=at_least_once",
+        "checkpoint.interval.ms=200", "log.level=debug", NULL};
+    const char *mode = exactly_once ? "exactly_once" : "at_least_once";
+
+    size_t replays = 0, rollbacks = 0, fwd = 0;
+    uint64_t replayed = 0;
+    for (size_t k = 0; k <= NKILLS; k++) {
+        int64_t out0 = out_total(e);
+        h_proc *p = stage_start(e, ckdir, extra);
+        if (k < NKILLS) {
+            wait_said_n(p, SAID_ASSIGNED, 1, 120000);
+            feed_rate(FEED);
+            kill_at(e, p, &KILLS[k], out0);
+            feed_rate(0);
+        } else {
+            feed_finish();
+            h_proc *const procs[] = {p, NULL};
+            wait_committed_end(e, procs, 180000);
+            stage_stop(p);
+        }
+        uint64_t r = 0;
+        size_t nr = parse_replayed(p, &r, NULL);
+        assigned a[64];
+        size_t na = parse_assigned(p, a, 64), f = 0;
+        for (size_t i = 0; i < na && i < 64; i++)
+            f += a[i].fwd;
+        replays += nr;
+        replayed += r;
+        fwd += f;
+        rollbacks += count_said(p, "rolling back");
+        print_message("%s run %zu (%s): output %lld -> %lld, %zu "
+                      "partitions assigned, tail replayed %zu times (%llu "
+                      "records, %zu already forwarded)\n", mode, k + 1,
+                      k < NKILLS ? KILLS[k].what : "drained on SIGTERM",
+                      (long long)out0, (long long)out_total(e), na, nr,
+                      (unsigned long long)r, f);
+        proc_free(p);
+    }
+    assert_committed_end(e);
+    check_nothing_dropped(e);
+    assert_int_equal(rollbacks, 0); /* nothing here makes a delivery fail */
+
+    size_t n = 0, extra_copies = 0;
+    outrec *o = read_out(e, &n);
+    if (exactly_once) {
+        if (replays == 0)
+            fail_msg("no restart logged '%s': the replay path never ran",
+                     SAID_REPLAYED);
+        assert_exactly_once(e, o, n, "exactly_once after kill -9 and "
+                            "restart");
+        print_message("exactly_once: %zu records, %zu unique keys, %zu "
+                      "output records, 0 duplicates; %zu tail replays read "
+                      "%llu records, %zu input records recognised as "
+                      "forwarded\n", N, e->st->nids, n, replays,
+                      (unsigned long long)replayed, fwd);
+    } else {
+        unsigned *c = count_copies(e, o, n, &extra_copies);
+        free(c);
+        if (replays != 0)
+            fail_msg("at_least_once logged '%s' %zu times: it must not read "
+                     "the output", SAID_REPLAYED, replays);
+        print_message("at_least_once (control): %zu records, %zu unique keys,"
+                      " %zu output records, %zu duplicates after %zu kills\n",
+                      N, e->st->nids, n, extra_copies, NKILLS);
+    }
+    env_free(e);
+}
+
+static void test_kill9_exactly_once(void **state)
+{
+    (void)state;
+    kill_restart(true);
+}
+
+static void test_kill9_at_least_once_control(void **state)
+{
+    (void)state;
+    kill_restart(false);
+}
+
+/* ---- 2. delivery failures ---------------------------------------------------- */
+
+/*
+ * A first chunk is processed and committed.  Then, three times: the stage
+ * is stopped (SIGSTOP), a chunk produced, the stage continued, and once
+ * 2000 of the chunk's records are in the output (most are still on their
+ * way) the fault is injected (`inject`).  The stage's producer has a short
+ * message timeout and few retries, so batches still in flight fail: the
+ * stage must log a rollback, and the rollback must recognise the records
+ * that did get through from the output tail (asserted: some rollback
+ * replayed the tail).  The fault is then cleared (`clear`) and the chunk
+ * committed.  At the end every unique key is in the output exactly once.
+ * A fault that the stage only learns of from a metadata refresh
+ * (topic-error) is injected ahead_ms before the SIGSTOP instead, so that
+ * the refresh (kafka.topic.metadata.refresh.interval.ms is 1 s) has seen
+ * it when the chunk comes.
+ */
+static void delivery_failures(const char *inject, const char *clear,
+                              int ahead_ms)
+{
+    env *e = env_new(6, 6, 0);
+    const size_t CHUNK = 50000, ROUNDS = 3;
+    e->st = stream_new(CHUNK * (ROUNDS + 1), 6, 21);
+    stream_add(e->st, CHUNK, 50);
+    produce_range(e, 0, CHUNK);
+    const char *ckdir = e->ck[0];
+    const char *const extra[] = {"processing.guarantee=exactly_once",
+                                 "checkpoint.interval.ms=200",
+                                 "producer.message.timeout.ms=3000",
+                                 "producer.retries=2",
+                                 "consumer.session.timeout.ms=10000", NULL};
+    h_proc *p = stage_start(e, ckdir, extra);
+    h_proc *const procs[] = {p, NULL};
+    wait_committed_end(e, procs, 120000);
+    for (size_t r = 1; r <= ROUNDS; r++) {
+        int64_t out0 = out_total(e);
+        size_t before = count_said(p, SAID_ROLLBACK);
+        if (ahead_ms) {
+            H_CHECK(h_broker_control(e->b, inject));
+            nap(ahead_ms);
+        }
+        H_CHECK(h_process_kill(p, SIGSTOP));
+        stream_add(e->st, CHUNK, 50);
+        produce_range(e, r * CHUNK, (r + 1) * CHUNK);
+        H_CHECK(h_process_kill(p, SIGCONT));
+        double t0 = now_s();
+        if (!ahead_ms) {
+            wait_out(e, procs, out0 + 2000, 60000);
+            H_CHECK(h_broker_control(e->b, inject));
+        }
+        wait_said_n(p, SAID_ROLLBACK, before + 1, 60000);
+        double dt = now_s() - t0;
+        int64_t out_at = out_total(e);
+        H_CHECK(h_broker_control(e->b, clear));
+        wait_committed_end(e, procs, 120000);
+        print_message("round %zu: '%s': rollback %.2f s after the chunk "
+                      "started, %lld of its records were in the output by "
+                      "then; chunk committed\n", r, inject, dt,
+                      (long long)(out_at - out0));
+    }
+    stage_stop(p);
+    uint64_t replayed = 0;
+    size_t replays = parse_replayed(p, &replayed, NULL);
+    size_t rollbacks = count_said(p, SAID_ROLLBACK);
+    size_t failures = count_said(p, "msg=\"checkpoint failed\"");
+    check_nothing_dropped(e);
+
+    size_t n = 0;
+    outrec *o = read_out(e, &n);
+    assert_exactly_once(e, o, n, "exactly_once across rollbacks");
+    if (!ahead_ms && replays == 0)
+        fail_stage(p, "no rollback found a delivered record in the output "
+                   "tail: the replay path of a rollback never ran");
+    print_message("'%s': %zu rollbacks, %zu failed checkpoints, %zu tail "
+                  "replays (%llu records); %zu records, %zu output records, "
+                  "each key exactly once\n", inject, rollbacks, failures,
+                  replays, (unsigned long long)replayed, e->st->n, n);
+    proc_free(p);
+    env_free(e);
+}
+
+static void test_delivery_failures_produce_errors(void **state)
+{
+    (void)state;
+    delivery_failures("push-errors Produce 30 NOT_ENOUGH_REPLICAS",
+                      "clear-errors Produce", 0);
+}
+
+/* Not run by default (BS_EOS_TOPIC_ERROR=1 runs it): after the topic error
+ * is cleared, the test's own query client (librdkafka 2.0.2) kept
+ * answering UNKNOWN_PARTITION for "out" past its 15 s retry in a loaded
+ * run, failing the test while the stage was fine; the NOT_ENOUGH_REPLICAS
+ * variant covers the same rollback path. */
+static void test_delivery_failures_topic_unauthorized(void **state)
+{
+    (void)state;
+    if (!getenv("BS_EOS_TOPIC_ERROR")) {
+        print_message("not run by default: BS_EOS_TOPIC_ERROR=1 runs it\n");
+        skip();
+    }
+    delivery_failures("topic-error " OUT " TOPIC_AUTHORIZATION_FAILED",
+                      "topic-error " OUT " NO_ERROR", 1500);
+}
+
+/* ---- 3, 4. scale-out with checkpoint.store=kafka ------------------------------ */
+
+/* Checkpoints in CKT: 16 KiB chunks (a checkpoint is ~90 KiB: several),
+ * every 1.5 s, and filters sized so that all of a test's rounds stay well
+ * under the mock's 5 MiB per partition of CKT (check_nothing_dropped).
+ * Debug logs: one `msg=checkpoint` line per round. */
+static const char *const KAFKA_STORE[] = {
+    "processing.guarantee=exactly_once", "checkpoint.store=kafka",
+    "checkpoint.chunk.bytes=16k", "checkpoint.interval.ms=1500",
+    "checkpoint.records=0", "dedup.capacity=15000", "log.level=debug",
+    NULL};
+
+/* CKT's records per partition, printed: the checkpoint traffic. */
+static void print_ckt(env *e)
+{
+    int64_t hw[MAXP];
+    topic_end(e, CKT, e->ckt_parts, hw);
+    char line[256] = "";
+    size_t len = 0;
+    for (int p = 0; p < e->ckt_parts && len < sizeof(line) - 32; p++)
+        len += (size_t)snprintf(line + len, sizeof(line) - len, " [%d] %lld",
+                                p, (long long)hw[p]);
+    print_message("%s records (chunks, manifests, tombstones):%s\n", CKT,
+                  line);
+}
+
+/* Which partitions p's log says were assigned to it (ever), as a mask. */
+static unsigned assigned_mask(h_proc *p)
+{
+    assigned a[64];
+    size_t n = parse_assigned(p, a, 64);
+    unsigned m = 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        m |= 1u << a[i].partition;
+    return m;
+}
+
+static int popcount(unsigned m) { return __builtin_popcount(m); }
+
+/*
+ * Two instances, A and B, same group, checkpoint.store=kafka, separate
+ * checkpoint.dir (unused by that store), started together; N records (half
+ * duplicates) are fed at 15000 records/s from then on.  Once both have
+ * partitions, A has written two checkpoint rounds and the output holds 40%
+ * of the keys, A is killed -9 (300 ms later: some of what it forwarded is
+ * past its last checkpoint).  B must take A's partitions over (its
+ * log shows them assigned, at least one with a checkpoint_offset > 0: state
+ * from the Kafka store) and finish.  Every key exactly once; in particular
+ * no key that A forwarded is forwarded again by B, and some of those keys
+ * do come again in the input after B took over (so the check is not
+ * vacuous).
+ */
+static void test_scale_out_kill(void **state)
+{
+    (void)state;
+    env *e = env_new_group(6, 6, 3, "bs-eos-scale-out");
+    const size_t N = 150000;
+    e->st = stream_new(N, 6, 31);
+    stream_add(e->st, N, 50);
+    const char *cka = e->ck[0], *ckb = e->ck[1];
+    h_proc *a = stage_start(e, cka, KAFKA_STORE);
+    h_proc *b = stage_start(e, ckb, KAFKA_STORE);
+    h_proc *const both[] = {a, b, NULL};
+    feed_start(e, 0);
+    feed_rate(15000);
+
+    /* Both have partitions; A's are those B does not have (the group has
+     * no other member). */
+    double t0 = now_s();
+    unsigned mb;
+    for (;;) {
+        mb = assigned_mask(b);
+        if (count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
+            break;
+        alive(a, "before both instances had partitions");
+        alive(b, "before both instances had partitions");
+        if (now_s() - t0 > 60)
+            fail_stage(b, "the two instances did not share the partitions "
+                       "within 60 s (B has mask 0x%x)", mb);
+        nap(5);
+    }
+    wait_said_n(a, SAID_CKPT, 2, 120000);
+    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
+    nap(300);
+    mb = assigned_mask(b); /* B only gains partitions while A lives */
+    unsigned ma = 0x3fu & ~mb;
+    assert_true(ma != 0);
+    stage_kill9(a, "mid-run, both instances busy");
+    size_t fed_at_kill = g_feed->next;
+    nap(300); /* whatever A had on the wire lands, or not */
+    int64_t hw_kill[MAXP];
+    int64_t out_kill = topic_end(e, OUT, e->out_parts, hw_kill);
+    print_message("killed A (partitions mask 0x%x) with %lld output records, "
+                  "%zu of %zu input records fed; B has mask 0x%x\n", ma,
+                  (long long)out_kill, fed_at_kill, N, mb);
+
+    /* B takes A's partitions over (after A's session times out). */
+    t0 = now_s();
+    while ((assigned_mask(b) & ma) != ma) {
+        alive(b, "while taking A's partitions over");
+        if (now_s() - t0 > 60)
+            fail_stage(b, "B did not get A's partitions (0x%x) within 60 s",
+                       ma);
+        nap(20);
+    }
+    assigned as[64];
+    size_t nas = parse_assigned(b, as, 64);
+    int64_t resume[MAXP] = {0};
+    bool from_store = false;
+    for (size_t i = 0; i < nas && i < 64; i++) {
+        if (!(ma >> as[i].partition & 1))
+            continue;
+        resume[as[i].partition] = as[i].ckpt;
+        from_store = from_store || as[i].ckpt > 0;
+        print_message("B took %s [%d] at checkpoint_offset=%lld (input end "
+                      "%lld), already_forwarded=%zu\n", IN,
+                      (int)as[i].partition, as[i].ckpt,
+                      (long long)e->st->next[as[i].partition], as[i].fwd);
+    }
+    if (!from_store)
+        fail_stage(b, "none of A's partitions came to B with a checkpoint "
+                   "offset > 0: no state from the Kafka store");
+    feed_finish();
+    /* The output settles (exactly one copy per key is all there is to
+     * forward); the committed offsets are checked last, below. */
+    h_proc *const only_b[] = {b, NULL};
+    wait_out_settled(e, only_b, (int64_t)e->st->nids, 3000, 180000);
+    stage_stop(b);
+    uint64_t replayed = 0;
+    size_t replays = parse_replayed(b, &replayed, NULL);
+    print_ckt(e);
+    check_nothing_dropped(e);
+
+    size_t n = 0;
+    outrec *o = read_out(e, &n);
+    assert_exactly_once(e, o, n, "two instances, one killed -9, kafka store");
+    /* Directly: the keys A forwarded (A's partitions, below the output's
+     * end when A died) are never forwarded by B; and count those of them
+     * that came again in the input where B resumed. */
+    uint8_t *by_a = e->scratch = calloc(e->st->nids, 1);
+    assert_non_null(by_a);
+    size_t n_a = 0;
+    for (size_t k = 0; k < n; k++)
+        if ((ma >> o[k].src_part & 1) && o[k].off < hw_kill[o[k].part]) {
+            by_a[o[k].id] = 1;
+            n_a++;
+        }
+    for (size_t k = 0; k < n; k++)
+        if ((ma >> o[k].src_part & 1) && o[k].off >= hw_kill[o[k].part] &&
+            by_a[o[k].id])
+            fail_msg("k%07u, forwarded by the killed instance, forwarded "
+                     "again by the survivor from %s:%d:%lld", o[k].id, IN,
+                     (int)o[k].src_part, (long long)o[k].src_off);
+    size_t seen_again = 0;
+    for (size_t i = 0; i < e->st->n; i++)
+        if ((ma >> e->st->part[i] & 1) && e->st->off[i] >= resume[e->st->part[i]] &&
+            by_a[e->st->id[i]] && e->st->first[e->st->id[i]] != i)
+            seen_again++;
+    print_message("A forwarded %zu records of its partitions; %zu input "
+                  "records B processed repeat one of those keys, none "
+                  "forwarded; B replayed the tail %zu times (%llu records); "
+                  "%zu output records, %zu unique keys\n", n_a, seen_again,
+                  replays, (unsigned long long)replayed, n, e->st->nids);
+    if (n_a == 0 || seen_again == 0)
+        fail_msg("vacuous: A forwarded %zu records, %zu of their keys came "
+                 "again after the takeover", n_a, seen_again);
+    if (count_said(b, "commit failed"))
+        print_message("B logged %zu failed commits (%zu lost assignments)\n",
+                      count_said(b, "commit failed"),
+                      count_said(b, "assignment lost"));
+    assert_committed_end(e);
+    proc_free(a);
+    proc_free(b);
+    env_free(e);
+}
+
+/*
+ * Whether p's log shows a lost assignment that is not the mock's doing.
+ * The mock (librdkafka 2.0.2's) bumps the group generation when it elects
+ * the leader and checks the generation of an OffsetCommit before the group
+ * state, so a commit a member sends while the group is rebalancing gets
+ * ILLEGAL_GENERATION (a real broker answers REBALANCE_IN_PROGRESS while it
+ * completes the rebalance), and librdkafka then takes the assignment as
+ * lost.  *mock gets how many lost assignments had that cause.
+ */
+static bool lost_not_by_mock(h_proc *p, size_t *mock)
+{
+    static const char failed[] = "msg=\"commit failed\"";
+    size_t lost = 0, explained = 0;
+    const char *s = h_process_stderr(p);
+    for (const char *l = s; (l = strstr(l, "assignment lost")); l++) {
+        lost++;
+        /* The last failed commit before it, since the last assignment. */
+        const char *c = NULL, *a = NULL;
+        for (const char *x = s; (x = strstr(x, failed)) && x < l; x++)
+            c = x;
+        for (const char *x = s; (x = strstr(x, SAID_ASSIGNED)) && x < l; x++)
+            a = x;
+        if (c && (!a || a < c) &&
+            !strncmp(c + strlen(failed), " error=ILLEGAL_GENERATION", 25))
+            explained++;
+    }
+    *mock = explained;
+    return lost > explained;
+}
+
+/*
+ * A runs alone and processes part 1 (committed).  B starts (same group,
+ * Kafka store): the cooperative rebalance moves some partitions to B.
+ *   busy = false: nothing is fed while B joins (A is idle, so no commit of
+ *     A's can meet the rebalance): A's log shows no lost assignment at all,
+ *     and each partition comes to B at checkpoint_offset == where A had
+ *     committed part 1 (A's state, from the store);
+ *   busy = true: part 2 is fed at 15000 records/s while B joins, so A is
+ *     checkpointing and committing through the rebalance; a lost
+ *     assignment is accepted only with the mock's cause (above), and the
+ *     partitions come to B at or past A's committed offsets.
+ * Then every old record is produced again, plus new keys: none of the old
+ * ones may be forwarded, every key is in the output exactly once, and the
+ * group commits the input end.
+ */
+static void rebalance(bool busy)
+{
+    env *e = env_new_group(6, 6, 3, busy ? "bs-eos-rebalance-busy"
+                                         : "bs-eos-rebalance-idle");
+    const size_t N1 = 60000, N2 = busy ? 90000 : 0, NNEW = 3000;
+    e->st = stream_new(2 * (N1 + N2) + NNEW, 6, busy ? 42 : 41);
+    stream_add(e->st, N1, 50);
+    produce_range(e, 0, N1);
+    int64_t end1[MAXP];
+    memcpy(end1, e->st->next, sizeof(end1));
+    const char *cka = e->ck[0], *ckb = e->ck[1];
+    h_proc *a = stage_start(e, cka, KAFKA_STORE);
+    h_proc *const only_a[] = {a, NULL};
+    wait_committed_end(e, only_a, 120000);
+
+    stream_add(e->st, N2, 50);
+    h_proc *b = stage_start(e, ckb, KAFKA_STORE);
+    h_proc *const both[] = {a, b, NULL};
+    feed_start(e, N1);
+    feed_rate(15000);
+    double t0 = now_s();
+    double b_assigned_at = -1;
+    size_t fed_then = 0;
+    while (g_feed->next < N1 + N2 || b_assigned_at < 0) {
+        if (b_assigned_at < 0 && count_said(b, SAID_ASSIGNED) > 0) {
+            b_assigned_at = now_s() - t0;
+            fed_then = g_feed->next - N1;
+        }
+        alive(a, "while B joins");
+        alive(b, "while B joins");
+        if (now_s() - t0 > 60)
+            fail_stage(b, "B got no partition within 60 s of its start");
+        nap(20);
+    }
+    feed_finish();
+    wait_committed_end(e, both, 120000);
+    unsigned mb = assigned_mask(b);
+    assigned as[64];
+    size_t nas = parse_assigned(b, as, 64);
+    for (size_t i = 0; i < nas && i < 64; i++) {
+        int32_t q = as[i].partition;
+        print_message("B got %s [%d] at checkpoint_offset=%lld (A had "
+                      "committed %lld before B started)\n", IN, (int)q,
+                      as[i].ckpt, (long long)end1[q]);
+        if (as[i].ckpt < end1[q] || (!busy && as[i].ckpt != end1[q]))
+            fail_stage(b, "%s [%d] came to B at checkpoint_offset=%lld; A "
+                       "had committed %lld there: its filter did not come "
+                       "with it", IN, (int)q, as[i].ckpt,
+                       (long long)end1[q]);
+    }
+    size_t mock_lost = 0;
+    if (lost_not_by_mock(a, &mock_lost) || (!busy && mock_lost))
+        fail_stage(a, "A lost its assignment in a graceful rebalance");
+    if (count_said(a, "rolling back"))
+        fail_stage(a, "A rolled back in a graceful rebalance");
+    print_message("B joined: mask 0x%x (%d partitions), first assigned %.1f s "
+                  "after its start (%zu records of part 2 fed by then); A "
+                  "lost its assignment %zu times (mock: commit during the "
+                  "rebalance)\n", mb, popcount(mb), b_assigned_at, fed_then,
+                  mock_lost);
+    if (popcount(mb) == 0 || popcount(mb) == 6)
+        fail_stage(b, "after the rebalance B has %d partitions: nothing was "
+                   "shared", popcount(mb));
+
+    /* The old records again, and some new keys. */
+    size_t old_end = e->st->n;
+    stream_add_copies(e->st, 0, old_end);
+    size_t replay_end = e->st->n;
+    stream_add(e->st, NNEW, 0);
+    produce_range(e, old_end, e->st->n);
+    wait_committed_end(e, both, 120000);
+    stage_stop(b);
+    stage_stop(a);
+    size_t mock_lost_b = 0;
+    if (lost_not_by_mock(a, &mock_lost) || lost_not_by_mock(b, &mock_lost_b))
+        fail_msg("an assignment was lost (not by the mock's generation "
+                 "check)");
+    print_ckt(e);
+    check_nothing_dropped(e);
+
+    size_t n = 0, to_b = 0;
+    outrec *o = read_out(e, &n);
+    for (size_t k = 0; k < n; k++)
+        if (o[k].rec >= old_end && o[k].rec < replay_end)
+            fail_msg("%s:%d:%lld, a copy of old record %zu (k%07u), was "
+                     "forwarded", IN, (int)o[k].src_part,
+                     (long long)o[k].src_off, o[k].rec - old_end, o[k].id);
+    for (size_t i = old_end; i < replay_end; i++)
+        to_b += mb >> e->st->part[i] & 1;
+    assert_exactly_once(e, o, n, "rebalance, old records again");
+    size_t new_by_b = 0;
+    for (size_t k = 0; k < n; k++)
+        new_by_b += o[k].rec >= replay_end && (mb >> o[k].src_part & 1);
+    print_message("%zu old records produced again (%zu to B's partitions), "
+                  "none forwarded; %zu new keys forwarded (%zu by B); %zu "
+                  "output records\n", replay_end - old_end, to_b, NNEW,
+                  new_by_b, n);
+    assert_true(to_b > 0 && new_by_b > 0);
+    assert_committed_end(e);
+    proc_free(a);
+    proc_free(b);
+    env_free(e);
+}
+
+static void test_rebalance_idle(void **state)
+{
+    (void)state;
+    rebalance(false);
+}
+
+static void test_rebalance_busy(void **state)
+{
+    (void)state;
+    rebalance(true);
+}
+
+/*
+ * Not run by default (BS_EOS_ZOMBIE=1 runs it): a known limit of
+ * exactly-once by output-tail replay, kept as its reproduction.  As test 3,
+ * but A is paused (SIGSTOP) instead of killed, past its session timeout;
+ * B takes its partitions over and replays the tail; then A continues
+ * (SIGCONT).  What A's producer had in flight when it was paused lands
+ * after B read the tail, and A goes on processing what it had fetched
+ * until it notices its assignment is lost: B forwards those keys again.
+ * Nothing but fencing (a transactional producer per partition owner) can
+ * stop a zombie's writes; the mock cannot run that (no read_committed).
+ * Observed: a few hundred duplicates.
+ */
+static void test_scale_out_zombie(void **state)
+{
+    (void)state;
+    if (!getenv("BS_EOS_ZOMBIE")) {
+        print_message("known limit, not run by default: BS_EOS_ZOMBIE=1 "
+                      "runs it\n");
+        skip();
+    }
+    env *e = env_new_group(6, 6, 3, "bs-eos-zombie");
+    const size_t N = 150000;
+    e->st = stream_new(N, 6, 71);
+    stream_add(e->st, N, 50);
+    h_proc *a = stage_start(e, e->ck[0], KAFKA_STORE);
+    h_proc *b = stage_start(e, e->ck[1], KAFKA_STORE);
+    h_proc *const both[] = {a, b, NULL};
+    feed_start(e, 0);
+    feed_rate(15000);
+    double t0 = now_s();
+    unsigned mb;
+    for (;;) {
+        mb = assigned_mask(b);
+        if (count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
+            break;
+        alive(a, "before both instances had partitions");
+        alive(b, "before both instances had partitions");
+        if (now_s() - t0 > 60)
+            fail_stage(b, "the two instances did not share the partitions "
+                       "within 60 s (B has mask 0x%x)", mb);
+        nap(5);
+    }
+    wait_said_n(a, SAID_CKPT, 2, 120000);
+    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
+    mb = assigned_mask(b);
+    unsigned ma = 0x3fu & ~mb;
+    H_CHECK(h_process_kill(a, SIGSTOP));
+    t0 = now_s();
+    while ((assigned_mask(b) & ma) != ma) {
+        alive(b, "while taking A's partitions over");
+        if (now_s() - t0 > 60)
+            fail_stage(b, "B did not get A's partitions (0x%x) within 60 s",
+                       ma);
+        nap(20);
+    }
+    nap(1500);
+    H_CHECK(h_process_kill(a, SIGCONT));
+    feed_finish();
+    h_proc *const only_b[] = {b, NULL};
+    wait_out_settled(e, only_b, (int64_t)e->st->nids, 4000, 180000);
+    stage_stop(a);
+    stage_stop(b);
+    size_t n = 0;
+    outrec *o = read_out(e, &n);
+    assert_exactly_once(e, o, n, "an instance paused past its session "
+                        "timeout, then continued (a zombie)");
+    proc_free(a);
+    proc_free(b);
+    env_free(e);
+}
+
+/* ---- 6. a failed commit is retried ---------------------------------------------- */
+
+/* The offset in partition p's checkpoint file (dir store; the header's
+ * next offset, int64 little-endian at 16), or -1 if there is none. */
+static int64_t ckpt_file_offset(const char *ckdir, int32_t p)
+{
+    char *path = h_strdupf("%s/%s-%d.ckpt", ckdir, IN, (int)p);
+    char *data = NULL;
+    size_t len = 0;
+    int rc = h_read_file(path, &data, &len);
+    free(path);
+    if (rc != 0)
+        return -1;
+    int64_t v = -1;
+    if (len >= 24 && !memcmp(data, "BLMCKPT", 8)) {
+        uint64_t u = 0;
+        for (int i = 7; i >= 0; i--)
+            u = u << 8 | (uint8_t)data[16 + i];
+        v = (int64_t)u;
+    }
+    free(data);
+    return v;
+}
+
+/*
+ * Found by test 3: there, a commit that failed during the rebalance after
+ * the kill (ILLEGAL_GENERATION) was never made again for a partition that
+ * got no more records, so the group's committed offset stayed behind the
+ * checkpoint for good (stage.c checkpoint() commits only partitions it
+ * writes a checkpoint for; "the next round commits again" does not hold).
+ * Deterministic here: chunk 1 is committed; OffsetCommit is then made to
+ * fail (a permanent error, no rejoin) while chunk 2 is processed and
+ * checkpointed; the errors are cleared.  Within some seconds, and at the
+ * latest after a graceful stop, the committed offsets must be the input
+ * end -- the checkpoints on disk are.
+ */
+static void test_failed_commit_is_retried(void **state)
+{
+    (void)state;
+    env *e = env_new(6, 6, 0);
+    e->st = stream_new(4000, 6, 61);
+    stream_add(e->st, 2000, 50);
+    produce_range(e, 0, 2000);
+    const char *ckdir = e->ck[0];
+    const char *const extra[] = {"checkpoint.interval.ms=200", NULL};
+    h_proc *p = stage_start(e, ckdir, extra);
+    h_proc *const procs[] = {p, NULL};
+    wait_committed_end(e, procs, 60000);
+
+    H_CHECK(h_broker_control(e->b,
+                             "push-errors OffsetCommit 1000 "
+                             "OFFSET_METADATA_TOO_LARGE"));
+    stream_add(e->st, 2000, 50);
+    produce_range(e, 2000, 4000);
+    /* Every checkpoint file reaches the input end; the commits fail. */
+    double t0 = now_s();
+    for (int q = 0; q < e->in_parts;) {
+        if (ckpt_file_offset(ckdir, q) == e->st->next[q]) {
+            q++;
+            continue;
+        }
+        alive(p, "while commits fail");
+        if (now_s() - t0 > 60)
+            fail_stage(p, "%s [%d]: checkpoint at %lld, not the input end "
+                       "%lld, within 60 s", IN, q,
+                       (long long)ckpt_file_offset(ckdir, q),
+                       (long long)e->st->next[q]);
+        nap(20);
+    }
+    wait_said_n(p, "msg=\"commit failed\"", 1, 10000);
+    H_CHECK(h_broker_control(e->b, "clear-errors OffsetCommit"));
+    nap(3000); /* many checkpoint intervals */
+    int64_t c[MAXP];
+    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+    stage_stop(p);
+    int64_t c2[MAXP];
+    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c2));
+    for (int q = 0; q < e->in_parts; q++)
+        if (c2[q] != e->st->next[q])
+            fail_stage(p, "%s [%d]: committed %lld 3 s after the commit "
+                       "errors were cleared and %lld after a graceful stop, "
+                       "but its checkpoint holds %lld (the input end): the "
+                       "failed commit was never made again", IN, q,
+                       (long long)c[q], (long long)c2[q],
+                       (long long)ckpt_file_offset(ckdir, q));
+    proc_free(p);
+    env_free(e);
+}
+
+/* ---- 5. restart replay time ---------------------------------------------------- */
+
+/*
+ * One row: K unique records, one stage with checkpoints off but for the
+ * initial one (checkpoint.interval.ms of an hour, checkpoint.records=0), so
+ * the output tail since the last checkpoint is all K records; kill -9 once
+ * all are in the output; produce M new records; restart and time it: the
+ * assignment, the stage's own `output tail replayed ... records=R
+ * seconds=S`, the first new output record, the last.  12 partitions of IN
+ * and of OUT.  Asserts only exactly-once at the end.
+ */
+typedef struct replay_row {
+    size_t k;
+    uint64_t r;
+    double s, assigned, first_new, all_new, run1;
+} replay_row;
+
+static void replay_row_run(size_t K, replay_row *row)
+{
+    const size_t M = 1000;
+    env *e = env_new(12, 12, 0);
+    e->st = stream_new(K + M, 12, 51);
+    stream_add(e->st, K, 0);
+    produce_range(e, 0, K);
+    const char *ckdir = e->ck[0];
+    const char *const extra[] = {"processing.guarantee=exactly_once",
+                                 "checkpoint.interval.ms=3600000",
+                                 "checkpoint.records=0",
+                                 "dedup.capacity=100000", NULL};
+    double t0 = now_s();
+    h_proc *p = stage_start(e, ckdir, extra);
+    h_proc *const procs[] = {p, NULL};
+    wait_out(e, procs, (int64_t)K, 600000);
+    row->run1 = now_s() - t0;
+    if (count_said(p, SAID_CKPT) != 0)
+        fail_stage(p, "a regular checkpoint happened");
+    stage_kill9(p, "with every record forwarded");
+    proc_free(p);
+
+    stream_add(e->st, M, 0);
+    produce_range(e, K, K + M);
+    t0 = now_s();
+    p = stage_start(e, ckdir, extra);
+    h_proc *const procs2[] = {p, NULL};
+    row->assigned = row->first_new = -1;
+    for (;;) {
+        double t = now_s() - t0;
+        if (row->assigned < 0 && count_said(p, SAID_ASSIGNED) > 0)
+            row->assigned = t;
+        if (out_total(e) > (int64_t)K) {
+            row->first_new = t;
+            break;
+        }
+        alive(p, "while restarting");
+        if (t > 600)
+            fail_stage(p, "no new output within 600 s of the restart");
+        sleep_ms(2);
+    }
+    wait_out(e, procs2, (int64_t)(K + M), 600000);
+    row->all_new = now_s() - t0;
+    stage_stop(p); /* the drain checkpoints and commits */
+    assert_committed_end(e);
+    if (parse_replayed(p, &row->r, &row->s) != 1)
+        fail_stage(p, "want exactly one '%s' line", SAID_REPLAYED);
+    row->k = K;
+    check_nothing_dropped(e);
+    size_t n = 0;
+    outrec *o = read_out(e, &n);
+    assert_exactly_once(e, o, n, "after replaying the whole tail");
+    proc_free(p);
+    env_free(e);
+}
+
+static void test_replay_time(void **state)
+{
+    (void)state;
+    /*
+     * What fits the mock: 1M records of ~20 bytes (key "k%07u", value
+     * "v%07zu") over 12 partitions is ~83k records a partition; with the
+     * bloomstage-src header and record overhead an output record is ~45
+     * bytes uncompressed (~3.7 MB a partition) and the stage's producer
+     * compresses with lz4 (well under 1 MB); the input is produced lz4 too.
+     * So 1M fits under the 5 MiB per partition (check_nothing_dropped
+     * proves it for each row).
+     */
+    size_t ks[] = {10000, 50000, 100000, 200000, 1000000};
+    size_t nk = sizeof(ks) / sizeof(ks[0]);
+    bool big = !SANITIZED || getenv("BS_EOS_BIG");
+    if (!big)
+        nk--;
+    replay_row rows[8];
+    for (size_t i = 0; i < nk; i++) {
+        replay_row_run(ks[i], &rows[i]);
+        print_message("K=%zu: replayed %llu records in %.3f s\n", ks[i],
+                      (unsigned long long)rows[i].r, rows[i].s);
+    }
+    print_message("restart after kill -9, K records forwarded since the last "
+                  "checkpoint (12 partitions, mock broker%s):\n",
+                  SANITIZED ? ", sanitizer build" : "");
+    print_message("%10s %10s %10s %12s %14s %14s %12s\n", "K", "replayed R",
+                  "replay S", "assigned at", "1st new out at", "all new at",
+                  "first run");
+    for (size_t i = 0; i < nk; i++)
+        print_message("%10zu %10llu %9.3fs %11.2fs %13.2fs %13.2fs %11.2fs\n",
+                      rows[i].k, (unsigned long long)rows[i].r, rows[i].s,
+                      rows[i].assigned, rows[i].first_new, rows[i].all_new,
+                      rows[i].run1);
+    if (!big)
+        print_message("(the 1M row is skipped in a sanitizer build; "
+                      "BS_EOS_BIG=1 runs it)\n");
+    print_message("(times from the restart; 'assigned at' includes the group "
+                  "join, ~3 s after the dead member's session times out)\n");
+}
+
+int main(void)
+{
+    const char *bin = h_bloomstage_path();
+    if (!bin) {
+        fprintf(stderr, "test_eos: %s\n", h_last_error());
+        return 1;
+    }
+    snprintf(g_bin, sizeof(g_bin), "%s", bin);
+    /* No BLOOMSTAGE_* of the caller's (BLOOMSTAGE_BIN included) may reach
+     * the stages started here. */
+    for (bool again = true; again;) {
+        again = false;
+        for (char **e = environ; *e; e++)
+            if (!strncmp(*e, "BLOOMSTAGE_", 11)) {
+                char name[256];
+                snprintf(name, sizeof(name), "%.*s", (int)strcspn(*e, "="),
+                         *e);
+                unsetenv(name);
+                again = true;
+                break;
+            }
+    }
+    const char *only = getenv("BS_EOS_ONLY");
+    if (only && *only)
+        cmocka_set_test_filter(only);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_kill9_exactly_once, teardown),
+        cmocka_unit_test_teardown(test_kill9_at_least_once_control, teardown),
+        cmocka_unit_test_teardown(test_delivery_failures_produce_errors,
+                                  teardown),
+        cmocka_unit_test_teardown(test_delivery_failures_topic_unauthorized,
+                                  teardown),
+        cmocka_unit_test_teardown(test_scale_out_kill, teardown),
+        cmocka_unit_test_teardown(test_rebalance_idle, teardown),
+        cmocka_unit_test_teardown(test_rebalance_busy, teardown),
+        cmocka_unit_test_teardown(test_scale_out_zombie, teardown),
+        cmocka_unit_test_teardown(test_failed_commit_is_retried, teardown),
+        cmocka_unit_test_teardown(test_replay_time, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
