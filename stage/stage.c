@@ -541,6 +541,30 @@ static bool flush_producer(bs_stage *s)
     }
 }
 
+/* Seeks the consumer to the offsets in `seek` (nothing if empty).  A seek
+ * that cannot be made at all is fatal: where consumption goes on would be
+ * unknown; a partition the broker refuses is logged. */
+static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
+                    const char *why)
+{
+    if (seek->cnt == 0)
+        return;
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek, 10000);
+    if (e) {
+        s->fatal = true;
+        snprintf(s->fatal_err, sizeof(s->fatal_err), "%s: seek failed: %s",
+                 why, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return;
+    }
+    for (int i = 0; i < seek->cnt; i++)
+        if (seek->elems[i].err)
+            bs_log(BS_LOG_WARN, "seek failed", "reason=%s topic=%s "
+                   "partition=%d error=%s", why, seek->elems[i].topic,
+                   (int)seek->elems[i].partition,
+                   rd_kafka_err2name(seek->elems[i].err));
+}
+
 /* Pauses or resumes every assigned partition.  A resume also seeks each
  * partition to where this stage's own state says it is (after the last
  * record processed, or its base after a rollback), so where fetching
@@ -573,16 +597,7 @@ static void pause_all(bs_stage *s, bool pause)
             rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
                 ->offset = pos;
     }
-    if (seek->cnt > 0) {
-        rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
-                                                       10000);
-        if (e) {
-            s->fatal = true;
-            snprintf(s->fatal_err, sizeof(s->fatal_err), "resume: seek "
-                     "failed: %s", rd_kafka_error_string(e));
-            rd_kafka_error_destroy(e);
-        }
-    }
+    seek_to(s, seek, "resume");
     rd_kafka_topic_partition_list_destroy(seek);
     rd_kafka_topic_partition_list_destroy(a);
 }
@@ -652,23 +667,8 @@ static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
     }
     free(todo);
     free(bases);
-    if (seek->cnt > 0 && !s->fatal) {
-        rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
-                                                       10000);
-        if (e) {
-            s->fatal = true;
-            snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: seek "
-                     "failed: %s", rd_kafka_error_string(e));
-            rd_kafka_error_destroy(e);
-        } else {
-            for (int i = 0; i < seek->cnt; i++)
-                if (seek->elems[i].err)
-                    bs_log(BS_LOG_WARN, "seek failed", "topic=%s "
-                           "partition=%d error=%s", seek->elems[i].topic,
-                           (int)seek->elems[i].partition,
-                           rd_kafka_err2name(seek->elems[i].err));
-        }
-    }
+    if (!s->fatal)
+        seek_to(s, seek, "rollback");
     rd_kafka_topic_partition_list_destroy(seek);
     s->dr_failed = 0;
     s->dr_error[0] = '\0';
