@@ -628,17 +628,17 @@ static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
     }
     rd_kafka_topic_partition_list_t *seek =
         rd_kafka_topic_partition_list_new((int)s->nparts);
-    part **todo = calloc(s->nparts ? s->nparts : 1, sizeof(*todo));
+    part **chosen = calloc(s->nparts ? s->nparts : 1, sizeof(*chosen));
     int64_t *bases = calloc(s->nparts ? s->nparts : 1, sizeof(*bases));
     size_t n = 0;
-    for (size_t i = 0; todo && bases && i < s->nparts; i++)
+    for (size_t i = 0; chosen && bases && i < s->nparts; i++)
         if (in_list(only, &s->parts[i])) {
             bases[n] = s->parts[i].base_offset;
-            todo[n++] = &s->parts[i];
+            chosen[n++] = &s->parts[i];
         }
     char err[1024];
-    int r = todo && bases ? restore(s, todo, n, err, sizeof(err)) : -1;
-    if (!todo || !bases) {
+    int r = chosen && bases ? restore(s, chosen, n, err, sizeof(err)) : -1;
+    if (!chosen || !bases) {
         s->fatal = true;
         snprintf(s->fatal_err, sizeof(s->fatal_err), "rollback: out of "
                  "memory");
@@ -656,7 +656,7 @@ static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
         s->rollback_pending = false;
     }
     for (size_t i = 0; i < n && !s->fatal; i++) {
-        part *p = todo[i];
+        part *p = chosen[i];
         /* No checkpoint yet: back to the first record consumed. */
         if (p->ckpt_offset < 0)
             p->base_offset = bases[i];
@@ -665,7 +665,7 @@ static void rollback(bs_stage *s, const rd_kafka_topic_partition_list_t *only)
                 ->offset = p->base_offset;
         p->next_offset = -1;
     }
-    free(todo);
+    free(chosen);
     free(bases);
     if (!s->fatal)
         seek_to(s, seek, "rollback");
@@ -898,21 +898,21 @@ static void on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
         }
     }
     /* Pointers only now: part_add may move the array. */
-    part **todo = calloc((size_t)parts->cnt + 1, sizeof(*todo));
-    if (!todo) {
+    part **chosen = calloc((size_t)parts->cnt + 1, sizeof(*chosen));
+    if (!chosen) {
         s->fatal = true;
         snprintf(s->fatal_err, sizeof(s->fatal_err), "out of memory");
         return;
     }
     for (int i = 0; i < parts->cnt; i++)
-        todo[i] = part_find(s, parts->elems[i].topic,
+        chosen[i] = part_find(s, parts->elems[i].topic,
                             parts->elems[i].partition);
     char err[1024];
-    if (restore(s, todo, (size_t)parts->cnt, err, sizeof(err)) != 0) {
+    if (restore(s, chosen, (size_t)parts->cnt, err, sizeof(err)) != 0) {
         s->fatal = true;
         snprintf(s->fatal_err, sizeof(s->fatal_err), "cannot restore the "
                  "assigned partitions: %s", err);
-        free(todo);
+        free(chosen);
         /* None of them is taken: no half-restored state stays behind. */
         for (int i = 0; i < parts->cnt; i++)
             part_remove(s, parts->elems[i].topic, parts->elems[i].partition);
@@ -921,7 +921,7 @@ static void on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
     }
     for (int i = 0; i < parts->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &parts->elems[i];
-        part *p = todo[i];
+        part *p = chosen[i];
         /* Invariant 4: resume exactly where the checkpoint ends (the
          * committed offset may lag it, never lead it). */
         if (p->ckpt_offset >= 0)
@@ -930,7 +930,7 @@ static void on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
                "checkpoint_offset=%lld already_forwarded=%zu", tp->topic,
                (int)tp->partition, (long long)p->ckpt_offset, p->nskip);
     }
-    free(todo);
+    free(chosen);
     update_filter_gauges(s);
 }
 
