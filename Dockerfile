@@ -17,6 +17,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       librdkafka-dev libxxhash-dev libjansson-dev libmicrohttpd-dev \
+      libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -31,7 +32,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBLOOMSTAGE_TESTS=OFF \
 FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      librdkafka1 libxxhash0 libjansson4 libmicrohttpd12 \
+      librdkafka1 libxxhash0 libjansson4 libmicrohttpd12 libjemalloc2 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/bloomstage \
       --shell /usr/sbin/nologin bloomstage \

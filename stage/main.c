@@ -2,6 +2,9 @@
  * main.c -- the bloomstage binary: dispatches to one command per cmd_*.c.
  */
 #include "commands.h"
+#include "util.h"
+
+#include <librdkafka/rdkafka.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +55,8 @@ int main(int argc, char **argv)
         return BS_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("bloomstage %s\n", BLOOMSTAGE_VERSION);
+        printf("bloomstage %s (librdkafka %s, malloc %s)\n",
+               BLOOMSTAGE_VERSION, rd_kafka_version_str(), bs_allocator());
         return BS_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof(COMMANDS) / sizeof(COMMANDS[0]); i++)

@@ -1563,11 +1563,12 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
     }
     char q[400];
     bs_log(BS_LOG_INFO, "started", "input=%s output=%s group=%s "
-           "checkpoints=%s guarantee=%s",
+           "checkpoints=%s guarantee=%s malloc=%s",
            bs_config_get_str(s->cfg, "input.topics"), s->output_topic,
            bs_config_get_str(s->cfg, "consumer.group.id"),
            bs_log_quote(bs_store_describe(s->store), q, sizeof(q)),
-           s->exactly_once ? "exactly_once" : "at_least_once");
+           s->exactly_once ? "exactly_once" : "at_least_once",
+           bs_allocator());
     s->last_ckpt = s->last_stats = bs_now();
     /* One record per poll: librdkafka 2.0.2's batch consumption can skip
      * offsets around pause/resume (fixed in 2.1.0), and this stage pauses.

@@ -11,6 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef BLOOMSTAGE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 bool bs_parse_u64(const char *s, bool suffixes, uint64_t *out)
 {
     if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
@@ -224,4 +228,22 @@ void bs_progress_end(bs_progress *p)
 {
     if (p->enabled && p->last > 0)
         fprintf(stderr, "\r\033[K");
+}
+
+const char *bs_allocator(void)
+{
+#ifdef BLOOMSTAGE_JEMALLOC
+    static char name[96];
+    const char *v = NULL;
+    size_t sz = sizeof(v);
+    if (mallctl("version", &v, &sz, NULL, 0) == 0 && v) {
+        /* "5.3.0-0-g54eaed1d...": the release, without the git suffix */
+        snprintf(name, sizeof(name), "jemalloc-%.*s", (int)strcspn(v, "-"),
+                 v);
+        return name;
+    }
+    return "jemalloc";
+#else
+    return "glibc";
+#endif
 }

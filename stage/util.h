@@ -57,4 +57,8 @@ void bs_progress_end(bs_progress *p);
 
 double bs_now(void); /* monotonic seconds */
 
+/* The malloc the process runs on: "jemalloc-5.3.0" when the
+ * binary links jemalloc (see CMakeLists.txt), else "glibc". */
+const char *bs_allocator(void);
+
 #endif
