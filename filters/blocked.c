@@ -129,6 +129,11 @@ bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
     return covered(block, pat);
 }
 
+void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
+{
+    __builtin_prefetch(bf->words + bf_block_of(h, bf->nblocks) * 8);
+}
+
 void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
                                 size_t n, bool *out)
 {

@@ -166,6 +166,13 @@ void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
 /* One call: true if the key was new (and is now added), false if it was
  * already maybe-present (filter unchanged). */
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h);
+/* A hint, for one lookup at a time in a filter larger than the caches:
+ * starts bringing the key's block into the cache and returns at once, so a
+ * lookup or add of that key a little later (after other work: reading the
+ * next record, say) does not wait on memory.  Reads nothing, changes
+ * nothing, cannot fail.  The scalable and counting filters and bf_filter
+ * have one too. */
+void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h);
 bool bf_blocked_add_if_absent(bf_blocked *bf, const void *key, size_t len);
 
 void bf_blocked_info(const bf_blocked *bf, bf_info *out);
@@ -216,6 +223,8 @@ bool bf_scalable_contains(const bf_scalable *sb, const void *key, size_t len);
 int bf_scalable_add_if_absent_h(bf_scalable *sb, bf_hash h) BF_WARN_UNUSED;
 int bf_scalable_add_if_absent(bf_scalable *sb, const void *key,
                               size_t len) BF_WARN_UNUSED;
+/* The key's block in every layer (see bf_blocked_prefetch_h). */
+void bf_scalable_prefetch_h(const bf_scalable *sb, bf_hash h);
 
 uint32_t bf_scalable_layers(const bf_scalable *sb);
 /* Per-layer statistics (layer 0 is the oldest); false if no such layer. */
@@ -255,6 +264,8 @@ bool bf_counting_remove_h(bf_counting *cf, bf_hash h);
 bool bf_counting_remove(bf_counting *cf, const void *key, size_t len);
 
 bool bf_counting_contains_h(const bf_counting *cf, bf_hash h);
+/* See bf_blocked_prefetch_h. */
+void bf_counting_prefetch_h(const bf_counting *cf, bf_hash h);
 bool bf_counting_contains(const bf_counting *cf, const void *key, size_t len);
 
 /* The smallest of the key's counters (0..15): 0 means absent. */
@@ -309,6 +320,8 @@ uint64_t bf_filter_seed(const bf_filter *f);
 
 bool bf_filter_contains_h(const bf_filter *f, bf_hash h);
 bool bf_filter_contains(const bf_filter *f, const void *key, size_t len);
+/* See bf_blocked_prefetch_h. */
+void bf_filter_prefetch_h(const bf_filter *f, bf_hash h);
 /* Adds a key: 1 new, 0 was maybe-present, negative -bf_err on failure
  * (-BF_ERR_READONLY for a filter used in place from a file). */
 int bf_filter_add(bf_filter *f, const void *key, size_t len) BF_WARN_UNUSED;

@@ -111,6 +111,11 @@ unsigned bf_counting_min_count_h(const bf_counting *cf, bf_hash h)
     return min;
 }
 
+void bf_counting_prefetch_h(const bf_counting *cf, bf_hash h)
+{
+    __builtin_prefetch(block_of(cf, h));
+}
+
 bool bf_counting_contains_h(const bf_counting *cf, bf_hash h)
 {
     return bf_counting_min_count_h(cf, h) > 0;

@@ -108,6 +108,21 @@ bool bf_filter_contains_h(const bf_filter *f, bf_hash h)
     return false;
 }
 
+void bf_filter_prefetch_h(const bf_filter *f, bf_hash h)
+{
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        bf_blocked_prefetch_h(f->u.b, h);
+        break;
+    case BF_KIND_SCALABLE:
+        bf_scalable_prefetch_h(f->u.s, h);
+        break;
+    case BF_KIND_COUNTING:
+        bf_counting_prefetch_h(f->u.c, h);
+        break;
+    }
+}
+
 bool bf_filter_contains(const bf_filter *f, const void *key, size_t len)
 {
     return bf_filter_contains_h(f, bf_hash_key(key, len, bf_filter_seed(f)));

@@ -182,6 +182,12 @@ bool bf_scalable_contains(const bf_scalable *sb, const void *key, size_t len)
     return bf_scalable_contains_h(sb, bf_hash_key(key, len, sb->params.seed));
 }
 
+void bf_scalable_prefetch_h(const bf_scalable *sb, bf_hash h)
+{
+    for (uint32_t i = sb->nlayers; i-- > 0;)
+        bf_blocked_prefetch_h(sb->layers[i], h);
+}
+
 int bf_scalable_add_if_absent_h(bf_scalable *sb, bf_hash h)
 {
     if (bf_scalable_contains_h(sb, h))

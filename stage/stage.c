@@ -84,6 +84,15 @@ typedef struct part {
     size_t nskip, skip_i;
 } part;
 
+/* A record's keys, hashed, ahead of its processing: taken when the record
+ * is polled, used one poll later (see bs_stage_run). */
+typedef struct prepared {
+    bool have;         /* it has the dedup key: h is its hash */
+    bf_hash h;
+    bool *list_have;   /* per blocklist: it has that list's key, hashed */
+    bf_hash *list_h;
+} prepared;
+
 typedef _Atomic uint64_t counter;
 /* Counters have one writer, the stage thread (librdkafka calls back into
  * it), and readers anywhere: a relaxed load and store is enough and costs
@@ -115,6 +124,13 @@ struct bs_stage {
     bs_blocklist *lists;
     size_t nlists;
     counter *list_drops;
+    bool *list_shares_hash; /* same key and seed as the dedup filter */
+
+    /* The record polled last, not processed yet (its filter blocks on their
+     * way to the cache), and the two prepared slots (next and held). */
+    rd_kafka_message_t *held;
+    prepared prep[2];
+    unsigned held_slot;
 
     part *parts;
     size_t nparts, capparts;
@@ -603,6 +619,7 @@ static void pause_all(bs_stage *s, bool pause)
 }
 
 static int recreate_producer(bs_stage *s, char *errstr, size_t errstr_size);
+static void release_held(bs_stage *s);
 
 /* Invariant 3: back to the last checkpoint, for every partition in `only`
  * (NULL: all).  Filters are reloaded from disk and the consumer seeked. */
@@ -938,6 +955,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     bs_stage *s = opaque;
+    /* The held record belongs to the assignment before this one. */
+    release_held(s);
     bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -1099,7 +1118,7 @@ static void drop(bs_stage *s, rd_kafka_message_t *m, const char *reason)
     }
 }
 
-static void process(bs_stage *s, rd_kafka_message_t *m)
+static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     part *p = part_find(s, topic, m->partition);
@@ -1134,53 +1153,36 @@ static void process(bs_stage *s, rd_kafka_message_t *m)
         return;
     }
 
-    bs_record_keys keys;
-    bs_record_keys_init(&keys, m);
-    const void *key;
-    size_t len;
-    bool have = bs_record_key(&keys, s->dedup_key, &key, &len);
-    uint64_t seed = s->fparams.seed;
-    bf_hash h = {0, 0};
-    if (have)
-        h = bf_hash_key(key, len, seed);
-
     for (size_t i = 0; i < s->nlists; i++) {
+        if (!pp->list_have[i])
+            continue; /* no such key: this list cannot match */
         bs_blocklist *bl = &s->lists[i];
-        bf_hash bh;
-        if (have && bl->seed == seed && bs_keyspec_equal(bl->key, s->dedup_key))
-            bh = h; /* one hash serves both */
-        else {
-            const void *bk;
-            size_t blen;
-            if (!bs_record_key(&keys, bl->key, &bk, &blen))
-                continue; /* no such key: this list cannot match */
-            bh = bf_hash_key(bk, blen, bl->seed);
-        }
-        if (bf_filter_contains_h(bl->filter, bh)) {
+        if (bf_filter_contains_h(bl->filter, pp->list_h[i])) {
             char reason[300];
             snprintf(reason, sizeof(reason), "blocklist:%s", bl->name);
             INC(s->st.dropped_blocklist);
             INC(s->list_drops[i]);
             drop(s, m, reason);
-            goto done;
+            return;
         }
     }
 
-    if (!have) {
+    if (!pp->have) {
         INC(s->st.missing_key);
         if (s->reject_missing) {
             drop(s, m, "missing-key");
-            goto done;
+            return;
         }
         produce(s, m, s->out_rkt, NULL);
         INC(s->st.records_out);
-        goto done;
+        return;
     }
-    int added = bf_scalable_add_if_absent_h(bf_filter_scalable(p->filter), h);
+    int added =
+        bf_scalable_add_if_absent_h(bf_filter_scalable(p->filter), pp->h);
     if (added == 0) {
         INC(s->st.dropped_duplicate);
         drop(s, m, "duplicate");
-        goto done;
+        return;
     }
     if (added < 0 && !s->filter_full_logged) {
         /* dedup.max.bytes reached: forwarding without dedup loses nothing;
@@ -1192,9 +1194,72 @@ static void process(bs_stage *s, rd_kafka_message_t *m)
     }
     produce(s, m, s->out_rkt, NULL);
     INC(s->st.records_out);
-done:
-    bs_record_keys_reset(&keys);
 }
+
+/* Takes a polled record's keys and hashes them, and starts bringing the
+ * filter blocks they will touch into the cache: the lookups come one poll
+ * later (hold), when the blocks are there instead of ~100 ns away.  The
+ * filters and partitions may change before then (a new layer, a
+ * rebalance): process() looks everything up again, only the hashes
+ * carry over, and they depend on the record alone. */
+static void prepare(bs_stage *s, rd_kafka_message_t *m, prepared *pp)
+{
+    bs_record_keys keys;
+    bs_record_keys_init(&keys, m);
+    const void *key;
+    size_t len;
+    pp->have = bs_record_key(&keys, s->dedup_key, &key, &len);
+    if (pp->have)
+        pp->h = bf_hash_key(key, len, s->fparams.seed);
+    for (size_t i = 0; i < s->nlists; i++) {
+        bs_blocklist *bl = &s->lists[i];
+        if (s->list_shares_hash[i]) {
+            pp->list_have[i] = pp->have; /* one hash serves both */
+            pp->list_h[i] = pp->h;
+        } else {
+            const void *bk;
+            size_t blen;
+            pp->list_have[i] = bs_record_key(&keys, bl->key, &bk, &blen);
+            if (pp->list_have[i])
+                pp->list_h[i] = bf_hash_key(bk, blen, bl->seed);
+        }
+        if (pp->list_have[i])
+            bf_filter_prefetch_h(bl->filter, pp->list_h[i]);
+    }
+    bs_record_keys_reset(&keys);
+    if (pp->have) {
+        part *p = part_find(s, rd_kafka_topic_name(m->rkt), m->partition);
+        if (p && p->filter)
+            bf_filter_prefetch_h(p->filter, pp->h);
+    }
+}
+
+/* The held record, processed now (or left, if consumption is paused: the
+ * resume seeks back to it), then destroyed.  Called before anything that
+ * checkpoints, seeks or rebalances, so that all of that sees every polled
+ * record either processed or not consumed at all. */
+static void release_held(bs_stage *s)
+{
+    rd_kafka_message_t *m = s->held;
+    if (!m)
+        return;
+    s->held = NULL;
+    if (!s->paused && !s->fatal)
+        process(s, m, &s->prep[s->held_slot]);
+    rd_kafka_message_destroy(m);
+}
+
+/* Holds m (just polled, no error) and processes the record held before:
+ * a lookahead of one record. */
+static void hold(bs_stage *s, rd_kafka_message_t *m)
+{
+    unsigned slot = s->held ? s->held_slot ^ 1u : s->held_slot;
+    prepare(s, m, &s->prep[slot]);
+    release_held(s);
+    s->held = m;
+    s->held_slot = slot;
+}
+
 
 /* -- set-up ---------------------------------------------------------------- */
 
@@ -1361,11 +1426,22 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     if (bs_blocklists_load(cfg, &s->lists, &s->nlists, errstr,
                            errstr_size) != 0)
         goto fail;
-    s->list_drops = calloc(s->nlists ? s->nlists : 1, sizeof(counter));
-    if (!s->list_drops) {
+    size_t nl = s->nlists ? s->nlists : 1;
+    s->list_drops = calloc(nl, sizeof(counter));
+    s->list_shares_hash = calloc(nl, sizeof(bool));
+    for (int i = 0; i < 2; i++) {
+        s->prep[i].list_have = calloc(nl, sizeof(bool));
+        s->prep[i].list_h = calloc(nl, sizeof(bf_hash));
+    }
+    if (!s->list_drops || !s->list_shares_hash || !s->prep[0].list_have ||
+        !s->prep[0].list_h || !s->prep[1].list_have || !s->prep[1].list_h) {
         snprintf(errstr, errstr_size, "out of memory");
         goto fail;
     }
+    for (size_t i = 0; i < s->nlists; i++)
+        s->list_shares_hash[i] =
+            s->lists[i].seed == s->fparams.seed &&
+            bs_keyspec_equal(s->lists[i].key, s->dedup_key);
     for (size_t i = 0; i < s->nlists; i++) {
         bf_info in;
         char hb[32];
@@ -1572,13 +1648,17 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
     s->last_ckpt = s->last_stats = bs_now();
     /* One record per poll: librdkafka 2.0.2's batch consumption can skip
      * offsets around pause/resume (fixed in 2.1.0), and this stage pauses.
-     * The bookkeeping below runs every 64 records or when the poll comes
-     * back empty: per record it would cost as much as the work. */
+     * A record is processed one poll after it came (hold): its filter
+     * blocks are fetched from memory meanwhile.  The bookkeeping below runs
+     * every 64 records or when the poll comes back empty, with no record
+     * held: per record it would cost as much as the work. */
     unsigned tick = 0;
     while (!atomic_load(&s->stop) && !s->fatal) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
         if (m) {
-            if (m->err) {
+            if (!m->err) {
+                hold(s, m);
+            } else {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                     char eq[512];
                     bs_log(BS_LOG_WARN, "consume error", "error=%s "
@@ -1586,15 +1666,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                            bs_log_quote(rd_kafka_message_errstr(m), eq,
                                         sizeof(eq)));
                 }
-            } else if (!s->paused && !s->fatal) {
-                process(s, m);
+                rd_kafka_message_destroy(m);
             }
-            /* (Paused: left unprocessed; the resume seeks back to the first
-             * record not processed, so it comes again.) */
-            rd_kafka_message_destroy(m);
             if (++tick % 64 != 0)
                 continue;
         }
+        /* (Paused: a held record is left unprocessed; the resume seeks
+         * back to the first record not processed, so it comes again.) */
+        release_held(s);
         rd_kafka_poll(s->producer, 0);
         double now = bs_now();
         atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
@@ -1611,6 +1690,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
             checkpoint_round(s, s->dr_failed ? "delivery-failure" : "trigger");
         }
     }
+    release_held(s); /* processed unless fatal: then only destroyed */
     if (s->fatal) {
         snprintf(errstr, errstr_size, "%s", s->fatal_err);
         char fq[1100];
@@ -1725,6 +1805,8 @@ void bs_stage_destroy(bs_stage *s)
 {
     if (!s)
         return;
+    if (s->held)
+        rd_kafka_message_destroy(s->held);
     if (s->consumer)
         rd_kafka_destroy(s->consumer);
     bs_store_destroy(s->store);
@@ -1740,6 +1822,11 @@ void bs_stage_destroy(bs_stage *s)
     free(s->parts);
     bs_blocklists_free(s->lists, s->nlists);
     free((void *)s->list_drops);
+    free(s->list_shares_hash);
+    for (int i = 0; i < 2; i++) {
+        free(s->prep[i].list_have);
+        free(s->prep[i].list_h);
+    }
     free(s->pub);
     pthread_mutex_destroy(&s->pub_lock);
     free(s);
