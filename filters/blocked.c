@@ -137,8 +137,10 @@ void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
 void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
                                 size_t n, bool *out)
 {
-    /* Prefetch a few keys ahead so several cache misses are in flight. */
-    enum { AHEAD = 8 };
+    /* Prefetch keys ahead so several cache misses are in flight: 16 beat
+     * 8 at n = 1e8 (absent keys 21.6 -> 17.5 ns at p = 1e-3, bench/filters),
+     * a lookup being short enough that 8 did not cover a miss. */
+    enum { AHEAD = 16 };
     for (size_t i = 0; i < n && i < AHEAD; i++)
         __builtin_prefetch(bf->words + bf_block_of(h[i], bf->nblocks) * 8);
     for (size_t i = 0; i < n; i++) {

@@ -612,7 +612,7 @@ static void test_contains_many_matches_contains(void **state)
         key_u64(i % 2 ? KEYS_ABSENT_BASE + i : i / 2, key);
         h[i] = bf_hash_key(key, 8, BF_DEFAULT_SEED);
     }
-    const size_t sizes[] = {0, 1, 7, 8, 9, 17, 1000, N};
+    const size_t sizes[] = {0, 1, 7, 8, 9, 15, 16, 17, 33, 1000, N};
     size_t present = 0, fp = 0;
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         memset(out, 0x55, N * sizeof(*out));
