@@ -1260,7 +1260,6 @@ static void hold(bs_stage *s, rd_kafka_message_t *m)
     s->held_slot = slot;
 }
 
-
 /* -- set-up ---------------------------------------------------------------- */
 
 typedef struct conf_ctx {
