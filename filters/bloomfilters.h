@@ -166,14 +166,14 @@ void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
 /* One call: true if the key was new (and is now added), false if it was
  * already maybe-present (filter unchanged). */
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h);
+bool bf_blocked_add_if_absent(bf_blocked *bf, const void *key, size_t len);
 /* A hint, for one lookup at a time in a filter larger than the caches:
  * starts bringing the key's block into the cache and returns at once, so a
  * lookup or add of that key a little later (after other work: reading the
- * next record, say) does not wait on memory.  Reads nothing, changes
- * nothing, cannot fail.  The scalable and counting filters and bf_filter
+ * next record, say) does not wait on memory.  The filter is left as
+ * it was; it cannot fail.  The scalable and counting filters and bf_filter
  * have one too. */
 void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h);
-bool bf_blocked_add_if_absent(bf_blocked *bf, const void *key, size_t len);
 
 void bf_blocked_info(const bf_blocked *bf, bf_info *out);
 
