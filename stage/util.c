@@ -11,9 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef BLOOMSTAGE_JEMALLOC
-#include <jemalloc/jemalloc.h>
-#endif
+#include <dlfcn.h>
 
 bool bs_parse_u64(const char *s, bool suffixes, uint64_t *out)
 {
@@ -232,18 +230,21 @@ void bs_progress_end(bs_progress *p)
 
 const char *bs_allocator(void)
 {
-#ifdef BLOOMSTAGE_JEMALLOC
+    /* Asked at run time, not compiled in: this file is part of the engine
+     * library, which the bloomstage binary links with jemalloc and the
+     * tests link without.  A process on jemalloc has its mallctl. */
+    typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+    mallctl_fn mallctl_p = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+    if (!mallctl_p)
+        return "glibc";
     static char name[96];
     const char *v = NULL;
     size_t sz = sizeof(v);
-    if (mallctl("version", &v, &sz, NULL, 0) == 0 && v) {
+    if (mallctl_p("version", &v, &sz, NULL, 0) == 0 && v) {
         /* "5.3.0-0-g54eaed1d...": the release, without the git suffix */
         snprintf(name, sizeof(name), "jemalloc-%.*s", (int)strcspn(v, "-"),
                  v);
         return name;
     }
     return "jemalloc";
-#else
-    return "glibc";
-#endif
 }
