@@ -395,7 +395,8 @@ int cmd_demo(int argc, char **argv)
     printf("running the stage: dedup.key=json:/id, blocklist.spam.key="
            "json:/from, checkpoint every 1 s...\n");
     fflush(stdout);
-    runner r = {bs_stage_new(cfg, r.err, sizeof(r.err)), 0, ""};
+    runner r = {0};
+    r.stage = bs_stage_new(cfg, r.err, sizeof(r.err));
     if (!r.stage) {
         fprintf(stderr, "bloomstage demo: %s\n", r.err);
         goto done;
@@ -451,7 +452,7 @@ int cmd_demo(int argc, char **argv)
                "one core, mock broker)\n", (double)st.records_in / secs);
     printf("  dedup filters        %s in %u layers over %u partitions\n",
            bs_human_bytes(at_end.filter_bytes, hb, sizeof(hb)),
-           at_end.filter_layers, at_end.partitions);
+           (unsigned)at_end.filter_layers, (unsigned)at_end.partitions);
     printf("  checkpoints          %llu written, %llu commits, last %s\n",
            (unsigned long long)st.checkpoints, (unsigned long long)st.commits,
            bs_human_bytes(st.checkpoint_bytes, hb, sizeof(hb)));

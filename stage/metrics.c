@@ -86,10 +86,10 @@ char *bs_metrics_render(bs_stage *s)
     bs_stage_stats st;
     bs_stage_stats_get(s, &st);
 
-    counter(&o, "bloomstage_records_in_total",
-            "Records consumed from the input topics.", st.records_in);
-    counter(&o, "bloomstage_records_out_total",
-            "Records forwarded to the output topic.", st.records_out);
+    for (size_t i = 0; i < bs_ncounters; i++)
+        if (bs_counter_infos[i].kind == BS_COUNTER && bs_counter_infos[i].prom)
+            counter(&o, bs_counter_infos[i].prom, bs_counter_infos[i].help,
+                    bs_stats_value(&st, i));
     head(&o, "bloomstage_records_dropped_total", "counter",
          "Records dropped, by reason (and blocklist).");
     outf(&o, "bloomstage_records_dropped_total{reason=\"duplicate\"} %llu\n",
@@ -98,23 +98,6 @@ char *bs_metrics_render(bs_stage *s)
         outf(&o, "bloomstage_records_dropped_total{reason=\"blocklist\","
              "list=\"%s\"} %llu\n", bs_stage_blocklist_name(s, i),
              (unsigned long long)bs_stage_blocklist_drops(s, i));
-    counter(&o, "bloomstage_records_missing_key_total",
-            "Records without the dedup key (handled by "
-            "dedup.on.missing.key).", st.missing_key);
-    counter(&o, "bloomstage_records_rejected_total",
-            "Dropped records produced to rejected.topic.", st.rejected_out);
-    counter(&o, "bloomstage_delivery_failures_total",
-            "Produced records whose delivery failed.", st.delivery_failures);
-    counter(&o, "bloomstage_rollbacks_total",
-            "Rewinds to the last checkpoint after a failed delivery.",
-            st.rollbacks);
-    counter(&o, "bloomstage_checkpoints_total",
-            "Partition checkpoints written.", st.checkpoints);
-    counter(&o, "bloomstage_checkpoint_failures_total",
-            "Failed checkpoint writes and checkpoint rounds.",
-            st.checkpoint_failures);
-    counter(&o, "bloomstage_commits_total",
-            "Offset commits after a checkpoint round.", st.commits);
 
     bs_stage_hist h;
     bs_stage_checkpoint_hist(s, &h);
@@ -129,14 +112,10 @@ char *bs_metrics_render(bs_stage *s)
     outf(&o, "bloomstage_checkpoint_duration_seconds_sum %.6f\n", h.sum);
     outf(&o, "bloomstage_checkpoint_duration_seconds_count %llu\n",
          (unsigned long long)h.count);
-    gauge(&o, "bloomstage_checkpoint_bytes",
-          "Bytes of filter state written by the last checkpoint round.",
-          (double)st.checkpoint_bytes);
-    gauge(&o, "bloomstage_partitions_assigned", "Input partitions assigned.",
-          st.partitions);
-    gauge(&o, "bloomstage_filter_memory_bytes",
-          "Memory of the dedup filters of all assigned partitions.",
-          (double)st.filter_bytes);
+    for (size_t i = 0; i < bs_ncounters; i++)
+        if (bs_counter_infos[i].kind == BS_GAUGE && bs_counter_infos[i].prom)
+            gauge(&o, bs_counter_infos[i].prom, bs_counter_infos[i].help,
+                  (double)bs_stats_value(&st, i));
     gauge(&o, "bloomstage_ready", "1 when /ready answers 200.",
           bs_stage_ready(s, NULL, 0) ? 1 : 0);
 

@@ -14,6 +14,8 @@
 #ifndef BLOOMSTAGE_STAGE_H
 #define BLOOMSTAGE_STAGE_H
 
+#include "counters.h"
+
 #include <config.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,25 +23,12 @@
 
 typedef struct bs_stage bs_stage;
 
+/* A snapshot of the counters (counters.h declares them, with what each
+ * counts); checkpoint_us is the duration of the last checkpoint round. */
 typedef struct bs_stage_stats {
-    uint64_t records_in;
-    uint64_t records_out;         /* forwarded to output.topic */
-    uint64_t dropped_duplicate;
-    uint64_t dropped_blocklist;   /* all lists */
-    uint64_t missing_key;         /* records without the dedup key */
-    uint64_t rejected_out;        /* copies produced to rejected.topic */
-    uint64_t delivery_failures;
-    uint64_t rollbacks;           /* rewinds to the last checkpoint */
-    uint64_t replayed;            /* re-consumed records the output tail
-                                     showed as forwarded already */
-    uint64_t checkpoints;         /* partition checkpoints written */
-    uint64_t checkpoint_failures;
-    uint64_t commits;
-    uint64_t checkpoint_bytes;    /* size of the last checkpoint round */
-    double checkpoint_seconds;    /* duration of the last checkpoint round */
-    uint64_t filter_bytes;        /* dedup filters of assigned partitions */
-    uint32_t partitions;          /* assigned */
-    uint32_t filter_layers;       /* sum over assigned partitions */
+#define BS_X_FIELD(field, kind, prom, help, stat) uint64_t field;
+    BS_STAGE_COUNTERS(BS_X_FIELD)
+#undef BS_X_FIELD
 } bs_stage_stats;
 
 /* NULL with errstr on a bad configuration, an unloadable blocklist or a

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -62,6 +63,13 @@ struct bs_store {
 
 static int dir_check(bs_store *st, char *errstr, size_t errstr_size)
 {
+    /* The directory store makes its directory (one level, as mkdir(1)
+     * without -p); the Kafka store needs none. */
+    if (mkdir(st->dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", st->dir,
+                 strerror(errno));
+        return -1;
+    }
     DIR *d = opendir(st->dir);
     if (!d) {
         snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", st->dir,

@@ -1,0 +1,286 @@
+/*
+ * clients.c -- the stage's librdkafka clients: the group consumer, the
+ * idempotent producer (replaced whole when it fails fatally), the
+ * assign-only consumer that reads the output tail and the Kafka checkpoint
+ * store, and the store itself; their configuration (our defaults, then the
+ * kafka.* and consumer.* / producer.* keys, then what the stage must
+ * force), and the callbacks librdkafka makes into the stage thread.
+ *
+ * The stage owns every client; bs_clients_destroy frees them in the order
+ * their dependencies need (the store borrows the tail consumer).
+ */
+#include "stage_int.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void vnote(bs_stage *s, const char *fmt, va_list ap)
+{
+    if (s->dr_failed++ == 0)
+        vsnprintf(s->dr_error, sizeof(s->dr_error), fmt, ap);
+}
+
+void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(s, fmt, ap);
+    va_end(ap);
+    BS_INC(s->ctr.delivery_failures);
+}
+
+void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(s, fmt, ap);
+    va_end(ap);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason,
+                     void *opaque)
+{
+    bs_stage *s = opaque;
+    char q[512];
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char fe[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, fe, sizeof(fe));
+        bs_log(BS_LOG_ERROR, "kafka fatal error", "client=%s error=%s "
+               "detail=%s", rd_kafka_name(rk), rd_kafka_err2name(orig),
+               bs_log_quote(fe, q, sizeof(q)));
+        if (rk == s->producer)
+            /* The idempotent producer cannot go on: everything since the
+             * checkpoint is redone with a new producer (round.c, rollback);
+             * counted as a failure but not as a failed delivery. */
+            bs_deliveries_unconfirmed(s, "producer fatal error: %s", fe);
+        else
+            bs_stage_fatal(s, "consumer fatal error: %s", fe);
+        return;
+    }
+    bs_log(BS_LOG_WARN, "kafka error", "client=%s error=%s detail=%s",
+           rd_kafka_name(rk), rd_kafka_err2name(err),
+           bs_log_quote(reason, q, sizeof(q)));
+}
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
+                      void *opaque)
+{
+    (void)rk;
+    bs_stage *s = opaque;
+    if (m->err)
+        bs_delivery_failed(s, "delivery to %s [%d] failed: %s",
+                           rd_kafka_topic_name(m->rkt), (int)m->partition,
+                           rd_kafka_err2str(m->err));
+}
+
+typedef struct conf_ctx {
+    rd_kafka_conf_t *conf;
+    char *errstr;
+    size_t errstr_size;
+    const char *prefix;
+} conf_ctx;
+
+static int conf_set_cb(const char *key, const char *value, void *opaque)
+{
+    conf_ctx *c = opaque;
+    char err[512];
+    if (rd_kafka_conf_set(c->conf, key, value, err, sizeof(err)) !=
+        RD_KAFKA_CONF_OK) {
+        snprintf(c->errstr, c->errstr_size, "%s%s: %s", c->prefix, key, err);
+        return BS_FATAL;
+    }
+    return BS_OK;
+}
+
+/* A librdkafka configuration: our defaults, then kafka.* and role.* keys
+ * from the configuration (which override them), then what the stage needs
+ * and must not be overridden. */
+static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
+                                    const char *const *defaults,
+                                    const char *const *forced, char *errstr,
+                                    size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    conf_ctx c = {conf, errstr, errstr_size, ""};
+    char prefix[32];
+    for (size_t i = 0; defaults[i]; i += 2)
+        if (conf_set_cb(defaults[i], defaults[i + 1], &c))
+            goto fail;
+    c.prefix = "kafka.";
+    if (bs_config_foreach(s->cfg, "kafka.", conf_set_cb, &c))
+        goto fail;
+    snprintf(prefix, sizeof(prefix), "%s.", role);
+    c.prefix = prefix;
+    if (bs_config_foreach(s->cfg, prefix, conf_set_cb, &c))
+        goto fail;
+    c.prefix = "";
+    for (size_t i = 0; forced[i]; i += 2)
+        if (conf_set_cb(forced[i], forced[i + 1], &c))
+            goto fail;
+    rd_kafka_conf_set_opaque(conf, s);
+    rd_kafka_conf_set_log_cb(conf, bs_log_rdkafka);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+static void drop_topics(bs_stage *s)
+{
+    if (s->out_rkt)
+        rd_kafka_topic_destroy(s->out_rkt);
+    if (s->rej_rkt)
+        rd_kafka_topic_destroy(s->rej_rkt);
+    s->out_rkt = s->rej_rkt = NULL;
+}
+
+bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    static const char *const defaults[] = {
+        "client.id", "bloomstage", "linger.ms", "5",
+        "compression.type", "lz4", NULL};
+    static const char *const forced[] = {"enable.idempotence", "true", NULL};
+    rd_kafka_conf_t *conf =
+        client_conf(s, "producer", defaults, forced, errstr, errstr_size);
+    if (!conf)
+        return BS_FATAL;
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(errstr, errstr_size, "cannot create the producer: %s", err);
+        return BS_FATAL;
+    }
+    rd_kafka_topic_t *out = rd_kafka_topic_new(rk, s->output_topic, NULL);
+    rd_kafka_topic_t *rej =
+        s->rejected_topic ? rd_kafka_topic_new(rk, s->rejected_topic, NULL)
+                          : NULL;
+    if (!out || (s->rejected_topic && !rej)) {
+        snprintf(errstr, errstr_size, "cannot use the output topics: %s",
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        if (out)
+            rd_kafka_topic_destroy(out);
+        if (rej)
+            rd_kafka_topic_destroy(rej);
+        rd_kafka_destroy(rk);
+        return BS_FATAL;
+    }
+    if (s->producer) {
+        /* A fatal producer: what it still holds is failed anyway. */
+        rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE |
+                                        RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(s->producer, BS_TIMEOUT_PURGE_FLUSH_MS);
+        drop_topics(s);
+        rd_kafka_destroy(s->producer);
+    }
+    s->producer = rk;
+    s->out_rkt = out;
+    s->rej_rkt = rej;
+    return BS_OK;
+}
+
+bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    const bs_config *cfg = s->cfg;
+    if (bs_producer_recreate(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
+
+    const char *group = bs_config_get_str(cfg, "consumer.group.id");
+    static const char *const cdefaults[] = {
+        "client.id", "bloomstage", "auto.offset.reset", "earliest",
+        "partition.assignment.strategy", "cooperative-sticky",
+        "statistics.interval.ms", "5000",
+        /* librdkafka 2.0.2 stops fetching for a full second once this
+         * many records are queued (the default, 100k, is about 0.2 s of
+         * work here): keep fetching instead, memory is still bounded by
+         * queued.max.messages.kbytes. */
+        "queued.min.messages", "1000000", NULL};
+    const char *cforced[] = {"enable.auto.commit", "false",
+                             "enable.auto.offset.store", "false",
+                             "group.id", group, NULL};
+    rd_kafka_conf_t *cconf = client_conf(s, "consumer", cdefaults, cforced,
+                                         errstr, errstr_size);
+    if (!cconf)
+        return BS_FATAL;
+    rd_kafka_conf_set_rebalance_cb(cconf, bs_rebalance_cb);
+    rd_kafka_conf_set_stats_cb(cconf, bs_stats_cb);
+    char err[512];
+    s->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
+    if (!s->consumer) {
+        rd_kafka_conf_destroy(cconf);
+        snprintf(errstr, errstr_size, "cannot create the consumer: %s", err);
+        return BS_FATAL;
+    }
+    rd_kafka_poll_set_consumer(s->consumer);
+
+    bool kafka_store = bs_config_get_enum(cfg, "checkpoint.store") ==
+                       BS_CONFIG_STORE_KAFKA;
+    if (s->exactly_once || kafka_store) {
+        /* Reads the output tail: assigned, never subscribed, commits
+         * nothing; its group id is never joined. */
+        /* It reads to a known end: a fetch that waits for more data
+         * only adds latency to a restore. */
+        static const char *const tdefaults[] = {
+            "client.id", "bloomstage-replay", "fetch.wait.max.ms", "10",
+            NULL};
+        char tgroup[300];
+        snprintf(tgroup, sizeof(tgroup), "%s.replay", group);
+        const char *tforced[] = {"enable.auto.commit", "false",
+                                 "enable.auto.offset.store", "false",
+                                 "enable.partition.eof", "true",
+                                 "group.id", tgroup, NULL};
+        rd_kafka_conf_t *tconf = client_conf(s, "consumer", tdefaults,
+                                             tforced, errstr, errstr_size);
+        if (!tconf)
+            return BS_FATAL;
+        s->tail = rd_kafka_new(RD_KAFKA_CONSUMER, tconf, err, sizeof(err));
+        if (!s->tail) {
+            rd_kafka_conf_destroy(tconf);
+            snprintf(errstr, errstr_size, "cannot create the replay "
+                     "consumer: %s", err);
+            return BS_FATAL;
+        }
+        rd_kafka_poll_set_consumer(s->tail);
+    }
+
+    /* The checkpoint store, checked before the group is joined: a damaged
+     * checkpoint stops start-up before anything is consumed. */
+    rd_kafka_conf_t *sconf = NULL;
+    if (kafka_store) {
+        static const char *const sdefaults[] = {
+            "client.id", "bloomstage-checkpoints", "linger.ms", "1",
+            "message.max.bytes", "20000000", NULL};
+        static const char *const sforced[] = {
+            "enable.idempotence", "true", "acks", "all",
+            "allow.auto.create.topics", "false", NULL};
+        sconf = client_conf(s, "producer", sdefaults, sforced, errstr,
+                            errstr_size);
+        if (!sconf)
+            return BS_FATAL;
+    }
+    s->store = bs_store_new(cfg, s->tail, sconf, errstr, errstr_size);
+    if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
+        return BS_FATAL;
+    return BS_OK;
+}
+
+void bs_clients_destroy(bs_stage *s)
+{
+    if (s->consumer)
+        rd_kafka_destroy(s->consumer);
+    bs_store_destroy(s->store);
+    if (s->tail) {
+        rd_kafka_consumer_close(s->tail);
+        rd_kafka_destroy(s->tail);
+    }
+    drop_topics(s);
+    if (s->producer)
+        rd_kafka_destroy(s->producer);
+    s->consumer = s->tail = s->producer = NULL;
+    s->store = NULL;
+}

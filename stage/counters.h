@@ -1,0 +1,98 @@
+/*
+ * counters.h -- the stage's counters and gauges, declared once.
+ *
+ * BS_STAGE_COUNTERS is the one list: it generates the atomic struct the
+ * stage thread writes (bs_counters), the plain snapshot other threads read
+ * (bs_stage_stats, stage.h), the copy between them (report.c), the
+ * Prometheus families (metrics.c) and the fields of the periodic stats log
+ * line (report.c).  Adding a counter is one line here (and a row in
+ * README.md's metrics table when it is exported).
+ *
+ * Columns:
+ *   field  the C name in both structs
+ *   kind   COUNTER or GAUGE (Prometheus type)
+ *   prom   the Prometheus family, or NULL: not exported on its own
+ *   help   the family's HELP text
+ *   stat   the key in the `msg=stats` log line, or NULL: not in it
+ *
+ * The labelled family bloomstage_records_dropped_total (by reason and
+ * blocklist) and the checkpoint-duration histogram are rendered by
+ * metrics.c from dropped_* and the histogram; they are not rows here.
+ *
+ * Counters have one writer, the stage thread, and readers anywhere: a
+ * relaxed load and store is enough and costs no locked instruction on the
+ * record path.
+ */
+#ifndef BLOOMSTAGE_COUNTERS_H
+#define BLOOMSTAGE_COUNTERS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BS_STAGE_COUNTERS(X)                                                  \
+    X(records_in, COUNTER, "bloomstage_records_in_total",                     \
+      "Records consumed from the input topics.", "records_in")                \
+    X(records_out, COUNTER, "bloomstage_records_out_total",                   \
+      "Records forwarded to the output topic.", "records_out")                \
+    X(dropped_duplicate, COUNTER, NULL, NULL, "duplicates")                   \
+    X(dropped_blocklist, COUNTER, NULL, NULL, "blocked")                      \
+    X(missing_key, COUNTER, "bloomstage_records_missing_key_total",           \
+      "Records without the dedup key (handled by dedup.on.missing.key).",     \
+      "missing_key")                                                          \
+    X(rejected_out, COUNTER, "bloomstage_records_rejected_total",             \
+      "Dropped records produced to rejected.topic.", NULL)                    \
+    X(delivery_failures, COUNTER, "bloomstage_delivery_failures_total",       \
+      "Produced records whose delivery failed.", NULL)                        \
+    X(rollbacks, COUNTER, "bloomstage_rollbacks_total",                       \
+      "Rewinds to the last checkpoint after a failed delivery.", NULL)        \
+    X(replayed, COUNTER, NULL, NULL, NULL)                                    \
+    X(checkpoints, COUNTER, "bloomstage_checkpoints_total",                   \
+      "Partition checkpoints written.", "checkpoints")                        \
+    X(checkpoint_failures, COUNTER, "bloomstage_checkpoint_failures_total",   \
+      "Failed checkpoint writes and checkpoint rounds.",                      \
+      "checkpoint_failures")                                                  \
+    X(commits, COUNTER, "bloomstage_commits_total",                           \
+      "Offset commits after a checkpoint round.", "commits")                  \
+    X(checkpoint_bytes, GAUGE, "bloomstage_checkpoint_bytes",                 \
+      "Bytes of filter state written by the last checkpoint round.", NULL)    \
+    X(checkpoint_us, GAUGE, NULL, NULL, NULL)                                 \
+    X(partitions, GAUGE, "bloomstage_partitions_assigned",                    \
+      "Input partitions assigned.", "partitions")                             \
+    X(filter_bytes, GAUGE, "bloomstage_filter_memory_bytes",                  \
+      "Memory of the dedup filters of all assigned partitions.",              \
+      "filter_bytes")                                                         \
+    X(filter_layers, GAUGE, NULL, NULL, NULL)
+
+typedef _Atomic uint64_t bs_counter;
+
+/* The list as data, for code that walks it (report.c, metrics.c); the
+ * values are read from a bs_stage_stats (stage.h) with bs_stats_value. */
+typedef enum bs_counter_kind { BS_COUNTER, BS_GAUGE } bs_counter_kind;
+typedef struct bs_counter_info {
+    const char *field;
+    bs_counter_kind kind;
+    const char *prom, *help, *stat; /* NULL: not exported there */
+    size_t offset;                  /* in bs_stage_stats */
+} bs_counter_info;
+extern const bs_counter_info bs_counter_infos[];
+extern const size_t bs_ncounters;
+struct bs_stage_stats;
+uint64_t bs_stats_value(const struct bs_stage_stats *st, size_t i);
+
+
+
+typedef struct bs_counters {
+#define BS_X_FIELD(field, kind, prom, help, stat) bs_counter field;
+    BS_STAGE_COUNTERS(BS_X_FIELD)
+#undef BS_X_FIELD
+} bs_counters;
+
+#define BS_INC(c)                                                             \
+    atomic_store_explicit(&(c),                                               \
+                          atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
+                          memory_order_relaxed)
+#define BS_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+#define BS_SET(c, v) atomic_store_explicit(&(c), (v), memory_order_relaxed)
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * partitions.c -- the stage's assigned input partitions: lookup, adding and
+ * removing them, and restoring one to its last checkpoint (the filter and
+ * offsets from the store, then, with exactly_once, the output tail since).
+ *
+ * Owns each part's filter, watermarks and skip list; s->parts is an array
+ * that moves when it grows, so a part pointer is valid only until the next
+ * bs_part_add or bs_part_remove.
+ */
+#include "stage_int.h"
+#include "log.h"
+#include "replay.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+part *bs_part_find(bs_stage *s, const char *topic, int32_t partition)
+{
+    if (s->last_hit < s->nparts) {
+        part *p = &s->parts[s->last_hit];
+        if (p->partition == partition && !strcmp(p->topic, topic))
+            return p;
+    }
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (p->partition == partition && !strcmp(p->topic, topic)) {
+            s->last_hit = i;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+void bs_part_free(part *p)
+{
+    free(p->topic);
+    bf_filter_destroy(p->filter);
+    free(p->wm);
+    free(p->skip);
+}
+
+void bs_part_remove(bs_stage *s, const char *topic, int32_t partition)
+{
+    part *p = bs_part_find(s, topic, partition);
+    if (!p)
+        return;
+    bs_part_free(p);
+    *p = s->parts[--s->nparts];
+    s->last_hit = 0;
+}
+
+part *bs_part_add(bs_stage *s, const char *topic, int32_t partition)
+{
+    if (s->nparts == s->capparts) {
+        size_t cap = s->capparts ? s->capparts * 2 : 16;
+        part *np = realloc(s->parts, cap * sizeof(*np));
+        if (!np)
+            return NULL;
+        s->parts = np;
+        s->capparts = cap;
+    }
+    part *p = &s->parts[s->nparts];
+    memset(p, 0, sizeof(*p));
+    p->topic = strdup(topic);
+    if (!p->topic)
+        return NULL;
+    p->partition = partition;
+    p->state = BS_PART_RESTORING;
+    p->base_offset = p->next_offset = p->ckpt_offset = -1;
+    p->committed = -1;
+    p->lag = -1;
+    s->nparts++;
+    return p;
+}
+
+bool bs_parts_commit_behind(const bs_stage *s)
+{
+    for (size_t i = 0; i < s->nparts; i++) {
+        const part *p = &s->parts[i];
+        if (p->ckpt_offset >= 0 && p->committed < p->ckpt_offset &&
+            p->state != BS_PART_WAITING_FIRST)
+            return true;
+    }
+    return false;
+}
+
+static bf_filter *new_filter(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    bf_scalable *sb = bf_scalable_new(&s->fparams, errstr, errstr_size);
+    bf_filter *f = bf_filter_from_scalable(sb);
+    if (sb && !f) {
+        bf_scalable_destroy(sb);
+        snprintf(errstr, errstr_size, "out of memory");
+    }
+    return f;
+}
+
+/* Loads a partition's checkpoint into p (filter and offsets), or gives it a
+ * fresh filter when there is none.  A checkpoint that exists but cannot be
+ * used is fatal, never silently replaced. */
+static bs_rc part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
+{
+    bs_checkpoint c;
+    int r = bs_store_get(s->store, p->topic, p->partition, &c, errstr,
+                         errstr_size);
+    if (r < 0)
+        return BS_FATAL;
+    bf_filter_destroy(p->filter);
+    p->filter = NULL;
+    free(p->wm);
+    p->wm = NULL;
+    p->nwm = 0;
+    free(p->skip);
+    p->skip = NULL;
+    p->nskip = p->skip_i = 0;
+    p->ckpt_offset = p->base_offset = p->next_offset = -1;
+    if (r == 0) {
+        p->filter = new_filter(s, errstr, errstr_size);
+        return p->filter ? BS_OK : BS_FATAL;
+    }
+    if (strcmp(c.topic, p->topic) != 0 || c.partition != p->partition) {
+        snprintf(errstr, errstr_size, "the checkpoint of %s [%d] holds %s "
+                 "[%d]", p->topic, (int)p->partition, c.topic,
+                 (int)c.partition);
+        bs_ckpt_free(&c);
+        return BS_FATAL;
+    }
+    p->filter = c.filter;
+    c.filter = NULL;
+    /* The memory cap is this process's setting; files do not carry it. */
+    bf_scalable_set_max_bytes(bf_filter_scalable(p->filter),
+                              s->fparams.max_bytes);
+    p->wm = c.wm;
+    p->nwm = c.nwm;
+    c.wm = NULL;
+    /* The dedup settings may have changed since: growth from here on
+     * follows the current ones, the layers already there stay as built. */
+    p->ckpt_offset = p->base_offset = p->next_offset = c.next_offset;
+    bs_ckpt_free(&c);
+    return BS_OK;
+}
+
+/* exactly_once: where a partition that has no checkpoint starts (its
+ * committed offset, else where auto.offset.reset points), written down as
+ * a first checkpoint with the output's watermarks before any of its
+ * records is processed, so a crash before the first regular checkpoint can
+ * still be replayed exactly. */
+bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
+                                 size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+    int64_t start = RD_KAFKA_OFFSET_INVALID;
+    if (rd_kafka_committed(s->consumer, l, BS_TIMEOUT_BROKER_MS) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        !l->elems[0].err)
+        start = l->elems[0].offset;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (start < 0) {
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            s->consumer, p->topic, p->partition, &lo, &hi,
+            BS_TIMEOUT_BROKER_MS);
+        if (err) {
+            snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s",
+                     p->topic, (int)p->partition, rd_kafka_err2str(err));
+            return BS_RETRY;
+        }
+        start = s->start_latest ? hi : lo;
+    }
+    bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
+    if (!wm) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return BS_RETRY;
+    }
+    if (bs_output_watermarks(s->producer, s->output_topic, s->out_parts, wm,
+                             BS_TIMEOUT_BROKER_MS, errstr, errstr_size) != 0 ||
+        bs_store_put(s->store, p->topic, p->partition, start, wm,
+                     (uint32_t)s->out_parts, p->filter, errstr,
+                     errstr_size) != 0 ||
+        bs_store_sync(s->store, errstr, errstr_size) != 0) {
+        free(wm);
+        return BS_RETRY;
+    }
+    free(p->wm);
+    p->wm = wm;
+    p->nwm = (uint32_t)s->out_parts;
+    p->ckpt_offset = p->base_offset = p->next_offset = start;
+    return BS_OK;
+}
+
+bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
+                       size_t errstr_size)
+{
+    for (size_t i = 0; i < n; i++) {
+        part *p = parts[i];
+        bs_part_set_state(s, p, BS_PART_RESTORING);
+        if (part_load(s, p, errstr, errstr_size) != BS_OK)
+            return BS_FATAL;
+        if (s->exactly_once && p->ckpt_offset < 0 &&
+            bs_part_initial_checkpoint(s, p, errstr, errstr_size) != BS_OK) {
+            /* Like any failed checkpoint write: the partition waits,
+             * paused and unprocessed, and the write is retried. */
+            bs_log_ckpt_failed(p, errstr);
+            bs_part_set_state(s, p, BS_PART_WAITING_FIRST);
+        }
+    }
+    if (!s->exactly_once) {
+        for (size_t i = 0; i < n; i++)
+            bs_part_set_state(s, parts[i], BS_PART_ACTIVE);
+        return BS_OK;
+    }
+    bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
+    if (!t) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return BS_FATAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t[i].topic = parts[i]->topic;
+        t[i].partition = parts[i]->partition;
+        t[i].from_offset = parts[i]->ckpt_offset;
+        t[i].wm = parts[i]->wm;
+        t[i].nwm = parts[i]->nwm;
+        t[i].filter = bf_filter_scalable(parts[i]->filter);
+    }
+    double t0 = bs_now();
+    /* A tail that cannot be read is the broker, not the state: retried. */
+    bs_rc rc = bs_replay_tail(s->tail, s->output_topic, s->dedup_key,
+                              s->fparams.seed, t, n, BS_TIMEOUT_REPLAY_MS,
+                              errstr, errstr_size) == 0
+                   ? BS_OK
+                   : BS_RETRY;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        part *p = parts[i];
+        p->skip = t[i].skip;
+        p->nskip = t[i].nskip;
+        p->skip_i = 0;
+        total += t[i].records;
+        if (rc != BS_OK)
+            bs_part_set_state(s, p, BS_PART_RESTORE_PENDING);
+        else if (p->state == BS_PART_RESTORING)
+            bs_part_set_state(s, p, BS_PART_ACTIVE);
+    }
+    free(t);
+    if (rc == BS_OK && total > 0)
+        bs_log(BS_LOG_INFO, "output tail replayed", "partitions=%zu "
+               "records=%llu seconds=%.3f", n, (unsigned long long)total,
+               bs_now() - t0);
+    return rc;
+}

@@ -1,0 +1,179 @@
+/*
+ * rebalance.c -- the consumer's rebalance callback (REBALANCING).
+ *
+ * Assign: every new partition is restored from its checkpoint before any of
+ * its records is processed (invariant 4), and consumption starts exactly
+ * where that checkpoint ends.  Revoke: a checkpoint round for the revoked
+ * partitions first, so their next owner starts from this state; a lost
+ * assignment commits nothing.  librdkafka calls this from
+ * rd_kafka_consumer_poll and rd_kafka_consumer_close, on the stage thread.
+ */
+#include "stage_int.h"
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Restores the assigned partitions.  false (FATAL entered, none of them
+ * taken) if any cannot be restored. */
+static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt; i++) {
+        rd_kafka_topic_partition_t *tp = &parts->elems[i];
+        if (!bs_part_find(s, tp->topic, tp->partition) &&
+            !bs_part_add(s, tp->topic, tp->partition)) {
+            bs_stage_fatal(s, "out of memory");
+            return false;
+        }
+    }
+    /* Pointers only now: bs_part_add may move the array. */
+    part **chosen = calloc((size_t)parts->cnt + 1, sizeof(*chosen));
+    if (!chosen) {
+        bs_stage_fatal(s, "out of memory");
+        return false;
+    }
+    for (int i = 0; i < parts->cnt; i++)
+        chosen[i] = bs_part_find(s, parts->elems[i].topic,
+                                 parts->elems[i].partition);
+    char err[1024];
+    if (bs_parts_restore(s, chosen, (size_t)parts->cnt, err, sizeof(err)) !=
+        BS_OK) {
+        free(chosen);
+        /* None of them is taken: no half-restored state stays behind. */
+        for (int i = 0; i < parts->cnt; i++)
+            bs_part_remove(s, parts->elems[i].topic,
+                           parts->elems[i].partition);
+        bs_stage_fatal(s, "cannot restore the assigned partitions: %s", err);
+        bs_publish(s);
+        return false;
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        rd_kafka_topic_partition_t *tp = &parts->elems[i];
+        part *p = chosen[i];
+        /* Resume exactly where the checkpoint ends (the committed offset
+         * may lag it, never lead it: invariant 1). */
+        if (p->ckpt_offset >= 0)
+            tp->offset = p->ckpt_offset;
+        bs_log(BS_LOG_INFO, "partition assigned", "topic=%s partition=%d "
+               "checkpoint_offset=%lld already_forwarded=%zu", tp->topic,
+               (int)tp->partition, (long long)p->ckpt_offset, p->nskip);
+    }
+    free(chosen);
+    bs_publish(s);
+    return true;
+}
+
+/* Assigns, then sets each new partition's pause flag to what this stage
+ * wants (librdkafka keeps it across revocation and re-assignment).  Returns
+ * whether a partition waits for its first checkpoint. */
+static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
+                   bool paused, rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_error_t *e = NULL;
+    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (cooperative)
+        e = rd_kafka_incremental_assign(rk, parts);
+    else
+        aerr = rd_kafka_assign(rk, parts);
+    rd_kafka_topic_partition_list_t *hold =
+        rd_kafka_topic_partition_list_new(parts->cnt);
+    bool waiting = false;
+    for (int i = 0; i < parts->cnt; i++) {
+        part *p = bs_part_find(s, parts->elems[i].topic,
+                               parts->elems[i].partition);
+        bool first = p && p->state == BS_PART_WAITING_FIRST;
+        if (paused || first)
+            rd_kafka_topic_partition_list_add(hold, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        waiting |= first;
+    }
+    rd_kafka_resume_partitions(rk, parts);
+    if (hold->cnt > 0)
+        rd_kafka_pause_partitions(rk, hold);
+    rd_kafka_topic_partition_list_destroy(hold);
+    if (e) {
+        char eq[512];
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
+        rd_kafka_error_destroy(e);
+    } else if (aerr) {
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               rd_kafka_err2name(aerr));
+    }
+    return waiting;
+}
+
+static void unassign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
+                     rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt; i++)
+        bs_part_remove(s, parts->elems[i].topic, parts->elems[i].partition);
+    bs_publish(s);
+    /* Not paused when they come back (see assign). */
+    rd_kafka_resume_partitions(rk, parts);
+    rd_kafka_error_t *e = NULL;
+    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (cooperative)
+        e = rd_kafka_incremental_unassign(rk, parts);
+    else
+        aerr = rd_kafka_assign(rk, NULL);
+    if (e) {
+        char eq[512];
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
+        rd_kafka_error_destroy(e);
+    } else if (aerr) {
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               rd_kafka_err2name(aerr));
+    }
+}
+
+void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                     rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    bs_stage *s = opaque;
+    /* The held record belongs to the assignment before this one. */
+    bs_record_release(s);
+    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    if (s->state == BS_STAGE_FATAL) {
+        /* Nothing more is taken or committed (invariant 7): an assignment
+         * is not taken, a revocation gives the partitions up. */
+        if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
+            unassign(s, rk, cooperative, parts);
+        return;
+    }
+    bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_REBALANCING);
+    bs_stage_state next = prev;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        if (!on_assign(s, parts)) {
+            /* Take nothing: no record of a partition whose state is
+             * unusable may be processed. */
+            bs_stage_stop(s);
+            return;
+        }
+        if (assign(s, rk, cooperative, prev == BS_STAGE_BACKOFF, parts) &&
+            prev == BS_STAGE_RUNNING) {
+            /* Their first checkpoint is retried as any failed round is. */
+            next = BS_STAGE_BACKOFF;
+            s->backoff = 0;
+            bs_backoff_start(s);
+            bs_pause_all(s, true);
+        }
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        if (rd_kafka_assignment_lost(rk))
+            bs_log(BS_LOG_WARN, "assignment lost, committing nothing",
+                   "partitions=%d", parts->cnt);
+        else
+            (void)bs_round(s, parts, "revoke"); /* failures logged */
+        unassign(s, rk, cooperative, parts);
+    } else {
+        bs_log(BS_LOG_ERROR, "rebalance failed", "error=%s",
+               rd_kafka_err2name(err));
+        rd_kafka_resp_err_t aerr = rd_kafka_assign(rk, NULL);
+        if (aerr)
+            bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+                   rd_kafka_err2name(aerr));
+    }
+    if (s->state != BS_STAGE_FATAL)
+        bs_stage_set_state(s, next);
+}

@@ -1,0 +1,235 @@
+/*
+ * report.c -- what the stage tells the world: the counters (declared once
+ * in counters.h) and their snapshot for other threads, the per-partition
+ * view the metrics endpoint reads (published under a lock by the stage
+ * thread, at most once a second and on every checkpoint and rebalance),
+ * librdkafka's statistics (consumer lag), the checkpoint-duration
+ * histogram, readiness, the periodic `msg=stats` log line and the live
+ * status line on a terminal.
+ */
+#include "stage_int.h"
+#include "log.h"
+#include "util.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const bs_counter_info bs_counter_infos[] = {
+#define BS_X_INFO(field, kind, prom, help, stat)                              \
+    {#field, BS_##kind, prom, help, stat, offsetof(bs_stage_stats, field)},
+    BS_STAGE_COUNTERS(BS_X_INFO)
+#undef BS_X_INFO
+};
+const size_t bs_ncounters =
+    sizeof(bs_counter_infos) / sizeof(bs_counter_infos[0]);
+
+uint64_t bs_stats_value(const bs_stage_stats *st, size_t i)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)st + bs_counter_infos[i].offset, sizeof(v));
+    return v;
+}
+
+void bs_report_round(bs_stage *s, double dt)
+{
+    BS_SET(s->ctr.checkpoint_us, (uint64_t)(dt * 1e6));
+    BS_INC(s->ckpt_rounds);
+    atomic_fetch_add_explicit(&s->ckpt_sum_us, (uint64_t)(dt * 1e6),
+                              memory_order_relaxed);
+    for (int b = 0; b < BS_CKPT_BUCKETS; b++)
+        if (dt <= bs_ckpt_bucket_bounds[b])
+            BS_INC(s->ckpt_hist[b]);
+}
+
+/* librdkafka's statistics (consumer): the lag of each assigned partition,
+ * topics.T.partitions.P.consumer_lag. */
+int bs_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    (void)rk;
+    bs_stage *s = opaque;
+    json_t *root = json_loadb(json, len, 0, NULL);
+    json_t *topics = json_object_get(root, "topics");
+    const char *tname;
+    json_t *t;
+    json_object_foreach(topics, tname, t) {
+        const char *pname;
+        json_t *pj;
+        json_object_foreach(json_object_get(t, "partitions"), pname, pj) {
+            json_t *lag = json_object_get(pj, "consumer_lag");
+            if (!json_is_integer(lag) || json_integer_value(lag) < 0)
+                continue;
+            part *p = bs_part_find(s, tname, (int32_t)atoi(pname));
+            if (p)
+                p->lag = json_integer_value(lag);
+        }
+    }
+    json_decref(root);
+    return 0; /* librdkafka frees json */
+}
+
+/* Recomputes the filter gauges and publishes the per-partition view for
+ * other threads. */
+void bs_publish(bs_stage *s)
+{
+    uint64_t bytes = 0, layers = 0;
+    pthread_mutex_lock(&s->pub_lock);
+    if (s->nparts > s->cappub) {
+        bs_part_metrics *np = realloc(s->pub, s->nparts * sizeof(*np));
+        if (np) {
+            s->pub = np;
+            s->cappub = s->nparts;
+        }
+    }
+    s->npub = 0;
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (!p->filter)
+            continue; /* being restored */
+        bf_info in;
+        bf_scalable_info(bf_filter_scalable(p->filter), &in);
+        bytes += in.bytes;
+        layers += in.layers;
+        if (s->npub < s->cappub) {
+            bs_part_metrics *m = &s->pub[s->npub++];
+            snprintf(m->topic, sizeof(m->topic), "%s", p->topic);
+            m->partition = p->partition;
+            m->layers = in.layers;
+            m->bits = in.cells;
+            m->fill = in.fill;
+            m->est_keys = in.est_keys;
+            m->est_fpr = in.est_fpr;
+            m->lag = p->lag;
+            m->ckpt_offset = p->ckpt_offset;
+        }
+    }
+    pthread_mutex_unlock(&s->pub_lock);
+    s->last_publish = bs_now();
+    BS_SET(s->ctr.filter_bytes, bytes);
+    BS_SET(s->ctr.filter_layers, layers);
+    BS_SET(s->ctr.partitions, s->nparts);
+}
+
+static int64_t total_lag(bs_stage *s)
+{
+    int64_t lag = 0;
+    bool known = false;
+    for (size_t i = 0; i < s->nparts; i++)
+        if (s->parts[i].lag >= 0) {
+            lag += s->parts[i].lag;
+            known = true;
+        }
+    return known ? lag : -1;
+}
+
+/* The periodic stats log line, and the live status line on a terminal. */
+void bs_report(bs_stage *s, double now)
+{
+    bool status = s->stats_interval > 0 && bs_log_is_tty() &&
+                  now - s->last_status >= 1.0;
+    bool stats = s->stats_interval > 0 &&
+                 now - s->last_stats >= s->stats_interval;
+    if (!status && !stats)
+        return;
+    bs_stage_stats st;
+    bs_stage_stats_get(s, &st);
+    int64_t lag = total_lag(s);
+    if (stats) {
+        double dt = s->last_stats > 0 ? now - s->last_stats : 0;
+        double rate = dt > 0 ? (double)(st.records_in - s->stats_in_before) /
+                                   dt
+                             : 0;
+        char line[1024];
+        size_t len = 0;
+        for (size_t i = 0; i < bs_ncounters; i++)
+            if (bs_counter_infos[i].stat && len < sizeof(line))
+                len += (size_t)snprintf(line + len, sizeof(line) - len,
+                                        "%s=%llu ", bs_counter_infos[i].stat,
+                                        (unsigned long long)bs_stats_value(
+                                            &st, i));
+        bs_log(BS_LOG_INFO, "stats", "%srate=%.0f lag=%lld", line, rate,
+               (long long)lag);
+        s->last_stats = now;
+        s->stats_in_before = st.records_in;
+    }
+    if (status) {
+        double dt = s->last_status > 0 ? now - s->last_status : 0;
+        double rate = dt > 0 ? (double)(st.records_in - s->status_in_before) /
+                                   dt
+                             : 0;
+        char line[256], lagbuf[32];
+        if (lag >= 0)
+            snprintf(lagbuf, sizeof(lagbuf), "%lld", (long long)lag);
+        else
+            snprintf(lagbuf, sizeof(lagbuf), "?");
+        snprintf(line, sizeof(line), "in %llu (%.0f/s)  out %llu  dup %llu  "
+                 "blocked %llu  lag %s  partitions %llu  %s",
+                 (unsigned long long)st.records_in, rate,
+                 (unsigned long long)st.records_out,
+                 (unsigned long long)st.dropped_duplicate,
+                 (unsigned long long)st.dropped_blocklist, lagbuf,
+                 (unsigned long long)st.partitions,
+                 s->state == BS_STAGE_BACKOFF ? "CHECKPOINTS FAILING"
+                                                : "checkpoints ok");
+        bs_log_status(line);
+        s->last_status = now;
+        s->status_in_before = st.records_in;
+    }
+}
+
+void bs_stage_stats_get(bs_stage *s, bs_stage_stats *o)
+{
+#define BS_X_COPY(field, kind, prom, help, stat) o->field = BS_GET(s->ctr.field);
+    BS_STAGE_COUNTERS(BS_X_COPY)
+#undef BS_X_COPY
+}
+
+const double bs_ckpt_bucket_bounds[BS_CKPT_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0};
+
+void bs_stage_checkpoint_hist(bs_stage *s, bs_stage_hist *out)
+{
+    out->count = BS_GET(s->ckpt_rounds);
+    out->sum = (double)BS_GET(s->ckpt_sum_us) / 1e6;
+    for (int b = 0; b < BS_CKPT_BUCKETS; b++)
+        out->buckets[b] = BS_GET(s->ckpt_hist[b]);
+}
+
+size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)
+{
+    pthread_mutex_lock(&s->pub_lock);
+    size_t n = s->npub;
+    if (out)
+        memcpy(out, s->pub, (n < max ? n : max) * sizeof(*out));
+    pthread_mutex_unlock(&s->pub_lock);
+    return n;
+}
+
+bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
+{
+    const char *no = NULL;
+    int64_t last = atomic_load(&s->last_poll_ms);
+    if (BS_GET(s->ctr.partitions) == 0)
+        no = "no partitions assigned";
+    else if (last == 0 || bs_now() * 1000 - (double)last >
+                              BS_READY_STALL_S * 1000)
+        no = "the poll loop has not turned for 10 s";
+    else if (atomic_load(&s->pub_state) == BS_STAGE_BACKOFF)
+        no = "checkpoints are failing";
+    if (why && why_size)
+        snprintf(why, why_size, "%s", no ? no : "ready");
+    return no == NULL;
+}
+
+size_t bs_stage_blocklists(bs_stage *s) { return s->nlists; }
+const char *bs_stage_blocklist_name(bs_stage *s, size_t i)
+{
+    return i < s->nlists ? s->lists[i].name : NULL;
+}
+uint64_t bs_stage_blocklist_drops(bs_stage *s, size_t i)
+{
+    return i < s->nlists ? BS_GET(s->list_drops[i]) : 0;
+}
+

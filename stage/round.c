@@ -1,0 +1,408 @@
+/*
+ * round.c -- checkpoint, then commit: one round flushes the producer and
+ * checks every delivery, writes each changed partition's checkpoint to the
+ * store, makes the round durable, and commits exactly the offsets written
+ * (invariants 1 and 2, state.c).  A failed delivery rolls back instead
+ * (invariant 3); a failed round pauses consumption and is retried with
+ * backoff (BACKOFF), never losing what is in memory or in Kafka.
+ *
+ * Everything here runs on the stage thread, in CHECKPOINTING (or inside a
+ * rollback, which is part of a round).
+ */
+#include "stage_int.h"
+#include "log.h"
+#include "replay.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bs_log_ckpt_failed(const part *p, const char *err)
+{
+    char q[1100];
+    if (p)
+        bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s partition=%d "
+               "error=%s", p->topic, (int)p->partition,
+               bs_log_quote(err, q, sizeof(q)));
+    else
+        bs_log(BS_LOG_ERROR, "checkpoint failed", "error=%s",
+               bs_log_quote(err, q, sizeof(q)));
+}
+
+static bool in_list(const rd_kafka_topic_partition_list_t *l, const part *p)
+{
+    if (!l)
+        return true;
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition == p->partition &&
+            !strcmp(l->elems[i].topic, p->topic))
+            return true;
+    return false;
+}
+
+/* Waits for every produced record's delivery report.  false if the wait
+ * was cut short by a fatal error; librdkafka itself fails undeliverable
+ * records after message.timeout.ms. */
+static bool flush_producer(bs_stage *s)
+{
+    double t0 = bs_now();
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_flush(s->producer,
+                                                 BS_FLUSH_STEP_MS);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return true;
+        if (s->state == BS_STAGE_FATAL)
+            return false;
+        if (bs_now() - t0 >= 5.0)
+            bs_log(BS_LOG_INFO, "waiting for deliveries", "in_flight=%d",
+                   rd_kafka_outq_len(s->producer));
+    }
+}
+
+/* Seeks the consumer to the offsets in `seek` (nothing if empty).  A seek
+ * that cannot be made at all is fatal: where consumption goes on would be
+ * unknown; a partition the broker refuses is logged. */
+static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
+                    const char *why)
+{
+    if (seek->cnt == 0)
+        return;
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
+                                                   BS_TIMEOUT_BROKER_MS);
+    if (e) {
+        bs_stage_fatal(s, "%s: seek failed: %s", why,
+                       rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return;
+    }
+    for (int i = 0; i < seek->cnt; i++)
+        if (seek->elems[i].err)
+            bs_log(BS_LOG_WARN, "seek failed", "reason=%s topic=%s "
+                   "partition=%d error=%s", why, seek->elems[i].topic,
+                   (int)seek->elems[i].partition,
+                   rd_kafka_err2name(seek->elems[i].err));
+}
+
+/* A resume also seeks each partition to where this stage's own state says
+ * it is (after the last record processed, or its base after a rollback),
+ * so where fetching restarts never depends on what librdkafka remembers
+ * across a pause and a seek. */
+void bs_pause_all(bs_stage *s, bool pause)
+{
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (rd_kafka_assignment(s->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    if (a->cnt == 0) {
+        rd_kafka_topic_partition_list_destroy(a);
+        return;
+    }
+    if (pause) {
+        rd_kafka_pause_partitions(s->consumer, a);
+        rd_kafka_topic_partition_list_destroy(a);
+        return;
+    }
+    rd_kafka_resume_partitions(s->consumer, a);
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new(a->cnt);
+    for (int i = 0; i < a->cnt; i++) {
+        part *p = bs_part_find(s, a->elems[i].topic, a->elems[i].partition);
+        int64_t pos = !p ? -1 : p->next_offset >= 0 ? p->next_offset
+                                                     : p->base_offset;
+        if (pos >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = pos;
+    }
+    seek_to(s, seek, "resume");
+    rd_kafka_topic_partition_list_destroy(seek);
+    rd_kafka_topic_partition_list_destroy(a);
+}
+
+static bool restore_pending(const bs_stage *s)
+{
+    for (size_t i = 0; i < s->nparts; i++)
+        if (s->parts[i].state == BS_PART_RESTORE_PENDING)
+            return true;
+    return false;
+}
+
+/* Invariant 3: every partition back to its last checkpoint, filters
+ * reloaded from the store and the consumer seeked.  A tail that cannot be
+ * read leaves partitions RESTORE_PENDING: the next round retries. */
+static void rollback(bs_stage *s)
+{
+    char q[600];
+    if (restore_pending(s)) {
+        bs_log(BS_LOG_INFO, "retrying the rollback", NULL);
+    } else {
+        BS_INC(s->ctr.rollbacks);
+        bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
+               "checkpoint", "failed=%llu error=%s",
+               (unsigned long long)s->dr_failed,
+               bs_log_quote(s->dr_error, q, sizeof(q)));
+    }
+    char err[1024];
+    if (rd_kafka_fatal_error(s->producer, NULL, 0) &&
+        bs_producer_recreate(s, err, sizeof(err)) != BS_OK) {
+        bs_stage_fatal(s, "%s", err);
+        return;
+    }
+    size_t n = s->nparts;
+    part **chosen = calloc(n ? n : 1, sizeof(*chosen));
+    int64_t *bases = calloc(n ? n : 1, sizeof(*bases));
+    if (!chosen || !bases) {
+        free(chosen);
+        free(bases);
+        bs_stage_fatal(s, "rollback: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bases[i] = s->parts[i].base_offset;
+        chosen[i] = &s->parts[i];
+    }
+    bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
+    if (r == BS_FATAL) {
+        bs_stage_fatal(s, "rollback: %s", err);
+    } else if (r == BS_RETRY) {
+        /* Nothing of theirs is processed until a retry reads the tail
+         * (the next round calls back here first). */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+    }
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n && s->state != BS_STAGE_FATAL; i++) {
+        part *p = chosen[i];
+        /* No checkpoint yet: back to the first record consumed. */
+        if (p->ckpt_offset < 0)
+            p->base_offset = bases[i];
+        if (p->base_offset >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = p->base_offset;
+        p->next_offset = -1;
+    }
+    free(chosen);
+    free(bases);
+    if (s->state != BS_STAGE_FATAL)
+        seek_to(s, seek, "rollback");
+    rd_kafka_topic_partition_list_destroy(seek);
+    s->dr_failed = 0;
+    s->dr_error[0] = '\0';
+    s->since_ckpt = 0;
+    bs_publish(s);
+}
+
+/* exactly_once: the output's end, now that everything is delivered: a
+ * replay from this round's checkpoints starts there.  NULL (logged and
+ * counted) if it cannot be read. */
+static bs_ckpt_wm *output_watermarks(bs_stage *s)
+{
+    char err[512];
+    bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
+    if (!wm)
+        snprintf(err, sizeof(err), "out of memory");
+    if (!wm || bs_output_watermarks(s->producer, s->output_topic,
+                                    s->out_parts, wm, BS_TIMEOUT_BROKER_MS,
+                                    err, sizeof(err)) != 0) {
+        bs_log_ckpt_failed(NULL, err);
+        BS_INC(s->ctr.checkpoint_failures);
+        free(wm);
+        return NULL;
+    }
+    return wm;
+}
+
+/* Commits the offsets in `commit`; a partition whose commit succeeded
+ * records it.  A failed commit is safe (the checkpoints are durable and
+ * ahead of the committed offsets) and made again by the next round. */
+static void commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
+    if (cerr) {
+        bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
+               rd_kafka_err2name(cerr), commit->cnt);
+        return;
+    }
+    for (int i = 0; i < commit->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &commit->elems[i];
+        if (e->err) {
+            bs_log(BS_LOG_WARN, "commit failed", "topic=%s partition=%d "
+                   "error=%s", e->topic, (int)e->partition,
+                   rd_kafka_err2name(e->err));
+            continue;
+        }
+        part *p = bs_part_find(s, e->topic, e->partition);
+        if (p)
+            p->committed = e->offset;
+    }
+    BS_INC(s->ctr.commits);
+}
+
+/* The body of a round, in CHECKPOINTING. */
+static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                        const char *why, double t0)
+{
+    if (restore_pending(s)) {
+        rollback(s);
+        if (restore_pending(s) || s->state == BS_STAGE_FATAL)
+            return BS_RETRY;
+    }
+    /* exactly_once partitions still without a first checkpoint. */
+    bool waiting = false;
+    char err[1024];
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (p->state != BS_PART_WAITING_FIRST || !in_list(only, p))
+            continue;
+        if (bs_part_initial_checkpoint(s, p, err, sizeof(err)) == BS_OK) {
+            bs_part_set_state(s, p, BS_PART_ACTIVE);
+        } else {
+            bs_log_ckpt_failed(p, err);
+            BS_INC(s->ctr.checkpoint_failures);
+            waiting = true;
+        }
+    }
+    /* Invariant 2: nothing is written before every delivery succeeded. */
+    if (!flush_producer(s) || s->dr_failed) {
+        if (!s->dr_failed)
+            bs_deliveries_unconfirmed(s, "flush interrupted");
+        rollback(s);
+        BS_INC(s->ctr.checkpoint_failures);
+        return BS_RETRY;
+    }
+    bs_ckpt_wm *wm = NULL;
+    uint32_t nwm = 0;
+    if (s->exactly_once) {
+        if (!(wm = output_watermarks(s)))
+            return BS_RETRY;
+        nwm = (uint32_t)s->out_parts;
+    }
+    bs_rc rc = BS_OK;
+    size_t n = s->nparts;
+    bool *written = calloc(n ? n : 1, sizeof(*written));
+    size_t nwritten = 0;
+    for (size_t i = 0; written && i < n; i++) {
+        part *p = &s->parts[i];
+        if (!in_list(only, p) || p->next_offset < 0 ||
+            p->next_offset == p->ckpt_offset)
+            continue;
+        if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
+                         wm, nwm, p->filter, err, sizeof(err)) != 0) {
+            bs_log_ckpt_failed(p, err);
+            BS_INC(s->ctr.checkpoint_failures);
+            rc = BS_RETRY;
+            continue;
+        }
+        written[i] = true;
+        nwritten++;
+    }
+    /* Durable only now (the directory's fsync, the Kafka store's
+     * manifests): nothing of this round is committed if that fails. */
+    if (!written || bs_store_sync(s->store, err, sizeof(err)) != 0) {
+        bs_log_ckpt_failed(NULL, written ? err : "out of memory");
+        BS_INC(s->ctr.checkpoint_failures);
+        rc = BS_RETRY;
+        nwritten = 0;
+    }
+    rd_kafka_topic_partition_list_t *commit =
+        rd_kafka_topic_partition_list_new((int)n);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        part *p = &s->parts[i];
+        if (nwritten && written[i]) {
+            BS_INC(s->ctr.checkpoints);
+            bytes += bf_filter_serialized_size(p->filter);
+            p->ckpt_offset = p->base_offset = p->next_offset;
+            if (wm) {
+                bs_ckpt_wm *copy = malloc(nwm * sizeof(*copy));
+                if (copy) {
+                    memcpy(copy, wm, nwm * sizeof(*copy));
+                    free(p->wm);
+                    p->wm = copy;
+                    p->nwm = nwm;
+                }
+            }
+            rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
+                ->offset = p->ckpt_offset;
+        } else if (in_list(only, p) && p->ckpt_offset >= 0 &&
+                   p->committed < p->ckpt_offset &&
+                   p->state != BS_PART_WAITING_FIRST) {
+            /* A commit that failed earlier is made again even when nothing
+             * new was checkpointed since (its checkpoint is durable). */
+            rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
+                ->offset = p->ckpt_offset;
+        }
+    }
+    if (commit->cnt > 0) {
+        commit_offsets(s, commit);
+        double dt = bs_now() - t0;
+        BS_SET(s->ctr.checkpoint_bytes, bytes);
+        bs_report_round(s, dt);
+        bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu"
+               " seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
+               dt);
+    }
+    rd_kafka_topic_partition_list_destroy(commit);
+    free(written);
+    free(wm);
+    if (waiting)
+        rc = BS_RETRY; /* some partition still has no first checkpoint */
+    return rc;
+}
+
+bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                    const char *why)
+{
+    double t0 = bs_now();
+    s->last_ckpt = t0;
+    if (s->state == BS_STAGE_FATAL)
+        return BS_RETRY;
+    bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_CHECKPOINTING);
+    bs_rc rc = round_body(s, only, why, t0);
+    if (rc == BS_OK)
+        s->since_ckpt = 0;
+    bs_publish(s);
+    if (s->state == BS_STAGE_FATAL)
+        return BS_RETRY;
+    /* A loop round's outcome decides between RUNNING and BACKOFF; inside
+     * a rebalance or the drain the round goes back to where it came from. */
+    if (prev == BS_STAGE_RUNNING || prev == BS_STAGE_BACKOFF)
+        bs_stage_set_state(s, rc == BS_OK ? BS_STAGE_RUNNING
+                                          : BS_STAGE_BACKOFF);
+    else
+        bs_stage_set_state(s, prev);
+    return rc;
+}
+
+void bs_backoff_start(bs_stage *s)
+{
+    s->backoff = s->backoff == 0 ? BS_BACKOFF_MIN_S : s->backoff * 2;
+    if (s->backoff > BS_BACKOFF_MAX_S)
+        s->backoff = BS_BACKOFF_MAX_S;
+    s->retry_at = bs_now() + s->backoff;
+}
+
+/* Nothing is lost while paused: the filters and offsets stay in memory and
+ * the records stay in Kafka. */
+void bs_round_from_loop(bs_stage *s, const char *why)
+{
+    bs_stage_state before = s->state; /* RUNNING or BACKOFF */
+    bs_rc rc = bs_round(s, NULL, why);
+    if (s->state == BS_STAGE_FATAL)
+        return;
+    if (rc == BS_OK) {
+        if (before == BS_STAGE_BACKOFF) {
+            bs_log(BS_LOG_INFO, "checkpoints recovered, resuming", NULL);
+            s->backoff = 0;
+            bs_pause_all(s, false);
+        }
+        return;
+    }
+    bs_backoff_start(s);
+    if (before != BS_STAGE_BACKOFF) {
+        bs_log(BS_LOG_WARN, "checkpoint round failed, pausing consumption",
+               "retry_in_s=%.1f", s->backoff);
+        bs_pause_all(s, true);
+    }
+}

@@ -1,0 +1,284 @@
+/*
+ * stage_int.h -- what the engine's files share and stage.h hides: the
+ * stage's struct, its partitions, its states and counters, and the
+ * functions one engine file calls in another.  Only stage/ includes it.
+ *
+ * Who owns what: the stage thread (the one in bs_stage_run; librdkafka
+ * calls back into it from rd_kafka_consumer_poll, rd_kafka_poll and
+ * rd_kafka_flush only) owns every field except those marked "any thread",
+ * which other threads (metrics, demo) read through stage.h's accessors.
+ *
+ * The files, one concern each (the state diagram is in stage.c and
+ * DESIGN.md):
+ *
+ *   stage.c        the loop: bs_stage_run reads as the state machine
+ *   state.c        states, legal transitions, numbered invariants
+ *   clients.c      librdkafka clients, their configuration and callbacks
+ *   partitions.c   assigned partitions: lookup, restore from a checkpoint
+ *   round.c        checkpoint rounds: flush, write, commit; rollback
+ *   rebalance.c    the rebalance callback
+ *   record_path.c  per record: keys, blocklists, dedup, produce
+ *   report.c       counters, published partition view, stats line, ready
+ */
+#ifndef BLOOMSTAGE_STAGE_INT_H
+#define BLOOMSTAGE_STAGE_INT_H
+
+#include "blocklist.h"
+#include "checkpoint.h"
+#include "counters.h"
+#include "stage.h"
+#include "store.h"
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* -- timeouts and pacing (every wait on a broker is bounded) ------------- */
+
+#define BS_TIMEOUT_BROKER_MS 10000  /* one metadata, watermark, committed
+                                       or seek request */
+#define BS_TIMEOUT_REPLAY_MS 120000 /* reading an output tail to its end */
+#define BS_TIMEOUT_FINAL_FLUSH_MS 10000 /* the producer, after the drain */
+#define BS_TIMEOUT_PURGE_FLUSH_MS 1000  /* a fatal producer's leftovers */
+#define BS_FLUSH_STEP_MS 500        /* a flush is waited for in steps */
+#define BS_POLL_MS 100              /* one consumer poll */
+#define BS_QUEUE_FULL_POLL_MS 50    /* producer queue full: serve reports */
+#define BS_READY_STALL_S 10.0       /* /ready: the loop must have turned */
+#define BS_BACKOFF_MIN_S 0.5        /* failed rounds: retry after ... */
+#define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
+#define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
+#define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
+
+#define BS_HDR_REASON "bloomstage-reason"
+
+/* -- results ------------------------------------------------------------- */
+
+/* One error convention inside the engine: a function that can fail returns
+ * a bs_rc and writes what failed into the caller's errstr[errstr_size].
+ * BS_RETRY: the state is intact, the same step may succeed later (a broker
+ * that did not answer); BS_FATAL: going on could lose or duplicate records
+ * (a damaged checkpoint, no memory). */
+typedef enum bs_rc { BS_OK = 0, BS_RETRY = -1, BS_FATAL = -2 } bs_rc;
+
+/* -- states (state.c) ----------------------------------------------------- */
+
+typedef enum bs_stage_state {
+    BS_STAGE_NEW = 0,      /* built, not run */
+    BS_STAGE_RUNNING,      /* polling and processing */
+    BS_STAGE_CHECKPOINTING, /* a round: flush, write, commit (round.c) */
+    BS_STAGE_REBALANCING,  /* inside the rebalance callback */
+    BS_STAGE_BACKOFF,      /* a round failed: consumption paused until
+                              retry_at, then another round */
+    BS_STAGE_DRAINING,     /* stop requested: final rounds, leave group */
+    BS_STAGE_STOPPED,      /* run returned 0 */
+    BS_STAGE_FATAL,        /* unrecoverable: commits nothing more, every
+                              later bs_stage_run fails with s->err */
+    BS_STAGE_NSTATES
+} bs_stage_state;
+
+typedef enum bs_part_state {
+    BS_PART_RESTORING = 0, /* assigned or rolled back: its checkpoint is
+                              being loaded; no filter to use yet */
+    BS_PART_WAITING_FIRST, /* exactly_once: its first checkpoint could not
+                              be written yet; paused, nothing processed */
+    BS_PART_ACTIVE,        /* its records are processed */
+    BS_PART_RESTORE_PENDING, /* a rollback could not read the output
+                              tail: nothing processed until it can */
+    BS_PART_NSTATES
+} bs_part_state;
+
+/* -- one assigned input partition ---------------------------------------- */
+
+typedef struct part {
+    char *topic;
+    int32_t partition;
+    bs_part_state state; /* changed only by bs_part_set_state */
+    bf_filter *filter;   /* wraps a bf_scalable; NULL while RESTORING */
+    int64_t base_offset; /* where a rollback resumes: the last checkpoint's
+                            offset, else the first offset consumed; -1 none */
+    int64_t next_offset; /* after the last record processed; -1 none */
+    int64_t ckpt_offset; /* in the newest durable checkpoint; -1 none */
+    int64_t committed;   /* the last offset committed by this stage; -1 */
+    int64_t lag;         /* consumer lag from librdkafka's stats; -1 none */
+    /* exactly_once: the output watermarks of the newest checkpoint, and the
+     * input offsets the output tail showed as forwarded already (sorted;
+     * consumed as the partition catches up). */
+    bs_ckpt_wm *wm;
+    uint32_t nwm;
+    int64_t *skip;
+    size_t nskip, skip_i;
+} part;
+
+/* A record's keys, hashed, ahead of its processing: taken when the record
+ * is polled, used one poll later (record_path.c). */
+typedef struct prepared {
+    bool have;         /* it has the dedup key: h is its hash */
+    bf_hash h;
+    bool *list_have;   /* per blocklist: it has that list's key, hashed */
+    bf_hash *list_h;
+} prepared;
+
+struct bs_stage {
+    const bs_config *cfg;
+    bs_stage_state state; /* changed only by bs_stage_set_state */
+    char err[1024];       /* FATAL: why (bs_stage_fatal) */
+    atomic_bool stop;     /* any thread: a drain was requested */
+
+    /* Clients (clients.c). */
+    rd_kafka_t *consumer, *producer;
+    rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
+    rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
+    bs_store *store;      /* where checkpoints go (store.h) */
+
+    /* Settings, read once. */
+    const char *output_topic;
+    const char *rejected_topic; /* NULL: dropped records are only counted */
+    const bs_config_keyspec *dedup_key;
+    bool reject_missing;        /* dedup.on.missing.key=reject */
+    bool exactly_once;          /* processing.guarantee=exactly_once */
+    bool start_latest;          /* consumer.auto.offset.reset: the end */
+    bf_scalable_params fparams;
+    double ckpt_interval;       /* seconds */
+    uint64_t ckpt_records;      /* 0: no record trigger */
+    double stats_interval;      /* log.stats.interval.ms, seconds; 0 off */
+    int out_parts;              /* exactly_once: output partitions */
+
+    bs_blocklist *lists;
+    size_t nlists;
+    bs_counter *list_drops;     /* any thread */
+    bool *list_shares_hash;     /* same key and seed as the dedup filter */
+
+    /* The record polled last, not processed yet (its filter blocks on their
+     * way to the cache), and the two prepared slots (next and held). */
+    rd_kafka_message_t *held;
+    prepared prep[2];
+    unsigned held_slot;
+
+    part *parts;
+    size_t nparts, capparts;
+    size_t last_hit; /* cache for part lookup */
+
+    /* Deliveries since the last checkpoint that failed (the producer's
+     * reports, a record that could not be queued, a fatal producer): the
+     * next round rolls back instead of checkpointing.  The first failure's
+     * text says why. */
+    uint64_t dr_failed;
+    char dr_error[512];
+
+    /* Round pacing (round.c). */
+    uint64_t since_ckpt; /* records processed since the last checkpoint */
+    double last_ckpt;
+    double backoff, retry_at;
+    bool filter_full_logged;
+
+    /* Reporting (report.c). */
+    double last_stats, last_status, last_publish;
+    uint64_t stats_in_before, status_in_before;
+
+    /* What other threads may read: published by the stage thread. */
+    pthread_mutex_t pub_lock;
+    bs_part_metrics *pub; /* under pub_lock */
+    size_t npub, cappub;
+    _Atomic int64_t last_poll_ms; /* any thread: loop liveness */
+    _Atomic int pub_state;        /* any thread: s->state, published */
+    bs_counter ckpt_hist[BS_CKPT_BUCKETS];
+    bs_counter ckpt_rounds, ckpt_sum_us;
+    bs_counters ctr; /* any thread: counters.h */
+};
+
+/* -- state.c -------------------------------------------------------------- */
+
+const char *bs_stage_state_name(bs_stage_state st);
+const char *bs_part_state_name(bs_part_state st);
+/* The only ways a state changes: the transition must be legal (checked in
+ * builds with BLOOMSTAGE_CHECKS), and the invariants hold after it.
+ * Returns the state left. */
+bs_stage_state bs_stage_set_state(bs_stage *s, bs_stage_state to);
+void bs_part_set_state(bs_stage *s, part *p, bs_part_state to);
+/* To FATAL with the reason (the first reason is kept). */
+void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Checks every invariant (state.c lists them); a no-op without
+ * BLOOMSTAGE_CHECKS. */
+void bs_stage_check_invariants(const bs_stage *s);
+
+/* -- clients.c ------------------------------------------------------------ */
+
+bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size);
+void bs_clients_destroy(bs_stage *s);
+/* A new idempotent producer (and topic handles) in place of the current
+ * one, whose leftovers are purged. */
+bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
+/* The round since the last checkpoint cannot be trusted: the next one
+ * rolls back (round.c).  The first reason's text is kept for the log.
+ * bs_delivery_failed also counts a failed delivery (a report with an error,
+ * a record that could not be queued); bs_deliveries_unconfirmed does not
+ * (a flush cut short, a producer that failed fatally). */
+void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* -- partitions.c --------------------------------------------------------- */
+
+part *bs_part_find(bs_stage *s, const char *topic, int32_t partition);
+part *bs_part_add(bs_stage *s, const char *topic, int32_t partition);
+void bs_part_remove(bs_stage *s, const char *topic, int32_t partition);
+void bs_part_free(part *p);
+/* Restores parts[0..n) (pointers into s->parts) to their last checkpoint:
+ * filter and offsets from the store and, with exactly_once, the output
+ * tail since (replay.h).  BS_FATAL: a checkpoint that cannot be used;
+ * BS_RETRY: the output tail could not be read (the partitions are left
+ * RESTORE_PENDING).  Either way their records must not be processed. */
+bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
+                       size_t errstr_size);
+/* exactly_once: a first checkpoint for a partition that has none. */
+bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
+                                 size_t errstr_size);
+/* True when some partition's durable checkpoint is not committed yet. */
+bool bs_parts_commit_behind(const bs_stage *s);
+
+/* -- round.c -------------------------------------------------------------- */
+
+/* One checkpoint round for the partitions in `only` (NULL: all): flush and
+ * check deliveries, write each changed partition, commit exactly what was
+ * written.  BS_OK, or BS_RETRY if anything failed (nothing is committed for
+ * a partition whose checkpoint was not written); FATAL is entered, not
+ * returned, when going on is unsafe. */
+bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                    const char *why);
+/* A round from the loop: on failure to BACKOFF (paused, retried with
+ * exponential backoff), on success back to RUNNING. */
+void bs_round_from_loop(bs_stage *s, const char *why);
+/* From RUNNING (or a rebalance) to BACKOFF: pause and schedule a retry. */
+void bs_backoff_start(bs_stage *s);
+/* Pauses or resumes every assigned partition (a resume seeks each to where
+ * this stage's own state says it is). */
+void bs_pause_all(bs_stage *s, bool pause);
+/* Log lines for a failed checkpoint step, one shape everywhere. */
+void bs_log_ckpt_failed(const part *p, const char *err);
+
+/* -- rebalance.c ---------------------------------------------------------- */
+
+void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                     rd_kafka_topic_partition_list_t *parts, void *opaque);
+
+/* -- record_path.c -------------------------------------------------------- */
+
+/* Holds m (just polled, no error) and processes the record held before. */
+void bs_record_hold(bs_stage *s, rd_kafka_message_t *m);
+/* The held record, processed now (unless consumption is paused or the
+ * stage is FATAL: the resume's seek brings it back), then destroyed. */
+void bs_record_release(bs_stage *s);
+
+/* -- report.c ------------------------------------------------------------- */
+
+/* Recomputes the filter gauges and publishes the partition view. */
+void bs_publish(bs_stage *s);
+/* The periodic stats log line and the live status line on a terminal. */
+void bs_report(bs_stage *s, double now);
+/* A round's duration into the histogram. */
+void bs_report_round(bs_stage *s, double seconds);
+int bs_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque);
+
+#endif

@@ -1,0 +1,223 @@
+/*
+ * state.c -- the stage's states and its partitions' states: names, the
+ * legal transitions, and the numbered invariants, checked at every
+ * transition in builds with BLOOMSTAGE_CHECKS (the test builds; SQLite's
+ * assert_pager_state() is the model).  A state changes nowhere else.
+ *
+ * Stage states (stage.c draws the diagram):
+ *
+ *   NEW -> RUNNING                  bs_stage_run
+ *   RUNNING|BACKOFF -> CHECKPOINTING   bs_round_from_loop; back with the
+ *                                   round's outcome: RUNNING or BACKOFF
+ *   RUNNING|BACKOFF|DRAINING -> REBALANCING   bs_rebalance_cb (from a
+ *                                   poll or the consumer's close); back to
+ *                                   where it came from, or BACKOFF when a
+ *                                   partition waits for its first
+ *                                   checkpoint
+ *   REBALANCING -> CHECKPOINTING    a revoke checkpoints first; back
+ *   RUNNING|BACKOFF -> DRAINING     stop requested
+ *   DRAINING -> CHECKPOINTING       the final rounds; back
+ *   DRAINING -> STOPPED             bs_stage_run returns 0
+ *   any but STOPPED -> FATAL        bs_stage_fatal; FATAL is final
+ *
+ * Partition states:
+ *
+ *   RESTORING -> ACTIVE | WAITING_FIRST | RESTORE_PENDING   bs_parts_restore
+ *   WAITING_FIRST -> ACTIVE        its first checkpoint written (round.c)
+ *   WAITING_FIRST -> RESTORE_PENDING   its tail could not be read either
+ *   ACTIVE|WAITING_FIRST|RESTORE_PENDING -> RESTORING   a rollback
+ *
+ * Invariants (both guarantees, both stores):
+ *
+ *   1. Committed offsets never pass durable state: for every partition,
+ *      committed <= ckpt_offset.  Durable means, for the directory store,
+ *      written, fsynced, renamed and the directory fsynced; for the Kafka
+ *      store, every chunk and then the manifest acknowledged by the broker
+ *      (acks=all).  ckpt_offset moves only after that (round.c).
+ *   2. A checkpoint is written only after the producer flushed and every
+ *      delivery since the previous checkpoint succeeded, so every record
+ *      before its offset that was not dropped is in the output topic.
+ *   3. A failed delivery rolls every partition back to its last checkpoint
+ *      before anything more is committed.  at_least_once: records after it
+ *      are processed again, some may be produced twice (bounded by the
+ *      records since the checkpoint).  exactly_once: the checkpoint holds
+ *      the output's high watermarks taken after that flush, and the restore
+ *      reads the output tail from them, so what was delivered is not
+ *      produced again and what was not is.
+ *   4. A partition's records are processed only while it is ACTIVE: its
+ *      checkpoint was loaded (and, exactly_once, its tail replayed) before.
+ *      So an ACTIVE partition has a filter, and with exactly_once a
+ *      checkpoint (ckpt_offset >= 0) to replay from.
+ *   5. Offsets of a partition are ordered: base_offset <= next_offset and
+ *      ckpt_offset <= next_offset whenever both are known.
+ *   6. In BACKOFF nothing is processed (consumption is paused; a record
+ *      polled anyway comes again after the resume's seek).
+ *   7. FATAL is final: nothing is processed or committed after it.
+ */
+#include "stage_int.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const stage_names[BS_STAGE_NSTATES] = {
+    [BS_STAGE_NEW] = "new",
+    [BS_STAGE_RUNNING] = "running",
+    [BS_STAGE_CHECKPOINTING] = "checkpointing",
+    [BS_STAGE_REBALANCING] = "rebalancing",
+    [BS_STAGE_BACKOFF] = "backoff",
+    [BS_STAGE_DRAINING] = "draining",
+    [BS_STAGE_STOPPED] = "stopped",
+    [BS_STAGE_FATAL] = "fatal",
+};
+
+static const char *const part_names[BS_PART_NSTATES] = {
+    [BS_PART_RESTORING] = "restoring",
+    [BS_PART_WAITING_FIRST] = "waiting-first-checkpoint",
+    [BS_PART_ACTIVE] = "active",
+    [BS_PART_RESTORE_PENDING] = "restore-pending",
+};
+
+#define BIT(st) (1u << (st))
+
+/* legal_stage[from]: the states `from` may change to. */
+static const unsigned legal_stage[BS_STAGE_NSTATES] = {
+    [BS_STAGE_NEW] = BIT(BS_STAGE_RUNNING) | BIT(BS_STAGE_FATAL),
+    [BS_STAGE_RUNNING] = BIT(BS_STAGE_CHECKPOINTING) |
+                         BIT(BS_STAGE_REBALANCING) | BIT(BS_STAGE_DRAINING) |
+                         BIT(BS_STAGE_FATAL),
+    [BS_STAGE_BACKOFF] = BIT(BS_STAGE_CHECKPOINTING) |
+                         BIT(BS_STAGE_REBALANCING) | BIT(BS_STAGE_DRAINING) |
+                         BIT(BS_STAGE_FATAL),
+    [BS_STAGE_CHECKPOINTING] = BIT(BS_STAGE_RUNNING) | BIT(BS_STAGE_BACKOFF) |
+                               BIT(BS_STAGE_REBALANCING) |
+                               BIT(BS_STAGE_DRAINING) | BIT(BS_STAGE_FATAL),
+    [BS_STAGE_REBALANCING] = BIT(BS_STAGE_RUNNING) | BIT(BS_STAGE_BACKOFF) |
+                             BIT(BS_STAGE_DRAINING) |
+                             BIT(BS_STAGE_CHECKPOINTING) |
+                             BIT(BS_STAGE_FATAL),
+    [BS_STAGE_DRAINING] = BIT(BS_STAGE_CHECKPOINTING) |
+                          BIT(BS_STAGE_REBALANCING) | BIT(BS_STAGE_STOPPED) |
+                          BIT(BS_STAGE_FATAL),
+    [BS_STAGE_STOPPED] = 0,
+    [BS_STAGE_FATAL] = 0,
+};
+
+static const unsigned legal_part[BS_PART_NSTATES] = {
+    [BS_PART_RESTORING] = BIT(BS_PART_ACTIVE) | BIT(BS_PART_WAITING_FIRST) |
+                          BIT(BS_PART_RESTORE_PENDING),
+    [BS_PART_WAITING_FIRST] = BIT(BS_PART_ACTIVE) | BIT(BS_PART_RESTORING) |
+                              BIT(BS_PART_RESTORE_PENDING),
+    [BS_PART_ACTIVE] = BIT(BS_PART_RESTORING),
+    [BS_PART_RESTORE_PENDING] = BIT(BS_PART_RESTORING),
+};
+
+const char *bs_stage_state_name(bs_stage_state st)
+{
+    return st < BS_STAGE_NSTATES ? stage_names[st] : "?";
+}
+
+const char *bs_part_state_name(bs_part_state st)
+{
+    return st < BS_PART_NSTATES ? part_names[st] : "?";
+}
+
+#ifdef BLOOMSTAGE_CHECKS
+/* An invariant that does not hold is a bug in the engine: say which and
+ * where, and stop before anything more is committed. */
+static void violated(const char *what, const char *detail)
+{
+    bs_log(BS_LOG_ERROR, "engine invariant violated", "invariant=\"%s\" %s",
+           what, detail);
+    abort();
+}
+#endif
+
+void bs_stage_check_invariants(const bs_stage *s)
+{
+#ifdef BLOOMSTAGE_CHECKS
+    char d[400];
+    for (size_t i = 0; i < s->nparts; i++) {
+        const part *p = &s->parts[i];
+        snprintf(d, sizeof(d), "topic=%s partition=%d state=%s stage=%s "
+                 "committed=%lld ckpt=%lld base=%lld next=%lld",
+                 p->topic, (int)p->partition, bs_part_state_name(p->state),
+                 bs_stage_state_name(s->state), (long long)p->committed,
+                 (long long)p->ckpt_offset, (long long)p->base_offset,
+                 (long long)p->next_offset);
+        if (p->committed >= 0 && p->committed > p->ckpt_offset)
+            violated("1: committed <= checkpointed", d);
+        if (p->state == BS_PART_ACTIVE && !p->filter)
+            violated("4: an active partition has a filter", d);
+        if (p->state == BS_PART_ACTIVE && s->exactly_once &&
+            p->ckpt_offset < 0)
+            violated("4: exactly_once: an active partition has a checkpoint",
+                     d);
+        if (p->next_offset >= 0 &&
+            ((p->base_offset >= 0 && p->base_offset > p->next_offset) ||
+             (p->ckpt_offset >= 0 && p->ckpt_offset > p->next_offset)))
+            violated("5: base, checkpoint <= next offset", d);
+    }
+#else
+    (void)s;
+#endif
+}
+
+bs_stage_state bs_stage_set_state(bs_stage *s, bs_stage_state to)
+{
+    bs_stage_state from = s->state;
+    if (from == to)
+        return from;
+#ifdef BLOOMSTAGE_CHECKS
+    if (!(legal_stage[from] & BIT(to))) {
+        char d[128];
+        snprintf(d, sizeof(d), "from=%s to=%s", bs_stage_state_name(from),
+                 bs_stage_state_name(to));
+        violated("legal stage transition", d);
+    }
+#endif
+    s->state = to;
+    atomic_store(&s->pub_state, (int)to);
+    bs_log(BS_LOG_DEBUG, "stage state", "from=%s to=%s",
+           bs_stage_state_name(from), bs_stage_state_name(to));
+    bs_stage_check_invariants(s);
+    return from;
+}
+
+void bs_part_set_state(bs_stage *s, part *p, bs_part_state to)
+{
+    if (p->state == to)
+        return;
+#ifdef BLOOMSTAGE_CHECKS
+    if (!(legal_part[p->state] & BIT(to))) {
+        char d[400];
+        snprintf(d, sizeof(d), "topic=%s partition=%d from=%s to=%s",
+                 p->topic, (int)p->partition, bs_part_state_name(p->state),
+                 bs_part_state_name(to));
+        violated("legal partition transition", d);
+    }
+#endif
+    p->state = to;
+    bs_stage_check_invariants(s);
+}
+
+void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
+{
+    if (s->state == BS_STAGE_FATAL)
+        return; /* the first reason is the one that matters */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof(s->err), fmt, ap);
+    va_end(ap);
+    bs_stage_set_state(s, BS_STAGE_FATAL);
+}
+
+/* The tables must cover every state (a new state without a row would be
+ * unreachable and unleavable). */
+_Static_assert(sizeof(stage_names) / sizeof(stage_names[0]) ==
+                   BS_STAGE_NSTATES, "a name for every stage state");
+_Static_assert(sizeof(part_names) / sizeof(part_names[0]) == BS_PART_NSTATES,
+               "a name for every partition state");
+_Static_assert(BS_STAGE_NSTATES <= 32 && BS_PART_NSTATES <= 32,
+               "transition sets are bit masks");
