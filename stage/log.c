@@ -39,7 +39,6 @@ void bs_log_status(const char *line)
 static const char *const NAMES[] = {"error", "warn", "info", "debug"};
 
 void bs_log_set_level(bs_log_level level) { current = level; }
-bs_log_level bs_log_get_level(void) { return current; }
 
 const char *bs_log_quote(const char *s, char *buf, size_t size)
 {

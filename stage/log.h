@@ -22,7 +22,6 @@ typedef enum bs_log_level {
 } bs_log_level;
 
 void bs_log_set_level(bs_log_level level);
-bs_log_level bs_log_get_level(void);
 
 /* fmt (printf) yields the key=value part; may be NULL. */
 void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)

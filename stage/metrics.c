@@ -270,7 +270,6 @@ bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
     return m;
 }
 
-unsigned bs_metrics_port(const bs_metrics *m) { return m->port; }
 
 void bs_metrics_stop(bs_metrics *m)
 {

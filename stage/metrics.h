@@ -22,7 +22,6 @@ typedef struct bs_metrics bs_metrics;
  * with errstr if the address is bad or cannot be bound. */
 bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
                              char *errstr, size_t errstr_size);
-unsigned bs_metrics_port(const bs_metrics *m);
 void bs_metrics_stop(bs_metrics *m);
 
 /* The /metrics text, for tests and the demo: a malloc'd string. */
