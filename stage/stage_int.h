@@ -28,26 +28,11 @@
 #include "counters.h"
 #include "stage.h"
 #include "store.h"
+#include "timeouts.h"
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <stdatomic.h>
-
-/* -- timeouts and pacing (every wait on a broker is bounded) ------------- */
-
-#define BS_TIMEOUT_BROKER_MS 10000  /* one metadata, watermark, committed
-                                       or seek request */
-#define BS_TIMEOUT_REPLAY_MS 120000 /* reading an output tail to its end */
-#define BS_TIMEOUT_FINAL_FLUSH_MS 10000 /* the producer, after the drain */
-#define BS_TIMEOUT_PURGE_FLUSH_MS 1000  /* a fatal producer's leftovers */
-#define BS_FLUSH_STEP_MS 500        /* a flush is waited for in steps */
-#define BS_POLL_MS 100              /* one consumer poll */
-#define BS_QUEUE_FULL_POLL_MS 50    /* producer queue full: serve reports */
-#define BS_READY_STALL_S 10.0       /* /ready: the loop must have turned */
-#define BS_BACKOFF_MIN_S 0.5        /* failed rounds: retry after ... */
-#define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
-#define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
-#define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
 
 #define BS_HDR_REASON "bloomstage-reason"
 

@@ -1,0 +1,25 @@
+/*
+ * timeouts.h -- every wait the engine makes on a broker, and the loop's
+ * pacing, named once.  Nothing waits on Kafka without one of these bounds
+ * (librdkafka's own message.timeout.ms bounds deliveries).
+ */
+#ifndef BLOOMSTAGE_TIMEOUTS_H
+#define BLOOMSTAGE_TIMEOUTS_H
+
+#define BS_TIMEOUT_BROKER_MS 10000  /* one metadata, watermark, committed
+                                       or seek request */
+#define BS_TIMEOUT_REPLAY_MS 120000 /* reading an output tail to its end */
+#define BS_TIMEOUT_FINAL_FLUSH_MS 10000 /* the producer, after the drain */
+#define BS_TIMEOUT_PURGE_FLUSH_MS 1000  /* a fatal producer's leftovers */
+#define BS_FLUSH_STEP_MS 500        /* a flush is waited for in steps */
+#define BS_POLL_MS 100              /* one consumer poll */
+#define BS_QUEUE_FULL_POLL_MS 50    /* producer queue full: serve reports */
+#define BS_READY_STALL_S 10.0       /* /ready: the loop must have turned */
+#define BS_BACKOFF_MIN_S 0.5        /* failed rounds: retry after ... */
+#define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
+#define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
+#define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
+
+#define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
+
+#endif
