@@ -1421,8 +1421,11 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
 
 
     /* Blocklists before joining the group: a broken one stops start-up
-     * before anything is consumed. */
-    if (bs_blocklists_load(cfg, &s->lists, &s->nlists, errstr,
+     * before anything is consumed.  (The typed settings serve the
+     * blocklists and the store for now; the rest still reads cfg.) */
+    bs_settings set;
+    if (bs_settings_from_config(cfg, &set, errstr, errstr_size) != 0 ||
+        bs_blocklists_load(&set, &s->lists, &s->nlists, errstr,
                            errstr_size) != 0)
         goto fail;
     size_t nl = s->nlists ? s->nlists : 1;
@@ -1528,7 +1531,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         if (!sconf)
             goto fail;
     }
-    s->store = bs_store_new(cfg, s->tail, sconf, errstr, errstr_size);
+    s->store = bs_store_new(&set, s->tail, sconf, errstr, errstr_size);
     if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
         goto fail;
     return s;
