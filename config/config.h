@@ -150,9 +150,10 @@ typedef enum bs_config_log_level {
  * exponent or "B"; at most INT64_MAX (it fits int64_t and uint64_t).
  * Counts (capacities, numbers of lines) are not sizes: they have their own
  * parsers, where suffixes are powers of 1000.
- * Returns 0 with *out set, or -1 with *why (when why is non-NULL) pointing
- * at a static complaint that reads after "value 'TEXT' ":
- * BS_CONFIG_SIZE_SYNTAX or "is too large for a 64-bit integer". */
+ * Returns 0 with *out set (*why untouched), or -1 with *out untouched and
+ * *why (when why is non-NULL) pointing at a static complaint that reads
+ * after "value 'TEXT' ": BS_CONFIG_SIZE_SYNTAX or "is too large for a
+ * 64-bit integer". */
 #define BS_CONFIG_SIZE_SYNTAX                                                \
     "is not a size (digits, optionally followed by k, M, G or T: KiB, "     \
     "MiB, GiB, TiB)"
@@ -215,8 +216,9 @@ const char *bs_config_get_str(const bs_config *cfg, const char *key);
 const char *bs_config_origin(const bs_config *cfg, const char *key);
 
 /* Typed values of int/size, double, bool and enum keys (the enum as its
- * index in the allowed list: cast it to the key's enum type above).  A pattern key that
- * is unset yields its default (blocklist.NAME.fpr: 1e-6). */
+ * index in the allowed list: cast it to the key's enum type above).  A
+ * pattern key that is unset yields its default (blocklist.NAME.fpr: 1e-6).
+ */
 int64_t bs_config_get_int(const bs_config *cfg, const char *key);
 double bs_config_get_double(const bs_config *cfg, const char *key);
 bool bs_config_get_bool(const bs_config *cfg, const char *key);

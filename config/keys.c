@@ -5,8 +5,9 @@
  * (values.c), validation (config.c), `config --list` and `config --sample`
  * (print.c) all read it, so adding a key is adding a row here (and, for a
  * key the stage reads, a line in BS_SETTINGS_FIELDS, stage/settings.h).
- * An enum key's values come from its list in config.h.  The sample config/bloomstage.conf is generated from
- * this file: after editing a row, regenerate it with
+ * An enum key's values come from its list in config.h.  The sample
+ * config/bloomstage.conf is generated from this file: after editing a row,
+ * regenerate it with
  * `bloomstage config --sample > config/bloomstage.conf` (a test diffs them).
  *
  * Below the table: finding a key's row (plain keys, then patterns), the

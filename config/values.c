@@ -5,8 +5,9 @@
  * integers in decimal within int64, doubles in plain decimal notation and
  * finite (no hex, inf or nan); sizes as bs_config_parse_size reads them
  * (defined here, exported in config.h: the one byte-size parser of
- * bloomstage, k/M/G/T as powers of 1024).  Then the row's range.  Key specs and topic
- * lists are parsed here once, so the stage never reparses them.
+ * bloomstage, k/M/G/T as powers of 1024).  Then the row's range.  Key
+ * specs and topic lists are parsed here once, so the stage never reparses
+ * them.
  *
  * bs_value_parse fills a bs_value whose buffers the caller owns
  * (bs_value_free) and whose key-spec arg points into the parsed text, so the
@@ -114,22 +115,18 @@ static int check_int_range(const bs_config_row *row, int64_t v, char *why,
     return low || high ? out_of_range(row, why, n) : 0;
 }
 
-int bs_config_parse_size(const char *text, uint64_t *out, const char **why)
+/* The size in text, or a complaint (NULL on success). */
+static const char *size_of(const char *text, uint64_t *out)
 {
-    const char *dummy;
-    if (!why)
-        why = &dummy;
-    *why = BS_CONFIG_SIZE_SYNTAX;
+    static const char too_large[] = "is too large for a 64-bit integer";
     if (!text || *text < '0' || *text > '9')
-        return -1;
+        return BS_CONFIG_SIZE_SYNTAX;
     uint64_t v = 0;
     const char *p = text;
     for (; *p >= '0' && *p <= '9'; p++) {
         unsigned d = (unsigned)(*p - '0');
-        if (v > ((uint64_t)INT64_MAX - d) / 10) {
-            *why = "is too large for a 64-bit integer";
-            return -1;
-        }
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return too_large;
         v = v * 10 + d;
     }
     int shift = 0;
@@ -139,19 +136,23 @@ int bs_config_parse_size(const char *text, uint64_t *out, const char **why)
         case 'm': case 'M': shift = 20; break;
         case 'g': case 'G': shift = 30; break;
         case 't': case 'T': shift = 40; break;
-        default: return -1;
+        default: return BS_CONFIG_SIZE_SYNTAX;
         }
         if (p[1] != '\0')
-            return -1;
-        /* The digits are checked first: "9000000T" is too large, "1kk"
-         * is junk. */
-        if (v > ((uint64_t)INT64_MAX >> shift)) {
-            *why = "is too large for a 64-bit integer";
-            return -1;
-        }
+            return BS_CONFIG_SIZE_SYNTAX;
+        if (v > ((uint64_t)INT64_MAX >> shift))
+            return too_large;
     }
     *out = v << shift;
-    return 0;
+    return NULL;
+}
+
+int bs_config_parse_size(const char *text, uint64_t *out, const char **why)
+{
+    const char *complaint = size_of(text, out);
+    if (complaint && why)
+        *why = complaint;
+    return complaint ? -1 : 0;
 }
 
 /* Decimal int64 with an optional sign, or (sizes) bs_config_parse_size. */

@@ -75,7 +75,7 @@ fail:
     return NULL;
 }
 
-/* -- typed settings ---------------------------------------------------------- */
+/* -- typed settings ------------------------------------------------------- */
 
 /* One reader per kind of field (settings.h), named get_KIND, so that
  * BS_SETTINGS_FIELDS expands to one call each. */

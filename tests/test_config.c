@@ -266,6 +266,7 @@ static void test_parse_size(void **state)
         const char *why = "untouched";
         if (bs_config_parse_size(good[i].text, &v, &why) != 0)
             fail_msg("'%s' rejected: %s", good[i].text, why);
+        assert_string_equal(why, "untouched");
         if (v != good[i].bytes)
             fail_msg("'%s' gave %llu, want %llu", good[i].text,
                      (unsigned long long)v,
