@@ -47,7 +47,11 @@ static bs_config *config(const char *bootstraps, const char *dir)
     bs_config *cfg = bs_config_new();
     if (!cfg || bs_config_set(cfg, "kafka.bootstrap.servers", bootstraps,
                               NULL, err, sizeof(err)) ||
-        bs_config_set(cfg, "checkpoint.dir", dir, NULL, err, sizeof(err))) {
+        bs_config_set(cfg, "checkpoint.dir", dir, NULL, err, sizeof(err)) ||
+        bs_config_set(cfg, "input.topics", "bench-in", NULL, err,
+                      sizeof(err)) ||
+        bs_config_set(cfg, "output.topic", "bench-out", NULL, err,
+                      sizeof(err))) {
         fprintf(stderr, "config: %s\n", err);
         exit(1);
     }
@@ -80,8 +84,13 @@ int main(int argc, char **argv)
 
     bs_config *dcfg = config(bootstraps, dir);
     bs_config *kcfg = config(bootstraps, dir);
+    bs_settings dset, kset;
     if (bs_config_set(kcfg, "checkpoint.store", "kafka", NULL, err,
-                      sizeof(err))) {
+                      sizeof(err)) ||
+        bs_config_validate(dcfg, err, sizeof(err)) ||
+        bs_config_validate(kcfg, err, sizeof(err)) ||
+        bs_settings_from_config(dcfg, &dset, err, sizeof(err)) ||
+        bs_settings_from_config(kcfg, &kset, err, sizeof(err))) {
         fprintf(stderr, "config: %s\n", err);
         return 1;
     }
@@ -104,8 +113,8 @@ int main(int argc, char **argv)
                       sizeof(err));
     rd_kafka_conf_set(pconf, "message.max.bytes", "20000000", err,
                       sizeof(err));
-    bs_store *dstore = bs_store_new(dcfg, NULL, NULL, err, sizeof(err));
-    bs_store *kstore = bs_store_new(kcfg, reader, pconf, err, sizeof(err));
+    bs_store *dstore = bs_store_new(&dset, NULL, NULL, err, sizeof(err));
+    bs_store *kstore = bs_store_new(&kset, reader, pconf, err, sizeof(err));
     if (!dstore || !kstore || bs_store_check(kstore, err, sizeof(err))) {
         fprintf(stderr, "store: %s\n", err);
         return 1;

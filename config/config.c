@@ -734,6 +734,16 @@ int bs_config_get_enum(const bs_config *cfg, const char *key)
     return v ? v->e : 0;
 }
 
+const char *bs_config_enum_text(const char *key, int index)
+{
+    const bs_config_row *row =
+        typed_row(__func__, key, BS_CT_ENUM, BS_CT_ENUM);
+    for (int i = 0; row->values[i]; i++)
+        if (i == index)
+            return row->values[i];
+    return NULL;
+}
+
 const bs_config_keyspec *bs_config_get_keyspec(const bs_config *cfg,
                                                const char *key)
 {

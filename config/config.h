@@ -93,21 +93,72 @@ typedef struct bs_config_blocklist {
     double fpr;                   /* blocklist.NAME.fpr */
 } bs_config_blocklist;
 
-/* Enum keys: bs_config_get_enum returns the index of the value in the
- * table's list, which these constants name (a test checks they agree). */
+/* Enum keys.  Each key's allowed values and the C constants naming them
+ * come from one list, X(CONSTANT, "value") per value in order: the enum
+ * type below and the value list of the key's row in config/keys.c are both
+ * generated from it, so a constant is always the index of its value (what
+ * bs_config_get_enum returns).  Adding a value is adding one line here. */
+#define BS_CONFIG_ENUM_CONSTANT(name, text) name,
+#define BS_CONFIG_ENUM_TEXT(name, text) text,
+
 /* dedup.on.missing.key */
-enum { BS_CONFIG_MISSING_FORWARD = 0, BS_CONFIG_MISSING_REJECT = 1 };
+#define BS_MISSING_KEY_POLICY_LIST(X)                                        \
+    X(BS_CONFIG_MISSING_FORWARD, "forward")                                  \
+    X(BS_CONFIG_MISSING_REJECT, "reject")
+typedef enum bs_missing_key_policy {
+    BS_MISSING_KEY_POLICY_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_missing_key_policy;
+
 /* processing.guarantee */
-enum { BS_CONFIG_AT_LEAST_ONCE = 0, BS_CONFIG_EXACTLY_ONCE = 1 };
+#define BS_GUARANTEE_LIST(X)                                                 \
+    X(BS_CONFIG_AT_LEAST_ONCE, "at_least_once")                              \
+    X(BS_CONFIG_EXACTLY_ONCE, "exactly_once")
+typedef enum bs_guarantee {
+    BS_GUARANTEE_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_guarantee;
+
 /* checkpoint.store */
-enum { BS_CONFIG_STORE_DIR = 0, BS_CONFIG_STORE_KAFKA = 1 };
-/* log.level */
-enum {
-    BS_CONFIG_LOG_ERROR = 0,
-    BS_CONFIG_LOG_WARN = 1,
-    BS_CONFIG_LOG_INFO = 2,
-    BS_CONFIG_LOG_DEBUG = 3,
-};
+#define BS_CKPT_STORE_KIND_LIST(X)                                           \
+    X(BS_CONFIG_STORE_DIR, "dir")                                            \
+    X(BS_CONFIG_STORE_KAFKA, "kafka")
+typedef enum bs_ckpt_store_kind {
+    BS_CKPT_STORE_KIND_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_ckpt_store_kind;
+
+/* log.level (the stage maps it to its own bs_log_level by name, not by
+ * position: stage/settings.c) */
+#define BS_CONFIG_LOG_LEVEL_LIST(X)                                          \
+    X(BS_CONFIG_LOG_ERROR, "error")                                          \
+    X(BS_CONFIG_LOG_WARN, "warn")                                            \
+    X(BS_CONFIG_LOG_INFO, "info")                                            \
+    X(BS_CONFIG_LOG_DEBUG, "debug")
+typedef enum bs_config_log_level {
+    BS_CONFIG_LOG_LEVEL_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_config_log_level;
+
+/* ------------------------------------------------------------------------ */
+/* Byte sizes                                                                */
+
+/* The one parser of byte sizes in bloomstage: SIZE keys of the table
+ * (dedup.max.bytes, checkpoint.chunk.bytes), byte-size options of the CLI
+ * (`bloomstage dedup --max-memory`) and the benchmarks all call it, so
+ * "512M" means the same everywhere.  A size is decimal digits, optionally
+ * followed by one suffix that multiplies by a power of 1024:
+ *   k or K  KiB (2^10)    M or m  MiB (2^20)
+ *   G or g  GiB (2^30)    T or t  TiB (2^40)
+ * so "512M" is 536870912 and "1k" is 1024.  No sign, blanks, fraction,
+ * exponent or "B"; at most INT64_MAX (it fits int64_t and uint64_t).
+ * Counts (capacities, numbers of lines) are not sizes: they have their own
+ * parsers, where suffixes are powers of 1000.
+ * Returns 0 with *out set (*why untouched), or -1 with *out untouched and
+ * *why (when why is non-NULL) pointing at a static complaint that reads
+ * after "value 'TEXT' ": BS_CONFIG_SIZE_SYNTAX or "is too large for a
+ * 64-bit integer". */
+#define BS_CONFIG_SIZE_SYNTAX                                                \
+    "is not a size (digits, optionally followed by k, M, G or T: KiB, "     \
+    "MiB, GiB, TiB)"
+int bs_config_parse_size(const char *text, uint64_t *out,
+                         const char **why) BS_CONFIG_WUR;
 
 /* ------------------------------------------------------------------------ */
 /* Building a configuration                                                  */
@@ -165,12 +216,18 @@ const char *bs_config_get_str(const bs_config *cfg, const char *key);
 const char *bs_config_origin(const bs_config *cfg, const char *key);
 
 /* Typed values of int/size, double, bool and enum keys (the enum as its
- * index in the allowed list, see the constants above).  A pattern key that
- * is unset yields its default (blocklist.NAME.fpr: 1e-6). */
+ * index in the allowed list: cast it to the key's enum type above).  A
+ * pattern key that is unset yields its default (blocklist.NAME.fpr: 1e-6).
+ */
 int64_t bs_config_get_int(const bs_config *cfg, const char *key);
 double bs_config_get_double(const bs_config *cfg, const char *key);
 bool bs_config_get_bool(const bs_config *cfg, const char *key);
 int bs_config_get_enum(const bs_config *cfg, const char *key);
+
+/* The text of value `index` of enum key `key` ("processing.guarantee", 1
+ * gives "exactly_once"); NULL if the index is out of range.  Aborts, as the
+ * typed getters do, if the key is no enum key of the table. */
+const char *bs_config_enum_text(const char *key, int index);
 
 /* A key-spec key ("dedup.key", "blocklist.NAME.key" which defaults to
  * dedup.key).  Never NULL for a table key-spec key. */

@@ -1,8 +1,8 @@
 /*
  * config_int.h -- what the config/ files share and config.h hides: the key
  * table's row type, parsed values, and the helpers the tests reach into.
- * Not part of the API; only the config/ sources and tests/test_config.c
- * include it.
+ * Not part of the API; only the config/ sources and the tests that check
+ * the table (tests/test_config.c, tests/test_settings.c) include it.
  *
  * A row's name is either a plain key ("dedup.fpr") or a pattern with one
  * '*':  in the middle ("blocklist.*.path") it stands for a NAME of
@@ -18,7 +18,8 @@
 typedef enum bs_ctype {
     BS_CT_STRING = 0,
     BS_CT_INT,     /* decimal int64 */
-    BS_CT_SIZE,    /* int64 bytes, optional suffix k, M, G, T (1024^n) */
+    BS_CT_SIZE,    /* int64 bytes as bs_config_parse_size reads them:
+                      optional suffix k, M, G, T (1024^n) */
     BS_CT_DOUBLE,  /* finite decimal */
     BS_CT_BOOL,    /* true | false */
     BS_CT_ENUM,    /* one of row->values */

@@ -3,9 +3,11 @@
  *
  * A row gives name, type, section, default, range and help; parsing
  * (values.c), validation (config.c), `config --list` and `config --sample`
- * (print.c) all read it, so adding a key is adding a row here (and a getter
- * call in the stage).  The sample config/bloomstage.conf is generated from
- * this file: after editing a row, regenerate it with
+ * (print.c) all read it, so adding a key is adding a row here (and, for a
+ * key the stage reads, a line in BS_SETTINGS_FIELDS, stage/settings.h).
+ * An enum key's values come from its list in config.h.  The sample
+ * config/bloomstage.conf is generated from this file: after editing a row,
+ * regenerate it with
  * `bloomstage config --sample > config/bloomstage.conf` (a test diffs them).
  *
  * Below the table: finding a key's row (plain keys, then patterns), the
@@ -53,12 +55,16 @@ const bs_config_section bs_config_sections[] = {
 const size_t bs_config_nsections =
     sizeof bs_config_sections / sizeof bs_config_sections[0];
 
-static const char *const on_missing_values[] = {"forward", "reject", NULL};
-static const char *const guarantee_values[] = {"at_least_once",
-                                               "exactly_once", NULL};
-static const char *const store_values[] = {"dir", "kafka", NULL};
-static const char *const log_level_values[] = {"error", "warn", "info",
-                                               "debug", NULL};
+/* Enum value lists, generated from config.h's lists so that each value's
+ * index is its C constant. */
+static const char *const on_missing_values[] = {
+    BS_MISSING_KEY_POLICY_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const guarantee_values[] = {
+    BS_GUARANTEE_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const store_values[] = {
+    BS_CKPT_STORE_KIND_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const log_level_values[] = {
+    BS_CONFIG_LOG_LEVEL_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 
 /* Range shorthands: closed [lo, hi], or with the ends open as named. */
 #define IRANGE(lo, hi) .flags = BS_CF_RANGE, .imin = (lo), .imax = (hi)
@@ -116,8 +122,8 @@ const bs_config_row bs_config_rows[] = {
     {.name = "dedup.max.bytes", .type = BS_CT_SIZE, .section = SEC_DEDUP,
      .def = "0", IRANGE(0, TIB),
      .help = "Upper bound on the memory of each partition's filter, in "
-             "bytes; suffixes k, M, G, T multiply by powers of 1024 (512M). "
-             " 0: no bound."},
+             "bytes; suffixes k, M, G, T multiply by powers of 1024 (512M "
+             "is 512 MiB, 536870912 bytes).  0: no bound."},
     {.name = "dedup.on.missing.key", .type = BS_CT_ENUM, .section = SEC_DEDUP,
      .def = "forward", .values = on_missing_values,
      .help = "What to do with a record that has no key where dedup.key "
@@ -164,8 +170,8 @@ const bs_config_row bs_config_rows[] = {
     {.name = "checkpoint.chunk.bytes", .type = BS_CT_SIZE, .section = SEC_CKPT,
      .def = "512k", IRANGE(1024, INT64_C(16) << 20),
      .help = "With checkpoint.store=kafka: the largest chunk of a "
-             "checkpoint in one record; keep it under the broker's "
-             "message.max.bytes."},
+             "checkpoint in one record, in bytes (512k is 524288); keep it "
+             "under the broker's message.max.bytes."},
     {.name = "checkpoint.interval.ms", .type = BS_CT_INT,
      .section = SEC_CKPT, .def = "5000", IRANGE(10, 86400000),
      .help = "Time between checkpoints, in milliseconds."},

@@ -132,6 +132,10 @@ static const char *const sample_header[] = {
     "included).  Lines starting with # or ! are comments.  Every key is "
     "shown below commented out, with its default, or an example when it "
     "has none.",
+    "Sizes (type size) are bytes, optionally followed by k, M, G or T, "
+    "which multiply by powers of 1024: 512k is 524288 bytes, 512M is "
+    "536870912 (512 MiB).  `bloomstage dedup --max-memory` reads sizes "
+    "the same way.",
     "Precedence: defaults < this file < environment < -X key=value on the "
     "command line.  The environment variable of a key is BLOOMSTAGE_ and "
     "the key in upper case with '.' -> '_', '_' -> '__' and '-' -> '___' "

@@ -3,8 +3,11 @@
  *
  * Numbers: the whole text must be the number (no blanks, no trailing junk),
  * integers in decimal within int64, doubles in plain decimal notation and
- * finite (no hex, inf or nan).  Then the row's range.  Key specs and topic
- * lists are parsed here once, so the stage never reparses them.
+ * finite (no hex, inf or nan); sizes as bs_config_parse_size reads them
+ * (defined here, exported in config.h: the one byte-size parser of
+ * bloomstage, k/M/G/T as powers of 1024).  Then the row's range.  Key
+ * specs and topic lists are parsed here once, so the stage never reparses
+ * them.
  *
  * bs_value_parse fills a bs_value whose buffers the caller owns
  * (bs_value_free) and whose key-spec arg points into the parsed text, so the
@@ -112,17 +115,63 @@ static int check_int_range(const bs_config_row *row, int64_t v, char *why,
     return low || high ? out_of_range(row, why, n) : 0;
 }
 
-/* Decimal int64 with an optional sign and, for sizes, one suffix. */
+/* The size in text, or a complaint (NULL on success). */
+static const char *size_of(const char *text, uint64_t *out)
+{
+    static const char too_large[] = "is too large for a 64-bit integer";
+    if (!text || *text < '0' || *text > '9')
+        return BS_CONFIG_SIZE_SYNTAX;
+    uint64_t v = 0;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return too_large;
+        v = v * 10 + d;
+    }
+    int shift = 0;
+    if (*p != '\0') {
+        switch (*p) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        case 't': case 'T': shift = 40; break;
+        default: return BS_CONFIG_SIZE_SYNTAX;
+        }
+        if (p[1] != '\0')
+            return BS_CONFIG_SIZE_SYNTAX;
+        if (v > ((uint64_t)INT64_MAX >> shift))
+            return too_large;
+    }
+    *out = v << shift;
+    return NULL;
+}
+
+int bs_config_parse_size(const char *text, uint64_t *out, const char **why)
+{
+    const char *complaint = size_of(text, out);
+    if (complaint && why)
+        *why = complaint;
+    return complaint ? -1 : 0;
+}
+
+/* Decimal int64 with an optional sign, or (sizes) bs_config_parse_size. */
 static int parse_int(const bs_config_row *row, const char *s, int64_t *out,
                      char *why, size_t n)
 {
-    const char *what = row->type == BS_CT_SIZE
-                           ? "is not a size (digits, optionally followed "
-                             "by k, M, G or T)"
-                           : "is not an integer";
+    if (row->type == BS_CT_SIZE) {
+        uint64_t u;
+        const char *complaint;
+        if (bs_config_parse_size(s, &u, &complaint) != 0) {
+            snprintf(why, n, "%s", complaint);
+            return -1;
+        }
+        *out = (int64_t)u; /* <= INT64_MAX */
+        return check_int_range(row, *out, why, n);
+    }
     const char *digits = (*s == '-' || *s == '+') ? s + 1 : s;
     if (*digits < '0' || *digits > '9') {
-        snprintf(why, n, "%s", what);
+        snprintf(why, n, "is not an integer");
         return -1;
     }
     errno = 0;
@@ -132,25 +181,8 @@ static int parse_int(const bs_config_row *row, const char *s, int64_t *out,
         snprintf(why, n, "is too large for a 64-bit integer");
         return -1;
     }
-    if (row->type == BS_CT_SIZE && *end != '\0' && end[1] == '\0') {
-        int shift = 0;
-        switch (*end) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        case 't': case 'T': shift = 40; break;
-        }
-        if (shift) {
-            if (v > (INT64_MAX >> shift) || v < (INT64_MIN >> shift)) {
-                snprintf(why, n, "is too large for a 64-bit integer");
-                return -1;
-            }
-            v *= (long long)1 << shift;
-            end++;
-        }
-    }
     if (*end != '\0') {
-        snprintf(why, n, "%s", what);
+        snprintf(why, n, "is not an integer");
         return -1;
     }
     *out = (int64_t)v;

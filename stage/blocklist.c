@@ -115,11 +115,11 @@ out:
     return rc;
 }
 
-int bs_blocklists_load(const bs_config *cfg, bs_blocklist **out, size_t *n,
-                       char *errstr, size_t errstr_size)
+int bs_blocklists_load(const bs_settings *set, bs_blocklist **out,
+                       size_t *n, char *errstr, size_t errstr_size)
 {
-    const bs_config_blocklist *conf;
-    size_t count = bs_config_blocklists(cfg, &conf);
+    const bs_config_blocklist *conf = set->blocklists;
+    size_t count = set->nblocklists;
     *out = NULL;
     *n = 0;
     if (count == 0)

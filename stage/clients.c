@@ -156,11 +156,11 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "cannot create the producer: %s", err);
         return BS_FATAL;
     }
-    rd_kafka_topic_t *out = rd_kafka_topic_new(rk, s->output_topic, NULL);
+    rd_kafka_topic_t *out = rd_kafka_topic_new(rk, s->set.output_topic, NULL);
     rd_kafka_topic_t *rej =
-        s->rejected_topic ? rd_kafka_topic_new(rk, s->rejected_topic, NULL)
+        s->set.rejected_topic ? rd_kafka_topic_new(rk, s->set.rejected_topic, NULL)
                           : NULL;
-    if (!out || (s->rejected_topic && !rej)) {
+    if (!out || (s->set.rejected_topic && !rej)) {
         snprintf(errstr, errstr_size, "cannot use the output topics: %s",
                  rd_kafka_err2str(rd_kafka_last_error()));
         if (out)
@@ -186,11 +186,10 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
 
 bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    const bs_config *cfg = s->cfg;
     if (bs_producer_recreate(s, errstr, errstr_size) != BS_OK)
         return BS_FATAL;
 
-    const char *group = bs_config_get_str(cfg, "consumer.group.id");
+    const char *group = s->set.group_id;
     static const char *const cdefaults[] = {
         "client.id", "bloomstage", "auto.offset.reset", "earliest",
         "partition.assignment.strategy", "cooperative-sticky",
@@ -218,9 +217,9 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
     }
     rd_kafka_poll_set_consumer(s->consumer);
 
-    bool kafka_store = bs_config_get_enum(cfg, "checkpoint.store") ==
+    bool kafka_store = s->set.checkpoint_store ==
                        BS_CONFIG_STORE_KAFKA;
-    if (s->exactly_once || kafka_store) {
+    if (bs_exactly_once(s) || kafka_store) {
         /* Reads the output tail: assigned, never subscribed, commits
          * nothing; its group id is never joined. */
         /* It reads to a known end: a fetch that waits for more data
@@ -263,7 +262,7 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
         if (!sconf)
             return BS_FATAL;
     }
-    s->store = bs_store_new(cfg, s->tail, sconf, errstr, errstr_size);
+    s->store = bs_store_new(&s->set, s->tail, sconf, errstr, errstr_size);
     if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
         return BS_FATAL;
     return BS_OK;

@@ -11,6 +11,7 @@
 #include "util.h"
 
 #include <bloomfilters.h>
+#include <config.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -28,9 +29,11 @@ static const char DEDUP_HELP[] =
     "  --fpr P            probability bound that a new line is wrongly\n"
     "                     dropped, over the whole stream (default 1e-6)\n"
     "  --capacity N       lines the first filter layer holds (default 1M);\n"
+    "                     a count: k, M, G are powers of 1000 (1M = 10^6)\n"
     "                     layers double as the stream grows\n"
-    "  --max-memory B     fail rather than grow the filter past B bytes\n"
-    "                     (suffixes k, M, G; default no cap)\n"
+    "  --max-memory B     fail rather than grow the filter past B bytes;\n"
+    "                     a size: k, M, G, T are powers of 1024, as in the\n"
+    "                     config (512M = 536870912); default no cap\n"
     "  --stats            print lines read, written, dropped, filter layers\n"
     "                     and memory on stderr at the end\n"
     "\n"
@@ -113,21 +116,28 @@ int cmd_dedup(int argc, char **argv)
             }
             break;
         case 'n':
-            if (!bs_parse_u64(optarg, true, &params.initial_capacity) ||
+            if (!bs_parse_count(optarg, &params.initial_capacity) ||
                 params.initial_capacity == 0) {
                 fprintf(stderr, "bloomstage dedup: --capacity '%s' must be a "
                         "whole number >= 1\n", optarg);
                 return BS_EXIT_USAGE;
             }
             break;
-        case 'm':
-            if (!bs_parse_u64(optarg, true, &params.max_bytes) ||
-                params.max_bytes == 0) {
+        case 'm': {
+            /* A byte size, read as the config reads dedup.max.bytes. */
+            const char *why;
+            if (bs_config_parse_size(optarg, &params.max_bytes, &why) != 0) {
+                fprintf(stderr, "bloomstage dedup: --max-memory '%s' %s\n",
+                        optarg, why);
+                return BS_EXIT_USAGE;
+            }
+            if (params.max_bytes == 0) {
                 fprintf(stderr, "bloomstage dedup: --max-memory '%s' must be "
-                        "a byte count >= 1\n", optarg);
+                        "at least 1 byte\n", optarg);
                 return BS_EXIT_USAGE;
             }
             break;
+        }
         case 's':
             stats = true;
             break;

@@ -66,7 +66,8 @@ static const char DEMO_HELP[] =
     "json:/from, and prints what happened.  Then reads the output back and\n"
     "checks every unique non-spam event is there exactly once.\n"
     "\n"
-    "  --events N   how many events to generate (suffixes k, M)\n"
+    "  --events N   how many events to generate (suffixes k, M: powers of\n"
+    "               1000, so 50k = 50000)\n"
     "  --keep DIR   keep the checkpoints and spam list in DIR\n"
     "  --print-spam-list   print the bundled spam list and exit\n"
     "\n"
@@ -272,7 +273,7 @@ int cmd_demo(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (!bs_parse_u64(optarg, true, &n) || n < 1000 ||
+            if (!bs_parse_count(optarg, &n) || n < 1000 ||
                 n > MAX_EVENTS) {
                 fprintf(stderr, "bloomstage demo: --events '%s' must be a "
                         "count from 1000 to %d (the mock broker keeps 5 MiB "

@@ -49,7 +49,8 @@ static const char BUILD_HELP[] =
     "\n"
     "  --fpr P        target false-positive rate, 0 < P <= 0.1 (required)\n"
     "  --capacity N   keys to size for (default: the entries in the list,\n"
-    "                 counted in a first pass); suffixes k, M, G\n"
+    "                 counted in a first pass); a count: suffixes k, M, G\n"
+    "                 are powers of 1000 (100k = 100000), 1e6 works too\n"
     "  --counting     a counting filter (entries removable later) instead\n"
     "                 of a blocked one\n"
     "  --seed S       hash seed (default: bloomstage's)\n"
@@ -183,7 +184,7 @@ static int filter_build(int argc, char **argv)
                                    "(0, 0.1]", optarg);
             break;
         case 'n':
-            if (!bs_parse_u64(optarg, true, &capacity) || capacity == 0)
+            if (!bs_parse_count(optarg, &capacity) || capacity == 0)
                 return usage_error("build", "--capacity '%s' must be a whole "
                                    "number >= 1", optarg);
             break;
@@ -191,7 +192,7 @@ static int filter_build(int argc, char **argv)
             counting = true;
             break;
         case 's':
-            if (!bs_parse_u64(optarg, false, &seed))
+            if (!bs_parse_u64(optarg, &seed))
                 return usage_error("build", "--seed '%s' must be a whole "
                                    "number", optarg);
             break;

@@ -89,7 +89,13 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "bloomstage: %s\n", err);
         return BS_EXIT_USAGE;
     }
-    bs_log_set_level((bs_log_level)bs_config_get_enum(cfg, "log.level"));
+    bs_settings set;
+    if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bloomstage: %s\n", err);
+        bs_config_destroy(cfg);
+        return BS_EXIT_USAGE;
+    }
+    bs_log_set_level(set.log_level);
 
     bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
     if (!s) {
@@ -101,9 +107,8 @@ int cmd_run(int argc, char **argv)
         return BS_EXIT_FAIL;
     }
     bs_metrics *metrics = NULL;
-    const char *listen = bs_config_get_str(cfg, "metrics.listen");
-    if (listen && *listen) {
-        metrics = bs_metrics_start(listen, s, err, sizeof(err));
+    if (set.metrics_listen) {
+        metrics = bs_metrics_start(set.metrics_listen, s, err, sizeof(err));
         if (!metrics) {
             fprintf(stderr, "bloomstage run: %s\n", err);
             bs_stage_destroy(s);

@@ -168,14 +168,14 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
                      p->topic, (int)p->partition, rd_kafka_err2str(err));
             return BS_RETRY;
         }
-        start = s->start_latest ? hi : lo;
+        start = s->set.start_at == BS_START_LATEST ? hi : lo;
     }
     bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
     if (!wm) {
         snprintf(errstr, errstr_size, "out of memory");
         return BS_RETRY;
     }
-    if (bs_output_watermarks(s->producer, s->output_topic, s->out_parts, wm,
+    if (bs_output_watermarks(s->producer, s->set.output_topic, s->out_parts, wm,
                              BS_TIMEOUT_BROKER_MS, errstr, errstr_size) != 0 ||
         bs_store_put(s->store, p->topic, p->partition, start, wm,
                      (uint32_t)s->out_parts, p->filter, errstr,
@@ -199,7 +199,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         bs_part_set_state(s, p, BS_PART_RESTORING);
         if (part_load(s, p, errstr, errstr_size) != BS_OK)
             return BS_FATAL;
-        if (s->exactly_once && p->ckpt_offset < 0 &&
+        if (bs_exactly_once(s) && p->ckpt_offset < 0 &&
             bs_part_initial_checkpoint(s, p, errstr, errstr_size) != BS_OK) {
             /* Like any failed checkpoint write: the partition waits,
              * paused and unprocessed, and the write is retried. */
@@ -207,7 +207,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             bs_part_set_state(s, p, BS_PART_WAITING_FIRST);
         }
     }
-    if (!s->exactly_once) {
+    if (!bs_exactly_once(s)) {
         for (size_t i = 0; i < n; i++)
             bs_part_set_state(s, parts[i], BS_PART_ACTIVE);
         return BS_OK;
@@ -227,7 +227,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     }
     double t0 = bs_now();
     /* A tail that cannot be read is the broker, not the state: retried. */
-    bs_rc rc = bs_replay_tail(s->tail, s->output_topic, s->dedup_key,
+    bs_rc rc = bs_replay_tail(s->tail, s->set.output_topic, s->set.dedup_key,
                               s->fparams.seed, t, n, BS_TIMEOUT_REPLAY_MS,
                               errstr, errstr_size) == 0
                    ? BS_OK

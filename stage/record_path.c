@@ -152,7 +152,7 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
 
     if (!pp->have) {
         BS_INC(s->ctr.missing_key);
-        if (s->reject_missing) {
+        if ((s->set.missing_key == BS_CONFIG_MISSING_REJECT)) {
             drop(s, m, "missing-key");
             return;
         }
@@ -191,7 +191,7 @@ static void prepare(bs_stage *s, rd_kafka_message_t *m, prepared *pp)
     bs_record_keys_init(&keys, m);
     const void *key;
     size_t len;
-    pp->have = bs_record_key(&keys, s->dedup_key, &key, &len);
+    pp->have = bs_record_key(&keys, s->set.dedup_key, &key, &len);
     if (pp->have)
         pp->h = bf_hash_key(key, len, s->fparams.seed);
     for (size_t i = 0; i < s->nlists; i++) {

@@ -127,10 +127,11 @@ static int64_t total_lag(bs_stage *s)
 /* The periodic stats log line, and the live status line on a terminal. */
 void bs_report(bs_stage *s, double now)
 {
-    bool status = s->stats_interval > 0 && bs_log_is_tty() &&
+    bool status = s->set.stats_interval_ms > 0 && bs_log_is_tty() &&
                   now - s->last_status >= 1.0;
-    bool stats = s->stats_interval > 0 &&
-                 now - s->last_stats >= s->stats_interval;
+    bool stats = s->set.stats_interval_ms > 0 &&
+                 (now - s->last_stats) * 1000 >=
+                     (double)s->set.stats_interval_ms;
     if (!status && !stats)
         return;
     bs_stage_stats st;

@@ -202,7 +202,7 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
     bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
     if (!wm)
         snprintf(err, sizeof(err), "out of memory");
-    if (!wm || bs_output_watermarks(s->producer, s->output_topic,
+    if (!wm || bs_output_watermarks(s->producer, s->set.output_topic,
                                     s->out_parts, wm, BS_TIMEOUT_BROKER_MS,
                                     err, sizeof(err)) != 0) {
         bs_log_ckpt_failed(NULL, err);
@@ -273,7 +273,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     }
     bs_ckpt_wm *wm = NULL;
     uint32_t nwm = 0;
-    if (s->exactly_once) {
+    if (bs_exactly_once(s)) {
         if (!(wm = output_watermarks(s)))
             return BS_RETRY;
         nwm = (uint32_t)s->out_parts;

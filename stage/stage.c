@@ -52,40 +52,18 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     }
     s->cfg = cfg;
     pthread_mutex_init(&s->pub_lock, NULL);
-    s->output_topic = bs_config_get_str(cfg, "output.topic");
-    const char *rej = bs_config_get_str(cfg, "rejected.topic");
-    s->rejected_topic = rej && *rej ? rej : NULL;
-    s->dedup_key = bs_config_get_keyspec(cfg, "dedup.key");
-    s->reject_missing = bs_config_get_enum(cfg, "dedup.on.missing.key") ==
-                        BS_CONFIG_MISSING_REJECT;
-    s->exactly_once = bs_config_get_enum(cfg, "processing.guarantee") ==
-                      BS_CONFIG_EXACTLY_ONCE;
-    if (s->reject_missing && !s->rejected_topic) {
-        snprintf(errstr, errstr_size, "dedup.on.missing.key=reject needs "
-                 "rejected.topic (%s)",
-                 bs_config_origin(cfg, "dedup.on.missing.key"));
+    if (bs_settings_from_config(cfg, &s->set, errstr, errstr_size) != 0)
         goto fail;
-    }
     bf_scalable_params_default(&s->fparams);
-    s->fparams.initial_capacity =
-        (uint64_t)bs_config_get_int(cfg, "dedup.capacity");
-    s->fparams.fpr = bs_config_get_double(cfg, "dedup.fpr");
-    s->fparams.growth = bs_config_get_double(cfg, "dedup.growth");
-    s->fparams.tightening = bs_config_get_double(cfg, "dedup.tightening");
-    s->fparams.max_bytes = (uint64_t)bs_config_get_int(cfg, "dedup.max.bytes");
-    s->ckpt_interval =
-        (double)bs_config_get_int(cfg, "checkpoint.interval.ms") / 1000.0;
-    s->ckpt_records = (uint64_t)bs_config_get_int(cfg, "checkpoint.records");
-    s->stats_interval =
-        (double)bs_config_get_int(cfg, "log.stats.interval.ms") / 1000.0;
-    const char *reset = bs_config_get_str(cfg, "consumer.auto.offset.reset");
-    s->start_latest = reset && (!strcmp(reset, "latest") ||
-                                !strcmp(reset, "end") ||
-                                !strcmp(reset, "largest"));
+    s->fparams.initial_capacity = s->set.dedup_capacity;
+    s->fparams.fpr = s->set.dedup_fpr;
+    s->fparams.growth = s->set.dedup_growth;
+    s->fparams.tightening = s->set.dedup_tightening;
+    s->fparams.max_bytes = s->set.dedup_max_bytes;
 
     /* Blocklists before joining the group: a broken one stops start-up
      * before anything is consumed. */
-    if (bs_blocklists_load(cfg, &s->lists, &s->nlists, errstr,
+    if (bs_blocklists_load(&s->set, &s->lists, &s->nlists, errstr,
                            errstr_size) != 0)
         goto fail;
     size_t nl = s->nlists ? s->nlists : 1;
@@ -103,7 +81,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     for (size_t i = 0; i < s->nlists; i++)
         s->list_shares_hash[i] =
             s->lists[i].seed == s->fparams.seed &&
-            bs_keyspec_equal(s->lists[i].key, s->dedup_key);
+            bs_keyspec_equal(s->lists[i].key, s->set.dedup_key);
     for (size_t i = 0; i < s->nlists; i++) {
         bf_info in;
         char hb[32];
@@ -127,8 +105,8 @@ fail:
  * once replays it), the subscription.  BS_FATAL with errstr. */
 static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    if (s->exactly_once) {
-        s->out_parts = bs_topic_partitions(s->producer, s->output_topic,
+    if (bs_exactly_once(s)) {
+        s->out_parts = bs_topic_partitions(s->producer, s->set.output_topic,
                                            BS_TIMEOUT_BROKER_MS, errstr,
                                            errstr_size);
         if (s->out_parts <= 0) {
@@ -138,13 +116,18 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
             return BS_FATAL;
         }
     }
-    const char *const *topics;
-    size_t ntopics = bs_config_get_topics(s->cfg, "input.topics", &topics);
+    const bs_topic_list *in = &s->set.input_topics;
     rd_kafka_topic_partition_list_t *sub =
-        rd_kafka_topic_partition_list_new((int)ntopics);
-    for (size_t i = 0; i < ntopics; i++)
-        rd_kafka_topic_partition_list_add(sub, topics[i],
+        rd_kafka_topic_partition_list_new((int)in->n);
+    char names[1024] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        rd_kafka_topic_partition_list_add(sub, in->names[i],
                                           RD_KAFKA_PARTITION_UA);
+        if (len < sizeof(names))
+            len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+                                    i ? "," : "", in->names[i]);
+    }
     rd_kafka_resp_err_t err = rd_kafka_subscribe(s->consumer, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     if (err) {
@@ -155,10 +138,9 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
     char q[400];
     bs_log(BS_LOG_INFO, "started", "input=%s output=%s group=%s "
            "checkpoints=%s guarantee=%s malloc=%s",
-           bs_config_get_str(s->cfg, "input.topics"), s->output_topic,
-           bs_config_get_str(s->cfg, "consumer.group.id"),
+           names, s->set.output_topic, s->set.group_id,
            bs_log_quote(bs_store_describe(s->store), q, sizeof(q)),
-           s->exactly_once ? "exactly_once" : "at_least_once",
+           bs_exactly_once(s) ? "exactly_once" : "at_least_once",
            bs_allocator());
     return BS_OK;
 }
@@ -178,8 +160,9 @@ static void tick(bs_stage *s)
         if (now >= s->retry_at)
             bs_round_from_loop(s, "retry");
     } else if (s->dr_failed ||
-               (s->ckpt_records && s->since_ckpt >= s->ckpt_records) ||
-               (now - s->last_ckpt >= s->ckpt_interval &&
+               (s->set.checkpoint_records && s->since_ckpt >= s->set.checkpoint_records) ||
+               ((now - s->last_ckpt) * 1000 >=
+                    (double)s->set.checkpoint_interval_ms &&
                 (s->since_ckpt || bs_parts_commit_behind(s)))) {
         bs_round_from_loop(s, s->dr_failed ? "delivery-failure" : "trigger");
     }

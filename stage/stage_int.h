@@ -27,6 +27,7 @@
 #include "checkpoint.h"
 #include "counters.h"
 #include "stage.h"
+#include "settings.h"
 #include "store.h"
 #include "timeouts.h"
 
@@ -115,17 +116,8 @@ struct bs_stage {
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
 
-    /* Settings, read once. */
-    const char *output_topic;
-    const char *rejected_topic; /* NULL: dropped records are only counted */
-    const bs_config_keyspec *dedup_key;
-    bool reject_missing;        /* dedup.on.missing.key=reject */
-    bool exactly_once;          /* processing.guarantee=exactly_once */
-    bool start_latest;          /* consumer.auto.offset.reset: the end */
-    bf_scalable_params fparams;
-    double ckpt_interval;       /* seconds */
-    uint64_t ckpt_records;      /* 0: no record trigger */
-    double stats_interval;      /* log.stats.interval.ms, seconds; 0 off */
+    bs_settings set;            /* read once from cfg (settings.h) */
+    bf_scalable_params fparams; /* the dedup filters', from set */
     int out_parts;              /* exactly_once: output partitions */
 
     bs_blocklist *lists;
@@ -170,6 +162,11 @@ struct bs_stage {
     bs_counter ckpt_rounds, ckpt_sum_us;
     bs_counters ctr; /* any thread: counters.h */
 };
+
+static inline bool bs_exactly_once(const bs_stage *s)
+{
+    return s->set.guarantee == BS_CONFIG_EXACTLY_ONCE;
+}
 
 /* -- state.c -------------------------------------------------------------- */
 

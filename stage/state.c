@@ -150,7 +150,7 @@ void bs_stage_check_invariants(const bs_stage *s)
             violated("1: committed <= checkpointed", d);
         if (p->state == BS_PART_ACTIVE && !p->filter)
             violated("4: an active partition has a filter", d);
-        if (p->state == BS_PART_ACTIVE && s->exactly_once &&
+        if (p->state == BS_PART_ACTIVE && bs_exactly_once(s) &&
             p->ckpt_offset < 0)
             violated("4: exactly_once: an active partition has a checkpoint",
                      d);

@@ -40,7 +40,7 @@ typedef struct known {
 } known;
 
 struct bs_store {
-    int kind;
+    bs_ckpt_store_kind kind;
     const char *dir;
     bool dir_dirty; /* renamed files not yet made durable by a dir fsync */
     char desc[300];
@@ -578,7 +578,7 @@ static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
 
 /* -- dispatch ---------------------------------------------------------------- */
 
-bs_store *bs_store_new(const bs_config *cfg, rd_kafka_t *reader,
+bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
                        rd_kafka_conf_t *producer_conf, char *errstr,
                        size_t errstr_size)
 {
@@ -589,17 +589,17 @@ bs_store *bs_store_new(const bs_config *cfg, rd_kafka_t *reader,
         snprintf(errstr, errstr_size, "out of memory");
         return NULL;
     }
-    st->kind = bs_config_get_enum(cfg, "checkpoint.store");
-    st->dir = bs_config_get_str(cfg, "checkpoint.dir");
+    st->kind = set->checkpoint_store;
+    st->dir = set->checkpoint_dir;
     snprintf(st->desc, sizeof(st->desc), "dir %s", st->dir);
     if (st->kind != BS_CONFIG_STORE_KAFKA) {
         if (producer_conf)
             rd_kafka_conf_destroy(producer_conf);
         return st;
     }
-    st->group = bs_config_get_str(cfg, "consumer.group.id");
-    st->topic = bs_config_get_str(cfg, "checkpoint.topic");
-    st->chunk = (size_t)bs_config_get_int(cfg, "checkpoint.chunk.bytes");
+    st->group = set->group_id;
+    st->topic = set->checkpoint_topic;
+    st->chunk = (size_t)set->checkpoint_chunk_bytes;
     st->reader = reader;
     rd_kafka_conf_set_opaque(producer_conf, st);
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);

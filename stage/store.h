@@ -25,17 +25,20 @@
 #define BLOOMSTAGE_STORE_H
 
 #include "checkpoint.h"
+#include "settings.h"
 
-#include <config.h>
 #include <librdkafka/rdkafka.h>
 
 typedef struct bs_store bs_store;
 
-/* reader: an assign-only consumer the kafka store reads with (borrowed;
- * NULL for dir).  producer_conf: a librdkafka configuration for the kafka
- * store's own producer (taken over, destroyed on failure too; NULL for
- * dir). */
-bs_store *bs_store_new(const bs_config *cfg, rd_kafka_t *reader,
+/* set: checkpoint.store, .dir, .topic, .chunk.bytes and consumer.group.id
+ * are read from it; the store copies the fields and keeps the strings,
+ * which are the bs_config's (settings.h): that configuration must outlive
+ * the store.  reader: an assign-only consumer the kafka store reads with
+ * (borrowed; NULL for dir).  producer_conf: a librdkafka configuration for
+ * the kafka store's own producer (taken over, destroyed on failure too;
+ * NULL for dir). */
+bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
                        rd_kafka_conf_t *producer_conf, char *errstr,
                        size_t errstr_size);
 void bs_store_destroy(bs_store *st);

@@ -13,23 +13,38 @@
 
 #include <dlfcn.h>
 
-bool bs_parse_u64(const char *s, bool suffixes, uint64_t *out)
+/* strtoull after the checks it lacks: no sign, no leading blank. */
+static bool parse_digits(const char *s, unsigned long long *v, char **end)
 {
-    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+    if (!s || *s < '0' || *s > '9')
         return false;
     errno = 0;
+    *v = strtoull(s, end, 10);
+    return errno == 0;
+}
+
+bool bs_parse_u64(const char *s, uint64_t *out)
+{
+    unsigned long long v;
     char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
+    if (!parse_digits(s, &v, &end) || *end != '\0')
         return false;
-    if (*end == '\0') {
-        *out = v;
+    *out = v;
+    return true;
+}
+
+bool bs_parse_count(const char *s, uint64_t *out)
+{
+    if (bs_parse_u64(s, out))
         return true;
-    }
-    if (!suffixes)
+    /* "1e6", "2.5M": go through a double, exact for the counts we take
+     * (whole numbers below 2^53).  A leading digit only. */
+    if (!s || *s < '0' || *s > '9')
         return false;
-    /* "1e6", "2.5M": go through a double, exact for the sizes we take. */
+    char *end;
     double d = strtod(s, &end);
+    if (end == s)
+        return false;
     double mult = 1;
     if (*end && end[1] == '\0') {
         switch (*end) {

@@ -1,7 +1,8 @@
 /*
  * util.h -- small helpers the bloomstage commands share: strict number
- * parsing for command-line values, human-readable sizes, a line reader for
- * lists and streams, and a progress bar for long jobs on a terminal.
+ * parsing for command-line counts (byte sizes: bs_config_parse_size in
+ * config.h), human-readable sizes, a line reader for lists and streams,
+ * and a progress bar for long jobs on a terminal.
  */
 #ifndef BLOOMSTAGE_UTIL_H
 #define BLOOMSTAGE_UTIL_H
@@ -13,9 +14,18 @@
 
 #define BS_WARN_UNUSED __attribute__((warn_unused_result))
 
-/* Strict parses: the whole string, no sign games, no overflow.  u64 accepts
- * k/M/G/T suffixes (powers of 1000, "1e6" too) when `suffixes` is true. */
-bool bs_parse_u64(const char *s, bool suffixes, uint64_t *out) BS_WARN_UNUSED;
+/* Strict parses of command-line numbers: the whole string, no sign, no
+ * blanks, no overflow.
+ *   bs_parse_u64    plain decimal digits ("12345": seeds, ids).
+ *   bs_parse_count  a count of things (keys, lines, events): digits, or a
+ *                   decimal number with one suffix k/K, M, G, T meaning
+ *                   powers of 1000, or an exponent: "100k" = 100000,
+ *                   "2.5M" = 2500000, "1e6" = 1000000; the result must be
+ *                   whole.
+ * Byte sizes are not counts: they are read by bs_config_parse_size
+ * (config.h), where the suffixes are powers of 1024 ("512M" = 536870912). */
+bool bs_parse_u64(const char *s, uint64_t *out) BS_WARN_UNUSED;
+bool bs_parse_count(const char *s, uint64_t *out) BS_WARN_UNUSED;
 bool bs_parse_double(const char *s, double *out) BS_WARN_UNUSED;
 
 /* "1.5 MiB" */

@@ -1,6 +1,7 @@
-# config/ tests: libbsconfig's unit tests, and `bloomstage config` run as a
-# user runs it.  The sample check diffs `bloomstage config --sample` against
-# the checked-in config/bloomstage.conf; after changing config/keys.c,
+# config/ tests: libbsconfig's unit tests, the typed settings of the engine
+# (test_settings), and `bloomstage config` run as a user runs it.  The
+# sample check diffs `bloomstage config --sample` against the checked-in
+# config/bloomstage.conf; after changing config/keys.c,
 # regenerate it with `bloomstage config --sample > config/bloomstage.conf`.
 bs_add_cmocka_test(test_config SOURCES test_config.c LIBS bsconfig
                    LABELS config)
@@ -8,6 +9,9 @@ bs_add_cmocka_test(test_config SOURCES test_config.c LIBS bsconfig
 # in a build without the binary.
 target_compile_definitions(test_config PRIVATE
   BS_SAMPLE_CONF="${PROJECT_SOURCE_DIR}/config/bloomstage.conf")
+# The typed settings the engine reads (stage/settings.h) against the table.
+bs_add_cmocka_test(test_settings SOURCES test_settings.c LIBS bsengine
+                   LABELS config)
 
 if(TARGET bloomstage)
   set(_bs $<TARGET_FILE:bloomstage>)

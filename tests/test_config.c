@@ -5,8 +5,10 @@
  * (the fixture), removed afterwards.  Messages are asserted in full: the
  * promise of this module is that an error says where (FILE:LINE, env NAME,
  * -X key=value), which key, and what is wrong.  The table itself is tested
- * too (defaults parse, enum constants agree with the header, every example
- * in the sample loads), so a bad row fails here before it reaches a user.
+ * too (defaults parse, enum constants and the table's values come from the
+ * same lists, every example in the sample loads), so a bad row fails here
+ * before it reaches a user.  So is bs_config_parse_size, the byte-size
+ * parser the CLI shares.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,34 +164,146 @@ static void test_defaults(void **state)
                         "-X input.topics=...)");
 }
 
-/* Enum index constants in config.h name the table's values in order. */
-static void test_enum_constants_match_table(void **state)
+/* Each enum key's values and constants come from one list in config.h:
+ * every X(CONSTANT, "text") line must parse to CONSTANT, name CONSTANT as
+ * "text" (bs_config_enum_text), and the row must allow no other value. */
+typedef struct enum_case {
+    int constant;
+    const char *text;
+} enum_case;
+#define ENUM_CASE(name, text) {name, text},
+
+static void check_enum_list(const char *key, const enum_case *cases,
+                            size_t n)
 {
-    (void)state;
-    static const struct {
-        const char *key, *value;
-        int index;
-    } cases[] = {
-        {"dedup.on.missing.key", "forward", BS_CONFIG_MISSING_FORWARD},
-        {"dedup.on.missing.key", "reject", BS_CONFIG_MISSING_REJECT},
-        {"processing.guarantee", "at_least_once", BS_CONFIG_AT_LEAST_ONCE},
-        {"processing.guarantee", "exactly_once", BS_CONFIG_EXACTLY_ONCE},
-        {"log.level", "error", BS_CONFIG_LOG_ERROR},
-        {"log.level", "warn", BS_CONFIG_LOG_WARN},
-        {"log.level", "info", BS_CONFIG_LOG_INFO},
-        {"log.level", "debug", BS_CONFIG_LOG_DEBUG},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const bs_config_row *row = bs_config_row_by_name(key);
+    assert_non_null(row);
+    assert_int_equal(row->type, BS_CT_ENUM);
+    size_t nvalues = 0;
+    while (row->values[nvalues])
+        nvalues++;
+    if (nvalues != n)
+        fail_msg("%s: the table allows %zu values, config.h lists %zu", key,
+                 nvalues, n);
+    for (size_t i = 0; i < n; i++) {
         bs_config *cfg = bs_config_new();
         char err[256];
         assert_non_null(cfg);
-        assert_int_equal(bs_config_set(cfg, cases[i].key, cases[i].value,
-                                       "test", err, sizeof err),
+        assert_int_equal(bs_config_set(cfg, key, cases[i].text, "test", err,
+                                       sizeof err),
                          0);
-        assert_int_equal(bs_config_get_enum(cfg, cases[i].key),
-                         cases[i].index);
+        if (bs_config_get_enum(cfg, key) != cases[i].constant)
+            fail_msg("%s=%s parses to %d, its constant is %d", key,
+                     cases[i].text, bs_config_get_enum(cfg, key),
+                     cases[i].constant);
+        assert_string_equal(bs_config_enum_text(key, cases[i].constant),
+                            cases[i].text);
+        /* What the getter hands back as text is the value set. */
+        assert_string_equal(bs_config_get_str(cfg, key), cases[i].text);
         bs_config_destroy(cfg);
     }
+    assert_null(bs_config_enum_text(key, (int)n));
+    assert_null(bs_config_enum_text(key, -1));
+}
+
+static void test_enum_lists_round_trip(void **state)
+{
+    (void)state;
+    static const enum_case missing[] = {
+        BS_MISSING_KEY_POLICY_LIST(ENUM_CASE)};
+    static const enum_case guarantee[] = {BS_GUARANTEE_LIST(ENUM_CASE)};
+    static const enum_case store[] = {BS_CKPT_STORE_KIND_LIST(ENUM_CASE)};
+    static const enum_case level[] = {BS_CONFIG_LOG_LEVEL_LIST(ENUM_CASE)};
+    check_enum_list("dedup.on.missing.key", missing,
+                    sizeof missing / sizeof missing[0]);
+    check_enum_list("processing.guarantee", guarantee,
+                    sizeof guarantee / sizeof guarantee[0]);
+    check_enum_list("checkpoint.store", store,
+                    sizeof store / sizeof store[0]);
+    check_enum_list("log.level", level, sizeof level / sizeof level[0]);
+
+    /* The constants the stage names keep their values (and their typed
+     * enums hold them). */
+    bs_guarantee g = BS_CONFIG_EXACTLY_ONCE;
+    bs_missing_key_policy m = BS_CONFIG_MISSING_REJECT;
+    bs_ckpt_store_kind k = BS_CONFIG_STORE_KAFKA;
+    bs_config_log_level l = BS_CONFIG_LOG_DEBUG;
+    assert_string_equal(bs_config_enum_text("processing.guarantee", g),
+                        "exactly_once");
+    assert_string_equal(bs_config_enum_text("dedup.on.missing.key", m),
+                        "reject");
+    assert_string_equal(bs_config_enum_text("checkpoint.store", k), "kafka");
+    assert_string_equal(bs_config_enum_text("log.level", l), "debug");
+}
+
+/* bs_config_parse_size: the one byte-size parser (config SIZE keys, the
+ * CLI's --max-memory, benchmarks). */
+static void test_parse_size(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } good[] = {
+        {"0", 0},
+        {"1", 1},
+        {"512", 512},
+        {"1k", 1024},
+        {"1K", 1024},
+        {"512k", 524288},
+        {"512M", 536870912},
+        {"512m", 536870912},
+        {"2G", UINT64_C(2) << 30},
+        {"2g", UINT64_C(2) << 30},
+        {"1T", UINT64_C(1) << 40},
+        {"1t", UINT64_C(1) << 40},
+        {"007k", 7168},
+        {"9223372036854775807", UINT64_C(9223372036854775807)},
+        {"8388607T", UINT64_C(8388607) << 40},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 12345;
+        const char *why = "untouched";
+        if (bs_config_parse_size(good[i].text, &v, &why) != 0)
+            fail_msg("'%s' rejected: %s", good[i].text, why);
+        assert_string_equal(why, "untouched");
+        if (v != good[i].bytes)
+            fail_msg("'%s' gave %llu, want %llu", good[i].text,
+                     (unsigned long long)v,
+                     (unsigned long long)good[i].bytes);
+    }
+    static const char *const junk[] = {
+        "", "k", "M", "-1", "+1", " 1", "1 ", "1 k", "1kk", "1kB", "1KiB",
+        "1.5M", "1e6", "0x10", "1X", "1P", "12abc", "1k ", "--1",
+    };
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+        uint64_t v = 12345;
+        const char *why = NULL;
+        if (bs_config_parse_size(junk[i], &v, &why) == 0)
+            fail_msg("'%s' accepted as %llu", junk[i],
+                     (unsigned long long)v);
+        assert_string_equal(why, BS_CONFIG_SIZE_SYNTAX);
+        assert_int_equal(v, 12345); /* *out untouched on failure */
+    }
+    static const char *const huge[] = {
+        "9223372036854775808", "18446744073709551616",
+        "99999999999999999999999", "8388608T", "9007199254740992k",
+        "8796093022208M", "8589934592G",
+    };
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        uint64_t v = 12345;
+        const char *why = NULL;
+        if (bs_config_parse_size(huge[i], &v, &why) == 0)
+            fail_msg("'%s' accepted as %llu", huge[i],
+                     (unsigned long long)v);
+        assert_string_equal(why, "is too large for a 64-bit integer");
+    }
+    /* why may be NULL. */
+    uint64_t v;
+    assert_int_equal(bs_config_parse_size("12Q", &v, NULL), -1);
+    assert_int_equal(bs_config_parse_size(NULL, &v, NULL), -1);
+    assert_int_equal(bs_config_parse_size("3k", &v, NULL), 0);
+    assert_int_equal(v, 3072);
 }
 
 static void test_table_rows_are_sound(void **state)
@@ -371,16 +485,26 @@ static void test_bad_values(void **state)
         {"checkpoint.interval.ms", "9", "out of range [10, 86400000]"},
         /* size */
         {"dedup.max.bytes", "1X",
-         "is not a size (digits, optionally followed by k, M, G or T)"},
+         "is not a size (digits, optionally followed by k, M, G or T: KiB, "
+         "MiB, GiB, TiB)"},
         {"dedup.max.bytes", "k",
-         "is not a size (digits, optionally followed by k, M, G or T)"},
+         "is not a size (digits, optionally followed by k, M, G or T: KiB, "
+         "MiB, GiB, TiB)"},
         {"dedup.max.bytes", "1kk",
-         "is not a size (digits, optionally followed by k, M, G or T)"},
+         "is not a size (digits, optionally followed by k, M, G or T: KiB, "
+         "MiB, GiB, TiB)"},
         {"dedup.max.bytes", "1 k",
-         "is not a size (digits, optionally followed by k, M, G or T)"},
+         "is not a size (digits, optionally followed by k, M, G or T: KiB, "
+         "MiB, GiB, TiB)"},
+        {"dedup.max.bytes", "1.5M",
+         "is not a size (digits, optionally followed by k, M, G or T: KiB, "
+         "MiB, GiB, TiB)"},
+        {"dedup.max.bytes", "-1k",
+         "is not a size (digits, optionally followed by k, M, G or T: KiB, "
+         "MiB, GiB, TiB)"},
         {"dedup.max.bytes", "2T", "out of range [0, 1T]"},
-        {"dedup.max.bytes", "-1k", "out of range [0, 1T]"},
         {"dedup.max.bytes", "9000000T", "is too large for a 64-bit integer"},
+        {"checkpoint.chunk.bytes", "1023", "out of range [1k, 16M]"},
         /* enum */
         {"dedup.on.missing.key", "drop", "is not one of: forward, reject"},
         {"dedup.on.missing.key", "Forward", "is not one of: forward, reject"},
@@ -515,6 +639,7 @@ static void test_range_edges(void **state)
         {"1k", 1024},           {"1K", 1024},
         {"3M", 3 << 20},        {"2g", INT64_C(2) << 30},
         {"1T", INT64_C(1) << 40}, {"512", 512},
+        {"512M", 536870912},    {"0", 0},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         assert_int_equal(bs_config_set(f->cfg, "dedup.max.bytes",
@@ -1296,7 +1421,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
         T(test_defaults),
-        T(test_enum_constants_match_table),
+        T(test_enum_lists_round_trip),
+        T(test_parse_size),
         T(test_table_rows_are_sound),
         T(test_file_syntax),
         T(test_malformed_lines),

@@ -200,7 +200,7 @@ static void active_without_filter(bs_stage *s)
 }
 static void exactly_once_active_without_checkpoint(bs_stage *s)
 {
-    s->exactly_once = true;
+    s->set.guarantee = BS_CONFIG_EXACTLY_ONCE;
     s->parts[0].filter = (bf_filter *)1;
     bs_part_set_state(s, &s->parts[0], BS_PART_ACTIVE);
 }

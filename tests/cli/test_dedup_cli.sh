@@ -3,8 +3,9 @@
 # awk '!seen[$0]++': a 200k-line stream with many duplicates (from a file,
 # from a pipe, across filter layers, at a loose fpr), empty input, a last
 # line without '\n', CRLF and white space kept as line content, NUL bytes,
-# 1 MiB lines, a line over the 64 MiB limit, --stats, --max-memory, write
-# and read errors, usage errors and --help.
+# 1 MiB lines, a line over the 64 MiB limit, --stats, --max-memory (sizes in
+# powers of 1024, as the config reads them), write and read errors, usage
+# errors and --help.
 #
 #   bash tests/cli/test_dedup_cli.sh path/to/bloomstage
 #
@@ -145,6 +146,15 @@ for m in 0 abc -1 1.5; do
     usage "dedup --max-memory '$m'" dedup --max-memory "$m"
     check "dedup --max-memory '$m': names the value" err_has "--max-memory '$m'"
 done
+# Sizes are read as the config reads them (bs_config_parse_size): digits and
+# one suffix k, M, G, T, powers of 1024; no fractions, exponents or units.
+for m in 1.5M 1e6 512MB 1KiB 1kk '1 k' +1k; do
+    usage "dedup --max-memory '$m' (not a size)" dedup --max-memory "$m"
+    check "dedup --max-memory '$m': says what a size is" \
+        err_has "--max-memory '$m' is not a size (digits, optionally followed by k, M, G or T: KiB, MiB, GiB, TiB)"
+done
+usage "dedup --max-memory 9000000T (overflow)" dedup --max-memory 9000000T
+check "dedup --max-memory 9000000T: too large" err_has "--max-memory '9000000T' is too large for a 64-bit integer"
 usage "dedup --fpr without a value" dedup --fpr
 usage "dedup --bogus" dedup --bogus
 check "dedup --bogus: points at --help" err_has "dedup --help"
@@ -250,8 +260,19 @@ rm -f in
 # == --max-memory ============================================================
 
 bs 1 "--max-memory 1k below the first layer" dedup --max-memory 1k <big.txt
-check "--max-memory 1k: says the first layer passes the cap" err_has "would pass the cap of 1000 bytes"
+check "--max-memory 1k is 1024 bytes: says the first layer passes that cap" err_has "would pass the cap of 1024 bytes"
 check "--max-memory 1k: no output" out_empty
+# Sizes mean what they mean in the config: 512M is 512 MiB (dedup.max.bytes
+# reads it the same way; tests/test_config.c).  A first layer of 1G lines
+# needs more, so the cap shows in the message before anything is read.
+for m in 512M 512m 524288k 536870912; do
+    bs 1 "--capacity 1G --max-memory $m: the first layer passes the cap" \
+        dedup --capacity 1G --max-memory "$m" </dev/null
+    check "--max-memory $m is 536870912 bytes" err_has "would pass the cap of 536870912 bytes"
+done
+bs 1 "--capacity 1G --max-memory 2G: the first layer passes the cap" \
+    dedup --capacity 1G --max-memory 2G </dev/null
+check "--max-memory 2G is 2147483648 bytes" err_has "would pass the cap of 2147483648 bytes"
 bs 1 "--max-memory 20k reached mid-stream (--capacity 1000)" dedup --capacity 1000 --max-memory 20k <big.txt
 check "--max-memory reached: the message names the line and --max-memory" \
     grep -qE '^bloomstage dedup: line [0-9]+: the filter cannot grow past [0-9.]+ KiB \(--max-memory\); output is complete up to the line before$' err
