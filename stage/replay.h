@@ -39,15 +39,6 @@ typedef struct bs_replay_target {
     uint64_t records;
 } bs_replay_target;
 
-/* Partitions of `topic` (metadata through rk), or -1 with errstr. */
-int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
-                        char *errstr, size_t errstr_size);
-
-/* High watermarks of partitions 0..n-1 of `topic` into wm[0..n). */
-int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,
-                         bs_ckpt_wm *wm, int timeout_ms, char *errstr,
-                         size_t errstr_size);
-
 /* Reads the output tail once for all targets (from the smallest of their
  * watermarks per output partition to the current end) with `tail`, a
  * consumer that is assigned, never subscribed.  0, or -1 with errstr (a

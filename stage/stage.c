@@ -39,6 +39,7 @@
 #include "stage.h"
 #include "blocklist.h"
 #include "checkpoint.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "record_key.h"
 #include "replay.h"

@@ -4,7 +4,7 @@
  */
 #include "store.h"
 #include "log.h"
-#include "replay.h"
+#include "kafka_util.h"
 #include "util.h"
 
 #include <dirent.h>
