@@ -48,7 +48,32 @@ void bs_record_keys_reset(bs_record_keys *rk)
         json_decref(rk->doc);
     for (size_t i = 0; i < rk->nowned; i++)
         free(rk->owned[i]);
+    for (size_t i = 0; i < rk->nmore; i++)
+        free(rk->more[i]);
+    free(rk->more);
     memset(rk, 0, sizeof(*rk));
+}
+
+/* Takes ownership of text until the reset; false (text freed) when out of
+ * memory. */
+static bool keep(bs_record_keys *rk, char *text)
+{
+    if (rk->nowned < sizeof(rk->owned) / sizeof(rk->owned[0])) {
+        rk->owned[rk->nowned++] = text;
+        return true;
+    }
+    if (rk->nmore == rk->capmore) {
+        size_t cap = rk->capmore ? rk->capmore * 2 : 8;
+        char **nm = realloc(rk->more, cap * sizeof(*nm));
+        if (!nm) {
+            free(text);
+            return false;
+        }
+        rk->more = nm;
+        rk->capmore = cap;
+    }
+    rk->more[rk->nmore++] = text;
+    return true;
 }
 
 /* RFC 6901: an array index is "0" or digits without a leading zero. */
@@ -99,13 +124,10 @@ static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
         *len = json_string_length(node);
         return true;
     }
-    if (rk->nowned == sizeof(rk->owned) / sizeof(rk->owned[0]))
-        return false;
     char *text = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS |
                                       JSON_ENCODE_ANY);
-    if (!text)
+    if (!text || !keep(rk, text))
         return false;
-    rk->owned[rk->nowned++] = text;
     *key = text;
     *len = strlen(text);
     return true;

@@ -41,8 +41,13 @@ typedef struct bs_record_keys {
     bs_record_view rec;
     void *doc; /* json_t *, parsed lazily */
     bool parsed, bad_json;
-    char *owned[8]; /* serialized non-string results */
+    /* Serialized non-string results, as many as the specs ask for: the
+     * first few inline (no allocation on the record path beyond the text
+     * itself), the rest in `more`, which grows. */
+    char *owned[8];
     size_t nowned;
+    char **more;
+    size_t nmore, capmore;
 } bs_record_keys;
 
 /* A Kafka record; headers are looked up through rd_kafka_message_headers. */

@@ -298,6 +298,53 @@ static void test_many_keys_one_record(void **state)
     bs_record_keys_reset(&rk);
 }
 
+/* More non-string JSON keys on one record than were ever kept inline
+ * (blocklists with json keys, one per list): every one works. */
+static void test_many_non_string_json_keys(void **state)
+{
+    (void)state;
+    enum { N = 20 };
+    bs_config *cfg = new_cfg();
+    char err[512], value[1024];
+    size_t vlen = (size_t)snprintf(value, sizeof(value), "{");
+    for (int i = 0; i < N; i++) {
+        char name[64], text[64];
+        snprintf(name, sizeof(name), "blocklist.b%d.key", i);
+        snprintf(text, sizeof(text), "json:/n%d", i);
+        if (bs_config_set(cfg, name, text, "test", err, sizeof(err)) != 0)
+            fail_msg("%s: %s", name, err);
+        vlen += (size_t)snprintf(value + vlen, sizeof(value) - vlen,
+                                 "%s\"n%d\":{\"v\":%d}", i ? "," : "", i,
+                                 i * 11);
+    }
+    snprintf(value + vlen, sizeof(value) - vlen, "}");
+    bs_record_view r = view(NULL, value, NULL);
+    bs_record_keys rk;
+    bs_record_keys_init_view(&rk, &r);
+    const void *k[N];
+    size_t len[N];
+    for (int i = 0; i < N; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "blocklist.b%d.key", i);
+        const bs_config_keyspec *ks = bs_config_get_keyspec(cfg, name);
+        assert_non_null(ks);
+        if (!bs_record_key(&rk, ks, &k[i], &len[i]))
+            fail_msg("json key %d of %d (%s) reported missing", i + 1, N,
+                     ks->arg);
+    }
+    for (int i = 0; i < N; i++) { /* all still valid */
+        char want[32];
+        snprintf(want, sizeof(want), "{\"v\":%d}", i * 11);
+        assert_int_equal(len[i], strlen(want));
+        assert_memory_equal(k[i], want, len[i]);
+    }
+    bs_record_keys_reset(&rk);
+    /* reset leaves it empty and reusable */
+    bs_record_keys_init_view(&rk, &r);
+    assert_true(bs_record_key(&rk, spec("json:/n3"), &k[0], &len[0]));
+    bs_record_keys_reset(&rk);
+}
+
 static void test_keyspec_equal(void **state)
 {
     (void)state;
@@ -386,6 +433,7 @@ int main(void)
         cmocka_unit_test_teardown(test_json_non_strings, teardown),
         cmocka_unit_test_teardown(test_bad_json, teardown),
         cmocka_unit_test_teardown(test_many_keys_one_record, teardown),
+        cmocka_unit_test_teardown(test_many_non_string_json_keys, teardown),
         cmocka_unit_test_teardown(test_keyspec_equal, teardown),
         cmocka_unit_test_teardown(test_kafka_message, teardown),
     };
