@@ -10,32 +10,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The decimal number in s[0..n): digits only (no sign, no blanks), at most
+ * max. */
+static bool parse_decimal(const char *s, size_t n, int64_t max, int64_t *out)
+{
+    if (n == 0)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        int d = s[i] - '0';
+        if (v > (max - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
 bool bs_parse_src(const void *v, size_t len, char *topic, size_t topic_size,
                   int32_t *partition, int64_t *offset)
 {
-    char buf[320];
-    if (!v || len == 0 || len >= sizeof(buf))
+    /* The stage writes "%s:%d:%lld"; anything else is not ours.  Parsed in
+     * place: the bytes are not NUL-terminated. */
+    const char *s = v;
+    if (!s || len == 0 || memchr(s, '\0', len))
         return false;
-    memcpy(buf, v, len);
-    buf[len] = '\0';
-    char *c2 = strrchr(buf, ':');
-    if (!c2 || c2 == buf)
+    const char *c2 = memrchr(s, ':', len);
+    if (!c2)
         return false;
-    *c2 = '\0';
-    char *c1 = strrchr(buf, ':');
-    if (!c1 || c1 == buf)
+    const char *c1 = memrchr(s, ':', (size_t)(c2 - s));
+    if (!c1 || c1 == s)
         return false;
-    *c1 = '\0';
-    char *end;
-    long long off = strtoll(c2 + 1, &end, 10);
-    if (*end || end == c2 + 1 || off < 0)
+    int64_t part, off;
+    size_t tlen = (size_t)(c1 - s);
+    if (!parse_decimal(c1 + 1, (size_t)(c2 - c1 - 1), INT32_MAX, &part) ||
+        !parse_decimal(c2 + 1, len - (size_t)(c2 + 1 - s), INT64_MAX, &off) ||
+        tlen >= topic_size)
         return false;
-    long part = strtol(c1 + 1, &end, 10);
-    if (*end || end == c1 + 1 || part < 0 || part > INT32_MAX)
-        return false;
-    if (strlen(buf) >= topic_size)
-        return false;
-    strcpy(topic, buf);
+    memcpy(topic, s, tlen);
+    topic[tlen] = '\0';
     *partition = (int32_t)part;
     *offset = off;
     return true;

@@ -69,6 +69,7 @@ rd_kafka_t *im_consumer(const im_cluster *c, const char *const *extra)
     set(conf, "enable.auto.offset.store", "false");
     set(conf, "enable.partition.eof", "true");
     set(conf, "fetch.wait.max.ms", "10");
+    set(conf, "allow.auto.create.topics", "false");
     for (size_t i = 0; extra && extra[i]; i += 2)
         set(conf, extra[i], extra[i + 1]);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));

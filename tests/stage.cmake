@@ -9,3 +9,6 @@ bs_add_cmocka_test(test_checkpoint
 bs_add_cmocka_test(test_record_key
   SOURCES test_record_key.c inproc_mock.c harness.c
   LIBS bsengine TIMEOUT 120 LABELS stage)
+bs_add_cmocka_test(test_replay
+  SOURCES test_replay.c inproc_mock.c harness.c
+  LIBS bsengine TIMEOUT 180 LABELS stage)
