@@ -75,14 +75,13 @@ static int dir_check(bs_store *st, char *errstr, size_t errstr_size)
         snprintf(path, sizeof(path), "%s/%s", st->dir, e->d_name);
         /* A crash in the middle of a write leaves its temp file; the
          * rename never happened, so the previous checkpoint stands. */
-        if (strstr(e->d_name, ".ckpt.tmp.")) {
+        if (bs_ckpt_is_temp_name(e->d_name)) {
             bs_log(BS_LOG_INFO, "removing an unfinished checkpoint write",
                    "file=%s", path);
             unlink(path);
             continue;
         }
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".ckpt") != 0)
+        if (!bs_ckpt_is_file_name(e->d_name))
             continue;
         bs_checkpoint c;
         if (bs_ckpt_load(path, &c, errstr, errstr_size) < 0)
