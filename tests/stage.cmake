@@ -12,3 +12,6 @@ bs_add_cmocka_test(test_record_key
 bs_add_cmocka_test(test_replay
   SOURCES test_replay.c inproc_mock.c harness.c
   LIBS bsengine TIMEOUT 180 LABELS stage)
+bs_add_cmocka_test(test_store
+  SOURCES test_store.c inproc_mock.c harness.c
+  LIBS bsengine TIMEOUT 300 LABELS stage)
