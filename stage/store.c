@@ -20,6 +20,7 @@
 
 /* A checkpoint produced in chunks and waiting for its manifest. */
 typedef struct pending {
+    uintptr_t ticket; /* its chunk 0's message opaque (kafka_dr) */
     char topic[250];
     int32_t partition;
     int64_t seq;
@@ -50,8 +51,9 @@ struct bs_store {
     int nparts;
     rd_kafka_t *producer;
     rd_kafka_t *reader;
-    pending *pend;
+    pending *pend; /* in ticket order */
     size_t npend, cappend;
+    uintptr_t next_ticket;
     known *known;
     size_t nknown, capknown;
     uint64_t dr_failed;
@@ -122,16 +124,40 @@ static int32_t ckpt_partition(const bs_store *st, const char *topic,
     return (int32_t)(XXH3_64bits(key, (size_t)n) % (uint64_t)st->nparts);
 }
 
-/* Message opaque: 0 nothing to note; 1 + 2*i: chunk 0 of pending i;
- * UINTPTR_MAX: a tombstone (its failure is harmless: compaction or the
- * next tombstone removes the chunk). */
+/* Message opaque: NULL nothing to note; UINTPTR_MAX a tombstone (its
+ * failure is harmless: compaction or the next tombstone removes the chunk);
+ * anything else the ticket of the pending checkpoint whose chunk 0 it is.
+ * Tickets are never reused, so the report of a chunk whose put failed
+ * half-way (its pending entry dropped, the slot reused) finds no entry
+ * instead of another partition's. */
 #define OPQ_TOMBSTONE ((void *)UINTPTR_MAX)
+
+static uintptr_t new_ticket(bs_store *st)
+{
+    if (st->next_ticket == 0 || st->next_ticket == UINTPTR_MAX)
+        st->next_ticket = 1; /* (wraps only on a 32-bit build, after 4G) */
+    return st->next_ticket++;
+}
+
+/* The pending entry with that ticket (pend is in ticket order), or NULL. */
+static pending *pending_by_ticket(bs_store *st, uintptr_t ticket)
+{
+    size_t lo = 0, hi = st->npend;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->pend[mid].ticket < ticket)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < st->npend && st->pend[lo].ticket == ticket ? &st->pend[lo]
+                                                           : NULL;
+}
 
 static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
 {
     (void)rk;
     bs_store *st = op;
-    uintptr_t tag = (uintptr_t)m->_private;
     if (m->err) {
         if (m->_private == OPQ_TOMBSTONE)
             return;
@@ -140,10 +166,10 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
                      rd_kafka_err2str(m->err));
         return;
     }
-    if (tag && m->_private != OPQ_TOMBSTONE) {
-        size_t i = (tag - 1) / 2;
-        if (i < st->npend)
-            st->pend[i].first_offset = m->offset;
+    if (m->_private && m->_private != OPQ_TOMBSTONE) {
+        pending *p = pending_by_ticket(st, (uintptr_t)m->_private);
+        if (p)
+            p->first_offset = m->offset;
     }
 }
 
@@ -239,6 +265,10 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     known *k = known_find(st, topic, part, false);
     pending *p = &st->pend[st->npend];
     memset(p, 0, sizeof(*p));
+    /* Tickets grow, and only the last entry is ever dropped (below): pend
+     * stays in ticket order.  A wrap (32-bit only) would break the order
+     * only across 4G puts, with the round long gone. */
+    p->ticket = new_ticket(st);
     snprintf(p->topic, sizeof(p->topic), "%s", topic);
     p->partition = part;
     p->seq = (k ? k->seq : 0) + 1;
@@ -247,7 +277,7 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     p->xxh = XXH3_64bits(buf, len);
     p->first_offset = -1;
     p->input_offset = next_offset;
-    size_t idx = st->npend++;
+    st->npend++;
     int32_t cp = ckpt_partition(st, topic, part);
     int rc = 0;
     for (uint32_t i = 0; i < p->nchunks && rc == 0; i++) {
@@ -256,12 +286,13 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
         size_t off = (size_t)i * st->chunk;
         size_t n = len - off < st->chunk ? len - off : st->chunk;
         rc = produce_rec(st, cp, key, buf + off, n,
-                         i == 0 ? (void *)(uintptr_t)(1 + 2 * idx) : NULL,
+                         i == 0 ? (void *)p->ticket : NULL,
                          errstr, errstr_size);
     }
     free(buf);
     if (rc != 0)
-        st->npend--; /* its chunks never get a manifest: never used */
+        st->npend--; /* its chunks never get a manifest; a late report of
+                      * its chunk 0 finds no ticket (kafka_dr) */
     return rc;
 }
 

@@ -510,6 +510,129 @@ static void test_kafka_no_manifest_without_every_chunk(void **state)
     kfx_stop(&k);
 }
 
+/* The largest key + value a producer with message.max.bytes=`max` accepts
+ * (librdkafka refuses larger records in producev, before any request). */
+static size_t largest_record(const char *bootstraps, int max)
+{
+    rd_kafka_conf_t *conf = h_kafka_conf(bootstraps);
+    char err[512], v[32];
+    snprintf(v, sizeof(v), "%d", max);
+    assert_int_equal(rd_kafka_conf_set(conf, "message.max.bytes", v, err,
+                                       sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    static char buf[65536];
+    size_t lo = 0, hi = (size_t)max; /* lo fits, hi does not */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC("probe"), RD_KAFKA_V_PARTITION(0),
+            RD_KAFKA_V_KEY("k", 1), RD_KAFKA_V_VALUE(buf, mid),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            lo = mid;
+        else if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+            hi = mid;
+        else
+            fail_msg("probe: %s", rd_kafka_err2str(e));
+    }
+    rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE);
+    rd_kafka_destroy(rk);
+    return 1 + lo;
+}
+
+/*
+ * A put that fails half-way leaves chunk 0 in flight, and its delivery
+ * report arrives later, during the sync.  It must not land on the
+ * checkpoint of another partition put after it.  The interleaving, made
+ * deterministic:
+ *   - put A fails at its chunk 10: message.max.bytes is set so that a
+ *     full chunk fits with a one-digit chunk index in its key, not with
+ *     two; chunks 0..9 are already queued;
+ *   - put B (one chunk) succeeds;
+ *   - A's records go to checkpoint partition X, led by broker 1, which
+ *     answers 1.5 s late; B's to Y, led by broker 2, which answers at once:
+ *     A's report for its chunk 0 comes after B's;
+ *   - X holds 40 records already, so A's chunk 0 offset is past anything
+ *     in Y: a manifest of B naming it points at no chunk of B.
+ */
+static void test_kafka_late_report_of_failed_put(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 2, 2);
+    assert_int_equal(rd_kafka_mock_partition_set_leader(k.c.mc, CKTOPIC, 0,
+                                                        1), 0);
+    assert_int_equal(rd_kafka_mock_partition_set_leader(k.c.mc, CKTOPIC, 1,
+                                                        2), 0);
+    int32_t pa = -1, pb = -1, pw = -1;
+    for (int32_t p = 0; p < 10 && (pa < 0 || pb < 0 || pw < 0); p++) {
+        if (ckpt_part("in", p, 2) == 0) {
+            if (pa < 0)
+                pa = p;
+            else if (pw < 0)
+                pw = p;
+        } else if (pb < 0) {
+            pb = p;
+        }
+    }
+    assert_true(pa >= 0 && pb >= 0 && pw >= 0);
+    h_record fill = h_rec("fill", "x");
+    for (int i = 0; i < 40; i++)
+        H_CHECK(h_produce(k.c.bootstraps, CKTOPIC, 0, &fill, 1));
+
+    char key0[64], mmb[32], err[1024] = "";
+    int klen = snprintf(key0, sizeof(key0), "bs1/" GROUP "/in/%d/1/0",
+                        (int)pa);
+    size_t overhead = 4000 - largest_record(k.c.bootstraps, 4000);
+    snprintf(mmb, sizeof(mmb), "%zu", overhead + (size_t)klen + 1024);
+    const char *extra[] = {"message.max.bytes", mmb, NULL};
+    bs_store *st = kafka_store(&k, extra);
+
+    /* Warm-up: both brokers connected, B at seq 1. */
+    bf_filter *small_w = filter_with("w", 10, 100);
+    bf_filter *small_b = filter_with("B", 10, 100);
+    assert_int_equal(bs_store_put(st, "in", pw, 5, NULL, 0, small_w, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_put(st, "in", pb, 5, NULL, 0, small_b, err,
+                                  sizeof(err)), 0);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("warm-up sync: %s", err);
+
+    bf_filter *big_a = filter_with("A", 3000, 12000);
+    uint8_t *enc;
+    size_t enc_len;
+    assert_int_equal(bs_ckpt_encode("in", pa, 7, NULL, 0, big_a, &enc,
+                                    &enc_len, err, sizeof(err)), 0);
+    free(enc);
+    assert_true(enc_len > 11 * 1024); /* chunk 10 is a full one */
+
+    assert_int_equal(rd_kafka_mock_broker_set_rtt(k.c.mc, 1, 1500), 0);
+    err[0] = '\0';
+    assert_int_equal(bs_store_put(st, "in", pa, 7, NULL, 0, big_a, err,
+                                  sizeof(err)), -1);
+    if (!strstr(err, rd_kafka_err2str(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)))
+        fail_msg("put A failed otherwise than planned: %s", err);
+    if (bs_store_put(st, "in", pb, 500, NULL, 0, small_b, err, sizeof(err)))
+        fail_msg("put B: %s", err);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    assert_int_equal(rd_kafka_mock_broker_set_rtt(k.c.mc, 1, 0), 0);
+
+    expect_ckpt(st, "in", pb, 500, "B", 10);
+    bs_store_destroy(st);
+    st = kafka_store(&k, NULL); /* a fresh reader agrees */
+    expect_ckpt(st, "in", pb, 500, "B", 10);
+    expect_ckpt(st, "in", pw, 5, "w", 10);
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", pa, &c, err, sizeof(err)), 0);
+    bs_store_destroy(st);
+    bf_filter_destroy(small_w);
+    bf_filter_destroy(small_b);
+    bf_filter_destroy(big_a);
+    kfx_stop(&k);
+}
+
 /* A damaged manifest is an error naming it, never a fresh filter. */
 static void test_kafka_damaged_manifest(void **state)
 {
@@ -540,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_kafka_newer_manifest_wins_and_tombstones),
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
         cmocka_unit_test(test_kafka_damaged_manifest),
+        cmocka_unit_test(test_kafka_late_report_of_failed_put),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
