@@ -422,6 +422,8 @@ typedef struct find_manifest {
     const char *key;
     size_t keylen;
     char *value; /* newest; NULL if none or deleted */
+    size_t len;
+    bool oom;
 } find_manifest;
 
 static int on_manifest(const rd_kafka_message_t *m, void *op)
@@ -429,42 +431,146 @@ static int on_manifest(const rd_kafka_message_t *m, void *op)
     find_manifest *f = op;
     if (m->key_len == f->keylen && !memcmp(m->key, f->key, f->keylen)) {
         free(f->value);
-        f->value = m->payload ? strndup(m->payload, m->len) : NULL;
+        f->value = NULL;
+        f->len = 0;
+        if (m->payload) { /* NULL: deleted */
+            f->value = malloc(m->len ? m->len : 1);
+            if (!f->value) {
+                f->oom = true;
+                return 1;
+            }
+            memcpy(f->value, m->payload, m->len);
+            f->len = m->len;
+        }
     }
     return 0;
 }
 
-typedef struct gather {
-    char prefix[600];
+#define MAX_CHUNK_BYTES (UINT64_C(16) << 20) /* checkpoint.chunk.bytes' */
+#define MAX_CKPT_BYTES (UINT64_C(1) << 40)
+
+int bs_store_manifest_parse(const void *v, size_t len, bs_store_manifest *m)
+{
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_int_t ver = 0, seq = 0, nchunks = 0, chunk = 0, size = 0, first = -1;
+    const char *hex = NULL;
+    size_t hexlen = 0;
+    int rc = -1;
+    if (!j || json_unpack(j, "{s:I, s:I, s:I, s:I, s:I, s:s%, s:I}", "v",
+                          &ver, "seq", &seq, "chunks", &nchunks,
+                          "chunk_bytes", &chunk, "size", &size, "xxh3", &hex,
+                          &hexlen, "first", &first) != 0)
+        goto out;
+    if (ver != 1 || seq < 1 || first < 0 || chunk < 1 ||
+        (uint64_t)chunk > MAX_CHUNK_BYTES || size < 1 ||
+        (uint64_t)size > MAX_CKPT_BYTES || nchunks < 1 ||
+        nchunks > (json_int_t)UINT32_MAX || hexlen != 16 ||
+        strspn(hex, "0123456789abcdefABCDEF") != 16)
+        goto out;
+    /* exactly as many chunks as the size needs */
+    if ((uint64_t)nchunks != ((uint64_t)size + (uint64_t)chunk - 1) /
+                                 (uint64_t)chunk)
+        goto out;
+    m->seq = seq;
+    m->nchunks = (uint32_t)nchunks;
+    m->chunk_bytes = (uint64_t)chunk;
+    m->size = (uint64_t)size;
+    m->xxh3 = strtoull(hex, NULL, 16);
+    m->first = first;
+    rc = 0;
+out:
+    json_decref(j);
+    return rc;
+}
+
+struct bs_store_chunks {
+    char prefix[600]; /* MANIFEST_KEY/SEQ/ */
     size_t prefixlen;
+    bs_store_manifest m;
     uint8_t *buf;
-    uint64_t size, chunk;
-    uint32_t nchunks, got;
     uint8_t *have;
-} gather;
+    uint32_t got;
+};
+
+bs_store_chunks *bs_store_chunks_new(const char *manifest_key,
+                                     const bs_store_manifest *m)
+{
+    bs_store_chunks *g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    int n = snprintf(g->prefix, sizeof(g->prefix), "%s/%lld/", manifest_key,
+                     (long long)m->seq);
+    g->m = *m;
+    g->buf = m->size <= SIZE_MAX ? malloc((size_t)m->size) : NULL;
+    g->have = calloc(m->nchunks, 1);
+    if (n < 0 || (size_t)n >= sizeof(g->prefix) || !g->buf || !g->have) {
+        bs_store_chunks_free(g);
+        return NULL;
+    }
+    g->prefixlen = (size_t)n;
+    return g;
+}
+
+int bs_store_chunks_add(bs_store_chunks *g, const void *key, size_t klen,
+                        const void *val, size_t vlen)
+{
+    if (!key || klen <= g->prefixlen || memcmp(key, g->prefix, g->prefixlen))
+        return 0;
+    /* the chunk index: decimal digits, no leading zero */
+    const char *d = (const char *)key + g->prefixlen;
+    size_t n = klen - g->prefixlen;
+    if (n > 10 || (n > 1 && d[0] == '0'))
+        return 0;
+    uint64_t i = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (d[k] < '0' || d[k] > '9')
+            return 0;
+        i = i * 10 + (uint64_t)(d[k] - '0');
+    }
+    if (i >= g->m.nchunks || g->have[i] || !val)
+        return 0;
+    uint64_t off = i * g->m.chunk_bytes;
+    uint64_t want = g->m.size - off < g->m.chunk_bytes ? g->m.size - off
+                                                       : g->m.chunk_bytes;
+    if (vlen != want)
+        return 0; /* not ours after all: the count check will say */
+    memcpy(g->buf + off, val, vlen);
+    g->have[i] = 1;
+    return ++g->got == g->m.nchunks;
+}
+
+int bs_store_chunks_decode(bs_store_chunks *g, const char *name,
+                           bs_checkpoint *out, char *errstr,
+                           size_t errstr_size)
+{
+    memset(out, 0, sizeof(*out));
+    if (g->got != g->m.nchunks) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld has %u of its %u "
+                 "chunks (deleted by retention?)", name, (long long)g->m.seq,
+                 g->got, g->m.nchunks);
+        return -1;
+    }
+    if (XXH3_64bits(g->buf, (size_t)g->m.size) != g->m.xxh3) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld does not match "
+                 "its manifest's checksum", name, (long long)g->m.seq);
+        return -1;
+    }
+    return bs_ckpt_decode(g->buf, (size_t)g->m.size, name, out, errstr,
+                          errstr_size);
+}
+
+void bs_store_chunks_free(bs_store_chunks *g)
+{
+    if (!g)
+        return;
+    free(g->buf);
+    free(g->have);
+    free(g);
+}
 
 static int on_chunk(const rd_kafka_message_t *m, void *op)
 {
-    gather *g = op;
-    if (m->key_len <= g->prefixlen || memcmp(m->key, g->prefix, g->prefixlen))
-        return 0;
-    char idx[16];
-    size_t n = m->key_len - g->prefixlen;
-    if (n >= sizeof(idx))
-        return 0;
-    memcpy(idx, (const char *)m->key + g->prefixlen, n);
-    idx[n] = '\0';
-    char *end;
-    unsigned long i = strtoul(idx, &end, 10);
-    if (*end || i >= g->nchunks || g->have[i] || !m->payload)
-        return 0;
-    uint64_t off = (uint64_t)i * g->chunk;
-    uint64_t want = g->size - off < g->chunk ? g->size - off : g->chunk;
-    if (m->len != want)
-        return 0; /* not ours after all: the manifest check will say */
-    memcpy(g->buf + off, m->payload, m->len);
-    g->have[i] = 1;
-    return ++g->got == g->nchunks;
+    return bs_store_chunks_add(op, m->key, m->key_len, m->payload, m->len);
 }
 
 static int kafka_get(bs_store *st, const char *topic, int32_t part,
@@ -474,69 +580,42 @@ static int kafka_get(bs_store *st, const char *topic, int32_t part,
     int klen = manifest_key(st, topic, part, key, sizeof(key));
     snprintf(name, sizeof(name), "%s:%s", st->topic, key);
     int32_t cp = ckpt_partition(st, topic, part);
-    find_manifest f = {key, (size_t)klen, NULL};
-    if (read_partition(st, cp, 0, on_manifest, &f, errstr, errstr_size))
+    find_manifest f = {key, (size_t)klen, NULL, 0, false};
+    if (read_partition(st, cp, 0, on_manifest, &f, errstr, errstr_size)) {
+        free(f.value);
         return -1;
+    }
+    if (f.oom) {
+        snprintf(errstr, errstr_size, "%s: out of memory", name);
+        return -1;
+    }
     if (!f.value)
         return 0;
-    json_error_t jerr;
-    json_t *j = json_loads(f.value, 0, &jerr);
+    bs_store_manifest m;
+    int parsed = bs_store_manifest_parse(f.value, f.len, &m);
     free(f.value);
-    json_int_t seq = 0, size = 0, chunk = 0, first = -1;
-    int nchunks = 0, v = 0;
-    const char *hex = NULL;
-    if (!j || json_unpack(j, "{s:i, s:I, s:i, s:I, s:I, s:s, s:I}", "v", &v,
-                          "seq", &seq, "chunks", &nchunks, "chunk_bytes",
-                          &chunk, "size", &size, "xxh3", &hex, "first",
-                          &first) != 0 ||
-        v != 1 || nchunks <= 0 || chunk <= 0 || size <= 0 || first < 0 ||
-        (uint64_t)size > (uint64_t)chunk * (uint64_t)nchunks ||
-        (uint64_t)size > (UINT64_C(1) << 40)) {
+    if (parsed != 0) {
         snprintf(errstr, errstr_size, "%s: damaged manifest", name);
-        json_decref(j);
         return -1;
     }
-    unsigned long long want_xxh = strtoull(hex, NULL, 16);
-    json_decref(j);
-    gather g;
-    memset(&g, 0, sizeof(g));
-    g.prefixlen = (size_t)snprintf(g.prefix, sizeof(g.prefix), "%s/%lld/",
-                                   key, (long long)seq);
-    g.size = (uint64_t)size;
-    g.chunk = (uint64_t)chunk;
-    g.nchunks = (uint32_t)nchunks;
-    g.buf = malloc((size_t)size);
-    g.have = calloc((size_t)nchunks, 1);
+    bs_store_chunks *g = bs_store_chunks_new(key, &m);
+    if (!g) {
+        snprintf(errstr, errstr_size, "%s: cannot allocate %llu bytes", name,
+                 (unsigned long long)m.size);
+        return -1;
+    }
     int rc = -1;
-    if (!g.buf || !g.have) {
-        snprintf(errstr, errstr_size, "%s: cannot allocate %lld bytes", name,
-                 (long long)size);
-        goto done;
-    }
-    if (read_partition(st, cp, first, on_chunk, &g, errstr, errstr_size))
-        goto done;
-    if (g.got != g.nchunks) {
-        snprintf(errstr, errstr_size, "%s: checkpoint %lld has %u of its %u "
-                 "chunks (deleted by retention?)", name, (long long)seq,
-                 g.got, g.nchunks);
-        goto done;
-    }
-    if (XXH3_64bits(g.buf, g.size) != want_xxh) {
-        snprintf(errstr, errstr_size, "%s: checkpoint %lld does not match "
-                 "its manifest's checksum", name, (long long)seq);
-        goto done;
-    }
-    rc = bs_ckpt_decode(g.buf, g.size, name, out, errstr, errstr_size);
+    if (read_partition(st, cp, m.first, on_chunk, g, errstr, errstr_size) ==
+        0)
+        rc = bs_store_chunks_decode(g, name, out, errstr, errstr_size);
+    bs_store_chunks_free(g);
     if (rc == 1) {
         known *k = known_find(st, topic, part, true);
         if (k) {
-            k->seq = seq;
-            k->nchunks = g.nchunks;
+            k->seq = m.seq;
+            k->nchunks = m.nchunks;
         }
     }
-done:
-    free(g.buf);
-    free(g.have);
     return rc;
 }
 

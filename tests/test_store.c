@@ -232,6 +232,148 @@ static void test_dir_missing_dir(void **state)
     bs_config_destroy(cfg);
 }
 
+/* -- the Kafka store's records without a broker --------------------------- */
+
+static int parse_str(const char *json, bs_store_manifest *m)
+{
+    return bs_store_manifest_parse(json, strlen(json), m);
+}
+
+static void test_manifest_parse(void **state)
+{
+    (void)state;
+    bs_store_manifest m;
+    assert_int_equal(parse_str("{\"v\":1,\"seq\":3,\"chunks\":2,"
+                               "\"chunk_bytes\":1024,\"size\":1500,"
+                               "\"xxh3\":\"00000000deadBEEF\",\"first\":7,"
+                               "\"input_offset\":9}", &m), 0);
+    assert_int_equal(m.seq, 3);
+    assert_int_equal(m.nchunks, 2);
+    assert_int_equal(m.chunk_bytes, 1024);
+    assert_int_equal(m.size, 1500);
+    assert_int_equal(m.xxh3, 0xdeadbeefULL);
+    assert_int_equal(m.first, 7);
+    const char *bad[] = {
+        "",
+        "{",
+        "[]",
+        "{\"v\":1}",
+        /* each field wrong in turn */
+        "{\"v\":2,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":0,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":3,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":1,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":0,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":0,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeeg\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":-1}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\"}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500.5,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":\"1024\","
+        "\"size\":1500,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        /* a size no checkpoint has, and chunks too big for the config */
+        "{\"v\":1,\"seq\":3,\"chunks\":1048576,\"chunk_bytes\":16777216,"
+        "\"size\":17592186044416,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":1,\"chunk_bytes\":33554432,"
+        "\"size\":33554432,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (parse_str(bad[i], &m) == 0)
+            fail_msg("accepted as a manifest: %s", bad[i]);
+}
+
+/* Encodes a checkpoint and cuts it into chunks of `chunk` bytes. */
+static uint8_t *encoded(size_t *len)
+{
+    bf_filter *f = filter_with("c", 200, 1000);
+    uint8_t *buf;
+    char err[512];
+    assert_int_equal(bs_ckpt_encode("in", 4, 99, NULL, 0, f, &buf, len, err,
+                                    sizeof(err)), 0);
+    bf_filter_destroy(f);
+    return buf;
+}
+
+static void test_chunks_gather(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *buf = encoded(&len);
+    const uint64_t chunk = 200;
+    bs_store_manifest m = {5, (uint32_t)((len + chunk - 1) / chunk), chunk,
+                           len, XXH3_64bits(buf, len), 0};
+    assert_true(m.nchunks >= 3);
+    bs_store_chunks *g = bs_store_chunks_new("bs1/g/in/4", &m);
+    assert_non_null(g);
+    char key[64], err[1024] = "";
+    /* strangers: other keys, a leading zero, an index past the end, a
+     * tombstone, a wrong size, another seq */
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4", 10, buf, chunk), 0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/5/01", 15, buf + chunk,
+                                         chunk), 0);
+    snprintf(key, sizeof(key), "bs1/g/in/4/5/%u", m.nchunks);
+    assert_int_equal(bs_store_chunks_add(g, key, strlen(key), buf, chunk), 0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/5/0", 14, NULL, 0),
+                     0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/5/0", 14, buf,
+                                         chunk - 1), 0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/4/0", 14, buf, chunk),
+                     0);
+    assert_int_equal(bs_store_chunks_add(g, NULL, 0, buf, chunk), 0);
+    /* the chunks, last first; one twice */
+    bs_checkpoint c;
+    for (uint32_t i = m.nchunks; i-- > 0;) {
+        if (i == 0) { /* one missing: an error that says how many */
+            assert_int_equal(bs_store_chunks_decode(g, "NAME", &c, err,
+                                                    sizeof(err)), -1);
+            assert_non_null(strstr(err, "NAME"));
+            assert_non_null(strstr(err, "chunks"));
+        }
+        snprintf(key, sizeof(key), "bs1/g/in/4/5/%u", i);
+        size_t off = i * chunk, n = len - off < chunk ? len - off : chunk;
+        assert_int_equal(bs_store_chunks_add(g, key, strlen(key), buf + off,
+                                             n), i == 0);
+        if (i == 1) /* a duplicate is ignored */
+            assert_int_equal(bs_store_chunks_add(g, key, strlen(key),
+                                                 buf + off, n), 0);
+    }
+    assert_int_equal(bs_store_chunks_decode(g, "NAME", &c, err, sizeof(err)),
+                     1);
+    assert_string_equal(c.topic, "in");
+    assert_int_equal(c.partition, 4);
+    assert_int_equal(c.next_offset, 99);
+    assert_holds(c.filter, "c", 200);
+    bs_ckpt_free(&c);
+    bs_store_chunks_free(g);
+
+    /* A checksum the bytes do not match. */
+    m.xxh3 ^= 1;
+    g = bs_store_chunks_new("bs1/g/in/4", &m);
+    assert_non_null(g);
+    for (uint32_t i = 0; i < m.nchunks; i++) {
+        snprintf(key, sizeof(key), "bs1/g/in/4/5/%u", i);
+        size_t off = i * chunk, n = len - off < chunk ? len - off : chunk;
+        (void)bs_store_chunks_add(g, key, strlen(key), buf + off, n);
+    }
+    assert_int_equal(bs_store_chunks_decode(g, "NAME", &c, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "checksum"));
+    bs_store_chunks_free(g);
+    free(buf);
+}
+
 /* -- the Kafka store ------------------------------------------------------ */
 
 typedef struct kfx {
@@ -659,6 +801,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_damage_and_crash_leftovers,
                                         dir_setup, dir_teardown),
         cmocka_unit_test(test_dir_missing_dir),
+        cmocka_unit_test(test_manifest_parse),
+        cmocka_unit_test(test_chunks_gather),
         cmocka_unit_test(test_kafka_round_trip_and_chunks),
         cmocka_unit_test(test_kafka_newer_manifest_wins_and_tombstones),
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
