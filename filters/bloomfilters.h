@@ -412,6 +412,13 @@ bf_err bf_write_file_atomic_flags(const char *path, unsigned flags,
                                   bf_produce_fn produce, void *opaque,
                                   char *errstr,
                                   size_t errstr_size) BF_WARN_UNUSED;
+/* Whether `name` (a file name, or a path) is one of the temp files
+ * bf_write_file_atomic creates beside its target, which a crash before the
+ * rename leaves behind, for a target whose name ends in `target_suffix`
+ * ("" for any).  The temp-file naming is this library's; callers that clean
+ * up after a crash ask here instead of matching names themselves. */
+bool bf_is_atomic_temp_name(const char *name, const char *target_suffix);
+
 /* fsync of the directory holding `path` (a file in it). */
 bf_err bf_fsync_dir(const char *path, char *errstr,
                     size_t errstr_size) BF_WARN_UNUSED;

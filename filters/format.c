@@ -525,6 +525,22 @@ bf_err bf_fsync_dir(const char *path, char *errstr, size_t errstr_size)
     return BF_OK;
 }
 
+/* The temp file of an atomic write: PATH + TMP_INFIX + mkostemp's six
+ * random characters. */
+#define TMP_INFIX ".tmp."
+#define TMP_RANDOM "XXXXXX"
+
+bool bf_is_atomic_temp_name(const char *name, const char *target_suffix)
+{
+    size_t len = strlen(name), slen = strlen(target_suffix);
+    size_t tail = sizeof(TMP_INFIX) - 1 + sizeof(TMP_RANDOM) - 1;
+    if (len < slen + tail)
+        return false;
+    const char *t = name + len - tail;
+    return memcmp(t, TMP_INFIX, sizeof(TMP_INFIX) - 1) == 0 &&
+           memcmp(t - slen, target_suffix, slen) == 0;
+}
+
 bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,
                             void *opaque, char *errstr, size_t errstr_size)
 {
@@ -537,7 +553,8 @@ bf_err bf_write_file_atomic_flags(const char *path, unsigned flags,
                                   char *errstr, size_t errstr_size)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
+    if (snprintf(tmp, sizeof(tmp), "%s" TMP_INFIX TMP_RANDOM, path) >=
+        (int)sizeof(tmp))
         FAIL(BF_ERR_INVALID, "%s: path too long", path);
     file_writer *w = malloc(sizeof(*w));
     if (!w)

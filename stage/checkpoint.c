@@ -19,10 +19,22 @@ static const char MAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'T', 0};
 #define VERSION 1u
 #define FIXED 40u
 
+bool bs_ckpt_is_file_name(const char *name)
+{
+    size_t len = strlen(name), slen = sizeof(BS_CKPT_SUFFIX) - 1;
+    return len > slen && strcmp(name + len - slen, BS_CKPT_SUFFIX) == 0;
+}
+
+bool bs_ckpt_is_temp_name(const char *name)
+{
+    return bf_is_atomic_temp_name(name, BS_CKPT_SUFFIX);
+}
+
 int bs_ckpt_path(const char *dir, const char *topic, int32_t partition,
                  char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "%s/%s-%d.ckpt", dir, topic, (int)partition);
+    int n = snprintf(buf, size, "%s/%s-%d" BS_CKPT_SUFFIX, dir, topic,
+                     (int)partition);
     return n > 0 && (size_t)n < size ? 0 : -1;
 }
 

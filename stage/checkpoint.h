@@ -28,6 +28,7 @@
 #define BLOOMSTAGE_CHECKPOINT_H
 
 #include <bloomfilters.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define BS_CKPT_MAX_WATERMARKS 65536u
@@ -46,6 +47,19 @@ typedef struct bs_checkpoint {
     bs_ckpt_wm *wm; /* owned */
     bf_filter *filter; /* owned */
 } bs_checkpoint;
+
+/* Checkpoint files are named TOPIC-PARTITION BS_CKPT_SUFFIX; this is the
+ * one place that spelling is defined. */
+#define BS_CKPT_SUFFIX ".ckpt"
+
+/* Whether a directory entry is a checkpoint file (by its name). */
+bool bs_ckpt_is_file_name(const char *name);
+
+/* Whether a directory entry is the temp file of a checkpoint write that
+ * never reached its rename (a crash): the previous checkpoint stands, and
+ * the temp file can go.  The temp naming is libbloomfilters' (its atomic
+ * write); this only narrows it to checkpoint files. */
+bool bs_ckpt_is_temp_name(const char *name);
 
 /* The file a partition's checkpoint lives in. */
 int bs_ckpt_path(const char *dir, const char *topic, int32_t partition,

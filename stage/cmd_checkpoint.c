@@ -47,8 +47,7 @@ int cmd_checkpoint(int argc, char **argv)
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".ckpt") != 0)
+        if (!bs_ckpt_is_file_name(e->d_name))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 32;

@@ -8,6 +8,7 @@
  * bs_part_add or bs_part_remove.
  */
 #include "stage_int.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "replay.h"
 #include "util.h"

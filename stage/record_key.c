@@ -7,10 +7,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The header lookup of a Kafka record (opaque: the rd_kafka_message_t). */
+static bool message_header(const void *opaque, const char *name,
+                           const void **v, size_t *len)
+{
+    rd_kafka_headers_t *hdrs;
+    const void *hv;
+    size_t hlen;
+    if (rd_kafka_message_headers(opaque, &hdrs) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(hdrs, name, &hv, &hlen) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        !hv)
+        return false;
+    *v = hv;
+    *len = hlen;
+    return true;
+}
+
 void bs_record_keys_init(bs_record_keys *rk, const rd_kafka_message_t *msg)
 {
     memset(rk, 0, sizeof(*rk));
-    rk->msg = msg;
+    rk->rec.key = msg->key;
+    rk->rec.key_len = msg->key_len;
+    rk->rec.value = msg->payload;
+    rk->rec.value_len = msg->len;
+    rk->rec.header = message_header;
+    rk->rec.header_opaque = msg;
+}
+
+void bs_record_keys_init_view(bs_record_keys *rk, const bs_record_view *rec)
+{
+    memset(rk, 0, sizeof(*rk));
+    rk->rec = *rec;
 }
 
 void bs_record_keys_reset(bs_record_keys *rk)
@@ -19,7 +48,32 @@ void bs_record_keys_reset(bs_record_keys *rk)
         json_decref(rk->doc);
     for (size_t i = 0; i < rk->nowned; i++)
         free(rk->owned[i]);
+    for (size_t i = 0; i < rk->nmore; i++)
+        free(rk->more[i]);
+    free(rk->more);
     memset(rk, 0, sizeof(*rk));
+}
+
+/* Takes ownership of text until the reset; false (text freed) when out of
+ * memory. */
+static bool keep(bs_record_keys *rk, char *text)
+{
+    if (rk->nowned < sizeof(rk->owned) / sizeof(rk->owned[0])) {
+        rk->owned[rk->nowned++] = text;
+        return true;
+    }
+    if (rk->nmore == rk->capmore) {
+        size_t cap = rk->capmore ? rk->capmore * 2 : 8;
+        char **nm = realloc(rk->more, cap * sizeof(*nm));
+        if (!nm) {
+            free(text);
+            return false;
+        }
+        rk->more = nm;
+        rk->capmore = cap;
+    }
+    rk->more[rk->nmore++] = text;
+    return true;
 }
 
 /* RFC 6901: an array index is "0" or digits without a leading zero. */
@@ -44,8 +98,8 @@ static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
 {
     if (!rk->parsed) {
         rk->parsed = true;
-        if (rk->msg->payload && rk->msg->len)
-            rk->doc = json_loadb(rk->msg->payload, rk->msg->len,
+        if (rk->rec.value && rk->rec.value_len)
+            rk->doc = json_loadb(rk->rec.value, rk->rec.value_len,
                                  JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         rk->bad_json = rk->doc == NULL;
     }
@@ -70,13 +124,10 @@ static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
         *len = json_string_length(node);
         return true;
     }
-    if (rk->nowned == sizeof(rk->owned) / sizeof(rk->owned[0]))
-        return false;
     char *text = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS |
                                       JSON_ENCODE_ANY);
-    if (!text)
+    if (!text || !keep(rk, text))
         return false;
-    rk->owned[rk->nowned++] = text;
     *key = text;
     *len = strlen(text);
     return true;
@@ -85,35 +136,22 @@ static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
 bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
                    const void **key, size_t *len)
 {
-    const rd_kafka_message_t *m = rk->msg;
+    const bs_record_view *r = &rk->rec;
     switch (spec->kind) {
     case BS_CONFIG_KEYSPEC_KEY:
-        if (!m->key)
+        if (!r->key)
             return false;
-        *key = m->key;
-        *len = m->key_len;
+        *key = r->key;
+        *len = r->key_len;
         return true;
     case BS_CONFIG_KEYSPEC_VALUE:
-        if (!m->payload)
+        if (!r->value)
             return false;
-        *key = m->payload;
-        *len = m->len;
+        *key = r->value;
+        *len = r->value_len;
         return true;
-    case BS_CONFIG_KEYSPEC_HEADER: {
-        rd_kafka_headers_t *hdrs;
-        if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            return false;
-        const void *v;
-        size_t n;
-        /* The last header of that name wins, as in Kafka's lastHeader(). */
-        if (rd_kafka_header_get_last(hdrs, spec->arg, &v, &n) !=
-                RD_KAFKA_RESP_ERR_NO_ERROR ||
-            !v)
-            return false;
-        *key = v;
-        *len = n;
-        return true;
-    }
+    case BS_CONFIG_KEYSPEC_HEADER:
+        return r->header && r->header(r->header_opaque, spec->arg, key, len);
     case BS_CONFIG_KEYSPEC_JSON:
         return json_key(rk, spec, key, len);
     }

@@ -10,95 +10,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
-                        char *errstr, size_t errstr_size)
+/* The decimal number in s[0..n): digits only (no sign, no blanks), at most
+ * max. */
+static bool parse_decimal(const char *s, size_t n, int64_t max, int64_t *out)
 {
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t err =
-        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
-            : RD_KAFKA_RESP_ERR__INVALID_ARG;
-    int n = -1;
-    char ignored[8];
-    if (!errstr) { /* the caller only wants the count, or 0 */
-        errstr = ignored;
-        errstr_size = sizeof(ignored);
+    if (n == 0)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        int d = s[i] - '0';
+        if (v > (max - d) / 10)
+            return false;
+        v = v * 10 + d;
     }
-    if (err)
-        snprintf(errstr, errstr_size, "metadata of %s: %s", topic,
-                 rd_kafka_err2str(err));
-    else if (md->topic_cnt != 1 || md->topics[0].err)
-        snprintf(errstr, errstr_size, "topic %s: %s", topic,
-                 md->topic_cnt ? rd_kafka_err2str(md->topics[0].err)
-                               : "not in the metadata");
-    else if (md->topics[0].partition_cnt <= 0)
-        snprintf(errstr, errstr_size, "topic %s has no partitions", topic);
-    else
-        n = md->topics[0].partition_cnt;
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
-    return n;
-}
-
-int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,
-                         bs_ckpt_wm *wm, int timeout_ms, char *errstr,
-                         size_t errstr_size)
-{
-    /* One ListOffsets request per leader for all partitions: "the offset
-     * for timestamp -1" is each partition's end. */
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
-    for (int p = 0; p < n; p++)
-        rd_kafka_topic_partition_list_add(l, topic, p)->offset =
-            RD_KAFKA_OFFSET_END;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, l, timeout_ms);
-    int rc = 0;
-    for (int i = 0; !err && i < l->cnt; i++) {
-        const rd_kafka_topic_partition_t *e = &l->elems[i];
-        if (e->err || e->offset < 0 || e->partition < 0 ||
-            e->partition >= n) {
-            err = e->err ? e->err : RD_KAFKA_RESP_ERR__BAD_MSG;
-            break;
-        }
-        wm[e->partition].partition = e->partition;
-        wm[e->partition].high = e->offset;
-    }
-    if (err) {
-        snprintf(errstr, errstr_size, "end offsets of %s: %s", topic,
-                 rd_kafka_err2str(err));
-        rc = -1;
-    }
-    rd_kafka_topic_partition_list_destroy(l);
-    return rc;
+    *out = v;
+    return true;
 }
 
 bool bs_parse_src(const void *v, size_t len, char *topic, size_t topic_size,
                   int32_t *partition, int64_t *offset)
 {
-    char buf[320];
-    if (!v || len == 0 || len >= sizeof(buf))
+    /* The stage writes "%s:%d:%lld"; anything else is not ours.  Parsed in
+     * place: the bytes are not NUL-terminated. */
+    const char *s = v;
+    if (!s || len == 0 || memchr(s, '\0', len))
         return false;
-    memcpy(buf, v, len);
-    buf[len] = '\0';
-    char *c2 = strrchr(buf, ':');
-    if (!c2 || c2 == buf)
+    const char *c2 = memrchr(s, ':', len);
+    if (!c2)
         return false;
-    *c2 = '\0';
-    char *c1 = strrchr(buf, ':');
-    if (!c1 || c1 == buf)
+    const char *c1 = memrchr(s, ':', (size_t)(c2 - s));
+    if (!c1 || c1 == s)
         return false;
-    *c1 = '\0';
-    char *end;
-    long long off = strtoll(c2 + 1, &end, 10);
-    if (*end || end == c2 + 1 || off < 0)
+    int64_t part, off;
+    size_t tlen = (size_t)(c1 - s);
+    if (!parse_decimal(c1 + 1, (size_t)(c2 - c1 - 1), INT32_MAX, &part) ||
+        !parse_decimal(c2 + 1, len - (size_t)(c2 + 1 - s), INT64_MAX, &off) ||
+        tlen >= topic_size)
         return false;
-    long part = strtol(c1 + 1, &end, 10);
-    if (*end || end == c1 + 1 || part < 0 || part > INT32_MAX)
-        return false;
-    if (strlen(buf) >= topic_size)
-        return false;
-    strcpy(topic, buf);
+    memcpy(topic, s, tlen);
+    topic[tlen] = '\0';
     *partition = (int32_t)part;
     *offset = off;
     return true;

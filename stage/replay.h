@@ -39,15 +39,6 @@ typedef struct bs_replay_target {
     uint64_t records;
 } bs_replay_target;
 
-/* Partitions of `topic` (metadata through rk), or -1 with errstr. */
-int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
-                        char *errstr, size_t errstr_size);
-
-/* High watermarks of partitions 0..n-1 of `topic` into wm[0..n). */
-int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,
-                         bs_ckpt_wm *wm, int timeout_ms, char *errstr,
-                         size_t errstr_size);
-
 /* Reads the output tail once for all targets (from the smallest of their
  * watermarks per output partition to the current end) with `tail`, a
  * consumer that is assigned, never subscribed.  0, or -1 with errstr (a
@@ -57,7 +48,11 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
                    bs_replay_target *targets, size_t n, int timeout_ms,
                    char *errstr, size_t errstr_size);
 
-/* Parses "TOPIC:PARTITION:OFFSET" (topic may not contain ':'). */
+/* Parses the v[0..len) of a bloomstage-src header, "TOPIC:PARTITION:OFFSET"
+ * as the stage writes it (v need not be NUL-terminated): split at the last
+ * two ':', the topic non-empty and shorter than topic_size, partition and
+ * offset decimal digits only (no sign, no blanks) within int32/int64, no NUL
+ * byte anywhere.  false for anything else, leaving the outputs alone. */
 bool bs_parse_src(const void *v, size_t len, char *topic, size_t topic_size,
                   int32_t *partition, int64_t *offset);
 

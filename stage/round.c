@@ -10,8 +10,8 @@
  * rollback, which is part of a round).
  */
 #include "stage_int.h"
+#include "kafka_util.h"
 #include "log.h"
-#include "replay.h"
 #include "util.h"
 
 #include <stdio.h>

@@ -34,9 +34,9 @@
  * RESTORE_PENDING: state.c); its records are processed only while ACTIVE.
  */
 #include "stage_int.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "record_key.h"
-#include "replay.h"
 #include "util.h"
 
 #include <stdio.h>

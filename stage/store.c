@@ -3,8 +3,9 @@
  * checkpoint.c; the Kafka store is below it.
  */
 #include "store.h"
+#include "timeouts.h"
 #include "log.h"
-#include "replay.h"
+#include "kafka_util.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -21,6 +22,7 @@
 
 /* A checkpoint produced in chunks and waiting for its manifest. */
 typedef struct pending {
+    uintptr_t ticket; /* its chunk 0's message opaque (kafka_dr) */
     char topic[250];
     int32_t partition;
     int64_t seq;
@@ -51,8 +53,9 @@ struct bs_store {
     int nparts;
     rd_kafka_t *producer;
     rd_kafka_t *reader;
-    pending *pend;
+    pending *pend; /* in ticket order */
     size_t npend, cappend;
+    uintptr_t next_ticket;
     known *known;
     size_t nknown, capknown;
     uint64_t dr_failed;
@@ -83,14 +86,13 @@ static int dir_check(bs_store *st, char *errstr, size_t errstr_size)
         snprintf(path, sizeof(path), "%s/%s", st->dir, e->d_name);
         /* A crash in the middle of a write leaves its temp file; the
          * rename never happened, so the previous checkpoint stands. */
-        if (strstr(e->d_name, ".ckpt.tmp.")) {
+        if (bs_ckpt_is_temp_name(e->d_name)) {
             bs_log(BS_LOG_INFO, "removing an unfinished checkpoint write",
                    "file=%s", path);
             unlink(path);
             continue;
         }
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".ckpt") != 0)
+        if (!bs_ckpt_is_file_name(e->d_name))
             continue;
         bs_checkpoint c;
         if (bs_ckpt_load(path, &c, errstr, errstr_size) < 0)
@@ -131,16 +133,40 @@ static int32_t ckpt_partition(const bs_store *st, const char *topic,
     return (int32_t)(XXH3_64bits(key, (size_t)n) % (uint64_t)st->nparts);
 }
 
-/* Message opaque: 0 nothing to note; 1 + 2*i: chunk 0 of pending i;
- * UINTPTR_MAX: a tombstone (its failure is harmless: compaction or the
- * next tombstone removes the chunk). */
+/* Message opaque: NULL nothing to note; UINTPTR_MAX a tombstone (its
+ * failure is harmless: compaction or the next tombstone removes the chunk);
+ * anything else the ticket of the pending checkpoint whose chunk 0 it is.
+ * Tickets are never reused, so the report of a chunk whose put failed
+ * half-way (its pending entry dropped, the slot reused) finds no entry
+ * instead of another partition's. */
 #define OPQ_TOMBSTONE ((void *)UINTPTR_MAX)
+
+static uintptr_t new_ticket(bs_store *st)
+{
+    if (st->next_ticket == 0 || st->next_ticket == UINTPTR_MAX)
+        st->next_ticket = 1; /* (wraps only on a 32-bit build, after 4G) */
+    return st->next_ticket++;
+}
+
+/* The pending entry with that ticket (pend is in ticket order), or NULL. */
+static pending *pending_by_ticket(bs_store *st, uintptr_t ticket)
+{
+    size_t lo = 0, hi = st->npend;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->pend[mid].ticket < ticket)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < st->npend && st->pend[lo].ticket == ticket ? &st->pend[lo]
+                                                           : NULL;
+}
 
 static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
 {
     (void)rk;
     bs_store *st = op;
-    uintptr_t tag = (uintptr_t)m->_private;
     if (m->err) {
         if (m->_private == OPQ_TOMBSTONE)
             return;
@@ -149,10 +175,10 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
                      rd_kafka_err2str(m->err));
         return;
     }
-    if (tag && m->_private != OPQ_TOMBSTONE) {
-        size_t i = (tag - 1) / 2;
-        if (i < st->npend)
-            st->pend[i].first_offset = m->offset;
+    if (m->_private && m->_private != OPQ_TOMBSTONE) {
+        pending *p = pending_by_ticket(st, (uintptr_t)m->_private);
+        if (p)
+            p->first_offset = m->offset;
     }
 }
 
@@ -248,6 +274,10 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     known *k = known_find(st, topic, part, false);
     pending *p = &st->pend[st->npend];
     memset(p, 0, sizeof(*p));
+    /* Tickets grow, and only the last entry is ever dropped (below): pend
+     * stays in ticket order.  A wrap (32-bit only) would break the order
+     * only across 4G puts, with the round long gone. */
+    p->ticket = new_ticket(st);
     snprintf(p->topic, sizeof(p->topic), "%s", topic);
     p->partition = part;
     p->seq = (k ? k->seq : 0) + 1;
@@ -256,7 +286,7 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     p->xxh = XXH3_64bits(buf, len);
     p->first_offset = -1;
     p->input_offset = next_offset;
-    size_t idx = st->npend++;
+    st->npend++;
     int32_t cp = ckpt_partition(st, topic, part);
     int rc = 0;
     for (uint32_t i = 0; i < p->nchunks && rc == 0; i++) {
@@ -265,12 +295,13 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
         size_t off = (size_t)i * st->chunk;
         size_t n = len - off < st->chunk ? len - off : st->chunk;
         rc = produce_rec(st, cp, key, buf + off, n,
-                         i == 0 ? (void *)(uintptr_t)(1 + 2 * idx) : NULL,
+                         i == 0 ? (void *)p->ticket : NULL,
                          errstr, errstr_size);
     }
     free(buf);
     if (rc != 0)
-        st->npend--; /* its chunks never get a manifest: never used */
+        st->npend--; /* its chunks never get a manifest; a late report of
+                      * its chunk 0 finds no ticket (kafka_dr) */
     return rc;
 }
 
@@ -348,7 +379,7 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
 {
     int64_t lo, hi;
     rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        st->reader, st->topic, cp, &lo, &hi, 10000);
+        st->reader, st->topic, cp, &lo, &hi, BS_TIMEOUT_BROKER_MS);
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
                  st->topic, (int)cp, rd_kafka_err2str(err));
@@ -400,6 +431,8 @@ typedef struct find_manifest {
     const char *key;
     size_t keylen;
     char *value; /* newest; NULL if none or deleted */
+    size_t len;
+    bool oom;
 } find_manifest;
 
 static int on_manifest(const rd_kafka_message_t *m, void *op)
@@ -407,42 +440,146 @@ static int on_manifest(const rd_kafka_message_t *m, void *op)
     find_manifest *f = op;
     if (m->key_len == f->keylen && !memcmp(m->key, f->key, f->keylen)) {
         free(f->value);
-        f->value = m->payload ? strndup(m->payload, m->len) : NULL;
+        f->value = NULL;
+        f->len = 0;
+        if (m->payload) { /* NULL: deleted */
+            f->value = malloc(m->len ? m->len : 1);
+            if (!f->value) {
+                f->oom = true;
+                return 1;
+            }
+            memcpy(f->value, m->payload, m->len);
+            f->len = m->len;
+        }
     }
     return 0;
 }
 
-typedef struct gather {
-    char prefix[600];
+#define MAX_CHUNK_BYTES (UINT64_C(16) << 20) /* checkpoint.chunk.bytes' */
+#define MAX_CKPT_BYTES (UINT64_C(1) << 40)
+
+int bs_store_manifest_parse(const void *v, size_t len, bs_store_manifest *m)
+{
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_int_t ver = 0, seq = 0, nchunks = 0, chunk = 0, size = 0, first = -1;
+    const char *hex = NULL;
+    size_t hexlen = 0;
+    int rc = -1;
+    if (!j || json_unpack(j, "{s:I, s:I, s:I, s:I, s:I, s:s%, s:I}", "v",
+                          &ver, "seq", &seq, "chunks", &nchunks,
+                          "chunk_bytes", &chunk, "size", &size, "xxh3", &hex,
+                          &hexlen, "first", &first) != 0)
+        goto out;
+    if (ver != 1 || seq < 1 || first < 0 || chunk < 1 ||
+        (uint64_t)chunk > MAX_CHUNK_BYTES || size < 1 ||
+        (uint64_t)size > MAX_CKPT_BYTES || nchunks < 1 ||
+        nchunks > (json_int_t)UINT32_MAX || hexlen != 16 ||
+        strspn(hex, "0123456789abcdefABCDEF") != 16)
+        goto out;
+    /* exactly as many chunks as the size needs */
+    if ((uint64_t)nchunks != ((uint64_t)size + (uint64_t)chunk - 1) /
+                                 (uint64_t)chunk)
+        goto out;
+    m->seq = seq;
+    m->nchunks = (uint32_t)nchunks;
+    m->chunk_bytes = (uint64_t)chunk;
+    m->size = (uint64_t)size;
+    m->xxh3 = strtoull(hex, NULL, 16);
+    m->first = first;
+    rc = 0;
+out:
+    json_decref(j);
+    return rc;
+}
+
+struct bs_store_chunks {
+    char prefix[600]; /* MANIFEST_KEY/SEQ/ */
     size_t prefixlen;
+    bs_store_manifest m;
     uint8_t *buf;
-    uint64_t size, chunk;
-    uint32_t nchunks, got;
     uint8_t *have;
-} gather;
+    uint32_t got;
+};
+
+bs_store_chunks *bs_store_chunks_new(const char *manifest_key,
+                                     const bs_store_manifest *m)
+{
+    bs_store_chunks *g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    int n = snprintf(g->prefix, sizeof(g->prefix), "%s/%lld/", manifest_key,
+                     (long long)m->seq);
+    g->m = *m;
+    g->buf = m->size <= SIZE_MAX ? malloc((size_t)m->size) : NULL;
+    g->have = calloc(m->nchunks, 1);
+    if (n < 0 || (size_t)n >= sizeof(g->prefix) || !g->buf || !g->have) {
+        bs_store_chunks_free(g);
+        return NULL;
+    }
+    g->prefixlen = (size_t)n;
+    return g;
+}
+
+int bs_store_chunks_add(bs_store_chunks *g, const void *key, size_t klen,
+                        const void *val, size_t vlen)
+{
+    if (!key || klen <= g->prefixlen || memcmp(key, g->prefix, g->prefixlen))
+        return 0;
+    /* the chunk index: decimal digits, no leading zero */
+    const char *d = (const char *)key + g->prefixlen;
+    size_t n = klen - g->prefixlen;
+    if (n > 10 || (n > 1 && d[0] == '0'))
+        return 0;
+    uint64_t i = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (d[k] < '0' || d[k] > '9')
+            return 0;
+        i = i * 10 + (uint64_t)(d[k] - '0');
+    }
+    if (i >= g->m.nchunks || g->have[i] || !val)
+        return 0;
+    uint64_t off = i * g->m.chunk_bytes;
+    uint64_t want = g->m.size - off < g->m.chunk_bytes ? g->m.size - off
+                                                       : g->m.chunk_bytes;
+    if (vlen != want)
+        return 0; /* not ours after all: the count check will say */
+    memcpy(g->buf + off, val, vlen);
+    g->have[i] = 1;
+    return ++g->got == g->m.nchunks;
+}
+
+int bs_store_chunks_decode(bs_store_chunks *g, const char *name,
+                           bs_checkpoint *out, char *errstr,
+                           size_t errstr_size)
+{
+    memset(out, 0, sizeof(*out));
+    if (g->got != g->m.nchunks) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld has %u of its %u "
+                 "chunks (deleted by retention?)", name, (long long)g->m.seq,
+                 g->got, g->m.nchunks);
+        return -1;
+    }
+    if (XXH3_64bits(g->buf, (size_t)g->m.size) != g->m.xxh3) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld does not match "
+                 "its manifest's checksum", name, (long long)g->m.seq);
+        return -1;
+    }
+    return bs_ckpt_decode(g->buf, (size_t)g->m.size, name, out, errstr,
+                          errstr_size);
+}
+
+void bs_store_chunks_free(bs_store_chunks *g)
+{
+    if (!g)
+        return;
+    free(g->buf);
+    free(g->have);
+    free(g);
+}
 
 static int on_chunk(const rd_kafka_message_t *m, void *op)
 {
-    gather *g = op;
-    if (m->key_len <= g->prefixlen || memcmp(m->key, g->prefix, g->prefixlen))
-        return 0;
-    char idx[16];
-    size_t n = m->key_len - g->prefixlen;
-    if (n >= sizeof(idx))
-        return 0;
-    memcpy(idx, (const char *)m->key + g->prefixlen, n);
-    idx[n] = '\0';
-    char *end;
-    unsigned long i = strtoul(idx, &end, 10);
-    if (*end || i >= g->nchunks || g->have[i] || !m->payload)
-        return 0;
-    uint64_t off = (uint64_t)i * g->chunk;
-    uint64_t want = g->size - off < g->chunk ? g->size - off : g->chunk;
-    if (m->len != want)
-        return 0; /* not ours after all: the manifest check will say */
-    memcpy(g->buf + off, m->payload, m->len);
-    g->have[i] = 1;
-    return ++g->got == g->nchunks;
+    return bs_store_chunks_add(op, m->key, m->key_len, m->payload, m->len);
 }
 
 static int kafka_get(bs_store *st, const char *topic, int32_t part,
@@ -452,69 +589,42 @@ static int kafka_get(bs_store *st, const char *topic, int32_t part,
     int klen = manifest_key(st, topic, part, key, sizeof(key));
     snprintf(name, sizeof(name), "%s:%s", st->topic, key);
     int32_t cp = ckpt_partition(st, topic, part);
-    find_manifest f = {key, (size_t)klen, NULL};
-    if (read_partition(st, cp, 0, on_manifest, &f, errstr, errstr_size))
+    find_manifest f = {key, (size_t)klen, NULL, 0, false};
+    if (read_partition(st, cp, 0, on_manifest, &f, errstr, errstr_size)) {
+        free(f.value);
         return -1;
+    }
+    if (f.oom) {
+        snprintf(errstr, errstr_size, "%s: out of memory", name);
+        return -1;
+    }
     if (!f.value)
         return 0;
-    json_error_t jerr;
-    json_t *j = json_loads(f.value, 0, &jerr);
+    bs_store_manifest m;
+    int parsed = bs_store_manifest_parse(f.value, f.len, &m);
     free(f.value);
-    json_int_t seq = 0, size = 0, chunk = 0, first = -1;
-    int nchunks = 0, v = 0;
-    const char *hex = NULL;
-    if (!j || json_unpack(j, "{s:i, s:I, s:i, s:I, s:I, s:s, s:I}", "v", &v,
-                          "seq", &seq, "chunks", &nchunks, "chunk_bytes",
-                          &chunk, "size", &size, "xxh3", &hex, "first",
-                          &first) != 0 ||
-        v != 1 || nchunks <= 0 || chunk <= 0 || size <= 0 || first < 0 ||
-        (uint64_t)size > (uint64_t)chunk * (uint64_t)nchunks ||
-        (uint64_t)size > (UINT64_C(1) << 40)) {
+    if (parsed != 0) {
         snprintf(errstr, errstr_size, "%s: damaged manifest", name);
-        json_decref(j);
         return -1;
     }
-    unsigned long long want_xxh = strtoull(hex, NULL, 16);
-    json_decref(j);
-    gather g;
-    memset(&g, 0, sizeof(g));
-    g.prefixlen = (size_t)snprintf(g.prefix, sizeof(g.prefix), "%s/%lld/",
-                                   key, (long long)seq);
-    g.size = (uint64_t)size;
-    g.chunk = (uint64_t)chunk;
-    g.nchunks = (uint32_t)nchunks;
-    g.buf = malloc((size_t)size);
-    g.have = calloc((size_t)nchunks, 1);
+    bs_store_chunks *g = bs_store_chunks_new(key, &m);
+    if (!g) {
+        snprintf(errstr, errstr_size, "%s: cannot allocate %llu bytes", name,
+                 (unsigned long long)m.size);
+        return -1;
+    }
     int rc = -1;
-    if (!g.buf || !g.have) {
-        snprintf(errstr, errstr_size, "%s: cannot allocate %lld bytes", name,
-                 (long long)size);
-        goto done;
-    }
-    if (read_partition(st, cp, first, on_chunk, &g, errstr, errstr_size))
-        goto done;
-    if (g.got != g.nchunks) {
-        snprintf(errstr, errstr_size, "%s: checkpoint %lld has %u of its %u "
-                 "chunks (deleted by retention?)", name, (long long)seq,
-                 g.got, g.nchunks);
-        goto done;
-    }
-    if (XXH3_64bits(g.buf, g.size) != want_xxh) {
-        snprintf(errstr, errstr_size, "%s: checkpoint %lld does not match "
-                 "its manifest's checksum", name, (long long)seq);
-        goto done;
-    }
-    rc = bs_ckpt_decode(g.buf, g.size, name, out, errstr, errstr_size);
+    if (read_partition(st, cp, m.first, on_chunk, g, errstr, errstr_size) ==
+        0)
+        rc = bs_store_chunks_decode(g, name, out, errstr, errstr_size);
+    bs_store_chunks_free(g);
     if (rc == 1) {
         known *k = known_find(st, topic, part, true);
         if (k) {
-            k->seq = seq;
-            k->nchunks = g.nchunks;
+            k->seq = m.seq;
+            k->nchunks = m.nchunks;
         }
     }
-done:
-    free(g.buf);
-    free(g.have);
     return rc;
 }
 
@@ -523,7 +633,8 @@ done:
  * it a deleting topic, and old checkpoints would vanish). */
 static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
 {
-    st->nparts = bs_topic_partitions(st->producer, st->topic, 5000, NULL,
+    st->nparts = bs_topic_partitions(st->producer, st->topic,
+                                      BS_TIMEOUT_STORE_ADMIN_MS, NULL,
                                      0);
     if (st->nparts <= 0) {
         rd_kafka_NewTopic_t *nt =
@@ -534,7 +645,8 @@ static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
         rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
         if (nt && q && o) {
             rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
-            rd_kafka_AdminOptions_set_request_timeout(o, 5000, NULL, 0);
+            rd_kafka_AdminOptions_set_request_timeout(
+                o, BS_TIMEOUT_STORE_ADMIN_MS, NULL, 0);
             rd_kafka_CreateTopics(st->producer, &nt, 1, o, q);
             rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 7000);
             if (ev) {
@@ -558,7 +670,8 @@ static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
             bs_log(BS_LOG_INFO, "checkpoint topic created", "topic=%s "
                    "cleanup.policy=compact", st->topic);
         for (int attempt = 0; attempt < 10 && st->nparts <= 0; attempt++) {
-            st->nparts = bs_topic_partitions(st->producer, st->topic, 5000, NULL,
+            st->nparts = bs_topic_partitions(st->producer, st->topic,
+                                      BS_TIMEOUT_STORE_ADMIN_MS, NULL,
                                      0);
             if (st->nparts <= 0)
                 usleep(300000);
@@ -621,7 +734,7 @@ void bs_store_destroy(bs_store *st)
     if (!st)
         return;
     if (st->producer) {
-        rd_kafka_flush(st->producer, 5000);
+        rd_kafka_flush(st->producer, BS_TIMEOUT_STORE_ADMIN_MS);
         rd_kafka_destroy(st->producer);
     }
     free(st->pend);

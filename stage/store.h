@@ -65,4 +65,42 @@ int bs_store_get(bs_store *st, const char *topic, int32_t partition,
 /* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
 const char *bs_store_describe(const bs_store *st);
 
+/* -- The Kafka store's records, decoded without a broker ----------------
+ * bs_store_get reads with these; tests and fuzz targets call them on bytes
+ * of their own.  Nothing here trusts its input. */
+
+/* A manifest: {"v":1, "seq", "chunks", "chunk_bytes", "size", "xxh3" (16
+ * hex digits), "first" (offset of chunk 0), "input_offset"}. */
+typedef struct bs_store_manifest {
+    int64_t seq;
+    uint32_t nchunks;
+    uint64_t chunk_bytes, size, xxh3;
+    int64_t first;
+} bs_store_manifest;
+
+/* 0, or -1 when v[0..len) is not a manifest this build wrote: not JSON, a
+ * field missing, mistyped or out of range, a chunk count that does not fit
+ * the size and chunk size. */
+int bs_store_manifest_parse(const void *v, size_t len, bs_store_manifest *m)
+    __attribute__((warn_unused_result));
+
+/* The chunks one manifest names, gathered from the records of the
+ * checkpoint topic in any order.  new: NULL when out of memory (it
+ * allocates the checkpoint's size). */
+typedef struct bs_store_chunks bs_store_chunks;
+bs_store_chunks *bs_store_chunks_new(const char *manifest_key,
+                                     const bs_store_manifest *m);
+/* Offers one record (key, value; value NULL for a tombstone): 1 when it
+ * completed the set, else 0 (also for a record that is not one of them: a
+ * different key, a duplicate, the wrong size). */
+int bs_store_chunks_add(bs_store_chunks *g, const void *key, size_t klen,
+                        const void *val, size_t vlen);
+/* The checkpoint the chunks make: 1, or -1 with errstr (missing chunks,
+ * checksum, or bs_ckpt_decode's reasons; `name` in every message). */
+int bs_store_chunks_decode(bs_store_chunks *g, const char *name,
+                           bs_checkpoint *out, char *errstr,
+                           size_t errstr_size)
+    __attribute__((warn_unused_result));
+void bs_store_chunks_free(bs_store_chunks *g);
+
 #endif

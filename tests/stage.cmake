@@ -10,3 +10,16 @@ bs_add_cmocka_test(test_state
   SOURCES test_state.c ${PROJECT_SOURCE_DIR}/stage/state.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1)
+
+# The engine's Kafka-facing modules; the ones that need a broker run
+# librdkafka's mock cluster in process (inproc_mock.c), with the
+# integration harness's client helpers.
+bs_add_cmocka_test(test_record_key
+  SOURCES test_record_key.c inproc_mock.c harness.c
+  LIBS bsengine TIMEOUT 120 LABELS stage)
+bs_add_cmocka_test(test_replay
+  SOURCES test_replay.c inproc_mock.c harness.c
+  LIBS bsengine TIMEOUT 180 LABELS stage)
+bs_add_cmocka_test(test_store
+  SOURCES test_store.c inproc_mock.c harness.c
+  LIBS bsengine TIMEOUT 300 LABELS stage)

@@ -1,0 +1,69 @@
+/*
+ * kafka_util.c -- see kafka_util.h.
+ */
+#include "kafka_util.h"
+
+#include <stdio.h>
+
+int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                        char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err =
+        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
+            : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    int n = -1;
+    char ignored[8];
+    if (!errstr) { /* the caller only wants the count, or 0 */
+        errstr = ignored;
+        errstr_size = sizeof(ignored);
+    }
+    if (err)
+        snprintf(errstr, errstr_size, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(err));
+    else if (md->topic_cnt != 1 || md->topics[0].err)
+        snprintf(errstr, errstr_size, "topic %s: %s", topic,
+                 md->topic_cnt ? rd_kafka_err2str(md->topics[0].err)
+                               : "not in the metadata");
+    else if (md->topics[0].partition_cnt <= 0)
+        snprintf(errstr, errstr_size, "topic %s has no partitions", topic);
+    else
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,
+                         bs_ckpt_wm *wm, int timeout_ms, char *errstr,
+                         size_t errstr_size)
+{
+    /* One ListOffsets request per leader for all partitions: "the offset
+     * for timestamp -1" is each partition's end. */
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    for (int p = 0; p < n; p++)
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset =
+            RD_KAFKA_OFFSET_END;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, l, timeout_ms);
+    int rc = 0;
+    for (int i = 0; !err && i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &l->elems[i];
+        if (e->err || e->offset < 0 || e->partition < 0 ||
+            e->partition >= n) {
+            err = e->err ? e->err : RD_KAFKA_RESP_ERR__BAD_MSG;
+            break;
+        }
+        wm[e->partition].partition = e->partition;
+        wm[e->partition].high = e->offset;
+    }
+    if (err) {
+        snprintf(errstr, errstr_size, "end offsets of %s: %s", topic,
+                 rd_kafka_err2str(err));
+        rc = -1;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}

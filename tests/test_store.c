@@ -1,0 +1,829 @@
+/*
+ * test_store.c -- store.c, both kinds.  The directory store: a round of
+ * puts made durable by sync, read back by get; a damaged file stops
+ * bs_store_check and get with its name; temp files a crash left are removed
+ * by check; a partition never checkpointed reads as "none".  The Kafka
+ * store against librdkafka's mock cluster in process: the round trip, the
+ * chunking under checkpoint.chunk.bytes, the manifest written only after
+ * every chunk was acknowledged, the previous checkpoint's chunks
+ * tombstoned, the newest manifest winning, and delivery reports that land
+ * on the right checkpoint whatever failed before.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "inproc_mock.h"
+#include "settings.h"
+#include "store.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define GROUP "g"
+#define CKTOPIC "ckpts"
+
+/* -- helpers -------------------------------------------------------------- */
+
+/* A scalable filter holding "TAG-0".."TAG-(n-1)"; `capacity` sets its size
+ * (and so the checkpoint's). */
+static bf_filter *filter_with(const char *tag, int n, uint64_t capacity)
+{
+    bf_scalable_params p;
+    bf_scalable_params_default(&p);
+    p.initial_capacity = capacity;
+    bf_scalable *sb = bf_scalable_new(&p, NULL, 0);
+    assert_non_null(sb);
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        int len = snprintf(k, sizeof(k), "%s-%d", tag, i);
+        assert_int_equal(bf_scalable_add_if_absent(sb, k, (size_t)len), 1);
+    }
+    return bf_filter_from_scalable(sb);
+}
+
+static void assert_holds(const bf_filter *f, const char *tag, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        int len = snprintf(k, sizeof(k), "%s-%d", tag, i);
+        if (!bf_filter_contains(f, k, (size_t)len))
+            fail_msg("the restored filter lacks %s", k);
+    }
+}
+
+static bs_config *store_config(const char *const *kv)
+{
+    bs_config *cfg = bs_config_new();
+    assert_non_null(cfg);
+    char err[512];
+    for (size_t i = 0; kv[i]; i += 2)
+        if (bs_config_set(cfg, kv[i], kv[i + 1], "test", err, sizeof(err)))
+            fail_msg("%s=%s: %s", kv[i], kv[i + 1], err);
+    return cfg;
+}
+
+/* bs_store_new on cfg's typed settings (cfg completed with the required
+ * topics and validated, as the stage has it). */
+static bs_store *new_store(bs_config *cfg, rd_kafka_t *reader,
+                           rd_kafka_conf_t *conf, char *err, size_t size)
+{
+    if (bs_config_set(cfg, "input.topics", "in", "test", err, size) ||
+        bs_config_set(cfg, "output.topic", "out", "test", err, size) ||
+        bs_config_validate(cfg, err, size))
+        fail_msg("config: %s", err);
+    bs_settings set;
+    if (bs_settings_from_config(cfg, &set, err, size) != 0)
+        fail_msg("settings: %s", err);
+    return bs_store_new(&set, reader, conf, err, size);
+}
+
+/* The checkpoint of topic/part: 1, 0 or -1 as bs_store_get. */
+static int get(bs_store *st, const char *topic, int32_t part,
+               bs_checkpoint *c, char *err, size_t size)
+{
+    return bs_store_get(st, topic, part, c, err, size);
+}
+
+static void expect_ckpt(bs_store *st, const char *topic, int32_t part,
+                        int64_t next, const char *tag, int n)
+{
+    bs_checkpoint c;
+    char err[1024] = "";
+    int r = get(st, topic, part, &c, err, sizeof(err));
+    if (r != 1)
+        fail_msg("get %s [%d]: %d: %s", topic, (int)part, r, err);
+    assert_string_equal(c.topic, topic);
+    assert_int_equal(c.partition, part);
+    assert_int_equal(c.next_offset, next);
+    assert_holds(c.filter, tag, n);
+    bs_ckpt_free(&c);
+}
+
+/* -- the directory store -------------------------------------------------- */
+
+static char *tmpdir;
+
+static int dir_setup(void **state)
+{
+    (void)state;
+    return h_tmpdir_new(&tmpdir);
+}
+
+static int dir_teardown(void **state)
+{
+    (void)state;
+    h_tmpdir_remove(tmpdir);
+    free(tmpdir);
+    tmpdir = NULL;
+    return 0;
+}
+
+static bs_store *dir_store(bs_config **cfg)
+{
+    const char *kv[] = {"checkpoint.store", "dir", "checkpoint.dir", tmpdir,
+                        NULL};
+    *cfg = store_config(kv);
+    char err[512] = "";
+    bs_store *st = new_store(*cfg, NULL, NULL, err, sizeof(err));
+    if (!st)
+        fail_msg("bs_store_new: %s", err);
+    return st;
+}
+
+static void test_dir_round_trip(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = dir_store(&cfg);
+    char err[1024] = "";
+    if (bs_store_check(st, err, sizeof(err)) != 0) /* empty: fine */
+        fail_msg("check: %s", err);
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 0); /* none */
+    bf_filter *f0 = filter_with("zero", 300, 1000);
+    bf_filter *f1 = filter_with("one", 50, 1000);
+    bs_ckpt_wm wm[2] = {{0, 5}, {1, 9}};
+    assert_int_equal(bs_store_put(st, "in", 0, 300, wm, 2, f0, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_put(st, "in", 1, 50, NULL, 0, f1, err,
+                                  sizeof(err)), 0);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0); /* nothing */
+    expect_ckpt(st, "in", 0, 300, "zero", 300);
+    expect_ckpt(st, "in", 1, 50, "one", 50);
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
+    assert_int_equal(c.nwm, 2);
+    assert_int_equal(c.wm[1].partition, 1);
+    assert_int_equal(c.wm[1].high, 9);
+    bs_ckpt_free(&c);
+    assert_int_equal(get(st, "in", 2, &c, err, sizeof(err)), 0);
+    if (bs_store_check(st, err, sizeof(err)) != 0)
+        fail_msg("check: %s", err);
+    assert_non_null(strstr(bs_store_describe(st), tmpdir));
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(f0);
+    bf_filter_destroy(f1);
+}
+
+static void test_dir_damage_and_crash_leftovers(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = dir_store(&cfg);
+    char err[1024] = "";
+    bf_filter *f = filter_with("k", 100, 1000);
+    for (int p = 0; p < 2; p++)
+        assert_int_equal(bs_store_put(st, "in", p, 100, NULL, 0, f, err,
+                                      sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+
+    /* What a crash between the temp file's creation and its rename leaves,
+     * next to files that are not the store's. */
+    char *tmp_ckpt = h_strdupf("%s/in-0.ckpt.tmp.Ab3dEf", tmpdir);
+    char *tmp_other = h_strdupf("%s/other.bin.tmp.Ab3dEf", tmpdir);
+    char *notes = h_strdupf("%s/notes.txt", tmpdir);
+    H_CHECK(h_write_file(tmp_ckpt, "half a checkpoint"));
+    H_CHECK(h_write_file(tmp_other, "someone else's"));
+    H_CHECK(h_write_file(notes, "not a checkpoint"));
+    if (bs_store_check(st, err, sizeof(err)) != 0)
+        fail_msg("check: %s", err);
+    assert_int_equal(access(tmp_ckpt, F_OK), -1);
+    assert_int_equal(access(tmp_other, F_OK), 0);
+    assert_int_equal(access(notes, F_OK), 0);
+
+    /* One flipped byte in in-1.ckpt: check and get both name the file. */
+    char *path = h_strdupf("%s/in-1.ckpt", tmpdir);
+    char *buf;
+    size_t len;
+    H_CHECK(h_read_file(path, &buf, &len));
+    buf[len / 2] ^= 0x40;
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(buf, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+    free(buf);
+    err[0] = '\0';
+    assert_int_equal(bs_store_check(st, err, sizeof(err)), -1);
+    if (!strstr(err, "in-1.ckpt"))
+        fail_msg("check's error does not name in-1.ckpt: %s", err);
+    bs_checkpoint c;
+    err[0] = '\0';
+    assert_int_equal(get(st, "in", 1, &c, err, sizeof(err)), -1);
+    if (!strstr(err, "in-1.ckpt"))
+        fail_msg("get's error does not name in-1.ckpt: %s", err);
+    expect_ckpt(st, "in", 0, 100, "k", 100); /* the other is fine */
+
+    free(tmp_ckpt);
+    free(tmp_other);
+    free(notes);
+    free(path);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(f);
+}
+
+static void test_dir_missing_dir(void **state)
+{
+    (void)state;
+    const char *kv[] = {"checkpoint.store", "dir", "checkpoint.dir",
+                        "/nonexistent-bs-store-parent/dir", NULL};
+    bs_config *cfg = store_config(kv);
+    char err[1024] = "";
+    bs_store *st = new_store(cfg, NULL, NULL, err, sizeof(err));
+    assert_non_null(st);
+    assert_int_equal(bs_store_check(st, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "/nonexistent-bs-store-parent/dir"));
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+}
+
+/* -- the Kafka store's records without a broker --------------------------- */
+
+static int parse_str(const char *json, bs_store_manifest *m)
+{
+    return bs_store_manifest_parse(json, strlen(json), m);
+}
+
+static void test_manifest_parse(void **state)
+{
+    (void)state;
+    bs_store_manifest m;
+    assert_int_equal(parse_str("{\"v\":1,\"seq\":3,\"chunks\":2,"
+                               "\"chunk_bytes\":1024,\"size\":1500,"
+                               "\"xxh3\":\"00000000deadBEEF\",\"first\":7,"
+                               "\"input_offset\":9}", &m), 0);
+    assert_int_equal(m.seq, 3);
+    assert_int_equal(m.nchunks, 2);
+    assert_int_equal(m.chunk_bytes, 1024);
+    assert_int_equal(m.size, 1500);
+    assert_int_equal(m.xxh3, 0xdeadbeefULL);
+    assert_int_equal(m.first, 7);
+    const char *bad[] = {
+        "",
+        "{",
+        "[]",
+        "{\"v\":1}",
+        /* each field wrong in turn */
+        "{\"v\":2,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":0,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":3,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":1,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":0,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":0,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeeg\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":-1}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"
+        "\"xxh3\":\"00000000deadbeef\"}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500.5,"
+        "\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":2,\"chunk_bytes\":\"1024\","
+        "\"size\":1500,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        /* a size no checkpoint has, and chunks too big for the config */
+        "{\"v\":1,\"seq\":3,\"chunks\":1048576,\"chunk_bytes\":16777216,"
+        "\"size\":17592186044416,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        "{\"v\":1,\"seq\":3,\"chunks\":1,\"chunk_bytes\":33554432,"
+        "\"size\":33554432,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (parse_str(bad[i], &m) == 0)
+            fail_msg("accepted as a manifest: %s", bad[i]);
+}
+
+/* Encodes a checkpoint and cuts it into chunks of `chunk` bytes. */
+static uint8_t *encoded(size_t *len)
+{
+    bf_filter *f = filter_with("c", 200, 1000);
+    uint8_t *buf;
+    char err[512];
+    assert_int_equal(bs_ckpt_encode("in", 4, 99, NULL, 0, f, &buf, len, err,
+                                    sizeof(err)), 0);
+    bf_filter_destroy(f);
+    return buf;
+}
+
+static void test_chunks_gather(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *buf = encoded(&len);
+    const uint64_t chunk = 200;
+    bs_store_manifest m = {5, (uint32_t)((len + chunk - 1) / chunk), chunk,
+                           len, XXH3_64bits(buf, len), 0};
+    assert_true(m.nchunks >= 3);
+    bs_store_chunks *g = bs_store_chunks_new("bs1/g/in/4", &m);
+    assert_non_null(g);
+    char key[64], err[1024] = "";
+    /* strangers: other keys, a leading zero, an index past the end, a
+     * tombstone, a wrong size, another seq */
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4", 10, buf, chunk), 0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/5/01", 15, buf + chunk,
+                                         chunk), 0);
+    snprintf(key, sizeof(key), "bs1/g/in/4/5/%u", m.nchunks);
+    assert_int_equal(bs_store_chunks_add(g, key, strlen(key), buf, chunk), 0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/5/0", 14, NULL, 0),
+                     0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/5/0", 14, buf,
+                                         chunk - 1), 0);
+    assert_int_equal(bs_store_chunks_add(g, "bs1/g/in/4/4/0", 14, buf, chunk),
+                     0);
+    assert_int_equal(bs_store_chunks_add(g, NULL, 0, buf, chunk), 0);
+    /* the chunks, last first; one twice */
+    bs_checkpoint c;
+    for (uint32_t i = m.nchunks; i-- > 0;) {
+        if (i == 0) { /* one missing: an error that says how many */
+            assert_int_equal(bs_store_chunks_decode(g, "NAME", &c, err,
+                                                    sizeof(err)), -1);
+            assert_non_null(strstr(err, "NAME"));
+            assert_non_null(strstr(err, "chunks"));
+        }
+        snprintf(key, sizeof(key), "bs1/g/in/4/5/%u", i);
+        size_t off = i * chunk, n = len - off < chunk ? len - off : chunk;
+        assert_int_equal(bs_store_chunks_add(g, key, strlen(key), buf + off,
+                                             n), i == 0);
+        if (i == 1) /* a duplicate is ignored */
+            assert_int_equal(bs_store_chunks_add(g, key, strlen(key),
+                                                 buf + off, n), 0);
+    }
+    assert_int_equal(bs_store_chunks_decode(g, "NAME", &c, err, sizeof(err)),
+                     1);
+    assert_string_equal(c.topic, "in");
+    assert_int_equal(c.partition, 4);
+    assert_int_equal(c.next_offset, 99);
+    assert_holds(c.filter, "c", 200);
+    bs_ckpt_free(&c);
+    bs_store_chunks_free(g);
+
+    /* A checksum the bytes do not match. */
+    m.xxh3 ^= 1;
+    g = bs_store_chunks_new("bs1/g/in/4", &m);
+    assert_non_null(g);
+    for (uint32_t i = 0; i < m.nchunks; i++) {
+        snprintf(key, sizeof(key), "bs1/g/in/4/5/%u", i);
+        size_t off = i * chunk, n = len - off < chunk ? len - off : chunk;
+        (void)bs_store_chunks_add(g, key, strlen(key), buf + off, n);
+    }
+    assert_int_equal(bs_store_chunks_decode(g, "NAME", &c, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "checksum"));
+    bs_store_chunks_free(g);
+    free(buf);
+}
+
+/* -- the Kafka store ------------------------------------------------------ */
+
+typedef struct kfx {
+    im_cluster c;
+    bs_config *cfg;
+    rd_kafka_t *reader;
+} kfx;
+
+/* A cluster of `brokers` with the checkpoint topic (nparts partitions). */
+static void kfx_start(kfx *k, int brokers, int nparts)
+{
+    memset(k, 0, sizeof(*k));
+    im_start(&k->c, brokers);
+    im_topic(&k->c, CKTOPIC, nparts);
+    const char *kv[] = {"checkpoint.store", "kafka", "consumer.group.id",
+                        GROUP, "checkpoint.topic", CKTOPIC,
+                        "checkpoint.chunk.bytes", "1024", NULL};
+    k->cfg = store_config(kv);
+    k->reader = im_consumer(&k->c, NULL);
+}
+
+static void kfx_stop(kfx *k)
+{
+    rd_kafka_destroy(k->reader);
+    bs_config_destroy(k->cfg);
+    im_stop(&k->c);
+}
+
+/* A checked Kafka store; extra: NULL or name, value pairs for its
+ * producer. */
+static bs_store *kafka_store(kfx *k, const char *const *extra)
+{
+    rd_kafka_conf_t *conf = h_kafka_conf(k->c.bootstraps);
+    const char *base[] = {"enable.idempotence", "true", "acks", "all",
+                          "linger.ms", "1", "message.timeout.ms", "10000",
+                          NULL};
+    char err[1024] = "";
+    for (int pass = 0; pass < 2; pass++) {
+        const char *const *kv = pass ? extra : base;
+        for (size_t i = 0; kv && kv[i]; i += 2)
+            if (rd_kafka_conf_set(conf, kv[i], kv[i + 1], err,
+                                  sizeof(err)) != RD_KAFKA_CONF_OK)
+                fail_msg("%s: %s", kv[i], err);
+    }
+    bs_store *st = new_store(k->cfg, k->reader, conf, err, sizeof(err));
+    if (!st)
+        fail_msg("bs_store_new: %s", err);
+    if (bs_store_check(st, err, sizeof(err)) != 0)
+        fail_msg("check: %s", err);
+    return st;
+}
+
+/* The partition of the checkpoint topic a partition's records go to, as
+ * store.h documents: every record of one input partition to one partition,
+ * chosen by the manifest key bs1/GROUP/TOPIC/PARTITION (XXH3-64 mod n). */
+static int32_t ckpt_part(const char *topic, int32_t part, int nparts)
+{
+    char key[300];
+    int n = snprintf(key, sizeof(key), "bs1/" GROUP "/%s/%d", topic,
+                     (int)part);
+    return (int32_t)(XXH3_64bits(key, (size_t)n) % (uint64_t)nparts);
+}
+
+static bool key_is(const h_record *r, const char *key)
+{
+    return r->key && r->key_len == strlen(key) &&
+           !memcmp(r->key, key, r->key_len);
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static void test_kafka_round_trip_and_chunks(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 3);
+    bs_store *st = kafka_store(&k, NULL);
+    assert_non_null(strstr(bs_store_describe(st), CKTOPIC));
+    char err[1024] = "";
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 0); /* none */
+
+    bf_filter *f = filter_with("a", 2000, 8000); /* ~10 KiB: chunks */
+    uint8_t *enc;
+    size_t enc_len;
+    bs_ckpt_wm wm[1] = {{0, 77}};
+    assert_int_equal(bs_ckpt_encode("in", 0, 2000, wm, 1, f, &enc, &enc_len,
+                                    err, sizeof(err)), 0);
+    free(enc);
+    size_t want_chunks = (enc_len + 1023) / 1024;
+    assert_true(want_chunks >= 3);
+    assert_int_equal(bs_store_put(st, "in", 0, 2000, wm, 1, f, err,
+                                  sizeof(err)), 0);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    expect_ckpt(st, "in", 0, 2000, "a", 2000);
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
+    assert_int_equal(c.nwm, 1);
+    assert_int_equal(c.wm[0].high, 77);
+    bs_ckpt_free(&c);
+    assert_int_equal(get(st, "in", 1, &c, err, sizeof(err)), 0);
+
+    /* The records: chunks no larger than chunk.bytes, then the manifest,
+     * all in the partition of the topic the manifest key maps to. */
+    h_record_list l = {0};
+    H_CHECK(h_consume_all(k.c.bootstraps, CKTOPIC, 10000, &l));
+    int32_t cp = ckpt_part("in", 0, 3);
+    size_t nchunks = 0, total = 0;
+    int64_t first = -1, last_chunk = -1, manifest_at = -1;
+    const h_record *manifest = NULL;
+    for (size_t i = 0; i < l.n; i++) {
+        const h_record *r = &l.recs[i];
+        assert_int_equal(r->partition, cp);
+        char want[64];
+        snprintf(want, sizeof(want), "bs1/" GROUP "/in/0/1/%zu", nchunks);
+        if (key_is(r, want)) {
+            assert_true(r->value_len <= 1024);
+            if (nchunks == 0)
+                first = r->offset;
+            last_chunk = r->offset;
+            total += r->value_len;
+            nchunks++;
+        } else if (key_is(r, "bs1/" GROUP "/in/0")) {
+            manifest = r;
+            manifest_at = r->offset;
+        } else {
+            fail_msg("unexpected record %.*s", (int)r->key_len,
+                     (const char *)r->key);
+        }
+    }
+    assert_int_equal(nchunks, want_chunks);
+    assert_int_equal(total, enc_len);
+    assert_non_null(manifest);
+    assert_true(manifest_at > last_chunk);
+    json_error_t jerr;
+    json_t *j = json_loadb(manifest->value, manifest->value_len, 0, &jerr);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "chunks")),
+                     (json_int_t)nchunks);
+    assert_int_equal(json_integer_value(json_object_get(j, "first")), first);
+    assert_int_equal(json_integer_value(json_object_get(j, "seq")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "size")),
+                     (json_int_t)enc_len);
+    assert_int_equal(
+        json_integer_value(json_object_get(j, "input_offset")), 2000);
+    json_decref(j);
+    h_record_list_free(&l);
+    bs_store_destroy(st);
+    bf_filter_destroy(f);
+    kfx_stop(&k);
+}
+
+static void test_kafka_newer_manifest_wins_and_tombstones(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 2);
+    bs_store *st = kafka_store(&k, NULL);
+    char err[1024] = "";
+    bf_filter *f1 = filter_with("first", 1000, 4000);
+    bf_filter *f2 = filter_with("second", 1000, 4000);
+    assert_int_equal(bs_store_put(st, "in", 0, 100, NULL, 0, f1, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    assert_int_equal(bs_store_put(st, "in", 0, 200, NULL, 0, f2, err,
+                                  sizeof(err)), 0);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    bs_store_destroy(st); /* flushes the tombstones */
+
+    /* A fresh instance (nothing known) finds the newest. */
+    st = kafka_store(&k, NULL);
+    expect_ckpt(st, "in", 0, 200, "second", 1000);
+
+    /* Every chunk of checkpoint 1 has a tombstone after it; checkpoint 2's
+     * have none. */
+    h_record_list l = {0};
+    H_CHECK(h_consume_all(k.c.bootstraps, CKTOPIC, 10000, &l));
+    size_t chunks1 = 0, tomb1 = 0, chunks2 = 0, tomb2 = 0, manifests = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        const h_record *r = &l.recs[i];
+        const char *key = r->key;
+        if (key_is(r, "bs1/" GROUP "/in/0")) {
+            manifests++;
+            continue;
+        }
+        bool tomb = r->value == NULL;
+        if (has_prefix(key, "bs1/" GROUP "/in/0/1/"))
+            tomb ? tomb1++ : chunks1++;
+        else if (has_prefix(key, "bs1/" GROUP "/in/0/2/"))
+            tomb ? tomb2++ : chunks2++;
+        else
+            fail_msg("unexpected record %s", key);
+    }
+    assert_int_equal(manifests, 2);
+    assert_true(chunks1 > 1);
+    assert_int_equal(tomb1, chunks1);
+    assert_true(chunks2 > 1);
+    assert_int_equal(tomb2, 0);
+    h_record_list_free(&l);
+
+    /* A third checkpoint by the fresh instance tombstones checkpoint 2's
+     * chunks: get taught it which one is current. */
+    assert_int_equal(bs_store_put(st, "in", 0, 300, NULL, 0, f1, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    bs_store_destroy(st);
+    H_CHECK(h_consume_all(k.c.bootstraps, CKTOPIC, 10000, &l));
+    tomb2 = 0;
+    for (size_t i = 0; i < l.n; i++)
+        if (!l.recs[i].value &&
+            has_prefix(l.recs[i].key, "bs1/" GROUP "/in/0/2/"))
+            tomb2++;
+    assert_int_equal(tomb2, chunks2);
+    h_record_list_free(&l);
+
+    st = kafka_store(&k, NULL);
+    expect_ckpt(st, "in", 0, 300, "first", 1000);
+    bs_store_destroy(st);
+    bf_filter_destroy(f1);
+    bf_filter_destroy(f2);
+    kfx_stop(&k);
+}
+
+/* A chunk the broker refuses: sync fails and writes no manifest, so the
+ * previous checkpoint stands. */
+static void test_kafka_no_manifest_without_every_chunk(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 1);
+    bs_store *st = kafka_store(&k, NULL);
+    char err[1024] = "";
+    bf_filter *f1 = filter_with("old", 500, 4000);
+    bf_filter *f2 = filter_with("new", 500, 4000);
+    assert_int_equal(bs_store_put(st, "in", 0, 10, NULL, 0, f1, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    int64_t lo, hi_before, hi_after;
+    H_CHECK(h_watermarks(k.c.bootstraps, CKTOPIC, 0, &lo, &hi_before));
+
+    rd_kafka_mock_push_request_errors(
+        k.c.mc, 0 /* ApiKey Produce */, 1,
+        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+    assert_int_equal(bs_store_put(st, "in", 0, 20, NULL, 0, f2, err,
+                                  sizeof(err)), 0);
+    err[0] = '\0';
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), -1);
+    if (!strstr(err, CKTOPIC))
+        fail_msg("sync's error does not name the topic: %s", err);
+
+    /* No manifest after the failed round: only (some of) its chunks. */
+    h_record_list l = {0};
+    H_CHECK(h_consume_all(k.c.bootstraps, CKTOPIC, 10000, &l));
+    H_CHECK(h_watermarks(k.c.bootstraps, CKTOPIC, 0, &lo, &hi_after));
+    for (size_t i = 0; i < l.n; i++)
+        if (l.recs[i].offset >= hi_before &&
+            key_is(&l.recs[i], "bs1/" GROUP "/in/0"))
+            fail_msg("a manifest at offset %lld after a failed chunk",
+                     (long long)l.recs[i].offset);
+    h_record_list_free(&l);
+    expect_ckpt(st, "in", 0, 10, "old", 500);
+
+    /* The next round works again. */
+    if (bs_store_put(st, "in", 0, 30, NULL, 0, f2, err, sizeof(err)) != 0)
+        fail_msg("put: %s", err);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    expect_ckpt(st, "in", 0, 30, "new", 500);
+    bs_store_destroy(st);
+    bf_filter_destroy(f1);
+    bf_filter_destroy(f2);
+    kfx_stop(&k);
+}
+
+/* The largest key + value a producer with message.max.bytes=`max` accepts
+ * (librdkafka refuses larger records in producev, before any request). */
+static size_t largest_record(const char *bootstraps, int max)
+{
+    rd_kafka_conf_t *conf = h_kafka_conf(bootstraps);
+    char err[512], v[32];
+    snprintf(v, sizeof(v), "%d", max);
+    assert_int_equal(rd_kafka_conf_set(conf, "message.max.bytes", v, err,
+                                       sizeof(err)), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    assert_non_null(rk);
+    static char buf[65536];
+    size_t lo = 0, hi = (size_t)max; /* lo fits, hi does not */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC("probe"), RD_KAFKA_V_PARTITION(0),
+            RD_KAFKA_V_KEY("k", 1), RD_KAFKA_V_VALUE(buf, mid),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            lo = mid;
+        else if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+            hi = mid;
+        else
+            fail_msg("probe: %s", rd_kafka_err2str(e));
+    }
+    rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE);
+    rd_kafka_destroy(rk);
+    return 1 + lo;
+}
+
+/*
+ * A put that fails half-way leaves chunk 0 in flight, and its delivery
+ * report arrives later, during the sync.  It must not land on the
+ * checkpoint of another partition put after it.  The interleaving, made
+ * deterministic:
+ *   - put A fails at its chunk 10: message.max.bytes is set so that a
+ *     full chunk fits with a one-digit chunk index in its key, not with
+ *     two; chunks 0..9 are already queued;
+ *   - put B (one chunk) succeeds;
+ *   - A's records go to checkpoint partition X, led by broker 1, which
+ *     answers 1.5 s late; B's to Y, led by broker 2, which answers at once:
+ *     A's report for its chunk 0 comes after B's;
+ *   - X holds 40 records already, so A's chunk 0 offset is past anything
+ *     in Y: a manifest of B naming it points at no chunk of B.
+ */
+static void test_kafka_late_report_of_failed_put(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 2, 2);
+    assert_int_equal(rd_kafka_mock_partition_set_leader(k.c.mc, CKTOPIC, 0,
+                                                        1), 0);
+    assert_int_equal(rd_kafka_mock_partition_set_leader(k.c.mc, CKTOPIC, 1,
+                                                        2), 0);
+    int32_t pa = -1, pb = -1, pw = -1;
+    for (int32_t p = 0; p < 10 && (pa < 0 || pb < 0 || pw < 0); p++) {
+        if (ckpt_part("in", p, 2) == 0) {
+            if (pa < 0)
+                pa = p;
+            else if (pw < 0)
+                pw = p;
+        } else if (pb < 0) {
+            pb = p;
+        }
+    }
+    assert_true(pa >= 0 && pb >= 0 && pw >= 0);
+    h_record fill = h_rec("fill", "x");
+    for (int i = 0; i < 40; i++)
+        H_CHECK(h_produce(k.c.bootstraps, CKTOPIC, 0, &fill, 1));
+
+    char key0[64], mmb[32], err[1024] = "";
+    int klen = snprintf(key0, sizeof(key0), "bs1/" GROUP "/in/%d/1/0",
+                        (int)pa);
+    size_t overhead = 4000 - largest_record(k.c.bootstraps, 4000);
+    snprintf(mmb, sizeof(mmb), "%zu", overhead + (size_t)klen + 1024);
+    const char *extra[] = {"message.max.bytes", mmb, NULL};
+    bs_store *st = kafka_store(&k, extra);
+
+    /* Warm-up: both brokers connected, B at seq 1. */
+    bf_filter *small_w = filter_with("w", 10, 100);
+    bf_filter *small_b = filter_with("B", 10, 100);
+    assert_int_equal(bs_store_put(st, "in", pw, 5, NULL, 0, small_w, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_put(st, "in", pb, 5, NULL, 0, small_b, err,
+                                  sizeof(err)), 0);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("warm-up sync: %s", err);
+
+    bf_filter *big_a = filter_with("A", 3000, 12000);
+    uint8_t *enc;
+    size_t enc_len;
+    assert_int_equal(bs_ckpt_encode("in", pa, 7, NULL, 0, big_a, &enc,
+                                    &enc_len, err, sizeof(err)), 0);
+    free(enc);
+    assert_true(enc_len > 11 * 1024); /* chunk 10 is a full one */
+
+    assert_int_equal(rd_kafka_mock_broker_set_rtt(k.c.mc, 1, 1500), 0);
+    err[0] = '\0';
+    assert_int_equal(bs_store_put(st, "in", pa, 7, NULL, 0, big_a, err,
+                                  sizeof(err)), -1);
+    if (!strstr(err, rd_kafka_err2str(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)))
+        fail_msg("put A failed otherwise than planned: %s", err);
+    if (bs_store_put(st, "in", pb, 500, NULL, 0, small_b, err, sizeof(err)))
+        fail_msg("put B: %s", err);
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    assert_int_equal(rd_kafka_mock_broker_set_rtt(k.c.mc, 1, 0), 0);
+
+    expect_ckpt(st, "in", pb, 500, "B", 10);
+    bs_store_destroy(st);
+    st = kafka_store(&k, NULL); /* a fresh reader agrees */
+    expect_ckpt(st, "in", pb, 500, "B", 10);
+    expect_ckpt(st, "in", pw, 5, "w", 10);
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", pa, &c, err, sizeof(err)), 0);
+    bs_store_destroy(st);
+    bf_filter_destroy(small_w);
+    bf_filter_destroy(small_b);
+    bf_filter_destroy(big_a);
+    kfx_stop(&k);
+}
+
+/* A damaged manifest is an error naming it, never a fresh filter. */
+static void test_kafka_damaged_manifest(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 1);
+    h_record r = h_rec("bs1/" GROUP "/in/0", "{\"v\":1,\"seq\":\"x\"}");
+    H_CHECK(h_produce(k.c.bootstraps, CKTOPIC, 0, &r, 1));
+    bs_store *st = kafka_store(&k, NULL);
+    char err[1024] = "";
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), -1);
+    if (!strstr(err, "bs1/" GROUP "/in/0") || !strstr(err, "manifest"))
+        fail_msg("the error does not name the manifest: %s", err);
+    bs_store_destroy(st);
+    kfx_stop(&k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_dir_round_trip, dir_setup,
+                                        dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_damage_and_crash_leftovers,
+                                        dir_setup, dir_teardown),
+        cmocka_unit_test(test_dir_missing_dir),
+        cmocka_unit_test(test_manifest_parse),
+        cmocka_unit_test(test_chunks_gather),
+        cmocka_unit_test(test_kafka_round_trip_and_chunks),
+        cmocka_unit_test(test_kafka_newer_manifest_wins_and_tombstones),
+        cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
+        cmocka_unit_test(test_kafka_damaged_manifest),
+        cmocka_unit_test(test_kafka_late_report_of_failed_put),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
