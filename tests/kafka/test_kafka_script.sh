@@ -163,8 +163,6 @@ ok "3 nodes: start exits 0 in $((SECONDS - start)) s"
 check "3 nodes: stdout lists 3 distinct loopback ports ('$out')" bash -c '
   grep -qxE "127\.0\.0\.1:[0-9]+(,127\.0\.0\.1:[0-9]+){2}" <<<"$0" &&
   [ "$(tr , "\n" <<<"$0" | sort -u | wc -l)" = 3 ]' "$out"
-check "3 nodes: status reports 3 answering" \
-  bash -c '"$0" status --dir "$1" | grep -qx "brokers answering: 3 of 3"' "$KAFKA" "$d"
 check "3 nodes: topic create r --partitions 3" \
   "$KAFKA" topic create r --partitions 3 --dir "$d"
 desc=$(topics "$d" --describe --topic r 2>&1)
@@ -183,8 +181,6 @@ got=$(consume "$d" r 20 | sort -n | tr '\n' ' ')
 check "3 nodes, node 2 down: the 20 records read back" test "$got" = "$(seq 1 20 | tr '\n' ' ')"
 
 check "3 nodes: start-node 2" "$KAFKA" start-node 2 --dir "$d"
-check "3 nodes: status reports 3 of 3 answering again" \
-  bash -c '"$0" status --dir "$1" | grep -qx "brokers answering: 3 of 3"' "$KAFKA" "$d"
 check "3 nodes: node 2 is back in every ISR of r" wait_isr "$d" r 3
 check "3 nodes: produce 10 more after the restart" produce "$d" r < <(seq 21 30 | sed 's/.*/k&|&/')
 got=$(consume "$d" r 30 | sort -n | tr '\n' ' ')
