@@ -14,9 +14,9 @@
  * A filter that loads is queried, and must survive a round trip: its
  * serialization must load back (checksum verified) into a filter that
  * answers every query the same, has the same statistics and serializes to
- * the same bytes.  A copy-loaded filter then takes a few adds (a scalable
- * one under a 16 MiB cap, as the stage caps its dedup filters) and must
- * round-trip again.  Any broken promise aborts, which libFuzzer reports as
+ * the same bytes, and merge with it answering as before.  A copy-loaded
+ * filter then takes a few adds (a scalable one under a 16 MiB cap, as the
+ * stage caps its dedup filters) and must round-trip again.  Any broken promise aborts, which libFuzzer reports as
  * a crash with the input.
  */
 #include <bloomfilters.h>
@@ -151,6 +151,10 @@ static void round_trip(bf_filter *f, const void *const key[NKEYS],
     CHECK(memcmp(qa, qb, sizeof qa) == 0);
     membuf m2 = serialize(g);
     CHECK(m1.len == m2.len && memcmp(m1.buf, m2.buf, m1.len) == 0);
+    /* The union with an equal filter changes no answer. */
+    CHECK(bf_filter_merge(g, f, err, sizeof err) == BF_OK);
+    query(g, key, len, qb);
+    CHECK(memcmp(qa, qb, sizeof qa) == 0);
     free(m1.buf);
     free(m2.buf);
     bf_filter_destroy(g);

@@ -4,7 +4,8 @@
  * the product writes today:
  *
  *   fuzz/corpus/filter_file/   small filter files of every kind (blocked,
- *                              counting, scalable with 1 and 3 layers), and
+ *                              counting, scalable with 1 and 3 layers and
+ *                              with its newest layer full), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum; truncated; a header only)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
@@ -158,6 +159,12 @@ static void filter_seeds(void)
     write_file("corpus/blocklist_list", "counting.bf", mc.buf, mc.len);
     write_file(dir, "scalable-1layer.bf", m1.buf, m1.len);
     write_file(dir, "scalable-3layers.bf", m3.buf, m3.len);
+    /* Its newest layer full: the target's next add opens a layer. */
+    bf_filter *sf = scalable(4, 4);
+    membuf mf = serialize(sf);
+    write_file(dir, "scalable-full.bf", mf.buf, mf.len);
+    free(mf.buf);
+    bf_filter_destroy(sf);
 
     damaged(dir, "bad-magic.bf", &mb, mb.len, 0, "BLMFLTX", 7, 1);
     damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x02\x00", 2, 1);
