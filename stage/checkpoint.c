@@ -222,6 +222,10 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
         FAIL("%s: checksum mismatch (the checkpoint is damaged: stored "
              "%016llx, computed %016llx)", path, (unsigned long long)want,
              (unsigned long long)have);
+    /* A NUL would cut the name short: another partition's name, or
+     * none. */
+    if (memchr(buf + FIXED, '\0', tlen))
+        FAIL("%s: bad topic name (a NUL byte in its %zu bytes)", path, tlen);
     memcpy(out->topic, buf + FIXED, tlen);
     out->topic[tlen] = '\0';
     out->partition = (int32_t)bf_getn(buf + 12, 4);

@@ -225,6 +225,36 @@ static void test_damage_rejected(void **state)
     bf_filter_destroy(f);
 }
 
+/* Found by fuzz/fuzz_checkpoint.c: a topic name with a NUL byte in it
+ * (checksum right) decoded as a shorter name, which the stage then took
+ * for another partition's checkpoint and the encoder refused to write. */
+static void test_topic_with_nul_rejected(void **state)
+{
+    (void)state;
+    bf_filter *f = filled_filter(10);
+    char err[512] = "";
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(bs_ckpt_encode("clicks", 3, 42, NULL, 0, f, &buf, &len,
+                                    err, sizeof(err)),
+                     0);
+    for (size_t at = 0; at < 6; at++) {
+        uint8_t *b = malloc(len);
+        memcpy(b, buf, len);
+        b[40 + at] = 0; /* the topic starts after the 40-byte header */
+        fix_checksum((char *)b, len);
+        bs_checkpoint c;
+        err[0] = '\0';
+        int r = bs_ckpt_decode(b, len, "x.ckpt", &c, err, sizeof(err));
+        if (r != -1 || !strstr(err, "x.ckpt: bad topic name"))
+            fail_msg("NUL at topic byte %zu: want -1 and 'bad topic name', "
+                     "got %d '%s'", at, r, err);
+        free(b);
+    }
+    free(buf);
+    bf_filter_destroy(f);
+}
+
 static void test_write_failure_reports_and_keeps_old(void **state)
 {
     (void)state;
@@ -290,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_missing_is_not_an_error),
         cmocka_unit_test(test_replace_is_atomic_and_leaves_no_temp),
         cmocka_unit_test(test_damage_rejected),
+        cmocka_unit_test(test_topic_with_nul_rejected),
         cmocka_unit_test(test_write_failure_reports_and_keeps_old),
         cmocka_unit_test(test_full_disk_reports),
     };

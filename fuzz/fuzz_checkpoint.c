@@ -1,0 +1,139 @@
+/*
+ * fuzz_checkpoint.c -- libFuzzer target for directory checkpoint files
+ * (stage/checkpoint.c, bs_ckpt_decode: what bs_ckpt_load runs on the bytes
+ * of CHECKPOINT_DIR/TOPIC-PARTITION.ckpt).  The input is a whole checkpoint
+ * file; seeds in fuzz/corpus/checkpoint/ are real ones (fuzz/make-seeds).
+ *
+ * Each input is decoded twice: as given (what the stage does), then with
+ * both checksums recomputed (the filter's own trailer where the header puts
+ * the filter, then the file's), so mutations of the header and the filter
+ * reach the checks behind the checksums.  A checkpoint that decodes is
+ * encoded again (bs_ckpt_encode, what a checkpoint round writes), must
+ * decode to the same fields, and must encode to the same bytes but for the
+ * time written and the checksum.  A broken promise aborts.
+ */
+#include <checkpoint.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "fuzz_checkpoint: %s:%d: check failed: %s\n",      \
+                    __FILE__, __LINE__, #cond);                                \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+/* checkpoint.h's layout: fixed header, then topic, watermarks, filter. */
+#define FIXED 40u
+#define TIME_OFF 24u
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Recomputes the filter's trailer (when the header places a filter of at
+ * least a trailer's size inside) and the file's. */
+static void fix_checksums(uint8_t *buf, size_t len)
+{
+    if (len < FIXED + 16)
+        return;
+    size_t off = FIXED + (size_t)get_le(buf + 10, 2) +
+                 (size_t)get_le(buf + 32, 4) * 12 + 8;
+    if (off + 8 <= len - 8) {
+        size_t flen = len - 8 - off;
+        put_le64(buf + off + flen - 8, XXH3_64bits(buf + off, flen - 8));
+    }
+    put_le64(buf + len - 8, XXH3_64bits(buf, len - 8));
+}
+
+static void check_same(const bs_checkpoint *a, const bs_checkpoint *b)
+{
+    CHECK(strcmp(a->topic, b->topic) == 0);
+    CHECK(a->partition == b->partition);
+    CHECK(a->next_offset == b->next_offset);
+    CHECK(a->nwm == b->nwm);
+    for (uint32_t i = 0; i < a->nwm; i++) {
+        CHECK(a->wm[i].partition == b->wm[i].partition);
+        CHECK(a->wm[i].high == b->wm[i].high);
+    }
+    bf_info fa, fb;
+    bf_filter_info(a->filter, &fa);
+    bf_filter_info(b->filter, &fb);
+    CHECK(fa.kind == fb.kind && fa.layers == fb.layers &&
+          fa.cells == fb.cells && fa.cells_set == fb.cells_set &&
+          fa.inserts == fb.inserts && fa.seed == fb.seed);
+}
+
+static void round_trip(const bs_checkpoint *c)
+{
+    char err[1024];
+    uint8_t *e1 = NULL, *e2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    /* A decoded checkpoint has a topic the encoder takes. */
+    CHECK(bs_ckpt_encode(c->topic, c->partition, c->next_offset, c->wm,
+                         c->nwm, c->filter, &e1, &l1, err, sizeof err) == 0);
+    bs_checkpoint d;
+    if (bs_ckpt_decode(e1, l1, "re-encoded", &d, err, sizeof err) != 1) {
+        fprintf(stderr, "fuzz_checkpoint: a checkpoint's own encoding does "
+                        "not decode: %s\n", err);
+        abort();
+    }
+    check_same(c, &d);
+    CHECK(bs_ckpt_encode(d.topic, d.partition, d.next_offset, d.wm, d.nwm,
+                         d.filter, &e2, &l2, err, sizeof err) == 0);
+    /* Equal but for the time written and the checksum over it. */
+    CHECK(l1 == l2 && l1 >= FIXED + 8);
+    memset(e1 + TIME_OFF, 0, 8);
+    memset(e2 + TIME_OFF, 0, 8);
+    CHECK(memcmp(e1, e2, l1 - 8) == 0);
+    bs_ckpt_free(&d);
+    free(e1);
+    free(e2);
+}
+
+static void decode(const uint8_t *buf, size_t len)
+{
+    char err[1024];
+    bs_checkpoint c;
+    int rc = bs_ckpt_decode(buf, len, "fuzz.ckpt", &c, err, sizeof err);
+    if (rc == 1) {
+        CHECK(c.filter != NULL && (c.nwm == 0 || c.wm != NULL));
+        CHECK(bf_filter_kind(c.filter) == BF_KIND_SCALABLE);
+        CHECK(c.next_offset >= 0);
+        round_trip(&c);
+        bs_ckpt_free(&c);
+    } else {
+        /* Failure frees everything and says why, naming the file. */
+        CHECK(rc == -1 && c.filter == NULL && c.wm == NULL);
+        CHECK(strncmp(err, "fuzz.ckpt: ", 11) == 0);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    decode(data, size);
+    uint8_t *copy = malloc(size ? size : 1);
+    CHECK(copy != NULL);
+    if (size)
+        memcpy(copy, data, size);
+    fix_checksums(copy, size);
+    decode(copy, size);
+    free(copy);
+    return 0;
+}

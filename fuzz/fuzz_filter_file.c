@@ -1,0 +1,256 @@
+/*
+ * fuzz_filter_file.c -- libFuzzer target for the serialized filter format
+ * (filters/format.c, bf_filter_load_mem): the bytes of a filter file, as
+ * blocklists, `bloomstage filter info|query|merge` and checkpoints read
+ * them.  The input is a whole filter file; seeds in fuzz/corpus/filter_file/
+ * are real ones (fuzz/make-seeds).
+ *
+ * Each input is loaded three ways:
+ *   1. as given, BF_LOAD_COPY (checksum verified): what the product does;
+ *   2. as given, BF_LOAD_COPY | BF_LOAD_NOVERIFY;
+ *   3. a 64-byte aligned copy whose trailing checksum is recomputed,
+ *      BF_LOAD_INPLACE: so a mutated header still gets past the checksum
+ *      and into the structural checks, and the in-place path runs.
+ * A filter that loads is queried, and must survive a round trip: its
+ * serialization must load back (checksum verified) into a filter that
+ * answers every query the same, has the same statistics and serializes to
+ * the same bytes, and merge with it answering as before.  A copy-loaded
+ * filter then takes a few adds (a scalable one under a 16 MiB cap, as the
+ * stage caps its dedup filters) and must round-trip again.  Any broken promise aborts, which libFuzzer reports as
+ * a crash with the input.
+ */
+#include <bloomfilters.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "fuzz_filter_file: %s:%d: check failed: %s\n",     \
+                    __FILE__, __LINE__, #cond);                                \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+/* -- serialization into memory --------------------------------------------- */
+
+typedef struct membuf {
+    uint8_t *buf;
+    size_t len, cap;
+} membuf;
+
+static int mem_write(void *opaque, const void *data, size_t len)
+{
+    membuf *m = opaque;
+    if (len > m->cap - m->len) {
+        size_t cap = m->cap ? m->cap : 4096;
+        while (len > cap - m->len)
+            cap *= 2;
+        uint8_t *nb = realloc(m->buf, cap);
+        if (!nb)
+            return -1;
+        m->buf = nb;
+        m->cap = cap;
+    }
+    memcpy(m->buf + m->len, data, len);
+    m->len += len;
+    return 0;
+}
+
+/* The filter's serialization; a filter that loaded must serialize. */
+static membuf serialize(const bf_filter *f)
+{
+    membuf m = {NULL, 0, 0};
+    CHECK(bf_filter_serialize(f, mem_write, &m) == BF_OK);
+    CHECK(m.len == bf_filter_serialized_size(f));
+    return m;
+}
+
+/* -- comparisons ----------------------------------------------------------- */
+
+static bool same_double(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void check_same_info(const bf_info *a, const bf_info *b)
+{
+    CHECK(a->kind == b->kind);
+    CHECK(a->hash_id == b->hash_id);
+    CHECK(a->seed == b->seed);
+    CHECK(a->capacity == b->capacity);
+    CHECK(same_double(a->fpr_target, b->fpr_target));
+    CHECK(a->k == b->k);
+    CHECK(a->layers == b->layers);
+    CHECK(a->cells == b->cells);
+    CHECK(a->bytes == b->bytes);
+    CHECK(a->inserts == b->inserts);
+    CHECK(a->cells_set == b->cells_set);
+    CHECK(same_double(a->fill, b->fill));
+    CHECK(same_double(a->est_keys, b->est_keys));
+    CHECK(same_double(a->est_fpr, b->est_fpr));
+}
+
+/* Keys to ask about: slices of the input, so the fuzzer can steer them
+ * onto set bits, plus a fixed few. */
+#define NKEYS 8
+
+static void keys_of(const uint8_t *data, size_t size, const void *key[NKEYS],
+                    size_t len[NKEYS])
+{
+    static const char *const fixed[] = {"", "a", "user-42"};
+    size_t i = 0;
+    for (; i < 3; i++) {
+        key[i] = fixed[i];
+        len[i] = strlen(fixed[i]);
+    }
+    for (size_t off = 0; i < NKEYS; i++, off += 13) {
+        key[i] = data + (off < size ? off : size);
+        len[i] = off < size ? (size - off < 16 ? size - off : 16) : 0;
+    }
+}
+
+/* What f says about every key, and about its hashes in one batch. */
+static void query(const bf_filter *f, const void *const key[NKEYS],
+                  const size_t len[NKEYS], bool out[NKEYS])
+{
+    uint64_t seed = bf_filter_seed(f);
+    for (size_t i = 0; i < NKEYS; i++) {
+        bf_hash h = bf_hash_key(key[i], len[i], seed);
+        bf_filter_prefetch_h(f, h);
+        out[i] = bf_filter_contains(f, key[i], len[i]);
+        CHECK(out[i] == bf_filter_contains_h(f, h));
+    }
+}
+
+/* serialize(f) loads back into a filter equal to f in every way asked. */
+static void round_trip(bf_filter *f, const void *const key[NKEYS],
+                       const size_t len[NKEYS])
+{
+    membuf m1 = serialize(f);
+    bf_filter *g = NULL;
+    char err[256];
+    bf_err e = bf_filter_load_mem(m1.buf, m1.len, BF_LOAD_COPY, &g, err,
+                                  sizeof err);
+    if (e != BF_OK) {
+        fprintf(stderr, "fuzz_filter_file: a filter's own serialization "
+                        "does not load: %s\n", err);
+        abort();
+    }
+    bf_info a, b;
+    bf_filter_info(f, &a);
+    bf_filter_info(g, &b);
+    check_same_info(&a, &b);
+    bool qa[NKEYS], qb[NKEYS];
+    query(f, key, len, qa);
+    query(g, key, len, qb);
+    CHECK(memcmp(qa, qb, sizeof qa) == 0);
+    membuf m2 = serialize(g);
+    CHECK(m1.len == m2.len && memcmp(m1.buf, m2.buf, m1.len) == 0);
+    /* The union with an equal filter changes no answer. */
+    CHECK(bf_filter_merge(g, f, err, sizeof err) == BF_OK);
+    query(g, key, len, qb);
+    CHECK(memcmp(qa, qb, sizeof qa) == 0);
+    free(m1.buf);
+    free(m2.buf);
+    bf_filter_destroy(g);
+}
+
+static void exercise(bf_filter *f, bool writable, const uint8_t *data,
+                     size_t size)
+{
+    const void *key[NKEYS];
+    size_t len[NKEYS];
+    keys_of(data, size, key, len);
+
+    bf_info info;
+    bf_filter_info(f, &info);
+    CHECK(info.kind == bf_filter_kind(f));
+    bf_scalable *sb = bf_filter_scalable(f);
+    if (sb) {
+        for (uint32_t i = 0; i < bf_scalable_layers(sb); i++) {
+            bf_info li;
+            CHECK(bf_scalable_layer_info(sb, i, &li));
+        }
+        bf_scalable_params p;
+        bf_scalable_params_get(sb, &p);
+    }
+    bf_counting *cf = bf_filter_counting(f);
+    if (cf) {
+        (void)bf_counting_saturated(cf);
+        for (size_t i = 0; i < NKEYS; i++)
+            (void)bf_counting_min_count_h(
+                cf, bf_hash_key(key[i], len[i], bf_filter_seed(f)));
+    }
+    round_trip(f, key, len);
+
+    if (!writable) {
+        CHECK(bf_filter_add(f, "x", 1) == -(int)BF_ERR_READONLY);
+        return;
+    }
+    if (sb)
+        bf_scalable_set_max_bytes(sb, (uint64_t)16 << 20);
+    for (size_t i = 0; i < NKEYS; i++) {
+        int r = bf_filter_add(f, key[i], len[i]);
+        /* Only a scalable filter can refuse (a layer it cannot grow). */
+        CHECK(r == 0 || r == 1 || (sb && r == -(int)BF_ERR_NOMEM));
+        if (r >= 0)
+            CHECK(bf_filter_contains(f, key[i], len[i]));
+    }
+    if (cf) {
+        /* Removing what was just added leaves no false negative behind
+         * for keys added twice. */
+        CHECK(bf_filter_add(f, key[0], len[0]) >= 0);
+        CHECK(bf_counting_remove(cf, key[0], len[0]));
+        CHECK(bf_filter_contains(f, key[0], len[0]));
+    }
+    round_trip(f, key, len);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char err[512];
+    bf_filter *f = NULL;
+
+    /* 1. As the product loads a file into memory. */
+    if (bf_filter_load_mem(data, size, BF_LOAD_COPY, &f, err, sizeof err) ==
+        BF_OK) {
+        exercise(f, true, data, size);
+        bf_filter_destroy(f);
+    } else {
+        CHECK(f == NULL && err[0] != '\0');
+    }
+
+    /* 2. Without the checksum. */
+    if (bf_filter_load_mem(data, size, BF_LOAD_COPY | BF_LOAD_NOVERIFY, &f,
+                           err, sizeof err) == BF_OK) {
+        exercise(f, true, data, size);
+        bf_filter_destroy(f);
+    } else {
+        CHECK(f == NULL && err[0] != '\0');
+    }
+
+    /* 3. In place, in an aligned copy with the checksum made right. */
+    uint8_t *copy = aligned_alloc(64, (size + 63) / 64 * 64 + 64);
+    CHECK(copy != NULL);
+    if (size)
+        memcpy(copy, data, size);
+    if (size >= 8) {
+        uint64_t sum = XXH3_64bits(copy, size - 8);
+        for (int i = 0; i < 8; i++)
+            copy[size - 8 + i] = (uint8_t)(sum >> (8 * i));
+    }
+    if (bf_filter_load_mem(copy, size, BF_LOAD_INPLACE, &f, err,
+                           sizeof err) == BF_OK) {
+        exercise(f, false, data, size);
+        bf_filter_destroy(f);
+    } else {
+        CHECK(f == NULL && err[0] != '\0');
+    }
+    free(copy);
+    return 0;
+}

@@ -1,0 +1,305 @@
+/*
+ * make_seeds.c -- writes the generated part of the fuzz seed corpora and the
+ * config dictionary with the project's own code, so they match the formats
+ * the product writes today:
+ *
+ *   fuzz/corpus/filter_file/   small filter files of every kind (blocked,
+ *                              counting, scalable with 1 and 3 layers and
+ *                              with its newest layer full), and
+ *                              damaged ones (bad magic, version, kind,
+ *                              checksum; truncated; a header only)
+ *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
+ *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
+ *                              layers), and damaged ones
+ *   fuzz/fuzz_config.dict      every key of the table (patterns with NAME
+ *                              "spam"), its BLOOMSTAGE_ name, enum values,
+ *                              the markers fuzz_config.c splits at
+ *
+ * Built in the fuzz tree (not a fuzz target: no fuzz_ prefix); run it after
+ * a change to a format or to the key table and commit what changes:
+ *
+ *   build-fuzz/fuzz/make_seeds fuzz
+ *
+ * The hand-written seeds (config files, text lists) live beside these.
+ * Output is deterministic (fixed seeds, fixed keys) but for the time a
+ * checkpoint stores.
+ */
+#include <bloomfilters.h>
+#include <checkpoint.h>
+#include <config_int.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+static const char *root;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "make_seeds: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void write_file(const char *dir, const char *name, const void *buf,
+                       size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/%s", root, dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
+        die("%s: cannot write", path);
+}
+
+typedef struct membuf {
+    uint8_t *buf;
+    size_t len;
+} membuf;
+
+static int mem_write(void *opaque, const void *data, size_t len)
+{
+    membuf *m = opaque;
+    uint8_t *nb = realloc(m->buf, m->len + len);
+    if (!nb)
+        return -1;
+    memcpy(nb + m->len, data, len);
+    m->buf = nb;
+    m->len += len;
+    return 0;
+}
+
+static membuf serialize(const bf_filter *f)
+{
+    membuf m = {NULL, 0};
+    if (bf_filter_serialize(f, mem_write, &m) != BF_OK)
+        die("serialize failed");
+    return m;
+}
+
+static void add_keys(bf_filter *f, int from, int n)
+{
+    for (int i = from; i < from + n; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof key, "user-%d", i);
+        if (bf_filter_add(f, key, (size_t)len) < 0)
+            die("add failed");
+    }
+}
+
+static bf_filter *scalable(uint64_t n0, int keys)
+{
+    bf_scalable_params p;
+    bf_scalable_params_default(&p);
+    p.initial_capacity = n0;
+    p.fpr = 0.01;
+    char err[256];
+    bf_filter *f = bf_filter_from_scalable(bf_scalable_new(&p, err,
+                                                           sizeof err));
+    if (!f)
+        die("scalable: %s", err);
+    add_keys(f, 0, keys);
+    return f;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A copy of m with `len` bytes and `at` overwritten by `val` (n bytes),
+ * the trailing checksum recomputed if `fix`. */
+static void damaged(const char *dir, const char *name, const membuf *m,
+                    size_t len, size_t at, const void *val, size_t n,
+                    int fix)
+{
+    uint8_t *b = malloc(m->len);
+    if (!b)
+        die("out of memory");
+    memcpy(b, m->buf, m->len);
+    if (val)
+        memcpy(b + at, val, n);
+    if (fix && len >= 8)
+        put64(b + len - 8, XXH3_64bits(b, len - 8));
+    write_file(dir, name, b, len);
+    free(b);
+}
+
+static void filter_seeds(void)
+{
+    const char *dir = "corpus/filter_file";
+    char err[256];
+    bf_filter *b = bf_filter_from_blocked(
+        bf_blocked_new(20, 0.01, BF_DEFAULT_SEED, err, sizeof err));
+    bf_filter *c = bf_filter_from_counting(
+        bf_counting_new(20, 0.01, 7, err, sizeof err));
+    if (!b || !c)
+        die("filters: %s", err);
+    add_keys(b, 0, 10);
+    add_keys(c, 0, 10);
+    bf_filter *s1 = scalable(16, 5), *s3 = scalable(4, 40);
+    if (bf_scalable_layers(bf_filter_scalable(s3)) < 3)
+        die("the 3-layer seed has %u layers",
+            bf_scalable_layers(bf_filter_scalable(s3)));
+
+    membuf mb = serialize(b), mc = serialize(c), m1 = serialize(s1),
+           m3 = serialize(s3);
+    write_file(dir, "blocked.bf", mb.buf, mb.len);
+    write_file(dir, "counting.bf", mc.buf, mc.len);
+    /* A blocklist may be a filter file too. */
+    write_file("corpus/blocklist_list", "blocked.bf", mb.buf, mb.len);
+    write_file("corpus/blocklist_list", "counting.bf", mc.buf, mc.len);
+    write_file(dir, "scalable-1layer.bf", m1.buf, m1.len);
+    write_file(dir, "scalable-3layers.bf", m3.buf, m3.len);
+    /* Its newest layer full: the target's next add opens a layer. */
+    bf_filter *sf = scalable(4, 4);
+    membuf mf = serialize(sf);
+    write_file(dir, "scalable-full.bf", mf.buf, mf.len);
+    free(mf.buf);
+    bf_filter_destroy(sf);
+
+    damaged(dir, "bad-magic.bf", &mb, mb.len, 0, "BLMFLTX", 7, 1);
+    damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x02\x00", 2, 1);
+    damaged(dir, "bad-kind.bf", &mb, mb.len, 10, "\x09\x00", 2, 1);
+    damaged(dir, "bad-checksum.bf", &mb, mb.len, mb.len - 1, "\xff", 1, 0);
+    damaged(dir, "truncated.bf", &m3, m3.len - 64, 0, NULL, 0, 0);
+    damaged(dir, "header-only.bf", &mb, 64, 0, NULL, 0, 0);
+    damaged(dir, "bad-layer-count.bf", &m3, m3.len, 32, "\x41\x00", 2, 1);
+    free(mb.buf);
+    free(mc.buf);
+    free(m1.buf);
+    free(m3.buf);
+    bf_filter_destroy(b);
+    bf_filter_destroy(c);
+    bf_filter_destroy(s1);
+    bf_filter_destroy(s3);
+}
+
+static void ckpt(const char *name, const char *topic, int32_t partition,
+                 int64_t next, const bs_ckpt_wm *wm, uint32_t nwm,
+                 const bf_filter *f, membuf *keep)
+{
+    char err[512];
+    membuf m;
+    if (bs_ckpt_encode(topic, partition, next, wm, nwm, f, &m.buf, &m.len,
+                       err, sizeof err) != 0)
+        die("%s", err);
+    /* The time written is the only varying field: fix it so the seeds
+     * regenerate identically. */
+    put64(m.buf + 24, UINT64_C(1700000000000));
+    put64(m.buf + m.len - 8, XXH3_64bits(m.buf, m.len - 8));
+    write_file("corpus/checkpoint", name, m.buf, m.len);
+    if (keep)
+        *keep = m;
+    else
+        free(m.buf);
+}
+
+static void checkpoint_seeds(void)
+{
+    const char *dir = "corpus/checkpoint";
+    bf_filter *s1 = scalable(16, 5), *s3 = scalable(4, 40);
+    static const bs_ckpt_wm wm[3] = {{0, 100}, {1, 0}, {2, 123456789}};
+    membuf m;
+    ckpt("events-0.ckpt", "events", 0, 42, NULL, 0, s1, &m);
+    ckpt("clicks-7.ckpt", "clicks.eu-west_1", 7, 1000000, wm, 3, s3, NULL);
+
+    damaged(dir, "bad-magic.ckpt", &m, m.len, 0, "BLMCKPX", 7, 1);
+    damaged(dir, "bad-version.ckpt", &m, m.len, 8, "\x02\x00", 2, 1);
+    damaged(dir, "bad-checksum.ckpt", &m, m.len, m.len - 1, "\xff", 1, 0);
+    damaged(dir, "truncated.ckpt", &m, m.len - 100, 0, NULL, 0, 0);
+    damaged(dir, "negative-offset.ckpt", &m, m.len, 16,
+            "\xff\xff\xff\xff\xff\xff\xff\xff", 8, 1);
+    damaged(dir, "bad-topic-length.ckpt", &m, m.len, 10, "\x00\x00", 2, 1);
+    free(m.buf);
+
+    /* A checkpoint holding a blocked filter: decodes, then is refused. */
+    char err[256];
+    bf_filter *b = bf_filter_from_blocked(
+        bf_blocked_new(20, 0.01, BF_DEFAULT_SEED, err, sizeof err));
+    if (!b)
+        die("%s", err);
+    ckpt("blocked-filter.ckpt", "events", 1, 5, NULL, 0, b, NULL);
+    bf_filter_destroy(b);
+    bf_filter_destroy(s1);
+    bf_filter_destroy(s3);
+}
+
+/* One dictionary entry: "text", escaped as libFuzzer reads it. */
+static void dict_entry(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            fprintf(f, "\\x%02X", *p);
+        else
+            fputc(*p, f);
+    }
+    fputs("\"\n", f);
+}
+
+static void config_dict(void)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fuzz_config.dict", root);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("%s: cannot write", path);
+    fputs("# fuzz_config's dictionary, written by fuzz/make_seeds.c from "
+          "the key table.\n",
+          f);
+    static const char *const fixed[] = {
+        "%%env\n", "%%-X\n", "BLOOMSTAGE_", "=", "\r\n", "#", "!", "___",
+        "__", "true", "false", "key", "value", "header:", "json:/", "~0",
+        "~1", "1e-9", "0.1", "-1", "9223372036854775807", "1k", "1M", "1G",
+        "1T", ",", "kafka.", "consumer.", "producer.", "blocklist.",
+        "\xEF\xBB\xBF", NULL};
+    for (size_t i = 0; fixed[i]; i++)
+        dict_entry(f, fixed[i]);
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        char key[512], env[1024];
+        const char *star = strchr(row->name, '*');
+        if (!star)
+            snprintf(key, sizeof key, "%s", row->name);
+        else if (star[1])
+            snprintf(key, sizeof key, "%.*sspam%s", (int)(star - row->name),
+                     row->name, star + 1);
+        else
+            snprintf(key, sizeof key, "%.*sbootstrap.servers",
+                     (int)(star - row->name), row->name);
+        dict_entry(f, key);
+        if (bs_config_env_encode(key, env, sizeof env) == 0) {
+            char full[1100];
+            snprintf(full, sizeof full, "BLOOMSTAGE_%s=", env);
+            dict_entry(f, full);
+        }
+        for (size_t v = 0; row->type == BS_CT_ENUM && row->values[v]; v++)
+            dict_entry(f, row->values[v]);
+    }
+    if (fclose(f) != 0)
+        die("%s: write failed", path);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: make_seeds FUZZ_DIR (the source's fuzz/)\n");
+        return 2;
+    }
+    root = argv[1];
+    filter_seeds();
+    checkpoint_seeds();
+    config_dict();
+    return 0;
+}
