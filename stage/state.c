@@ -4,6 +4,9 @@
  * transition in builds with BLOOMSTAGE_CHECKS (the test builds; SQLite's
  * assert_pager_state() is the model).  A state changes nowhere else.
  *
+ * An illegal move is logged as an engine bug in every build; with
+ * BLOOMSTAGE_CHECKS it, and any invariant that does not hold, aborts.
+ *
  * Stage states (stage.c draws the diagram):
  *
  *   NEW -> RUNNING                  bs_stage_run
@@ -164,19 +167,30 @@ void bs_stage_check_invariants(const bs_stage *s)
 #endif
 }
 
+/* An illegal move is a bug in the engine.  With BLOOMSTAGE_CHECKS it stops
+ * the process (violated); without, it is logged as an error and the move is
+ * made, since stopping a production stage would not undo it. */
+static void illegal(const char *what, const char *detail)
+{
+#ifdef BLOOMSTAGE_CHECKS
+    violated(what, detail);
+#else
+    bs_log(BS_LOG_ERROR, "engine bug: illegal state transition",
+           "what=\"%s\" %s", what, detail);
+#endif
+}
+
 bs_stage_state bs_stage_set_state(bs_stage *s, bs_stage_state to)
 {
     bs_stage_state from = s->state;
     if (from == to)
         return from;
-#ifdef BLOOMSTAGE_CHECKS
     if (!(legal_stage[from] & BIT(to))) {
         char d[128];
         snprintf(d, sizeof(d), "from=%s to=%s", bs_stage_state_name(from),
                  bs_stage_state_name(to));
-        violated("legal stage transition", d);
+        illegal("stage", d);
     }
-#endif
     s->state = to;
     atomic_store(&s->pub_state, (int)to);
     bs_log(BS_LOG_DEBUG, "stage state", "from=%s to=%s",
@@ -189,15 +203,13 @@ void bs_part_set_state(bs_stage *s, part *p, bs_part_state to)
 {
     if (p->state == to)
         return;
-#ifdef BLOOMSTAGE_CHECKS
     if (!(legal_part[p->state] & BIT(to))) {
         char d[400];
         snprintf(d, sizeof(d), "topic=%s partition=%d from=%s to=%s",
                  p->topic, (int)p->partition, bs_part_state_name(p->state),
                  bs_part_state_name(to));
-        violated("legal partition transition", d);
+        illegal("partition", d);
     }
-#endif
     p->state = to;
     bs_stage_check_invariants(s);
 }
