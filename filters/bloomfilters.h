@@ -332,6 +332,11 @@ void bf_filter_info(const bf_filter *f, bf_info *out);
 bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
                        size_t errstr_size) BF_WARN_UNUSED;
 
+/* The first bytes of every serialized filter (the NUL included): a file
+ * that starts with them is a filter, not a text list. */
+#define BF_FORMAT_MAGIC "BLMFLTR"
+#define BF_FORMAT_MAGIC_LEN 8
+
 /*
  * Serialized format (version 1), all integers little-endian:
  *

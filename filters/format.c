@@ -27,7 +27,7 @@
 #error "the filter format stores cell words little-endian; port format.c"
 #endif
 
-static const char MAGIC[8] = {'B', 'L', 'M', 'F', 'L', 'T', 'R', 0};
+static const char MAGIC[BF_FORMAT_MAGIC_LEN] = BF_FORMAT_MAGIC;
 #define HDR_SIZE 64u
 #define DESC_SIZE 64u
 #define TRAILER_SIZE 8u
@@ -122,7 +122,7 @@ bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
     if (!hdr || !state || XXH3_64bits_reset(state) != XXH_OK)
         goto out;
 
-    memcpy(hdr, MAGIC, 8);
+    memcpy(hdr, MAGIC, BF_FORMAT_MAGIC_LEN);
     bf_put16(hdr + 8, BF_FORMAT_VERSION);
     bf_put16(hdr + 10, (uint16_t)f->kind);
     bf_put32(hdr + 12, BF_HASH_XXH3_128);
@@ -200,7 +200,7 @@ typedef struct parsed {
 static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
                     char *errstr, size_t errstr_size)
 {
-    if (len < 16 || memcmp(buf, MAGIC, 8) != 0) {
+    if (len < 16 || memcmp(buf, MAGIC, BF_FORMAT_MAGIC_LEN) != 0) {
         if (len >= 8 && memcmp(buf, MAGIC, 8) != 0)
             FAIL(BF_ERR_FORMAT, "not a bloomstage filter (bad magic)");
         FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a filter "

@@ -14,6 +14,7 @@
  */
 #include <blocklist.h>
 #include <config.h>
+#include <settings.h>
 #include <util.h>
 
 #include <stdint.h>
@@ -69,10 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         sizeof err) == 0 &&
           bs_config_validate(cfg, err, sizeof err) == 0);
 
+    bs_settings set;
+    CHECK(bs_settings_from_config(cfg, &set, err, sizeof err) == 0);
     bs_blocklist *lists = NULL;
     size_t n = 0;
     err[0] = '\0';
-    if (bs_blocklists_load(cfg, &lists, &n, err, sizeof err) == 0) {
+    if (bs_blocklists_load(&set, &lists, &n, err, sizeof err) == 0) {
         CHECK(n == 1 && lists != NULL);
         const bs_blocklist *bl = &lists[0];
         CHECK(strcmp(bl->name, "fuzz") == 0 && bl->filter != NULL);
@@ -81,7 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(bf_filter_kind(bl->filter) == BF_KIND_BLOCKED);
             check_entries(data, size, bl);
         } else {
-            CHECK(size >= 8 && memcmp(data, "BLMFLTR", 8) == 0);
+            CHECK(size >= BF_FORMAT_MAGIC_LEN &&
+                  memcmp(data, BF_FORMAT_MAGIC, BF_FORMAT_MAGIC_LEN) == 0);
             (void)bf_filter_contains(bl->filter, data, size < 16 ? size : 16);
         }
         bs_blocklists_free(lists, n);

@@ -23,7 +23,7 @@ static bool is_filter_file(const char *path, char *errstr, size_t errstr_size,
         snprintf(errstr, errstr_size, "%s: %s", path, strerror(errno));
         return false;
     }
-    char magic[8] = {0};
+    char magic[BF_FORMAT_MAGIC_LEN] = {0};
     ssize_t n = read(fd, magic, sizeof(magic));
     close(fd);
     if (n < 0) {
@@ -33,13 +33,15 @@ static bool is_filter_file(const char *path, char *errstr, size_t errstr_size,
     *ok = true;
     /* A file shorter than the magic but starting like it is a truncated
      * filter: say so rather than read it as a one-line list. */
-    if (n < 8 && n > 0 && memcmp(magic, "BLMFLTR", (size_t)n) == 0) {
+    if (n < BF_FORMAT_MAGIC_LEN && n > 0 &&
+        memcmp(magic, BF_FORMAT_MAGIC, (size_t)n) == 0) {
         snprintf(errstr, errstr_size, "%s: a filter file cut short (%zd "
                  "bytes)", path, n);
         *ok = false;
         return false;
     }
-    return n == 8 && memcmp(magic, "BLMFLTR", 8) == 0;
+    return n == BF_FORMAT_MAGIC_LEN &&
+           memcmp(magic, BF_FORMAT_MAGIC, BF_FORMAT_MAGIC_LEN) == 0;
 }
 
 /* Two passes over a text list: count, then add. */

@@ -18,6 +18,8 @@
 #include <string.h>
 
 static void vnote(bs_stage *s, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void vnote(bs_stage *s, const char *fmt, va_list ap)
 {
     if (s->dr_failed++ == 0)
         vsnprintf(s->dr_error, sizeof(s->dr_error), fmt, ap);

@@ -152,7 +152,7 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
 
     if (!pp->have) {
         BS_INC(s->ctr.missing_key);
-        if ((s->set.missing_key == BS_CONFIG_MISSING_REJECT)) {
+        if (s->set.missing_key == BS_CONFIG_MISSING_REJECT) {
             drop(s, m, "missing-key");
             return;
         }
