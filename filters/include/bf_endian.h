@@ -1,6 +1,7 @@
 /*
  * bf_endian.h -- little-endian field access for serialized formats: the
- * filter format (format.c) and bloomstage's checkpoint format share it.
+ * filter format (format.c) and bloomstage's checkpoint format share it
+ * (public for that reason; part of libbloomfilters' include/).
  * Byte by byte, so alignment and host byte order never matter.
  */
 #ifndef BF_ENDIAN_H
