@@ -13,7 +13,7 @@
 
 extern char **environ;
 
-/* ---- errors -------------------------------------------------------------- */
+/* ---- errors ------------------------------------------------------------ */
 
 static char h_err[4096];
 
@@ -57,7 +57,7 @@ void h_must_failed(const char *expr)
     h_test_fail("%s: %s", expr, h_last_error());
 }
 
-/* ---- memory and strings ----------------------------------------------------- */
+/* ---- memory and strings ------------------------------------------------ */
 
 static void out_of_memory(size_t n)
 {
@@ -107,7 +107,7 @@ char *h_strdupf(const char *fmt, ...)
     return s;
 }
 
-/* ---- the clock -------------------------------------------------------------- */
+/* ---- the clock --------------------------------------------------------- */
 
 double h_now_s(void)
 {
@@ -161,7 +161,7 @@ void h_nap(int ms)
     } while (h_now_s() < until);
 }
 
-/* ---- random numbers ------------------------------------------------------------ */
+/* ---- random numbers ---------------------------------------------------- */
 
 uint64_t h_mix64(uint64_t x)
 {
@@ -187,7 +187,7 @@ uint32_t h_xorshift32(uint32_t *state)
     return *state = x;
 }
 
-/* ---- the environment ---------------------------------------------------------- */
+/* ---- the environment --------------------------------------------------- */
 
 void h_env_scrub(const char *prefix)
 {

@@ -64,7 +64,7 @@
  * refresh). */
 #define H_QUERY_RETRY_MS 15000
 
-/* ---- errors -------------------------------------------------------------- */
+/* ---- errors ------------------------------------------------------------ */
 
 /* The reason for the last failure ("" if none yet); valid until the next
  * h_ call. */
@@ -88,7 +88,7 @@ void h_set_fail_hook(void (*hook)(const char *msg));
     } while (0)
 void h_must_failed(const char *expr) H_NORETURN;
 
-/* ---- memory and strings (abort on out-of-memory) ------------------------- */
+/* ---- memory and strings (abort on out-of-memory) ----------------------- */
 
 void *h_xmalloc(size_t n);
 void *h_xcalloc(size_t n, size_t size);
@@ -97,7 +97,7 @@ char *h_xstrdup(const char *s);
 /* asprintf; free() the result. */
 char *h_strdupf(const char *fmt, ...) H_PRINTF(1, 2);
 
-/* ---- the clock ------------------------------------------------------------ */
+/* ---- the clock --------------------------------------------------------- */
 
 /* Monotonic seconds and milliseconds. */
 double h_now_s(void);
@@ -111,7 +111,7 @@ void h_sleep_ms(int ms);
 void h_nap(int ms);
 void h_set_idle_hook(void (*hook)(void *arg), void *arg);
 
-/* ---- random numbers -------------------------------------------------------- */
+/* ---- random numbers ---------------------------------------------------- */
 
 /* splitmix64 of x (the state advanced once, then mixed). */
 uint64_t h_mix64(uint64_t x);
@@ -120,7 +120,7 @@ uint64_t h_splitmix64(uint64_t *state);
 /* The next number of the xorshift32 sequence in *state (not 0). */
 uint32_t h_xorshift32(uint32_t *state);
 
-/* ---- the environment ------------------------------------------------------- */
+/* ---- the environment --------------------------------------------------- */
 
 /* Removes every variable whose name starts with prefix. */
 void h_env_scrub(const char *prefix);

@@ -18,7 +18,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-/* ---- a tiny HTTP/1.0 client ------------------------------------------------ */
+/* ---- a tiny HTTP/1.0 client -------------------------------------------- */
 
 void h_http_resp_free(h_http_resp *r)
 {
@@ -174,7 +174,7 @@ fail:
     return -1;
 }
 
-/* ---- a Prometheus text-format parser ------------------------------------------ */
+/* ---- a Prometheus text-format parser ----------------------------------- */
 
 void h_prom_free(h_prom *pm)
 {

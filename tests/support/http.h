@@ -16,7 +16,7 @@
 /* The largest response read. */
 #define H_HTTP_MAX (32u << 20)
 
-/* ---- a tiny HTTP/1.0 client ------------------------------------------------ */
+/* ---- a tiny HTTP/1.0 client -------------------------------------------- */
 
 typedef struct h_http_resp {
     int status;
@@ -37,7 +37,7 @@ int h_loopback_connect(unsigned port);
 int h_http_request(unsigned port, const char *method, const char *path,
                    h_http_resp *r, char *err, size_t err_size);
 
-/* ---- a Prometheus text-format parser ------------------------------------------ */
+/* ---- a Prometheus text-format parser ----------------------------------- */
 
 typedef struct h_prom_sample {
     char *series; /* name{labels} exactly as written */

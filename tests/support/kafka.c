@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- librdkafka's log, kept in a ring ------------------------------------ */
+/* ---- librdkafka's log, kept in a ring ---------------------------------- */
 
 #define KAFKA_LOG_LINES 256
 
@@ -54,7 +54,7 @@ void h_dump_kafka_log(void)
     pthread_mutex_unlock(&kafka_log_lock);
 }
 
-/* ---- configurations ---------------------------------------------------------- */
+/* ---- configurations ---------------------------------------------------- */
 
 static void conf_set(rd_kafka_conf_t *conf, const char *key, const char *val)
 {
@@ -152,7 +152,7 @@ static void close_consumer(rd_kafka_t *rk)
     rd_kafka_destroy(rk);
 }
 
-/* ---- records ------------------------------------------------------------------ */
+/* ---- records ----------------------------------------------------------- */
 
 h_record h_rec(const char *key, const char *value)
 {
@@ -192,7 +192,7 @@ const h_header *h_header_last(const h_record *r, const char *name)
     return h;
 }
 
-/* ---- producing ------------------------------------------------------------------ */
+/* ---- producing --------------------------------------------------------- */
 
 struct h_producer {
     rd_kafka_t *rk;
@@ -372,7 +372,7 @@ int h_produce_conf(const char *bootstraps, const char *topic,
     return h_producer_close(p, topic, message_timeout + 5000);
 }
 
-/* ---- reading ---------------------------------------------------------------------- */
+/* ---- reading ----------------------------------------------------------- */
 
 static int topic_partition_count(rd_kafka_t *rk, const char *topic, int *cnt)
 {
@@ -681,7 +681,7 @@ done:
     return rc;
 }
 
-/* ---- consumer groups ---------------------------------------------------------------- */
+/* ---- consumer groups --------------------------------------------------- */
 
 int h_committed(const char *bootstraps, const char *group_id,
                 const char *topic, int partitions, int64_t *offsets)

@@ -23,7 +23,7 @@
  * most the last 256) and forgets them. */
 void h_dump_kafka_log(void);
 
-/* ---- configurations ------------------------------------------------------ */
+/* ---- configurations ---------------------------------------------------- */
 
 /*
  * A configuration with the layer's settings for tests against loopback:
@@ -40,7 +40,7 @@ rd_kafka_conf_t *h_conf_pairs(rd_kafka_conf_t *conf, ...)
 /* Applies "key=value" entries (NULL-terminated; NULL is none). */
 int h_conf_kv(rd_kafka_conf_t *conf, const char *const *kv) H_WARN_UNUSED;
 
-/* ---- records ---------------------------------------------------------------- */
+/* ---- records ----------------------------------------------------------- */
 
 /*
  * A Kafka record.  For producing the pointers are the caller's and only
@@ -87,7 +87,7 @@ size_t h_record_list_count_partition(const h_record_list *l, int32_t p);
  * NULL). */
 const h_header *h_header_last(const h_record *r, const char *name);
 
-/* ---- producing -------------------------------------------------------------- */
+/* ---- producing --------------------------------------------------------- */
 
 /* h_produce's partition argument: >= 0 all records go there;
  * RD_KAFKA_PARTITION_UA (-1) the partitioner picks (by key);
@@ -136,7 +136,7 @@ int h_producer_close(h_producer *p, const char *what, int flush_ms);
 /* Purges what is queued and in flight, destroys, frees.  NULL: no-op. */
 void h_producer_abandon(h_producer *p);
 
-/* ---- reading ---------------------------------------------------------------- */
+/* ---- reading ----------------------------------------------------------- */
 
 /*
  * Reads every partition of topic from its low watermark to the high
@@ -179,7 +179,7 @@ int h_offsets(rd_kafka_t *rk, const char *topic, int nparts, int64_t which,
 int h_check_nothing_dropped(rd_kafka_t *rk, const char *topic,
                             int nparts) H_WARN_UNUSED;
 
-/* ---- consumer groups -------------------------------------------------------- */
+/* ---- consumer groups --------------------------------------------------- */
 
 /*
  * The committed offsets of group_id for partitions 0..partitions-1 of

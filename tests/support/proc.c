@@ -422,8 +422,9 @@ const char *h_status_str(int status)
         snprintf(buf, sizeof(buf), "exit %d", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
         snprintf(buf, sizeof(buf), "killed by SIG%s",
-                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status))
-                                                : "?");
+                 sigabbrev_np(WTERMSIG(status))
+                     ? sigabbrev_np(WTERMSIG(status))
+                     : "?");
     else
         snprintf(buf, sizeof(buf), "wait status 0x%x", (unsigned)status);
     return buf;

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- the binary -------------------------------------------------------------- */
+/* ---- the binary -------------------------------------------------------- */
 
 /* The binary, copied before BLOOMSTAGE_BIN is removed from the
  * environment. */
@@ -62,7 +62,7 @@ static bool verbose(void)
     return g_verbose_env && getenv(g_verbose_env);
 }
 
-/* ---- processes ------------------------------------------------------------------ */
+/* ---- processes --------------------------------------------------------- */
 
 /* Every process started here and not yet released. */
 static h_proc *g_procs[32];
@@ -231,7 +231,7 @@ void h_stage_kill9(h_proc *p, const char *when)
     dump_if_verbose(p, "killed");
 }
 
-/* ---- its log ------------------------------------------------------------------------ */
+/* ---- its log ----------------------------------------------------------- */
 
 bool h_said(h_proc *p, const char *needle)
 {
@@ -290,7 +290,7 @@ double h_log_time(const char *line)
     return (double)timegm(&tm) + ms / 1000.0;
 }
 
-/* ---- its files -------------------------------------------------------------------------- */
+/* ---- its files --------------------------------------------------------- */
 
 int h_ckpt_next(const char *dir, const char *topic, int partition,
                 int64_t *next)
@@ -316,7 +316,7 @@ int h_ckpt_next(const char *dir, const char *topic, int partition,
     return 0;
 }
 
-/* ---- what it produces and commits ---------------------------------------------------- */
+/* ---- what it produces and commits -------------------------------------- */
 
 void h_wait_totals(h_proc *p, const char *bootstraps,
                    const char *const *topics, const int64_t *want, int n)
@@ -350,6 +350,14 @@ void h_wait_totals(h_proc *p, const char *bootstraps,
                          "%" PRId64, H_OUTPUT_MS / 1000, topics[i], got,
                          want[i]);
     }
+}
+
+void h_wait_out_rej(h_proc *p, const char *bootstraps, const char *out,
+                    int64_t n_out, const char *rej, int64_t n_rej)
+{
+    const char *const topics[] = {out, rej};
+    const int64_t want[] = {n_out, n_rej};
+    h_wait_totals(p, bootstraps, topics, want, 2);
 }
 
 int64_t h_topic_end(rd_kafka_t *q, const char *topic, int nparts,

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- the binary -------------------------------------------------------------- */
+/* ---- the binary -------------------------------------------------------- */
 
 /* The binary under test: $BLOOMSTAGE_BIN (ctest passes
  * $<TARGET_FILE:bloomstage>), as h_test_init copied it before scrubbing the
@@ -43,7 +43,7 @@ int h_test_init(void) H_WARN_UNUSED;
  * h_stage_start starts. */
 void h_stage_debug_env(const char *verbose_env, const char *stage_x_env);
 
-/* ---- processes ------------------------------------------------------------------ */
+/* ---- processes --------------------------------------------------------- */
 
 /* `bloomstage ARGS...` (args NULL-terminated), env added to the
  * environment (may be NULL); remembered. */
@@ -73,7 +73,7 @@ void h_stage_stop(h_proc *p);
  * the moment was), and is reaped within H_REAP_MS. */
 void h_stage_kill9(h_proc *p, const char *when);
 
-/* ---- its log ------------------------------------------------------------------------ */
+/* ---- its log ----------------------------------------------------------- */
 
 /* Whether p's stderr holds needle; how many times. */
 bool h_said(h_proc *p, const char *needle);
@@ -90,7 +90,7 @@ long long h_log_int(const char *line, const char *key);
  * epoch, or 0. */
 double h_log_time(const char *line);
 
-/* ---- its files -------------------------------------------------------------------------- */
+/* ---- its files --------------------------------------------------------- */
 
 /* The next offset in the header of a dir-store checkpoint file,
  * DIR/TOPIC-P.ckpt (int64 little-endian at byte 16): 0 with *next, 1 if
@@ -99,13 +99,17 @@ double h_log_time(const char *line);
 int h_ckpt_next(const char *dir, const char *topic, int partition,
                 int64_t *next) H_WARN_UNUSED;
 
-/* ---- what it produces and commits ---------------------------------------------------- */
+/* ---- what it produces and commits -------------------------------------- */
 
 /* Polls (150 ms) until every topics[i] holds want[i] records, failing at
  * once if one holds more (records never disappear), and if the stage exits
  * or H_OUTPUT_MS passes first. */
 void h_wait_totals(h_proc *p, const char *bootstraps,
                    const char *const *topics, const int64_t *want, int n);
+
+/* h_wait_totals of two topics, out and rej. */
+void h_wait_out_rej(h_proc *p, const char *bootstraps, const char *out,
+                    int64_t n_out, const char *rej, int64_t n_rej);
 
 /* With a query client of the caller's: the high watermarks of a topic into
  * hw (may be NULL), retrying a failing query for H_QUERY_RETRY_MS; returns
