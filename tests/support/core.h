@@ -36,8 +36,9 @@
  * larger was kept, so that no test waits less than it used to. */
 
 /* mock-broker: its bootstrap line, the answer to a control command, its
- * exit after SIGTERM. */
-#define H_BROKER_MS 10000
+ * exit after SIGTERM.  The harness waited 10 s for the bootstrap line,
+ * bench/e2e.c 20 s. */
+#define H_BROKER_MS 20000
 /* One Kafka request of a helper: metadata, watermarks, committed offsets. */
 #define H_REQUEST_MS 10000
 /* h_produce's message.timeout.ms (its flush waits 5 s more). */
