@@ -525,15 +525,11 @@ static int check_nothing_dropped(rd_kafka_t *rk, const char *topic,
 /* A client for metadata and offset queries only. */
 static rd_kafka_t *query_client(const char *bootstrap)
 {
-    char err[512];
-    rd_kafka_conf_t *conf =
-        h_conf_pairs(NULL, "bootstrap.servers", bootstrap, "client.id",
-                     "bench-e2e-query", NULL);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        fail("cannot create a client: %s", err);
-    }
+    rd_kafka_t *rk = h_query_client(h_conf_pairs(
+        NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-query",
+        NULL));
+    if (!rk)
+        fail("cannot create a client: %s", h_last_error());
     return rk;
 }
 

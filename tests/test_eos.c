@@ -92,11 +92,8 @@
 /* ---- the environment: a broker, a group, files ------------------------- */
 
 typedef struct env {
-    h_fixture *fx; /* the broker, the directory; freed with the env */
-    h_broker *b;
-    const char *bs;
-    char *dir;  /* the test's temp directory */
-    char *conf; /* the stages' common configuration file */
+    h_fixture h; /* the broker, the temp directory, the processes */
+    char *conf;  /* the stages' common configuration file */
     char group[64];
     int in_parts, out_parts, ckt_parts; /* ckt_parts 0: no CKT topic */
     rd_kafka_t *q; /* for watermark queries (a producer handle) */
@@ -105,23 +102,22 @@ typedef struct env {
     void *scratch; /* freed with the env (a failed assertion leaks nothing) */
 } env;
 
-static int env_ext_free(void *ext)
+static int env_cleanup(h_fixture *fx)
 {
-    env *e = ext;
+    env *e = (env *)fx;
     if (e->q)
         rd_kafka_destroy(e->q);
     h_stream_free(e->st);
     free(e->conf);
     free(e->scratch);
-    free(e);
     return 0;
 }
 
 /* A broker with IN, OUT (and CKT if ckt_parts > 0), and the stages'
  * configuration: short session timeouts so a killed member leaves the
  * group in ~3 s, small filters (so checkpoints stay ~100 KB), stats off.
- * A fixture of the support layer: the teardown frees what a failed test
- * left. */
+ * A fixture of the support layer (made in the test): the teardown frees
+ * what a failed test left. */
 static env *env_new_group(int in_parts, int out_parts, int ckt_parts,
                           const char *group)
 {
@@ -131,21 +127,16 @@ static env *env_new_group(int in_parts, int out_parts, int ckt_parts,
                       ckt_parts > 0 ? h_strdupf(CKT ":%d", ckt_parts) : NULL,
                       NULL};
     h_fixture *fx = NULL;
-    int rc = h_fixture_new(1, (const char *const *)specs, &fx);
+    int rc = h_fixture_new_sized(1, (const char *const *)specs, sizeof(env),
+                                 env_cleanup, &fx);
     for (int i = 0; specs[i]; i++)
         free(specs[i]);
     H_CHECK(rc);
-    env *e = h_xcalloc(1, sizeof(*e));
-    fx->ext = e;
-    fx->ext_free = env_ext_free;
-    e->fx = fx;
+    env *e = (env *)fx;
     e->in_parts = in_parts;
     e->out_parts = out_parts;
     e->ckt_parts = ckt_parts;
-    e->b = fx->broker;
-    e->bs = fx->bs;
-    e->dir = fx->dir;
-    e->conf = h_strdupf("%s/stage.conf", e->dir);
+    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
     if (group)
         snprintf(e->group, sizeof(e->group), "%s", group);
     else
@@ -166,15 +157,13 @@ static env *env_new_group(int in_parts, int out_parts, int ckt_parts,
         "dedup.capacity=30000\n"
         "log.stats.interval.ms=0\n"
         "log.level=info\n",
-        e->group, e->bs);
+        e->group, e->h.bs);
     rc = h_write_file(e->conf, text);
     free(text);
     H_CHECK(rc);
-    char errstr[256];
-    rd_kafka_conf_t *conf = h_kafka_conf(e->bs);
-    e->q = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    e->q = h_query_client(h_kafka_conf(e->h.bs));
     if (!e->q)
-        fail_msg("rd_kafka_new: %s", errstr);
+        fail_msg("%s", h_last_error());
     return e;
 }
 
@@ -186,14 +175,14 @@ static env *env_new(int in_parts, int out_parts, int ckt_parts)
 static void env_free(env *e)
 {
     if (e)
-        h_fixture_free(e->fx);
+        h_fixture_free(&e->h);
 }
 
 /* checkpoint.dir of instance A (0) or B (1): dir/a, dir/b. */
 static char *ck_dir(const env *e, int i)
 {
     static char buf[2][4096];
-    snprintf(buf[i], sizeof(buf[i]), "%s/%s", e->dir, i ? "b" : "a");
+    snprintf(buf[i], sizeof(buf[i]), "%s/%s", e->h.dir, i ? "b" : "a");
     return buf[i];
 }
 
@@ -228,7 +217,7 @@ static void feed_start(env *e, size_t from)
     f->next = from;
     f->end = e->st->n;
     rd_kafka_conf_t *conf = h_conf_pairs(
-        h_kafka_conf(e->bs), "enable.idempotence", "true", "linger.ms", "5",
+        h_kafka_conf(e->h.bs), "enable.idempotence", "true", "linger.ms", "5",
         "compression.type", "lz4", "message.timeout.ms", "120000",
         "queue.buffering.max.messages", "2000000", NULL);
     H_CHECK(h_producer_new(conf, 0, &f->p));
@@ -288,7 +277,7 @@ static void feed_finish(void)
         fail_msg("feeding the input: %s", h_last_error());
     for (int p = 0; p < e->in_parts; p++) {
         int64_t lo, hi;
-        H_CHECK(h_watermarks(e->bs, IN, p, &lo, &hi));
+        H_CHECK(h_watermarks(e->h.bs, IN, p, &lo, &hi));
         assert_int_equal(lo, 0);
         assert_int_equal(hi, e->st->next[p]);
     }
@@ -403,7 +392,7 @@ static size_t parse_replayed(h_proc *p, uint64_t *records, double *seconds)
 static void produce_range(env *e, size_t from, size_t to)
 {
     static const char *const lz4[] = {"compression.type=lz4", NULL};
-    h_stream_produce(e->st, e->bs, IN, from, to, lz4);
+    h_stream_produce(e->st, e->h.bs, IN, from, to, lz4);
 }
 
 /* High watermarks of a topic's partitions into hw (if not NULL); returns
@@ -432,7 +421,7 @@ static void wait_out(env *e, h_proc *const *procs, int64_t want,
  * stages in procs (NULL-terminated) must stay alive meanwhile. */
 static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
 {
-    h_wait_committed(e->bs, e->group, IN, e->in_parts, e->st->next, procs,
+    h_wait_committed(e->h.bs, e->group, IN, e->in_parts, e->st->next, procs,
                      timeout_ms, NULL, NULL);
 }
 
@@ -449,7 +438,7 @@ static void wait_out_settled(env *e, h_proc *const *procs, int64_t want,
 static void assert_committed_end(env *e)
 {
     int64_t c[MAXP];
-    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+    H_CHECK(h_committed(e->h.bs, e->group, IN, e->in_parts, c));
     for (int p = 0; p < e->in_parts; p++)
         if (c[p] != e->st->next[p])
             fail_msg("%s [%d] committed at %lld, want the input end %lld", IN,
@@ -476,7 +465,7 @@ static void check_nothing_dropped(env *e)
  * by e->st, valid until the next read_out. */
 static h_outrec *read_out(env *e, size_t *n)
 {
-    return h_read_out(e->st, e->bs, OUT, IN, n);
+    return h_read_out(e->st, e->h.bs, OUT, IN, n);
 }
 
 /* Copies per key id in the output just read (owned by e->st); fails if a
@@ -655,7 +644,7 @@ static void delivery_failures(const char *inject, const char *clear,
         int64_t out0 = out_total(e);
         size_t before = h_count_said(p, SAID_ROLLBACK);
         if (ahead_ms) {
-            H_CHECK(h_broker_control(e->b, inject));
+            H_CHECK(h_broker_control(e->h.broker, inject));
             h_nap(ahead_ms);
         }
         H_CHECK(h_process_kill(p, SIGSTOP));
@@ -665,12 +654,12 @@ static void delivery_failures(const char *inject, const char *clear,
         double t0 = h_now_s();
         if (!ahead_ms) {
             wait_out(e, procs, out0 + 2000, 60000);
-            H_CHECK(h_broker_control(e->b, inject));
+            H_CHECK(h_broker_control(e->h.broker, inject));
         }
         h_wait_said(p, SAID_ROLLBACK, before + 1, 60000);
         double dt = h_now_s() - t0;
         int64_t out_at = out_total(e);
-        H_CHECK(h_broker_control(e->b, clear));
+        H_CHECK(h_broker_control(e->h.broker, clear));
         wait_committed_end(e, procs, 120000);
         print_message("round %zu: '%s': rollback %.2f s after the chunk "
                       "started, %lld of its records were in the output by "
@@ -760,6 +749,41 @@ static unsigned assigned_mask(h_proc *p)
 
 static int popcount(unsigned m) { return __builtin_popcount(m); }
 
+/* Waits until A and B (started together, fed meanwhile) share the six
+ * partitions (the group has no other member), A has written two
+ * checkpoint rounds and the output holds 40% of the keys. */
+static void busy_together(env *e, h_proc *a, h_proc *b)
+{
+    h_proc *const both[] = {a, b, NULL};
+    double t0 = h_now_s();
+    for (;;) {
+        unsigned mb = assigned_mask(b);
+        if (h_count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
+            break;
+        h_stages_alive(both, "before both instances had partitions");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(b, "the two instances did not share the partitions "
+                         "within 60 s (B has mask 0x%x)", mb);
+        h_nap(5);
+    }
+    h_wait_said(a, SAID_CKPT, 2, 120000);
+    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
+}
+
+/* Waits until B has A's partitions ma too (after A's session times
+ * out). */
+static void wait_takeover(h_proc *b, unsigned ma)
+{
+    double t0 = h_now_s();
+    while ((assigned_mask(b) & ma) != ma) {
+        h_stage_alive(b, "while taking A's partitions over");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(b, "B did not get A's partitions (0x%x) within 60 s",
+                         ma);
+        h_nap(20);
+    }
+}
+
 /*
  * Two instances, A and B, same group, checkpoint.store=kafka, separate
  * checkpoint.dir (unused by that store), started together; N records (half
@@ -783,29 +807,14 @@ static void test_scale_out_kill(void **state)
     const char *cka = ck_dir(e, 0), *ckb = ck_dir(e, 1);
     h_proc *a = stage_start(e, cka, KAFKA_STORE);
     h_proc *b = stage_start(e, ckb, KAFKA_STORE);
-    h_proc *const both[] = {a, b, NULL};
     feed_start(e, 0);
     feed_rate(15000);
 
     /* Both have partitions; A's are those B does not have (the group has
      * no other member). */
-    double t0 = h_now_s();
-    unsigned mb;
-    for (;;) {
-        mb = assigned_mask(b);
-        if (h_count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
-            break;
-        h_stage_alive(a, "before both instances had partitions");
-        h_stage_alive(b, "before both instances had partitions");
-        if (h_now_s() - t0 > 60)
-            h_stage_fail(b, "the two instances did not share the partitions "
-                         "within 60 s (B has mask 0x%x)", mb);
-        h_nap(5);
-    }
-    h_wait_said(a, SAID_CKPT, 2, 120000);
-    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
+    busy_together(e, a, b);
     h_nap(300);
-    mb = assigned_mask(b); /* B only gains partitions while A lives */
+    unsigned mb = assigned_mask(b); /* B only gains them while A lives */
     unsigned ma = 0x3fu & ~mb;
     assert_true(ma != 0);
     h_stage_kill9(a, "mid-run, both instances busy");
@@ -818,14 +827,7 @@ static void test_scale_out_kill(void **state)
                   (long long)out_kill, fed_at_kill, N, mb);
 
     /* B takes A's partitions over (after A's session times out). */
-    t0 = h_now_s();
-    while ((assigned_mask(b) & ma) != ma) {
-        h_stage_alive(b, "while taking A's partitions over");
-        if (h_now_s() - t0 > 60)
-            h_stage_fail(b, "B did not get A's partitions (0x%x) within 60 s",
-                         ma);
-        h_nap(20);
-    }
+    wait_takeover(b, ma);
     assigned as[64];
     size_t nas = parse_assigned(b, as, 64);
     int64_t resume[MAXP] = {0};
@@ -1084,35 +1086,13 @@ static void test_scale_out_zombie(void **state)
     h_stream_add(e->st, N, 50);
     h_proc *a = stage_start(e, ck_dir(e, 0), KAFKA_STORE);
     h_proc *b = stage_start(e, ck_dir(e, 1), KAFKA_STORE);
-    h_proc *const both[] = {a, b, NULL};
     feed_start(e, 0);
     feed_rate(15000);
-    double t0 = h_now_s();
-    unsigned mb;
-    for (;;) {
-        mb = assigned_mask(b);
-        if (h_count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
-            break;
-        h_stage_alive(a, "before both instances had partitions");
-        h_stage_alive(b, "before both instances had partitions");
-        if (h_now_s() - t0 > 60)
-            h_stage_fail(b, "the two instances did not share the partitions "
-                         "within 60 s (B has mask 0x%x)", mb);
-        h_nap(5);
-    }
-    h_wait_said(a, SAID_CKPT, 2, 120000);
-    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
-    mb = assigned_mask(b);
+    busy_together(e, a, b);
+    unsigned mb = assigned_mask(b);
     unsigned ma = 0x3fu & ~mb;
     H_CHECK(h_process_kill(a, SIGSTOP));
-    t0 = h_now_s();
-    while ((assigned_mask(b) & ma) != ma) {
-        h_stage_alive(b, "while taking A's partitions over");
-        if (h_now_s() - t0 > 60)
-            h_stage_fail(b, "B did not get A's partitions (0x%x) within 60 s",
-                         ma);
-        h_nap(20);
-    }
+    wait_takeover(b, ma);
     h_nap(1500);
     H_CHECK(h_process_kill(a, SIGCONT));
     feed_finish();
@@ -1164,7 +1144,7 @@ static void test_failed_commit_is_retried(void **state)
     h_proc *const procs[] = {p, NULL};
     wait_committed_end(e, procs, 60000);
 
-    H_CHECK(h_broker_control(e->b,
+    H_CHECK(h_broker_control(e->h.broker,
                              "push-errors OffsetCommit 1000 "
                              "OFFSET_METADATA_TOO_LARGE"));
     h_stream_add(e->st, 2000, 50);
@@ -1185,13 +1165,13 @@ static void test_failed_commit_is_retried(void **state)
         h_nap(20);
     }
     h_wait_said(p, "msg=\"commit failed\"", 1, 10000);
-    H_CHECK(h_broker_control(e->b, "clear-errors OffsetCommit"));
+    H_CHECK(h_broker_control(e->h.broker, "clear-errors OffsetCommit"));
     h_nap(3000); /* many checkpoint intervals */
     int64_t c[MAXP];
-    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+    H_CHECK(h_committed(e->h.bs, e->group, IN, e->in_parts, c));
     stage_stop(p);
     int64_t c2[MAXP];
-    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c2));
+    H_CHECK(h_committed(e->h.bs, e->group, IN, e->in_parts, c2));
     for (int q = 0; q < e->in_parts; q++)
         if (c2[q] != e->st->next[q])
             h_stage_fail(p, "%s [%d]: committed %lld 3 s after the commit "

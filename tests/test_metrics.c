@@ -183,42 +183,27 @@ static void stream_free(stream *s)
 
 /* ==== fixture: a broker with in:3 out:3 rej:1 and a temp directory ==== */
 
-/* A test's state, beside its h_fixture (broker, directory, processes). */
+/* The shared fixture (broker, temp directory, processes) and the test's
+ * own state. */
 typedef struct fixture {
-    h_broker *broker;
-    const char *bs;
-    char *dir;
+    h_fixture h;
     char *conf; /* the stage's configuration file */
     stream s;   /* the test's input */
 } fixture;
 
-static fixture *FX(void **state)
+static int fixture_cleanup(h_fixture *hf)
 {
-    return ((h_fixture *)*state)->ext;
-}
-
-static int fixture_free(void *ext)
-{
-    fixture *fx = ext;
+    fixture *fx = (fixture *)hf;
     free(fx->conf);
     stream_free(&fx->s);
-    free(fx);
     return 0;
 }
 
 static int setup(void **state)
 {
     static const char *const topics[] = {"in:3", "out:3", "rej:1", NULL};
-    if (h_fixture_setup(state, 1, topics))
-        return -1;
-    h_fixture *hf = *state;
-    fixture *fx = h_xcalloc(1, sizeof(*fx));
-    hf->ext = fx;
-    hf->ext_free = fixture_free;
-    fx->broker = hf->broker;
-    fx->bs = hf->bs;
-    fx->dir = hf->dir;
-    return 0;
+    return h_fixture_setup_sized(state, 1, topics, sizeof(fixture),
+                                 fixture_cleanup);
 }
 
 #define teardown h_fixture_teardown
@@ -345,8 +330,8 @@ static int wait_ready(h_proc *p, unsigned port, char *first_reason,
  * the fixture). */
 static const char *write_conf(fixture *fx, const stream *s, const char *extra)
 {
-    char *spam = h_strdupf("%s/spam.txt", fx->dir);
-    char *bad = h_strdupf("%s/bad.txt", fx->dir);
+    char *spam = h_strdupf("%s/spam.txt", fx->h.dir);
+    char *bad = h_strdupf("%s/bad.txt", fx->h.dir);
     H_CHECK(h_write_file(spam, s ? s->spam_list : "nobody@example.com\n"));
     H_CHECK(h_write_file(bad, "# nothing here matches\nno-such-key\n"));
     char *text = h_strdupf(
@@ -359,9 +344,9 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
         "# small, so the filters have two layers\n"
         "dedup.capacity=300\n"
         "blocklist.spam.path=%s\nblocklist.bad.path=%s\n%s",
-        fx->bs, fx->dir, DEDUP_FPR, spam, bad, extra ? extra : "");
+        fx->h.bs, fx->h.dir, DEDUP_FPR, spam, bad, extra ? extra : "");
     free(fx->conf);
-    fx->conf = h_strdupf("%s/stage.conf", fx->dir);
+    fx->conf = h_strdupf("%s/stage.conf", fx->h.dir);
     H_CHECK(h_write_file(fx->conf, text));
     free(text);
     free(spam);
@@ -371,7 +356,7 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
 
 static void produce_stream(fixture *fx, const stream *s)
 {
-    H_CHECK(h_produce(fx->bs, "in", H_PARTITION_PER_RECORD, s->recs, s->n));
+    H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD, s->recs, s->n));
 }
 
 /* Polls until out and rej hold exactly n_out and n_rej records (more is
@@ -379,7 +364,7 @@ static void produce_stream(fixture *fx, const stream *s)
 static void wait_out_rej(fixture *fx, h_proc *p, int64_t n_out,
                          int64_t n_rej)
 {
-    h_wait_out_rej(p, fx->bs, "out", n_out, "rej", n_rej);
+    h_wait_out_rej(p, fx->h.bs, "out", n_out, "rej", n_rej);
 }
 
 static bool hdr_is(const h_record *r, const char *name, const char *value)
@@ -393,7 +378,7 @@ static bool hdr_is(const h_record *r, const char *name, const char *value)
 
 static void test_readiness(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     const char *conf = write_conf(fx, NULL, NULL);
     h_proc *p = stage_start(conf, NULL);
     unsigned port = wait_port(p);
@@ -478,7 +463,7 @@ static void test_readiness(void **state)
 
 static void test_ready_while_checkpoints_fail(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     stream *s = &fx->s;
     stream_make(s, 300, 200, 0x1b1b1b1bu);
     const char *conf = write_conf(fx, s, NULL);
@@ -488,8 +473,8 @@ static void test_ready_while_checkpoints_fail(void **state)
 
     /* The checkpoint directory's place taken by a plain file: every write
      * fails (ENOTDIR), even as root. */
-    char *ckpt = h_strdupf("%s/ckpt", fx->dir);
-    char *moved = h_strdupf("%s/ckpt.moved", fx->dir);
+    char *ckpt = h_strdupf("%s/ckpt", fx->h.dir);
+    char *moved = h_strdupf("%s/ckpt.moved", fx->h.dir);
     assert_int_equal(rename(ckpt, moved), 0);
     H_CHECK(h_write_file(ckpt, "not a directory\n"));
     produce_stream(fx, s);
@@ -567,7 +552,7 @@ static void test_ready_while_checkpoints_fail(void **state)
 
 static void test_counters_match_topics(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     stream *s = &fx->s;
     stream_make(s, KS_RECORDS, KS_KEYSPACE, 0x2545f491u);
     /* The stream exercises every path, on every partition. */
@@ -585,8 +570,8 @@ static void test_counters_match_topics(void **state)
 
     /* What the topics hold. */
     h_record_list out = {0}, rej = {0};
-    H_CHECK(h_consume_all(fx->bs, "out", H_CONSUME_MS, &out));
-    H_CHECK(h_consume_all(fx->bs, "rej", H_CONSUME_MS, &rej));
+    H_CHECK(h_consume_all(fx->h.bs, "out", H_CONSUME_MS, &out));
+    H_CHECK(h_consume_all(fx->h.bs, "rej", H_CONSUME_MS, &rej));
     size_t rej_dup = 0, rej_spam = 0, rej_other = 0;
     for (size_t i = 0; i < rej.n; i++) {
         if (hdr_is(&rej.recs[i], "bloomstage-reason", "duplicate"))
@@ -776,10 +761,10 @@ static void test_counters_match_topics(void **state)
     assert_true(ckbytes > 0);
     /* The group's committed offsets are the input's ends. */
     int64_t committed[NPART];
-    H_CHECK(h_committed(fx->bs, "metrics", "in", NPART, committed));
+    H_CHECK(h_committed(fx->h.bs, "metrics", "in", NPART, committed));
     for (int i = 0; i < NPART; i++) {
         int64_t lo, hi;
-        H_CHECK(h_watermarks(fx->bs, "in", i, &lo, &hi));
+        H_CHECK(h_watermarks(fx->h.bs, "in", i, &lo, &hi));
         assert_int_equal(committed[i], hi);
     }
 
@@ -881,7 +866,7 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
 
 static void test_format_every_scrape(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     stream *s = &fx->s;
     stream_make(s, FMT_BATCH * FMT_BATCHES, 600, 0x3c3c3c3cu);
     const char *conf = write_conf(fx, s, NULL);
@@ -907,7 +892,7 @@ static void test_format_every_scrape(void **state)
     /* While records flow: the first batch processed, the others not yet
      * produced; then a scrape after each. */
     for (int b = 0; b < FMT_BATCHES; b++) {
-        H_CHECK(h_produce(fx->bs, "in", H_PARTITION_PER_RECORD,
+        H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD,
                           s->recs + b * FMT_BATCH, FMT_BATCH));
         double tb = h_now_s();
         do {
@@ -951,7 +936,7 @@ static void test_format_every_scrape(void **state)
 
 static void test_sigterm_closes_port(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     stream *s = &fx->s;
     stream_make(s, 300, 200, 0x4d4d4d4du);
     produce_stream(fx, s);
@@ -966,7 +951,7 @@ static void test_sigterm_closes_port(void **state)
     char listen[64];
     snprintf(listen, sizeof(listen), "metrics.listen=127.0.0.1:%u", port);
     /* its own group and directory: start-up tidies the directory */
-    char *dir2 = h_strdupf("checkpoint.dir=%s/ckpt2", fx->dir);
+    char *dir2 = h_strdupf("checkpoint.dir=%s/ckpt2", fx->h.dir);
     const char *xs[] = {listen, "consumer.group.id=metrics-2", dir2, NULL};
     h_proc *q = stage_start(conf, xs);
     free(dir2);
@@ -1111,22 +1096,9 @@ static size_t check_all_logfmt(h_proc *p, const char *text, bool cli_last)
     return n;
 }
 
-/* The value of key=N in line (bare integer), or -1 if absent. */
-static long long logfmt_int(const char *line, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof(pat), " %s=", key);
-    const char *k = strstr(line, pat);
-    if (!k)
-        return -1;
-    char *end;
-    long long v = strtoll(k + strlen(pat), &end, 10);
-    return *end == ' ' || *end == '\0' || *end == '\n' ? v : -1;
-}
-
 static void test_logs(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     stream *s = &fx->s;
     stream_make(s, 900, 600, 0x55aa55aau);
     produce_stream(fx, s);
@@ -1156,9 +1128,9 @@ static void test_logs(void **state)
                 break; /* still being written */
             stats_lines++;
             snprintf(line, sizeof(line), "%.*s", (int)(eol - bol), bol);
-            if (logfmt_int(line, "records_in") == (long long)s->n) {
+            if (h_log_int(line, "records_in") == (long long)s->n) {
                 in_seen = true;
-                zero = logfmt_int(line, "lag") == 0;
+                zero = h_log_int(line, "lag") == 0;
                 if (zero)
                     break;
             }
@@ -1174,24 +1146,24 @@ static void test_logs(void **state)
     }
     fprintf(stderr, "    %s\n", line);
     assert_true(stats_lines >= 2); /* every second, so more than one */
-    assert_int_equal(logfmt_int(line, "records_out"), (long long)s->out);
-    assert_int_equal(logfmt_int(line, "duplicates"), (long long)s->dup);
-    assert_int_equal(logfmt_int(line, "blocked"), (long long)s->spam);
-    assert_int_equal(logfmt_int(line, "missing_key"), 0);
-    assert_int_equal(logfmt_int(line, "partitions"), NPART);
-    assert_true(logfmt_int(line, "checkpoints") >= NPART);
-    assert_true(logfmt_int(line, "commits") >= 1);
-    assert_int_equal(logfmt_int(line, "checkpoint_failures"), 0);
+    assert_int_equal(h_log_int(line, "records_out"), (long long)s->out);
+    assert_int_equal(h_log_int(line, "duplicates"), (long long)s->dup);
+    assert_int_equal(h_log_int(line, "blocked"), (long long)s->spam);
+    assert_int_equal(h_log_int(line, "missing_key"), 0);
+    assert_int_equal(h_log_int(line, "partitions"), NPART);
+    assert_true(h_log_int(line, "checkpoints") >= NPART);
+    assert_true(h_log_int(line, "commits") >= 1);
+    assert_int_equal(h_log_int(line, "checkpoint_failures"), 0);
     /* The same counters as /metrics. */
     h_prom pm;
     char *body = NULL;
     scrape(p, port, &pm, &body);
     assert_true(h_prom_get(&pm, body, "bloomstage_records_in_total") ==
-                (double)logfmt_int(line, "records_in"));
+                (double)h_log_int(line, "records_in"));
     assert_true(h_prom_get(&pm, body, "bloomstage_records_out_total") ==
-                (double)logfmt_int(line, "records_out"));
+                (double)h_log_int(line, "records_out"));
     assert_true(h_prom_get(&pm, body, "bloomstage_partitions_assigned") ==
-                (double)logfmt_int(line, "partitions"));
+                (double)h_log_int(line, "partitions"));
     h_prom_free(&pm);
     free(body);
 
@@ -1224,10 +1196,10 @@ static void test_logs(void **state)
  * for it has spaces. */
 static void test_log_consume_error_is_logfmt(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     /* Seeded before anything joins the group (see h_commit). */
     const int64_t past_end[NPART] = {1000, 1000, 1000};
-    H_CHECK(h_commit(fx->bs, "metrics", "in", NPART, past_end));
+    H_CHECK(h_commit(fx->h.bs, "metrics", "in", NPART, past_end));
     const char *conf =
         write_conf(fx, NULL, "consumer.auto.offset.reset=error\n");
     h_proc *p = stage_start(conf, NULL);
@@ -1242,13 +1214,13 @@ static void test_log_consume_error_is_logfmt(void **state)
  * the partitions are assigned) is logged as logfmt before exit 1. */
 static void test_log_fatal_error_is_logfmt(void **state)
 {
-    fixture *fx = FX(state);
+    fixture *fx = *state;
     const char *conf = write_conf(fx, NULL, NULL);
     h_proc *p = stage_start(conf, NULL);
     h_wait_said(p, "msg=started", 1, 20000);
     /* After the start-up check of every checkpoint, before the join. */
     for (int i = 0; i < NPART; i++) {
-        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->dir, i);
+        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->h.dir, i);
         H_CHECK(h_write_file(path, "garbage"));
         free(path);
     }
@@ -1276,14 +1248,14 @@ static void test_log_fatal_error_is_logfmt(void **state)
  * crash -- exit 1, cleanly. */
 static void test_fatal_at_assignment_exits_1(void **state)
 {
-    fixture *fx = FX(state);
-    H_CHECK(h_broker_control(fx->broker, "push-errors OffsetFetch 30 "
+    fixture *fx = *state;
+    H_CHECK(h_broker_control(fx->h.broker, "push-errors OffsetFetch 30 "
                                          "COORDINATOR_LOAD_IN_PROGRESS"));
     const char *conf = write_conf(fx, NULL, NULL);
     h_proc *p = stage_start(conf, NULL);
     h_wait_said(p, "msg=started", 1, 20000);
     for (int i = 1; i < NPART; i++) {
-        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->dir, i);
+        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->h.dir, i);
         H_CHECK(h_write_file(path, "garbage"));
         free(path);
     }

@@ -1124,20 +1124,34 @@ static void assert_untouched(fixture *fx)
                  h_last_error());
 }
 
+/* startup_prepare with blocklist "spam" at path, keyed by json:/from. */
+static char *spam_prepare(fixture *fx, const char *path)
+{
+    char *extra = h_strdupf("blocklist.spam.path=%s\n"
+                            "blocklist.spam.key=json:/from\n", path);
+    char *conf = startup_prepare(fx, extra);
+    free(extra);
+    return conf;
+}
+
+/* A stage on conf must refuse to start (exit 1) naming the blocklist and
+ * its file, and leave the group untouched. */
+static void refuses_spam(fixture *fx, const char *conf, const char *file)
+{
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    stage_refuses(p, 1);
+    h_expect_said(p, "'spam'");
+    h_expect_said(p, file);
+    assert_untouched(fx);
+}
+
 static void test_refuses_missing_blocklist(void **state)
 {
     fixture *fx = *state;
     char *path = h_strdupf("%s/no-such-list.txt", fx->dir);
-    char *extra = h_strdupf("blocklist.spam.path=%s\n"
-                            "blocklist.spam.key=json:/from\n", path);
-    char *conf = startup_prepare(fx, extra);
-    h_proc *p = h_stage_start(conf, NULL, NULL);
-    stage_refuses(p, 1);
-    h_expect_said(p, "'spam'");
-    h_expect_said(p, path);
-    assert_untouched(fx);
+    char *conf = spam_prepare(fx, path);
+    refuses_spam(fx, conf, path);
     free(conf);
-    free(extra);
     free(path);
 }
 
@@ -1151,9 +1165,7 @@ static void test_refuses_damaged_filter(void **state)
                            list, NULL};
     h_bs_cmd(build, 0);
     char *bf = h_strdupf("%s/damaged.bf", fx->dir);
-    char *extra = h_strdupf("blocklist.spam.path=%s\n"
-                            "blocklist.spam.key=json:/from\n", bf);
-    char *conf = startup_prepare(fx, extra);
+    char *conf = spam_prepare(fx, bf);
 
     /* A flipped bit in the bit array; cut short; a damaged magic (the
      * file is still a damaged filter, not a text list). */
@@ -1170,14 +1182,9 @@ static void test_refuses_damaged_filter(void **state)
         copy_file(good, bf, cases[c].keep);
         if (cases[c].at != -1)
             damage_byte(bf, cases[c].at == -2 ? -1 : cases[c].at);
-        h_proc *p = h_stage_start(conf, NULL, NULL);
-        stage_refuses(p, 1);
-        h_expect_said(p, "'spam'");
-        h_expect_said(p, bf);
-        assert_untouched(fx);
+        refuses_spam(fx, conf, bf);
     }
     free(conf);
-    free(extra);
     free(bf);
     free(good);
     free(list);
@@ -1230,14 +1237,21 @@ static void refused_config(fixture *fx, const char *name, const char *text,
     free(conf);
 }
 
+/* Five lines of a valid configuration for group "startup", whose offsets
+ * are seeded (so assert_untouched can tell it was never joined). */
+static char *config_base(fixture *fx)
+{
+    H_CHECK(h_commit(fx->bs, "startup", "in", 3, SEEDED));
+    return h_strdupf("input.topics=in\noutput.topic=out\n"
+                     "kafka.bootstrap.servers=%s\n"
+                     "consumer.group.id=startup\n"
+                     "checkpoint.dir=%s/ckpt\n", fx->bs, fx->dir);
+}
+
 static void test_config_errors(void **state)
 {
     fixture *fx = *state;
-    char *base = h_strdupf("input.topics=in\noutput.topic=out\n"
-                           "kafka.bootstrap.servers=%s\n"
-                           "consumer.group.id=startup\n"
-                           "checkpoint.dir=%s/ckpt\n", fx->bs, fx->dir);
-    H_CHECK(h_commit(fx->bs, "startup", "in", 3, SEEDED));
+    char *base = config_base(fx);
     char *t;
 
     t = h_strdupf("%sdedup.fpx=0.01\n", base); /* line 6 */
@@ -1275,11 +1289,7 @@ static void test_config_errors(void **state)
 static void test_config_errors_found_at_setup(void **state)
 {
     fixture *fx = *state;
-    char *base = h_strdupf("input.topics=in\noutput.topic=out\n"
-                           "kafka.bootstrap.servers=%s\n"
-                           "consumer.group.id=startup\n"
-                           "checkpoint.dir=%s/ckpt\n", fx->bs, fx->dir);
-    H_CHECK(h_commit(fx->bs, "startup", "in", 3, SEEDED));
+    char *base = config_base(fx);
     char *t;
     /* reject needs somewhere to reject to */
     t = h_strdupf("%sdedup.on.missing.key=reject\n", base);

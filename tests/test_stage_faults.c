@@ -70,12 +70,11 @@
 
 /* ---- fixture --------------------------------------------------------- */
 
-/* A test's state, beside its h_fixture (broker, directory, processes). */
+/* A test's state: the shared fixture (broker, temp directory, processes)
+ * and its own. */
 typedef struct fx {
-    h_broker *b;
-    const char *bs;
-    char *dir;      /* the test's temp directory */
-    char *ckdir;    /* checkpoint.dir, inside it */
+    h_fixture h;
+    char *ckdir;    /* checkpoint.dir, in h.dir */
     char *conf;     /* the stage's configuration file */
     char *filler;   /* test 4: the file that fills the tmpfs */
     char group[64];
@@ -86,15 +85,10 @@ typedef struct fx {
     rd_kafka_t *member; /* test 6's other group member */
 } fx;
 
-static fx *F(void **state)
-{
-    return ((h_fixture *)*state)->ext;
-}
-
 /* Undoes what a test did to its checkpoint directory, then frees. */
-static int fx_free(void *ext)
+static int fx_cleanup(h_fixture *hf)
 {
-    fx *f = ext;
+    fx *f = (fx *)hf;
     int rc = 0;
     if (f->member) {
         rd_kafka_consumer_close(f->member);
@@ -117,7 +111,6 @@ static int fx_free(void *ext)
     free(f->ckdir);
     free(f->conf);
     free(f->filler);
-    free(f);
     return rc;
 }
 
@@ -125,17 +118,11 @@ static int fx_setup(void **state)
 {
     static unsigned seq;
     static const char *const topics[] = {IN ":3", OUT ":3", NULL};
-    if (h_fixture_setup(state, 1, topics))
+    if (h_fixture_setup_sized(state, 1, topics, sizeof(fx), fx_cleanup))
         return -1;
-    h_fixture *hf = *state;
-    fx *f = h_xcalloc(1, sizeof(*f));
-    hf->ext = f;
-    hf->ext_free = fx_free;
-    f->b = hf->broker;
-    f->bs = hf->bs;
-    f->dir = hf->dir;
-    f->ckdir = h_strdupf("%s/ckpt", f->dir);
-    f->conf = h_strdupf("%s/stage.conf", f->dir);
+    fx *f = *state;
+    f->ckdir = h_strdupf("%s/ckpt", f->h.dir);
+    f->conf = h_strdupf("%s/stage.conf", f->h.dir);
     snprintf(f->group, sizeof(f->group), "bs-faults-%d-%u", (int)getpid(),
              ++seq);
     if (mkdir(f->ckdir, 0755) != 0) {
@@ -164,7 +151,7 @@ static int fx_setup(void **state)
         "producer.message.timeout.ms=5000\n"
         "producer.retry.backoff.ms=100\n"
         "log.level=info\n",
-        f->group, f->ckdir, f->bs);
+        f->group, f->ckdir, f->h.bs);
     int rc = h_write_file(f->conf, text);
     free(text);
     if (rc) {
@@ -190,7 +177,7 @@ static h_stream *stream_new(size_t n, unsigned dup_pct, uint64_t seed)
  * the offsets the stream assigned them. */
 static void produce_range(fx *f, size_t from, size_t to)
 {
-    h_stream_produce(f->st, f->bs, IN, from, to, NULL);
+    h_stream_produce(f->st, f->h.bs, IN, from, to, NULL);
 }
 
 /* ---- checkpoints on disk --------------------------------------------- */
@@ -269,7 +256,7 @@ static void invariant1_cb(void *arg, const int64_t *c)
 static void committed_checked(fx *f, int64_t *committed, int64_t *ckpt)
 {
     int64_t c[NPART];
-    H_CHECK(h_committed(f->bs, f->group, IN, NPART, c));
+    H_CHECK(h_committed(f->h.bs, f->group, IN, NPART, c));
     invariant1(f, c, ckpt);
     if (committed)
         memcpy(committed, c, sizeof(c));
@@ -281,7 +268,7 @@ static void wait_committed(fx *f, h_proc *p, const int64_t *want,
                            int timeout_ms)
 {
     h_proc *const procs[] = {p, NULL};
-    h_wait_committed(f->bs, f->group, IN, NPART, want, procs, timeout_ms,
+    h_wait_committed(f->h.bs, f->group, IN, NPART, want, procs, timeout_ms,
                      invariant1_cb, f);
 }
 
@@ -297,7 +284,7 @@ static h_proc *stage_start(fx *f, const char *const *extra)
 /* The output, every record traced back to its input record (h_read_out). */
 static h_outrec *read_out(fx *f, size_t *n)
 {
-    return h_read_out(f->st, f->bs, OUT, IN, n);
+    return h_read_out(f->st, f->h.bs, OUT, IN, n);
 }
 
 /* Copies per key id in the output just read; every key id whose first
@@ -312,6 +299,23 @@ static void exactly_once_before(fx *f, const unsigned *c, size_t upto,
                                 const char *why)
 {
     h_expect_once(f->st, c, IN, OUT, upto, why);
+}
+
+/* Batch A, records [0, na) of a stream of n (40% copies, seed), produced;
+ * a stage started with extra (NULL-terminated, may be NULL) and batch A
+ * committed: how tests 2 to 6 begin.  end_a, end_b: the input's ends after
+ * batch A and after all n records. */
+static h_proc *batch_a_committed(fx *f, size_t n, size_t na, uint64_t seed,
+                                 const char *const *extra, int64_t *end_a,
+                                 int64_t *end_b)
+{
+    f->st = stream_new(n, 40, seed);
+    produce_range(f, 0, na);
+    h_stream_ends(f->st, na, end_a);
+    h_stream_ends(f->st, n, end_b);
+    h_proc *p = stage_start(f, extra);
+    wait_committed(f, p, end_a, 60000);
+    return p;
 }
 
 /* ---- 1. kill -9 at many moments -------------------------------------- */
@@ -401,7 +405,7 @@ static void kill9_restart(fx *f, bool exactly_once)
                          "%lld to %lld", k, KILLS[k - 1].what, IN, q,
                          (long long)ckpt[k - 1][q], (long long)ckpt[k][q]);
             int64_t lo;
-            H_CHECK(h_watermarks(f->bs, OUT, q, &lo, &out_hw[k][q]));
+            H_CHECK(h_watermarks(f->h.bs, OUT, q, &lo, &out_hw[k][q]));
         }
         print_message("kill %zu (%s): checkpoints %lld/%lld/%lld, committed "
                       "%lld/%lld/%lld, output %lld\n", k, KILLS[k - 1].what,
@@ -481,12 +485,12 @@ static void kill9_restart(fx *f, bool exactly_once)
 
 static void test_kill9_restart_at_least_once(void **state)
 {
-    kill9_restart(F(state), false);
+    kill9_restart(*state, false);
 }
 
 static void test_kill9_restart_exactly_once(void **state)
 {
-    kill9_restart(F(state), true);
+    kill9_restart(*state, true);
 }
 
 /* ---- 2. delivery failures -------------------------------------------- */
@@ -507,23 +511,17 @@ static void test_kill9_restart_exactly_once(void **state)
 static void delivery_failure(fx *f, const char *error)
 {
     const size_t N = 6000, NA = 3000;
-    f->st = stream_new(N, 40, 2);
-    produce_range(f, 0, NA);
-    int64_t end_a[NPART], end_b[NPART];
-    h_stream_ends(f->st, NA, end_a);
-    h_stream_ends(f->st, N, end_b);
-
     const char *const extra[] = {"producer.message.timeout.ms=3000",
                                  "consumer.session.timeout.ms=10000",
                                  "consumer.heartbeat.interval.ms=500",
                                  "processing.guarantee=exactly_once", NULL};
-    h_proc *p = stage_start(f, extra);
-    wait_committed(f, p, end_a, 60000);
+    int64_t end_a[NPART], end_b[NPART];
+    h_proc *p = batch_a_committed(f, N, NA, 2, extra, end_a, end_b);
 
     H_CHECK(h_process_kill(p, SIGSTOP));
     produce_range(f, NA, N);
     char *cmd = h_strdupf("push-errors Produce 1000 %s", error);
-    int rc = h_broker_control(f->b, cmd);
+    int rc = h_broker_control(f->h.broker, cmd);
     free(cmd);
     H_CHECK(h_process_kill(p, SIGCONT));
     H_CHECK(rc);
@@ -553,7 +551,7 @@ static void delivery_failure(fx *f, const char *error)
         h_stage_alive(p, "while deliveries fail");
         h_sleep_ms(400);
     }
-    H_CHECK(h_broker_control(f->b, "clear-errors Produce"));
+    H_CHECK(h_broker_control(f->h.broker, "clear-errors Produce"));
     wait_committed(f, p, end_b, 120000);
     size_t rollbacks = h_count_said(p, "delivery failed, rolling back");
     h_stage_stop(p);
@@ -575,13 +573,13 @@ static void delivery_failure(fx *f, const char *error)
 /* A retriable error: every retry fails until message.timeout.ms. */
 static void test_delivery_failure_retriable(void **state)
 {
-    delivery_failure(F(state), "NOT_ENOUGH_REPLICAS");
+    delivery_failure(*state, "NOT_ENOUGH_REPLICAS");
 }
 
 /* A permanent one: the batch fails at once, even with retries. */
 static void test_delivery_failure_permanent(void **state)
 {
-    delivery_failure(F(state), "TOPIC_AUTHORIZATION_FAILED");
+    delivery_failure(*state, "TOPIC_AUTHORIZATION_FAILED");
 }
 
 /* ---- 3. the broker goes away ----------------------------------------- */
@@ -596,7 +594,7 @@ static void test_delivery_failure_permanent(void **state)
  */
 static void test_broker_down(void **state)
 {
-    fx *f = F(state);
+    fx *f = *state;
     const size_t N = 20000;
     f->st = stream_new(N, 40, 3);
     produce_range(f, 0, N);
@@ -614,10 +612,10 @@ static void test_broker_down(void **state)
         usleep(500);
         ckpt_all(f, k);
     } while (h_sum_positive(k, NPART) < (int64_t)N / 4);
-    H_CHECK(h_broker_control(f->b, "broker-down 1"));
+    H_CHECK(h_broker_control(f->h.broker, "broker-down 1"));
     h_sleep_ms(4000);
     h_stage_alive(p, "while the broker was down");
-    H_CHECK(h_broker_control(f->b, "broker-up 1"));
+    H_CHECK(h_broker_control(f->h.broker, "broker-up 1"));
     print_message("broker down at checkpoints %lld/%lld/%lld of "
                   "%lld/%lld/%lld\n", (long long)k[0], (long long)k[1],
                   (long long)k[2], (long long)end[0], (long long)end[1],
@@ -654,17 +652,12 @@ static void test_broker_down(void **state)
  */
 static void test_commit_failure(void **state)
 {
-    fx *f = F(state);
+    fx *f = *state;
     const size_t N = 2030, NA = 2000;
-    f->st = stream_new(N, 40, 10);
-    produce_range(f, 0, NA);
     int64_t end_a[NPART], end_b[NPART];
-    h_stream_ends(f->st, NA, end_a);
-    h_stream_ends(f->st, N, end_b);
-    h_proc *p = stage_start(f, NULL);
-    wait_committed(f, p, end_a, 60000);
+    h_proc *p = batch_a_committed(f, N, NA, 10, NULL, end_a, end_b);
 
-    H_CHECK(h_broker_control(f->b, "push-errors OffsetCommit 100 "
+    H_CHECK(h_broker_control(f->h.broker, "push-errors OffsetCommit 100 "
                                    "OFFSET_METADATA_TOO_LARGE"));
     produce_range(f, NA, N);
     double t0 = h_now_s();
@@ -680,7 +673,7 @@ static void test_commit_failure(void **state)
     }
     h_wait_said(p, "msg=\"commit failed\"", 1, 10000);
     h_sleep_ms(1000);
-    H_CHECK(h_broker_control(f->b, "clear-errors OffsetCommit"));
+    H_CHECK(h_broker_control(f->h.broker, "clear-errors OffsetCommit"));
     int64_t c[NPART];
     committed_checked(f, c, NULL);
     print_message("checkpointed at %lld/%lld/%lld, committed %lld/%lld/%lld "
@@ -793,16 +786,11 @@ static void unblock_writes(fx *f, block_kind kind)
 static void unwritable_checkpoints(fx *f, block_kind kind)
 {
     const size_t N = 6000, NA = 2000;
-    f->st = stream_new(N, 40, kind == BLOCK_FULL ? 4 : 5);
-    produce_range(f, 0, NA);
-    int64_t end_a[NPART], end_b[NPART];
-    h_stream_ends(f->st, NA, end_a);
-    h_stream_ends(f->st, N, end_b);
-
     /* Small filters (a few KiB), so that they fit the tmpfs. */
     const char *const extra[] = {"dedup.capacity=1000", NULL};
-    h_proc *p = stage_start(f, extra);
-    wait_committed(f, p, end_a, 60000);
+    int64_t end_a[NPART], end_b[NPART];
+    h_proc *p = batch_a_committed(f, N, NA, kind == BLOCK_FULL ? 4 : 5,
+                                  extra, end_a, end_b);
 
     if (!block_writes(f, kind)) {
         print_message("chattr +i failed on %s (not ext2/3/4?): skipped\n",
@@ -859,7 +847,7 @@ static bool mount_tmpfs(fx *f, const char *size)
 
 static void test_disk_full(void **state)
 {
-    fx *f = F(state);
+    fx *f = *state;
     if (!mount_tmpfs(f, "512k"))
         skip();
     unwritable_checkpoints(f, BLOCK_FULL);
@@ -867,7 +855,7 @@ static void test_disk_full(void **state)
 
 static void test_readonly_dir(void **state)
 {
-    unwritable_checkpoints(F(state), BLOCK_READONLY);
+    unwritable_checkpoints(*state, BLOCK_READONLY);
 }
 
 /* ---- 6. a rebalance while paused --------------------------------------- */
@@ -877,7 +865,7 @@ static void test_readonly_dir(void **state)
 static rd_kafka_t *member_new(fx *f)
 {
     rd_kafka_conf_t *conf = h_conf_pairs(
-        h_kafka_conf(f->bs), "group.id", f->group, "enable.auto.commit",
+        h_kafka_conf(f->h.bs), "group.id", f->group, "enable.auto.commit",
         "false", "auto.offset.reset", "earliest", "session.timeout.ms",
         "3000", "heartbeat.interval.ms", "300",
         "partition.assignment.strategy", "cooperative-sticky", NULL);
@@ -962,16 +950,11 @@ static void member_free(fx *f)
  */
 static void test_revoked_while_paused(void **state)
 {
-    fx *f = F(state);
+    fx *f = *state;
     const size_t N = 6000, NA = 2000;
-    f->st = stream_new(N, 40, 8);
-    produce_range(f, 0, NA);
-    int64_t end_a[NPART], end_b[NPART];
-    h_stream_ends(f->st, NA, end_a);
-    h_stream_ends(f->st, N, end_b);
     const char *const extra[] = {"dedup.capacity=1000", NULL};
-    h_proc *p = stage_start(f, extra);
-    wait_committed(f, p, end_a, 60000);
+    int64_t end_a[NPART], end_b[NPART];
+    h_proc *p = batch_a_committed(f, N, NA, 8, extra, end_a, end_b);
 
     if (!block_writes(f, BLOCK_READONLY)) {
         print_message("chattr +i failed on %s: skipped\n", f->ckdir);
@@ -1073,12 +1056,12 @@ static void assigned_while_unwritable(fx *f, const char *guarantee)
 
 static void test_assigned_while_unwritable_alo(void **state)
 {
-    assigned_while_unwritable(F(state), "at_least_once");
+    assigned_while_unwritable(*state, "at_least_once");
 }
 
 static void test_assigned_while_unwritable_eo(void **state)
 {
-    assigned_while_unwritable(F(state), "exactly_once");
+    assigned_while_unwritable(*state, "exactly_once");
 }
 
 int main(void)

@@ -36,7 +36,7 @@
  * larger was kept, so that no test waits less than it used to. */
 
 /* mock-broker: its bootstrap line, the answer to a control command, its
- * exit after SIGTERM.  The harness waited 10 s for the bootstrap line,
+ * exit after SIGTERM.  tests/harness.c waited 10 s for the bootstrap line,
  * bench/e2e.c 20 s. */
 #define H_BROKER_MS 20000
 /* One Kafka request of a helper: metadata, watermarks, committed offsets. */

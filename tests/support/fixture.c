@@ -11,16 +11,20 @@
 /* Every fixture made and not yet freed. */
 static h_fixture *g_live[8];
 
-int h_fixture_new(int brokers, const char *const *topics, h_fixture **out)
+int h_fixture_new_sized(int brokers, const char *const *topics, size_t size,
+                        int (*cleanup)(h_fixture *fx), h_fixture **out)
 {
     *out = NULL;
+    if (size < sizeof(h_fixture))
+        return h_fail("h_fixture_new_sized: %zu bytes", size);
     size_t slot = 0;
     while (slot < sizeof(g_live) / sizeof(g_live[0]) && g_live[slot])
         slot++;
     if (slot == sizeof(g_live) / sizeof(g_live[0]))
         return h_fail("more than %zu fixtures at once", slot);
-    h_fixture *fx = h_xcalloc(1, sizeof(*fx));
+    h_fixture *fx = h_xcalloc(1, size);
     fx->t0 = h_now_s();
+    fx->cleanup = cleanup;
     if (h_broker_start(h_bloomstage_path(), brokers, topics, &fx->broker) ||
         h_tmpdir_new(&fx->dir)) {
         char why[512];
@@ -35,6 +39,11 @@ int h_fixture_new(int brokers, const char *const *topics, h_fixture **out)
     return 0;
 }
 
+int h_fixture_new(int brokers, const char *const *topics, h_fixture **out)
+{
+    return h_fixture_new_sized(brokers, topics, sizeof(h_fixture), NULL, out);
+}
+
 int h_fixture_free(h_fixture *fx)
 {
     if (!fx)
@@ -44,7 +53,7 @@ int h_fixture_free(h_fixture *fx)
             g_live[i] = NULL;
     int rc = 0;
     h_proc_release_all();
-    if (fx->ext_free && fx->ext_free(fx->ext))
+    if (fx->cleanup && fx->cleanup(fx))
         rc = -1;
     h_tmpdir_remove(fx->dir);
     if (h_broker_stop(fx->broker)) {
@@ -56,15 +65,23 @@ int h_fixture_free(h_fixture *fx)
     return rc;
 }
 
-int h_fixture_setup(void **state, int brokers, const char *const *topics)
+int h_fixture_setup_sized(void **state, int brokers,
+                          const char *const *topics, size_t size,
+                          int (*cleanup)(h_fixture *fx))
 {
     h_fixture *fx = NULL;
-    if (h_fixture_new(brokers, topics, &fx)) {
+    if (h_fixture_new_sized(brokers, topics, size, cleanup, &fx)) {
         fprintf(stderr, "setup: %s\n", h_last_error());
         return -1;
     }
     *state = fx;
     return 0;
+}
+
+int h_fixture_setup(void **state, int brokers, const char *const *topics)
+{
+    return h_fixture_setup_sized(state, brokers, topics, sizeof(h_fixture),
+                                 NULL);
 }
 
 int h_fixture_teardown(void **state)

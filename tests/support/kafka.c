@@ -120,6 +120,19 @@ static char *random_group(void)
                      ts.tv_nsec);
 }
 
+/* rd_kafka_new, taking conf; NULL with h_last_error() on failure. */
+static rd_kafka_t *new_client(rd_kafka_type_t type, rd_kafka_conf_t *conf,
+                              const char *what)
+{
+    char errstr[512];
+    rd_kafka_t *rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        h_fail("rd_kafka_new(%s): %s", what, errstr);
+    }
+    return rk;
+}
+
 /* A consumer that never subscribes: it joins no group, commits nothing on
  * its own and reads only what it is assigned.  conf_kv: extra settings. */
 static rd_kafka_t *new_consumer(const char *bootstraps, const char *group,
@@ -134,14 +147,7 @@ static rd_kafka_t *new_consumer(const char *bootstraps, const char *group,
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    char errstr[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr,
-                                  sizeof(errstr));
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        h_fail("rd_kafka_new(consumer): %s", errstr);
-    }
-    return rk;
+    return new_client(RD_KAFKA_CONSUMER, conf, "consumer");
 }
 
 static void close_consumer(rd_kafka_t *rk)
@@ -224,12 +230,10 @@ int h_producer_new(rd_kafka_conf_t *conf, int queue_full_ms,
     p->queue_full_ms = queue_full_ms;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     rd_kafka_conf_set_opaque(conf, p);
-    char errstr[512];
-    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    p->rk = new_client(RD_KAFKA_PRODUCER, conf, "producer");
     if (!p->rk) {
-        rd_kafka_conf_destroy(conf);
         free(p);
-        return h_fail("rd_kafka_new(producer): %s", errstr);
+        return -1;
     }
     *out = p;
     return 0;
@@ -442,6 +446,11 @@ int h_topic_total(const char *bootstraps, const char *topic, int64_t *total)
     return 0;
 }
 
+rd_kafka_t *h_query_client(rd_kafka_conf_t *conf)
+{
+    return new_client(RD_KAFKA_PRODUCER, conf, "query client");
+}
+
 int h_offsets(rd_kafka_t *rk, const char *topic, int nparts, int64_t which,
               int64_t *out, int timeout_ms)
 {
@@ -486,6 +495,19 @@ int h_check_nothing_dropped(rd_kafka_t *rk, const char *topic, int nparts)
     return rc;
 }
 
+/* Copies len bytes of src to *bytes with a NUL after them (only the NUL
+ * when src is NULL), moves *bytes past them; returns the copy, or NULL for
+ * a NULL src. */
+static const void *copy_nul(char **bytes, const void *src, size_t len)
+{
+    char *dst = *bytes;
+    if (src)
+        memcpy(dst, src, len);
+    dst[len] = '\0';
+    *bytes += len + 1;
+    return src ? dst : NULL;
+}
+
 /* Appends a copy of m to l: one allocation holds the header array and all
  * bytes (key and value NUL-terminated). */
 static void list_append(h_record_list *l, const rd_kafka_message_t *m)
@@ -514,39 +536,18 @@ static void list_append(h_record_list *l, const rd_kafka_message_t *m)
                   .n_headers = nh};
     rd_kafka_timestamp_type_t tstype;
     r.timestamp = rd_kafka_message_timestamp(m, &tstype);
-    if (m->key) {
-        memcpy(bytes, m->key, m->key_len);
-        r.key = bytes;
-        r.key_len = m->key_len;
-    }
-    bytes[m->key_len] = '\0';
-    bytes += m->key_len + 1;
-    if (m->payload) {
-        memcpy(bytes, m->payload, m->len);
-        r.value = bytes;
-        r.value_len = m->len;
-    }
-    bytes[m->len] = '\0';
-    bytes += m->len + 1;
+    r.key = copy_nul(&bytes, m->key, m->key_len);
+    r.key_len = r.key ? m->key_len : 0;
+    r.value = copy_nul(&bytes, m->payload, m->len);
+    r.value_len = r.value ? m->len : 0;
     for (size_t i = 0; i < nh; i++) {
         const char *name;
         const void *val;
         size_t vlen;
         rd_kafka_header_get_all(hdrs, i, &name, &val, &vlen);
-        size_t nlen = strlen(name) + 1;
-        memcpy(bytes, name, nlen);
-        hv[i].name = bytes;
-        bytes += nlen;
-        if (val) {
-            memcpy(bytes, val, vlen);
-            bytes[vlen] = '\0';
-            hv[i].value = bytes;
-            hv[i].value_len = vlen;
-            bytes += vlen + 1;
-        } else {
-            hv[i].value = NULL;
-            hv[i].value_len = 0;
-        }
+        hv[i].name = copy_nul(&bytes, name, strlen(name));
+        hv[i].value = val ? copy_nul(&bytes, val, vlen) : NULL;
+        hv[i].value_len = val ? vlen : 0;
     }
 
     if (l->n == l->cap) {

@@ -166,6 +166,10 @@ int h_watermarks(const char *bootstraps, const char *topic, int32_t partition,
 int h_topic_total(const char *bootstraps, const char *topic,
                   int64_t *total) H_WARN_UNUSED;
 
+/* A client for metadata and offset queries, kept for many calls (a
+ * producer handle that produces nothing); takes conf.  NULL, with
+ * h_last_error(), if it cannot be made. */
+rd_kafka_t *h_query_client(rd_kafka_conf_t *conf);
 /* With a client of the caller's (a query client, kept for many calls): the
  * low (which = RD_KAFKA_OFFSET_BEGINNING) or high (RD_KAFKA_OFFSET_END)
  * watermarks of partitions 0..nparts-1 of topic into out[], in one

@@ -58,6 +58,19 @@ static int capture_file(const char *what, int *mine, int *child)
     return 0;
 }
 
+/* A close-on-exec pipe; with child, its end `end` (0 read, 1 write) moves
+ * to *child (for the child's dup2). */
+static int make_pipe(int fds[2], int *child, int end)
+{
+    if (pipe2(fds, O_CLOEXEC))
+        return h_fail("pipe2: %s", strerror(errno));
+    if (child) {
+        *child = fds[end];
+        fds[end] = -1;
+    }
+    return 0;
+}
+
 /* environ with envp_extra's keys replaced or added, BLOOMSTAGE_BIN left
  * out; the array is malloc'd, the strings are borrowed. */
 static char **merged_env(char *const envp_extra[])
@@ -132,27 +145,13 @@ int h_process_spawn_opts(char *const argv[], const h_spawn_opts *opts,
                                             &child_out))
             goto done;
     }
-    if (o->pipe_stdout) {
-        if (pipe2(out_pipe, O_CLOEXEC)) {
-            h_fail("pipe2: %s", strerror(errno));
-            goto done;
-        }
-        child_out = out_pipe[1];
-        out_pipe[1] = -1;
-    }
-    if (o->pipe_stdin) {
-        if (pipe2(in_pipe, O_CLOEXEC)) {
-            h_fail("pipe2: %s", strerror(errno));
-            goto done;
-        }
-        child_in = in_pipe[0];
-        in_pipe[0] = -1;
-    } else if ((child_in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-        h_fail("/dev/null: %s", strerror(errno));
+    if ((o->pipe_stdout && make_pipe(out_pipe, &child_out, 1)) ||
+        (o->pipe_stdin && make_pipe(in_pipe, &child_in, 0)) ||
+        make_pipe(exec_pipe, NULL, 0))
         goto done;
-    }
-    if (pipe2(exec_pipe, O_CLOEXEC)) {
-        h_fail("pipe2: %s", strerror(errno));
+    if (!o->pipe_stdin &&
+        (child_in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        h_fail("/dev/null: %s", strerror(errno));
         goto done;
     }
     env = merged_env(o->env);
