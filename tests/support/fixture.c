@@ -39,11 +39,6 @@ int h_fixture_new_sized(int brokers, const char *const *topics, size_t size,
     return 0;
 }
 
-int h_fixture_new(int brokers, const char *const *topics, h_fixture **out)
-{
-    return h_fixture_new_sized(brokers, topics, sizeof(h_fixture), NULL, out);
-}
-
 int h_fixture_free(h_fixture *fx)
 {
     if (!fx)

@@ -35,14 +35,12 @@ struct h_fixture {
 int h_fixture_new_sized(int brokers, const char *const *topics, size_t size,
                         int (*cleanup)(h_fixture *fx),
                         h_fixture **out) H_WARN_UNUSED;
-int h_fixture_new(int brokers, const char *const *topics,
-                  h_fixture **out) H_WARN_UNUSED;
 /* Kills and frees every process remembered (h_proc_release_all), runs the
  * cleanup, removes the directory, stops the broker, frees the block: 0 iff
  * all went well (the broker exited 0 on SIGTERM).  NULL: 0. */
 int h_fixture_free(h_fixture *fx);
 
-/* cmocka setup: h_fixture_new(_sized) into *state (the reason printed on
+/* cmocka setup: h_fixture_new_sized into *state (the reason printed on
  * failure). */
 int h_fixture_setup(void **state, int brokers, const char *const *topics);
 int h_fixture_setup_sized(void **state, int brokers,

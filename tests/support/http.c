@@ -26,8 +26,6 @@ void h_http_resp_free(h_http_resp *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* A TCP connection to 127.0.0.1:port with send/receive timeouts; -1 with
- * errno on failure. */
 int h_loopback_connect(unsigned port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -78,8 +76,6 @@ static bool http_header(const char *head, size_t head_len, const char *name,
     return false;
 }
 
-/* `METHOD path HTTP/1.0`, reads to EOF (the server closes an HTTP/1.0
- * connection).  0 with *r filled, or -1 with err. */
 int h_http_request(unsigned port, const char *method, const char *path,
                         h_http_resp *r, char *err, size_t err_size)
 {
@@ -241,14 +237,6 @@ static long prom_family_of(const h_prom *pm, const char *name, size_t len)
     return -1;
 }
 
-/*
- * Parses a /metrics body strictly: 0, or -1 with err naming the line.
- * Sample lines must match
- *   ^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? VALUE$
- * with VALUE a number strtod reads whole (or +Inf, -Inf, NaN); label names
- * unique within a series; every family exactly one HELP and one TYPE, the
- * TYPE before its samples, its samples grouped; no series twice.
- */
 int h_prom_parse(const char *text, h_prom *pm, char *err, size_t err_size)
 {
     memset(pm, 0, sizeof(*pm));
@@ -433,7 +421,6 @@ const h_prom_family *h_prom_family_named(const h_prom *pm, const char *name)
     return i >= 0 ? &pm->f[i] : NULL;
 }
 
-/* The value of a series, or fails the test (the scrape is printed). */
 double h_prom_get(const h_prom *pm, const char *body, const char *fmt, ...)
 {
     char series[512];
@@ -459,11 +446,6 @@ bool h_prom_has(const h_prom *pm, const char *fmt, ...)
     return h_prom_find(pm, series) != NULL;
 }
 
-/*
- * A histogram family's samples: _bucket series with only an `le` label, le
- * strictly increasing and ending at +Inf, counts non-decreasing
- * (cumulative), +Inf = _count, _sum present and >= 0.  0, or -1 with err.
- */
 int h_prom_check_histogram(const h_prom *pm, const char *name,
                                 double *count, char *err, size_t err_size)
 {

@@ -239,21 +239,6 @@ int h_producer_new(rd_kafka_conf_t *conf, int queue_full_ms,
     return 0;
 }
 
-rd_kafka_t *h_producer_rk(h_producer *p)
-{
-    return p->rk;
-}
-
-size_t h_producer_sent(const h_producer *p)
-{
-    return p->sent;
-}
-
-size_t h_producer_delivered(const h_producer *p)
-{
-    return p->delivered;
-}
-
 void h_producer_poll(h_producer *p)
 {
     rd_kafka_poll(p->rk, 0);

@@ -119,16 +119,12 @@ typedef struct h_producer h_producer;
  * (<= 0: as long as it takes). */
 int h_producer_new(rd_kafka_conf_t *conf, int queue_full_ms,
                    h_producer **out) H_WARN_UNUSED;
-rd_kafka_t *h_producer_rk(h_producer *p);
 /* Queues a copy of r for topic, partition (H_PARTITION_PER_RECORD: r's
  * own). */
 int h_producer_send(h_producer *p, const char *topic, int32_t partition,
                     const h_record *r) H_WARN_UNUSED;
 /* Serves delivery reports (rd_kafka_poll with timeout 0). */
 void h_producer_poll(h_producer *p);
-/* Records sent so far, and delivered / failed as reported so far. */
-size_t h_producer_sent(const h_producer *p);
-size_t h_producer_delivered(const h_producer *p);
 /* Flushes (up to flush_ms), destroys, frees: 0 iff every record sent was
  * delivered (else h_last_error() says how many failed, the first failure,
  * or how many were still queued). */
