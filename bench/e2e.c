@@ -117,16 +117,22 @@
  * one-record batches cannot reach the message-set cap).  A count that does
  * not match fails the run (exit 1): it is not a number.
  *
+ * Processes, the mock broker and the Kafka helpers are the integration
+ * tests' support layer (tests/support/, the library bstestsupport): the
+ * mock broker is `bloomstage mock-broker --control` as there, its control
+ * channel unused.
+ *
  * Exit: 0 when every phase ran and every count matched (a missed 0.9x
  * target included: this is a benchmark), 1 on a failure, 2 on usage.
  */
+#include "support.h"
+
 #include <librdkafka/rdkafka.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -136,7 +142,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -192,19 +197,6 @@ static void on_signal(int sig)
     interrupted = sig;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...)
 {
@@ -215,14 +207,6 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return -1;
-}
-
-static uint64_t splitmix64(uint64_t x)
-{
-    x += UINT64_C(0x9e3779b97f4a7c15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
 }
 
 /* CPU seconds (user + system) of a process so far, from /proc/PID/stat;
@@ -269,153 +253,45 @@ static long vm_hwm_kib(pid_t pid)
 
 /* -- child processes ------------------------------------------------------ */
 
-typedef struct child {
-    pid_t pid;
-    int stdout_fd; /* -1 unless piped */
-} child;
+/* Children are the support layer's h_proc: stdin from /dev/null, killed if
+ * this process dies (so an interrupted benchmark leaves no broker or stage
+ * behind), an exec failure reported by the spawn. */
 
-/* fork + exec argv; stdout to a pipe (pipe_stdout) or to log_path, stderr
- * to log_path.  The child gets SIGTERM if this process dies, so an
- * interrupted benchmark leaves no broker or stage behind. */
+/* argv with stderr, and stdout unless piped, to log_path (kept). */
 static int child_start(char *const argv[], bool pipe_stdout,
-                       const char *log_path, child *c)
+                       const char *log_path, h_proc **c)
 {
-    int fds[2] = {-1, -1};
-    c->pid = -1;
-    c->stdout_fd = -1;
-    if (pipe_stdout && pipe2(fds, O_CLOEXEC) != 0)
-        return fail("pipe: %s", strerror(errno));
-    int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log < 0) {
-        if (pipe_stdout) {
-            close(fds[0]);
-            close(fds[1]);
-        }
-        return fail("%s: %s", log_path, strerror(errno));
-    }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(log);
-        if (pipe_stdout) {
-            close(fds[0]);
-            close(fds[1]);
-        }
-        return fail("fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec: librdkafka threads may
-         * be running in the parent. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(127);
-        dup2(pipe_stdout ? fds[1] : log, STDOUT_FILENO);
-        dup2(log, STDERR_FILENO);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDIN_FILENO);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(log);
-    if (pipe_stdout) {
-        close(fds[1]);
-        c->stdout_fd = fds[0];
-    }
-    c->pid = pid;
+    h_spawn_opts o = {.log_path = log_path, .pipe_stdout = pipe_stdout};
+    if (h_process_spawn_opts(argv, &o, c))
+        return fail("%s: %s", argv[0], h_last_error());
     return 0;
 }
 
-/* SIGTERM, then up to timeout_s for it to exit (SIGKILL after that).
- * Returns the wait status (-1 if it had to be killed or was not there);
- * ru gets its resource usage. */
-static int child_stop(child *c, double timeout_s, struct rusage *ru)
+/* SIGTERM, then up to timeout_s for it to exit (SIGKILL after that), then
+ * frees it.  Returns the wait status (-1 if it had to be killed); ru gets
+ * its resource usage. */
+static int child_stop(h_proc *c, double timeout_s, struct rusage *ru)
 {
-    if (c->pid <= 0)
-        return -1;
-    kill(c->pid, SIGTERM);
-    double deadline = now_s() + timeout_s;
     int status = -1;
-    struct rusage r;
-    memset(&r, 0, sizeof(r));
-    for (;;) {
-        pid_t w = wait4(c->pid, &status, WNOHANG, &r);
-        if (w == c->pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            status = -1;
-            break;
-        }
-        if (now_s() > deadline) {
-            kill(c->pid, SIGKILL);
-            wait4(c->pid, NULL, 0, &r);
-            status = -1;
-            break;
-        }
-        sleep_ms(20);
-    }
+    if (h_process_terminate(c, (int)(timeout_s * 1000), &status) != 0)
+        status = -1;
     if (ru)
-        *ru = r;
-    if (c->stdout_fd >= 0)
-        close(c->stdout_fd);
-    c->stdout_fd = -1;
-    c->pid = -1;
+        *ru = *h_process_rusage(c);
+    h_process_free(c);
     return status;
 }
 
-/* Reads the first stdout line of a child into line (no newline). */
-static int child_read_line(child *c, double timeout_s, char *line,
-                           size_t size)
+/* Waits up to timeout_s for a child to exit by itself, then frees it;
+ * returns its wait status, or -1 if it had to be stopped (child_stop). */
+static int child_wait(h_proc *c, double timeout_s)
 {
-    size_t used = 0;
-    double deadline = now_s() + timeout_s;
-    while (used + 1 < size) {
-        int left = (int)((deadline - now_s()) * 1000);
-        if (left <= 0 || interrupted)
-            break;
-        struct pollfd pfd = {.fd = c->stdout_fd, .events = POLLIN};
-        int r = poll(&pfd, 1, left);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0)
-            continue;
-        ssize_t n = read(c->stdout_fd, line + used, 1);
-        if (n <= 0)
-            break;
-        if (line[used] == '\n') {
-            line[used] = '\0';
-            return 0;
-        }
-        used++;
+    int status = -1;
+    if (h_process_wait(c, (int)(timeout_s * 1000), &status) != 0) {
+        child_stop(c, 5, NULL);
+        return -1;
     }
-    line[used] = '\0';
-    return -1;
-}
-
-/* Waits up to timeout_s for a child to exit by itself; returns its wait
- * status, or -1 if it had to be stopped (child_stop). */
-static int child_wait(child *c, double timeout_s, struct rusage *ru)
-{
-    double deadline = now_s() + timeout_s;
-    while (c->pid > 0 && now_s() < deadline && !interrupted) {
-        int status;
-        pid_t w = wait4(c->pid, &status, WNOHANG, ru);
-        if (w == c->pid) {
-            if (c->stdout_fd >= 0)
-                close(c->stdout_fd);
-            c->stdout_fd = -1;
-            c->pid = -1;
-            return status;
-        }
-        if (w < 0 && errno != EINTR)
-            break;
-        sleep_ms(20);
-    }
-    child_stop(c, 5, ru);
-    return -1;
+    h_process_free(c);
+    return status;
 }
 
 /* Runs argv to its end and returns the first line of its stdout in line
@@ -424,12 +300,14 @@ static int child_wait(child *c, double timeout_s, struct rusage *ru)
 static int child_first_line(char *const argv[], const char *log_path,
                             char *line, size_t size)
 {
-    child c;
+    h_proc *c = NULL;
     line[0] = '\0';
     if (child_start(argv, true, log_path, &c))
         return -1;
-    int rc = child_read_line(&c, 10, line, size);
-    int status = child_wait(&c, 10, NULL);
+    int rc = h_process_read_line(c, 10000, line, size);
+    if (rc)
+        line[0] = '\0';
+    int status = child_wait(c, 10);
     if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         rc = -1;
     return rc;
@@ -475,7 +353,7 @@ static bool is_blocked(uint32_t key) { return key % 100 == 0; }
 
 static int32_t partition_of(uint32_t key, int32_t nparts)
 {
-    return (int32_t)(splitmix64(key ^ UINT64_C(0xb100b100)) %
+    return (int32_t)(h_mix64(key ^ UINT64_C(0xb100b100)) %
                      (uint64_t)nparts);
 }
 
@@ -546,7 +424,7 @@ static int dataset_new(dataset *d, uint64_t n, int32_t want_parts,
         d->order[i] = (uint32_t)(i < d->distinct ? i : i - d->distinct);
     uint64_t s = 42;
     for (uint64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
-        s = splitmix64(s);
+        s = h_mix64(s);
         uint64_t j = s % (i + 1);
         uint32_t t = d->order[i];
         d->order[i] = d->order[j];
@@ -621,60 +499,13 @@ static int write_blocklist(const dataset *d, const char *path)
 
 /* -- Kafka helpers -------------------------------------------------------- */
 
-static rd_kafka_conf_t *kconf(const char *bootstrap, ...)
-{
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char err[512];
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err,
-                          sizeof(err)) != RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "bench_e2e: bootstrap.servers: %s\n", err);
-        exit(1);
-    }
-    va_list ap;
-    va_start(ap, bootstrap);
-    const char *k;
-    while ((k = va_arg(ap, const char *))) {
-        const char *v = va_arg(ap, const char *);
-        if (rd_kafka_conf_set(conf, k, v, err, sizeof(err)) !=
-            RD_KAFKA_CONF_OK) {
-            /* our own settings: a bug here */
-            fprintf(stderr, "bench_e2e: %s=%s: %s\n", k, v, err);
-            exit(1);
-        }
-    }
-    va_end(ap);
-    return conf;
-}
-
-/* Low (RD_KAFKA_OFFSET_BEGINNING) or high (RD_KAFKA_OFFSET_END) watermarks
- * of partitions 0..nparts-1 of topic, in one ListOffsets request. */
-static int watermarks(rd_kafka_t *rk, const char *topic, int32_t nparts,
-                      int64_t which, int64_t *out, int timeout_ms)
-{
-    rd_kafka_topic_partition_list_t *l =
-        rd_kafka_topic_partition_list_new(nparts);
-    for (int32_t p = 0; p < nparts; p++)
-        rd_kafka_topic_partition_list_add(l, topic, p)->offset = which;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, l, timeout_ms);
-    int rc = 0;
-    if (err)
-        rc = -1;
-    for (int i = 0; i < l->cnt && rc == 0; i++) {
-        if (l->elems[i].err || l->elems[i].offset < 0) {
-            rc = -1;
-            break;
-        }
-        out[l->elems[i].partition] = l->elems[i].offset;
-    }
-    rd_kafka_topic_partition_list_destroy(l);
-    return rc;
-}
-
+/* The sum of the high watermarks of partitions 0..nparts-1 of topic (one
+ * ListOffsets request, h_offsets). */
 static int sum_high(rd_kafka_t *rk, const char *topic, int32_t nparts,
                     uint64_t *sum)
 {
     int64_t hw[nparts];
-    if (watermarks(rk, topic, nparts, RD_KAFKA_OFFSET_END, hw, 2000))
+    if (h_offsets(rk, topic, nparts, RD_KAFKA_OFFSET_END, hw, 2000))
         return -1;
     *sum = 0;
     for (int32_t p = 0; p < nparts; p++)
@@ -686,29 +517,19 @@ static int sum_high(rd_kafka_t *rk, const char *topic, int32_t nparts,
 static int check_nothing_dropped(rd_kafka_t *rk, const char *topic,
                                  int32_t nparts)
 {
-    int64_t lo[nparts];
-    if (watermarks(rk, topic, nparts, RD_KAFKA_OFFSET_BEGINNING, lo, 5000))
-        return fail("%s: cannot read the low watermarks", topic);
-    for (int32_t p = 0; p < nparts; p++)
-        if (lo[p] != 0)
-            return fail("%s [%d] starts at offset %" PRId64 ": the mock "
-                        "broker dropped data (5 MiB / 100000 message sets a "
-                        "partition); run with more --partitions", topic,
-                        (int)p, lo[p]);
+    if (h_check_nothing_dropped(rk, topic, nparts))
+        return fail("%s; run with more --partitions", h_last_error());
     return 0;
 }
 
 /* A client for metadata and offset queries only. */
 static rd_kafka_t *query_client(const char *bootstrap)
 {
-    char err[512];
-    rd_kafka_conf_t *conf = kconf(bootstrap, "client.id", "bench-e2e-query",
-                                  NULL);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        fail("cannot create a client: %s", err);
-    }
+    rd_kafka_t *rk = h_query_client(h_conf_pairs(
+        NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-query",
+        NULL));
+    if (!rk)
+        fail("cannot create a client: %s", h_last_error());
     return rk;
 }
 
@@ -740,7 +561,7 @@ static void *observer_main(void *arg)
     while (!atomic_load(&o->stop)) {
         uint64_t sum;
         int rc = sum_high(o->rk, o->topic, o->nparts, &sum);
-        double t = now_s();
+        double t = h_now_s();
         pthread_mutex_lock(&o->lock);
         o->polls++;
         if (rc) {
@@ -761,7 +582,7 @@ static void *observer_main(void *arg)
         pthread_mutex_unlock(&o->lock);
         if (done)
             break;
-        sleep_ms(POLL_MS);
+        h_sleep_ms(POLL_MS);
     }
     return NULL;
 }
@@ -810,13 +631,13 @@ static int observer_wait(observer *o, bool settle, bool (*alive)(void *),
                          const char *what)
 {
     uint64_t last = UINT64_MAX;
-    double moved = now_s();
+    double moved = h_now_s();
     for (;;) {
         uint64_t count;
         double t_last;
         bool done;
         observer_get(o, &count, &t_last, &done);
-        double t = now_s();
+        double t = h_now_s();
         if (done)
             return 0;
         if (count != last) {
@@ -839,44 +660,31 @@ static int observer_wait(observer *o, bool settle, bool (*alive)(void *),
                         " records out", what, count, o->target);
         if (interrupted)
             return fail("interrupted");
-        sleep_ms(50);
+        h_sleep_ms(50);
     }
 }
 
 /* -- loading the input ---------------------------------------------------- */
 
-static atomic_uint_fast64_t load_failed;
-
-static void load_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
-{
-    (void)rk;
-    (void)op;
-    if (m->err)
-        atomic_fetch_add(&load_failed, 1);
-}
-
 static int load_input(const dataset *d, const char *bootstrap,
                       rd_kafka_t *q, double *seconds)
 {
-    char err[512];
     /* Big lz4 batches: the input is read fast (the mock serves one batch
      * per partition per fetch) and takes little of the mock's 5 MiB. */
-    rd_kafka_conf_t *conf = kconf(
-        bootstrap, "client.id", "bench-e2e-load", "enable.idempotence", "true",
-        "compression.type", "lz4", "linger.ms", "100", "batch.num.messages",
-        "10000", "queue.buffering.max.messages", "1000000", NULL);
-    rd_kafka_conf_set_dr_msg_cb(conf, load_dr);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        return fail("cannot create the loader: %s", err);
-    }
+    rd_kafka_conf_t *conf = h_conf_pairs(
+        NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-load",
+        "enable.idempotence", "true", "compression.type", "lz4", "linger.ms",
+        "100", "batch.num.messages", "10000",
+        "queue.buffering.max.messages", "1000000", NULL);
+    h_producer *lp = NULL;
+    if (h_producer_new(conf, 0, &lp))
+        return fail("cannot create the loader: %s", h_last_error());
     uint8_t *seen = calloc(d->distinct, 1);
     if (!seen) {
-        rd_kafka_destroy(rk);
+        h_producer_abandon(lp);
         return fail("out of memory");
     }
-    double t0 = now_s();
+    double t0 = h_now_s();
     char k[64], v[128];
     int rc = 0;
     for (uint64_t i = 0; i < d->n && !interrupted; i++) {
@@ -884,39 +692,25 @@ static int load_input(const dataset *d, const char *bootstrap,
         int kl = format_key(key, k, sizeof(k));
         /* r: 1 for a key's first copy, 2 for its repeat. */
         int vl = format_value(i, ++seen[key], v, sizeof(v));
-        for (;;) {
-            rd_kafka_resp_err_t e = rd_kafka_producev(
-                rk, RD_KAFKA_V_TOPIC(T_IN),
-                RD_KAFKA_V_PARTITION(partition_of(key, d->nparts)),
-                RD_KAFKA_V_KEY(k, (size_t)kl), RD_KAFKA_V_VALUE(v, (size_t)vl),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-            if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                rd_kafka_poll(rk, 10);
-                continue;
-            }
-            if (e) {
-                rc = fail("loading %s: %s", T_IN, rd_kafka_err2str(e));
-                goto out;
-            }
+        h_record r = {.key = k, .key_len = (size_t)kl, .value = v,
+                      .value_len = (size_t)vl};
+        if (h_producer_send(lp, T_IN, partition_of(key, d->nparts), &r)) {
+            rc = fail("loading %s: %s", T_IN, h_last_error());
             break;
         }
-        rd_kafka_poll(rk, 0);
+        h_producer_poll(lp);
     }
-    if (rd_kafka_flush(rk, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        rc = fail("loading %s: %d records undelivered after 120 s", T_IN,
-                  rd_kafka_outq_len(rk));
-    else if (atomic_load(&load_failed))
-        rc = fail("loading %s: %" PRIuFAST64 " records failed", T_IN,
-                  (uint_fast64_t)atomic_load(&load_failed));
-out:
-    *seconds = now_s() - t0;
+    if (rc || interrupted)
+        h_producer_abandon(lp);
+    else if (h_producer_close(lp, T_IN, 120000))
+        rc = fail("loading %s: %s", T_IN, h_last_error());
+    *seconds = h_now_s() - t0;
     free(seen);
-    rd_kafka_destroy(rk);
     if (rc || interrupted)
         return -1;
     /* What is there is what was produced, partition by partition. */
     int64_t hw[d->nparts];
-    if (watermarks(q, T_IN, d->nparts, RD_KAFKA_OFFSET_END, hw, 5000))
+    if (h_offsets(q, T_IN, d->nparts, RD_KAFKA_OFFSET_END, hw, 5000))
         return fail("%s: cannot read the high watermarks", T_IN);
     for (int32_t p = 0; p < d->nparts; p++)
         if ((uint64_t)hw[p] != d->part_records[p])
@@ -935,28 +729,6 @@ typedef struct stage_stats {
     double t_started, t_first_assigned, t_last_assigned;
     int assigned;
 } stage_stats;
-
-/* "ts=2024-01-02T03:04:05.678Z" at the start of a log line -> seconds
- * since the epoch, or 0. */
-static double log_time(const char *line)
-{
-    struct tm tm;
-    int ms = 0;
-    memset(&tm, 0, sizeof(tm));
-    if (sscanf(line, "ts=%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
-               &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
-        return 0;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return (double)timegm(&tm) + ms / 1000.0;
-}
-
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* -- the run's context ---------------------------------------------------- */
 
@@ -982,12 +754,12 @@ static void round_names(const char *kind, int round, char *topic,
     snprintf(group, gsize, "bench-%s-%d", kind, round);
 }
 
-/* --perf: `perf record -g -p PID` for the length of a phase. */
+/* --perf: `perf record -g -p PID` for the length of a phase (*pc: NULL
+ * while there is none). */
 static int perf_start(const bench *b, pid_t pid, const char *name,
-                      child *pc)
+                      h_proc **pc)
 {
-    pc->pid = -1;
-    pc->stdout_fd = -1;
+    *pc = NULL;
     if (!b->perf_dir)
         return 0;
     char pidstr[32], out[700], log[700];
@@ -1006,7 +778,7 @@ typedef struct perf_hook {
     const bench *b;
     pid_t pid;
     const char *name;
-    child *pc;
+    h_proc **pc;
 } perf_hook;
 
 static void perf_hook_fire(void *arg)
@@ -1016,15 +788,17 @@ static void perf_hook_fire(void *arg)
         fprintf(stderr, "bench_e2e: perf did not start\n");
 }
 
-static void perf_stop(child *pc)
+static void perf_stop(h_proc **pc)
 {
-    if (pc->pid <= 0)
+    if (!*pc)
         return;
-    kill(pc->pid, SIGINT); /* perf writes its file on SIGINT */
-    double deadline = now_s() + 60;
-    while (now_s() < deadline && waitpid(pc->pid, NULL, WNOHANG) == 0)
-        sleep_ms(50);
-    child_stop(pc, 5, NULL); /* reaps it, or kills it if still there */
+    h_process_kill(*pc, SIGINT); /* perf writes its file on SIGINT */
+    int st;
+    if (h_process_wait(*pc, 60000, &st) == 0)
+        h_process_free(*pc);
+    else
+        child_stop(*pc, 5, NULL); /* or kills it if still there */
+    *pc = NULL;
 }
 
 /* -- phase 1: the pass-through -------------------------------------------- */
@@ -1046,7 +820,7 @@ static void pass_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
         return;
     }
     if (++ps->delivered == ps->expect) /* the clock once, not per record */
-        ps->t_last_dr = now_s();
+        ps->t_last_dr = h_now_s();
 }
 
 typedef struct result {
@@ -1109,8 +883,9 @@ static int pass_loop(pass_run *pr)
     pr->self_timed = 0;
     /* As bloomstage's producer (stage.c recreate_producer): idempotent,
      * linger.ms=5, lz4; the refresh interval as in the stage's config. */
-    rd_kafka_conf_t *pconf = kconf(
-        pr->bootstrap, "client.id", "bench-pass", "enable.idempotence",
+    rd_kafka_conf_t *pconf = h_conf_pairs(
+        NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
+        "enable.idempotence",
         "true", "linger.ms", "5", "compression.type", "lz4",
         "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
     rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
@@ -1121,8 +896,9 @@ static int pass_loop(pass_run *pr)
         rd_kafka_conf_destroy(pconf);
         return fail("%s producer: %s", pr->what, err);
     }
-    rd_kafka_conf_t *cconf = kconf(
-        pr->bootstrap, "client.id", "bench-pass", "group.id", pr->group,
+    rd_kafka_conf_t *cconf = h_conf_pairs(
+        NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
+        "group.id", pr->group,
         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
         "queued.min.messages",
         pr->stock_consumer ? "100000" : QUEUED_MIN_MESSAGES, NULL);
@@ -1148,14 +924,14 @@ static int pass_loop(pass_run *pr)
 
     /* The loop: what a minimal consume -> produce program does. */
     uint64_t consumed = 0, consumed_then = 0;
-    double t_first_produce = 0, moved = now_s();
+    double t_first_produce = 0, moved = h_now_s();
     while (consumed < pr->n && !interrupted) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 100);
         bool got = m != NULL;
         if (m) {
             if (!m->err) {
                 if (!t_first_produce)
-                    t_first_produce = now_s();
+                    t_first_produce = h_now_s();
                 for (;;) {
                     e = rd_kafka_producev(
                         prod, RD_KAFKA_V_TOPIC(pr->topic),
@@ -1186,7 +962,7 @@ static int pass_loop(pass_run *pr)
         /* The clock is read only on an empty poll, never per record: the
          * baseline pays only for what a pass-through needs. */
         if (!got) {
-            double t = now_s();
+            double t = h_now_s();
             if (consumed != consumed_then) {
                 consumed_then = consumed;
                 moved = t;
@@ -1226,7 +1002,7 @@ out:
 typedef struct pass_hooks {
     const bench *b;
     observer *o;
-    child *perf;
+    h_proc **perf;
     perf_hook hook;
     const char *what;
 } pass_hooks;
@@ -1235,7 +1011,7 @@ typedef struct pass_hooks {
 static void pass_every_1k(void *arg)
 {
     pass_hooks *h = arg;
-    if (h->perf->pid >= 0)
+    if (*h->perf)
         return;
     uint64_t seen;
     double tl;
@@ -1282,7 +1058,7 @@ static int run_passthrough(const bench *b, int round, result *r)
     r->name = "pass-through";
 
     observer o;
-    child perf = {-1, -1};
+    h_proc *perf = NULL;
     char pname[64];
     snprintf(pname, sizeof(pname), "pass-%d", round);
     pass_hooks h = {b, &o, &perf, {b, getpid(), pname, &perf}, r->name};
@@ -1322,15 +1098,11 @@ static int run_passthrough(const bench *b, int round, result *r)
  * samples, and the exit status for child_wait. */
 static bool pass_child_alive(void *arg)
 {
-    const child *c = arg;
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    if (c->pid <= 0 ||
-        waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
-        return false;
-    if (si.si_pid != c->pid)
-        return true; /* still running */
-    return si.si_code == CLD_EXITED && si.si_status == 0;
+    int status = 0;
+    int r = h_process_peek(arg, &status);
+    if (r != 0)
+        return r == 1; /* 1: still running */
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 static int run_passthrough_je(const bench *b, int round, result *r)
@@ -1345,20 +1117,21 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     char *argv[] = {(char *)b->je, "--pass-child", (char *)b->bootstrap,
                     topic, group, nstr,
                     b->stock_consumer ? "--stock-consumer" : NULL, NULL};
-    child c, perf = {-1, -1};
+    h_proc *c = NULL, *perf = NULL;
     observer o;
     if (child_start(argv, true, log_path, &c))
         return -1;
     char pname[64];
     snprintf(pname, sizeof(pname), "passje-%d", round);
-    perf_hook hook = {b, c.pid, pname, &perf};
+    perf_hook hook = {b, h_process_pid(c), pname, &perf};
     /* On the child's pid, for its CPU time: the group join takes ~3 s, so
      * the observer is there long before the first output record. */
-    if (observer_start(&o, b->q, topic, d->nparts, d->n, c.pid, b->mock)) {
-        child_stop(&c, 10, NULL);
+    if (observer_start(&o, b->q, topic, d->nparts, d->n, h_process_pid(c),
+                       b->mock)) {
+        child_stop(c, 10, NULL);
         return -1;
     }
-    int rc = observer_wait(&o, false, pass_child_alive, &c,
+    int rc = observer_wait(&o, false, pass_child_alive, c,
                            b->perf_dir ? perf_hook_fire : NULL, &hook,
                            r->name);
     observer_stop(&o);
@@ -1366,14 +1139,14 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     result_from(r, &o);
     /* Its line comes after it closed its clients (leaving the group). */
     char line[512] = "";
-    if (rc == 0 && child_read_line(&c, 60, line, sizeof(line)))
-        rc = fail("%s: no result line from the child ('%s')", r->name,
-                  line);
+    if (rc == 0 && h_process_read_line(c, 60000, line, sizeof(line)))
+        rc = fail("%s: no result line from the child (%s)", r->name,
+                  h_last_error());
     int status = -1;
     if (rc == 0)
-        status = child_wait(&c, 30, NULL);
+        status = child_wait(c, 30);
     else
-        child_stop(&c, 10, NULL);
+        child_stop(c, 10, NULL);
     uint64_t consumed = 0, delivered = 0, failed = 0;
     char malloc_name[64] = "";
     if (rc == 0 && (status < 0 || !WIFEXITED(status) ||
@@ -1410,27 +1183,28 @@ static stage_stats read_stage_log(const char *path)
     char line[4096];
     while (fgets(line, sizeof(line), f)) {
         if (strstr(line, " msg=started ") && !s.t_started)
-            s.t_started = log_time(line);
+            s.t_started = h_log_time(line);
         if (strstr(line, " msg=\"partition assigned\" ")) {
-            double t = log_time(line);
+            double t = h_log_time(line);
             if (!s.assigned++)
                 s.t_first_assigned = t;
             s.t_last_assigned = t;
         }
         if (!strstr(line, " msg=stopped "))
             continue;
-        const char *a = strstr(line, " records_in="),
-                   *o = strstr(line, " records_out="),
-                   *c = strstr(line, " duplicates="),
-                   *e = strstr(line, " blocked="),
-                   *m = strstr(line, " missing_key=");
-        if (a && o && c && e && m) {
+        long long in = h_log_int(line, "records_in"),
+                  out = h_log_int(line, "records_out"),
+                  dups = h_log_int(line, "duplicates"),
+                  blocked = h_log_int(line, "blocked"),
+                  missing = h_log_int(line, "missing_key");
+        if (in >= 0 && out >= 0 && dups >= 0 && blocked >= 0 &&
+            missing >= 0) {
             s.found = true;
-            s.in = strtoull(a + 12, NULL, 10);
-            s.out = strtoull(o + 13, NULL, 10);
-            s.dups = strtoull(c + 12, NULL, 10);
-            s.blocked = strtoull(e + 9, NULL, 10);
-            s.missing = strtoull(m + 13, NULL, 10);
+            s.in = (unsigned long long)in;
+            s.out = (unsigned long long)out;
+            s.dups = (unsigned long long)dups;
+            s.blocked = (unsigned long long)blocked;
+            s.missing = (unsigned long long)missing;
         }
     }
     fclose(f);
@@ -1439,8 +1213,7 @@ static stage_stats read_stage_log(const char *path)
 
 static bool child_alive(void *arg)
 {
-    child *c = arg;
-    return c->pid > 0 && waitpid(c->pid, NULL, WNOHANG) == 0;
+    return h_process_wait(arg, 0, NULL) == 1;
 }
 
 /* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
@@ -1503,32 +1276,32 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
         argv[k++] = b->xs[i];
     }
     argv[k] = NULL;
-    child c, perf = {-1, -1};
+    h_proc *c = NULL, *perf = NULL;
     observer o;
     /* The observer samples the stage's CPU time, so it starts after the
      * spawn (nothing reaches the output before the group join anyway). */
-    double t_spawn = now_s();
-    r->wall_spawn = wall_now();
+    double t_spawn = h_now_s();
+    r->wall_spawn = h_wall_s();
     int rc = child_start(argv, false, log_path, &c);
     free(argv);
     if (rc)
         return -1;
     char pname[64];
     snprintf(pname, sizeof(pname), "%s-%d", kind, round);
-    perf_hook hook = {b, c.pid, pname, &perf};
-    if (observer_start(&o, b->q, topic, d->nparts, d->expect_out, c.pid,
-                       b->mock)) {
-        child_stop(&c, 10, NULL);
+    perf_hook hook = {b, h_process_pid(c), pname, &perf};
+    if (observer_start(&o, b->q, topic, d->nparts, d->expect_out,
+                       h_process_pid(c), b->mock)) {
+        child_stop(c, 10, NULL);
         return -1;
     }
-    rc = observer_wait(&o, true, child_alive, &c,
+    rc = observer_wait(&o, true, child_alive, c,
                        b->perf_dir ? perf_hook_fire : NULL, &hook,
                        "bloomstage");
     observer_stop(&o);
     perf_stop(&perf);
-    r->hwm_kib = vm_hwm_kib(c.pid);
+    r->hwm_kib = vm_hwm_kib(h_process_pid(c));
     struct rusage ru;
-    int status = child_stop(&c, 60, &ru);
+    int status = child_stop(c, 60, &ru);
     r->maxrss_kib = ru.ru_maxrss;
     r->cpu_total = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
                    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
@@ -1743,17 +1516,6 @@ static void machine_load(char *buf, size_t size)
                  "%.0f%% (some, 10 s)", a, b, c, some);
     else
         snprintf(buf, size, "load average %.2f %.2f %.2f", a, b, c);
-}
-
-static void remove_tree(const char *dir)
-{
-    char cmd[1024];
-    /* Our own mkdtemp directory, no user input in it. */
-    if (strstr(dir, "/bench-e2e.")) {
-        snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "bench_e2e: could not remove %s\n", dir);
-    }
 }
 
 /* The file system the checkpoints go to: on tmpfs fsync costs nothing. */
@@ -2033,29 +1795,27 @@ int main(int argc, char **argv)
                "perturbed\n", b.perf_dir);
 
     int rc = 1;
-    child mock = {-1, -1};
+    h_broker *mock = NULL;
     /* Per round: the pass-through, the same on jemalloc, bloomstage
      * exactly_once, bloomstage at_least_once. */
     enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_ALO, PHASES };
     static const char *const kinds[PHASES] = {"pass", "passje", "stage",
                                               "alo"};
     result *res = calloc(PHASES * rounds, sizeof(result));
-    char **margv = calloc(5 + 2 * PHASES * rounds, sizeof(char *));
+    const char **specs = calloc(2 + PHASES * rounds, sizeof(char *));
     char (*tspecs)[160] = calloc(1 + PHASES * rounds, sizeof(*tspecs));
     double load_s = 0;
-    if (!res || !margv || !tspecs) {
+    if (!res || !specs || !tspecs) {
         fail("out of memory");
         goto done;
     }
     if (write_blocklist(d, list_path))
         goto done;
 
-    int k = 0, t = 0;
-    margv[k++] = (char *)b.bloomstage;
-    margv[k++] = "mock-broker";
+    int t = 0;
     snprintf(tspecs[t], sizeof(tspecs[t]), T_IN ":%d", (int)d->nparts);
-    margv[k++] = "-t";
-    margv[k++] = tspecs[t++];
+    specs[t] = tspecs[t];
+    t++;
     for (int r = 1; r <= (int)rounds; r++) {
         for (int ph = 0; ph < PHASES; ph++) {
             char topic[128], group[128];
@@ -2063,21 +1823,21 @@ int main(int argc, char **argv)
                         sizeof(group));
             snprintf(tspecs[t], sizeof(tspecs[t]), "%s:%d", topic,
                      (int)d->nparts);
-            margv[k++] = "-t";
-            margv[k++] = tspecs[t++];
+            specs[t] = tspecs[t];
+            t++;
         }
     }
-    margv[k] = NULL;
-    if (child_start(margv, true, mock_log, &mock))
-        goto done;
-    b.mock = mock.pid;
-    if (child_read_line(&mock, 20, b.bootstrap, sizeof(b.bootstrap)) ||
-        !strchr(b.bootstrap, ':')) {
-        fail("mock-broker printed no bootstrap list ('%s')", b.bootstrap);
+    specs[t] = NULL;
+    h_broker_opts mo = {.topic_specs = specs, .log_path = mock_log};
+    if (h_broker_start_opts(b.bloomstage, &mo, &mock)) {
+        fail("%s", h_last_error());
         print_tail(mock_log, 2000);
         goto done;
     }
-    printf("  mock broker  pid %d, %s\n\n", (int)mock.pid, b.bootstrap);
+    b.mock = h_broker_pid(mock);
+    snprintf(b.bootstrap, sizeof(b.bootstrap), "%s",
+             h_broker_bootstraps(mock));
+    printf("  mock broker  pid %d, %s\n\n", (int)b.mock, b.bootstrap);
 
     b.q = query_client(b.bootstrap);
     if (!b.q)
@@ -2227,15 +1987,16 @@ done:
         fprintf(stderr, "bench_e2e: interrupted\n");
     if (b.q)
         rd_kafka_destroy(b.q);
-    if (mock.pid > 0)
-        child_stop(&mock, 10, NULL);
-    if (!keep && rc == 0)
-        remove_tree(b.dir);
+    if (mock && h_broker_stop(mock))
+        fprintf(stderr, "bench_e2e: %s\n", h_last_error());
+    if (!keep && rc == 0 && h_tmpdir_remove(b.dir))
+        fprintf(stderr, "bench_e2e: could not remove %s: %s\n", b.dir,
+                h_last_error());
     else if (rc)
         fprintf(stderr, "bench_e2e: work directory kept (configs, logs): "
                 "%s\n", b.dir);
     free(res);
-    free(margv);
+    free(specs);
     free(tspecs);
     free(b.xs);
     dataset_free(d);

@@ -5,9 +5,14 @@
 #
 # It runs the bloomstage binary (`mock-broker`, `run`) rather than linking
 # the stage, so it depends on the target and is told where the binary is;
-# --bloomstage or $BLOOMSTAGE_BIN override that at run time.
+# --bloomstage or $BLOOMSTAGE_BIN override that at run time.  Its processes,
+# mock broker and Kafka helpers are the integration tests' support layer
+# (tests/support/, bstestsupport: no cmocka in it, so this builds with
+# BLOOMSTAGE_TESTS=OFF too).
+include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(bench_e2e ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
-target_link_libraries(bench_e2e PRIVATE PkgConfig::RDKAFKA Threads::Threads)
+target_link_libraries(bench_e2e PRIVATE bstestsupport PkgConfig::RDKAFKA
+  Threads::Threads)
 target_compile_definitions(bench_e2e PRIVATE
   BENCH_BLOOMSTAGE_PATH="$<TARGET_FILE:bloomstage>")
 add_dependencies(bench_e2e bloomstage)
@@ -20,7 +25,7 @@ add_dependencies(bench_e2e bloomstage)
 # built and bench_e2e skips that phase, saying why.
 if(TARGET PkgConfig::JEMALLOC)
   add_executable(bench_e2e_je ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
-  target_link_libraries(bench_e2e_je PRIVATE PkgConfig::RDKAFKA
+  target_link_libraries(bench_e2e_je PRIVATE bstestsupport PkgConfig::RDKAFKA
     PkgConfig::JEMALLOC Threads::Threads)
   target_compile_definitions(bench_e2e_je PRIVATE BENCH_E2E_JE=1)
   target_compile_definitions(bench_e2e PRIVATE

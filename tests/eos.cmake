@@ -5,5 +5,5 @@
 # back, two instances with one killed, a graceful cooperative rebalance, and
 # a printed table of restart replay times against records since the last
 # checkpoint.  ~4-5 min in an -O2 build; BS_EOS_ONLY=PATTERN runs some.
-bs_add_cmocka_test(test_eos SOURCES test_eos.c harness.c LIBS PkgConfig::RDKAFKA TIMEOUT 900 LABELS integration)
+bs_add_cmocka_test(test_eos SOURCES test_eos.c LIBS bstestsupport TIMEOUT 900 LABELS integration)
 set_tests_properties(test_eos PROPERTIES ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")

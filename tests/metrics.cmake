@@ -5,8 +5,8 @@
 # text format on every scrape, the port closed after SIGTERM, msg=stats.
 # README.md's table of metrics is read at run time: every family it names
 # must be served, with its type.
-bs_add_cmocka_test(test_metrics SOURCES test_metrics.c harness.c
-                   LIBS PkgConfig::RDKAFKA TIMEOUT 300 LABELS integration)
+bs_add_cmocka_test(test_metrics SOURCES test_metrics.c
+                   LIBS bstestsupport TIMEOUT 300 LABELS integration)
 set_tests_properties(test_metrics PROPERTIES
   ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 target_compile_definitions(test_metrics PRIVATE

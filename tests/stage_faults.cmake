@@ -4,7 +4,7 @@
 # checkpoint at start-up): committed offsets never pass the checkpoints, and
 # every unique record ends up in the output.  Tests 4 and 5 need root for
 # mount(8) / chattr(1) and skip without it (test 5 falls back to chmod).
-bs_add_cmocka_test(test_stage_faults SOURCES test_stage_faults.c harness.c
-                   LIBS PkgConfig::RDKAFKA TIMEOUT 900 LABELS integration)
+bs_add_cmocka_test(test_stage_faults SOURCES test_stage_faults.c
+                   LIBS bstestsupport TIMEOUT 900 LABELS integration)
 set_tests_properties(test_stage_faults PROPERTIES
   ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")

@@ -46,7 +46,8 @@
  * failing for the wrong reason.  The mock does not implement CreateTopics:
  * the checkpoint topic is created with the broker.
  *
- * Needs BLOOMSTAGE_BIN (ctest sets it).  BS_EOS_ONLY=PATTERN runs only the
+ * Built on the support layer (tests/support/, support.h).  Needs
+ * BLOOMSTAGE_BIN (ctest sets it).  BS_EOS_ONLY=PATTERN runs only the
  * matching tests (cmocka's filter); BS_EOS_VERBOSE=1 prints every stage's
  * stderr; BS_EOS_STAGE_X="k=v k=v" adds -X settings to every stage;
  * BS_EOS_BIG=1 runs test 5's 1M row under sanitizers too (skipped there by
@@ -68,22 +69,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "support.h"
 
 #define IN "in"
 #define OUT "out"
 #define CKT "bloomstage-checkpoints" /* checkpoint.topic's default */
-#define MAXP 16                      /* partitions of IN or OUT, at most */
-#define MOCK_PART_BYTES (5 * 1024 * 1024)
-
-extern char **environ;
-
-/* The binary, copied before BLOOMSTAGE_BIN is removed from the environment
- * (the stage reads every BLOOMSTAGE_* variable as a configuration key). */
-static char g_bin[4096];
+#define MAXP H_STREAM_MAXP           /* partitions of IN or OUT, at most */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
@@ -96,171 +89,54 @@ static char g_bin[4096];
 #define SANITIZED 0
 #endif
 
-/* ---- small things ---------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-/* ---- the input stream ------------------------------------------------ */
-
-/*
- * Records in input order, over nparts partitions of IN.  Record i has key
- * "k<id>" and value "v<i>", so an output record names the input record it
- * copies.  The partition is a function of the key id (every copy of a key
- * meets the same partition's filter: dedup is per partition); offsets are
- * what a fresh IN gives records produced in this order.
- */
-typedef struct stream {
-    size_t n, cap, nids;
-    int nparts;
-    uint64_t seed;
-    uint32_t *id;   /* per record */
-    int32_t *part;  /* per record */
-    int64_t *off;   /* per record */
-    size_t *first;  /* per key id: its first record */
-    char (*key)[16];
-    char (*val)[16];
-    int64_t next[MAXP]; /* the partitions' end offsets */
-} stream;
-
-static stream *stream_new(size_t cap, int nparts, uint64_t seed)
-{
-    stream *st = calloc(1, sizeof(*st));
-    assert_non_null(st);
-    assert_true(nparts > 0 && nparts <= MAXP && cap < 10000000);
-    st->cap = cap;
-    st->nparts = nparts;
-    st->seed = seed;
-    st->id = calloc(cap, sizeof(*st->id));
-    st->part = calloc(cap, sizeof(*st->part));
-    st->off = calloc(cap, sizeof(*st->off));
-    st->first = calloc(cap, sizeof(*st->first));
-    st->key = calloc(cap, sizeof(*st->key));
-    st->val = calloc(cap, sizeof(*st->val));
-    assert_true(st->id && st->part && st->off && st->first && st->key &&
-                st->val);
-    return st;
-}
-
-static void stream_free(stream *st)
-{
-    if (!st)
-        return;
-    free(st->id);
-    free(st->part);
-    free(st->off);
-    free(st->first);
-    free(st->key);
-    free(st->val);
-    free(st);
-}
-
-static void stream_push(stream *st, uint32_t id)
-{
-    assert_true(st->n < st->cap);
-    size_t i = st->n++;
-    uint64_t x = id;
-    st->id[i] = id;
-    st->part[i] = (int32_t)(splitmix64(&x) % (uint64_t)st->nparts);
-    st->off[i] = st->next[st->part[i]]++;
-    snprintf(st->key[i], sizeof(st->key[i]), "k%07u", id);
-    snprintf(st->val[i], sizeof(st->val[i]), "v%07zu", i);
-}
-
-/* Appends count records: each a copy of a key seen before (any record so
- * far, chosen at random) with probability dup_pct/100, else a new key. */
-static void stream_add(stream *st, size_t count, unsigned dup_pct)
-{
-    for (size_t c = 0; c < count; c++) {
-        uint32_t id;
-        if (st->nids > 0 && splitmix64(&st->seed) % 100 < dup_pct) {
-            id = (uint32_t)(splitmix64(&st->seed) % st->nids);
-        } else {
-            id = (uint32_t)st->nids++;
-            st->first[id] = st->n;
-        }
-        stream_push(st, id);
-    }
-}
-
-/* Appends a copy (same key, new value, a later offset) of records
- * [from, to). */
-static void stream_add_copies(stream *st, size_t from, size_t to)
-{
-    for (size_t i = from; i < to; i++)
-        stream_push(st, st->id[i]);
-}
-
 /* ---- the environment: a broker, a group, files ------------------------- */
 
 typedef struct env {
-    h_broker *b;
-    const char *bs;
-    char *dir;  /* the test's temp directory */
-    char *conf; /* the stages' common configuration file */
+    h_fixture h; /* the broker, the temp directory, the processes */
+    char *conf;  /* the stages' common configuration file */
     char group[64];
     int in_parts, out_parts, ckt_parts; /* ckt_parts 0: no CKT topic */
     rd_kafka_t *q; /* for watermark queries (a producer handle) */
-    stream *st;
-    char *ck[2];   /* checkpoint.dir of instances A and B: dir/a, dir/b */
-    /* Owned here so that a failed assertion (cmocka longjmps) leaks
-     * nothing: the output as read_out() last read it, and scratch. */
-    struct outrec *out;
-    void *scratch;
+    /* The input; it owns the output as h_read_out last read it. */
+    h_stream *st;
+    void *scratch; /* freed with the env (a failed assertion leaks nothing) */
 } env;
 
-/* Every env alive, so that the teardown frees what a failed test left. */
-static env *g_envs[8];
+static int env_cleanup(h_fixture *fx)
+{
+    env *e = (env *)fx;
+    if (e->q)
+        rd_kafka_destroy(e->q);
+    h_stream_free(e->st);
+    free(e->conf);
+    free(e->scratch);
+    return 0;
+}
 
 /* A broker with IN, OUT (and CKT if ckt_parts > 0), and the stages'
  * configuration: short session timeouts so a killed member leaves the
- * group in ~3 s, small filters (so checkpoints stay ~100 KB), stats off. */
+ * group in ~3 s, small filters (so checkpoints stay ~100 KB), stats off.
+ * A fixture of the support layer (made in the test): the teardown frees
+ * what a failed test left. */
 static env *env_new_group(int in_parts, int out_parts, int ckt_parts,
                           const char *group)
 {
     static unsigned seq;
-    env *e = calloc(1, sizeof(*e));
-    assert_non_null(e);
-    size_t slot = 0;
-    while (slot < sizeof(g_envs) / sizeof(g_envs[0]) && g_envs[slot])
-        slot++;
-    assert_true(slot < sizeof(g_envs) / sizeof(g_envs[0]));
-    g_envs[slot] = e;
-    e->in_parts = in_parts;
-    e->out_parts = out_parts;
-    e->ckt_parts = ckt_parts;
     char *specs[4] = {h_strdupf(IN ":%d", in_parts),
                       h_strdupf(OUT ":%d", out_parts),
                       ckt_parts > 0 ? h_strdupf(CKT ":%d", ckt_parts) : NULL,
                       NULL};
-    int rc = h_broker_start(g_bin, 1, (const char **)specs, &e->b);
+    h_fixture *fx = NULL;
+    int rc = h_fixture_new_sized(1, (const char *const *)specs, sizeof(env),
+                                 env_cleanup, &fx);
     for (int i = 0; specs[i]; i++)
         free(specs[i]);
     H_CHECK(rc);
-    e->bs = h_broker_bootstraps(e->b);
-    H_CHECK(h_tmpdir_new(&e->dir));
-    e->conf = h_strdupf("%s/stage.conf", e->dir);
-    e->ck[0] = h_strdupf("%s/a", e->dir);
-    e->ck[1] = h_strdupf("%s/b", e->dir);
+    env *e = (env *)fx;
+    e->in_parts = in_parts;
+    e->out_parts = out_parts;
+    e->ckt_parts = ckt_parts;
+    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
     if (group)
         snprintf(e->group, sizeof(e->group), "%s", group);
     else
@@ -281,15 +157,13 @@ static env *env_new_group(int in_parts, int out_parts, int ckt_parts,
         "dedup.capacity=30000\n"
         "log.stats.interval.ms=0\n"
         "log.level=info\n",
-        e->group, e->bs);
+        e->group, e->h.bs);
     rc = h_write_file(e->conf, text);
     free(text);
     H_CHECK(rc);
-    char errstr[256];
-    rd_kafka_conf_t *conf = h_kafka_conf(e->bs);
-    e->q = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    e->q = h_query_client(h_kafka_conf(e->h.bs));
     if (!e->q)
-        fail_msg("rd_kafka_new: %s", errstr);
+        fail_msg("%s", h_last_error());
     return e;
 }
 
@@ -300,25 +174,16 @@ static env *env_new(int in_parts, int out_parts, int ckt_parts)
 
 static void env_free(env *e)
 {
-    if (!e)
-        return;
-    for (size_t i = 0; i < sizeof(g_envs) / sizeof(g_envs[0]); i++)
-        if (g_envs[i] == e)
-            g_envs[i] = NULL;
-    if (e->q)
-        rd_kafka_destroy(e->q);
-    if (e->dir)
-        h_tmpdir_remove(e->dir);
-    if (h_broker_stop(e->b))
-        fprintf(stderr, "env_free: %s\n", h_last_error());
-    stream_free(e->st);
-    free(e->dir);
-    free(e->conf);
-    free(e->ck[0]);
-    free(e->ck[1]);
-    free(e->out);
-    free(e->scratch);
-    free(e);
+    if (e)
+        h_fixture_free(&e->h);
+}
+
+/* checkpoint.dir of instance A (0) or B (1): dir/a, dir/b. */
+static char *ck_dir(const env *e, int i)
+{
+    static char buf[2][4096];
+    snprintf(buf[i], sizeof(buf[i]), "%s/%s", e->h.dir, i ? "b" : "a");
+    return buf[i];
 }
 
 /* ---- feeding the input at a rate ------------------------------------------ */
@@ -327,85 +192,58 @@ static void env_free(env *e)
  * The stage forwards several hundred thousand records a second on the
  * mock, so input produced up front is gone before a kill "mid-stream" can
  * happen.  The feeder produces e->st's records in order at a set rate, from
- * the wait loops of the test thread (nap()), with one idempotent producer
- * (order kept per partition, so the offsets are the stream's).
+ * the wait loops of the test thread (h_nap's idle hook), with one
+ * idempotent producer (order kept per partition, so the offsets are the
+ * stream's).
  */
 typedef struct feeder {
     env *e;
-    rd_kafka_t *rk;
+    h_producer *p;
     size_t next;   /* the next record to produce */
     size_t end;    /* produce up to here */
     double rate;   /* records/s; 0: paused */
     double credit, t_last;
-    size_t failed;
-    char err[256];
 } feeder;
 
-static feeder *g_feed; /* the active one, ticked by nap() */
-
-static void feed_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-    (void)rk;
-    feeder *f = opaque;
-    if (m->err && f->failed++ == 0)
-        snprintf(f->err, sizeof(f->err), "%s", rd_kafka_err2str(m->err));
-}
+static feeder *g_feed; /* the active one, ticked by h_nap() */
 
 /* Records [from, ...) of e->st are to be fed; nothing is produced until
  * feed_rate(). */
 static void feed_start(env *e, size_t from)
 {
     assert_null(g_feed);
-    feeder *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
+    feeder *f = h_xcalloc(1, sizeof(*f));
     f->e = e;
     f->next = from;
     f->end = e->st->n;
-    rd_kafka_conf_t *conf = h_kafka_conf(e->bs);
-    char errstr[256];
-    const char *kv[][2] = {{"enable.idempotence", "true"},
-                           {"linger.ms", "5"},
-                           {"compression.type", "lz4"},
-                           {"message.timeout.ms", "120000"},
-                           {"queue.buffering.max.messages", "2000000"}};
-    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
-        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK)
-            fail_msg("%s: %s", kv[i][0], errstr);
-    rd_kafka_conf_set_dr_msg_cb(conf, feed_dr);
-    rd_kafka_conf_set_opaque(conf, f);
-    f->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-    if (!f->rk)
-        fail_msg("rd_kafka_new: %s", errstr);
-    f->t_last = now_s();
+    rd_kafka_conf_t *conf = h_conf_pairs(
+        h_kafka_conf(e->h.bs), "enable.idempotence", "true", "linger.ms", "5",
+        "compression.type", "lz4", "message.timeout.ms", "120000",
+        "queue.buffering.max.messages", "2000000", NULL);
+    H_CHECK(h_producer_new(conf, 0, &f->p));
+    f->t_last = h_now_s();
     g_feed = f;
 }
 
 static void feed_upto(feeder *f, size_t upto)
 {
-    const stream *st = f->e->st;
+    const h_stream *st = f->e->st;
     for (; f->next < upto; f->next++) {
         size_t i = f->next;
-        rd_kafka_resp_err_t err;
-        while ((err = rd_kafka_producev(
-                    f->rk, RD_KAFKA_V_TOPIC(IN),
-                    RD_KAFKA_V_PARTITION(st->part[i]),
-                    RD_KAFKA_V_KEY(st->key[i], strlen(st->key[i])),
-                    RD_KAFKA_V_VALUE((void *)st->val[i], strlen(st->val[i])),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            rd_kafka_poll(f->rk, 10);
-        if (err)
-            fail_msg("feeding record %zu: %s", i, rd_kafka_err2str(err));
+        h_record r = h_rec(st->key[i], st->val[i]);
+        if (h_producer_send(f->p, IN, st->part[i], &r))
+            fail_msg("feeding record %zu: %s", i, h_last_error());
     }
-    rd_kafka_poll(f->rk, 0);
+    h_producer_poll(f->p);
 }
 
-static void feed_tick(feeder *f)
+static void feed_tick(void *arg)
 {
+    (void)arg;
+    feeder *f = g_feed;
     if (!f)
         return;
-    double t = now_s();
+    double t = h_now_s();
     if (f->rate > 0) {
         f->credit += (t - f->t_last) * f->rate;
         size_t n = (size_t)f->credit;
@@ -415,12 +253,12 @@ static void feed_tick(feeder *f)
         feed_upto(f, f->next + n);
     }
     f->t_last = t;
-    rd_kafka_poll(f->rk, 0);
+    h_producer_poll(f->p);
 }
 
 static void feed_rate(double rate)
 {
-    feed_tick(g_feed);
+    feed_tick(NULL);
     g_feed->rate = rate;
     g_feed->credit = 0;
 }
@@ -431,21 +269,15 @@ static void feed_finish(void)
 {
     feeder *f = g_feed;
     feed_upto(f, f->end);
-    rd_kafka_flush(f->rk, 120000);
-    int left = rd_kafka_outq_len(f->rk);
-    rd_kafka_destroy(f->rk);
     g_feed = NULL;
-    size_t failed = f->failed;
-    char err[256];
-    snprintf(err, sizeof(err), "%s", f->err);
     env *e = f->e;
+    int rc = h_producer_close(f->p, IN, 120000);
     free(f);
-    if (failed || left)
-        fail_msg("feeding the input: %zu records failed (%s), %d undelivered",
-                 failed, err, left);
+    if (rc)
+        fail_msg("feeding the input: %s", h_last_error());
     for (int p = 0; p < e->in_parts; p++) {
         int64_t lo, hi;
-        H_CHECK(h_watermarks(e->bs, IN, p, &lo, &hi));
+        H_CHECK(h_watermarks(e->h.bs, IN, p, &lo, &hi));
         assert_int_equal(lo, 0);
         assert_int_equal(hi, e->st->next[p]);
     }
@@ -455,186 +287,43 @@ static void feed_abandon(void)
 {
     if (!g_feed)
         return;
-    rd_kafka_purge(g_feed->rk, RD_KAFKA_PURGE_F_QUEUE |
-                                   RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_destroy(g_feed->rk);
+    h_producer_abandon(g_feed->p);
     free(g_feed);
     g_feed = NULL;
 }
 
-/* Sleeps ms milliseconds, feeding meanwhile. */
-static void nap(int ms)
-{
-    double until = now_s() + ms / 1000.0;
-    do {
-        feed_tick(g_feed);
-        double left = until - now_s();
-        if (left > 0)
-            sleep_ms(left > 0.002 ? 2 : (int)(left * 1000) + 1);
-    } while (now_s() < until);
-}
-
 /* ---- the stage processes ------------------------------------------------ */
-
-/* Every stage started and not yet freed (killed by the teardown). */
-static h_proc *g_procs[32];
-
-static void proc_forget(h_proc *p)
-{
-    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++)
-        if (g_procs[i] == p)
-            g_procs[i] = NULL;
-}
-
-static void proc_free(h_proc *p)
-{
-    proc_forget(p);
-    h_process_free(p);
-}
 
 static int teardown(void **state)
 {
-    (void)state;
     feed_abandon();
-    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++)
-        if (g_procs[i]) {
-            h_process_free(g_procs[i]);
-            g_procs[i] = NULL;
-        }
-    for (size_t i = 0; i < sizeof(g_envs) / sizeof(g_envs[0]); i++)
-        env_free(g_envs[i]);
-    return 0;
-}
-
-static void fail_stage(h_proc *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
-
-/* Fails the test, printing the tail of the stage's stderr first (cmocka
- * cuts long failure messages short). */
-static void fail_stage(h_proc *p, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (p) {
-        const char *err = h_process_stderr(p);
-        size_t len = strlen(err);
-        fprintf(stderr, "--- stage %d stderr (tail) ---\n%s--- end ---\n",
-                (int)h_process_pid(p), len > 12000 ? err + len - 12000 : err);
-    }
-    fail_msg("%s", msg);
-    abort(); /* not reached */
+    return h_fixture_teardown(state);
 }
 
 /* `bloomstage run -c CONF -X checkpoint.dir=CKDIR -X extra...` (extra:
- * NULL-terminated, may be NULL). */
+ * NULL-terminated, may be NULL; BS_EOS_STAGE_X adds more). */
 static h_proc *stage_start(env *e, const char *ckdir,
                            const char *const *extra)
 {
-    char *argv[80];
+    const char *xs[40];
     char *ck = h_strdupf("checkpoint.dir=%s", ckdir);
-    int n = 0;
-    argv[n++] = g_bin;
-    argv[n++] = "run";
-    argv[n++] = "-c";
-    argv[n++] = e->conf;
-    argv[n++] = "-X";
-    argv[n++] = ck;
+    size_t n = 0;
+    xs[n++] = ck;
     for (size_t i = 0; extra && extra[i]; i++) {
-        assert_true(n < 70);
-        argv[n++] = "-X";
-        argv[n++] = (char *)extra[i];
+        assert_true(n < 38);
+        xs[n++] = extra[i];
     }
-    char *dbg = getenv("BS_EOS_STAGE_X") ? strdup(getenv("BS_EOS_STAGE_X"))
-                                         : NULL;
-    char *save = NULL;
-    for (char *t = dbg ? strtok_r(dbg, " ", &save) : NULL; t && n < 78;
-         t = strtok_r(NULL, " ", &save)) {
-        argv[n++] = "-X";
-        argv[n++] = t;
-    }
-    argv[n] = NULL;
-    h_proc *p = NULL;
-    int rc = h_process_spawn(argv, NULL, &p);
-    free(dbg);
+    xs[n] = NULL;
+    h_proc *p = h_stage_start(e->conf, xs, NULL);
     free(ck);
-    H_CHECK(rc);
-    size_t i = 0;
-    while (i < sizeof(g_procs) / sizeof(g_procs[0]) && g_procs[i])
-        i++;
-    assert_true(i < sizeof(g_procs) / sizeof(g_procs[0]));
-    g_procs[i] = p;
     return p;
 }
 
-/* The stage must still be running. */
-static void alive(h_proc *p, const char *when)
-{
-    int st = 0;
-    int r = h_process_wait(p, 0, &st);
-    if (r == 0)
-        fail_stage(p, "the stage exited (%s) %s", h_status_str(st), when);
-    if (r < 0)
-        fail_stage(p, "waiting for the stage: %s", h_last_error());
-}
-
-static void dump_if_verbose(h_proc *p, const char *what)
-{
-    if (getenv("BS_EOS_VERBOSE"))
-        fprintf(stderr, "--- stage %d stderr (%s) ---\n%s--- end ---\n",
-                (int)h_process_pid(p), what, h_process_stderr(p));
-}
-
-/* SIGTERM: the stage drains and must exit 0 within a minute. */
+/* SIGTERM, running until then: the stage drains and must exit 0. */
 static void stage_stop(h_proc *p)
 {
-    int st = 0;
-    alive(p, "before SIGTERM");
-    H_CHECK(h_process_kill(p, SIGTERM));
-    int r = h_process_wait(p, 60000, &st);
-    if (r != 0)
-        fail_stage(p, "no exit within 60 s of SIGTERM: %s", h_last_error());
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_stage(p, "SIGTERM: %s, want exit 0", h_status_str(st));
-    dump_if_verbose(p, "stopped");
-}
-
-/* SIGKILL; the stage must have been running until then. */
-static void stage_kill9(h_proc *p, const char *when)
-{
-    alive(p, when);
-    H_CHECK(h_process_kill(p, SIGKILL));
-    int st = 0;
-    if (h_process_wait(p, 10000, &st) != 0)
-        fail_stage(p, "not reaped after SIGKILL: %s", h_last_error());
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-        fail_stage(p, "%s: %s before the SIGKILL", when, h_status_str(st));
-    dump_if_verbose(p, "killed");
-}
-
-static size_t count_said(h_proc *p, const char *needle)
-{
-    size_t n = 0;
-    for (const char *s = h_process_stderr(p); (s = strstr(s, needle));
-         s += strlen(needle))
-        n++;
-    return n;
-}
-
-/* Waits until the stage's log holds needle at least n times. */
-static void wait_said_n(h_proc *p, const char *needle, size_t n,
-                        int timeout_ms)
-{
-    double t0 = now_s();
-    while (count_said(p, needle) < n) {
-        alive(p, "while waiting for its log");
-        if ((now_s() - t0) * 1000 > timeout_ms)
-            fail_stage(p, "the stage did not log '%s' %zu times within %d ms",
-                       needle, n, timeout_ms);
-        nap(2);
-    }
+    h_stage_alive(p, "before SIGTERM");
+    h_stage_stop(p);
 }
 
 #define SAID_ASSIGNED "msg=\"partition assigned\""
@@ -660,8 +349,8 @@ static size_t parse_assigned(h_proc *p, assigned *out, size_t max)
         size_t fwd;
         if (sscanf(s, " topic=" IN " partition=%d checkpoint_offset=%lld "
                       "already_forwarded=%zu", &part, &ck, &fwd) != 3)
-            fail_stage(p, "a 'partition assigned' line does not parse: %.120s",
-                       s);
+            h_stage_fail(p, "a 'partition assigned' line does not parse: "
+                         "%.120s", s);
         if (n < max)
             out[n++] = (assigned){part, ck, fwd};
     }
@@ -683,8 +372,8 @@ static size_t parse_replayed(h_proc *p, uint64_t *records, double *seconds)
         double secs;
         if (sscanf(s, " partitions=%zu records=%llu seconds=%lf", &parts, &rec,
                    &secs) != 3)
-            fail_stage(p, "an 'output tail replayed' line does not parse: "
-                       "%.120s", s);
+            h_stage_fail(p, "an 'output tail replayed' line does not parse: "
+                         "%.120s", s);
         r += rec;
         sec += secs;
         n++;
@@ -698,103 +387,42 @@ static size_t parse_replayed(h_proc *p, uint64_t *records, double *seconds)
 
 /* ---- topics --------------------------------------------------------------- */
 
-/* Produces records [from, to) of e->st in order (chunks of 100k), then
+/* Produces records [from, to) of e->st in order (chunks of 100k, lz4), then
  * checks IN's end offsets against the stream's. */
 static void produce_range(env *e, size_t from, size_t to)
 {
-    const stream *st = e->st;
     static const char *const lz4[] = {"compression.type=lz4", NULL};
-    for (size_t c = from; c < to; c += 100000) {
-        size_t end = to - c < 100000 ? to : c + 100000;
-        h_record *recs = calloc(end - c, sizeof(*recs));
-        assert_non_null(recs);
-        for (size_t i = c; i < end; i++) {
-            recs[i - c] = h_rec(st->key[i], st->val[i]);
-            recs[i - c].partition = st->part[i];
-        }
-        int rc = h_produce_conf(e->bs, IN, H_PARTITION_PER_RECORD, recs,
-                                end - c, lz4);
-        free(recs);
-        H_CHECK(rc);
-    }
-    int64_t want[MAXP] = {0};
-    for (size_t i = 0; i < to; i++)
-        want[st->part[i]] = st->off[i] + 1;
-    for (int p = 0; p < e->in_parts; p++) {
-        int64_t lo, hi;
-        H_CHECK(h_watermarks(e->bs, IN, p, &lo, &hi));
-        assert_int_equal(lo, 0);
-        assert_int_equal(hi, want[p]);
-    }
+    h_stream_produce(e->st, e->h.bs, IN, from, to, lz4);
 }
 
 /* High watermarks of a topic's partitions into hw (if not NULL); returns
- * their sum. */
+ * their sum.  (Test 2 makes the topic's metadata fail for a while: the
+ * query client caches that too, until its next metadata refresh, so
+ * h_topic_end retries.) */
 static int64_t topic_end(env *e, const char *topic, int nparts, int64_t *hw)
 {
-    int64_t sum = 0;
-    for (int p = 0; p < nparts; p++) {
-        int64_t lo, hi;
-        rd_kafka_resp_err_t err;
-        /* Test 2 makes the topic's metadata fail for a while: this client
-         * caches that too, until its next metadata refresh. */
-        double t0 = now_s();
-        while ((err = rd_kafka_query_watermark_offsets(e->q, topic, p, &lo,
-                                                       &hi, 10000)) &&
-               now_s() - t0 < 15)
-            sleep_ms(100);
-        if (err)
-            fail_msg("watermarks of %s [%d]: %s", topic, p,
-                     rd_kafka_err2name(err));
-        if (hw)
-            hw[p] = hi;
-        sum += hi;
-    }
-    return sum;
+    return h_topic_end(e->q, topic, nparts, hw);
 }
 
-static int64_t out_total(env *e) { return topic_end(e, OUT, e->out_parts, NULL); }
+static int64_t out_total(env *e)
+{
+    return topic_end(e, OUT, e->out_parts, NULL);
+}
 
 /* Polls until OUT holds at least want records; the stages in procs (NULL-
  * terminated) must stay alive meanwhile. */
 static void wait_out(env *e, h_proc *const *procs, int64_t want,
                      int timeout_ms)
 {
-    double t0 = now_s();
-    int64_t have;
-    while ((have = out_total(e)) < want) {
-        for (size_t i = 0; procs && procs[i]; i++)
-            alive(procs[i], "while waiting for output");
-        if ((now_s() - t0) * 1000 > timeout_ms)
-            fail_stage(procs ? procs[0] : NULL, "the output holds %lld "
-                       "records, not %lld, after %d ms", (long long)have,
-                       (long long)want, timeout_ms);
-        nap(2);
-    }
+    h_wait_out(e->q, OUT, e->out_parts, procs, want, timeout_ms);
 }
 
 /* Polls until the group's committed offsets are the input's end; the
  * stages in procs (NULL-terminated) must stay alive meanwhile. */
 static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
 {
-    double t0 = now_s();
-    int64_t c[MAXP];
-    for (;;) {
-        H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
-        int p = 0;
-        while (p < e->in_parts && c[p] == e->st->next[p])
-            p++;
-        if (p == e->in_parts)
-            return;
-        for (size_t i = 0; procs && procs[i]; i++)
-            alive(procs[i], "before committing the end of the input");
-        if ((now_s() - t0) * 1000 > timeout_ms)
-            fail_stage(procs ? procs[0] : NULL, "%s [%d] committed at %lld, "
-                       "want the input end %lld within %d ms", IN, p,
-                       (long long)c[p], (long long)e->st->next[p],
-                       timeout_ms);
-        nap(200);
-    }
+    h_wait_committed(e->h.bs, e->group, IN, e->in_parts, e->st->next, procs,
+                     timeout_ms, NULL, NULL);
 }
 
 /* Waits until OUT holds at least want records and has not grown for
@@ -802,28 +430,15 @@ static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
 static void wait_out_settled(env *e, h_proc *const *procs, int64_t want,
                              int quiet_ms, int timeout_ms)
 {
-    wait_out(e, procs, want, timeout_ms);
-    int64_t last = out_total(e);
-    double since = now_s(), t0 = now_s();
-    while ((now_s() - since) * 1000 < quiet_ms) {
-        nap(50);
-        int64_t have = out_total(e);
-        if (have != last) {
-            last = have;
-            since = now_s();
-        }
-        for (size_t i = 0; procs && procs[i]; i++)
-            alive(procs[i], "while the output settles");
-        if ((now_s() - t0) * 1000 > timeout_ms)
-            fail_stage(procs ? procs[0] : NULL, "the output did not settle");
-    }
+    h_wait_out_settled(e->q, OUT, e->out_parts, procs, want, quiet_ms,
+                       timeout_ms);
 }
 
 /* The committed offsets are the input's end (once the stages stopped). */
 static void assert_committed_end(env *e)
 {
     int64_t c[MAXP];
-    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+    H_CHECK(h_committed(e->h.bs, e->group, IN, e->in_parts, c));
     for (int p = 0; p < e->in_parts; p++)
         if (c[p] != e->st->next[p])
             fail_msg("%s [%d] committed at %lld, want the input end %lld", IN,
@@ -840,184 +455,54 @@ static void check_nothing_dropped(env *e)
         int n;
     } t[] = {{IN, e->in_parts}, {OUT, e->out_parts}, {CKT, e->ckt_parts}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        for (int p = 0; p < t[i].n; p++) {
-            int64_t lo, hi;
-            H_CHECK(h_watermarks(e->bs, t[i].topic, p, &lo, &hi));
-            if (lo != 0)
-                fail_msg("the mock dropped the first %lld records of %s [%d]"
-                         " (its 5 MiB per partition): the test outgrew it",
-                         (long long)lo, t[i].topic, p);
-        }
+        if (h_check_nothing_dropped(e->q, t[i].topic, t[i].n))
+            fail_msg("%s: the test outgrew it", h_last_error());
 }
 
 /* ---- the output ------------------------------------------------------------ */
 
-/* One output record, traced back to the input record it copies. */
-typedef struct outrec {
-    uint32_t id;     /* key id */
-    size_t rec;      /* input record index */
-    int32_t src_part;
-    int64_t src_off;
-    int32_t part;    /* in OUT */
-    int64_t off;     /* in OUT */
-} outrec;
-
-static const char *header(const h_record *r, const char *name)
+/* All of OUT, every record traced to its input record (h_read_out); owned
+ * by e->st, valid until the next read_out. */
+static h_outrec *read_out(env *e, size_t *n)
 {
-    for (size_t i = 0; i < r->n_headers; i++)
-        if (!strcmp(r->headers[i].name, name) && r->headers[i].value)
-            return r->headers[i].value;
-    return NULL;
+    return h_read_out(e->st, e->h.bs, OUT, IN, n);
 }
 
-/*
- * Reads all of OUT and traces every record to its input record: the value
- * names it ("v<i>"), the key must be that record's, and bloomstage-src must
- * be IN:partition:offset of that record.  Returns the records (owned by e,
- * valid until the next read_out) and their count.
- */
-static outrec *read_out(env *e, size_t *n)
+/* Copies per key id in the output just read (owned by e->st); fails if a
+ * key id is missing (lost).  *extra gets the copies beyond the first,
+ * summed. */
+static unsigned *count_copies(env *e, size_t *extra)
 {
-    h_record_list l = {0};
-    H_CHECK(h_consume_all(e->bs, OUT, 180000, &l));
-    free(e->out);
-    e->out = calloc(l.n ? l.n : 1, sizeof(*e->out));
-    outrec *o = e->out;
-    const stream *st = e->st;
-    char bad[512] = "";
-    for (size_t k = 0; o && k < l.n && !bad[0]; k++) {
-        const h_record *r = &l.recs[k];
-        const char *v = r->value;
-        char *end = NULL;
-        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
-        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
-            strcmp(r->key, st->key[i])) {
-            snprintf(bad, sizeof(bad), "output %d:%lld: key '%s' value '%s' "
-                     "is no input record", (int)r->partition,
-                     (long long)r->offset,
-                     r->key ? (const char *)r->key : "NULL", v ? v : "NULL");
-            break;
-        }
-        const char *src = header(r, "bloomstage-src");
-        char want[64];
-        snprintf(want, sizeof(want), "%s:%d:%lld", IN, (int)st->part[i],
-                 (long long)st->off[i]);
-        if (!src || strcmp(src, want)) {
-            snprintf(bad, sizeof(bad), "output %d:%lld: bloomstage-src '%s', "
-                     "want '%s'", (int)r->partition, (long long)r->offset,
-                     src ? src : "(none)", want);
-            break;
-        }
-        o[k] = (outrec){st->id[i], i, st->part[i], st->off[i], r->partition,
-                        r->offset};
-    }
-    *n = l.n;
-    h_record_list_free(&l);
-    assert_non_null(o);
-    if (bad[0])
-        fail_msg("%s", bad);
-    return o;
-}
-
-/* Copies per key id in the output (caller frees); fails if a key id is
- * missing (lost).  *extra gets the copies beyond the first, summed. */
-static unsigned *count_copies(env *e, const outrec *o, size_t n,
-                              size_t *extra)
-{
-    const stream *st = e->st;
-    unsigned *c = calloc(st->nids ? st->nids : 1, sizeof(*c));
-    assert_non_null(c);
-    for (size_t k = 0; k < n; k++)
-        c[o[k].id]++;
-    size_t missing = 0, x = 0, first_missing = 0;
-    for (size_t id = 0; id < st->nids; id++) {
-        if (c[id] > 1)
-            x += c[id] - 1;
-        if (c[id] == 0 && missing++ == 0)
-            first_missing = id;
-    }
-    if (missing) {
-        free(c);
-        fail_msg("%zu of %zu unique keys are not in the output (lost), e.g. "
-                 "k%07zu (first at %s:%d:%lld)", missing, st->nids,
-                 first_missing, IN, (int)st->part[st->first[first_missing]],
-                 (long long)st->off[st->first[first_missing]]);
-    }
-    if (extra)
-        *extra = x;
-    return c;
+    return h_count_copies(e->st, IN, e->st->n, extra);
 }
 
 /* Every key of the stream is in the output exactly once, so the output
  * holds exactly as many records as there are distinct keys. */
-static void assert_exactly_once(env *e, const outrec *o, size_t n,
-                                const char *why)
+static void assert_exactly_once(env *e, size_t n, const char *why)
 {
-    size_t extra = 0;
-    unsigned *c = count_copies(e, o, n, &extra);
-    const stream *st = e->st;
-    for (size_t id = 0; id < st->nids; id++) {
-        if (c[id] == 1)
-            continue;
-        /* Name both copies: which input records, which output offsets. */
-        char where[256] = "";
-        size_t len = 0;
-        for (size_t k = 0; k < n && len < sizeof(where) - 64; k++)
-            if (o[k].id == id)
-                len += (size_t)snprintf(where + len, sizeof(where) - len,
-                                        " [%s:%d:%lld -> %s:%d:%lld]", IN,
-                                        (int)o[k].src_part,
-                                        (long long)o[k].src_off, OUT,
-                                        (int)o[k].part, (long long)o[k].off);
-        unsigned copies = c[id];
-        free(c);
-        fail_msg("%zu duplicates in the output (%zu records, %zu unique "
-                 "keys); k%07zu is there %u times:%s -- %s", extra, n,
-                 st->nids, id, copies, where, why);
-    }
-    free(c);
-    assert_int_equal(n, st->nids);
+    unsigned *c = count_copies(e, NULL);
+    h_expect_once(e->st, c, IN, OUT, e->st->n, why);
+    assert_int_equal(n, e->st->nids);
 }
 
 /* ---- 1. kill -9 at many moments ------------------------------------------- */
 
-typedef enum { K_ASSIGNED, K_OUTPUT, K_CKPT } kill_kind;
-
-typedef struct kill_plan {
-    kill_kind kind;
-    int64_t out_delta; /* K_OUTPUT, K_CKPT: once the output grew this much
-                          in this run */
-    int ms;            /* then wait this long */
-    const char *what;
-} kill_plan;
-
-static const kill_plan KILLS[] = {
-    {K_ASSIGNED, 0, 0, "right after the assignment"},
-    {K_OUTPUT, 3000, 0, "mid-batch"},
-    {K_CKPT, 2000, 0, "right after a checkpoint"},
-    {K_CKPT, 2000, 7, "7 ms after a checkpoint"},
-    {K_ASSIGNED, 0, 250, "250 ms after the assignment"},
-    {K_OUTPUT, 12000, 0, "mid-batch, later in the run"},
-    {K_CKPT, 1000, 90, "90 ms after a checkpoint"},
+/* When to kill: once the run has its assignment; once the output grew so
+ * much in this run; then at the next `msg=checkpoint` line; then so many
+ * ms later (h_kill_at). */
+static const h_kill_plan KILLS[] = {
+    {.log = SAID_ASSIGNED, .what = "right after the assignment"},
+    {.out_delta = 3000, .what = "mid-batch"},
+    {.out_delta = 2000, .log = SAID_CKPT, .log_next = true,
+     .what = "right after a checkpoint"},
+    {.out_delta = 2000, .log = SAID_CKPT, .log_next = true, .ms = 7,
+     .what = "7 ms after a checkpoint"},
+    {.log = SAID_ASSIGNED, .ms = 250, .what = "250 ms after the assignment"},
+    {.out_delta = 12000, .what = "mid-batch, later in the run"},
+    {.out_delta = 1000, .log = SAID_CKPT, .log_next = true, .ms = 90,
+     .what = "90 ms after a checkpoint"},
 };
 #define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
-
-/* Waits for the moment k describes in the run of p, then kill -9. */
-static void kill_at(env *e, h_proc *p, const kill_plan *k, int64_t out0)
-{
-    const int limit = 120000;
-    if (k->kind == K_ASSIGNED) {
-        wait_said_n(p, SAID_ASSIGNED, 1, limit);
-    } else {
-        h_proc *const procs[] = {p, NULL};
-        wait_out(e, procs, out0 + k->out_delta, limit);
-        if (k->kind == K_CKPT)
-            wait_said_n(p, SAID_CKPT, count_said(p, SAID_CKPT) + 1, limit);
-    }
-    if (k->ms)
-        nap(k->ms);
-    stage_kill9(p, k->what);
-}
 
 /*
  * N records, half of them copies of keys seen before: a backlog of N0
@@ -1033,11 +518,11 @@ static void kill_restart(bool exactly_once)
     env *e = env_new(6, 6, 0);
     const size_t N = 200000, N0 = 40000;
     const double FEED = 20000;
-    e->st = stream_new(N, 6, exactly_once ? 11 : 12);
-    stream_add(e->st, N, 50);
+    e->st = h_stream_new(N, 6, exactly_once ? 11 : 12);
+    h_stream_add(e->st, N, 50);
     produce_range(e, 0, N0);
     feed_start(e, N0);
-    const char *ckdir = e->ck[0];
+    const char *ckdir = ck_dir(e, 0);
     const char *const extra[] = {
         exactly_once ? "processing.guarantee=exactly_once"
                      : "processing.guarantee=at_least_once",
@@ -1050,9 +535,11 @@ static void kill_restart(bool exactly_once)
         int64_t out0 = out_total(e);
         h_proc *p = stage_start(e, ckdir, extra);
         if (k < NKILLS) {
-            wait_said_n(p, SAID_ASSIGNED, 1, 120000);
+            h_wait_said(p, SAID_ASSIGNED, 1, 120000);
             feed_rate(FEED);
-            kill_at(e, p, &KILLS[k], out0);
+            const h_kill_ctx at = {.q = e->q, .out_topic = OUT,
+                                   .out_parts = e->out_parts, .out0 = out0};
+            h_kill_at(p, &KILLS[k], &at);
             feed_rate(0);
         } else {
             feed_finish();
@@ -1069,26 +556,26 @@ static void kill_restart(bool exactly_once)
         replays += nr;
         replayed += r;
         fwd += f;
-        rollbacks += count_said(p, "rolling back");
+        rollbacks += h_count_said(p, "rolling back");
         print_message("%s run %zu (%s): output %lld -> %lld, %zu "
                       "partitions assigned, tail replayed %zu times (%llu "
                       "records, %zu already forwarded)\n", mode, k + 1,
                       k < NKILLS ? KILLS[k].what : "drained on SIGTERM",
                       (long long)out0, (long long)out_total(e), na, nr,
                       (unsigned long long)r, f);
-        proc_free(p);
+        h_proc_release(p);
     }
     assert_committed_end(e);
     check_nothing_dropped(e);
     assert_int_equal(rollbacks, 0); /* nothing here makes a delivery fail */
 
     size_t n = 0, extra_copies = 0;
-    outrec *o = read_out(e, &n);
+    read_out(e, &n);
     if (exactly_once) {
         if (replays == 0)
             fail_msg("no restart logged '%s': the replay path never ran",
                      SAID_REPLAYED);
-        assert_exactly_once(e, o, n, "exactly_once after kill -9 and "
+        assert_exactly_once(e, n, "exactly_once after kill -9 and "
                             "restart");
         print_message("exactly_once: %zu records, %zu unique keys, %zu "
                       "output records, 0 duplicates; %zu tail replays read "
@@ -1096,8 +583,7 @@ static void kill_restart(bool exactly_once)
                       "forwarded\n", N, e->st->nids, n, replays,
                       (unsigned long long)replayed, fwd);
     } else {
-        unsigned *c = count_copies(e, o, n, &extra_copies);
-        free(c);
+        count_copies(e, &extra_copies);
         if (replays != 0)
             fail_msg("at_least_once logged '%s' %zu times: it must not read "
                      "the output", SAID_REPLAYED, replays);
@@ -1142,10 +628,10 @@ static void delivery_failures(const char *inject, const char *clear,
 {
     env *e = env_new(6, 6, 0);
     const size_t CHUNK = 50000, ROUNDS = 3;
-    e->st = stream_new(CHUNK * (ROUNDS + 1), 6, 21);
-    stream_add(e->st, CHUNK, 50);
+    e->st = h_stream_new(CHUNK * (ROUNDS + 1), 6, 21);
+    h_stream_add(e->st, CHUNK, 50);
     produce_range(e, 0, CHUNK);
-    const char *ckdir = e->ck[0];
+    const char *ckdir = ck_dir(e, 0);
     const char *const extra[] = {"processing.guarantee=exactly_once",
                                  "checkpoint.interval.ms=200",
                                  "producer.message.timeout.ms=3000",
@@ -1156,24 +642,24 @@ static void delivery_failures(const char *inject, const char *clear,
     wait_committed_end(e, procs, 120000);
     for (size_t r = 1; r <= ROUNDS; r++) {
         int64_t out0 = out_total(e);
-        size_t before = count_said(p, SAID_ROLLBACK);
+        size_t before = h_count_said(p, SAID_ROLLBACK);
         if (ahead_ms) {
-            H_CHECK(h_broker_control(e->b, inject));
-            nap(ahead_ms);
+            H_CHECK(h_broker_control(e->h.broker, inject));
+            h_nap(ahead_ms);
         }
         H_CHECK(h_process_kill(p, SIGSTOP));
-        stream_add(e->st, CHUNK, 50);
+        h_stream_add(e->st, CHUNK, 50);
         produce_range(e, r * CHUNK, (r + 1) * CHUNK);
         H_CHECK(h_process_kill(p, SIGCONT));
-        double t0 = now_s();
+        double t0 = h_now_s();
         if (!ahead_ms) {
             wait_out(e, procs, out0 + 2000, 60000);
-            H_CHECK(h_broker_control(e->b, inject));
+            H_CHECK(h_broker_control(e->h.broker, inject));
         }
-        wait_said_n(p, SAID_ROLLBACK, before + 1, 60000);
-        double dt = now_s() - t0;
+        h_wait_said(p, SAID_ROLLBACK, before + 1, 60000);
+        double dt = h_now_s() - t0;
         int64_t out_at = out_total(e);
-        H_CHECK(h_broker_control(e->b, clear));
+        H_CHECK(h_broker_control(e->h.broker, clear));
         wait_committed_end(e, procs, 120000);
         print_message("round %zu: '%s': rollback %.2f s after the chunk "
                       "started, %lld of its records were in the output by "
@@ -1183,21 +669,21 @@ static void delivery_failures(const char *inject, const char *clear,
     stage_stop(p);
     uint64_t replayed = 0;
     size_t replays = parse_replayed(p, &replayed, NULL);
-    size_t rollbacks = count_said(p, SAID_ROLLBACK);
-    size_t failures = count_said(p, "msg=\"checkpoint failed\"");
+    size_t rollbacks = h_count_said(p, SAID_ROLLBACK);
+    size_t failures = h_count_said(p, "msg=\"checkpoint failed\"");
     check_nothing_dropped(e);
 
     size_t n = 0;
-    outrec *o = read_out(e, &n);
-    assert_exactly_once(e, o, n, "exactly_once across rollbacks");
+    read_out(e, &n);
+    assert_exactly_once(e, n, "exactly_once across rollbacks");
     if (!ahead_ms && replays == 0)
-        fail_stage(p, "no rollback found a delivered record in the output "
-                   "tail: the replay path of a rollback never ran");
+        h_stage_fail(p, "no rollback found a delivered record in the output "
+                     "tail: the replay path of a rollback never ran");
     print_message("'%s': %zu rollbacks, %zu failed checkpoints, %zu tail "
                   "replays (%llu records); %zu records, %zu output records, "
                   "each key exactly once\n", inject, rollbacks, failures,
                   replays, (unsigned long long)replayed, e->st->n, n);
-    proc_free(p);
+    h_proc_release(p);
     env_free(e);
 }
 
@@ -1263,6 +749,41 @@ static unsigned assigned_mask(h_proc *p)
 
 static int popcount(unsigned m) { return __builtin_popcount(m); }
 
+/* Waits until A and B (started together, fed meanwhile) share the six
+ * partitions (the group has no other member), A has written two
+ * checkpoint rounds and the output holds 40% of the keys. */
+static void busy_together(env *e, h_proc *a, h_proc *b)
+{
+    h_proc *const both[] = {a, b, NULL};
+    double t0 = h_now_s();
+    for (;;) {
+        unsigned mb = assigned_mask(b);
+        if (h_count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
+            break;
+        h_stages_alive(both, "before both instances had partitions");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(b, "the two instances did not share the partitions "
+                         "within 60 s (B has mask 0x%x)", mb);
+        h_nap(5);
+    }
+    h_wait_said(a, SAID_CKPT, 2, 120000);
+    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
+}
+
+/* Waits until B has A's partitions ma too (after A's session times
+ * out). */
+static void wait_takeover(h_proc *b, unsigned ma)
+{
+    double t0 = h_now_s();
+    while ((assigned_mask(b) & ma) != ma) {
+        h_stage_alive(b, "while taking A's partitions over");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(b, "B did not get A's partitions (0x%x) within 60 s",
+                         ma);
+        h_nap(20);
+    }
+}
+
 /*
  * Two instances, A and B, same group, checkpoint.store=kafka, separate
  * checkpoint.dir (unused by that store), started together; N records (half
@@ -1281,39 +802,24 @@ static void test_scale_out_kill(void **state)
     (void)state;
     env *e = env_new_group(6, 6, 3, "bs-eos-scale-out");
     const size_t N = 150000;
-    e->st = stream_new(N, 6, 31);
-    stream_add(e->st, N, 50);
-    const char *cka = e->ck[0], *ckb = e->ck[1];
+    e->st = h_stream_new(N, 6, 31);
+    h_stream_add(e->st, N, 50);
+    const char *cka = ck_dir(e, 0), *ckb = ck_dir(e, 1);
     h_proc *a = stage_start(e, cka, KAFKA_STORE);
     h_proc *b = stage_start(e, ckb, KAFKA_STORE);
-    h_proc *const both[] = {a, b, NULL};
     feed_start(e, 0);
     feed_rate(15000);
 
     /* Both have partitions; A's are those B does not have (the group has
      * no other member). */
-    double t0 = now_s();
-    unsigned mb;
-    for (;;) {
-        mb = assigned_mask(b);
-        if (count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
-            break;
-        alive(a, "before both instances had partitions");
-        alive(b, "before both instances had partitions");
-        if (now_s() - t0 > 60)
-            fail_stage(b, "the two instances did not share the partitions "
-                       "within 60 s (B has mask 0x%x)", mb);
-        nap(5);
-    }
-    wait_said_n(a, SAID_CKPT, 2, 120000);
-    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
-    nap(300);
-    mb = assigned_mask(b); /* B only gains partitions while A lives */
+    busy_together(e, a, b);
+    h_nap(300);
+    unsigned mb = assigned_mask(b); /* B only gains them while A lives */
     unsigned ma = 0x3fu & ~mb;
     assert_true(ma != 0);
-    stage_kill9(a, "mid-run, both instances busy");
+    h_stage_kill9(a, "mid-run, both instances busy");
     size_t fed_at_kill = g_feed->next;
-    nap(300); /* whatever A had on the wire lands, or not */
+    h_nap(300); /* whatever A had on the wire lands, or not */
     int64_t hw_kill[MAXP];
     int64_t out_kill = topic_end(e, OUT, e->out_parts, hw_kill);
     print_message("killed A (partitions mask 0x%x) with %lld output records, "
@@ -1321,14 +827,7 @@ static void test_scale_out_kill(void **state)
                   (long long)out_kill, fed_at_kill, N, mb);
 
     /* B takes A's partitions over (after A's session times out). */
-    t0 = now_s();
-    while ((assigned_mask(b) & ma) != ma) {
-        alive(b, "while taking A's partitions over");
-        if (now_s() - t0 > 60)
-            fail_stage(b, "B did not get A's partitions (0x%x) within 60 s",
-                       ma);
-        nap(20);
-    }
+    wait_takeover(b, ma);
     assigned as[64];
     size_t nas = parse_assigned(b, as, 64);
     int64_t resume[MAXP] = {0};
@@ -1344,8 +843,8 @@ static void test_scale_out_kill(void **state)
                       (long long)e->st->next[as[i].partition], as[i].fwd);
     }
     if (!from_store)
-        fail_stage(b, "none of A's partitions came to B with a checkpoint "
-                   "offset > 0: no state from the Kafka store");
+        h_stage_fail(b, "none of A's partitions came to B with a checkpoint "
+                     "offset > 0: no state from the Kafka store");
     feed_finish();
     /* The output settles (exactly one copy per key is all there is to
      * forward); the committed offsets are checked last, below. */
@@ -1358,8 +857,8 @@ static void test_scale_out_kill(void **state)
     check_nothing_dropped(e);
 
     size_t n = 0;
-    outrec *o = read_out(e, &n);
-    assert_exactly_once(e, o, n, "two instances, one killed -9, kafka store");
+    h_outrec *o = read_out(e, &n);
+    assert_exactly_once(e, n, "two instances, one killed -9, kafka store");
     /* Directly: the keys A forwarded (A's partitions, below the output's
      * end when A died) are never forwarded by B; and count those of them
      * that came again in the input where B resumed. */
@@ -1390,13 +889,13 @@ static void test_scale_out_kill(void **state)
     if (n_a == 0 || seen_again == 0)
         fail_msg("vacuous: A forwarded %zu records, %zu of their keys came "
                  "again after the takeover", n_a, seen_again);
-    if (count_said(b, "commit failed"))
+    if (h_count_said(b, "commit failed"))
         print_message("B logged %zu failed commits (%zu lost assignments)\n",
-                      count_said(b, "commit failed"),
-                      count_said(b, "assignment lost"));
+                      h_count_said(b, "commit failed"),
+                      h_count_said(b, "assignment lost"));
     assert_committed_end(e);
-    proc_free(a);
-    proc_free(b);
+    h_proc_release(a);
+    h_proc_release(b);
     env_free(e);
 }
 
@@ -1450,34 +949,34 @@ static void rebalance(bool busy)
     env *e = env_new_group(6, 6, 3, busy ? "bs-eos-rebalance-busy"
                                          : "bs-eos-rebalance-idle");
     const size_t N1 = 60000, N2 = busy ? 90000 : 0, NNEW = 3000;
-    e->st = stream_new(2 * (N1 + N2) + NNEW, 6, busy ? 42 : 41);
-    stream_add(e->st, N1, 50);
+    e->st = h_stream_new(2 * (N1 + N2) + NNEW, 6, busy ? 42 : 41);
+    h_stream_add(e->st, N1, 50);
     produce_range(e, 0, N1);
     int64_t end1[MAXP];
     memcpy(end1, e->st->next, sizeof(end1));
-    const char *cka = e->ck[0], *ckb = e->ck[1];
+    const char *cka = ck_dir(e, 0), *ckb = ck_dir(e, 1);
     h_proc *a = stage_start(e, cka, KAFKA_STORE);
     h_proc *const only_a[] = {a, NULL};
     wait_committed_end(e, only_a, 120000);
 
-    stream_add(e->st, N2, 50);
+    h_stream_add(e->st, N2, 50);
     h_proc *b = stage_start(e, ckb, KAFKA_STORE);
     h_proc *const both[] = {a, b, NULL};
     feed_start(e, N1);
     feed_rate(15000);
-    double t0 = now_s();
+    double t0 = h_now_s();
     double b_assigned_at = -1;
     size_t fed_then = 0;
     while (g_feed->next < N1 + N2 || b_assigned_at < 0) {
-        if (b_assigned_at < 0 && count_said(b, SAID_ASSIGNED) > 0) {
-            b_assigned_at = now_s() - t0;
+        if (b_assigned_at < 0 && h_count_said(b, SAID_ASSIGNED) > 0) {
+            b_assigned_at = h_now_s() - t0;
             fed_then = g_feed->next - N1;
         }
-        alive(a, "while B joins");
-        alive(b, "while B joins");
-        if (now_s() - t0 > 60)
-            fail_stage(b, "B got no partition within 60 s of its start");
-        nap(20);
+        h_stage_alive(a, "while B joins");
+        h_stage_alive(b, "while B joins");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(b, "B got no partition within 60 s of its start");
+        h_nap(20);
     }
     feed_finish();
     wait_committed_end(e, both, 120000);
@@ -1490,30 +989,30 @@ static void rebalance(bool busy)
                       "committed %lld before B started)\n", IN, (int)q,
                       as[i].ckpt, (long long)end1[q]);
         if (as[i].ckpt < end1[q] || (!busy && as[i].ckpt != end1[q]))
-            fail_stage(b, "%s [%d] came to B at checkpoint_offset=%lld; A "
-                       "had committed %lld there: its filter did not come "
-                       "with it", IN, (int)q, as[i].ckpt,
-                       (long long)end1[q]);
+            h_stage_fail(b, "%s [%d] came to B at checkpoint_offset=%lld; A "
+                         "had committed %lld there: its filter did not come "
+                         "with it", IN, (int)q, as[i].ckpt,
+                         (long long)end1[q]);
     }
     size_t mock_lost = 0;
     if (lost_not_by_mock(a, &mock_lost) || (!busy && mock_lost))
-        fail_stage(a, "A lost its assignment in a graceful rebalance");
-    if (count_said(a, "rolling back"))
-        fail_stage(a, "A rolled back in a graceful rebalance");
+        h_stage_fail(a, "A lost its assignment in a graceful rebalance");
+    if (h_count_said(a, "rolling back"))
+        h_stage_fail(a, "A rolled back in a graceful rebalance");
     print_message("B joined: mask 0x%x (%d partitions), first assigned %.1f s "
                   "after its start (%zu records of part 2 fed by then); A "
                   "lost its assignment %zu times (mock: commit during the "
                   "rebalance)\n", mb, popcount(mb), b_assigned_at, fed_then,
                   mock_lost);
     if (popcount(mb) == 0 || popcount(mb) == 6)
-        fail_stage(b, "after the rebalance B has %d partitions: nothing was "
-                   "shared", popcount(mb));
+        h_stage_fail(b, "after the rebalance B has %d partitions: nothing was "
+                     "shared", popcount(mb));
 
     /* The old records again, and some new keys. */
     size_t old_end = e->st->n;
-    stream_add_copies(e->st, 0, old_end);
+    h_stream_add_copies(e->st, 0, old_end);
     size_t replay_end = e->st->n;
-    stream_add(e->st, NNEW, 0);
+    h_stream_add(e->st, NNEW, 0);
     produce_range(e, old_end, e->st->n);
     wait_committed_end(e, both, 120000);
     stage_stop(b);
@@ -1526,7 +1025,7 @@ static void rebalance(bool busy)
     check_nothing_dropped(e);
 
     size_t n = 0, to_b = 0;
-    outrec *o = read_out(e, &n);
+    h_outrec *o = read_out(e, &n);
     for (size_t k = 0; k < n; k++)
         if (o[k].rec >= old_end && o[k].rec < replay_end)
             fail_msg("%s:%d:%lld, a copy of old record %zu (k%07u), was "
@@ -1534,7 +1033,7 @@ static void rebalance(bool busy)
                      (long long)o[k].src_off, o[k].rec - old_end, o[k].id);
     for (size_t i = old_end; i < replay_end; i++)
         to_b += mb >> e->st->part[i] & 1;
-    assert_exactly_once(e, o, n, "rebalance, old records again");
+    assert_exactly_once(e, n, "rebalance, old records again");
     size_t new_by_b = 0;
     for (size_t k = 0; k < n; k++)
         new_by_b += o[k].rec >= replay_end && (mb >> o[k].src_part & 1);
@@ -1544,8 +1043,8 @@ static void rebalance(bool busy)
                   new_by_b, n);
     assert_true(to_b > 0 && new_by_b > 0);
     assert_committed_end(e);
-    proc_free(a);
-    proc_free(b);
+    h_proc_release(a);
+    h_proc_release(b);
     env_free(e);
 }
 
@@ -1583,40 +1082,18 @@ static void test_scale_out_zombie(void **state)
     }
     env *e = env_new_group(6, 6, 3, "bs-eos-zombie");
     const size_t N = 150000;
-    e->st = stream_new(N, 6, 71);
-    stream_add(e->st, N, 50);
-    h_proc *a = stage_start(e, e->ck[0], KAFKA_STORE);
-    h_proc *b = stage_start(e, e->ck[1], KAFKA_STORE);
-    h_proc *const both[] = {a, b, NULL};
+    e->st = h_stream_new(N, 6, 71);
+    h_stream_add(e->st, N, 50);
+    h_proc *a = stage_start(e, ck_dir(e, 0), KAFKA_STORE);
+    h_proc *b = stage_start(e, ck_dir(e, 1), KAFKA_STORE);
     feed_start(e, 0);
     feed_rate(15000);
-    double t0 = now_s();
-    unsigned mb;
-    for (;;) {
-        mb = assigned_mask(b);
-        if (count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
-            break;
-        alive(a, "before both instances had partitions");
-        alive(b, "before both instances had partitions");
-        if (now_s() - t0 > 60)
-            fail_stage(b, "the two instances did not share the partitions "
-                       "within 60 s (B has mask 0x%x)", mb);
-        nap(5);
-    }
-    wait_said_n(a, SAID_CKPT, 2, 120000);
-    wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
-    mb = assigned_mask(b);
+    busy_together(e, a, b);
+    unsigned mb = assigned_mask(b);
     unsigned ma = 0x3fu & ~mb;
     H_CHECK(h_process_kill(a, SIGSTOP));
-    t0 = now_s();
-    while ((assigned_mask(b) & ma) != ma) {
-        alive(b, "while taking A's partitions over");
-        if (now_s() - t0 > 60)
-            fail_stage(b, "B did not get A's partitions (0x%x) within 60 s",
-                       ma);
-        nap(20);
-    }
-    nap(1500);
+    wait_takeover(b, ma);
+    h_nap(1500);
     H_CHECK(h_process_kill(a, SIGCONT));
     feed_finish();
     h_proc *const only_b[] = {b, NULL};
@@ -1624,11 +1101,11 @@ static void test_scale_out_zombie(void **state)
     stage_stop(a);
     stage_stop(b);
     size_t n = 0;
-    outrec *o = read_out(e, &n);
-    assert_exactly_once(e, o, n, "an instance paused past its session "
+    read_out(e, &n);
+    assert_exactly_once(e, n, "an instance paused past its session "
                         "timeout, then continued (a zombie)");
-    proc_free(a);
-    proc_free(b);
+    h_proc_release(a);
+    h_proc_release(b);
     env_free(e);
 }
 
@@ -1638,22 +1115,8 @@ static void test_scale_out_zombie(void **state)
  * next offset, int64 little-endian at 16), or -1 if there is none. */
 static int64_t ckpt_file_offset(const char *ckdir, int32_t p)
 {
-    char *path = h_strdupf("%s/%s-%d.ckpt", ckdir, IN, (int)p);
-    char *data = NULL;
-    size_t len = 0;
-    int rc = h_read_file(path, &data, &len);
-    free(path);
-    if (rc != 0)
-        return -1;
     int64_t v = -1;
-    if (len >= 24 && !memcmp(data, "BLMCKPT", 8)) {
-        uint64_t u = 0;
-        for (int i = 7; i >= 0; i--)
-            u = u << 8 | (uint8_t)data[16 + i];
-        v = (int64_t)u;
-    }
-    free(data);
-    return v;
+    return h_ckpt_next(ckdir, IN, p, &v) == 0 ? v : -1;
 }
 
 /*
@@ -1672,52 +1135,52 @@ static void test_failed_commit_is_retried(void **state)
 {
     (void)state;
     env *e = env_new(6, 6, 0);
-    e->st = stream_new(4000, 6, 61);
-    stream_add(e->st, 2000, 50);
+    e->st = h_stream_new(4000, 6, 61);
+    h_stream_add(e->st, 2000, 50);
     produce_range(e, 0, 2000);
-    const char *ckdir = e->ck[0];
+    const char *ckdir = ck_dir(e, 0);
     const char *const extra[] = {"checkpoint.interval.ms=200", NULL};
     h_proc *p = stage_start(e, ckdir, extra);
     h_proc *const procs[] = {p, NULL};
     wait_committed_end(e, procs, 60000);
 
-    H_CHECK(h_broker_control(e->b,
+    H_CHECK(h_broker_control(e->h.broker,
                              "push-errors OffsetCommit 1000 "
                              "OFFSET_METADATA_TOO_LARGE"));
-    stream_add(e->st, 2000, 50);
+    h_stream_add(e->st, 2000, 50);
     produce_range(e, 2000, 4000);
     /* Every checkpoint file reaches the input end; the commits fail. */
-    double t0 = now_s();
+    double t0 = h_now_s();
     for (int q = 0; q < e->in_parts;) {
         if (ckpt_file_offset(ckdir, q) == e->st->next[q]) {
             q++;
             continue;
         }
-        alive(p, "while commits fail");
-        if (now_s() - t0 > 60)
-            fail_stage(p, "%s [%d]: checkpoint at %lld, not the input end "
-                       "%lld, within 60 s", IN, q,
-                       (long long)ckpt_file_offset(ckdir, q),
-                       (long long)e->st->next[q]);
-        nap(20);
+        h_stage_alive(p, "while commits fail");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(p, "%s [%d]: checkpoint at %lld, not the input end "
+                         "%lld, within 60 s", IN, q,
+                         (long long)ckpt_file_offset(ckdir, q),
+                         (long long)e->st->next[q]);
+        h_nap(20);
     }
-    wait_said_n(p, "msg=\"commit failed\"", 1, 10000);
-    H_CHECK(h_broker_control(e->b, "clear-errors OffsetCommit"));
-    nap(3000); /* many checkpoint intervals */
+    h_wait_said(p, "msg=\"commit failed\"", 1, 10000);
+    H_CHECK(h_broker_control(e->h.broker, "clear-errors OffsetCommit"));
+    h_nap(3000); /* many checkpoint intervals */
     int64_t c[MAXP];
-    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c));
+    H_CHECK(h_committed(e->h.bs, e->group, IN, e->in_parts, c));
     stage_stop(p);
     int64_t c2[MAXP];
-    H_CHECK(h_committed(e->bs, e->group, IN, e->in_parts, c2));
+    H_CHECK(h_committed(e->h.bs, e->group, IN, e->in_parts, c2));
     for (int q = 0; q < e->in_parts; q++)
         if (c2[q] != e->st->next[q])
-            fail_stage(p, "%s [%d]: committed %lld 3 s after the commit "
-                       "errors were cleared and %lld after a graceful stop, "
-                       "but its checkpoint holds %lld (the input end): the "
-                       "failed commit was never made again", IN, q,
-                       (long long)c[q], (long long)c2[q],
-                       (long long)ckpt_file_offset(ckdir, q));
-    proc_free(p);
+            h_stage_fail(p, "%s [%d]: committed %lld 3 s after the commit "
+                         "errors were cleared and %lld after a graceful stop, "
+                         "but its checkpoint holds %lld (the input end): the "
+                         "failed commit was never made again", IN, q,
+                         (long long)c[q], (long long)c2[q],
+                         (long long)ckpt_file_offset(ckdir, q));
+    h_proc_release(p);
     env_free(e);
 }
 
@@ -1742,55 +1205,55 @@ static void replay_row_run(size_t K, replay_row *row)
 {
     const size_t M = 1000;
     env *e = env_new(12, 12, 0);
-    e->st = stream_new(K + M, 12, 51);
-    stream_add(e->st, K, 0);
+    e->st = h_stream_new(K + M, 12, 51);
+    h_stream_add(e->st, K, 0);
     produce_range(e, 0, K);
-    const char *ckdir = e->ck[0];
+    const char *ckdir = ck_dir(e, 0);
     const char *const extra[] = {"processing.guarantee=exactly_once",
                                  "checkpoint.interval.ms=3600000",
                                  "checkpoint.records=0",
                                  "dedup.capacity=100000", NULL};
-    double t0 = now_s();
+    double t0 = h_now_s();
     h_proc *p = stage_start(e, ckdir, extra);
     h_proc *const procs[] = {p, NULL};
     wait_out(e, procs, (int64_t)K, 600000);
-    row->run1 = now_s() - t0;
-    if (count_said(p, SAID_CKPT) != 0)
-        fail_stage(p, "a regular checkpoint happened");
-    stage_kill9(p, "with every record forwarded");
-    proc_free(p);
+    row->run1 = h_now_s() - t0;
+    if (h_count_said(p, SAID_CKPT) != 0)
+        h_stage_fail(p, "a regular checkpoint happened");
+    h_stage_kill9(p, "with every record forwarded");
+    h_proc_release(p);
 
-    stream_add(e->st, M, 0);
+    h_stream_add(e->st, M, 0);
     produce_range(e, K, K + M);
-    t0 = now_s();
+    t0 = h_now_s();
     p = stage_start(e, ckdir, extra);
     h_proc *const procs2[] = {p, NULL};
     row->assigned = row->first_new = -1;
     for (;;) {
-        double t = now_s() - t0;
-        if (row->assigned < 0 && count_said(p, SAID_ASSIGNED) > 0)
+        double t = h_now_s() - t0;
+        if (row->assigned < 0 && h_count_said(p, SAID_ASSIGNED) > 0)
             row->assigned = t;
         if (out_total(e) > (int64_t)K) {
             row->first_new = t;
             break;
         }
-        alive(p, "while restarting");
+        h_stage_alive(p, "while restarting");
         if (t > 600)
-            fail_stage(p, "no new output within 600 s of the restart");
-        sleep_ms(2);
+            h_stage_fail(p, "no new output within 600 s of the restart");
+        h_sleep_ms(2);
     }
     wait_out(e, procs2, (int64_t)(K + M), 600000);
-    row->all_new = now_s() - t0;
+    row->all_new = h_now_s() - t0;
     stage_stop(p); /* the drain checkpoints and commits */
     assert_committed_end(e);
     if (parse_replayed(p, &row->r, &row->s) != 1)
-        fail_stage(p, "want exactly one '%s' line", SAID_REPLAYED);
+        h_stage_fail(p, "want exactly one '%s' line", SAID_REPLAYED);
     row->k = K;
     check_nothing_dropped(e);
     size_t n = 0;
-    outrec *o = read_out(e, &n);
-    assert_exactly_once(e, o, n, "after replaying the whole tail");
-    proc_free(p);
+    read_out(e, &n);
+    assert_exactly_once(e, n, "after replaying the whole tail");
+    h_proc_release(p);
     env_free(e);
 }
 
@@ -1837,29 +1300,8 @@ static void test_replay_time(void **state)
 
 int main(void)
 {
-    const char *bin = h_bloomstage_path();
-    if (!bin) {
-        fprintf(stderr, "test_eos: %s\n", h_last_error());
-        return 1;
-    }
-    snprintf(g_bin, sizeof(g_bin), "%s", bin);
-    /* No BLOOMSTAGE_* of the caller's (BLOOMSTAGE_BIN included) may reach
-     * the stages started here. */
-    for (bool again = true; again;) {
-        again = false;
-        for (char **e = environ; *e; e++)
-            if (!strncmp(*e, "BLOOMSTAGE_", 11)) {
-                char name[256];
-                snprintf(name, sizeof(name), "%.*s", (int)strcspn(*e, "="),
-                         *e);
-                unsetenv(name);
-                again = true;
-                break;
-            }
-    }
-    const char *only = getenv("BS_EOS_ONLY");
-    if (only && *only)
-        cmocka_set_test_filter(only);
+    h_test_main("test_eos", "BS_EOS_ONLY", "BS_EOS_VERBOSE", "BS_EOS_STAGE_X");
+    h_set_idle_hook(feed_tick, NULL); /* the feeder runs while tests wait */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_kill9_exactly_once, teardown),
         cmocka_unit_test_teardown(test_kill9_at_least_once_control, teardown),

@@ -1,7 +1,7 @@
 /*
- * test_harness.c -- the integration-test harness (harness.h) against the
- * real `bloomstage mock-broker` process, so that later integration tests can
- * trust it.
+ * test_harness.c -- the support layer (tests/support/, support.h) against
+ * the real `bloomstage mock-broker` process, so that the integration tests
+ * and bench/e2e.c can trust it.
  *
  * What must hold:
  *   - the broker starts, prints its bootstrap list, answers control commands
@@ -17,10 +17,15 @@
  *     them (leader errors are ridden out by both: librdkafka does not count
  *     them as retries); clear-errors, topic-error and broker-down/up do
  *     what they say;
+ *   - a read with isolation.level=read_committed gets the same records (the
+ *     mock has no transactions: everything is committed);
  *   - unknown topics: a producer auto-creates one with 4 partitions, a
  *     reader creates nothing (as cmd_mock_broker.c documents);
  *   - the process helpers capture output, pass the environment, report exec
- *     failures and time out instead of hanging.
+ *     failures and time out instead of hanging; a log file is kept, a piped
+ *     stdout is read by lines, SIGTERM-then-SIGKILL stops a child that
+ *     ignores SIGTERM, an exited child can be looked at without reaping it;
+ *   - a cluster attached by its bootstrap list has no control channel.
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it).
  */
@@ -39,57 +44,36 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "harness.h"
-
-#define CONSUME_TIMEOUT_MS 20000
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "support.h"
 
 /* ---- fixtures: one fresh broker per test ---------------------------- */
 
-static int broker_setup(void **state, int brokers, const char **topics)
-{
-    h_broker *b = NULL;
-    if (h_broker_start(h_bloomstage_path(), brokers, topics, &b)) {
-        fprintf(stderr, "broker_setup: %s\n", h_last_error());
-        return -1;
-    }
-    *state = b;
-    return 0;
-}
-
 static int setup_one_broker(void **state)
 {
-    static const char *topics[] = {"in:3", NULL};
-    return broker_setup(state, 1, topics);
+    static const char *const topics[] = {"in:3", NULL};
+    return h_fixture_setup(state, 1, topics);
 }
 
 static int setup_three_brokers(void **state)
 {
-    static const char *topics[] = {"in:3", "out:1", NULL};
-    return broker_setup(state, 3, topics);
+    static const char *const topics[] = {"in:3", "out:1", NULL};
+    return h_fixture_setup(state, 3, topics);
 }
 
-static int teardown_broker(void **state)
+/* SIGTERM must stop the broker cleanly, with exit status 0: the fixture's
+ * teardown fails otherwise. */
+#define teardown_broker h_fixture_teardown
+
+static h_broker *broker_of(void **state)
 {
-    /* SIGTERM must stop the broker cleanly, with exit status 0. */
-    if (h_broker_stop(*state)) {
-        fprintf(stderr, "teardown: %s\n", h_last_error());
-        return -1;
-    }
-    return 0;
+    return ((h_fixture *)*state)->broker;
 }
 
 /* ---- the broker and its control channel ---------------------------- */
 
 static void test_broker_control(void **state)
 {
-    h_broker *b = *state;
+    h_broker *b = broker_of(state);
     const char *bs = h_broker_bootstraps(b);
     assert_non_null(strstr(bs, "127.0.0.1:"));
 
@@ -167,7 +151,7 @@ static void assert_bytes(const void *got, size_t got_len, const void *want,
 
 static void test_produce_consume_roundtrip(void **state)
 {
-    h_broker *b = *state;
+    h_broker *b = broker_of(state);
     const char *bs = h_broker_bootstraps(b);
     gen_record *g = make_records(N_RECORDS);
     h_record *recs = malloc(N_RECORDS * sizeof(*recs));
@@ -178,7 +162,7 @@ static void test_produce_consume_roundtrip(void **state)
     H_CHECK(h_produce(bs, "in", H_PARTITION_PER_RECORD, recs, N_RECORDS));
 
     h_record_list got = {0};
-    H_CHECK(h_consume_all(bs, "in", CONSUME_TIMEOUT_MS, &got));
+    H_CHECK(h_consume_all(bs, "in", H_CONSUME_MS, &got));
     assert_int_equal(got.n, N_RECORDS);
     for (int32_t p = 0; p < 3; p++)
         assert_int_equal(h_record_list_count_partition(&got, p),
@@ -213,20 +197,31 @@ static void test_produce_consume_roundtrip(void **state)
     /* Reading again gives the same (nothing was consumed "away"), and an
      * empty topic is read at once. */
     h_record_list again = {0};
-    H_CHECK(h_consume_all(bs, "in", CONSUME_TIMEOUT_MS, &again));
+    H_CHECK(h_consume_all(bs, "in", H_CONSUME_MS, &again));
     assert_int_equal(again.n, N_RECORDS);
     h_record_list_free(&again);
-    double t0 = now_s();
-    H_CHECK(h_consume_all(bs, "out", CONSUME_TIMEOUT_MS, &again));
+    /* read_committed: the same records (the mock has no transactions, so
+     * its last stable offset is the high watermark). */
+    H_CHECK(h_consume_all_conf(bs, "in", H_CONSUME_MS, H_READ_COMMITTED,
+                               &again));
+    assert_int_equal(again.n, N_RECORDS);
+    for (size_t i = 0; i < N_RECORDS; i++) {
+        assert_int_equal(again.recs[i].partition, got.recs[i].partition);
+        assert_int_equal(again.recs[i].offset, got.recs[i].offset);
+        assert_int_equal(again.recs[i].value_len, got.recs[i].value_len);
+    }
+    h_record_list_free(&again);
+    double t0 = h_now_s();
+    H_CHECK(h_consume_all(bs, "out", H_CONSUME_MS, &again));
     assert_int_equal(again.n, 0);
-    assert_true(now_s() - t0 < 3.0);
+    assert_true(h_now_s() - t0 < 3.0);
 
     /* The partitioner path: equal keys land in one partition. */
     h_record same[20];
     for (size_t i = 0; i < 20; i++)
         same[i] = h_rec(i % 2 ? "odd" : "even", "x");
     H_CHECK(h_produce(bs, "in", RD_KAFKA_PARTITION_UA, same, 20));
-    H_CHECK(h_consume_all(bs, "in", CONSUME_TIMEOUT_MS, &again));
+    H_CHECK(h_consume_all(bs, "in", H_CONSUME_MS, &again));
     assert_int_equal(again.n, N_RECORDS + 20);
     int32_t part_of[2] = {-1, -1};
     size_t seen = 0;
@@ -258,7 +253,7 @@ static void test_produce_consume_roundtrip(void **state)
 
 static void test_committed_offsets(void **state)
 {
-    h_broker *b = *state;
+    h_broker *b = broker_of(state);
     const char *bs = h_broker_bootstraps(b);
     int64_t off[3] = {0, 0, 0};
 
@@ -293,9 +288,9 @@ static void test_committed_offsets(void **state)
     rd_kafka_destroy(rk);
 
     /* Read back without joining: fast (a join takes ~3 s on the mock). */
-    double t0 = now_s();
+    double t0 = h_now_s();
     H_CHECK(h_committed(bs, "g", "in", 3, off));
-    assert_true(now_s() - t0 < 2.5);
+    assert_true(h_now_s() - t0 < 2.5);
     assert_int_equal(off[0], 17);
     assert_int_equal(off[1], RD_KAFKA_OFFSET_INVALID);
     assert_int_equal(off[2], 42);
@@ -326,7 +321,7 @@ static void test_committed_offsets(void **state)
 
 static void test_injected_produce_errors(void **state)
 {
-    h_broker *b = *state;
+    h_broker *b = broker_of(state);
     const char *bs = h_broker_bootstraps(b);
     static const char *const no_retries[] = {"retries=0", NULL};
     h_record r = h_rec("k", "v");
@@ -354,7 +349,7 @@ static void test_injected_produce_errors(void **state)
     H_CHECK(h_produce_conf(bs, "in", 0, &r, 1, no_retries));
 
     h_record_list got = {0};
-    H_CHECK(h_consume_all(bs, "in", CONSUME_TIMEOUT_MS, &got));
+    H_CHECK(h_consume_all(bs, "in", H_CONSUME_MS, &got));
     assert_int_equal(got.n, 11); /* the failed record was never stored */
     h_record_list_free(&got);
 
@@ -378,7 +373,7 @@ static void test_injected_produce_errors(void **state)
 
 static void test_topic_error_and_broker_down(void **state)
 {
-    h_broker *b = *state;
+    h_broker *b = broker_of(state);
     const char *bs = h_broker_bootstraps(b);
     h_record r = h_rec("k", "v");
     h_record_list got = {0};
@@ -395,13 +390,13 @@ static void test_topic_error_and_broker_down(void **state)
     static const char *const short_timeout[] = {"message.timeout.ms=1500",
                                                 NULL};
     H_CHECK(h_broker_control(b, "broker-down 1"));
-    double t0 = now_s();
+    double t0 = h_now_s();
     assert_int_equal(h_produce_conf(bs, "in", 0, &r, 1, short_timeout), -1);
-    assert_true(now_s() - t0 < 8.0);
+    assert_true(h_now_s() - t0 < 8.0);
     assert_non_null(strstr(h_last_error(), "not delivered"));
     H_CHECK(h_broker_control(b, "broker-up 1"));
     H_CHECK(h_produce(bs, "in", 0, &r, 1));
-    H_CHECK(h_consume_all(bs, "in", CONSUME_TIMEOUT_MS, &got));
+    H_CHECK(h_consume_all(bs, "in", H_CONSUME_MS, &got));
     assert_int_equal(got.n, 1);
     h_record_list_free(&got);
 
@@ -412,7 +407,7 @@ static void test_topic_error_and_broker_down(void **state)
 
 static void test_unknown_topics(void **state)
 {
-    h_broker *b = *state;
+    h_broker *b = broker_of(state);
     const char *bs = h_broker_bootstraps(b);
     h_record_list got = {0};
     int parts = 0;
@@ -430,7 +425,7 @@ static void test_unknown_topics(void **state)
     H_CHECK(h_produce(bs, "auto", RD_KAFKA_PARTITION_UA, &r, 1));
     H_CHECK(h_topic_partitions(bs, "auto", &parts));
     assert_int_equal(parts, 4);
-    H_CHECK(h_consume_all(bs, "auto", CONSUME_TIMEOUT_MS, &got));
+    H_CHECK(h_consume_all(bs, "auto", H_CONSUME_MS, &got));
     assert_int_equal(got.n, 1);
     h_record_list_free(&got);
 }
@@ -458,8 +453,8 @@ static void test_mock_broker_cli(void **state)
     char *plain[] = {(char *)bin, "mock-broker", "-b", "2", "-t", "a:2",
                      NULL};
     H_CHECK(h_process_spawn(plain, NULL, &p));
-    double t0 = now_s();
-    while (!strchr(h_process_stdout(p), '\n') && now_s() - t0 < 10)
+    double t0 = h_now_s();
+    while (!strchr(h_process_stdout(p), '\n') && h_now_s() - t0 < 10)
         if (h_process_wait(p, 20, &st) != 1)
             fail_msg("mock-broker exited early: %s", h_process_stderr(p));
     const char *out = h_process_stdout(p);
@@ -507,9 +502,9 @@ static void test_process_helpers(void **state)
 
     char *sleeper[] = {"sleep", "30", NULL};
     H_CHECK(h_process_spawn(sleeper, NULL, &p));
-    double t0 = now_s();
+    double t0 = h_now_s();
     assert_int_equal(h_process_wait(p, 200, &st), 1);
-    assert_true(now_s() - t0 < 2.0);
+    assert_true(h_now_s() - t0 < 2.0);
     H_CHECK(h_process_kill(p, SIGTERM));
     H_CHECK(h_process_wait(p, 5000, &st));
     assert_true(WIFSIGNALED(st));
@@ -543,14 +538,82 @@ static void test_process_helpers(void **state)
     free(dir);
 
     assert_non_null(h_bloomstage_path());
+
+    /* A log file that stays; stdout piped and read by lines. */
+    H_CHECK(h_tmpdir_new(&dir));
+    char *log = h_strdupf("%s/child.log", dir);
+    char *lines[] = {"sh", "-c", "echo one; echo err >&2; echo two; exit 4",
+                     NULL};
+    h_spawn_opts so = {.log_path = log, .pipe_stdout = true};
+    H_CHECK(h_process_spawn_opts(lines, &so, &p));
+    char line[64];
+    H_CHECK(h_process_read_line(p, 10000, line, sizeof(line)));
+    assert_string_equal(line, "one");
+    H_CHECK(h_process_read_line(p, 10000, line, sizeof(line)));
+    assert_string_equal(line, "two");
+    assert_int_equal(h_process_read_line(p, 10000, line, sizeof(line)), -1);
+    assert_non_null(strstr(h_last_error(), "ended (exit 4)"));
+    /* Exited and not reaped: peek sees it, again and again. */
+    for (int i = 0; i < 2; i++) {
+        H_CHECK(h_process_peek(p, &st));
+        assert_string_equal(h_status_str(st), "exit 4");
+    }
+    H_CHECK(h_process_wait(p, 0, &st));
+    assert_string_equal(h_status_str(st), "exit 4");
+    assert_string_equal(h_process_stderr(p), "err\n");
+    h_process_free(p);
+    H_CHECK(h_read_file(log, &text, NULL));
+    assert_string_equal(text, "err\n");
+    free(text);
+
+    /* stdout and stderr both to the log; a child deaf to SIGTERM is killed
+     * after the timeout; one still running peeks as running. */
+    char *deaf[] = {"sh", "-c", "trap '' TERM; echo up; exec sleep 30", NULL};
+    so = (h_spawn_opts){.log_path = log};
+    H_CHECK(h_process_spawn_opts(deaf, &so, &p));
+    t0 = h_now_s();
+    while (!strstr(h_process_stdout(p), "up") && h_now_s() - t0 < 10)
+        h_sleep_ms(10);
+    assert_string_equal(h_process_stderr(p), "up\n");
+    assert_int_equal(h_process_peek(p, &st), 1);
+    t0 = h_now_s();
+    assert_int_equal(h_process_terminate(p, 300, &st), 1);
+    assert_true(h_now_s() - t0 < 5.0);
+    assert_string_equal(h_status_str(st), "killed by SIGKILL");
+    h_process_free(p);
+    H_CHECK(h_tmpdir_remove(dir));
+    free(log);
+    free(dir);
+}
+
+/* ---- a cluster attached by its bootstrap list ---------------------- */
+
+static void test_attached_cluster(void **state)
+{
+    h_broker *mock = broker_of(state);
+    h_broker *b = NULL;
+    H_CHECK(h_broker_attach(h_broker_bootstraps(mock), &b));
+    assert_false(h_broker_is_mock(b));
+    assert_true(h_broker_is_mock(mock));
+    assert_int_equal(h_broker_pid(b), -1);
+    const char *bs = h_broker_bootstraps(b);
+    assert_string_equal(bs, h_broker_bootstraps(mock));
+    /* The same cluster, seen through the other handle... */
+    int parts = 0;
+    H_CHECK(h_topic_partitions(bs, "in", &parts));
+    assert_int_equal(parts, 3);
+    /* ...without the control channel, and nothing to stop. */
+    assert_int_equal(h_broker_control(b, "broker-down 1"), -1);
+    assert_non_null(strstr(h_last_error(), "not a mock broker"));
+    assert_string_equal(h_broker_stderr(b), "");
+    H_CHECK(h_broker_stop(b));
+    assert_int_equal(h_broker_attach("no-port", &b), -1);
+    assert_null(b);
 }
 
 int main(void)
 {
-    if (!h_bloomstage_path()) {
-        fprintf(stderr, "test_harness: %s\n", h_last_error());
-        return 1;
-    }
+    h_test_main("test_harness", NULL, NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_process_helpers),
         cmocka_unit_test(test_mock_broker_cli),
@@ -566,6 +629,8 @@ int main(void)
                                         setup_one_broker, teardown_broker),
         cmocka_unit_test_setup_teardown(test_unknown_topics, setup_one_broker,
                                         teardown_broker),
+        cmocka_unit_test_setup_teardown(test_attached_cluster,
+                                        setup_one_broker, teardown_broker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

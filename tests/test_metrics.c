@@ -2,9 +2,10 @@
  * test_metrics.c -- the stage's HTTP endpoints (/metrics, /healthz, /ready)
  * and its logs, during a real run: `bloomstage run` with
  * metrics.listen=127.0.0.1:0 against `bloomstage mock-broker`, both as
- * separate processes (tests/harness.h), scraped over loopback TCP by a small
- * HTTP/1.0 client written here (no libcurl), and the scrape read by a
- * Prometheus text-format parser strict enough to find format mistakes.
+ * separate processes, scraped over loopback TCP by the support layer's
+ * small HTTP/1.0 client (no libcurl), and the scrape read by its
+ * Prometheus text-format parser, strict enough to find format mistakes
+ * (tests/support/http.h).
  *
  * What must hold (README.md, "Metrics" and "Logs"):
  *   1. readiness: /healthz is 200 "ok" as soon as the port is known; /ready
@@ -67,596 +68,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
-
-extern char **environ;
+#include "support.h"
 
 #define NPART 3           /* partitions of the input topic */
 #define DEDUP_FPR 1e-6    /* dedup.fpr of every run here */
 #define PORT_WAIT_S 20.0  /* for the "metrics listening" line */
 #define READY_WAIT_S 20.0 /* for /ready to turn 200 (join takes ~3 s) */
-#define WAIT_S 30.0       /* for the output to reach its expected size */
 #define LAG_APPEAR_S 12.0 /* statistics every 5 s */
 #define LAG_ZERO_S 20.0
 #define STABLE_S 15.0     /* for the per-partition gauges to settle */
-#define EXIT_MS 30000     /* for the stage to exit after SIGTERM */
-#define HTTP_TIMEOUT_S 5
-#define HTTP_MAX (32u << 20)
-#define CONSUME_MS 20000
-#define MAX_PROCS 4
 
-/* The binary, copied before BLOOMSTAGE_BIN is removed from the
- * environment: the stage reads every BLOOMSTAGE_* variable as a key. */
-static char g_bin[4096];
 /* README.md, for its table of metrics (set by tests/metrics.cmake). */
 #ifndef BS_README
 #define BS_README "README.md"
 #endif
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/* ==== a tiny HTTP/1.0 client ========================================== */
-
-typedef struct http_resp {
-    int status;
-    char *raw;        /* the whole response, NUL-terminated */
-    const char *head; /* into raw: status line and headers */
-    char *body;       /* into raw */
-    size_t body_len;
-    char content_type[128];
-} http_resp;
-
-static void http_resp_free(http_resp *r)
-{
-    free(r->raw);
-    memset(r, 0, sizeof(*r));
-}
-
-/* A TCP connection to 127.0.0.1:port with send/receive timeouts; -1 with
- * errno on failure. */
-static int loopback_connect(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct timeval tv = {HTTP_TIMEOUT_S, 0};
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) ||
-        connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
-/* Header `name` (case-insensitive) of a response head into out ("" if
- * absent); true if present. */
-static bool http_header(const char *head, size_t head_len, const char *name,
-                        char *out, size_t out_size)
-{
-    size_t nl = strlen(name);
-    out[0] = '\0';
-    const char *p = head, *end = head + head_len;
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (!eol)
-            eol = end;
-        if ((size_t)(eol - p) > nl && !strncasecmp(p, name, nl) &&
-            p[nl] == ':') {
-            const char *v = p + nl + 1;
-            while (v < eol && (*v == ' ' || *v == '\t'))
-                v++;
-            const char *ve = eol;
-            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' '))
-                ve--;
-            snprintf(out, out_size, "%.*s", (int)(ve - v), v);
-            return true;
-        }
-        p = eol + 1;
-    }
-    return false;
-}
-
-/* `METHOD path HTTP/1.0`, reads to EOF (the server closes an HTTP/1.0
- * connection).  0 with *r filled, or -1 with err. */
-static int http_request(unsigned port, const char *method, const char *path,
-                        http_resp *r, char *err, size_t err_size)
-{
-    memset(r, 0, sizeof(*r));
-    int fd = loopback_connect(port);
-    if (fd < 0) {
-        snprintf(err, err_size, "connect 127.0.0.1:%u: %s", port,
-                 strerror(errno));
-        return -1;
-    }
-    char req[512];
-    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\n"
-                     "User-Agent: bloomstage-test_metrics\r\n\r\n",
-                     method, path);
-    for (int o = 0; o < n;) {
-        ssize_t w = send(fd, req + o, (size_t)(n - o), MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            snprintf(err, err_size, "send: %s", strerror(errno));
-            close(fd);
-            return -1;
-        }
-        o += (int)w;
-    }
-    size_t cap = 8192, len = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        if (cap - len < 4096) {
-            if (cap >= HTTP_MAX) {
-                snprintf(err, err_size, "%s %s: response over %u bytes",
-                         method, path, HTTP_MAX);
-                goto fail;
-            }
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        ssize_t got = recv(fd, buf + len, cap - len - 1, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            snprintf(err, err_size, "%s %s: recv: %s%s", method, path,
-                     strerror(errno),
-                     errno == EAGAIN || errno == EWOULDBLOCK
-                         ? " (no complete answer within the timeout)"
-                         : "");
-            goto fail;
-        }
-        if (got == 0)
-            break;
-        len += (size_t)got;
-    }
-    close(fd);
-    fd = -1;
-    buf[len] = '\0';
-    r->raw = buf;
-    int st = 0;
-    if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 ||
-        !isdigit((unsigned char)buf[7]) || buf[8] != ' ' ||
-        sscanf(buf + 9, "%3d", &st) != 1 || st < 100 || st > 599 ||
-        (buf[12] != ' ' && buf[12] != '\r')) {
-        snprintf(err, err_size, "%s %s: not an HTTP response: '%.40s'",
-                 method, path, buf);
-        goto fail;
-    }
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (!sep) {
-        snprintf(err, err_size, "%s %s: no end of headers", method, path);
-        goto fail;
-    }
-    r->status = st;
-    r->head = buf;
-    r->body = sep + 4;
-    r->body_len = len - (size_t)(r->body - buf);
-    char cl[32];
-    if (http_header(buf, (size_t)(sep - buf), "Content-Length", cl,
-                    sizeof(cl)) &&
-        strcmp(method, "HEAD") != 0 &&
-        strtoull(cl, NULL, 10) != r->body_len) {
-        snprintf(err, err_size, "%s %s: Content-Length %s but %zu bytes of "
-                 "body", method, path, cl, r->body_len);
-        goto fail;
-    }
-    http_header(buf, (size_t)(sep - buf), "Content-Type", r->content_type,
-                sizeof(r->content_type));
-    return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    free(buf);
-    memset(r, 0, sizeof(*r));
-    return -1;
-}
-
-/* ==== a Prometheus text-format parser ================================= */
-
-typedef struct prom_sample {
-    char *series; /* name{labels} exactly as written */
-    char *name;
-    char *labels; /* between the braces, "" if none */
-    double value;
-    size_t family;
-} prom_sample;
-
-typedef struct prom_family {
-    char name[128];
-    char type[16];
-    int helps, types;
-    bool has_samples;
-} prom_family;
-
-typedef struct prom {
-    prom_sample *s;
-    size_t n, cap;
-    prom_family *f;
-    size_t nf, capf;
-} prom;
-
-static void prom_free(prom *pm)
-{
-    for (size_t i = 0; i < pm->n; i++) {
-        free(pm->s[i].series);
-        free(pm->s[i].name);
-        free(pm->s[i].labels);
-    }
-    free(pm->s);
-    free(pm->f);
-    memset(pm, 0, sizeof(*pm));
-}
-
-static long prom_family_find(const prom *pm, const char *name, size_t len)
-{
-    for (size_t i = 0; i < pm->nf; i++)
-        if (strlen(pm->f[i].name) == len && !memcmp(pm->f[i].name, name, len))
-            return (long)i;
-    return -1;
-}
-
-static size_t prom_family_get(prom *pm, const char *name, size_t len)
-{
-    long i = prom_family_find(pm, name, len);
-    if (i >= 0)
-        return (size_t)i;
-    if (pm->nf == pm->capf) {
-        pm->capf = pm->capf ? pm->capf * 2 : 32;
-        pm->f = realloc(pm->f, pm->capf * sizeof(*pm->f));
-        assert_non_null(pm->f);
-    }
-    prom_family *f = &pm->f[pm->nf];
-    memset(f, 0, sizeof(*f));
-    snprintf(f->name, sizeof(f->name), "%.*s", (int)len, name);
-    return pm->nf++;
-}
-
-static bool valid_name(const char *s, size_t len)
-{
-    if (len == 0 || len >= 128)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!(islower((unsigned char)s[i]) || s[i] == '_'))
-            return false;
-    return true;
-}
-
-/* The family a sample name belongs to: itself, or for _bucket/_sum/_count
- * a histogram (or summary) family of the base name.  -1 if none typed. */
-static long prom_family_of(const prom *pm, const char *name, size_t len)
-{
-    long i = prom_family_find(pm, name, len);
-    if (i >= 0 && pm->f[i].types)
-        return i;
-    static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
-    for (size_t k = 0; k < 3; k++) {
-        size_t sl = strlen(suffixes[k]);
-        if (len > sl && !memcmp(name + len - sl, suffixes[k], sl)) {
-            long b = prom_family_find(pm, name, len - sl);
-            if (b >= 0 && (!strcmp(pm->f[b].type, "histogram") ||
-                           (!strcmp(pm->f[b].type, "summary") && k > 0)))
-                return b;
-        }
-    }
-    return -1;
-}
-
-/*
- * Parses a /metrics body strictly: 0, or -1 with err naming the line.
- * Sample lines must match
- *   ^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? VALUE$
- * with VALUE a number strtod reads whole (or +Inf, -Inf, NaN); label names
- * unique within a series; every family exactly one HELP and one TYPE, the
- * TYPE before its samples, its samples grouped; no series twice.
- */
-static int prom_parse(const char *text, prom *pm, char *err, size_t err_size)
-{
-    memset(pm, 0, sizeof(*pm));
-    regex_t re;
-    int rc = regcomp(&re,
-                     "^([a-z_]+)(\\{([a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*)"
-                     "\\})? (-?[0-9.e+-]+|\\+Inf|-Inf|NaN)$",
-                     REG_EXTENDED);
-    assert_int_equal(rc, 0);
-    size_t tlen = strlen(text);
-    long current = -1;
-    int lineno = 0;
-    rc = -1;
-    if (tlen == 0 || text[tlen - 1] != '\n') {
-        snprintf(err, err_size, "the body is empty or does not end with a "
-                 "newline");
-        goto done;
-    }
-    for (const char *p = text; *p;) {
-        const char *eol = strchr(p, '\n');
-        size_t len = (size_t)(eol - p);
-        char line[4096];
-        lineno++;
-        if (len >= sizeof(line)) {
-            snprintf(err, err_size, "line %d: longer than %zu bytes", lineno,
-                     sizeof(line));
-            goto done;
-        }
-        memcpy(line, p, len);
-        line[len] = '\0';
-        p = eol + 1;
-        if (line[0] == '#') {
-            bool help = !strncmp(line, "# HELP ", 7);
-            bool type = !strncmp(line, "# TYPE ", 7);
-            if (!help && !type)
-                continue; /* a plain comment */
-            const char *name = line + 7;
-            size_t nl = strcspn(name, " ");
-            if (!valid_name(name, nl) || name[nl] != ' ' || !name[nl + 1]) {
-                snprintf(err, err_size, "line %d: malformed: '%s'", lineno,
-                         line);
-                goto done;
-            }
-            const char *rest = name + nl + 1;
-            size_t fi = prom_family_get(pm, name, nl); /* may move f */
-            prom_family *f = &pm->f[fi];
-            if (help) {
-                for (const char *c = rest; *c; c++)
-                    if (*c == '\\' && c[1] != '\\' && c[1] != 'n') {
-                        snprintf(err, err_size, "line %d: bad escape in "
-                                 "HELP: '%s'", lineno, line);
-                        goto done;
-                    } else if (*c == '\\') {
-                        c++;
-                    }
-                if (++f->helps > 1) {
-                    snprintf(err, err_size, "line %d: a second HELP for %s",
-                             lineno, f->name);
-                    goto done;
-                }
-            } else {
-                if (strcmp(rest, "counter") && strcmp(rest, "gauge") &&
-                    strcmp(rest, "histogram") && strcmp(rest, "summary") &&
-                    strcmp(rest, "untyped")) {
-                    snprintf(err, err_size, "line %d: unknown type '%s'",
-                             lineno, rest);
-                    goto done;
-                }
-                if (++f->types > 1) {
-                    snprintf(err, err_size, "line %d: a second TYPE for %s",
-                             lineno, f->name);
-                    goto done;
-                }
-                if (f->has_samples) {
-                    snprintf(err, err_size, "line %d: TYPE of %s after its "
-                             "samples", lineno, f->name);
-                    goto done;
-                }
-                snprintf(f->type, sizeof(f->type), "%s", rest);
-            }
-            continue;
-        }
-        regmatch_t m[6];
-        if (regexec(&re, line, 6, m, 0) != 0) {
-            snprintf(err, err_size, "line %d does not match the sample "
-                     "grammar: '%s'", lineno, line);
-            goto done;
-        }
-        const char *vtext = line + m[5].rm_so;
-        char *vend = NULL;
-        errno = 0;
-        double v = strtod(vtext, &vend);
-        if (vend == vtext || *vend != '\0' || errno == ERANGE) {
-            snprintf(err, err_size, "line %d: value '%s' is not a number",
-                     lineno, vtext);
-            goto done;
-        }
-        size_t name_len = (size_t)m[1].rm_eo;
-        long fam = prom_family_of(pm, line, name_len);
-        if (fam < 0) {
-            snprintf(err, err_size, "line %d: sample of %.*s before (or "
-                     "without) its TYPE", lineno, (int)name_len, line);
-            goto done;
-        }
-        if (fam != current) {
-            if (pm->f[fam].has_samples) {
-                snprintf(err, err_size, "line %d: samples of %s are not "
-                         "grouped together", lineno, pm->f[fam].name);
-                goto done;
-            }
-            current = fam;
-        }
-        pm->f[fam].has_samples = true;
-        /* label names unique within the series */
-        char labels[4096] = "";
-        if (m[3].rm_so >= 0) {
-            snprintf(labels, sizeof(labels), "%.*s",
-                     (int)(m[3].rm_eo - m[3].rm_so), line + m[3].rm_so);
-            char seen[16][64];
-            int nseen = 0;
-            for (const char *q = labels; *q;) {
-                size_t kl = strcspn(q, "=");
-                for (int i = 0; i < nseen; i++)
-                    if (strlen(seen[i]) == kl && !memcmp(seen[i], q, kl)) {
-                        snprintf(err, err_size, "line %d: label %.*s twice",
-                                 lineno, (int)kl, q);
-                        goto done;
-                    }
-                if (nseen < 16 && kl < 64)
-                    snprintf(seen[nseen++], 64, "%.*s", (int)kl, q);
-                q = strchr(q + kl + 2, '"') + 1; /* past the value */
-                if (*q == ',')
-                    q++;
-            }
-        }
-        size_t series_len = (size_t)(m[5].rm_so - 1);
-        for (size_t i = 0; i < pm->n; i++)
-            if (strlen(pm->s[i].series) == series_len &&
-                !memcmp(pm->s[i].series, line, series_len)) {
-                snprintf(err, err_size, "line %d: series %.*s twice", lineno,
-                         (int)series_len, line);
-                goto done;
-            }
-        if (pm->n == pm->cap) {
-            pm->cap = pm->cap ? pm->cap * 2 : 128;
-            pm->s = realloc(pm->s, pm->cap * sizeof(*pm->s));
-            assert_non_null(pm->s);
-        }
-        prom_sample *s = &pm->s[pm->n++];
-        s->series = strndup(line, series_len);
-        s->name = strndup(line, name_len);
-        s->labels = strdup(labels);
-        assert_true(s->series && s->name && s->labels);
-        s->value = v;
-        s->family = (size_t)fam;
-    }
-    for (size_t i = 0; i < pm->nf; i++)
-        if (pm->f[i].helps != 1 || pm->f[i].types != 1) {
-            snprintf(err, err_size, "family %s has %d HELP and %d TYPE lines, "
-                     "want one each", pm->f[i].name, pm->f[i].helps,
-                     pm->f[i].types);
-            goto done;
-        }
-    rc = 0;
-done:
-    regfree(&re);
-    if (rc != 0)
-        prom_free(pm);
-    return rc;
-}
-
-static const prom_sample *prom_find(const prom *pm, const char *series)
-{
-    for (size_t i = 0; i < pm->n; i++)
-        if (!strcmp(pm->s[i].series, series))
-            return &pm->s[i];
-    return NULL;
-}
-
-static const prom_family *prom_family_named(const prom *pm, const char *name)
-{
-    long i = prom_family_find(pm, name, strlen(name));
-    return i >= 0 ? &pm->f[i] : NULL;
-}
-
-/* The value of a series, or fails the test (the scrape is printed). */
-static double prom_get(const prom *pm, const char *body, const char *fmt,
-                       ...) __attribute__((format(printf, 3, 4)));
-static double prom_get(const prom *pm, const char *body, const char *fmt, ...)
-{
-    char series[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(series, sizeof(series), fmt, ap);
-    va_end(ap);
-    const prom_sample *s = prom_find(pm, series);
-    if (!s) {
-        fprintf(stderr, "---- the scrape ----\n%s----\n", body ? body : "");
-        fail_msg("/metrics has no series %s", series);
-    }
-    return s->value;
-}
-
-static bool prom_has(const prom *pm, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static bool prom_has(const prom *pm, const char *fmt, ...)
-{
-    char series[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(series, sizeof(series), fmt, ap);
-    va_end(ap);
-    return prom_find(pm, series) != NULL;
-}
-
-/*
- * A histogram family's samples: _bucket series with only an `le` label, le
- * strictly increasing and ending at +Inf, counts non-decreasing
- * (cumulative), +Inf = _count, _sum present and >= 0.  0, or -1 with err.
- */
-static int prom_check_histogram(const prom *pm, const char *name,
-                                double *count, char *err, size_t err_size)
-{
-    char bucket[160], csum[160], ccount[160];
-    snprintf(bucket, sizeof(bucket), "%s_bucket", name);
-    snprintf(csum, sizeof(csum), "%s_sum", name);
-    snprintf(ccount, sizeof(ccount), "%s_count", name);
-    const prom_family *f = prom_family_named(pm, name);
-    if (!f || strcmp(f->type, "histogram")) {
-        snprintf(err, err_size, "%s is not a histogram family", name);
-        return -1;
-    }
-    double last_le = -INFINITY, last_v = -1;
-    int nb = 0;
-    for (size_t i = 0; i < pm->n; i++) {
-        const prom_sample *s = &pm->s[i];
-        if (strcmp(s->name, bucket))
-            continue;
-        if (strncmp(s->labels, "le=\"", 4) || strchr(s->labels, ',')) {
-            snprintf(err, err_size, "%s: labels other than le", s->series);
-            return -1;
-        }
-        char *end;
-        double le = strtod(s->labels + 4, &end);
-        if (end == s->labels + 4 || strcmp(end, "\"")) {
-            snprintf(err, err_size, "%s: le is not a number", s->series);
-            return -1;
-        }
-        if (!(le > last_le)) {
-            snprintf(err, err_size, "%s: le not increasing", s->series);
-            return -1;
-        }
-        if (s->value < last_v || s->value != floor(s->value) ||
-            s->value < 0) {
-            snprintf(err, err_size, "%s = %.17g: buckets not cumulative "
-                     "(previous %.17g)", s->series, s->value, last_v);
-            return -1;
-        }
-        last_le = le;
-        last_v = s->value;
-        nb++;
-    }
-    if (nb < 2 || !isinf(last_le)) {
-        snprintf(err, err_size, "%s: %d buckets, the last le=%g (want "
-                 "+Inf last)", name, nb, last_le);
-        return -1;
-    }
-    const prom_sample *c = prom_find(pm, ccount);
-    const prom_sample *su = prom_find(pm, csum);
-    if (!c || !su) {
-        snprintf(err, err_size, "%s: no _count or _sum", name);
-        return -1;
-    }
-    if (c->value != last_v) {
-        snprintf(err, err_size, "%s: +Inf bucket %.17g != _count %.17g",
-                 name, last_v, c->value);
-        return -1;
-    }
-    if (!(su->value >= 0)) {
-        snprintf(err, err_size, "%s: _sum %.17g", name, su->value);
-        return -1;
-    }
-    *count = c->value;
-    return 0;
-}
 
 /* README.md's table of metrics: name and type per row. */
 typedef struct doc_metric {
@@ -717,10 +142,7 @@ static void stream_make(stream *s, size_t n, unsigned keyspace, uint32_t seed)
     assert_true(s->key && s->val && s->recs && seen);
     uint32_t x = seed;
     for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        unsigned j = x % keyspace;
+        unsigned j = h_xorshift32(&x) % keyspace;
         snprintf(s->key[i], sizeof(s->key[i]), "user-%05u", j);
         snprintf(s->val[i], sizeof(s->val[i]), "event-%zu", i);
         s->recs[i] = h_rec(s->key[i], s->val[i]);
@@ -761,136 +183,73 @@ static void stream_free(stream *s)
 
 /* ==== fixture: a broker with in:3 out:3 rej:1 and a temp directory ==== */
 
+/* The shared fixture (broker, temp directory, processes) and the test's
+ * own state. */
 typedef struct fixture {
-    h_broker *broker;
-    const char *bs;
-    char *dir;
-    h_proc *procs[MAX_PROCS]; /* killed and freed by the teardown */
-    char *conf;               /* the stage's configuration file */
-    stream s;                 /* the test's input */
-    double t0;
+    h_fixture h;
+    char *conf; /* the stage's configuration file */
+    stream s;   /* the test's input */
 } fixture;
 
-static int setup(void **state)
+static int fixture_cleanup(h_fixture *hf)
 {
-    static const char *topics[] = {"in:3", "out:3", "rej:1", NULL};
-    fixture *fx = calloc(1, sizeof(*fx));
-    if (!fx)
-        return -1;
-    fx->t0 = now_s();
-    if (h_broker_start(g_bin, 1, topics, &fx->broker) ||
-        h_tmpdir_new(&fx->dir)) {
-        fprintf(stderr, "setup: %s\n", h_last_error());
-        h_broker_stop(fx->broker);
-        free(fx);
-        return -1;
-    }
-    fx->bs = h_broker_bootstraps(fx->broker);
-    *state = fx;
+    fixture *fx = (fixture *)hf;
+    free(fx->conf);
+    stream_free(&fx->s);
     return 0;
 }
 
-static int teardown(void **state)
+static int setup(void **state)
 {
-    fixture *fx = *state;
-    int rc = 0;
-    for (int i = 0; i < MAX_PROCS; i++)
-        h_process_free(fx->procs[i]);
-    if (h_broker_stop(fx->broker)) {
-        fprintf(stderr, "teardown: %s\n", h_last_error());
-        rc = -1;
-    }
-    h_tmpdir_remove(fx->dir);
-    free(fx->dir);
-    free(fx->conf);
-    stream_free(&fx->s);
-    fprintf(stderr, "    (%.1f s)\n", now_s() - fx->t0);
-    free(fx);
-    return rc;
+    static const char *const topics[] = {"in:3", "out:3", "rej:1", NULL};
+    return h_fixture_setup_sized(state, 1, topics, sizeof(fixture),
+                                 fixture_cleanup);
 }
 
-/* Fails the test with the message and the tail of the stage's stderr. */
-static void stage_fail(h_proc *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void stage_fail(h_proc *p, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    const char *err = p ? h_process_stderr(p) : "";
-    size_t n = strlen(err);
-    fprintf(stderr, "---- the stage's stderr%s ----\n%s\n----\n",
-            n > 12000 ? " (last 12000 bytes)" : "",
-            n > 12000 ? err + n - 12000 : err);
-    fail_msg("%s", msg);
-}
+#define teardown h_fixture_teardown
 
 /* GET (or another method) that must get an answer; the stage's stderr is
  * printed if it does not. */
 static void http_must(h_proc *p, unsigned port, const char *method,
-                      const char *path, http_resp *r)
+                      const char *path, h_http_resp *r)
 {
     char err[512];
-    if (http_request(port, method, path, r, err, sizeof(err)) != 0)
-        stage_fail(p, "%s", err);
+    if (h_http_request(port, method, path, r, err, sizeof(err)) != 0)
+        h_stage_fail(p, "%s", err);
 }
 
 /* GET /metrics: 200, the Prometheus content type, and a body that parses
  * strictly (see prom_parse).  The body is returned in *body (malloc'd). */
-static void scrape(h_proc *p, unsigned port, prom *pm, char **body)
+static void scrape(h_proc *p, unsigned port, h_prom *pm, char **body)
 {
-    http_resp r;
+    h_http_resp r;
     http_must(p, port, "GET", "/metrics", &r);
     if (r.status != 200)
-        stage_fail(p, "GET /metrics: %d, want 200", r.status);
+        h_stage_fail(p, "GET /metrics: %d, want 200", r.status);
     if (strncmp(r.content_type, "text/plain; version=0.0.4", 25) != 0)
-        stage_fail(p, "GET /metrics: Content-Type '%s', want text/plain; "
-                   "version=0.0.4", r.content_type);
+        h_stage_fail(p, "GET /metrics: Content-Type '%s', want text/plain; "
+                     "version=0.0.4", r.content_type);
     char err[512];
-    if (prom_parse(r.body, pm, err, sizeof(err)) != 0) {
+    if (h_prom_parse(r.body, pm, err, sizeof(err)) != 0) {
         fprintf(stderr, "---- the scrape ----\n%s----\n", r.body);
-        stage_fail(p, "/metrics: %s", err);
+        h_stage_fail(p, "/metrics: %s", err);
     }
     *body = strdup(r.body);
     assert_non_null(*body);
-    http_resp_free(&r);
+    h_http_resp_free(&r);
 }
 
-static void remember(fixture *fx, h_proc *p)
+/* bloomstage run -c conf [-X x]... */
+static h_proc *stage_start(const char *conf, const char *const *xs)
 {
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (!fx->procs[i]) {
-            fx->procs[i] = p;
-            return;
-        }
-    h_process_free(p);
-    fail_msg("more than %d processes in one test", MAX_PROCS);
-}
-
-/* bloomstage run -c conf [-X x]..., remembered by the fixture. */
-static h_proc *stage_start(fixture *fx, const char *conf,
-                           const char *const *xs)
-{
-    char *argv[48] = {g_bin, "run", "-c", (char *)conf};
-    int n = 4;
-    for (; xs && *xs && n < 45; xs++) {
-        argv[n++] = "-X";
-        argv[n++] = (char *)*xs;
-    }
-    argv[n] = NULL;
-    h_proc *p = NULL;
-    H_CHECK(h_process_spawn(argv, NULL, &p));
-    remember(fx, p);
-    return p;
+    return h_stage_start(conf, xs, NULL);
 }
 
 /* The port from the stage's `msg="metrics listening" ... port=N` line,
  * polled for; fails if the stage exits first. */
 static unsigned wait_port(h_proc *p)
 {
-    double t0 = now_s();
+    double t0 = h_now_s();
     for (;;) {
         const char *text = h_process_stderr(p);
         const char *m = strstr(text, "msg=\"metrics listening\"");
@@ -902,26 +261,18 @@ static unsigned wait_port(h_proc *p)
             if (!addr || addr > eol || !q || q > eol ||
                 sscanf(q, " port=%u", &port) != 1 || port == 0 ||
                 port > 65535)
-                stage_fail(p, "bad \"metrics listening\" line: %.*s",
-                           (int)(eol - m), m);
+                h_stage_fail(p, "bad \"metrics listening\" line: %.*s",
+                             (int)(eol - m), m);
             return port;
         }
         int st = 0;
         if (h_process_wait(p, 20, &st) == 0)
-            stage_fail(p, "the stage exited (%s) before listening",
-                       h_status_str(st));
-        if (now_s() - t0 > PORT_WAIT_S)
-            stage_fail(p, "no \"metrics listening\" line within %.0f s",
-                       PORT_WAIT_S);
+            h_stage_fail(p, "the stage exited (%s) before listening",
+                         h_status_str(st));
+        if (h_now_s() - t0 > PORT_WAIT_S)
+            h_stage_fail(p, "no \"metrics listening\" line within %.0f s",
+                         PORT_WAIT_S);
     }
-}
-
-/* Fails if the stage has exited. */
-static void still_running(h_proc *p, const char *when)
-{
-    int st = 0;
-    if (h_process_wait(p, 0, &st) == 0)
-        stage_fail(p, "the stage exited (%s) %s", h_status_str(st), when);
 }
 
 /* A sanitizer build reports on stderr (and may still exit 1). */
@@ -929,20 +280,14 @@ static void no_sanitizer_report(h_proc *p)
 {
     const char *text = h_process_stderr(p);
     if (strstr(text, "runtime error:") || strstr(text, "Sanitizer"))
-        stage_fail(p, "a sanitizer report on the stage's stderr");
+        h_stage_fail(p, "a sanitizer report on the stage's stderr");
 }
 
-/* SIGTERM, then exit 0 within EXIT_MS. */
+/* SIGTERM, then exit 0 within H_EXIT_MS, and no sanitizer report. */
 static void stage_stop(h_proc *p)
 {
-    H_CHECK(h_process_kill(p, SIGTERM));
-    int st = 0;
-    if (h_process_wait(p, EXIT_MS, &st) != 0)
-        stage_fail(p, "no exit within %d ms of SIGTERM: %s", EXIT_MS,
-                   h_last_error());
+    h_stage_stop(p);
     no_sanitizer_report(p);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        stage_fail(p, "after SIGTERM: %s, want exit 0", h_status_str(st));
 }
 
 /* Polls /ready until 200 (READY_WAIT_S); returns the number of 503s seen
@@ -950,33 +295,33 @@ static void stage_stop(h_proc *p)
 static int wait_ready(h_proc *p, unsigned port, char *first_reason,
                       size_t reason_size)
 {
-    double t0 = now_s();
+    double t0 = h_now_s();
     int n503 = 0;
     if (first_reason)
         first_reason[0] = '\0';
     for (;;) {
-        http_resp r;
+        h_http_resp r;
         http_must(p, port, "GET", "/ready", &r);
         if (r.status == 200) {
             if (strcmp(r.body, "ready\n") != 0)
-                stage_fail(p, "/ready 200 with body '%s', want 'ready'",
-                           r.body);
-            http_resp_free(&r);
+                h_stage_fail(p, "/ready 200 with body '%s', want 'ready'",
+                             r.body);
+            h_http_resp_free(&r);
             return n503;
         }
         if (r.status != 503)
-            stage_fail(p, "/ready: %d, want 503 or 200", r.status);
+            h_stage_fail(p, "/ready: %d, want 503 or 200", r.status);
         if (r.body_len < 2 || !strcmp(r.body, "ready\n") ||
             r.body[r.body_len - 1] != '\n')
-            stage_fail(p, "/ready 503 without a reason: '%s'", r.body);
+            h_stage_fail(p, "/ready 503 without a reason: '%s'", r.body);
         if (n503++ == 0 && first_reason)
             snprintf(first_reason, reason_size, "%.*s",
                      (int)r.body_len - 1, r.body);
-        http_resp_free(&r);
-        still_running(p, "while waiting for /ready");
-        if (now_s() - t0 > READY_WAIT_S)
-            stage_fail(p, "/ready still 503 after %.0f s", READY_WAIT_S);
-        sleep_ms(100);
+        h_http_resp_free(&r);
+        h_stage_alive(p, "while waiting for /ready");
+        if (h_now_s() - t0 > READY_WAIT_S)
+            h_stage_fail(p, "/ready still 503 after %.0f s", READY_WAIT_S);
+        h_sleep_ms(100);
     }
 }
 
@@ -985,8 +330,8 @@ static int wait_ready(h_proc *p, unsigned port, char *first_reason,
  * the fixture). */
 static const char *write_conf(fixture *fx, const stream *s, const char *extra)
 {
-    char *spam = h_strdupf("%s/spam.txt", fx->dir);
-    char *bad = h_strdupf("%s/bad.txt", fx->dir);
+    char *spam = h_strdupf("%s/spam.txt", fx->h.dir);
+    char *bad = h_strdupf("%s/bad.txt", fx->h.dir);
     H_CHECK(h_write_file(spam, s ? s->spam_list : "nobody@example.com\n"));
     H_CHECK(h_write_file(bad, "# nothing here matches\nno-such-key\n"));
     char *text = h_strdupf(
@@ -999,9 +344,9 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
         "# small, so the filters have two layers\n"
         "dedup.capacity=300\n"
         "blocklist.spam.path=%s\nblocklist.bad.path=%s\n%s",
-        fx->bs, fx->dir, DEDUP_FPR, spam, bad, extra ? extra : "");
+        fx->h.bs, fx->h.dir, DEDUP_FPR, spam, bad, extra ? extra : "");
     free(fx->conf);
-    fx->conf = h_strdupf("%s/stage.conf", fx->dir);
+    fx->conf = h_strdupf("%s/stage.conf", fx->h.dir);
     H_CHECK(h_write_file(fx->conf, text));
     free(text);
     free(spam);
@@ -1011,51 +356,20 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
 
 static void produce_stream(fixture *fx, const stream *s)
 {
-    H_CHECK(h_produce(fx->bs, "in", H_PARTITION_PER_RECORD, s->recs, s->n));
-}
-
-static int64_t topic_total(fixture *fx, const char *topic)
-{
-    int parts = 0;
-    H_CHECK(h_topic_partitions(fx->bs, topic, &parts));
-    int64_t sum = 0;
-    for (int32_t p = 0; p < parts; p++) {
-        int64_t lo, hi;
-        H_CHECK(h_watermarks(fx->bs, topic, p, &lo, &hi));
-        sum += hi;
-    }
-    return sum;
+    H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD, s->recs, s->n));
 }
 
 /* Polls until out and rej hold exactly n_out and n_rej records (more is
- * a failure too), within WAIT_S. */
+ * a failure too), within H_OUTPUT_MS. */
 static void wait_out_rej(fixture *fx, h_proc *p, int64_t n_out,
                          int64_t n_rej)
 {
-    double t0 = now_s();
-    for (;;) {
-        int64_t o = topic_total(fx, "out"), r = topic_total(fx, "rej");
-        if (o > n_out || r > n_rej)
-            stage_fail(p, "out holds %" PRId64 " and rej %" PRId64
-                       " records, want %" PRId64 " and %" PRId64,
-                       o, r, n_out, n_rej);
-        if (o == n_out && r == n_rej)
-            return;
-        still_running(p, "while the output grew");
-        if (now_s() - t0 > WAIT_S)
-            stage_fail(p, "after %.0f s out holds %" PRId64 " of %" PRId64
-                       " and rej %" PRId64 " of %" PRId64, WAIT_S, o, n_out,
-                       r, n_rej);
-        sleep_ms(150);
-    }
+    h_wait_out_rej(p, fx->h.bs, "out", n_out, "rej", n_rej);
 }
 
 static bool hdr_is(const h_record *r, const char *name, const char *value)
 {
-    const h_header *h = NULL;
-    for (size_t i = 0; i < r->n_headers; i++)
-        if (!strcmp(r->headers[i].name, name))
-            h = &r->headers[i];
+    const h_header *h = h_header_last(r, name);
     return h && h->value && h->value_len == strlen(value) &&
            !memcmp(h->value, value, h->value_len);
 }
@@ -1066,43 +380,43 @@ static void test_readiness(void **state)
 {
     fixture *fx = *state;
     const char *conf = write_conf(fx, NULL, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
+    h_proc *p = stage_start(conf, NULL);
     unsigned port = wait_port(p);
-    double t_port = now_s();
+    double t_port = h_now_s();
 
     /* Alive at once. */
-    http_resp r;
+    h_http_resp r;
     http_must(p, port, "GET", "/healthz", &r);
     if (r.status != 200 || strcmp(r.body, "ok\n") != 0)
-        stage_fail(p, "/healthz: %d '%s', want 200 'ok'", r.status, r.body);
-    http_resp_free(&r);
+        h_stage_fail(p, "/healthz: %d '%s', want 200 'ok'", r.status, r.body);
+    h_http_resp_free(&r);
 
     /* Not ready before the join: 503, and the gauge agrees (sandwiched
      * between two 503s, so the state did not change in between). */
     http_must(p, port, "GET", "/ready", &r);
     if (r.status != 503 || !strstr(r.body, "no partitions assigned"))
-        stage_fail(p, "/ready right after start: %d '%s', want 503 'no "
-                   "partitions assigned' (the group join takes ~3 s)",
-                   r.status, r.body);
-    http_resp_free(&r);
-    prom pm;
+        h_stage_fail(p, "/ready right after start: %d '%s', want 503 'no "
+                     "partitions assigned' (the group join takes ~3 s)",
+                     r.status, r.body);
+    h_http_resp_free(&r);
+    h_prom pm;
     char *body = NULL;
     scrape(p, port, &pm, &body);
     http_must(p, port, "GET", "/ready", &r);
     if (r.status == 503) {
-        assert_true(prom_get(&pm, body, "bloomstage_ready") == 0);
-        assert_true(prom_get(&pm, body, "bloomstage_partitions_assigned") ==
+        assert_true(h_prom_get(&pm, body, "bloomstage_ready") == 0);
+        assert_true(h_prom_get(&pm, body, "bloomstage_partitions_assigned") ==
                     0);
-        assert_false(prom_has(&pm, "bloomstage_filter_bits{topic=\"in\","
-                              "partition=\"0\"}"));
+        assert_false(h_prom_has(&pm, "bloomstage_filter_bits{topic=\"in\","
+                                "partition=\"0\"}"));
     }
-    http_resp_free(&r);
-    prom_free(&pm);
+    h_http_resp_free(&r);
+    h_prom_free(&pm);
     free(body);
 
     char reason[160];
     int n503 = wait_ready(p, port, reason, sizeof(reason));
-    double t_ready = now_s();
+    double t_ready = h_now_s();
     /* With the 503 asserted above: at least one 503 before the 200. */
     fprintf(stderr, "    /ready: 503 x%d (\"%s\"), then 200 %.1f s after "
             "the port was known\n", n503 + 1,
@@ -1110,14 +424,14 @@ static void test_readiness(void **state)
 
     /* Ready: the gauges agree. */
     scrape(p, port, &pm, &body);
-    if (prom_get(&pm, body, "bloomstage_ready") != 1 ||
-        prom_get(&pm, body, "bloomstage_partitions_assigned") != NPART)
-        stage_fail(p, "after /ready 200: bloomstage_ready %g, "
-                   "partitions_assigned %g, want 1 and %d",
-                   prom_get(&pm, body, "bloomstage_ready"),
-                   prom_get(&pm, body, "bloomstage_partitions_assigned"),
-                   NPART);
-    prom_free(&pm);
+    if (h_prom_get(&pm, body, "bloomstage_ready") != 1 ||
+        h_prom_get(&pm, body, "bloomstage_partitions_assigned") != NPART)
+        h_stage_fail(p, "after /ready 200: bloomstage_ready %g, "
+                     "partitions_assigned %g, want 1 and %d",
+                     h_prom_get(&pm, body, "bloomstage_ready"),
+                     h_prom_get(&pm, body, "bloomstage_partitions_assigned"),
+                     NPART);
+    h_prom_free(&pm);
     free(body);
 
     /* Unknown paths, other methods, HEAD. */
@@ -1126,21 +440,21 @@ static void test_readiness(void **state)
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         http_must(p, port, "GET", unknown[i], &r);
         if (r.status != 404)
-            stage_fail(p, "GET %s: %d, want 404", unknown[i], r.status);
-        http_resp_free(&r);
+            h_stage_fail(p, "GET %s: %d, want 404", unknown[i], r.status);
+        h_http_resp_free(&r);
     }
     http_must(p, port, "POST", "/metrics", &r);
     if (r.status != 405)
-        stage_fail(p, "POST /metrics: %d, want 405", r.status);
-    http_resp_free(&r);
+        h_stage_fail(p, "POST /metrics: %d, want 405", r.status);
+    h_http_resp_free(&r);
     http_must(p, port, "HEAD", "/healthz", &r);
     if (r.status != 200 || r.body_len != 0)
-        stage_fail(p, "HEAD /healthz: %d with %zu bytes of body, want 200 "
-                   "and none", r.status, r.body_len);
-    http_resp_free(&r);
+        h_stage_fail(p, "HEAD /healthz: %d with %zu bytes of body, want 200 "
+                     "and none", r.status, r.body_len);
+    h_http_resp_free(&r);
     http_must(p, port, "GET", "/healthz", &r);
     assert_int_equal(r.status, 200);
-    http_resp_free(&r);
+    h_http_resp_free(&r);
 
     stage_stop(p);
 }
@@ -1153,76 +467,78 @@ static void test_ready_while_checkpoints_fail(void **state)
     stream *s = &fx->s;
     stream_make(s, 300, 200, 0x1b1b1b1bu);
     const char *conf = write_conf(fx, s, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
+    h_proc *p = stage_start(conf, NULL);
     unsigned port = wait_port(p);
     wait_ready(p, port, NULL, 0);
 
     /* The checkpoint directory's place taken by a plain file: every write
      * fails (ENOTDIR), even as root. */
-    char *ckpt = h_strdupf("%s/ckpt", fx->dir);
-    char *moved = h_strdupf("%s/ckpt.moved", fx->dir);
+    char *ckpt = h_strdupf("%s/ckpt", fx->h.dir);
+    char *moved = h_strdupf("%s/ckpt.moved", fx->h.dir);
     assert_int_equal(rename(ckpt, moved), 0);
     H_CHECK(h_write_file(ckpt, "not a directory\n"));
     produce_stream(fx, s);
 
-    double t0 = now_s();
-    http_resp r;
+    double t0 = h_now_s();
+    h_http_resp r;
     char why[160] = "";
     for (;;) {
         http_must(p, port, "GET", "/ready", &r);
         if (r.status == 503) {
             snprintf(why, sizeof(why), "%s", r.body);
-            http_resp_free(&r);
+            h_http_resp_free(&r);
             break;
         }
-        http_resp_free(&r);
-        still_running(p, "while checkpoints failed");
-        if (now_s() - t0 > 15)
-            stage_fail(p, "/ready still 200 15 s after checkpoint writes "
-                       "began to fail");
-        sleep_ms(50);
+        h_http_resp_free(&r);
+        h_stage_alive(p, "while checkpoints failed");
+        if (h_now_s() - t0 > 15)
+            h_stage_fail(p, "/ready still 200 15 s after checkpoint writes "
+                         "began to fail");
+        h_sleep_ms(50);
     }
     /* (Consumption is paused too, but the failing checkpoints are the
      * reason to give.) */
     if (strcmp(why, "checkpoints are failing\n") != 0)
-        stage_fail(p, "/ready 503 '%s' while checkpoints fail, want "
-                   "'checkpoints are failing'", why);
-    prom pm;
+        h_stage_fail(p, "/ready 503 '%s' while checkpoints fail, want "
+                     "'checkpoints are failing'", why);
+    h_prom pm;
     char *body = NULL;
     scrape(p, port, &pm, &body);
-    double fails = prom_get(&pm, body, "bloomstage_checkpoint_failures_total");
+    double fails =
+        h_prom_get(&pm, body, "bloomstage_checkpoint_failures_total");
     fprintf(stderr, "    /ready 503 \"%.*s\" %.1f s after the break; "
             "checkpoint_failures_total %g\n", (int)strcspn(why, "\n"), why,
-            now_s() - t0, fails);
+            h_now_s() - t0, fails);
     if (fails < 1)
-        stage_fail(p, "/ready 503 but bloomstage_checkpoint_failures_total "
-                   "is %g", fails);
-    prom_free(&pm);
+        h_stage_fail(p, "/ready 503 but bloomstage_checkpoint_failures_total "
+                     "is %g", fails);
+    h_prom_free(&pm);
     free(body);
 
     /* Repaired: ready again (the retry backoff is still short), and the
      * records all go through. */
     assert_int_equal(unlink(ckpt), 0);
     assert_int_equal(rename(moved, ckpt), 0);
-    t0 = now_s();
+    t0 = h_now_s();
     for (;;) {
         http_must(p, port, "GET", "/ready", &r);
         int st = r.status;
-        http_resp_free(&r);
+        h_http_resp_free(&r);
         if (st == 200)
             break;
-        still_running(p, "after the checkpoint directory came back");
-        if (now_s() - t0 > 20)
-            stage_fail(p, "/ready still 503 20 s after the checkpoint "
-                       "directory came back");
-        sleep_ms(100);
+        h_stage_alive(p, "after the checkpoint directory came back");
+        if (h_now_s() - t0 > 20)
+            h_stage_fail(p, "/ready still 503 20 s after the checkpoint "
+                         "directory came back");
+        h_sleep_ms(100);
     }
     wait_out_rej(fx, p, (int64_t)s->out, (int64_t)(s->dup + s->spam));
     scrape(p, port, &pm, &body);
-    assert_true(prom_get(&pm, body, "bloomstage_ready") == 1);
-    assert_true(prom_get(&pm, body, "bloomstage_checkpoint_failures_total") >=
-                fails);
-    prom_free(&pm);
+    assert_true(h_prom_get(&pm, body, "bloomstage_ready") == 1);
+    assert_true(
+        h_prom_get(&pm, body, "bloomstage_checkpoint_failures_total") >=
+        fails);
+    h_prom_free(&pm);
     free(body);
     stage_stop(p);
     free(ckpt);
@@ -1246,16 +562,16 @@ static void test_counters_match_topics(void **state)
     produce_stream(fx, s);
 
     const char *conf = write_conf(fx, s, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
-    double t_start = now_s();
+    h_proc *p = stage_start(conf, NULL);
+    double t_start = h_now_s();
     unsigned port = wait_port(p);
     wait_out_rej(fx, p, (int64_t)s->out, (int64_t)(s->dup + s->spam));
-    double t_done = now_s();
+    double t_done = h_now_s();
 
     /* What the topics hold. */
     h_record_list out = {0}, rej = {0};
-    H_CHECK(h_consume_all(fx->bs, "out", CONSUME_MS, &out));
-    H_CHECK(h_consume_all(fx->bs, "rej", CONSUME_MS, &rej));
+    H_CHECK(h_consume_all(fx->h.bs, "out", H_CONSUME_MS, &out));
+    H_CHECK(h_consume_all(fx->h.bs, "rej", H_CONSUME_MS, &rej));
     size_t rej_dup = 0, rej_spam = 0, rej_other = 0;
     for (size_t i = 0; i < rej.n; i++) {
         if (hdr_is(&rej.recs[i], "bloomstage-reason", "duplicate"))
@@ -1274,7 +590,7 @@ static void test_counters_match_topics(void **state)
 
     /* Consumer lag: appears once statistics (every 5 s) follow a commit,
      * and reaches 0 for every partition. */
-    prom pm;
+    h_prom pm;
     char *body = NULL;
     double t_lag = 0;
     for (;;) {
@@ -1284,39 +600,39 @@ static void test_counters_match_topics(void **state)
             char series[128];
             snprintf(series, sizeof(series), "bloomstage_consumer_lag"
                      "{topic=\"in\",partition=\"%d\"}", i);
-            const prom_sample *ls = prom_find(&pm, series);
+            const h_prom_sample *ls = h_prom_find(&pm, series);
             if (ls) {
                 present++;
                 if (ls->value < 0)
-                    stage_fail(p, "%s = %g", series, ls->value);
+                    h_stage_fail(p, "%s = %g", series, ls->value);
                 zero += ls->value == 0;
             }
         }
-        prom_free(&pm);
+        h_prom_free(&pm);
         free(body);
         if (present == NPART && !t_lag)
-            t_lag = now_s();
+            t_lag = h_now_s();
         if (zero == NPART)
             break;
-        still_running(p, "while waiting for the lag");
-        if (!t_lag && now_s() - t_done > LAG_APPEAR_S)
-            stage_fail(p, "bloomstage_consumer_lag for %d of %d partitions "
-                       "%.0f s after the output was complete (%.0f s after "
-                       "start)", present, NPART, LAG_APPEAR_S,
-                       now_s() - t_start);
-        if (now_s() - t_done > LAG_ZERO_S)
-            stage_fail(p, "bloomstage_consumer_lag is 0 for %d of %d "
-                       "partitions %.0f s after the output was complete",
-                       zero, NPART, LAG_ZERO_S);
-        sleep_ms(250);
+        h_stage_alive(p, "while waiting for the lag");
+        if (!t_lag && h_now_s() - t_done > LAG_APPEAR_S)
+            h_stage_fail(p, "bloomstage_consumer_lag for %d of %d partitions "
+                         "%.0f s after the output was complete (%.0f s after "
+                         "start)", present, NPART, LAG_APPEAR_S,
+                         h_now_s() - t_start);
+        if (h_now_s() - t_done > LAG_ZERO_S)
+            h_stage_fail(p, "bloomstage_consumer_lag is 0 for %d of %d "
+                         "partitions %.0f s after the output was complete",
+                         zero, NPART, LAG_ZERO_S);
+        h_sleep_ms(250);
     }
     fprintf(stderr, "    output complete %.1f s after start; lag shown "
             "%.1f s later, 0 for every partition %.1f s later\n",
-            t_done - t_start, t_lag - t_done, now_s() - t_done);
+            t_done - t_start, t_lag - t_done, h_now_s() - t_done);
 
     /* The per-partition gauges, published every second: wait until two
      * scrapes 1.2 s apart agree. */
-    double t0 = now_s();
+    double t0 = h_now_s();
     char *prev = NULL;
     for (;;) {
         scrape(p, port, &pm, &body);
@@ -1331,25 +647,26 @@ static void test_counters_match_topics(void **state)
             break;
         free(prev);
         prev = strdup(cur);
-        prom_free(&pm);
+        h_prom_free(&pm);
         free(body);
-        if (now_s() - t0 > STABLE_S)
-            stage_fail(p, "the filter gauges still change %.0f s after the "
-                       "output was complete", STABLE_S);
-        sleep_ms(1200);
+        if (h_now_s() - t0 > STABLE_S)
+            h_stage_fail(p, "the filter gauges still change %.0f s after the "
+                         "output was complete", STABLE_S);
+        h_sleep_ms(1200);
     }
     free(prev);
 
     /* Counters = topics. */
-    double in = prom_get(&pm, body, "bloomstage_records_in_total");
-    double fwd = prom_get(&pm, body, "bloomstage_records_out_total");
-    double dup = prom_get(&pm, body, "bloomstage_records_dropped_total"
-                          "{reason=\"duplicate\"}");
-    double spam = prom_get(&pm, body, "bloomstage_records_dropped_total"
-                           "{reason=\"blocklist\",list=\"spam\"}");
-    double bad = prom_get(&pm, body, "bloomstage_records_dropped_total"
-                          "{reason=\"blocklist\",list=\"bad\"}");
-    double rejected = prom_get(&pm, body, "bloomstage_records_rejected_total");
+    double in = h_prom_get(&pm, body, "bloomstage_records_in_total");
+    double fwd = h_prom_get(&pm, body, "bloomstage_records_out_total");
+    double dup = h_prom_get(&pm, body, "bloomstage_records_dropped_total"
+                            "{reason=\"duplicate\"}");
+    double spam = h_prom_get(&pm, body, "bloomstage_records_dropped_total"
+                             "{reason=\"blocklist\",list=\"spam\"}");
+    double bad = h_prom_get(&pm, body, "bloomstage_records_dropped_total"
+                            "{reason=\"blocklist\",list=\"bad\"}");
+    double rejected =
+        h_prom_get(&pm, body, "bloomstage_records_rejected_total");
     fprintf(stderr, "    in %g out %g duplicate %g spam %g bad %g rejected "
             "%g; topics: produced %zu out %zu rej %zu\n", in, fwd, dup, spam,
             bad, rejected, s->n, out.n, rej.n);
@@ -1368,22 +685,22 @@ static void test_counters_match_topics(void **state)
             strcmp(pm.s[i].labels, "reason=\"blocklist\",list=\"spam\"") &&
             strcmp(pm.s[i].labels, "reason=\"blocklist\",list=\"bad\""))
             fail_msg("unexpected series %s", pm.s[i].series);
-    assert_true(prom_get(&pm, body, "bloomstage_records_missing_key_total") ==
+    assert_true(
+        h_prom_get(&pm, body, "bloomstage_records_missing_key_total") == 0);
+    assert_true(h_prom_get(&pm, body, "bloomstage_delivery_failures_total") ==
                 0);
-    assert_true(prom_get(&pm, body, "bloomstage_delivery_failures_total") ==
-                0);
-    assert_true(prom_get(&pm, body, "bloomstage_rollbacks_total") == 0);
-    assert_true(prom_get(&pm, body, "bloomstage_checkpoint_failures_total") ==
-                0);
-    assert_true(prom_get(&pm, body, "bloomstage_partitions_assigned") ==
+    assert_true(h_prom_get(&pm, body, "bloomstage_rollbacks_total") == 0);
+    assert_true(
+        h_prom_get(&pm, body, "bloomstage_checkpoint_failures_total") == 0);
+    assert_true(h_prom_get(&pm, body, "bloomstage_partitions_assigned") ==
                 NPART);
-    assert_true(prom_get(&pm, body, "bloomstage_ready") == 1);
+    assert_true(h_prom_get(&pm, body, "bloomstage_ready") == 1);
 
     /* Per partition. */
     double bits_sum = 0;
     for (int i = 0; i < NPART; i++) {
 #define PART(name) \
-    prom_get(&pm, body, name "{topic=\"in\",partition=\"%d\"}", i)
+    h_prom_get(&pm, body, name "{topic=\"in\",partition=\"%d\"}", i)
         double layers = PART("bloomstage_filter_layers");
         double bits = PART("bloomstage_filter_bits");
         double fill = PART("bloomstage_filter_fill_ratio");
@@ -1420,19 +737,19 @@ static void test_counters_match_topics(void **state)
                 fail_msg("unexpected series %s", pm.s[i].series);
         }
     /* The memory gauge is the filters' bits, in bytes. */
-    double mem = prom_get(&pm, body, "bloomstage_filter_memory_bytes");
+    double mem = h_prom_get(&pm, body, "bloomstage_filter_memory_bytes");
     if (mem != bits_sum / 8)
         fail_msg("bloomstage_filter_memory_bytes %g, the partitions' bits "
                  "say %g bytes", mem, bits_sum / 8);
 
     /* Checkpoints and commits. */
-    double ckpts = prom_get(&pm, body, "bloomstage_checkpoints_total");
-    double commits = prom_get(&pm, body, "bloomstage_commits_total");
-    double ckbytes = prom_get(&pm, body, "bloomstage_checkpoint_bytes");
+    double ckpts = h_prom_get(&pm, body, "bloomstage_checkpoints_total");
+    double commits = h_prom_get(&pm, body, "bloomstage_commits_total");
+    double ckbytes = h_prom_get(&pm, body, "bloomstage_checkpoint_bytes");
     double rounds = 0;
     char err[256];
-    if (prom_check_histogram(&pm, "bloomstage_checkpoint_duration_seconds",
-                             &rounds, err, sizeof(err)) != 0)
+    if (h_prom_check_histogram(&pm, "bloomstage_checkpoint_duration_seconds",
+                               &rounds, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     fprintf(stderr, "    checkpoints %g commits %g rounds %g last round "
             "%g bytes\n", ckpts, commits, rounds, ckbytes);
@@ -1444,10 +761,10 @@ static void test_counters_match_topics(void **state)
     assert_true(ckbytes > 0);
     /* The group's committed offsets are the input's ends. */
     int64_t committed[NPART];
-    H_CHECK(h_committed(fx->bs, "metrics", "in", NPART, committed));
+    H_CHECK(h_committed(fx->h.bs, "metrics", "in", NPART, committed));
     for (int i = 0; i < NPART; i++) {
         int64_t lo, hi;
-        H_CHECK(h_watermarks(fx->bs, "in", i, &lo, &hi));
+        H_CHECK(h_watermarks(fx->h.bs, "in", i, &lo, &hi));
         assert_int_equal(committed[i], hi);
     }
 
@@ -1457,7 +774,7 @@ static void test_counters_match_topics(void **state)
     size_t ndoc = readme_metrics(doc, 64);
     assert_true(ndoc >= 20);
     for (size_t i = 0; i < ndoc; i++) {
-        const prom_family *f = prom_family_named(&pm, doc[i].name);
+        const h_prom_family *f = h_prom_family_named(&pm, doc[i].name);
         if (!f)
             fail_msg("README's %s is not served (no # TYPE line)",
                      doc[i].name);
@@ -1473,7 +790,7 @@ static void test_counters_match_topics(void **state)
             fail_msg("%s is served but not in README's table", pm.f[i].name);
     }
 
-    prom_free(&pm);
+    h_prom_free(&pm);
     free(body);
     stage_stop(p);
     h_record_list_free(&out);
@@ -1494,14 +811,14 @@ typedef struct scrape_view {
  * non-negative integers; nothing is NaN; the histogram is consistent. */
 static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
 {
-    prom pm;
+    h_prom pm;
     char *body = NULL;
     scrape(p, port, &pm, &body);
-    v->assigned = prom_get(&pm, body, "bloomstage_partitions_assigned");
-    v->in = prom_get(&pm, body, "bloomstage_records_in_total");
+    v->assigned = h_prom_get(&pm, body, "bloomstage_partitions_assigned");
+    v->in = h_prom_get(&pm, body, "bloomstage_records_in_total");
     v->series = pm.n;
     for (size_t i = 0; i < pm.n; i++) {
-        const prom_sample *x = &pm.s[i];
+        const h_prom_sample *x = &pm.s[i];
         const char *fam = pm.f[x->family].name;
         int part = -1, used = 0;
         char topic[64];
@@ -1532,15 +849,15 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
     }
     double rounds;
     char err[256];
-    if (prom_check_histogram(&pm, "bloomstage_checkpoint_duration_seconds",
-                             &rounds, err, sizeof(err)) != 0)
+    if (h_prom_check_histogram(&pm, "bloomstage_checkpoint_duration_seconds",
+                               &rounds, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     v->lagged = true;
     for (int i = 0; i < NPART; i++)
-        v->lagged = v->lagged && prom_has(&pm, "bloomstage_consumer_lag"
-                                          "{topic=\"in\",partition=\"%d\"}",
-                                          i);
-    prom_free(&pm);
+        v->lagged = v->lagged && h_prom_has(&pm, "bloomstage_consumer_lag"
+                                            "{topic=\"in\",partition=\"%d\"}",
+                                            i);
+    h_prom_free(&pm);
     free(body);
 }
 
@@ -1553,8 +870,8 @@ static void test_format_every_scrape(void **state)
     stream *s = &fx->s;
     stream_make(s, FMT_BATCH * FMT_BATCHES, 600, 0x3c3c3c3cu);
     const char *conf = write_conf(fx, s, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
-    double t0 = now_s();
+    h_proc *p = stage_start(conf, NULL);
+    double t0 = h_now_s();
     unsigned port = wait_port(p);
     int scrapes = 0, before = 0, during = 0;
     size_t max_series = 0;
@@ -1565,45 +882,45 @@ static void test_format_every_scrape(void **state)
         scrape_checked(p, port, &v);
         scrapes++;
         before += v.assigned == 0;
-        still_running(p, "while scraping");
-        if (now_s() - t0 > READY_WAIT_S)
-            stage_fail(p, "partitions_assigned still %g after %.0f s",
-                       v.assigned, READY_WAIT_S);
-        sleep_ms(25);
+        h_stage_alive(p, "while scraping");
+        if (h_now_s() - t0 > READY_WAIT_S)
+            h_stage_fail(p, "partitions_assigned still %g after %.0f s",
+                         v.assigned, READY_WAIT_S);
+        h_sleep_ms(25);
     } while (v.assigned != NPART);
 
     /* While records flow: the first batch processed, the others not yet
      * produced; then a scrape after each. */
     for (int b = 0; b < FMT_BATCHES; b++) {
-        H_CHECK(h_produce(fx->bs, "in", H_PARTITION_PER_RECORD,
+        H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD,
                           s->recs + b * FMT_BATCH, FMT_BATCH));
-        double tb = now_s();
+        double tb = h_now_s();
         do {
             scrape_checked(p, port, &v);
             scrapes++;
             during += v.in > 0 && v.in < (double)s->n;
-            still_running(p, "while scraping");
-            if (now_s() - tb > WAIT_S)
-                stage_fail(p, "records_in %g after %.0f s, want >= %d", v.in,
-                           WAIT_S, FMT_BATCH);
+            h_stage_alive(p, "while scraping");
+            if (h_now_s() - tb > H_OUTPUT_MS / 1000.0)
+                h_stage_fail(p, "records_in %g after %.0f s, want >= %d", v.in,
+                             H_OUTPUT_MS / 1000.0, FMT_BATCH);
             if (v.series > max_series)
                 max_series = v.series;
         } while (b == 0 && v.in < FMT_BATCH);
     }
 
     /* Caught up, with the lag shown. */
-    double tc = now_s();
+    double tc = h_now_s();
     do {
-        sleep_ms(25);
+        h_sleep_ms(25);
         scrape_checked(p, port, &v);
         scrapes++;
         if (v.series > max_series)
             max_series = v.series;
-        still_running(p, "while scraping");
-        if (now_s() - tc > 30)
-            stage_fail(p, "30 s after the last batch: records_in %g of %zu, "
-                       "lag shown for every partition: %d", v.in, s->n,
-                       v.lagged);
+        h_stage_alive(p, "while scraping");
+        if (h_now_s() - tc > 30)
+            h_stage_fail(p, "30 s after the last batch: records_in %g of %zu, "
+                         "lag shown for every partition: %d", v.in, s->n,
+                         v.lagged);
     } while (!v.lagged || v.in != (double)s->n);
     fprintf(stderr, "    %d scrapes (%d before the join, %d while records "
             "flowed), up to %zu series\n", scrapes, before, during,
@@ -1624,7 +941,7 @@ static void test_sigterm_closes_port(void **state)
     stream_make(s, 300, 200, 0x4d4d4d4du);
     produce_stream(fx, s);
     const char *conf = write_conf(fx, s, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
+    h_proc *p = stage_start(conf, NULL);
     unsigned port = wait_port(p);
     wait_ready(p, port, NULL, 0);
     wait_out_rej(fx, p, (int64_t)s->out, (int64_t)(s->dup + s->spam));
@@ -1634,50 +951,50 @@ static void test_sigterm_closes_port(void **state)
     char listen[64];
     snprintf(listen, sizeof(listen), "metrics.listen=127.0.0.1:%u", port);
     /* its own group and directory: start-up tidies the directory */
-    char *dir2 = h_strdupf("checkpoint.dir=%s/ckpt2", fx->dir);
+    char *dir2 = h_strdupf("checkpoint.dir=%s/ckpt2", fx->h.dir);
     const char *xs[] = {listen, "consumer.group.id=metrics-2", dir2, NULL};
-    h_proc *q = stage_start(fx, conf, xs);
+    h_proc *q = stage_start(conf, xs);
     free(dir2);
     int st = 0;
     if (h_process_wait(q, 20000, &st) != 0)
-        stage_fail(q, "a second stage on port %u still runs after 20 s",
-                   port);
+        h_stage_fail(q, "a second stage on port %u still runs after 20 s",
+                     port);
     no_sanitizer_report(q);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
-        stage_fail(q, "a second stage on port %u: %s, want exit 1", port,
-                   h_status_str(st));
+        h_stage_fail(q, "a second stage on port %u: %s, want exit 1", port,
+                     h_status_str(st));
     const char *qerr = h_process_stderr(q);
     if (!strstr(qerr, "metrics.listen") || strstr(qerr, "msg=started"))
-        stage_fail(q, "a second stage on port %u: want a message naming "
-                   "metrics.listen and no \"started\"", port);
+        h_stage_fail(q, "a second stage on port %u: want a message naming "
+                     "metrics.listen and no \"started\"", port);
     /* ... and the first one is unharmed. */
-    http_resp r;
+    h_http_resp r;
     http_must(p, port, "GET", "/ready", &r);
     if (r.status != 200)
-        stage_fail(p, "/ready %d after a second stage tried the port",
-                   r.status);
-    http_resp_free(&r);
+        h_stage_fail(p, "/ready %d after a second stage tried the port",
+                     r.status);
+    h_http_resp_free(&r);
 
-    int fd = loopback_connect(port);
+    int fd = h_loopback_connect(port);
     if (fd < 0)
-        stage_fail(p, "connect to port %u before SIGTERM: %s", port,
-                   strerror(errno));
+        h_stage_fail(p, "connect to port %u before SIGTERM: %s", port,
+                     strerror(errno));
     close(fd);
-    double t0 = now_s();
+    double t0 = h_now_s();
     stage_stop(p);
-    fprintf(stderr, "    exit 0 %.2f s after SIGTERM\n", now_s() - t0);
+    fprintf(stderr, "    exit 0 %.2f s after SIGTERM\n", h_now_s() - t0);
     if (!strstr(h_process_stderr(p), "msg=stopped"))
-        stage_fail(p, "no msg=stopped line");
-    fd = loopback_connect(port);
+        h_stage_fail(p, "no msg=stopped line");
+    fd = h_loopback_connect(port);
     int e = errno;
     if (fd >= 0) {
         close(fd);
-        stage_fail(p, "port %u still accepts connections after the stage "
-                   "exited", port);
+        h_stage_fail(p, "port %u still accepts connections after the stage "
+                     "exited", port);
     }
     if (e != ECONNREFUSED)
-        stage_fail(p, "connect after exit: %s, want ECONNREFUSED",
-                   strerror(e));
+        h_stage_fail(p, "connect after exit: %s, want ECONNREFUSED",
+                     strerror(e));
 }
 
 /* ==== 5. logs ========================================================= */
@@ -1753,14 +1070,14 @@ static size_t check_all_logfmt(h_proc *p, const char *text, bool cli_last)
                      0);
     size_t len = strlen(text), n = 0;
     if (len == 0 || text[len - 1] != '\n')
-        stage_fail(p, "stderr is empty or does not end with a newline");
+        h_stage_fail(p, "stderr is empty or does not end with a newline");
     for (const char *q = text; *q;) {
         const char *eol = strchr(q, '\n');
         char line[4096];
         size_t ll = (size_t)(eol - q);
         if (ll >= sizeof(line))
-            stage_fail(p, "stderr line %zu: over %zu bytes", n + 1,
-                       sizeof(line));
+            h_stage_fail(p, "stderr line %zu: over %zu bytes", n + 1,
+                         sizeof(line));
         memcpy(line, q, ll);
         line[ll] = '\0';
         const char *why = logfmt_check(line, &prefix);
@@ -1769,27 +1086,14 @@ static size_t check_all_logfmt(h_proc *p, const char *text, bool cli_last)
             why = NULL;
         if (why) {
             regfree(&prefix);
-            stage_fail(p, "stderr line %zu is not logfmt (%s): %s", n + 1,
-                       why, line);
+            h_stage_fail(p, "stderr line %zu is not logfmt (%s): %s", n + 1,
+                         why, line);
         }
         n++;
         q = eol + 1;
     }
     regfree(&prefix);
     return n;
-}
-
-/* The value of key=N in line (bare integer), or -1 if absent. */
-static long long logfmt_int(const char *line, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof(pat), " %s=", key);
-    const char *k = strstr(line, pat);
-    if (!k)
-        return -1;
-    char *end;
-    long long v = strtoll(k + strlen(pat), &end, 10);
-    return *end == ' ' || *end == '\0' || *end == '\n' ? v : -1;
 }
 
 static void test_logs(void **state)
@@ -1800,13 +1104,13 @@ static void test_logs(void **state)
     produce_stream(fx, s);
     const char *conf = write_conf(fx, s, "log.stats.interval.ms=1000\n"
                                     "log.level=debug\n");
-    h_proc *p = stage_start(fx, conf, NULL);
+    h_proc *p = stage_start(conf, NULL);
     unsigned port = wait_port(p);
     wait_out_rej(fx, p, (int64_t)s->out, (int64_t)(s->dup + s->spam));
 
     /* A msg=stats line with records_in = the records produced, its other
      * counters those of the run; wait for one that also shows lag=0. */
-    double t0 = now_s();
+    double t0 = h_now_s();
     char line[2048] = "";
     int stats_lines = 0;
     bool in_seen = false;
@@ -1824,43 +1128,43 @@ static void test_logs(void **state)
                 break; /* still being written */
             stats_lines++;
             snprintf(line, sizeof(line), "%.*s", (int)(eol - bol), bol);
-            if (logfmt_int(line, "records_in") == (long long)s->n) {
+            if (h_log_int(line, "records_in") == (long long)s->n) {
                 in_seen = true;
-                zero = logfmt_int(line, "lag") == 0;
+                zero = h_log_int(line, "lag") == 0;
                 if (zero)
                     break;
             }
         }
         if (zero)
             break;
-        still_running(p, "while waiting for msg=stats");
-        if (now_s() - t0 > 15)
-            stage_fail(p, "no msg=stats line with records_in=%zu%s within "
-                       "15 s of the output being complete (%d stats lines)",
-                       s->n, in_seen ? " and lag=0" : "", stats_lines);
-        sleep_ms(200);
+        h_stage_alive(p, "while waiting for msg=stats");
+        if (h_now_s() - t0 > 15)
+            h_stage_fail(p, "no msg=stats line with records_in=%zu%s within "
+                         "15 s of the output being complete (%d stats lines)",
+                         s->n, in_seen ? " and lag=0" : "", stats_lines);
+        h_sleep_ms(200);
     }
     fprintf(stderr, "    %s\n", line);
     assert_true(stats_lines >= 2); /* every second, so more than one */
-    assert_int_equal(logfmt_int(line, "records_out"), (long long)s->out);
-    assert_int_equal(logfmt_int(line, "duplicates"), (long long)s->dup);
-    assert_int_equal(logfmt_int(line, "blocked"), (long long)s->spam);
-    assert_int_equal(logfmt_int(line, "missing_key"), 0);
-    assert_int_equal(logfmt_int(line, "partitions"), NPART);
-    assert_true(logfmt_int(line, "checkpoints") >= NPART);
-    assert_true(logfmt_int(line, "commits") >= 1);
-    assert_int_equal(logfmt_int(line, "checkpoint_failures"), 0);
+    assert_int_equal(h_log_int(line, "records_out"), (long long)s->out);
+    assert_int_equal(h_log_int(line, "duplicates"), (long long)s->dup);
+    assert_int_equal(h_log_int(line, "blocked"), (long long)s->spam);
+    assert_int_equal(h_log_int(line, "missing_key"), 0);
+    assert_int_equal(h_log_int(line, "partitions"), NPART);
+    assert_true(h_log_int(line, "checkpoints") >= NPART);
+    assert_true(h_log_int(line, "commits") >= 1);
+    assert_int_equal(h_log_int(line, "checkpoint_failures"), 0);
     /* The same counters as /metrics. */
-    prom pm;
+    h_prom pm;
     char *body = NULL;
     scrape(p, port, &pm, &body);
-    assert_true(prom_get(&pm, body, "bloomstage_records_in_total") ==
-                (double)logfmt_int(line, "records_in"));
-    assert_true(prom_get(&pm, body, "bloomstage_records_out_total") ==
-                (double)logfmt_int(line, "records_out"));
-    assert_true(prom_get(&pm, body, "bloomstage_partitions_assigned") ==
-                (double)logfmt_int(line, "partitions"));
-    prom_free(&pm);
+    assert_true(h_prom_get(&pm, body, "bloomstage_records_in_total") ==
+                (double)h_log_int(line, "records_in"));
+    assert_true(h_prom_get(&pm, body, "bloomstage_records_out_total") ==
+                (double)h_log_int(line, "records_out"));
+    assert_true(h_prom_get(&pm, body, "bloomstage_partitions_assigned") ==
+                (double)h_log_int(line, "partitions"));
+    h_prom_free(&pm);
     free(body);
 
     stage_stop(p);
@@ -1877,27 +1181,14 @@ static void test_logs(void **state)
     };
     for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
         if (!strstr(text, must[i]))
-            stage_fail(p, "stderr has no line with '%s'", must[i]);
+            h_stage_fail(p, "stderr has no line with '%s'", must[i]);
     char stopped[160];
     snprintf(stopped, sizeof(stopped), "msg=stopped records_in=%zu "
              "records_out=%zu duplicates=%zu blocked=%zu ", s->n, s->out,
              s->dup, s->spam);
     if (!strstr(text, stopped))
-        stage_fail(p, "stderr has no '%s'", stopped);
+        h_stage_fail(p, "stderr has no '%s'", stopped);
     fprintf(stderr, "    %zu stderr lines, all logfmt\n", n);
-}
-
-/* Polls the stage's stderr for `what`; fails if it exits first. */
-static void wait_stderr(h_proc *p, const char *what, double timeout_s)
-{
-    double t0 = now_s();
-    while (!strstr(h_process_stderr(p), what)) {
-        still_running(p, "while waiting for its log");
-        if (now_s() - t0 > timeout_s)
-            stage_fail(p, "no '%s' on stderr within %.0f s", what,
-                       timeout_s);
-        sleep_ms(50);
-    }
 }
 
 /* 5b. A consume error (here: committed offsets past the partitions' ends
@@ -1908,11 +1199,11 @@ static void test_log_consume_error_is_logfmt(void **state)
     fixture *fx = *state;
     /* Seeded before anything joins the group (see h_commit). */
     const int64_t past_end[NPART] = {1000, 1000, 1000};
-    H_CHECK(h_commit(fx->bs, "metrics", "in", NPART, past_end));
+    H_CHECK(h_commit(fx->h.bs, "metrics", "in", NPART, past_end));
     const char *conf =
         write_conf(fx, NULL, "consumer.auto.offset.reset=error\n");
-    h_proc *p = stage_start(fx, conf, NULL);
-    wait_stderr(p, "msg=\"consume error\"", 20);
+    h_proc *p = stage_start(conf, NULL);
+    h_wait_said(p, "msg=\"consume error\"", 1, 20000);
     stage_stop(p);
     const char *text = h_process_stderr(p);
     size_t n = check_all_logfmt(p, text, false);
@@ -1925,25 +1216,25 @@ static void test_log_fatal_error_is_logfmt(void **state)
 {
     fixture *fx = *state;
     const char *conf = write_conf(fx, NULL, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
-    wait_stderr(p, "msg=started", 20);
+    h_proc *p = stage_start(conf, NULL);
+    h_wait_said(p, "msg=started", 1, 20000);
     /* After the start-up check of every checkpoint, before the join. */
     for (int i = 0; i < NPART; i++) {
-        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->dir, i);
+        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->h.dir, i);
         H_CHECK(h_write_file(path, "garbage"));
         free(path);
     }
     int st = 0;
-    if (h_process_wait(p, EXIT_MS, &st) != 0)
-        stage_fail(p, "still running %d ms after its checkpoints were "
-                   "damaged", EXIT_MS);
+    if (h_process_wait(p, H_EXIT_MS, &st) != 0)
+        h_stage_fail(p, "still running %d ms after its checkpoints were "
+                     "damaged", H_EXIT_MS);
     no_sanitizer_report(p);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
-        stage_fail(p, "%s, want exit 1 on a damaged checkpoint",
-                   h_status_str(st));
+        h_stage_fail(p, "%s, want exit 1 on a damaged checkpoint",
+                     h_status_str(st));
     const char *text = h_process_stderr(p);
     if (!strstr(text, " level=error "))
-        stage_fail(p, "no level=error line before exit 1");
+        h_stage_fail(p, "no level=error line before exit 1");
     size_t n = check_all_logfmt(p, text, true);
     fprintf(stderr, "    %zu stderr lines, all logfmt\n", n);
 }
@@ -1958,55 +1249,34 @@ static void test_log_fatal_error_is_logfmt(void **state)
 static void test_fatal_at_assignment_exits_1(void **state)
 {
     fixture *fx = *state;
-    H_CHECK(h_broker_control(fx->broker, "push-errors OffsetFetch 30 "
+    H_CHECK(h_broker_control(fx->h.broker, "push-errors OffsetFetch 30 "
                                          "COORDINATOR_LOAD_IN_PROGRESS"));
     const char *conf = write_conf(fx, NULL, NULL);
-    h_proc *p = stage_start(fx, conf, NULL);
-    wait_stderr(p, "msg=started", 20);
+    h_proc *p = stage_start(conf, NULL);
+    h_wait_said(p, "msg=started", 1, 20000);
     for (int i = 1; i < NPART; i++) {
-        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->dir, i);
+        char *path = h_strdupf("%s/ckpt/in-%d.ckpt", fx->h.dir, i);
         H_CHECK(h_write_file(path, "garbage"));
         free(path);
     }
-    double t0 = now_s();
+    double t0 = h_now_s();
     int st = 0;
-    if (h_process_wait(p, EXIT_MS, &st) != 0)
-        stage_fail(p, "still running %d ms after its checkpoints were "
-                   "damaged", EXIT_MS);
+    if (h_process_wait(p, H_EXIT_MS, &st) != 0)
+        h_stage_fail(p, "still running %d ms after its checkpoints were "
+                     "damaged", H_EXIT_MS);
     fprintf(stderr, "    %s %.1f s after the damage\n", h_status_str(st),
-            now_s() - t0);
+            h_now_s() - t0);
     no_sanitizer_report(p);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
-        stage_fail(p, "%s, want exit 1 on a damaged checkpoint",
-                   h_status_str(st));
+        h_stage_fail(p, "%s, want exit 1 on a damaged checkpoint",
+                     h_status_str(st));
     if (!strstr(h_process_stderr(p), "in-1.ckpt"))
-        stage_fail(p, "the error does not name in-1.ckpt");
+        h_stage_fail(p, "the error does not name in-1.ckpt");
 }
 
 int main(void)
 {
-    const char *bin = h_bloomstage_path();
-    if (!bin) {
-        fprintf(stderr, "test_metrics: %s\n", h_last_error());
-        return 1;
-    }
-    snprintf(g_bin, sizeof(g_bin), "%s", bin);
-    /* The stage takes every BLOOMSTAGE_* variable for a configuration key
-     * (BLOOMSTAGE_BIN would be 'unknown key bin'), and no caller's setting
-     * may leak into these tests. */
-    for (int again = 1; again;) {
-        again = 0;
-        for (char **e = environ; *e; e++)
-            if (!strncmp(*e, "BLOOMSTAGE_", 11)) {
-                char name[256];
-                size_t n = strcspn(*e, "=");
-                snprintf(name, sizeof(name), "%.*s", (int)n, *e);
-                unsetenv(name);
-                again = 1;
-                break;
-            }
-    }
-    signal(SIGPIPE, SIG_IGN);
+    h_test_main("test_metrics", "TEST_METRICS_FILTER", NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_readiness, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_while_checkpoints_fail,
@@ -2025,8 +1295,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fatal_at_assignment_exits_1,
                                         setup, teardown),
     };
-    const char *filter = getenv("TEST_METRICS_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * test_stage.c -- `bloomstage run` end to end, as a user runs it: a
  * `bloomstage mock-broker` process as the cluster, the stage as another
  * process with a configuration file in a temp directory, records fed and
- * read back with librdkafka (tests/harness.h).
+ * read back with librdkafka (tests/support/, support.h).
  *
  * Every test computes what the stage must do from the input it reads back
  * (a model of DESIGN.md's record path: blocklists, then the missing-key
@@ -57,73 +57,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "support.h"
 
-extern char **environ;
-
-#define WAIT_S 30.0       /* for the output to reach its expected size */
-#define EXIT_MS 30000     /* for the stage to exit after SIGTERM */
 #define REFUSE_S 20.0     /* for a stage that must refuse to start */
-#define CONSUME_MS 20000
-#define MAX_PROCS 8
 #define MAX_PARTS 16
-
-/* The binary, copied before BLOOMSTAGE_BIN is removed from the
- * environment: the stage reads every BLOOMSTAGE_* variable as a key. */
-static char g_bin[4096];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- fixture: a broker with in:3 out:3 rej:1 and a temp directory --- */
 
-typedef struct fixture {
-    h_broker *broker;
-    const char *bs;
-    char *dir;
-    h_proc *procs[MAX_PROCS]; /* killed and freed by the teardown */
-    double t0;
-} fixture;
+typedef h_fixture fixture;
 
 static int setup(void **state)
 {
-    static const char *topics[] = {"in:3", "out:3", "rej:1", NULL};
-    fixture *fx = calloc(1, sizeof(*fx));
-    if (!fx)
-        return -1;
-    fx->t0 = now_s();
-    if (h_broker_start(g_bin, 1, topics, &fx->broker) ||
-        h_tmpdir_new(&fx->dir)) {
-        fprintf(stderr, "setup: %s\n", h_last_error());
-        h_broker_stop(fx->broker);
-        free(fx);
-        return -1;
-    }
-    fx->bs = h_broker_bootstraps(fx->broker);
-    *state = fx;
-    return 0;
+    static const char *const topics[] = {"in:3", "out:3", "rej:1", NULL};
+    return h_fixture_setup(state, 1, topics);
 }
 
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-    int rc = 0;
-    for (int i = 0; i < MAX_PROCS; i++)
-        h_process_free(fx->procs[i]);
-    if (h_broker_stop(fx->broker)) {
-        fprintf(stderr, "teardown: %s\n", h_last_error());
-        rc = -1;
-    }
-    h_tmpdir_remove(fx->dir);
-    free(fx->dir);
-    fprintf(stderr, "    (%.1f s)\n", now_s() - fx->t0);
-    free(fx);
-    return rc;
-}
+#define teardown h_fixture_teardown
 
 /* ---- files -------------------------------------------------------- */
 
@@ -136,9 +85,7 @@ static char *write_text(fixture *fx, const char *name, const char *text)
 
 static void write_bytes(const char *path, const void *buf, size_t len)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
-        fail_msg("cannot write %s", path);
+    H_CHECK(h_write_bytes(path, buf, len));
 }
 
 #define MIDDLE LONG_MIN
@@ -170,184 +117,43 @@ static void copy_file(const char *from, const char *to, size_t max)
 
 /* ---- processes ---------------------------------------------------- */
 
-static void remember(fixture *fx, h_proc *p)
-{
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (!fx->procs[i]) {
-            fx->procs[i] = p;
-            return;
-        }
-    h_process_free(p);
-    fail_msg("more than %d processes in one test", MAX_PROCS);
-}
-
-/* Fails the test with the message and the tail of the stage's stderr. */
-static void stage_fail(h_proc *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void stage_fail(h_proc *p, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    const char *err = p ? h_process_stderr(p) : "";
-    size_t n = strlen(err);
-    fprintf(stderr, "---- the stage's stderr%s ----\n%s\n----\n",
-            n > 12000 ? " (last 12000 bytes)" : "",
-            n > 12000 ? err + n - 12000 : err);
-    fail_msg("%s", msg);
-}
-
-/* bloomstage ARGS... (NULL-terminated), remembered by the fixture. */
-static h_proc *spawn_bs(fixture *fx, const char *const *args,
-                        char *const *env)
-{
-    char *argv[64];
-    int n = 0;
-    argv[n++] = g_bin;
-    for (; *args && n < 63; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    h_proc *p = NULL;
-    H_CHECK(h_process_spawn(argv, env, &p));
-    remember(fx, p);
-    return p;
-}
-
-/* bloomstage run -c conf [-X x]... with extra environment env. */
-static h_proc *stage_start(fixture *fx, const char *conf,
-                           const char *const *xs, char *const *env)
-{
-    const char *args[48] = {"run", "-c", conf};
-    int n = 3;
-    for (; xs && *xs && n < 45; xs++) {
-        args[n++] = "-X";
-        args[n++] = *xs;
-    }
-    args[n] = NULL;
-    return spawn_bs(fx, args, env);
-}
-
-/* A short command (filter build, checkpoint info): must exit `want`. */
-static h_proc *run_cmd(fixture *fx, const char *const *args, int want)
-{
-    h_proc *p = spawn_bs(fx, args, NULL);
-    int st = 0;
-    if (h_process_wait(p, 60000, &st) != 0)
-        stage_fail(p, "bloomstage %s %s: %s", args[0], args[1],
-                   h_last_error());
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != want)
-        stage_fail(p, "bloomstage %s %s: %s, want exit %d", args[0],
-                   args[1], h_status_str(st), want);
-    return p;
-}
-
-static void expect_stderr(h_proc *p, const char *what)
-{
-    if (!strstr(h_process_stderr(p), what))
-        stage_fail(p, "the stage's stderr lacks \"%s\"", what);
-}
-
-/* SIGTERM, then exit 0 within EXIT_MS. */
-static void stage_stop(h_proc *p)
-{
-    H_CHECK(h_process_kill(p, SIGTERM));
-    int st = 0;
-    if (h_process_wait(p, EXIT_MS, &st) != 0)
-        stage_fail(p, "no exit within %d ms of SIGTERM: %s", EXIT_MS,
-                   h_last_error());
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        stage_fail(p, "after SIGTERM: %s, want exit 0", h_status_str(st));
-}
-
 /* The stage must refuse to start: exit `want` within REFUSE_S, without
  * ever logging "started" (it subscribes right after). */
 static void stage_refuses(h_proc *p, int want)
 {
-    double t0 = now_s();
+    double t0 = h_now_s();
     int st = 0;
     for (;;) {
         int r = h_process_wait(p, 100, &st);
         if (r == 0)
             break;
         if (r < 0)
-            stage_fail(p, "wait: %s", h_last_error());
-        if (strstr(h_process_stderr(p), "msg=started")) {
+            h_stage_fail(p, "wait: %s", h_last_error());
+        if (h_said(p, "msg=started")) {
             h_process_kill(p, SIGKILL);
-            stage_fail(p, "the stage started instead of refusing to");
+            h_stage_fail(p, "the stage started instead of refusing to");
         }
-        if (now_s() - t0 > REFUSE_S)
-            stage_fail(p, "still running after %.0f s instead of refusing "
-                       "to start", REFUSE_S);
+        if (h_now_s() - t0 > REFUSE_S)
+            h_stage_fail(p, "still running after %.0f s instead of refusing "
+                         "to start", REFUSE_S);
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != want)
-        stage_fail(p, "%s, want exit %d", h_status_str(st), want);
+        h_stage_fail(p, "%s, want exit %d", h_status_str(st), want);
 }
 
 /* ---- topics ------------------------------------------------------- */
 
 static int64_t topic_total(fixture *fx, const char *topic)
 {
-    int parts = 0;
-    H_CHECK(h_topic_partitions(fx->bs, topic, &parts));
-    int64_t sum = 0;
-    for (int32_t p = 0; p < parts; p++) {
-        int64_t lo, hi;
-        H_CHECK(h_watermarks(fx->bs, topic, p, &lo, &hi));
-        sum += hi;
-    }
-    return sum;
-}
-
-/* Polls until every topic[i] holds want[i] records, failing at once if
- * one holds more (records never disappear), and if the stage exits or
- * WAIT_S passes first. */
-static void wait_totals(fixture *fx, h_proc *p, const char *const *topics,
-                        const int64_t *want, int n)
-{
-    double t0 = now_s();
-    for (;;) {
-        int i, short_one = -1;
-        int64_t got = 0, short_got = 0;
-        for (i = 0; i < n; i++) {
-            got = topic_total(fx, topics[i]);
-            if (got > want[i])
-                stage_fail(p, "%s holds %" PRId64 " records, more than the "
-                           "%" PRId64 " expected", topics[i], got, want[i]);
-            if (got < want[i] && short_one < 0) {
-                short_one = i;
-                short_got = got;
-            }
-        }
-        if (short_one < 0)
-            return;
-        i = short_one;
-        got = short_got;
-        int st = 0;
-        int r = h_process_wait(p, 150, &st);
-        if (r == 0)
-            stage_fail(p, "the stage exited (%s) while %s held %" PRId64
-                       " of %" PRId64 " records", h_status_str(st),
-                       topics[i], got, want[i]);
-        if (now_s() - t0 > WAIT_S)
-            stage_fail(p, "after %.0f s %s holds %" PRId64 " records, want "
-                       "%" PRId64, WAIT_S, topics[i], got, want[i]);
-    }
-}
-
-static void wait_out_rej(fixture *fx, h_proc *p, const char *out,
-                         int64_t n_out, const char *rej, int64_t n_rej)
-{
-    const char *topics[] = {out, rej};
-    const int64_t want[] = {n_out, n_rej};
-    wait_totals(fx, p, topics, want, 2);
+    int64_t total = 0;
+    H_CHECK(h_topic_total(fx->bs, topic, &total));
+    return total;
 }
 
 static void consume(fixture *fx, const char *topic, h_record_list *l)
 {
     h_record_list_free(l);
-    H_CHECK(h_consume_all(fx->bs, topic, CONSUME_MS, l));
+    H_CHECK(h_consume_all(fx->bs, topic, H_CONSUME_MS, l));
 }
 
 static void committed(fixture *fx, const char *group, int64_t *off)
@@ -420,20 +226,7 @@ static void produce_grecs(fixture *fx, const char *topic, const grec *g,
 static uint32_t rng_state;
 static uint32_t rng(void)
 {
-    uint32_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return rng_state = x;
-}
-
-static const h_header *hdr_last(const h_record *r, const char *name)
-{
-    const h_header *h = NULL;
-    for (size_t i = 0; i < r->n_headers; i++)
-        if (!strcmp(r->headers[i].name, name))
-            h = &r->headers[i];
-    return h;
+    return h_xorshift32(&rng_state);
 }
 
 static bool hdr_is(const h_header *h, const char *s)
@@ -469,7 +262,7 @@ static void model_run(const h_record_list *in, const grec *g, size_t ng,
     assert_non_null(m->fate);
     for (size_t i = 0; i < in->n; i++) {
         const h_record *r = &in->recs[i];
-        const h_header *s = hdr_last(r, "seq");
+        const h_header *s = h_header_last(r, "seq");
         assert_non_null(s);
         size_t k = (size_t)strtoul((const char *)s->value, NULL, 10);
         assert_true(k < ng);
@@ -511,7 +304,7 @@ static void expect_stopped_line(h_proc *p, size_t in, const model *m)
     snprintf(line, sizeof(line), "msg=stopped records_in=%zu records_out=%zu "
              "duplicates=%zu blocked=%zu missing_key=%zu ", in, m->out,
              m->dup, m->blocked, m->missing);
-    expect_stderr(p, line);
+    h_expect_said(p, line);
 }
 
 static bool same_bytes(const void *a, size_t alen, const void *b, size_t blen)
@@ -547,7 +340,7 @@ static size_t check_copy(const h_record *got, const char *where,
                          const char *in_topic, const h_record_list *in,
                          const model *m, bool rejected)
 {
-    const h_header *src = hdr_last(got, "bloomstage-src");
+    const h_header *src = h_header_last(got, "bloomstage-src");
     if (!src || !src->value)
         fail_msg("%s [%d] @%" PRId64 ": no bloomstage-src header", where,
                  (int)got->partition, got->offset);
@@ -568,7 +361,7 @@ static size_t check_copy(const h_record *got, const char *where,
                  (const char *)src->value);
     const h_record *want = &in->recs[k];
     const char *fate = m->fate[k];
-    const h_header *seq = hdr_last(want, "seq");
+    const h_header *seq = h_header_last(want, "seq");
     if (rejected && !fate)
         fail_msg("%s holds %s (seq %s), which must be forwarded", where,
                  (const char *)src->value, (const char *)seq->value);
@@ -598,7 +391,7 @@ static size_t check_copy(const h_record *got, const char *where,
                         want->headers[h].value, want->headers[h].value_len))
             fail_msg("%s: the copy of %s changed header %zu (%s)", where,
                      (const char *)src->value, h, want->headers[h].name);
-    const h_header *reason = hdr_last(got, "bloomstage-reason");
+    const h_header *reason = h_header_last(got, "bloomstage-reason");
     bool src_added = false, reason_added = false;
     for (size_t h = want->n_headers; h < got->n_headers; h++) {
         src_added |= &got->headers[h] == src;
@@ -741,8 +534,8 @@ static void known_stream(fixture *fx, bool filter_files)
                             "12345", "-o", spam_bf, spam, NULL};
         const char *b2[] = {"filter", "build", "--fpr", "1e-9", "--seed",
                             "999", "-o", keys_bf, keys, NULL};
-        run_cmd(fx, b1, 0);
-        run_cmd(fx, b2, 0);
+        h_bs_cmd(b1, 0);
+        h_bs_cmd(b2, 0);
         free(spam);
         free(keys);
         spam = spam_bf;
@@ -772,10 +565,11 @@ static void known_stream(fixture *fx, bool filter_files)
     /* The stream exercises every path. */
     assert_true(m.out > 300 && m.dup > 1000 && m.blocked > 100);
 
-    h_proc *p = stage_start(fx, conf, NULL, NULL);
-    wait_out_rej(fx, p, "out", (int64_t)m.out, "rej", (int64_t)m.rejected);
-    stage_stop(p);
-    expect_stderr(p, filter_files ? "source=filter" : "source=list");
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    h_wait_out_rej(p, fx->bs, "out", (int64_t)m.out, "rej",
+                   (int64_t)m.rejected);
+    h_stage_stop(p);
+    h_expect_said(p, filter_files ? "source=filter" : "source=list");
     expect_stopped_line(p, KS_RECORDS, &m);
 
     consume(fx, "out", &out);
@@ -795,7 +589,7 @@ static void known_stream(fixture *fx, bool filter_files)
     /* Every spam sender's and listed key's record went to rej as such. */
     size_t spam_n = 0, keys_n = 0;
     for (size_t i = 0; i < rej.n; i++) {
-        const h_header *r = hdr_last(&rej.recs[i], "bloomstage-reason");
+        const h_header *r = h_header_last(&rej.recs[i], "bloomstage-reason");
         spam_n += hdr_is(r, "blocklist:spam");
         keys_n += hdr_is(r, "blocklist:keys");
     }
@@ -851,12 +645,12 @@ static void check_ckpt_info(h_proc *p, const char *topic,
         if (sscanf(line, "%255s %d %lld", t, &part, &next) == 3 &&
             !strcmp(t, topic)) {
             if (part < 0 || part >= parts || next != want[part])
-                stage_fail(p, "checkpoint info: %s [%d] next_offset %lld, "
-                           "want %" PRId64, t, part, next,
-                           part >= 0 && part < parts ? want[part] : -1);
+                h_stage_fail(p, "checkpoint info: %s [%d] next_offset %lld, "
+                             "want %" PRId64, t, part, next,
+                             part >= 0 && part < parts ? want[part] : -1);
             if (len < 3 || strncmp(line + len - 3, "yes", 3))
-                stage_fail(p, "checkpoint info: %s [%d] does not verify",
-                           t, part);
+                h_stage_fail(p, "checkpoint info: %s [%d] does not verify",
+                             t, part);
             found++;
         }
         line = nl ? nl + 1 : NULL;
@@ -900,9 +694,10 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     model m;
     model_run(&in, g, RS_OLD + RS_NEW, false, &m);
 
-    h_proc *p = stage_start(fx, conf, NULL, NULL);
-    wait_out_rej(fx, p, "out", (int64_t)m.out, "rej", (int64_t)m.rejected);
-    stage_stop(p);
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    h_wait_out_rej(p, fx->bs, "out", (int64_t)m.out, "rej",
+                   (int64_t)m.rejected);
+    h_stage_stop(p);
     expect_stopped_line(p, RS_OLD, &m);
 
     /* The drain committed exactly the end of the input and checkpointed
@@ -913,11 +708,11 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     for (int i = 0; i < 3; i++) {
         assert_true(hw[i] > 0);
         if (off[i] != hw[i])
-            stage_fail(p, "in [%d]: committed %" PRId64 ", end of input %"
-                       PRId64, i, off[i], hw[i]);
+            h_stage_fail(p, "in [%d]: committed %" PRId64 ", end of input %"
+                         PRId64, i, off[i], hw[i]);
     }
     const char *info[] = {"checkpoint", "info", ckpt, NULL};
-    check_ckpt_info(run_cmd(fx, info, 0), "in", hw, 3);
+    check_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
     consume(fx, "out", &out);
     consume(fx, "rej", &rej);
     check_routing("in", &in, &m, "out", &out, "rej", &rej);
@@ -946,10 +741,10 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     }
     char *xbad = h_strdupf("checkpoint.dir=%s", bad);
     const char *xs[] = {xbad, NULL};
-    p = stage_start(fx, conf, xs, NULL);
+    p = h_stage_start(conf, xs, NULL);
     stage_refuses(p, 1);
     char *bad_file = h_strdupf("%s/in-1.ckpt", bad);
-    expect_stderr(p, bad_file);
+    h_expect_said(p, bad_file);
     committed(fx, "restart", off);
     for (int i = 0; i < 3; i++)
         assert_int_equal(off[i], hw[i]);
@@ -958,14 +753,15 @@ static void graceful_restart(fixture *fx, const char *guarantee)
 
     /* The real restart resumes at the checkpoints: only the new keys come
      * out, every replayed record is a duplicate. */
-    p = stage_start(fx, conf, NULL, NULL);
-    wait_out_rej(fx, p, "out", (int64_t)m.out, "rej", (int64_t)m.rejected);
-    stage_stop(p);
+    p = h_stage_start(conf, NULL, NULL);
+    h_wait_out_rej(p, fx->bs, "out", (int64_t)m.out, "rej",
+                   (int64_t)m.rejected);
+    h_stage_stop(p);
     /* This run read only what came after the checkpoints. */
     char line[128];
     snprintf(line, sizeof(line), "msg=stopped records_in=%d ",
              RS_OLD + RS_NEW);
-    expect_stderr(p, line);
+    h_expect_said(p, line);
     consume(fx, "out", &out);
     consume(fx, "rej", &rej);
     check_routing("in", &in, &m, "out", &out, "rej", &rej);
@@ -982,13 +778,13 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     assert_int_equal(new_out, new_keys);
     assert_int_equal(out.n, out_before + new_keys);
     for (size_t i = rej_before; i < rej.n; i++)
-        assert_true(hdr_is(hdr_last(&rej.recs[i], "bloomstage-reason"),
+        assert_true(hdr_is(h_header_last(&rej.recs[i], "bloomstage-reason"),
                            "duplicate"));
     high_watermarks(fx, "in", hw, 3);
     committed(fx, "restart", off);
     for (int i = 0; i < 3; i++)
         assert_int_equal(off[i], hw[i]);
-    check_ckpt_info(run_cmd(fx, info, 0), "in", hw, 3);
+    check_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
 
     model_free(&m);
     h_record_list_free(&in);
@@ -1238,7 +1034,7 @@ static void test_dedup_key_variants(void **state)
         assert_int_equal(x->in.n, x->n);
         model_run(&x->in, x->g, x->n, x->reject_missing, &x->m);
         assert_true(x->m.out > 0 && x->m.dup > 0 && x->m.missing > 0);
-        x->p = stage_start(fx, conf, NULL, NULL);
+        x->p = h_stage_start(conf, NULL, NULL);
         free(topic);
         free(conf);
         free(name);
@@ -1249,14 +1045,14 @@ static void test_dedup_key_variants(void **state)
         variant *x = &vs[v];
         char *out = h_strdupf("%s-out", x->name);
         char *rej = h_strdupf("%s-rej", x->name);
-        wait_out_rej(fx, x->p, out, (int64_t)x->m.out, rej,
+        h_wait_out_rej(x->p, fx->bs, out, (int64_t)x->m.out, rej,
                      (int64_t)x->m.rejected);
         free(out);
         free(rej);
     }
     for (size_t v = 0; v < nv; v++) {
         variant *x = &vs[v];
-        stage_stop(x->p);
+        h_stage_stop(x->p);
         /* Missing keys are counted under either policy. */
         expect_stopped_line(x->p, x->n, &x->m);
         char *in = h_strdupf("%s-in", x->name);
@@ -1269,8 +1065,9 @@ static void test_dedup_key_variants(void **state)
         assert_int_equal(x->in.n, lo.n + lr.n);
         size_t missing_rej = 0;
         for (size_t i = 0; i < lr.n; i++)
-            missing_rej += hdr_is(hdr_last(&lr.recs[i], "bloomstage-reason"),
-                                  "missing-key");
+            missing_rej += hdr_is(
+                h_header_last(&lr.recs[i], "bloomstage-reason"),
+                "missing-key");
         assert_int_equal(missing_rej, x->reject_missing ? x->m.missing : 0);
         h_record_list_free(&lo);
         h_record_list_free(&lr);
@@ -1327,20 +1124,34 @@ static void assert_untouched(fixture *fx)
                  h_last_error());
 }
 
+/* startup_prepare with blocklist "spam" at path, keyed by json:/from. */
+static char *spam_prepare(fixture *fx, const char *path)
+{
+    char *extra = h_strdupf("blocklist.spam.path=%s\n"
+                            "blocklist.spam.key=json:/from\n", path);
+    char *conf = startup_prepare(fx, extra);
+    free(extra);
+    return conf;
+}
+
+/* A stage on conf must refuse to start (exit 1) naming the blocklist and
+ * its file, and leave the group untouched. */
+static void refuses_spam(fixture *fx, const char *conf, const char *file)
+{
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    stage_refuses(p, 1);
+    h_expect_said(p, "'spam'");
+    h_expect_said(p, file);
+    assert_untouched(fx);
+}
+
 static void test_refuses_missing_blocklist(void **state)
 {
     fixture *fx = *state;
     char *path = h_strdupf("%s/no-such-list.txt", fx->dir);
-    char *extra = h_strdupf("blocklist.spam.path=%s\n"
-                            "blocklist.spam.key=json:/from\n", path);
-    char *conf = startup_prepare(fx, extra);
-    h_proc *p = stage_start(fx, conf, NULL, NULL);
-    stage_refuses(p, 1);
-    expect_stderr(p, "'spam'");
-    expect_stderr(p, path);
-    assert_untouched(fx);
+    char *conf = spam_prepare(fx, path);
+    refuses_spam(fx, conf, path);
     free(conf);
-    free(extra);
     free(path);
 }
 
@@ -1352,11 +1163,9 @@ static void test_refuses_damaged_filter(void **state)
     char *good = h_strdupf("%s/spam.bf", fx->dir);
     const char *build[] = {"filter", "build", "--fpr", "1e-6", "-o", good,
                            list, NULL};
-    run_cmd(fx, build, 0);
+    h_bs_cmd(build, 0);
     char *bf = h_strdupf("%s/damaged.bf", fx->dir);
-    char *extra = h_strdupf("blocklist.spam.path=%s\n"
-                            "blocklist.spam.key=json:/from\n", bf);
-    char *conf = startup_prepare(fx, extra);
+    char *conf = spam_prepare(fx, bf);
 
     /* A flipped bit in the bit array; cut short; a damaged magic (the
      * file is still a damaged filter, not a text list). */
@@ -1373,14 +1182,9 @@ static void test_refuses_damaged_filter(void **state)
         copy_file(good, bf, cases[c].keep);
         if (cases[c].at != -1)
             damage_byte(bf, cases[c].at == -2 ? -1 : cases[c].at);
-        h_proc *p = stage_start(fx, conf, NULL, NULL);
-        stage_refuses(p, 1);
-        expect_stderr(p, "'spam'");
-        expect_stderr(p, bf);
-        assert_untouched(fx);
+        refuses_spam(fx, conf, bf);
     }
     free(conf);
-    free(extra);
     free(bf);
     free(good);
     free(list);
@@ -1404,9 +1208,9 @@ static void test_refuses_damaged_checkpoint(void **state)
     } cases[] = {{junk, sizeof(junk)}, {magic, sizeof(magic) - 1}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         write_bytes(file, cases[c].bytes, cases[c].len);
-        h_proc *p = stage_start(fx, conf, NULL, NULL);
+        h_proc *p = h_stage_start(conf, NULL, NULL);
         stage_refuses(p, 1);
-        expect_stderr(p, file);
+        h_expect_said(p, file);
         assert_untouched(fx);
     }
     free(file);
@@ -1421,26 +1225,33 @@ static void refused_config(fixture *fx, const char *name, const char *text,
                            const char *want1, const char *want2)
 {
     char *conf = write_text(fx, name, text);
-    h_proc *p = stage_start(fx, conf, xs, env);
+    h_proc *p = h_stage_start(conf, xs, env);
     stage_refuses(p, 2);
     char *where = want1 && want1[0] == ':' ? h_strdupf("%s%s", conf, want1)
                                            : NULL;
     if (want1)
-        expect_stderr(p, where ? where : want1);
+        h_expect_said(p, where ? where : want1);
     if (want2)
-        expect_stderr(p, want2);
+        h_expect_said(p, want2);
     free(where);
     free(conf);
+}
+
+/* Five lines of a valid configuration for group "startup", whose offsets
+ * are seeded (so assert_untouched can tell it was never joined). */
+static char *config_base(fixture *fx)
+{
+    H_CHECK(h_commit(fx->bs, "startup", "in", 3, SEEDED));
+    return h_strdupf("input.topics=in\noutput.topic=out\n"
+                     "kafka.bootstrap.servers=%s\n"
+                     "consumer.group.id=startup\n"
+                     "checkpoint.dir=%s/ckpt\n", fx->bs, fx->dir);
 }
 
 static void test_config_errors(void **state)
 {
     fixture *fx = *state;
-    char *base = h_strdupf("input.topics=in\noutput.topic=out\n"
-                           "kafka.bootstrap.servers=%s\n"
-                           "consumer.group.id=startup\n"
-                           "checkpoint.dir=%s/ckpt\n", fx->bs, fx->dir);
-    H_CHECK(h_commit(fx->bs, "startup", "in", 3, SEEDED));
+    char *base = config_base(fx);
     char *t;
 
     t = h_strdupf("%sdedup.fpx=0.01\n", base); /* line 6 */
@@ -1478,11 +1289,7 @@ static void test_config_errors(void **state)
 static void test_config_errors_found_at_setup(void **state)
 {
     fixture *fx = *state;
-    char *base = h_strdupf("input.topics=in\noutput.topic=out\n"
-                           "kafka.bootstrap.servers=%s\n"
-                           "consumer.group.id=startup\n"
-                           "checkpoint.dir=%s/ckpt\n", fx->bs, fx->dir);
-    H_CHECK(h_commit(fx->bs, "startup", "in", 3, SEEDED));
+    char *base = config_base(fx);
     char *t;
     /* reject needs somewhere to reject to */
     t = h_strdupf("%sdedup.on.missing.key=reject\n", base);
@@ -1529,10 +1336,10 @@ static void test_config_overrides(void **state)
                    "BLOOMSTAGE_REJECTED_TOPIC=env-rej",
                    "BLOOMSTAGE_CONSUMER_GROUP_ID=env-group", NULL};
     const char *xs[] = {"rejected.topic=x-rej", NULL};
-    h_proc *p = stage_start(fx, conf, xs, env);
-    wait_out_rej(fx, p, "env-out", (int64_t)m.out, "x-rej",
+    h_proc *p = h_stage_start(conf, xs, env);
+    h_wait_out_rej(p, fx->bs, "env-out", (int64_t)m.out, "x-rej",
                  (int64_t)m.rejected);
-    stage_stop(p);
+    h_stage_stop(p);
     consume(fx, "env-out", &out);
     consume(fx, "x-rej", &rej);
     check_routing("in", &in, &m, "env-out", &out, "x-rej", &rej);
@@ -1559,27 +1366,7 @@ static void test_config_overrides(void **state)
 
 int main(void)
 {
-    const char *bin = h_bloomstage_path();
-    if (!bin) {
-        fprintf(stderr, "test_stage: %s\n", h_last_error());
-        return 1;
-    }
-    snprintf(g_bin, sizeof(g_bin), "%s", bin);
-    /* The stage takes every BLOOMSTAGE_* variable for a configuration key
-     * (BLOOMSTAGE_BIN would be 'unknown key bin'), and no caller's setting
-     * may leak into these tests. */
-    for (int again = 1; again;) {
-        again = 0;
-        for (char **e = environ; *e; e++)
-            if (!strncmp(*e, "BLOOMSTAGE_", 11)) {
-                char name[256];
-                size_t n = strcspn(*e, "=");
-                snprintf(name, sizeof(name), "%.*s", (int)n, *e);
-                unsetenv(name);
-                again = 1;
-                break;
-            }
-    }
+    h_test_main("test_stage", "TEST_STAGE_FILTER", NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_stream_text_lists, setup,
                                         teardown),
@@ -1604,8 +1391,5 @@ int main(void)
                                         setup, teardown),
     };
     /* TEST_STAGE_FILTER=test_config_* runs a subset. */
-    const char *filter = getenv("TEST_STAGE_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

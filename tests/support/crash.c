@@ -1,0 +1,72 @@
+/*
+ * crash.c -- see crash.h.
+ */
+#include "crash.h"
+#include "stage.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+void h_ckpt_all(const char *dir, const char *topic, int nparts,
+                int64_t *next)
+{
+    for (int p = 0; p < nparts; p++) {
+        int rc = h_ckpt_next(dir, topic, p, &next[p]);
+        if (rc < 0)
+            h_test_fail("%s", h_last_error());
+        if (rc > 0)
+            next[p] = -1;
+    }
+}
+
+int64_t h_sum_positive(const int64_t *v, int n)
+{
+    int64_t s = 0;
+    for (int p = 0; p < n; p++)
+        s += v[p] > 0 ? v[p] : 0;
+    return s;
+}
+
+/* Until the checkpoint files cover k->ckpt_frac of the input, having moved
+ * since the wait began. */
+static void wait_ckpt(h_proc *p, const h_kill_plan *k, const h_kill_ctx *c)
+{
+    int64_t start[256], now[256];
+    if (c->in_parts < 1 || c->in_parts > 256)
+        h_test_fail("h_kill_at: %d partitions", c->in_parts);
+    double t0 = h_now_s();
+    unsigned polls = 0;
+    h_ckpt_all(c->ckdir, c->in_topic, c->in_parts, start);
+    int64_t s0 = h_sum_positive(start, c->in_parts);
+    for (;;) {
+        h_ckpt_all(c->ckdir, c->in_topic, c->in_parts, now);
+        int64_t s = h_sum_positive(now, c->in_parts);
+        if (s > s0 && s >= (int64_t)(k->ckpt_frac * (double)c->in_total))
+            return;
+        if (s == c->in_total && s0 == c->in_total)
+            return; /* nothing left to do: kill it anyway */
+        if ((h_now_s() - t0) * 1000 > H_KILL_WAIT_MS)
+            h_stage_fail(p, "no checkpoint past %.0f%% of the input within "
+                         "%d s", k->ckpt_frac * 100, H_KILL_WAIT_MS / 1000);
+        if (++polls % 256 == 0)
+            h_stage_alive(p, "while waiting for a checkpoint");
+        usleep(500);
+    }
+}
+
+void h_kill_at(h_proc *p, const h_kill_plan *k, const h_kill_ctx *ctx)
+{
+    if (k->out_delta > 0) {
+        h_proc *const procs[] = {p, NULL};
+        h_wait_out(ctx->q, ctx->out_topic, ctx->out_parts, procs,
+                   ctx->out0 + k->out_delta, H_KILL_WAIT_MS);
+    }
+    if (k->log)
+        h_wait_said(p, k->log, k->log_next ? h_count_said(p, k->log) + 1 : 1,
+                    H_KILL_WAIT_MS);
+    if (k->ckpt_frac > 0)
+        wait_ckpt(p, k, ctx);
+    if (k->ms)
+        h_nap(k->ms);
+    h_stage_kill9(p, k->what);
+}

@@ -1,0 +1,447 @@
+/*
+ * stage.c -- see stage.h.
+ */
+#include "stage.h"
+#include "kafka.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the binary -------------------------------------------------------- */
+
+/* The binary, copied before BLOOMSTAGE_BIN is removed from the
+ * environment. */
+static char g_bin[4096];
+static const char *g_verbose_env, *g_stage_x_env;
+
+const char *h_bloomstage_path(void)
+{
+    if (g_bin[0])
+        return g_bin;
+    const char *p = getenv("BLOOMSTAGE_BIN");
+    if (!p || !*p) {
+        h_fail("BLOOMSTAGE_BIN is not set (ctest sets it to the bloomstage "
+               "binary; set it by hand to run this test alone)");
+        return NULL;
+    }
+    if (access(p, X_OK)) {
+        h_fail("BLOOMSTAGE_BIN=%s: %s", p, strerror(errno));
+        return NULL;
+    }
+    return p;
+}
+
+int h_test_init(void)
+{
+    const char *bin = h_bloomstage_path();
+    if (!bin)
+        return -1;
+    snprintf(g_bin, sizeof(g_bin), "%s", bin);
+    h_env_scrub("BLOOMSTAGE_");
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+void h_stage_debug_env(const char *verbose_env, const char *stage_x_env)
+{
+    g_verbose_env = verbose_env;
+    g_stage_x_env = stage_x_env;
+}
+
+static bool verbose(void)
+{
+    return g_verbose_env && getenv(g_verbose_env);
+}
+
+/* ---- processes --------------------------------------------------------- */
+
+/* Every process started here and not yet released. */
+static h_proc *g_procs[32];
+
+static void remember(h_proc *p)
+{
+    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++)
+        if (!g_procs[i]) {
+            g_procs[i] = p;
+            return;
+        }
+    h_process_free(p);
+    h_test_fail("more than %zu processes at once",
+                sizeof(g_procs) / sizeof(g_procs[0]));
+}
+
+void h_proc_release(h_proc *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++)
+        if (g_procs[i] == p)
+            g_procs[i] = NULL;
+    h_process_free(p);
+}
+
+void h_proc_release_all(void)
+{
+    for (size_t i = 0; i < sizeof(g_procs) / sizeof(g_procs[0]); i++) {
+        h_process_free(g_procs[i]);
+        g_procs[i] = NULL;
+    }
+}
+
+h_proc *h_bs_spawn(const char *const *args, char *const *env)
+{
+    const char *bin = h_bloomstage_path();
+    if (!bin)
+        h_test_fail("%s", h_last_error());
+    size_t n = 0;
+    while (args[n])
+        n++;
+    char **argv = h_xcalloc(n + 2, sizeof(*argv));
+    argv[0] = (char *)bin;
+    for (size_t i = 0; i < n; i++)
+        argv[i + 1] = (char *)args[i];
+    h_proc *p = NULL;
+    int rc = h_process_spawn(argv, env, &p);
+    free(argv);
+    H_MUST(rc);
+    remember(p);
+    return p;
+}
+
+h_proc *h_stage_start(const char *conf, const char *const *xs,
+                      char *const *env)
+{
+    size_t nx = 0;
+    while (xs && xs[nx])
+        nx++;
+    /* stage_x_env="k=v k=v": more -X settings, for debugging (e.g.
+     * log.level=debug consumer.debug=topic,fetch). */
+    const char *x = g_stage_x_env ? getenv(g_stage_x_env) : NULL;
+    char *dbg = x ? h_xstrdup(x) : NULL;
+    size_t nd = 0;
+    for (const char *c = dbg; c && *c; c++)
+        nd += *c == ' ';
+    const char **args = h_xcalloc(3 + 2 * (nx + nd + 1) + 1, sizeof(*args));
+    size_t n = 0;
+    args[n++] = "run";
+    args[n++] = "-c";
+    args[n++] = conf;
+    for (size_t i = 0; i < nx; i++) {
+        args[n++] = "-X";
+        args[n++] = xs[i];
+    }
+    char *save = NULL;
+    for (char *t = dbg ? strtok_r(dbg, " ", &save) : NULL; t;
+         t = strtok_r(NULL, " ", &save)) {
+        args[n++] = "-X";
+        args[n++] = t;
+    }
+    args[n] = NULL;
+    h_proc *p = h_bs_spawn(args, env);
+    free(args);
+    free(dbg);
+    return p;
+}
+
+h_proc *h_bs_cmd(const char *const *args, int want)
+{
+    h_proc *p = h_bs_spawn(args, NULL);
+    int st = 0;
+    if (h_process_wait(p, H_CMD_MS, &st) != 0)
+        h_stage_fail(p, "bloomstage %s %s: %s", args[0],
+                     args[0] && args[1] ? args[1] : "", h_last_error());
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != want)
+        h_stage_fail(p, "bloomstage %s %s: %s, want exit %d", args[0],
+                     args[0] && args[1] ? args[1] : "", h_status_str(st),
+                     want);
+    return p;
+}
+
+void h_stage_fail(h_proc *p, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (p) {
+        const char *err = h_process_stderr(p);
+        size_t len = strlen(err);
+        bool cut = len > 12000 && !verbose();
+        fprintf(stderr, "--- stage %d stderr%s ---\n%s--- end ---\n",
+                (int)h_process_pid(p), cut ? " (last 12000 bytes)" : "",
+                cut ? err + len - 12000 : err);
+    }
+    h_test_fail("%s", msg);
+}
+
+void h_stage_alive(h_proc *p, const char *when)
+{
+    int st = 0;
+    int r = h_process_wait(p, 0, &st);
+    if (r == 0)
+        h_stage_fail(p, "the stage exited (%s) %s", h_status_str(st), when);
+    if (r < 0)
+        h_stage_fail(p, "waiting for the stage: %s", h_last_error());
+}
+
+void h_stages_alive(h_proc *const *procs, const char *when)
+{
+    for (size_t i = 0; procs && procs[i]; i++)
+        h_stage_alive(procs[i], when);
+}
+
+static void dump_if_verbose(h_proc *p, const char *what)
+{
+    if (verbose())
+        fprintf(stderr, "--- stage %d stderr (%s) ---\n%s--- end ---\n",
+                (int)h_process_pid(p), what, h_process_stderr(p));
+}
+
+void h_stage_stop(h_proc *p)
+{
+    H_MUST(h_process_kill(p, SIGTERM));
+    int st = 0;
+    if (h_process_wait(p, H_EXIT_MS, &st) != 0)
+        h_stage_fail(p, "no exit within %d ms of SIGTERM: %s", H_EXIT_MS,
+                     h_last_error());
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        h_stage_fail(p, "after SIGTERM: %s, want exit 0", h_status_str(st));
+    dump_if_verbose(p, "stopped");
+}
+
+void h_stage_kill9(h_proc *p, const char *when)
+{
+    h_stage_alive(p, when);
+    H_MUST(h_process_kill(p, SIGKILL));
+    int st = 0;
+    if (h_process_wait(p, H_REAP_MS, &st) != 0)
+        h_stage_fail(p, "not reaped after SIGKILL: %s", h_last_error());
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+        h_stage_fail(p, "%s: %s before the SIGKILL", when, h_status_str(st));
+    dump_if_verbose(p, "killed");
+}
+
+/* ---- its log ----------------------------------------------------------- */
+
+bool h_said(h_proc *p, const char *needle)
+{
+    return strstr(h_process_stderr(p), needle) != NULL;
+}
+
+size_t h_count_said(h_proc *p, const char *needle)
+{
+    size_t n = 0;
+    for (const char *s = h_process_stderr(p); (s = strstr(s, needle));
+         s += strlen(needle))
+        n++;
+    return n;
+}
+
+void h_expect_said(h_proc *p, const char *needle)
+{
+    if (!h_said(p, needle))
+        h_stage_fail(p, "the stage's stderr lacks \"%s\"", needle);
+}
+
+void h_wait_said(h_proc *p, const char *needle, size_t n, int timeout_ms)
+{
+    double t0 = h_now_s();
+    while (h_count_said(p, needle) < n) {
+        h_stage_alive(p, "while waiting for its log");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(p, "the stage did not log '%s'%s within %d ms",
+                         needle, n > 1 ? " often enough" : "", timeout_ms);
+        h_nap(5);
+    }
+}
+
+long long h_log_int(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *k = strstr(line, pat);
+    if (!k)
+        return -1;
+    char *end;
+    long long v = strtoll(k + strlen(pat), &end, 10);
+    return *end == ' ' || *end == '\0' || *end == '\n' ? v : -1;
+}
+
+double h_log_time(const char *line)
+{
+    struct tm tm;
+    int ms = 0;
+    memset(&tm, 0, sizeof(tm));
+    if (sscanf(line, "ts=%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+               &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + ms / 1000.0;
+}
+
+/* ---- its files --------------------------------------------------------- */
+
+int h_ckpt_next(const char *dir, const char *topic, int partition,
+                int64_t *next)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s-%d.ckpt", dir, topic, partition);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 1;
+        return h_fail("%s: %s", path, strerror(errno));
+    }
+    uint8_t h[24];
+    ssize_t n = read(fd, h, sizeof(h));
+    close(fd);
+    if (n != (ssize_t)sizeof(h) || memcmp(h, "BLMCKPT", 8) != 0)
+        return h_fail("%s: not a whole checkpoint (%zd header bytes)", path,
+                      n);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | h[16 + i];
+    *next = (int64_t)v;
+    return 0;
+}
+
+/* ---- what it produces and commits -------------------------------------- */
+
+void h_wait_totals(h_proc *p, const char *bootstraps,
+                   const char *const *topics, const int64_t *want, int n)
+{
+    double t0 = h_now_s();
+    for (;;) {
+        int i, short_one = -1;
+        int64_t got = 0, short_got = 0;
+        for (i = 0; i < n; i++) {
+            H_MUST(h_topic_total(bootstraps, topics[i], &got));
+            if (got > want[i])
+                h_stage_fail(p, "%s holds %" PRId64 " records, more than the "
+                             "%" PRId64 " expected", topics[i], got, want[i]);
+            if (got < want[i] && short_one < 0) {
+                short_one = i;
+                short_got = got;
+            }
+        }
+        if (short_one < 0)
+            return;
+        i = short_one;
+        got = short_got;
+        int st = 0;
+        int r = h_process_wait(p, 150, &st);
+        if (r == 0)
+            h_stage_fail(p, "the stage exited (%s) while %s held %" PRId64
+                         " of %" PRId64 " records", h_status_str(st),
+                         topics[i], got, want[i]);
+        if ((h_now_s() - t0) * 1000 > H_OUTPUT_MS)
+            h_stage_fail(p, "after %d s %s holds %" PRId64 " records, want "
+                         "%" PRId64, H_OUTPUT_MS / 1000, topics[i], got,
+                         want[i]);
+    }
+}
+
+void h_wait_out_rej(h_proc *p, const char *bootstraps, const char *out,
+                    int64_t n_out, const char *rej, int64_t n_rej)
+{
+    const char *const topics[] = {out, rej};
+    const int64_t want[] = {n_out, n_rej};
+    h_wait_totals(p, bootstraps, topics, want, 2);
+}
+
+int64_t h_topic_end(rd_kafka_t *q, const char *topic, int nparts,
+                    int64_t *hw)
+{
+    int64_t *v = h_xcalloc((size_t)nparts, sizeof(*v));
+    double t0 = h_now_s();
+    while (h_offsets(q, topic, nparts, RD_KAFKA_OFFSET_END, v, H_REQUEST_MS)) {
+        if ((h_now_s() - t0) * 1000 > H_QUERY_RETRY_MS) {
+            free(v);
+            h_test_fail("%s", h_last_error());
+        }
+        h_sleep_ms(100);
+    }
+    int64_t sum = 0;
+    for (int p = 0; p < nparts; p++) {
+        if (hw)
+            hw[p] = v[p];
+        sum += v[p];
+    }
+    free(v);
+    return sum;
+}
+
+void h_wait_out(rd_kafka_t *q, const char *topic, int nparts,
+                h_proc *const *procs, int64_t want, int timeout_ms)
+{
+    double t0 = h_now_s();
+    int64_t have;
+    while ((have = h_topic_end(q, topic, nparts, NULL)) < want) {
+        h_stages_alive(procs, "while waiting for output");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(procs ? procs[0] : NULL, "%s holds %" PRId64
+                         " records, not %" PRId64 ", after %d ms", topic,
+                         have, want, timeout_ms);
+        h_nap(2);
+    }
+}
+
+void h_wait_out_settled(rd_kafka_t *q, const char *topic, int nparts,
+                        h_proc *const *procs, int64_t want, int quiet_ms,
+                        int timeout_ms)
+{
+    h_wait_out(q, topic, nparts, procs, want, timeout_ms);
+    int64_t last = h_topic_end(q, topic, nparts, NULL);
+    double since = h_now_s(), t0 = h_now_s();
+    while ((h_now_s() - since) * 1000 < quiet_ms) {
+        h_nap(50);
+        int64_t have = h_topic_end(q, topic, nparts, NULL);
+        if (have != last) {
+            last = have;
+            since = h_now_s();
+        }
+        h_stages_alive(procs, "while the output settles");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(procs ? procs[0] : NULL, "%s did not settle",
+                         topic);
+    }
+}
+
+void h_wait_committed(const char *bootstraps, const char *group,
+                      const char *topic, int nparts, const int64_t *want,
+                      h_proc *const *procs, int timeout_ms,
+                      void (*check)(void *arg, const int64_t *committed),
+                      void *arg)
+{
+    int64_t c[256];
+    if (nparts < 1 || nparts > 256)
+        h_test_fail("h_wait_committed: %d partitions", nparts);
+    double t0 = h_now_s();
+    for (;;) {
+        H_MUST(h_committed(bootstraps, group, topic, nparts, c));
+        if (check)
+            check(arg, c);
+        int p = 0;
+        while (p < nparts && c[p] == want[p])
+            p++;
+        if (p == nparts)
+            return;
+        h_stages_alive(procs, "before committing the end of the input");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(procs ? procs[0] : NULL, "%s [%d] committed at %"
+                         PRId64 ", want %" PRId64 ", within %d ms", topic, p,
+                         c[p], want[p], timeout_ms);
+        h_nap(200);
+    }
+}

@@ -1,0 +1,139 @@
+/*
+ * stage.h -- the bloomstage binary under test, run as a user runs it: the
+ * binary's path, `bloomstage run` processes (start with a configuration,
+ * stop gracefully, kill -9, wait for a log line), short commands, the
+ * stage's files and log lines, and waits on what it produces and commits.
+ *
+ * Every process started here is remembered until h_proc_release (or the
+ * fixture's teardown, h_fixture_teardown, which kills and frees whatever a
+ * failed test left running).  The void helpers check and fail the running
+ * test (core.h), printing the stage's stderr (the last 12000 bytes; all of
+ * it with the verbose variable set, see h_stage_debug_env).
+ */
+#ifndef BS_SUPPORT_STAGE_H
+#define BS_SUPPORT_STAGE_H
+
+#include "core.h"
+#include "proc.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the binary -------------------------------------------------------- */
+
+/* The binary under test: $BLOOMSTAGE_BIN (ctest passes
+ * $<TARGET_FILE:bloomstage>), as h_test_init copied it before scrubbing the
+ * environment.  NULL, with h_last_error() set, when unset. */
+const char *h_bloomstage_path(void);
+
+/*
+ * What every integration test's main() does first (h_test_main in
+ * support.h does it and more): copy the binary's path, then remove every
+ * BLOOMSTAGE_* variable from the environment (the stage reads each as a
+ * configuration key, BLOOMSTAGE_BIN as 'unknown key bin', and no caller's
+ * setting may leak into a test); ignore SIGPIPE.  -1 if there is no binary.
+ */
+int h_test_init(void) H_WARN_UNUSED;
+
+/* Debugging aids, named per test (either may be NULL): with verbose_env
+ * set, every stage's whole stderr is printed when it stops, is killed or
+ * fails a test; stage_x_env="k=v k=v" adds -X settings to every stage
+ * h_stage_start starts. */
+void h_stage_debug_env(const char *verbose_env, const char *stage_x_env);
+
+/* ---- processes --------------------------------------------------------- */
+
+/* `bloomstage ARGS...` (args NULL-terminated), env added to the
+ * environment (may be NULL); remembered. */
+h_proc *h_bs_spawn(const char *const *args, char *const *env);
+/* `bloomstage run -c conf [-X x]...` (xs NULL-terminated, may be NULL),
+ * plus the stage_x_env settings; remembered. */
+h_proc *h_stage_start(const char *conf, const char *const *xs,
+                      char *const *env);
+/* A short command (filter build, checkpoint info): it must exit `want`
+ * within H_CMD_MS.  Remembered (its output stays readable). */
+h_proc *h_bs_cmd(const char *const *args, int want);
+/* Kills (if running) and frees p, and forgets it.  NULL: no-op. */
+void h_proc_release(h_proc *p);
+/* h_proc_release of every process remembered. */
+void h_proc_release_all(void);
+
+/* Fails the test with the message, printing p's stderr first (NULL: no
+ * process to print). */
+void h_stage_fail(h_proc *p, const char *fmt, ...) H_PRINTF(2, 3) H_NORETURN;
+/* The stage must still be running. */
+void h_stage_alive(h_proc *p, const char *when);
+/* Each of procs (NULL-terminated; NULL is none) must still be running. */
+void h_stages_alive(h_proc *const *procs, const char *when);
+/* SIGTERM: the stage drains and must exit 0 within H_EXIT_MS. */
+void h_stage_stop(h_proc *p);
+/* SIGKILL; the stage must have been running until then (`when` says what
+ * the moment was), and is reaped within H_REAP_MS. */
+void h_stage_kill9(h_proc *p, const char *when);
+
+/* ---- its log ----------------------------------------------------------- */
+
+/* Whether p's stderr holds needle; how many times. */
+bool h_said(h_proc *p, const char *needle);
+size_t h_count_said(h_proc *p, const char *needle);
+/* p's stderr must hold needle. */
+void h_expect_said(h_proc *p, const char *needle);
+/* Waits (h_nap) until p's stderr holds needle at least n times; the stage
+ * must stay alive meanwhile. */
+void h_wait_said(h_proc *p, const char *needle, size_t n, int timeout_ms);
+
+/* The integer value of key=N in a logfmt line (bare), or -1 if absent. */
+long long h_log_int(const char *line, const char *key);
+/* A line's leading "ts=2024-01-02T03:04:05.678Z" as seconds since the
+ * epoch, or 0. */
+double h_log_time(const char *line);
+
+/* ---- its files --------------------------------------------------------- */
+
+/* The next offset in the header of a dir-store checkpoint file,
+ * DIR/TOPIC-P.ckpt (int64 little-endian at byte 16): 0 with *next, 1 if
+ * there is no such file, -1 if it is there but not a whole checkpoint
+ * header (h_last_error() says why). */
+int h_ckpt_next(const char *dir, const char *topic, int partition,
+                int64_t *next) H_WARN_UNUSED;
+
+/* ---- what it produces and commits -------------------------------------- */
+
+/* Polls (150 ms) until every topics[i] holds want[i] records, failing at
+ * once if one holds more (records never disappear), and if the stage exits
+ * or H_OUTPUT_MS passes first. */
+void h_wait_totals(h_proc *p, const char *bootstraps,
+                   const char *const *topics, const int64_t *want, int n);
+
+/* h_wait_totals of two topics, out and rej. */
+void h_wait_out_rej(h_proc *p, const char *bootstraps, const char *out,
+                    int64_t n_out, const char *rej, int64_t n_rej);
+
+/* With a query client of the caller's: the high watermarks of a topic into
+ * hw (may be NULL), retrying a failing query for H_QUERY_RETRY_MS; returns
+ * their sum. */
+int64_t h_topic_end(rd_kafka_t *q, const char *topic, int nparts,
+                    int64_t *hw);
+/* Polls (h_nap) until topic holds at least want records; procs (NULL-
+ * terminated) must stay alive meanwhile. */
+void h_wait_out(rd_kafka_t *q, const char *topic, int nparts,
+                h_proc *const *procs, int64_t want, int timeout_ms);
+/* h_wait_out, then until the topic has not grown for quiet_ms: the stages
+ * have nothing left to forward. */
+void h_wait_out_settled(rd_kafka_t *q, const char *topic, int nparts,
+                        h_proc *const *procs, int64_t want, int quiet_ms,
+                        int timeout_ms);
+
+/* Polls (h_nap, 200 ms) until group's committed offsets on partitions
+ * 0..nparts-1 of topic are want[]; procs must stay alive meanwhile.  check,
+ * if not NULL, is called with every set of offsets read (test_stage_faults
+ * checks its invariant there). */
+void h_wait_committed(const char *bootstraps, const char *group,
+                      const char *topic, int nparts, const int64_t *want,
+                      h_proc *const *procs, int timeout_ms,
+                      void (*check)(void *arg, const int64_t *committed),
+                      void *arg);
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * stream.c -- see stream.h.
+ */
+#include "stream.h"
+#include "kafka.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+h_stream *h_stream_new(size_t cap, int nparts, uint64_t seed)
+{
+    if (nparts <= 0 || nparts > H_STREAM_MAXP || cap >= 10000000)
+        h_test_fail("h_stream_new(%zu, %d): at most %d partitions and 10M "
+                    "records", cap, nparts, H_STREAM_MAXP);
+    h_stream *st = h_xcalloc(1, sizeof(*st));
+    st->cap = cap;
+    st->nparts = nparts;
+    st->seed = seed;
+    st->id = h_xcalloc(cap, sizeof(*st->id));
+    st->part = h_xcalloc(cap, sizeof(*st->part));
+    st->off = h_xcalloc(cap, sizeof(*st->off));
+    st->first = h_xcalloc(cap, sizeof(*st->first));
+    st->key = h_xcalloc(cap, sizeof(*st->key));
+    st->val = h_xcalloc(cap, sizeof(*st->val));
+    return st;
+}
+
+void h_stream_free(h_stream *st)
+{
+    if (!st)
+        return;
+    free(st->id);
+    free(st->part);
+    free(st->off);
+    free(st->first);
+    free(st->key);
+    free(st->val);
+    free(st->out);
+    free(st->copies);
+    free(st);
+}
+
+static void stream_push(h_stream *st, uint32_t id)
+{
+    if (st->n >= st->cap)
+        h_test_fail("stream full (%zu records)", st->cap);
+    size_t i = st->n++;
+    st->id[i] = id;
+    st->part[i] = (int32_t)(h_mix64(id) % (uint64_t)st->nparts);
+    st->off[i] = st->next[st->part[i]]++;
+    snprintf(st->key[i], sizeof(st->key[i]), "k%07u", id);
+    snprintf(st->val[i], sizeof(st->val[i]), "v%07zu", i);
+}
+
+void h_stream_add(h_stream *st, size_t count, unsigned dup_pct)
+{
+    for (size_t c = 0; c < count; c++) {
+        uint32_t id;
+        if (st->nids > 0 && h_splitmix64(&st->seed) % 100 < dup_pct) {
+            id = (uint32_t)(h_splitmix64(&st->seed) % st->nids);
+        } else {
+            id = (uint32_t)st->nids++;
+            st->first[id] = st->n;
+        }
+        stream_push(st, id);
+    }
+}
+
+void h_stream_add_copies(h_stream *st, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        stream_push(st, st->id[i]);
+}
+
+void h_stream_ends(const h_stream *st, size_t upto, int64_t *end)
+{
+    for (int p = 0; p < st->nparts; p++)
+        end[p] = 0;
+    for (size_t i = 0; i < upto; i++)
+        end[st->part[i]] = st->off[i] + 1;
+}
+
+void h_stream_produce(const h_stream *st, const char *bootstraps,
+                      const char *topic, size_t from, size_t to,
+                      const char *const *conf_kv)
+{
+    for (size_t c = from; c < to; c += 100000) {
+        size_t end = to - c < 100000 ? to : c + 100000;
+        h_record *recs = h_xcalloc(end - c, sizeof(*recs));
+        for (size_t i = c; i < end; i++) {
+            recs[i - c] = h_rec(st->key[i], st->val[i]);
+            recs[i - c].partition = st->part[i];
+        }
+        int rc = h_produce_conf(bootstraps, topic, H_PARTITION_PER_RECORD,
+                                recs, end - c, conf_kv);
+        free(recs);
+        H_MUST(rc);
+    }
+    int64_t want[H_STREAM_MAXP];
+    h_stream_ends(st, to, want);
+    for (int p = 0; p < st->nparts; p++) {
+        int64_t lo, hi;
+        H_MUST(h_watermarks(bootstraps, topic, p, &lo, &hi));
+        if (lo != 0 || hi != want[p])
+            h_test_fail("%s [%d] holds offsets %lld to %lld after producing "
+                        "records [0, %zu), want 0 to %lld", topic, p,
+                        (long long)lo, (long long)hi, to,
+                        (long long)want[p]);
+    }
+}
+
+h_outrec *h_read_out(h_stream *st, const char *bootstraps,
+                     const char *out_topic, const char *in_topic, size_t *n)
+{
+    h_record_list l = {0};
+    int rc = h_consume_all(bootstraps, out_topic, H_CONSUME_MS, &l);
+    if (rc)
+        h_record_list_free(&l);
+    H_MUST(rc);
+    free(st->out);
+    h_outrec *o = st->out = h_xcalloc(l.n, sizeof(*o));
+    st->nout = 0;
+    char bad[512] = "";
+    for (size_t k = 0; k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        const char *v = r->value;
+        char *end = NULL;
+        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
+        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
+            strcmp(r->key, st->key[i])) {
+            snprintf(bad, sizeof(bad), "output %d:%lld: key '%s' value '%s' "
+                     "is no input record", (int)r->partition,
+                     (long long)r->offset,
+                     r->key ? (const char *)r->key : "NULL", v ? v : "NULL");
+            break;
+        }
+        const h_header *h = h_header_last(r, "bloomstage-src");
+        const char *src = h ? h->value : NULL;
+        char want[64];
+        snprintf(want, sizeof(want), "%s:%d:%lld", in_topic,
+                 (int)st->part[i], (long long)st->off[i]);
+        if (!src || strcmp(src, want)) {
+            snprintf(bad, sizeof(bad), "output %d:%lld: bloomstage-src '%s', "
+                     "want '%s'", (int)r->partition, (long long)r->offset,
+                     src ? src : "(none)", want);
+            break;
+        }
+        o[k] = (h_outrec){st->id[i], i, st->part[i], st->off[i], r->partition,
+                          r->offset, 0};
+    }
+    *n = st->nout = l.n;
+    h_record_list_free(&l);
+    if (bad[0])
+        h_test_fail("%s", bad);
+    return o;
+}
+
+unsigned *h_count_copies(h_stream *st, const char *in_topic, size_t upto,
+                         size_t *extra)
+{
+    const h_outrec *o = st->out;
+    size_t n = st->nout;
+    free(st->copies);
+    unsigned *c = st->copies = h_xcalloc(st->nids, sizeof(*c));
+    for (size_t k = 0; k < n; k++)
+        c[o[k].id]++;
+    size_t missing = 0, x = 0, first_missing = 0;
+    for (size_t id = 0; id < st->nids; id++) {
+        if (c[id] > 1)
+            x += c[id] - 1;
+        if (st->first[id] < upto && c[id] == 0 && missing++ == 0)
+            first_missing = id;
+    }
+    if (missing)
+        h_test_fail("%zu of %zu unique keys are not in the output (lost), "
+                    "e.g. k%07zu (first at %s:%d:%lld)", missing, st->nids,
+                    first_missing, in_topic,
+                    (int)st->part[st->first[first_missing]],
+                    (long long)st->off[st->first[first_missing]]);
+    for (size_t k = 0; k < n; k++)
+        if (o[k].rec >= upto)
+            h_test_fail("output holds input record %zu, which was never "
+                        "produced", o[k].rec);
+    if (extra)
+        *extra = x;
+    return c;
+}
+
+void h_expect_once(const h_stream *st, const unsigned *c, const char *in_topic,
+                   const char *out_topic, size_t upto, const char *why)
+{
+    const h_outrec *o = st->out;
+    size_t n = st->nout, extra = 0;
+    for (size_t id = 0; id < st->nids; id++)
+        if (c[id] > 1)
+            extra += c[id] - 1;
+    for (size_t id = 0; id < st->nids; id++) {
+        if (st->first[id] >= upto || c[id] == 1)
+            continue;
+        /* Name the copies: which input records, which output offsets. */
+        char where[256] = "";
+        size_t len = 0;
+        for (size_t k = 0; k < n && len < sizeof(where) - 64; k++)
+            if (o[k].id == id)
+                len += (size_t)snprintf(where + len, sizeof(where) - len,
+                                        " [%s:%d:%lld -> %s:%d:%lld]",
+                                        in_topic, (int)o[k].src_part,
+                                        (long long)o[k].src_off, out_topic,
+                                        (int)o[k].part, (long long)o[k].off);
+        h_test_fail("key k%07zu (first at %s:%d:%lld) is in the output %u "
+                    "times, want exactly once (%zu duplicates in all, %zu "
+                    "output records, %zu unique keys):%s -- %s", id, in_topic,
+                    (int)st->part[st->first[id]],
+                    (long long)st->off[st->first[id]], c[id], extra, n,
+                    st->nids, where, why);
+    }
+}

@@ -1,0 +1,93 @@
+/*
+ * stream.h -- a generated input stream whose every record can be told from
+ * its copy in the output, and the output read back and traced to it:
+ * every key there, and how many times (test_stage_faults, test_eos).
+ *
+ * Record i has key "k<id>" (k%07u) and value "v<i>" (v%07zu), so an output
+ * record names the input record it copies.  The partition is a function of
+ * the key id (every copy of a key meets the same partition's filter: dedup
+ * is per partition); offsets are what a fresh topic gives records produced
+ * in this order.  Checking helpers (they fail the test, core.h).
+ */
+#ifndef BS_SUPPORT_STREAM_H
+#define BS_SUPPORT_STREAM_H
+
+#include "core.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define H_STREAM_MAXP 16 /* partitions of a stream, at most */
+
+/* One output record, traced back to the input record it copies. */
+typedef struct h_outrec {
+    uint32_t id;      /* key id */
+    size_t rec;       /* input record index */
+    int32_t src_part; /* in the input topic */
+    int64_t src_off;
+    int32_t part; /* in the output topic */
+    int64_t off;
+    int run; /* free for the test (test_stage_faults: which run) */
+} h_outrec;
+
+typedef struct h_stream {
+    size_t n, cap, nids;
+    int nparts;
+    uint64_t seed;
+    uint32_t *id;  /* per record */
+    int32_t *part; /* per record */
+    int64_t *off;  /* per record: its offset in its partition */
+    size_t *first; /* per key id: index of its first record */
+    char (*key)[16];
+    char (*val)[16];
+    int64_t next[H_STREAM_MAXP]; /* the partitions' end offsets */
+    /* Owned here, so that a failed assertion leaks nothing: the output as
+     * h_read_out last read it, and h_count_copies' last counts. */
+    h_outrec *out;
+    size_t nout;
+    unsigned *copies;
+} h_stream;
+
+/* Room for cap records over nparts partitions; seed drives h_stream_add. */
+h_stream *h_stream_new(size_t cap, int nparts, uint64_t seed);
+void h_stream_free(h_stream *st);
+/* Appends count records: each a copy of a key seen before (any record so
+ * far, chosen at random) with probability dup_pct/100, else a new key. */
+void h_stream_add(h_stream *st, size_t count, unsigned dup_pct);
+/* Appends a copy (same key, new value, a later offset) of records
+ * [from, to). */
+void h_stream_add_copies(h_stream *st, size_t from, size_t to);
+/* The input's end offsets after records [0, upto). */
+void h_stream_ends(const h_stream *st, size_t upto, int64_t *end);
+
+/* Produces records [from, to) to topic in order (h_produce_conf with
+ * conf_kv, in chunks of 100k), then checks that the topic's partitions
+ * hold exactly records [0, to): low watermark 0, high the stream's. */
+void h_stream_produce(const h_stream *st, const char *bootstraps,
+                      const char *topic, size_t from, size_t to,
+                      const char *const *conf_kv);
+
+/*
+ * Reads all of out_topic (H_CONSUME_MS) and traces every record back to
+ * its input record: the value names it ("v<i>", i < st->n), the key must
+ * be that record's key, and the bloomstage-src header must be
+ * in_topic:partition:offset of that record.  Returns the records (owned by
+ * st, valid until the next h_read_out) and their count.
+ */
+h_outrec *h_read_out(h_stream *st, const char *bootstraps,
+                     const char *out_topic, const char *in_topic, size_t *n);
+/*
+ * Copies per key id in the output st->out (owned by st, valid until the
+ * next call), checking that every key id whose first record is before upto
+ * is there at least once (none lost) and that no output record copies an
+ * input record at or past upto.  *extra (if not NULL) gets the copies
+ * beyond the first, summed over keys.
+ */
+unsigned *h_count_copies(h_stream *st, const char *in_topic, size_t upto,
+                         size_t *extra);
+/* Every key id first seen before upto is in the output exactly once (c:
+ * from h_count_copies); a failure names the copies.  why: said on failure. */
+void h_expect_once(const h_stream *st, const unsigned *c, const char *in_topic,
+                   const char *out_topic, size_t upto, const char *why);
+
+#endif

@@ -1,0 +1,19 @@
+# bstestsupport: the support layer of the integration tests and of
+# bench/e2e.c (tests/support/; support.h says what is where).  A static
+# library without cmocka (bench/e2e builds without the tests), included
+# from tests/integration.cmake and bench/e2e.cmake, defined by whichever
+# comes first.
+include_guard(GLOBAL)
+add_library(bstestsupport STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/broker.c
+  ${CMAKE_CURRENT_LIST_DIR}/core.c
+  ${CMAKE_CURRENT_LIST_DIR}/crash.c
+  ${CMAKE_CURRENT_LIST_DIR}/files.c
+  ${CMAKE_CURRENT_LIST_DIR}/fixture.c
+  ${CMAKE_CURRENT_LIST_DIR}/http.c
+  ${CMAKE_CURRENT_LIST_DIR}/kafka.c
+  ${CMAKE_CURRENT_LIST_DIR}/proc.c
+  ${CMAKE_CURRENT_LIST_DIR}/stage.c
+  ${CMAKE_CURRENT_LIST_DIR}/stream.c)
+target_include_directories(bstestsupport PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(bstestsupport PUBLIC PkgConfig::RDKAFKA Threads::Threads m)
