@@ -12,14 +12,15 @@ bs_add_cmocka_test(test_state
 target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1)
 
 # The engine's Kafka-facing modules; the ones that need a broker run
-# librdkafka's mock cluster in process (inproc_mock.c), with the
-# integration harness's client helpers.
+# librdkafka's mock cluster in process (inproc_mock.c), with the test
+# support layer's client helpers (tests/support/).
+include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
 bs_add_cmocka_test(test_record_key
-  SOURCES test_record_key.c inproc_mock.c harness.c
-  LIBS bsengine TIMEOUT 120 LABELS stage)
+  SOURCES test_record_key.c inproc_mock.c
+  LIBS bsengine bstestsupport TIMEOUT 120 LABELS stage)
 bs_add_cmocka_test(test_replay
-  SOURCES test_replay.c inproc_mock.c harness.c
-  LIBS bsengine TIMEOUT 180 LABELS stage)
+  SOURCES test_replay.c inproc_mock.c
+  LIBS bsengine bstestsupport TIMEOUT 180 LABELS stage)
 bs_add_cmocka_test(test_store
-  SOURCES test_store.c inproc_mock.c harness.c
-  LIBS bsengine TIMEOUT 300 LABELS stage)
+  SOURCES test_store.c inproc_mock.c
+  LIBS bsengine bstestsupport TIMEOUT 300 LABELS stage)

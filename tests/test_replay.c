@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "harness.h"
+#include "support.h"
 #include "inproc_mock.h"
 #include "kafka_util.h"
 #include "replay.h"

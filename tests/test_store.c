@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "harness.h"
+#include "support.h"
 #include "inproc_mock.h"
 #include "settings.h"
 #include "store.h"
