@@ -178,7 +178,7 @@ static void high_watermarks(fixture *fx, const char *topic, int64_t *hw,
 typedef struct grec {
     char key[48];
     char value[224];
-    char seq[16];
+    char seq[24]; /* a size_t in decimal */
     char hv[2][48];
     h_header hdrs[4]; /* hdrs[0] is always seq=INDEX */
     h_record rec;

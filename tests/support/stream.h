@@ -39,7 +39,7 @@ typedef struct h_stream {
     int64_t *off;  /* per record: its offset in its partition */
     size_t *first; /* per key id: index of its first record */
     char (*key)[16];
-    char (*val)[16];
+    char (*val)[24]; /* "v" and a record index of up to 20 digits */
     int64_t next[H_STREAM_MAXP]; /* the partitions' end offsets */
     /* Owned here, so that a failed assertion leaks nothing: the output as
      * h_read_out last read it, and h_count_copies' last counts. */
