@@ -1,0 +1,30 @@
+# kafka/ tests: a real Apache Kafka broker (scripts/kafka: KRaft nodes from
+# Maven Central's jars on free loopback ports), driven by Kafka's own tools.
+# kafka_script checks the script (1 node; 3 nodes with one stopped and
+# restarted); kafka_stage_e2e runs `bloomstage run` against a 1-node broker
+# and checks out, rej and the committed offsets record by record.  Both need
+# Java and Maven (scripts/install-deps); the jars are fetched once into
+# ~/.cache/bloomstage.  A RESOURCE_LOCK keeps them from running at once under
+# ctest -j (ports are picked free anyway; the lock spares the 2 cores and
+# the memory three JVMs at once would take).  kafka_script exercises no C
+# code, so a sanitizer build does not run it again.
+# Owned by the real-broker work.
+# Registered whether or not Java is installed: without it they fail saying
+# so, rather than vanish.
+if(NOT BLOOMSTAGE_SANITIZE)
+  add_test(NAME kafka_script
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_kafka_script.sh
+            ${PROJECT_SOURCE_DIR}/scripts/kafka)
+  set_tests_properties(kafka_script PROPERTIES
+    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+endif()
+if(TARGET bloomstage)
+  add_test(NAME kafka_stage_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_stage_kafka.sh
+            $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
+  set_tests_properties(kafka_stage_e2e PROPERTIES
+    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+else()
+  message(WARNING "tests/kafka.cmake: no bloomstage target; the stage is "
+                  "not tested against a real Kafka broker")
+endif()
