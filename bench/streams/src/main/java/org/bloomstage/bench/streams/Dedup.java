@@ -51,6 +51,7 @@ public final class Dedup {
     static final AtomicLong OUT = new AtomicLong();
     static final AtomicLong DROPPED = new AtomicLong();
     static final AtomicBoolean FIRST = new AtomicBoolean();
+    static volatile long lastOutMs; // when the last record was forwarded
 
     /**
      * One per task (input partition).  The store holds key -> the timestamp
@@ -83,6 +84,7 @@ public final class Dedup {
             if (key == null) {
                 OUT.incrementAndGet();
                 context.forward(record);
+                lastOutMs = System.currentTimeMillis();
                 return;
             }
             long ts = record.timestamp();
@@ -100,6 +102,7 @@ public final class Dedup {
             seen.put(key, ts, ts);
             OUT.incrementAndGet();
             context.forward(record);
+            lastOutMs = System.currentTimeMillis();
         }
     }
 
@@ -171,7 +174,8 @@ public final class Dedup {
             stopping.set(true);
             streams.close(Duration.ofSeconds(60));
             done.countDown();
-            System.out.printf("dedup stopped in=%d out=%d dropped=%d%n", IN.get(), OUT.get(), DROPPED.get());
+            System.out.printf("dedup stopped in=%d out=%d dropped=%d last_out_ms=%d%n",
+                    IN.get(), OUT.get(), DROPPED.get(), lastOutMs);
             System.out.flush();
         }, "dedup-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
