@@ -3,7 +3,7 @@
 # 10,000 distinct keys to a 4-partition topic, runs the Dedup application
 # once through bench/streams/run under exactly_once_v2, and checks with
 # Kafka's console consumer (read_committed) that the output is exactly the
-# first record of each key, once.  About 80 s on 2 cores once the jar is
+# first record of each key, once.  About 50 s on 2 cores once the jar is
 # built (the first run builds it with Maven into ~/.cache/bloomstage).
 # Needs Java and Maven (scripts/install-deps).  It shares the kafka_broker
 # RESOURCE_LOCK of tests/kafka.cmake, so no two broker tests run at once.

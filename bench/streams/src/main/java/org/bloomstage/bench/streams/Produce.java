@@ -4,7 +4,7 @@
  * Keys are `user-NNNNNNNNNN` (10 digits, 0 .. K-1): every key occurs at
  * least once, the N-K other records repeat keys drawn at random, and the
  * whole sequence is shuffled (seeded, so the same arguments give the same
- * stream).  Values are ~45-byte JSON, `{"user":"user-NNNNNNNNNN","seq":I}`.
+ * stream).  Values are ~40-byte JSON, `{"user":"user-NNNNNNNNNN","seq":I}`.
  * The default partitioner puts a key's copies in one partition (murmur2 of
  * the key), as Kafka Streams needs for a per-task store.  acks=all,
  * idempotent; any failed send is an error (exit 1).  Prints `produce
