@@ -112,6 +112,27 @@ static int hw_write(hashing_writer *w, const void *buf, size_t len)
     return w->write(w->opaque, buf, len);
 }
 
+int bf_membuf_write(void *opaque, const void *data, size_t len)
+{
+    bf_membuf *m = opaque;
+    if (len > m->cap - m->len) {
+        size_t cap = m->cap ? m->cap : 4096;
+        while (len > cap - m->len) {
+            if (cap > SIZE_MAX / 2)
+                return -1;
+            cap *= 2;
+        }
+        uint8_t *nb = realloc(m->buf, cap);
+        if (!nb)
+            return -1;
+        m->buf = nb;
+        m->cap = cap;
+    }
+    memcpy(m->buf + m->len, data, len);
+    m->len += len;
+    return 0;
+}
+
 bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
 {
     uint32_t n = filter_layers(f);

@@ -36,36 +36,11 @@
         }                                                                      \
     } while (0)
 
-/* -- serialization into memory --------------------------------------------- */
-
-typedef struct membuf {
-    uint8_t *buf;
-    size_t len, cap;
-} membuf;
-
-static int mem_write(void *opaque, const void *data, size_t len)
-{
-    membuf *m = opaque;
-    if (len > m->cap - m->len) {
-        size_t cap = m->cap ? m->cap : 4096;
-        while (len > cap - m->len)
-            cap *= 2;
-        uint8_t *nb = realloc(m->buf, cap);
-        if (!nb)
-            return -1;
-        m->buf = nb;
-        m->cap = cap;
-    }
-    memcpy(m->buf + m->len, data, len);
-    m->len += len;
-    return 0;
-}
-
 /* The filter's serialization; a filter that loaded must serialize. */
-static membuf serialize(const bf_filter *f)
+static bf_membuf serialize(const bf_filter *f)
 {
-    membuf m = {NULL, 0, 0};
-    CHECK(bf_filter_serialize(f, mem_write, &m) == BF_OK);
+    bf_membuf m = {NULL, 0, 0};
+    CHECK(bf_filter_serialize(f, bf_membuf_write, &m) == BF_OK);
     CHECK(m.len == bf_filter_serialized_size(f));
     return m;
 }
@@ -131,7 +106,7 @@ static void query(const bf_filter *f, const void *const key[NKEYS],
 static void round_trip(bf_filter *f, const void *const key[NKEYS],
                        const size_t len[NKEYS])
 {
-    membuf m1 = serialize(f);
+    bf_membuf m1 = serialize(f);
     bf_filter *g = NULL;
     char err[256];
     bf_err e = bf_filter_load_mem(m1.buf, m1.len, BF_LOAD_COPY, &g, err,
@@ -149,7 +124,7 @@ static void round_trip(bf_filter *f, const void *const key[NKEYS],
     query(f, key, len, qa);
     query(g, key, len, qb);
     CHECK(memcmp(qa, qb, sizeof qa) == 0);
-    membuf m2 = serialize(g);
+    bf_membuf m2 = serialize(g);
     CHECK(m1.len == m2.len && memcmp(m1.buf, m2.buf, m1.len) == 0);
     /* The union with an equal filter changes no answer. */
     CHECK(bf_filter_merge(g, f, err, sizeof err) == BF_OK);

@@ -59,27 +59,10 @@ static void write_file(const char *dir, const char *name, const void *buf,
         die("%s: cannot write", path);
 }
 
-typedef struct membuf {
-    uint8_t *buf;
-    size_t len;
-} membuf;
-
-static int mem_write(void *opaque, const void *data, size_t len)
+static bf_membuf serialize(const bf_filter *f)
 {
-    membuf *m = opaque;
-    uint8_t *nb = realloc(m->buf, m->len + len);
-    if (!nb)
-        return -1;
-    memcpy(nb + m->len, data, len);
-    m->buf = nb;
-    m->len += len;
-    return 0;
-}
-
-static membuf serialize(const bf_filter *f)
-{
-    membuf m = {NULL, 0};
-    if (bf_filter_serialize(f, mem_write, &m) != BF_OK)
+    bf_membuf m = {NULL, 0, 0};
+    if (bf_filter_serialize(f, bf_membuf_write, &m) != BF_OK)
         die("serialize failed");
     return m;
 }
@@ -117,7 +100,7 @@ static void put64(uint8_t *p, uint64_t v)
 
 /* A copy of m with `len` bytes and `at` overwritten by `val` (n bytes),
  * the trailing checksum recomputed if `fix`. */
-static void damaged(const char *dir, const char *name, const membuf *m,
+static void damaged(const char *dir, const char *name, const bf_membuf *m,
                     size_t len, size_t at, const void *val, size_t n,
                     int fix)
 {
@@ -150,7 +133,7 @@ static void filter_seeds(void)
         die("the 3-layer seed has %u layers",
             bf_scalable_layers(bf_filter_scalable(s3)));
 
-    membuf mb = serialize(b), mc = serialize(c), m1 = serialize(s1),
+    bf_membuf mb = serialize(b), mc = serialize(c), m1 = serialize(s1),
            m3 = serialize(s3);
     write_file(dir, "blocked.bf", mb.buf, mb.len);
     write_file(dir, "counting.bf", mc.buf, mc.len);
@@ -161,7 +144,7 @@ static void filter_seeds(void)
     write_file(dir, "scalable-3layers.bf", m3.buf, m3.len);
     /* Its newest layer full: the target's next add opens a layer. */
     bf_filter *sf = scalable(4, 4);
-    membuf mf = serialize(sf);
+    bf_membuf mf = serialize(sf);
     write_file(dir, "scalable-full.bf", mf.buf, mf.len);
     free(mf.buf);
     bf_filter_destroy(sf);
@@ -185,10 +168,10 @@ static void filter_seeds(void)
 
 static void ckpt(const char *name, const char *topic, int32_t partition,
                  int64_t next, const bs_ckpt_wm *wm, uint32_t nwm,
-                 const bf_filter *f, membuf *keep)
+                 const bf_filter *f, bf_membuf *keep)
 {
     char err[512];
-    membuf m;
+    bf_membuf m;
     if (bs_ckpt_encode(topic, partition, next, wm, nwm, f, &m.buf, &m.len,
                        err, sizeof err) != 0)
         die("%s", err);
@@ -208,7 +191,7 @@ static void checkpoint_seeds(void)
     const char *dir = "corpus/checkpoint";
     bf_filter *s1 = scalable(16, 5), *s3 = scalable(4, 40);
     static const bs_ckpt_wm wm[3] = {{0, 100}, {1, 0}, {2, 123456789}};
-    membuf m;
+    bf_membuf m;
     ckpt("events-0.ckpt", "events", 0, 42, NULL, 0, s1, &m);
     ckpt("clicks-7.ckpt", "clicks.eu-west_1", 7, 1000000, wm, 3, s3, NULL);
 

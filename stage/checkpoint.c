@@ -130,29 +130,6 @@ int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
     return err == BF_OK ? 0 : -1;
 }
 
-typedef struct mem_writer {
-    uint8_t *buf;
-    size_t len, cap;
-} mem_writer;
-
-static int mem_write(void *opaque, const void *data, size_t len)
-{
-    mem_writer *m = opaque;
-    if (len > m->cap - m->len) {
-        size_t cap = m->cap ? m->cap : 4096;
-        while (len > cap - m->len)
-            cap *= 2;
-        uint8_t *nb = realloc(m->buf, cap);
-        if (!nb)
-            return -1;
-        m->buf = nb;
-        m->cap = cap;
-    }
-    memcpy(m->buf + m->len, data, len);
-    m->len += len;
-    return 0;
-}
-
 int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
                    const bs_ckpt_wm *wm, uint32_t nwm, const bf_filter *filter,
                    uint8_t **out, size_t *out_len, char *errstr,
@@ -166,12 +143,12 @@ int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
     }
     ckpt_writer w = {topic, partition, next_offset, wm, nwm, filter,
                      XXH3_createState(), NULL, NULL};
-    mem_writer m = {NULL, 0, 0};
+    bf_membuf m = {NULL, 0, 0};
     uint64_t want = bf_filter_serialized_size(filter) + 64 + tlen +
                     (uint64_t)nwm * 12;
     if (want < SIZE_MAX)
         m.buf = malloc((size_t)want), m.cap = m.buf ? (size_t)want : 0;
-    bf_err err = w.state ? produce(&w, mem_write, &m) : BF_ERR_NOMEM;
+    bf_err err = w.state ? produce(&w, bf_membuf_write, &m) : BF_ERR_NOMEM;
     XXH3_freeState(w.state);
     if (err) {
         free(m.buf);

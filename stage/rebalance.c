@@ -63,6 +63,21 @@ static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
     return true;
 }
 
+/* The outcome of an (incremental) assign or unassign: e from the
+ * cooperative calls (destroyed here), aerr from the eager ones. */
+static void log_assignment(rd_kafka_error_t *e, rd_kafka_resp_err_t aerr)
+{
+    if (e) {
+        char eq[512];
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
+        rd_kafka_error_destroy(e);
+    } else if (aerr) {
+        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+               rd_kafka_err2name(aerr));
+    }
+}
+
 /* Assigns, then sets each new partition's pause flag to what this stage
  * wants (librdkafka keeps it across revocation and re-assignment).  Returns
  * whether a partition waits for its first checkpoint. */
@@ -91,15 +106,7 @@ static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
     if (hold->cnt > 0)
         rd_kafka_pause_partitions(rk, hold);
     rd_kafka_topic_partition_list_destroy(hold);
-    if (e) {
-        char eq[512];
-        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
-               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
-        rd_kafka_error_destroy(e);
-    } else if (aerr) {
-        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
-               rd_kafka_err2name(aerr));
-    }
+    log_assignment(e, aerr);
     return waiting;
 }
 
@@ -117,15 +124,7 @@ static void unassign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
         e = rd_kafka_incremental_unassign(rk, parts);
     else
         aerr = rd_kafka_assign(rk, NULL);
-    if (e) {
-        char eq[512];
-        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
-               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
-        rd_kafka_error_destroy(e);
-    } else if (aerr) {
-        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
-               rd_kafka_err2name(aerr));
-    }
+    log_assignment(e, aerr);
 }
 
 void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,

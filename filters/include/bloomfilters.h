@@ -376,6 +376,15 @@ typedef int (*bf_write_fn)(void *opaque, const void *buf, size_t len);
 bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write,
                            void *opaque) BF_WARN_UNUSED;
 
+/* A bf_write_fn that appends to a malloc'd buffer: pass a bf_membuf
+ * (zeroed, or with buf/cap preallocated) as the opaque.  The caller owns
+ * and frees buf, after a failure too.  Returns -1 when memory runs out. */
+typedef struct bf_membuf {
+    uint8_t *buf;
+    size_t len, cap;
+} bf_membuf;
+int bf_membuf_write(void *opaque, const void *data, size_t len);
+
 /* Load flags. */
 #define BF_LOAD_COPY 0u    /* copy the cell arrays; buffer can go after */
 #define BF_LOAD_INPLACE 1u /* use buf's cell arrays in place (read-only);
