@@ -124,31 +124,41 @@ static inline int bk_create_topics(const char *bootstrap,
     return rc;
 }
 
-/* The value of the unlabelled series `name` on bloomstage's /metrics at
- * 127.0.0.1:port, or -1 when it cannot be read. */
-static inline double bk_metric(unsigned port, const char *name)
+/* The values of the unlabelled series names[0..n-1] on bloomstage's
+ * /metrics at 127.0.0.1:port, from one request, into v (-1 for a series
+ * not found).  0, or -1 when the page cannot be read. */
+static inline int bk_metrics(unsigned port, const char *const *names,
+                             double *v, int n)
 {
     h_http_resp r;
     char e[256];
     memset(&r, 0, sizeof(r));
+    for (int i = 0; i < n; i++)
+        v[i] = -1;
     if (h_http_request(port, "GET", "/metrics", &r, e, sizeof(e)) ||
         r.status != 200 || !r.body) {
         h_http_resp_free(&r);
         return -1;
     }
-    double v = -1;
-    size_t nl = strlen(name);
     for (const char *p = r.body; p && *p;) {
-        if (!strncmp(p, name, nl) && p[nl] == ' ') {
-            v = strtod(p + nl + 1, NULL);
-            break;
+        for (int i = 0; i < n; i++) {
+            size_t nl = strlen(names[i]);
+            if (!strncmp(p, names[i], nl) && p[nl] == ' ')
+                v[i] = strtod(p + nl + 1, NULL);
         }
         p = strchr(p, '\n');
         if (p)
             p++;
     }
     h_http_resp_free(&r);
-    return v;
+    return 0;
+}
+
+/* One series (see bk_metrics), or -1. */
+static inline double bk_metric(unsigned port, const char *name)
+{
+    double v;
+    return bk_metrics(port, &name, &v, 1) ? -1 : v;
 }
 
 /* The port in bloomstage's "metrics listening" log line (log file at
