@@ -6,6 +6,10 @@
  *   bench_e2e [--records N] [--partitions P] [--blocklist N] [--rounds R]
  *             [--stock-consumer] [-X key=value]... [--bloomstage PATH]
  *             [--keep] [--perf DIR]
+ *             [--bootstrap LIST [--broker-pid P] [--streams RUN | --no-streams]]
+ *
+ * With --bootstrap (bench/e2e --kafka) it runs on a real broker instead:
+ * see "On a real broker" at the end of this comment.
  *
  * What it does, in order:
  *   1. starts ONE `bloomstage mock-broker` child (librdkafka 2.0.2's mock
@@ -121,6 +125,23 @@
  * tests' support layer (tests/support/, the library bstestsupport): the
  * mock broker is `bloomstage mock-broker --control` as there, its control
  * channel unused.
+ *
+ * On a real broker (--bootstrap): no mock, no mock limits (8 partitions
+ * unless --partitions); each round R creates bench-in-R and the phases'
+ * output topics explicitly (CreateTopics; the broker does not auto-create)
+ * and loads the same records into bench-in-R; then pass-through,
+ * pass-through-je, bloomstage (exactly_once, at_least_once) and, with
+ * --streams, Kafka Streams (bench/streams/run, exactly_once_v2 and
+ * at_least_once, --distinct = the distinct keys) on it.  The interval is
+ * the one bench/streams/run measures, for everyone: first input record
+ * consumed (pass-throughs: their own first poll with a record, the child
+ * printing it on the same monotonic clock; bloomstage: the first poll of
+ * its /metrics, every POLL_MS, with records_in > 0) to the last output
+ * record visible read_committed (no transactions in the pass-throughs'
+ * or bloomstage's output, so the high watermark, polled as above;
+ * Streams: its read_committed watcher).  real_run prints per contestant
+ * best/median/worst and spread, ratios against pass-through-je and the
+ * Streams targets.
  *
  * Exit: 0 when every phase ran and every count matched (a missed 0.9x
  * target included: this is a benchmark), 1 on a failure, 2 on usage.
@@ -1495,6 +1516,17 @@ static const char USAGE[] =
     "  --bloomstage P   the bloomstage binary (default: $BLOOMSTAGE_BIN,\n"
     "                   else the one this program was built with)\n"
     "  --keep           keep the work directory (configs, logs, checkpoints)\n"
+    "  --bootstrap LIST on a real broker at LIST (loopback) instead of the\n"
+    "                   mock: per round its own input bench-in-R and output\n"
+    "                   topics, created explicitly; every contestant timed\n"
+    "                   from its first input record consumed to its last\n"
+    "                   output record visible read_committed; 8 partitions\n"
+    "                   and 3 rounds unless given (bench/e2e --kafka starts\n"
+    "                   a broker and passes the next two)\n"
+    "  --broker-pid P   the real broker's pid, for its CPU seconds\n"
+    "  --streams PATH   with --bootstrap: bench/streams/run, for the Kafka\n"
+    "                   Streams contestants (exactly_once_v2, at_least_once)\n"
+    "  --no-streams     with --bootstrap: without them\n"
     "  --perf DIR       profile each phase's client with `perf record -p`\n"
     "                   from its first output record on, into\n"
     "                   DIR/{pass,passje,stage,alo}-R.perf.data (perturbs\n"
