@@ -815,9 +815,10 @@ int main(int argc, char **argv)
                    "restart's spawn:\n", t_restored - t_restart);
             if (w_started > 0 && w_assigned > 0)
                 printf("    %.2f s to \"started\", %.2f s more to \"partition "
-                       "assigned\" (the group rebalance: the killed member\n"
-                       "    holds its partitions until its session times out)"
-                       ", %.2f s more to \"output tail replayed\",\n"
+                       "assigned\" (the group rebalance: without\n"
+                       "    group.instance.id the killed member holds its "
+                       "partitions until its session.timeout.ms runs out),\n"
+                       "    %.2f s more to \"output tail replayed\",\n"
                        "    %.2f s more to the first record consumed\n",
                        w_started - w_restart, w_assigned - w_started,
                        w_replayed > 0 ? w_replayed - w_assigned : 0,
