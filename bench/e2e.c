@@ -6,6 +6,10 @@
  *   bench_e2e [--records N] [--partitions P] [--blocklist N] [--rounds R]
  *             [--stock-consumer] [-X key=value]... [--bloomstage PATH]
  *             [--keep] [--perf DIR]
+ *             [--bootstrap LIST [--broker-pid P] [--streams RUN | --no-streams]]
+ *
+ * With --bootstrap (bench/e2e --kafka) it runs on a real broker instead:
+ * see "On a real broker" at the end of this comment.
  *
  * What it does, in order:
  *   1. starts ONE `bloomstage mock-broker` child (librdkafka 2.0.2's mock
@@ -122,10 +126,28 @@
  * mock broker is `bloomstage mock-broker --control` as there, its control
  * channel unused.
  *
+ * On a real broker (--bootstrap): no mock, no mock limits (8 partitions
+ * unless --partitions); each round R creates bench-in-R and the phases'
+ * output topics explicitly (CreateTopics; the broker does not auto-create)
+ * and loads the same records into bench-in-R; then pass-through,
+ * pass-through-je, bloomstage (exactly_once, at_least_once) and, with
+ * --streams, Kafka Streams (bench/streams/run, exactly_once_v2 and
+ * at_least_once, --distinct = the distinct keys) on it.  The interval is
+ * the one bench/streams/run measures, for everyone: first input record
+ * consumed (pass-throughs: their own first poll with a record, the child
+ * printing it on the same monotonic clock; bloomstage: the first poll of
+ * its /metrics, every POLL_MS, with records_in > 0) to the last output
+ * record visible read_committed (no transactions in the pass-throughs'
+ * or bloomstage's output, so the high watermark, polled as above;
+ * Streams: its read_committed watcher).  real_run prints per contestant
+ * best/median/worst and spread, ratios against pass-through-je and the
+ * Streams targets.
+ *
  * Exit: 0 when every phase ran and every count matched (a missed 0.9x
  * target included: this is a benchmark), 1 on a failure, 2 on usage.
  */
 #include "support.h"
+#include "bench_kafka.h"
 
 #include <librdkafka/rdkafka.h>
 
@@ -411,7 +433,7 @@ static void dataset_layout(dataset *d, int32_t nparts)
 }
 
 static int dataset_new(dataset *d, uint64_t n, int32_t want_parts,
-                       uint64_t blocklist_entries)
+                       uint64_t blocklist_entries, bool real)
 {
     memset(d, 0, sizeof(*d));
     d->n = n;
@@ -443,8 +465,8 @@ static int dataset_new(dataset *d, uint64_t n, int32_t want_parts,
 
     if (want_parts > 0) {
         dataset_layout(d, want_parts);
-        if (d->max_part_bytes > PART_BYTES_MAX ||
-            d->max_part_records > PART_RECORDS_MAX)
+        if (!real && (d->max_part_bytes > PART_BYTES_MAX ||
+                      d->max_part_records > PART_RECORDS_MAX))
             return fail("--partitions %d: a partition would hold %" PRIu64
                         " records, %.2f MiB uncompressed; the mock drops "
                         "data past 5 MiB or 100000 message sets a partition "
@@ -546,10 +568,16 @@ typedef struct observer {
     pid_t client, mock;
     atomic_bool stop;
     pthread_t thread;
+    /* Real broker, bloomstage's phases: its log, for the /metrics port;
+     * the observer polls bloomstage_records_in_total until it leaves 0
+     * (t_start).  NULL otherwise. */
+    const char *stage_log;
+    unsigned port;
 
     pthread_mutex_t lock; /* guards what follows */
     uint64_t count, polls, errors;
     double t_first, t_last; /* 0 until seen */
+    double t_start;         /* stage_log: first record consumed; 0 until */
     double cpu_client_first, cpu_client_last, cpu_mock_first, cpu_mock_last;
     bool done;
 } observer;
@@ -558,7 +586,24 @@ static void *observer_main(void *arg)
 {
     observer *o = arg;
     uint64_t last = 0;
+    bool started = o->stage_log == NULL;
     while (!atomic_load(&o->stop)) {
+        if (!started) {
+            if (!o->port)
+                o->port = bk_metrics_port(o->stage_log);
+            /* The request's start: the count left 0 between the previous
+             * poll (<= POLL_MS earlier) and the answer. */
+            double t = h_now_s();
+            double in = o->port ? bk_metric(o->port,
+                                            "bloomstage_records_in_total")
+                                : -1;
+            if (in > 0) {
+                started = true;
+                pthread_mutex_lock(&o->lock);
+                o->t_start = t;
+                pthread_mutex_unlock(&o->lock);
+            }
+        }
         uint64_t sum;
         int rc = sum_high(o->rk, o->topic, o->nparts, &sum);
         double t = h_now_s();
@@ -589,7 +634,7 @@ static void *observer_main(void *arg)
 
 static int observer_start(observer *o, rd_kafka_t *rk, const char *topic,
                           int32_t nparts, uint64_t target, pid_t client,
-                          pid_t mock)
+                          pid_t mock, const char *stage_log)
 {
     memset(o, 0, sizeof(*o));
     o->rk = rk;
@@ -598,6 +643,7 @@ static int observer_start(observer *o, rd_kafka_t *rk, const char *topic,
     o->target = target;
     o->client = client;
     o->mock = mock;
+    o->stage_log = stage_log;
     atomic_init(&o->stop, false);
     pthread_mutex_init(&o->lock, NULL);
     if (pthread_create(&o->thread, NULL, observer_main, o) != 0)
@@ -667,7 +713,7 @@ static int observer_wait(observer *o, bool settle, bool (*alive)(void *),
 /* -- loading the input ---------------------------------------------------- */
 
 static int load_input(const dataset *d, const char *bootstrap,
-                      rd_kafka_t *q, double *seconds)
+                      const char *in, rd_kafka_t *q, double *seconds)
 {
     /* Big lz4 batches: the input is read fast (the mock serves one batch
      * per partition per fetch) and takes little of the mock's 5 MiB. */
@@ -694,30 +740,30 @@ static int load_input(const dataset *d, const char *bootstrap,
         int vl = format_value(i, ++seen[key], v, sizeof(v));
         h_record r = {.key = k, .key_len = (size_t)kl, .value = v,
                       .value_len = (size_t)vl};
-        if (h_producer_send(lp, T_IN, partition_of(key, d->nparts), &r)) {
-            rc = fail("loading %s: %s", T_IN, h_last_error());
+        if (h_producer_send(lp, in, partition_of(key, d->nparts), &r)) {
+            rc = fail("loading %s: %s", in, h_last_error());
             break;
         }
         h_producer_poll(lp);
     }
     if (rc || interrupted)
         h_producer_abandon(lp);
-    else if (h_producer_close(lp, T_IN, 120000))
-        rc = fail("loading %s: %s", T_IN, h_last_error());
+    else if (h_producer_close(lp, in, 120000))
+        rc = fail("loading %s: %s", in, h_last_error());
     *seconds = h_now_s() - t0;
     free(seen);
     if (rc || interrupted)
         return -1;
     /* What is there is what was produced, partition by partition. */
     int64_t hw[d->nparts];
-    if (h_offsets(q, T_IN, d->nparts, RD_KAFKA_OFFSET_END, hw, 5000))
-        return fail("%s: cannot read the high watermarks", T_IN);
+    if (h_offsets(q, in, d->nparts, RD_KAFKA_OFFSET_END, hw, 5000))
+        return fail("%s: cannot read the high watermarks", in);
     for (int32_t p = 0; p < d->nparts; p++)
         if ((uint64_t)hw[p] != d->part_records[p])
             return fail("%s [%d] holds %" PRId64 " records, %" PRIu64
-                        " were produced", T_IN, (int)p, hw[p],
+                        " were produced", in, (int)p, hw[p],
                         d->part_records[p]);
-    return check_nothing_dropped(q, T_IN, d->nparts);
+    return check_nothing_dropped(q, in, d->nparts);
 }
 
 /* -- bloomstage's log ----------------------------------------------------- */
@@ -744,6 +790,11 @@ typedef struct bench {
     int nx;
     bool stock_consumer;    /* leave queued.min.messages at its default */
     const char *je;         /* bench_e2e_je; NULL: no pass-through-je */
+    /* --bootstrap: a real broker (see "On a real broker" above) */
+    bool real;
+    char in_topic[128];     /* this round's input: bench-in (mock), or
+                               bench-in-R (real broker) */
+    const char *streams;    /* bench/streams/run; NULL: no Streams phases */
 } bench;
 
 /* Output topic and group names of a phase in a round. */
@@ -826,7 +877,9 @@ static void pass_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
 typedef struct result {
     const char *name;         /* NULL: the phase did not run */
     uint64_t in, out;
-    double t_first, t_last;
+    double t_first, t_last;   /* first and last output record */
+    double t_start;           /* real broker: first record consumed (the
+                                 interval's start); 0: t_first is */
     double cpu_client, cpu_mock;
     double self_timed;        /* pass-throughs: first produce to last DR */
     long hwm_kib, maxrss_kib; /* bloomstage */
@@ -841,11 +894,16 @@ static void result_from(result *r, observer *o)
     r->out = o->count;
     r->t_first = o->t_first;
     r->t_last = o->t_last;
+    if (o->t_start > 0)
+        r->t_start = o->t_start;
     r->cpu_client = o->cpu_client_last - o->cpu_client_first;
     r->cpu_mock = o->cpu_mock_last - o->cpu_mock_first;
 }
 
-static double secs(const result *r) { return r->t_last - r->t_first; }
+static double secs(const result *r)
+{
+    return r->t_last - (r->t_start > 0 ? r->t_start : r->t_first);
+}
 static double rate(const result *r)
 {
     return secs(r) > 0 ? (double)r->in / secs(r) : 0;
@@ -854,7 +912,7 @@ static double rate(const result *r)
 /* The pass-through itself, one function for both of its phases: in this
  * process (run_passthrough) and in a bench_e2e_je child (--pass-child, for
  * run_passthrough_je).  Creates the producer and the consumer (group
- * `group`, subscribed to T_IN), moves n records to `topic`, flushes, and
+ * `group`, subscribed to `input`), moves n records to `topic`, flushes, and
  * counts what was consumed and delivered; the clients are closed before it
  * returns.  Hooks, each NULL for none: every_1k is called every 1024
  * records consumed (the in-process phase attaches perf from there);
@@ -862,7 +920,7 @@ static double rate(const result *r)
  * is the loop's (the in-process phase waits for its observer there). */
 typedef struct pass_run {
     const char *what; /* the phase, for messages */
-    const char *bootstrap, *topic, *group;
+    const char *bootstrap, *input, *topic, *group;
     uint64_t n;
     bool stock_consumer;
     void (*every_1k)(void *arg);
@@ -871,6 +929,7 @@ typedef struct pass_run {
     /* out */
     uint64_t consumed, delivered, failed;
     double self_timed; /* first produce to last delivery report */
+    double t_first_in; /* h_now_s() at the first record consumed */
 } pass_run;
 
 static int pass_loop(pass_run *pr)
@@ -912,7 +971,7 @@ static int pass_loop(pass_run *pr)
     rd_kafka_poll_set_consumer(cons);
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(sub, T_IN, RD_KAFKA_PARTITION_UA);
+    rd_kafka_topic_partition_list_add(sub, pr->input, RD_KAFKA_PARTITION_UA);
     rd_kafka_resp_err_t e = rd_kafka_subscribe(cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
 
@@ -988,6 +1047,7 @@ static int pass_loop(pass_run *pr)
         rc = pr->flushed(pr->arg);
     pr->consumed = consumed;
     pr->self_timed = ps.t_last_dr - t_first_produce;
+    pr->t_first_in = t_first_produce;
 out:
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
@@ -1064,11 +1124,13 @@ static int run_passthrough(const bench *b, int round, result *r)
     pass_hooks h = {b, &o, &perf, {b, getpid(), pname, &perf}, r->name};
     /* Started before the clients exist: nothing reaches the output before
      * the group join, and the observer notes only changes. */
-    if (observer_start(&o, b->q, topic, d->nparts, d->n, getpid(), b->mock))
+    if (observer_start(&o, b->q, topic, d->nparts, d->n, getpid(), b->mock,
+                       NULL))
         return -1;
     pass_run pr = {
-        .what = r->name, .bootstrap = b->bootstrap, .topic = topic,
-        .group = group, .n = d->n, .stock_consumer = b->stock_consumer,
+        .what = r->name, .bootstrap = b->bootstrap, .input = b->in_topic,
+        .topic = topic, .group = group, .n = d->n,
+        .stock_consumer = b->stock_consumer,
         .every_1k = b->perf_dir ? pass_every_1k : NULL,
         .flushed = pass_flushed, .arg = &h};
     int rc = pass_loop(&pr);
@@ -1077,6 +1139,8 @@ static int run_passthrough(const bench *b, int round, result *r)
     r->in = pr.consumed;
     result_from(r, &o);
     r->self_timed = pr.self_timed;
+    if (b->real)
+        r->t_start = pr.t_first_in;
     if (rc == 0)
         rc = pass_check(b, r->name, topic, pr.consumed, pr.delivered);
     return rc;
@@ -1085,12 +1149,16 @@ static int run_passthrough(const bench *b, int round, result *r)
 /* -- phase 2: the pass-through on jemalloc -------------------------------- */
 
 /* The same loop in a bench_e2e_je child: `bench_e2e_je --pass-child
- * BOOTSTRAP TOPIC GROUP N [--stock-consumer]` prints one line,
- *   consumed=N delivered=N failed=N seconds=S malloc=NAME
- * (seconds: its own first produce to last delivery report; malloc: what
- * serves its malloc, see this_malloc) and exits 0, or 1 on a failure. */
+ * BOOTSTRAP INPUT TOPIC GROUP N [--stock-consumer]` prints one line,
+ *   consumed=N delivered=N failed=N seconds=S t_first=T hwm_kib=K
+ *   malloc=NAME
+ * (seconds: its own first produce to last delivery report; t_first: the
+ * monotonic clock, h_now_s, at its first record consumed -- the same clock
+ * as this process's; hwm_kib: its VmHWM; malloc: what serves its malloc,
+ * see this_malloc) and exits 0, or 1 on a failure. */
 #define PASS_CHILD_LINE "consumed=%" SCNu64 " delivered=%" SCNu64 \
-                        " failed=%" SCNu64 " seconds=%lf malloc=%63s"
+                        " failed=%" SCNu64 " seconds=%lf t_first=%lf " \
+                        "hwm_kib=%ld malloc=%63s"
 
 /* Alive, or finished cleanly (exit 0): the child exits by itself once its
  * records are delivered, maybe before the observer's next poll.  Not
@@ -1115,7 +1183,7 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     snprintf(nstr, sizeof(nstr), "%" PRIu64, d->n);
     snprintf(log_path, sizeof(log_path), "%s/pass-je-%d.log", b->dir, round);
     char *argv[] = {(char *)b->je, "--pass-child", (char *)b->bootstrap,
-                    topic, group, nstr,
+                    (char *)b->in_topic, topic, group, nstr,
                     b->stock_consumer ? "--stock-consumer" : NULL, NULL};
     h_proc *c = NULL, *perf = NULL;
     observer o;
@@ -1127,7 +1195,7 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     /* On the child's pid, for its CPU time: the group join takes ~3 s, so
      * the observer is there long before the first output record. */
     if (observer_start(&o, b->q, topic, d->nparts, d->n, h_process_pid(c),
-                       b->mock)) {
+                       b->mock, NULL)) {
         child_stop(c, 10, NULL);
         return -1;
     }
@@ -1153,13 +1221,17 @@ static int run_passthrough_je(const bench *b, int round, result *r)
                     WEXITSTATUS(status) != 0))
         rc = fail("%s: the child did not exit 0 (wait status %d)", r->name,
                   status);
+    double t_first_in = 0;
     if (rc == 0 && sscanf(line, PASS_CHILD_LINE, &consumed, &delivered,
-                          &failed, &r->self_timed, malloc_name) != 5)
+                          &failed, &r->self_timed, &t_first_in, &r->hwm_kib,
+                          malloc_name) != 7)
         rc = fail("%s: cannot parse the child's line '%s'", r->name, line);
     if (rc == 0 && strncmp(malloc_name, "jemalloc", 8) != 0)
         rc = fail("%s: the child's malloc is %s, not jemalloc", r->name,
                   malloc_name);
     r->in = consumed;
+    if (b->real)
+        r->t_start = t_first_in;
     if (rc == 0 && failed)
         rc = fail("%s: %" PRIu64 " deliveries failed", r->name, failed);
     if (rc == 0)
@@ -1243,7 +1315,7 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
             "# at start-up, checkpoint defaults.\n"
             "processing.guarantee=%s\n"
             "kafka.bootstrap.servers=%s\n"
-            "input.topics=" T_IN "\n"
+            "input.topics=%s\n"
             "output.topic=%s\n"
             "consumer.group.id=%s\n"
             "dedup.key=key\n"
@@ -1254,12 +1326,15 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
             "bench/e2e.c.\n"
             "producer.topic.metadata.refresh.interval.ms="
             METADATA_REFRESH_MS "\n"
-            "%s",
-            alo ? "at_least_once" : "exactly_once", b->bootstrap, topic,
-            group, list_path, ckpt,
+            "%s%s",
+            alo ? "at_least_once" : "exactly_once", b->bootstrap,
+            b->in_topic, topic, group, list_path, ckpt,
             b->stock_consumer ? ""
                               : "consumer.queued.min.messages="
-                                QUEUED_MIN_MESSAGES "\n");
+                                QUEUED_MIN_MESSAGES "\n",
+            /* Real broker: the observer reads records_in from /metrics
+             * for the first record consumed (the port is in the log). */
+            b->real ? "metrics.listen=127.0.0.1:0\n" : "");
     if (fclose(f) != 0)
         return fail("%s: %s", conf_path, strerror(errno));
 
@@ -1290,7 +1365,8 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
     snprintf(pname, sizeof(pname), "%s-%d", kind, round);
     perf_hook hook = {b, h_process_pid(c), pname, &perf};
     if (observer_start(&o, b->q, topic, d->nparts, d->expect_out,
-                       h_process_pid(c), b->mock)) {
+                       h_process_pid(c), b->mock,
+                       b->real ? log_path : NULL)) {
         child_stop(c, 10, NULL);
         return -1;
     }
@@ -1306,7 +1382,9 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
     r->cpu_total = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
                    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
     result_from(r, &o);
-    r->startup_s = o.t_first > 0 ? o.t_first - t_spawn : 0;
+    r->startup_s = r->t_start > 0  ? r->t_start - t_spawn
+                   : o.t_first > 0 ? o.t_first - t_spawn
+                                   : 0;
     r->wall_first_out = r->wall_spawn + r->startup_s;
     r->st = read_stage_log(log_path);
     r->in = r->st.in;
@@ -1337,6 +1415,71 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
                       s->blocked, d->blocked_records, s->missing);
         r->out = out;
     }
+    if (rc)
+        print_tail(log_path, 3000);
+    return rc;
+}
+
+/* -- real broker: Kafka Streams ------------------------------------------ */
+
+/* kind "seos" runs bench/streams/run with exactly_once_v2, "salo" with
+ * at_least_once, on this round's input, into its own output topic; its one
+ * line gives the interval (first input record at the dedup processor to
+ * the K-th output record seen by a read_committed consumer), the output
+ * count (read_committed; run itself fails unless it is K, the distinct
+ * keys) and the application JVM's VmHWM. */
+#define STREAMS_LINE "streams guarantee=%63s records=%" SCNu64 \
+                     " seconds=%lf rate=%lf peak_rss_kib=%ld out=%" SCNu64 \
+                     " startup_s=%lf"
+
+static int run_streams(const bench *b, int round, result *r, const char *kind)
+{
+    const dataset *d = &b->d;
+    bool alo = !strcmp(kind, "salo");
+    const char *g = alo ? "at_least_once" : "exactly_once_v2";
+    char topic[128], group[128], nstr[32], kstr[32], log_path[700];
+    round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
+    memset(r, 0, sizeof(*r));
+    r->name = alo ? "streams-alo" : "streams-eos-v2";
+    snprintf(nstr, sizeof(nstr), "%" PRIu64, d->n);
+    snprintf(kstr, sizeof(kstr), "%" PRIu32, d->distinct);
+    snprintf(log_path, sizeof(log_path), "%s/streams-%s-%d.log", b->dir,
+             kind, round);
+    char *argv[] = {(char *)b->streams, "--bootstrap", (char *)b->bootstrap,
+                    "--input", (char *)b->in_topic, "--output", topic,
+                    "--records", nstr, "--distinct", kstr, "--guarantee",
+                    (char *)g, "--timeout", "900", NULL};
+    h_proc *c = NULL;
+    if (child_start(argv, true, log_path, &c))
+        return -1;
+    char line[512] = "";
+    int rc = 0;
+    /* Nothing on stdout until its result line (or its end). */
+    if (h_process_read_line(c, 1000 * 1000, line, sizeof(line)))
+        rc = fail("%s: no result line from bench/streams/run (%s)", r->name,
+                  h_last_error());
+    int status = rc == 0 ? child_wait(c, 120) : (child_stop(c, 30, NULL), -1);
+    char gg[64] = "";
+    uint64_t recs = 0, out = 0;
+    double seconds = 0, rt = 0;
+    if (rc == 0 && (status < 0 || !WIFEXITED(status) ||
+                    WEXITSTATUS(status) != 0))
+        rc = fail("%s: bench/streams/run did not exit 0 (wait status %d)",
+                  r->name, status);
+    if (rc == 0 && sscanf(line, STREAMS_LINE, gg, &recs, &seconds, &rt,
+                          &r->hwm_kib, &out, &r->startup_s) != 7)
+        rc = fail("%s: cannot parse '%s'", r->name, line);
+    if (rc == 0 && (recs != d->n || out != d->distinct || strcmp(gg, g)))
+        rc = fail("%s: records=%" PRIu64 " out=%" PRIu64 " guarantee=%s, "
+                  "expected %" PRIu64 ", %" PRIu32 " and %s", r->name, recs,
+                  out, gg, d->n, d->distinct, g);
+    r->in = recs;
+    r->out = out;
+    /* secs() = t_last - t_start: the run's own interval. */
+    r->t_start = 1;
+    r->t_last = 1 + seconds;
+    r->cpu_client = -1; /* not sampled: see the log */
+    r->cpu_mock = -1;
     if (rc)
         print_tail(log_path, 3000);
     return rc;
@@ -1373,6 +1516,17 @@ static const char USAGE[] =
     "  --bloomstage P   the bloomstage binary (default: $BLOOMSTAGE_BIN,\n"
     "                   else the one this program was built with)\n"
     "  --keep           keep the work directory (configs, logs, checkpoints)\n"
+    "  --bootstrap LIST on a real broker at LIST (loopback) instead of the\n"
+    "                   mock: per round its own input bench-in-R and output\n"
+    "                   topics, created explicitly; every contestant timed\n"
+    "                   from its first input record consumed to its last\n"
+    "                   output record visible read_committed; 8 partitions\n"
+    "                   and 3 rounds unless given (bench/e2e --kafka starts\n"
+    "                   a broker and passes the next two)\n"
+    "  --broker-pid P   the real broker's pid, for its CPU seconds\n"
+    "  --streams PATH   with --bootstrap: bench/streams/run, for the Kafka\n"
+    "                   Streams contestants (exactly_once_v2, at_least_once)\n"
+    "  --no-streams     with --bootstrap: without them\n"
     "  --perf DIR       profile each phase's client with `perf record -p`\n"
     "                   from its first output record on, into\n"
     "                   DIR/{pass,passje,stage,alo}-R.perf.data (perturbs\n"
@@ -1461,7 +1615,7 @@ static void catch_signals(void)
 }
 
 /* The hidden modes, for bench_e2e's own use:
- *   --pass-child BOOTSTRAP TOPIC GROUP N [--stock-consumer]
+ *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N [--stock-consumer]
  *       the pass-through loop alone (pass_loop), then its line (see
  *       PASS_CHILD_LINE); the pass-through-je phase runs bench_e2e_je so
  *   --malloc
@@ -1475,21 +1629,22 @@ static int hidden_main(int argc, char **argv)
         return 0;
     }
     uint64_t n;
-    if ((argc != 6 && argc != 7) ||
-        !parse_count(argv[5], 1, 100000000, &n) ||
-        (argc == 7 && strcmp(argv[6], "--stock-consumer") != 0)) {
-        fprintf(stderr, "usage: %s --pass-child BOOTSTRAP TOPIC GROUP N "
-                "[--stock-consumer]\n", argv[0]);
+    if ((argc != 7 && argc != 8) ||
+        !parse_count(argv[6], 1, 100000000, &n) ||
+        (argc == 8 && strcmp(argv[7], "--stock-consumer") != 0)) {
+        fprintf(stderr, "usage: %s --pass-child BOOTSTRAP INPUT TOPIC GROUP "
+                "N [--stock-consumer]\n", argv[0]);
         return 2;
     }
     catch_signals();
     pass_run pr = {.what = "pass-child", .bootstrap = argv[2],
-                   .topic = argv[3], .group = argv[4], .n = n,
-                   .stock_consumer = argc == 7};
+                   .input = argv[3], .topic = argv[4], .group = argv[5],
+                   .n = n, .stock_consumer = argc == 8};
     int rc = pass_loop(&pr);
     printf("consumed=%" PRIu64 " delivered=%" PRIu64 " failed=%" PRIu64
-           " seconds=%.6f malloc=%s\n", pr.consumed, pr.delivered,
-           pr.failed, pr.self_timed, m);
+           " seconds=%.6f t_first=%.6f hwm_kib=%ld malloc=%s\n",
+           pr.consumed, pr.delivered, pr.failed, pr.self_timed,
+           pr.t_first_in, vm_hwm_kib(getpid()), m);
     return rc || fflush(stdout) != 0 ? 1 : 0;
 }
 
@@ -1577,6 +1732,266 @@ static void print_startup(int round, const result *r)
         printf("\n");
 }
 
+/* -- real broker: the rounds and the summary ------------------------------ */
+
+enum { R_PASS, R_PASSJE, R_STAGE, R_ALO, R_SEOS, R_SALO, R_PHASES };
+static const char *const r_kinds[R_PHASES] = {"pass", "passje", "stage",
+                                              "alo",  "seos",   "salo"};
+
+static void print_row_real(int round, const result *r)
+{
+    char m[32], c1[32] = "-", c2[32] = "-";
+    if (r->cpu_client >= 0)
+        snprintf(c1, sizeof(c1), "%.2fs", r->cpu_client);
+    if (r->cpu_mock >= 0)
+        snprintf(c2, sizeof(c2), "%.2fs", r->cpu_mock);
+    printf("%5d  %-15s %11" PRIu64 " %12" PRIu64 " %8.3f %12.0f %11s "
+           "%10s %10s\n", round, r->name, r->in, r->out, secs(r), rate(r),
+           c1, c2, mib(r->hwm_kib, m, sizeof(m)));
+}
+
+/* One round: its own input topic bench-in-R, created and loaded with the
+ * same records every round, and one output topic per phase, all created
+ * explicitly (the broker does not auto-create); then the phases in order. */
+static int real_round(bench *b, int round, result *res)
+{
+    const dataset *d = &b->d;
+    char names[1 + R_PHASES][128], group[128], err[512];
+    const char *list[1 + R_PHASES];
+    int n = 0;
+    snprintf(b->in_topic, sizeof(b->in_topic), "bench-in-%d", round);
+    snprintf(names[n], sizeof(names[n]), "%s", b->in_topic);
+    list[n] = names[n];
+    n++;
+    for (int ph = 0; ph < R_PHASES; ph++) {
+        if ((ph == R_PASSJE && !b->je) ||
+            ((ph == R_SEOS || ph == R_SALO) && !b->streams))
+            continue;
+        round_names(r_kinds[ph], round, names[n], sizeof(names[n]), group,
+                    sizeof(group));
+        list[n] = names[n];
+        n++;
+    }
+    if (bk_create_topics(b->bootstrap, list, n, d->nparts, NULL, err,
+                         sizeof(err)))
+        return fail("round %d: %s", round, err);
+    double load_s = 0;
+    printf("round %d: loading %s...", round, b->in_topic);
+    fflush(stdout);
+    if (load_input(d, b->bootstrap, b->in_topic, b->q, &load_s))
+        return -1;
+    printf(" %.1f s; pass-through...", load_s);
+    fflush(stdout);
+    if (run_passthrough(b, round, &res[R_PASS]))
+        return -1;
+    printf(" %.2f s;", secs(&res[R_PASS]));
+    if (b->je) {
+        printf(" pass-through-je...");
+        fflush(stdout);
+        if (run_passthrough_je(b, round, &res[R_PASSJE]))
+            return -1;
+        printf(" %.2f s;", secs(&res[R_PASSJE]));
+    }
+    printf("\n         bloomstage...");
+    fflush(stdout);
+    if (run_stage(b, round, &res[R_STAGE], "stage"))
+        return -1;
+    printf(" %.2f s; at_least_once...", secs(&res[R_STAGE]));
+    fflush(stdout);
+    if (run_stage(b, round, &res[R_ALO], "alo"))
+        return -1;
+    printf(" %.2f s\n", secs(&res[R_ALO]));
+    if (b->streams) {
+        printf("         streams exactly_once_v2...");
+        fflush(stdout);
+        if (run_streams(b, round, &res[R_SEOS], "seos"))
+            return -1;
+        printf(" %.2f s; at_least_once...", secs(&res[R_SEOS]));
+        fflush(stdout);
+        if (run_streams(b, round, &res[R_SALO], "salo"))
+            return -1;
+        printf(" %.2f s\n", secs(&res[R_SALO]));
+    }
+    for (int i = 0; i < n; i++)
+        if (check_nothing_dropped(b->q, list[i], d->nparts))
+            return -1;
+    return 0;
+}
+
+typedef struct rstats {
+    bool ran;
+    double best, median, worst, spread; /* spread: (best-worst)/median */
+    long rss_max, rss_median;           /* KiB */
+} rstats;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static rstats stats_of(const result *res, int rounds, int ph)
+{
+    rstats s;
+    memset(&s, 0, sizeof(s));
+    double v[64], m[64];
+    int n = 0;
+    for (int r = 0; r < rounds && n < 64; r++) {
+        const result *x = &res[R_PHASES * r + ph];
+        if (!x->name)
+            continue;
+        v[n] = rate(x);
+        m[n] = (double)x->hwm_kib;
+        if (x->hwm_kib > s.rss_max)
+            s.rss_max = x->hwm_kib;
+        n++;
+    }
+    if (!n)
+        return s;
+    s.ran = true;
+    s.median = median_of(v, n);
+    s.best = v[n - 1];
+    s.worst = v[0];
+    s.spread = s.median > 0 ? (s.best - s.worst) / s.median : 0;
+    s.rss_median = (long)median_of(m, n);
+    return s;
+}
+
+static const char *verdict(bool ok) { return ok ? "PASS" : "MISS"; }
+
+#define TARGET_PASS_REAL 0.95  /* bloomstage eos / pass-through-je */
+#define TARGET_STREAMS_RATE 3.0
+#define TARGET_STREAMS_RSS 0.1
+
+static int real_run(bench *b, int rounds, const char *load0)
+{
+    const dataset *d = &b->d;
+    result *res = calloc((size_t)(R_PHASES * rounds), sizeof(result));
+    if (!res)
+        return fail("out of memory");
+    int rc = 0;
+    for (int r = 1; r <= rounds && rc == 0; r++)
+        rc = real_round(b, r, &res[R_PHASES * (r - 1)]);
+    if (rc) {
+        free(res);
+        return rc;
+    }
+    char load1[160];
+    machine_load(load1, sizeof(load1));
+
+    printf("\n%5s  %-15s %11s %12s %8s %12s %11s %10s %10s\n", "round",
+           "phase", "records in", "records out", "seconds", "rate (in/s)",
+           "client cpu", "broker cpu", "peak RSS");
+    for (int r = 1; r <= rounds; r++)
+        for (int ph = 0; ph < R_PHASES; ph++)
+            if (res[R_PHASES * (r - 1) + ph].name)
+                print_row_real(r, &res[R_PHASES * (r - 1) + ph]);
+
+    static const char *const label[R_PHASES] = {
+        "pass-through", "pass-through-je", "bloomstage", "bloomstage-alo",
+        "streams-eos-v2", "streams-alo"};
+    rstats st[R_PHASES];
+    for (int ph = 0; ph < R_PHASES; ph++)
+        st[ph] = stats_of(res, rounds, ph);
+    const rstats *lim = st[R_PASSJE].ran ? &st[R_PASSJE] : &st[R_PASS];
+    printf("\nover %d rounds (rate in input records/s; ratio: median rate / "
+           "the %s's median)\n", rounds,
+           st[R_PASSJE].ran ? "pass-through-je" : "pass-through");
+    printf("%-16s %10s %10s %10s %8s %8s %12s\n", "phase", "best",
+           "median", "worst", "spread", "ratio", "peak RSS");
+    for (int ph = 0; ph < R_PHASES; ph++) {
+        if (!st[ph].ran)
+            continue;
+        char m[32];
+        printf("%-16s %10.0f %10.0f %10.0f %7.1f%% %8.3f %12s\n", label[ph],
+               st[ph].best, st[ph].median, st[ph].worst,
+               100 * st[ph].spread, st[ph].median / lim->median,
+               mib(st[ph].rss_max, m, sizeof(m)));
+    }
+    printf("\n");
+    const rstats *bs = &st[R_STAGE];
+    printf("bloomstage exactly_once / pass-through%s  median %.3f, best "
+           "%.3f, per round",
+           st[R_PASSJE].ran ? "-je" : "   ", bs->median / lim->median,
+           bs->best / lim->best);
+    for (int r = 0; r < rounds; r++)
+        printf(" %.3f",
+               rate(&res[R_PHASES * r + R_STAGE]) /
+                   rate(&res[R_PHASES * r +
+                             (st[R_PASSJE].ran ? R_PASSJE : R_PASS)]));
+    printf("   target >= %.2f: %s (median)\n", TARGET_PASS_REAL,
+           verdict(bs->median / lim->median >= TARGET_PASS_REAL));
+    if (st[R_PASSJE].ran)
+        printf("bloomstage exactly_once / pass-through (glibc) median %.3f, "
+               "best %.3f\n", bs->median / st[R_PASS].median,
+               bs->best / st[R_PASS].best);
+    printf("bloomstage exactly_once / at_least_once       median %.3f\n",
+           bs->median / st[R_ALO].median);
+    if (st[R_SEOS].ran) {
+        const rstats *se = &st[R_SEOS];
+        double rr = bs->median / se->median;
+        double mr = (double)bs->rss_max / (double)se->rss_max;
+        printf("bloomstage exactly_once / streams eos-v2 rate median %.2fx, "
+               "best %.2fx, per round",
+               rr, bs->best / se->best);
+        for (int r = 0; r < rounds; r++)
+            printf(" %.2f", rate(&res[R_PHASES * r + R_STAGE]) /
+                                rate(&res[R_PHASES * r + R_SEOS]));
+        printf("   target >= %.0fx: %s\n", TARGET_STREAMS_RATE,
+               verdict(rr >= TARGET_STREAMS_RATE));
+        printf("bloomstage / streams eos-v2 peak RSS          %.3f (%.1f / "
+               "%.1f MiB, the largest of each)   target <= %.2f: %s\n", mr,
+               (double)bs->rss_max / 1024, (double)se->rss_max / 1024,
+               TARGET_STREAMS_RSS, verdict(mr <= TARGET_STREAMS_RSS));
+        printf("streams exactly_once_v2 / at_least_once       median %.3f\n",
+               se->median / st[R_SALO].median);
+        printf("blocklist: Streams has none; bloomstage checks every record "
+               "against its %" PRIu64 "-entry blocklist too\n"
+               "           and outputs %" PRIu64 " records to Streams' %"
+               PRIu32 ": bloomstage does more, the ratio is not in its "
+               "favour\n", d->blocklist_entries, d->expect_out, d->distinct);
+    } else {
+        printf("streams: not run (--no-streams, or no bench/streams/run)\n");
+    }
+    printf("startup (not timed): spawn to first record consumed, medians: "
+           "bloomstage");
+    {
+        double v[64];
+        int n = 0;
+        for (int r = 0; r < rounds && n < 64; r++)
+            v[n++] = res[R_PHASES * r + R_STAGE].startup_s;
+        printf(" %.2f s", median_of(v, n));
+        if (st[R_SEOS].ran) {
+            n = 0;
+            for (int r = 0; r < rounds && n < 64; r++)
+                v[n++] = res[R_PHASES * r + R_SEOS].startup_s;
+            printf(", streams %.2f s (JVM, join, stores)", median_of(v, n));
+        }
+        printf("\n");
+    }
+    printf("interval: first input record consumed (pass-throughs: their "
+           "own clock at the first poll that\n"
+           "  returned a record; bloomstage: first poll of its /metrics, "
+           "every %d ms, with records_in > 0;\n"
+           "  Streams: the first record at its dedup processor) to the last "
+           "output record visible to\n"
+           "  read_committed (pass-throughs and bloomstage write no "
+           "transactions: their high watermark,\n"
+           "  polled every %d ms; Streams: its read_committed watcher "
+           "receiving the K-th record)\n", POLL_MS, POLL_MS);
+    printf("machine: at start %s\n         at end   %s\n"
+           "         (shared: other jobs on the 2 cores move every number "
+           "here)\n", load0, load1);
+    free(res);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -1588,6 +2003,10 @@ int main(int argc, char **argv)
         {"keep", no_argument, NULL, 'k'},
         {"perf", required_argument, NULL, 'f'},
         {"stock-consumer", no_argument, NULL, 'c'},
+        {"bootstrap", required_argument, NULL, 'B'},
+        {"broker-pid", required_argument, NULL, 'P'},
+        {"streams", required_argument, NULL, 'S'},
+        {"no-streams", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     if (argc >= 2 && (!strcmp(argv[1], "--pass-child") ||
@@ -1598,7 +2017,9 @@ int main(int argc, char **argv)
             "(--pass-child); run bench_e2e\n");
     return 2;
 #endif
-    uint64_t n = 1000000, parts = 0, blocklist = 100000, rounds = 1;
+    uint64_t n = 1000000, parts = 0, blocklist = 100000, rounds = 0;
+    uint64_t broker_pid = 0;
+    bool no_streams = false;
     bench b;
     memset(&b, 0, sizeof(b));
     b.bloomstage = getenv("BLOOMSTAGE_BIN");
@@ -1654,6 +2075,27 @@ int main(int argc, char **argv)
         case 'c':
             b.stock_consumer = true;
             break;
+        case 'B':
+            if (strncmp(optarg, "127.", 4) && strncmp(optarg, "localhost:", 10)) {
+                fprintf(stderr, "bench_e2e: --bootstrap '%s': a broker on "
+                        "loopback only\n", optarg);
+                return 2;
+            }
+            b.real = true;
+            snprintf(b.bootstrap, sizeof(b.bootstrap), "%s", optarg);
+            break;
+        case 'P':
+            if (!parse_count(optarg, 1, 1 << 30, &broker_pid)) {
+                fprintf(stderr, "bench_e2e: --broker-pid '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'S':
+            b.streams = optarg;
+            break;
+        case 'N':
+            no_streams = true;
+            break;
         case 'h':
             fputs(USAGE, stdout);
             return 0;
@@ -1667,6 +2109,24 @@ int main(int argc, char **argv)
                 argv[optind], USAGE);
         return 2;
     }
+    if (!rounds)
+        rounds = b.real ? 3 : 1;
+    if (!b.real && (b.streams || broker_pid || no_streams)) {
+        fprintf(stderr, "bench_e2e: --streams, --no-streams and "
+                "--broker-pid go with --bootstrap\n");
+        return 2;
+    }
+    if (no_streams)
+        b.streams = NULL;
+    if (b.streams && access(b.streams, X_OK) != 0) {
+        fprintf(stderr, "bench_e2e: --streams %s: %s\n", b.streams,
+                strerror(errno));
+        return 2;
+    }
+    if (b.real && !parts)
+        parts = 8;
+    b.mock = (pid_t)broker_pid; /* real broker: its pid, for CPU; 0: none */
+    snprintf(b.in_topic, sizeof(b.in_topic), "%s", T_IN);
     if (!b.bloomstage || !*b.bloomstage)
         b.bloomstage = BENCH_BLOOMSTAGE_PATH;
     if (!*b.bloomstage || access(b.bloomstage, X_OK) != 0) {
@@ -1697,7 +2157,7 @@ int main(int argc, char **argv)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
     dataset *d = &b.d;
-    if (dataset_new(d, n, (int32_t)parts, blocklist)) {
+    if (dataset_new(d, n, (int32_t)parts, blocklist, b.real)) {
         dataset_free(d);
         return 1;
     }
@@ -1740,8 +2200,13 @@ int main(int argc, char **argv)
         }
     }
 
-    printf("bench_e2e: end to end on one mock Kafka cluster "
-           "(librdkafka %s)\n", rd_kafka_version_str());
+    if (b.real)
+        printf("bench_e2e: end to end on a real Kafka broker at %s "
+               "(librdkafka %s), %d rounds\n", b.bootstrap,
+               rd_kafka_version_str(), (int)rounds);
+    else
+        printf("bench_e2e: end to end on one mock Kafka cluster "
+               "(librdkafka %s)\n", rd_kafka_version_str());
     printf("  machine      %ld cores; at start: %s\n"
            "               (other jobs on the machine move these numbers)\n",
            ncpu, load0);
@@ -1753,10 +2218,14 @@ int main(int argc, char **argv)
            100.0 * (double)d->blocked_records / (double)d->n);
     printf("               key user-NNNNNNNNNN (15 B), JSON value (~40 B); "
            "%.1f MB of keys and values\n", (double)d->input_bytes / 1e6);
-    printf("  partitions   %d per topic; largest %" PRIu64 " records, "
-           "%.2f MiB uncompressed (mock limit 5 MiB / 100000 message sets)\n",
-           (int)d->nparts, d->max_part_records,
-           (double)d->max_part_bytes / 1048576.0);
+    if (b.real)
+        printf("  partitions   %d per topic; topics created explicitly, the "
+               "input reloaded each round\n", (int)d->nparts);
+    else
+        printf("  partitions   %d per topic; largest %" PRIu64 " records, "
+               "%.2f MiB uncompressed (mock limit 5 MiB / 100000 message "
+               "sets)\n", (int)d->nparts, d->max_part_records,
+               (double)d->max_part_bytes / 1048576.0);
     printf("  blocklist    %" PRIu64 " entries, a text list bloomstage builds "
            "into a filter at start-up (blocklist.spam.path)\n",
            d->blocklist_entries);
@@ -1811,6 +2280,18 @@ int main(int argc, char **argv)
     }
     if (write_blocklist(d, list_path))
         goto done;
+    if (b.real) {
+        if (b.streams)
+            printf("  streams      %s: Kafka Streams, RocksDB window-store "
+                   "dedup, exactly_once_v2 and at_least_once\n", b.streams);
+        printf("  broker       pid %d%s\n\n", (int)b.mock,
+               b.mock ? "" : " (unknown: no broker cpu; --broker-pid)");
+        b.q = query_client(b.bootstrap);
+        if (!b.q)
+            goto done;
+        rc = real_run(&b, (int)rounds, load0);
+        goto done;
+    }
 
     int t = 0;
     snprintf(tspecs[t], sizeof(tspecs[t]), T_IN ":%d", (int)d->nparts);
@@ -1844,7 +2325,7 @@ int main(int argc, char **argv)
         goto done;
     printf("loading %s...", T_IN);
     fflush(stdout);
-    if (load_input(d, b.bootstrap, b.q, &load_s))
+    if (load_input(d, b.bootstrap, b.in_topic, b.q, &load_s))
         goto done;
     printf(" %.1f s\n", load_s);
 

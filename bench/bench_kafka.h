@@ -1,0 +1,183 @@
+/*
+ * bench_kafka.h -- what the real-broker benchmarks (bench_e2e --bootstrap,
+ * bench_scale) need beyond tests/support: creating topics explicitly (the
+ * brokers scripts/kafka starts have auto.create.topics.enable=false) and
+ * reading one counter from bloomstage's /metrics.  Header-only (static
+ * inline): each benchmark is one translation unit.
+ */
+#ifndef BS_BENCH_KAFKA_H
+#define BS_BENCH_KAFKA_H
+
+#include "support.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Creates the topics names[0..n-1], `parts` partitions each, replication 1,
+ * extra topic configs `cfg` (key, value, ..., NULL; may be NULL); then
+ * waits (up to 30 s) until every partition has a leader in the metadata.
+ * 0, or -1 with a message in err. */
+static inline int bk_create_topics(const char *bootstrap,
+                                   const char *const *names, int n, int parts,
+                                   const char *const *cfg, char *err,
+                                   size_t errsz)
+{
+    char e[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, e,
+                          sizeof(e)) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errsz, "%.200s", e);
+        return -1;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errsz, "admin client: %.200s", e);
+        return -1;
+    }
+    int rc = 0;
+    rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opt =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, e, sizeof(e));
+    rd_kafka_AdminOptions_set_request_timeout(opt, 60000, e, sizeof(e));
+    for (int i = 0; i < n && nt; i++) {
+        nt[i] = rd_kafka_NewTopic_new(names[i], parts, 1, e, sizeof(e));
+        if (!nt[i]) {
+            snprintf(err, errsz, "%.200s: %.200s", names[i], e);
+            rc = -1;
+            break;
+        }
+        for (int k = 0; cfg && cfg[k] && cfg[k + 1]; k += 2)
+            rd_kafka_NewTopic_set_config(nt[i], cfg[k], cfg[k + 1]);
+    }
+    if (!nt) {
+        snprintf(err, errsz, "out of memory");
+        rc = -1;
+    }
+    if (rc == 0) {
+        rd_kafka_CreateTopics(rk, nt, (size_t)n, opt, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 90000);
+        if (!ev) {
+            snprintf(err, errsz, "CreateTopics: no answer in 90 s");
+            rc = -1;
+        } else if (rd_kafka_event_error(ev)) {
+            snprintf(err, errsz, "CreateTopics: %s",
+                     rd_kafka_event_error_string(ev));
+            rc = -1;
+        } else {
+            size_t cnt = 0;
+            const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(
+                rd_kafka_event_CreateTopics_result(ev), &cnt);
+            for (size_t i = 0; i < cnt; i++)
+                if (rd_kafka_topic_result_error(tr[i])) {
+                    snprintf(err, errsz, "creating %s: %s",
+                             rd_kafka_topic_result_name(tr[i]),
+                             rd_kafka_topic_result_error_string(tr[i]));
+                    rc = -1;
+                    break;
+                }
+        }
+        if (ev)
+            rd_kafka_event_destroy(ev);
+    }
+    for (int i = 0; i < n && nt; i++)
+        if (nt[i])
+            rd_kafka_NewTopic_destroy(nt[i]);
+    free(nt);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_queue_destroy(q);
+    /* Every partition led: the clients find the topics at once. */
+    for (double t0 = h_now_s(); rc == 0;) {
+        const struct rd_kafka_metadata *md = NULL;
+        int ready = 0;
+        if (rd_kafka_metadata(rk, 1, NULL, &md, 5000) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+            for (int i = 0; i < n; i++)
+                for (int t = 0; t < md->topic_cnt; t++) {
+                    const struct rd_kafka_metadata_topic *mt = &md->topics[t];
+                    if (strcmp(mt->topic, names[i]) || mt->err ||
+                        mt->partition_cnt != parts)
+                        continue;
+                    int led = 0;
+                    for (int p = 0; p < mt->partition_cnt; p++)
+                        led += mt->partitions[p].leader >= 0;
+                    ready += led == parts;
+                }
+            rd_kafka_metadata_destroy(md);
+        }
+        if (ready == n)
+            break;
+        if (h_now_s() - t0 > 30) {
+            snprintf(err, errsz, "created topics without leaders after 30 s");
+            rc = -1;
+            break;
+        }
+        h_sleep_ms(100);
+    }
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* The values of the unlabelled series names[0..n-1] on bloomstage's
+ * /metrics at 127.0.0.1:port, from one request, into v (-1 for a series
+ * not found).  0, or -1 when the page cannot be read. */
+static inline int bk_metrics(unsigned port, const char *const *names,
+                             double *v, int n)
+{
+    h_http_resp r;
+    char e[256];
+    memset(&r, 0, sizeof(r));
+    for (int i = 0; i < n; i++)
+        v[i] = -1;
+    if (h_http_request(port, "GET", "/metrics", &r, e, sizeof(e)) ||
+        r.status != 200 || !r.body) {
+        h_http_resp_free(&r);
+        return -1;
+    }
+    for (const char *p = r.body; p && *p;) {
+        for (int i = 0; i < n; i++) {
+            size_t nl = strlen(names[i]);
+            if (!strncmp(p, names[i], nl) && p[nl] == ' ')
+                v[i] = strtod(p + nl + 1, NULL);
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    h_http_resp_free(&r);
+    return 0;
+}
+
+/* One series (see bk_metrics), or -1. */
+static inline double bk_metric(unsigned port, const char *name)
+{
+    double v;
+    return bk_metrics(port, &name, &v, 1) ? -1 : v;
+}
+
+/* The port in bloomstage's "metrics listening" log line (log file at
+ * path), or 0 while there is none. */
+static inline unsigned bk_metrics_port(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[2048];
+    unsigned port = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "msg=\"metrics listening\"")) {
+            long long v = h_log_int(line, "port");
+            if (v > 0 && v < 65536)
+                port = (unsigned)v;
+        }
+    fclose(f);
+    return port;
+}
+
+#endif

@@ -1,0 +1,949 @@
+/*
+ * scale.c -- bench_scale: bloomstage at a scale the mock broker could never
+ * hold, on a real Apache Kafka broker (bench/scale starts one and runs
+ * this).  bench/README.md explains the output.
+ *
+ *   bench_scale --bootstrap B [--records N] [--keys K] [--partitions P]
+ *               [--kill-at F] [--bloomstage PATH] [--keep] [-X key=value]...
+ *
+ * What it does, in order:
+ *   1. creates scale-in and scale-out (P partitions each, retention.ms=-1
+ *      and no size limit: nothing is deleted before the stage read it);
+ *   2. loads N records into scale-in: keys user-NNNNNNNNNN, exactly K
+ *      distinct ones (each at least once, the other N-K records random
+ *      repeats), the whole sequence shuffled with a fixed seed; ~40-byte
+ *      JSON values; partition hash(key) % P, so a key's copies share a
+ *      partition.  Checked: the input's high watermarks are what was sent;
+ *   3. starts `bloomstage run` (dedup.key=key, exactly_once, every other
+ *      setting its default: dedup.fpr 1e-6, checkpoints every 5 s or 1M
+ *      records into a directory), with /metrics on a loopback port, and
+ *      polls /metrics every second, printing a row every 10 s: records in,
+ *      the rate over those 10 s, the filters' memory, the last checkpoint
+ *      round's bytes, checkpoints and their mean duration so far;
+ *   4. once records_in reaches F*N (default 0.5; --kill-at 0: no kill),
+ *      kill -9, and at once a new `bloomstage run` on the same config and
+ *      checkpoint directory: the restore time is spawn to its first record
+ *      consumed (records_in leaving 0 on /metrics, polled every 10 ms), and
+ *      its "output tail replayed" and "partition assigned" lines are
+ *      printed;
+ *   5. waits until the group's committed offsets reach the input's end
+ *      (everything processed and checkpointed), SIGTERM (the stage drains
+ *      and must exit 0);
+ *   6. reads all of scale-out (read_committed, from the beginning): every
+ *      key must be one of the input's, none may occur twice (exactly_once
+ *      across the kill), and the unique keys missing from it -- first
+ *      copies the filter took for repeats -- are counted against what
+ *      dedup.fpr allows: each first copy is a false positive with
+ *      probability <= fpr, so the count is at most Poisson(K * fpr); the
+ *      run fails if it exceeds the Poisson quantile exceeded with
+ *      probability 1e-4.
+ *
+ * Exit 0 when everything checked out, 1 on a failure (a count that does not
+ * add up is a failure, not a number), 2 on usage.
+ */
+#include "support.h"
+#include "bench_kafka.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef BENCH_BLOOMSTAGE_PATH
+#define BENCH_BLOOMSTAGE_PATH ""
+#endif
+
+#define T_IN "scale-in"
+#define T_OUT "scale-out"
+#define GROUP "bench-scale"
+#define FPR 1e-6 /* dedup.fpr: the stage's default, set explicitly */
+#define KEY_FMT "user-%010" PRIu32
+#define VALUE_FMT "{\"seq\":%010" PRIu64 ",\"type\":\"signup\",\"r\":%d}"
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = sig; }
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench_scale: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return -1;
+}
+
+static int32_t partition_of(uint32_t key, int32_t nparts)
+{
+    return (int32_t)(h_mix64(key ^ UINT64_C(0xb100b100)) % (uint64_t)nparts);
+}
+
+static long vm_hwm_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kib = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* -- the input ------------------------------------------------------------ */
+
+static uint32_t *make_order(uint64_t n, uint32_t k)
+{
+    uint32_t *o = malloc(n * sizeof(uint32_t));
+    if (!o)
+        return NULL;
+    uint64_t s = 0x5ca1e;
+    for (uint64_t i = 0; i < n; i++) {
+        if (i < k) {
+            o[i] = (uint32_t)i;
+        } else {
+            s = h_mix64(s);
+            o[i] = (uint32_t)(s % k);
+        }
+    }
+    for (uint64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        s = h_mix64(s + i);
+        uint64_t j = s % (i + 1);
+        uint32_t t = o[i];
+        o[i] = o[j];
+        o[j] = t;
+    }
+    return o;
+}
+
+static int load_input(const char *bootstrap, const uint32_t *order,
+                      uint64_t n, uint32_t k, int32_t nparts,
+                      rd_kafka_t *q)
+{
+    rd_kafka_conf_t *conf = h_conf_pairs(
+        NULL, "bootstrap.servers", bootstrap, "client.id", "bench-scale-load",
+        "enable.idempotence", "true", "compression.type", "lz4", "linger.ms",
+        "50", "batch.num.messages", "10000", "batch.size", "1000000",
+        "queue.buffering.max.messages", "1000000", NULL);
+    h_producer *lp = NULL;
+    if (h_producer_new(conf, 0, &lp))
+        return fail("cannot create the loader: %s", h_last_error());
+    uint8_t *seen = calloc(k, 1);
+    uint64_t *per = calloc((size_t)nparts, sizeof(uint64_t));
+    if (!seen || !per) {
+        h_producer_abandon(lp);
+        free(seen);
+        free(per);
+        return fail("out of memory");
+    }
+    double t0 = h_now_s(), shown = t0;
+    char kb[64], vb[128];
+    int rc = 0;
+    for (uint64_t i = 0; i < n && !interrupted; i++) {
+        uint32_t key = order[i];
+        int kl = snprintf(kb, sizeof(kb), KEY_FMT, key);
+        int copy = seen[key] < 255 ? ++seen[key] : 255;
+        int vl = snprintf(vb, sizeof(vb), VALUE_FMT, i, copy);
+        int32_t p = partition_of(key, nparts);
+        h_record r = {.key = kb, .key_len = (size_t)kl, .value = vb,
+                      .value_len = (size_t)vl};
+        if (h_producer_send(lp, T_IN, p, &r)) {
+            rc = fail("loading: %s", h_last_error());
+            break;
+        }
+        per[p]++;
+        if ((i & 1023) == 0) {
+            h_producer_poll(lp);
+            double t = h_now_s();
+            if (t - shown >= 10) {
+                printf("  loading: %" PRIu64 " of %" PRIu64 " sent, %.0f/s\n",
+                       i, n, (double)i / (t - t0));
+                shown = t;
+            }
+        }
+    }
+    if (rc || interrupted)
+        h_producer_abandon(lp);
+    else if (h_producer_close(lp, T_IN, 300000))
+        rc = fail("loading: %s", h_last_error());
+    double dt = h_now_s() - t0;
+    free(seen);
+    if (rc || interrupted) {
+        free(per);
+        return -1;
+    }
+    int64_t hw[nparts];
+    if (h_offsets(q, T_IN, nparts, RD_KAFKA_OFFSET_END, hw, 10000)) {
+        free(per);
+        return fail("%s: cannot read the high watermarks", T_IN);
+    }
+    for (int32_t p = 0; p < nparts; p++)
+        if ((uint64_t)hw[p] != per[p]) {
+            fail("%s [%d] holds %" PRId64 " records, %" PRIu64 " were sent",
+                 T_IN, (int)p, hw[p], per[p]);
+            free(per);
+            return -1;
+        }
+    free(per);
+    printf("  loaded %" PRIu64 " records in %.1f s (%.0f/s)\n", n, dt,
+           (double)n / dt);
+    return 0;
+}
+
+/* -- the stage ------------------------------------------------------------ */
+
+typedef struct scale {
+    const char *bootstrap, *bloomstage;
+    char dir[512], conf[700];
+    char **xs;
+    int nx;
+    int32_t nparts;
+    uint64_t n;
+    uint32_t k;
+    rd_kafka_t *q;
+} scale;
+
+static h_proc *stage_spawn(const scale *sc, const char *log_path)
+{
+    char **argv = calloc((size_t)(5 + 2 * sc->nx), sizeof(char *));
+    if (!argv)
+        return NULL;
+    int i = 0;
+    argv[i++] = (char *)sc->bloomstage;
+    argv[i++] = "run";
+    argv[i++] = "-c";
+    argv[i++] = (char *)sc->conf;
+    for (int x = 0; x < sc->nx; x++) {
+        argv[i++] = "-X";
+        argv[i++] = sc->xs[x];
+    }
+    argv[i] = NULL;
+    h_proc *c = NULL;
+    h_spawn_opts o = {.log_path = log_path};
+    if (h_process_spawn_opts(argv, &o, &c)) {
+        fail("%s: %s", sc->bloomstage, h_last_error());
+        c = NULL;
+    }
+    free(argv);
+    return c;
+}
+
+static bool alive(h_proc *c) { return h_process_wait(c, 0, NULL) == 1; }
+
+/* Waits for the stage's /metrics port (from its log). */
+static unsigned wait_port(h_proc *c, const char *log_path)
+{
+    for (double t0 = h_now_s(); h_now_s() - t0 < 60 && !interrupted;) {
+        unsigned port = bk_metrics_port(log_path);
+        if (port)
+            return port;
+        if (!alive(c))
+            return 0;
+        h_sleep_ms(10);
+    }
+    return 0;
+}
+
+typedef struct sample {
+    double t, in, out, filter, ckpt_bytes, ckpts, ckpt_sum, ckpt_count;
+} sample;
+
+static bool sample_of(unsigned port, sample *s)
+{
+    static const char *const names[] = {
+        "bloomstage_records_in_total", "bloomstage_records_out_total",
+        "bloomstage_filter_memory_bytes", "bloomstage_checkpoint_bytes",
+        "bloomstage_checkpoints_total",
+        "bloomstage_checkpoint_duration_seconds_sum",
+        "bloomstage_checkpoint_duration_seconds_count"};
+    double v[7];
+    s->t = h_now_s();
+    if (bk_metrics(port, names, v, 7))
+        return false;
+    s->in = v[0];
+    s->out = v[1];
+    s->filter = v[2];
+    s->ckpt_bytes = v[3];
+    s->ckpts = v[4];
+    s->ckpt_sum = v[5];
+    s->ckpt_count = v[6];
+    return s->in >= 0 && s->out >= 0;
+}
+
+/* The sum of checkpoint_offset= over the "partition assigned" lines of a
+ * log: where the restarted stage resumes, so it has consumed everything
+ * once its records_in reaches n minus that.  -1 if not all are there. */
+static double resume_offsets(const char *path, int nparts)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    double sum = 0;
+    int got = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "msg=\"partition assigned\"")) {
+            long long o = h_log_int(line, "checkpoint_offset");
+            sum += o > 0 ? (double)o : 0;
+            got++;
+        }
+    fclose(f);
+    return got >= nparts ? sum : -1;
+}
+
+/* The wall-clock time (h_log_time) of the first log line holding needle,
+ * or 0. */
+static double log_time(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    double t = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle)) {
+            t = h_log_time(line);
+            break;
+        }
+    fclose(f);
+    return t;
+}
+
+static void print_sample(double t0, const sample *s, const sample *prev,
+                         double in_before)
+{
+    double dt = s->t - prev->t;
+    double dc = s->ckpt_count - prev->ckpt_count;
+    char ck[32] = "-";
+    if (dc > 0)
+        snprintf(ck, sizeof(ck), "%.0f ms", 1e3 * (s->ckpt_sum -
+                                                 prev->ckpt_sum) / dc);
+    printf("%7.1f %12.0f %12.0f %10.0f %9.1f %10.1f %8.0f %12s\n",
+           s->t - t0, in_before + s->in, s->out,
+           dt > 0 ? (s->in - prev->in) / dt : 0, s->filter / 1048576.0,
+           s->ckpt_bytes / 1048576.0, dc, ck);
+}
+
+static void print_rows_header(void)
+{
+    printf("%7s %12s %12s %10s %9s %10s %8s %12s\n", "t (s)", "records in",
+           "records out", "rate/s", "filt MiB", "ckpt MiB", "ckpts",
+           "ckpt mean");
+}
+
+/* All input committed: the group's offsets are the input's ends. */
+static int committed_all(const scale *sc, const int64_t *end, bool *done)
+{
+    int64_t off[sc->nparts];
+    *done = false;
+    if (h_committed(sc->bootstrap, GROUP, T_IN, sc->nparts, off))
+        return 0; /* not yet readable: not done */
+    for (int32_t p = 0; p < sc->nparts; p++)
+        if (off[p] < end[p])
+            return 0;
+    *done = true;
+    return 0;
+}
+
+/* Lines of a log file containing `needle`, printed indented (at most max). */
+static void print_lines(const char *path, const char *needle, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[4096];
+    int n = 0, total = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle)) {
+            if (n++ < max)
+                printf("    %s", line);
+            total++;
+        }
+    if (total > max)
+        printf("    ... %d such lines in all\n", total);
+    fclose(f);
+}
+
+static void print_tail(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size > 4000 ? size - 4000 : 0, SEEK_SET);
+    char buf[4001];
+    size_t got = fread(buf, 1, 4000, f);
+    buf[got] = '\0';
+    fclose(f);
+    fprintf(stderr, "--- %s (tail)\n%s\n---\n", path, buf);
+}
+
+/* -- reading the output --------------------------------------------------- */
+
+typedef struct verdict {
+    uint64_t records, distinct, dups, unknown, missing;
+} verdict;
+
+static int read_output(const scale *sc, verdict *v)
+{
+    memset(v, 0, sizeof(*v));
+    int64_t end[sc->nparts];
+    if (h_offsets(sc->q, T_OUT, sc->nparts, RD_KAFKA_OFFSET_END, end, 10000))
+        return fail("%s: cannot read the high watermarks", T_OUT);
+    uint8_t *seen = calloc(((size_t)sc->k + 7) / 8, 1);
+    if (!seen)
+        return fail("out of memory");
+    char err[512];
+    rd_kafka_conf_t *conf = h_conf_pairs(
+        NULL, "bootstrap.servers", sc->bootstrap, "client.id",
+        "bench-scale-verify", "group.id", "bench-scale-verify",
+        "isolation.level", "read_committed", "enable.auto.commit", "false",
+        "enable.partition.eof", "true", "queued.min.messages", "1000000",
+        "fetch.max.bytes", "104857600", NULL);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (!rk) {
+        free(seen);
+        return fail("verify consumer: %s", err);
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *l =
+        rd_kafka_topic_partition_list_new(sc->nparts);
+    int eofs = 0;
+    for (int32_t p = 0; p < sc->nparts; p++) {
+        if (end[p] == 0) {
+            eofs++;
+            continue;
+        }
+        rd_kafka_topic_partition_list_add(l, T_OUT, p)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    }
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    bool *at_end = calloc((size_t)sc->nparts, sizeof(bool));
+    double t0 = h_now_s(), moved = t0;
+    int rc = 0;
+    while (eofs < sc->nparts && !interrupted && at_end) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 500);
+        if (!m) {
+            if (h_now_s() - moved > 60) {
+                rc = fail("verify: nothing read for 60 s");
+                break;
+            }
+            continue;
+        }
+        moved = h_now_s();
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (m->partition >= 0 && m->partition < sc->nparts &&
+                m->offset >= end[m->partition] && !at_end[m->partition]) {
+                at_end[m->partition] = true;
+                eofs++;
+            }
+        } else if (m->err) {
+            rc = fail("verify: %s", rd_kafka_message_errstr(m));
+        } else {
+            v->records++;
+            uint32_t key = 0;
+            char kb[32];
+            size_t kl = m->key_len < sizeof(kb) - 1 ? m->key_len
+                                                     : sizeof(kb) - 1;
+            memcpy(kb, m->key ? m->key : "", m->key ? kl : 0);
+            kb[m->key ? kl : 0] = '\0';
+            if (sscanf(kb, "user-%10" SCNu32, &key) != 1 || key >= sc->k) {
+                v->unknown++;
+            } else if (seen[key / 8] & (1u << (key % 8))) {
+                v->dups++;
+            } else {
+                seen[key / 8] |= (uint8_t)(1u << (key % 8));
+                v->distinct++;
+            }
+        }
+        rd_kafka_message_destroy(m);
+        if (rc)
+            break;
+    }
+    free(at_end);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    free(seen);
+    v->missing = sc->k - v->distinct;
+    printf("  read %" PRIu64 " output records in %.1f s\n", v->records,
+           h_now_s() - t0);
+    if (interrupted)
+        return fail("interrupted");
+    return rc;
+}
+
+/* The smallest x with P(Poisson(lambda) > x) < alpha. */
+static uint64_t poisson_bound(double lambda, double alpha)
+{
+    double p = exp(-lambda), cdf = p;
+    uint64_t x = 0;
+    while (1 - cdf >= alpha && x < 1000000) {
+        x++;
+        p *= lambda / (double)x;
+        cdf += p;
+    }
+    return x;
+}
+
+/* -- main ----------------------------------------------------------------- */
+
+static const char USAGE[] =
+    "usage: bench_scale --bootstrap B [--records N] [--keys K]\n"
+    "                   [--partitions P] [--kill-at F] [--bloomstage PATH]\n"
+    "                   [--keep] [-X key=value]...\n"
+    "\n"
+    "bloomstage on a real broker at scale (see bench/scale, and the top of\n"
+    "bench/scale.c): N records (default 20M) with K distinct keys (default\n"
+    "10M) through `bloomstage run` (exactly_once, dedup on the key), a\n"
+    "kill -9 when records_in reaches F*N (default 0.5; 0: none) and a\n"
+    "restart; prints throughput every 10 s, the filters' memory, checkpoint\n"
+    "bytes and time, the restore time, and the unique keys missing from the\n"
+    "output against the bound dedup.fpr allows.\n";
+
+static bool parse_count(const char *s, uint64_t min, uint64_t max,
+                        uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return false;
+    if (*end == 'k' || *end == 'K')
+        v *= 1e3, end++;
+    else if (*end == 'M' || *end == 'm')
+        v *= 1e6, end++;
+    if (*end || v < (double)min || v > (double)max ||
+        v != (double)(uint64_t)v)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"bootstrap", required_argument, NULL, 'B'},
+        {"records", required_argument, NULL, 'n'},
+        {"keys", required_argument, NULL, 'k'},
+        {"partitions", required_argument, NULL, 'p'},
+        {"kill-at", required_argument, NULL, 'K'},
+        {"bloomstage", required_argument, NULL, 's'},
+        {"keep", no_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0}};
+    uint64_t n = 20000000, k = 10000000, parts = 10;
+    double kill_at = 0.5;
+    bool keep = false;
+    scale sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.bloomstage = getenv("BLOOMSTAGE_BIN");
+    sc.xs = calloc((size_t)argc, sizeof(char *));
+    int c;
+    while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'B':
+            sc.bootstrap = optarg;
+            break;
+        case 'n':
+            if (!parse_count(optarg, 1000, 1000000000, &n))
+                return fprintf(stderr, "--records: 1000 to 1e9\n"), 2;
+            break;
+        case 'k':
+            if (!parse_count(optarg, 1, 4000000000u, &k))
+                return fprintf(stderr, "--keys: 1 to 4e9\n"), 2;
+            break;
+        case 'p':
+            if (!parse_count(optarg, 1, 1000, &parts))
+                return fprintf(stderr, "--partitions: 1 to 1000\n"), 2;
+            break;
+        case 'K': {
+            char *end;
+            kill_at = strtod(optarg, &end);
+            if (*end || kill_at < 0 || kill_at >= 1)
+                return fprintf(stderr, "--kill-at: 0 (none) or a fraction "
+                               "below 1\n"), 2;
+            break;
+        }
+        case 's':
+            sc.bloomstage = optarg;
+            break;
+        case 'e':
+            keep = true;
+            break;
+        case 'X':
+            sc.xs[sc.nx++] = optarg;
+            break;
+        case 'h':
+            fputs(USAGE, stdout);
+            return 0;
+        default:
+            fputs(USAGE, stderr);
+            return 2;
+        }
+    }
+    if (!sc.bootstrap || optind < argc || k > n) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    if (strncmp(sc.bootstrap, "127.", 4) &&
+        strncmp(sc.bootstrap, "localhost:", 10))
+        return fprintf(stderr, "--bootstrap: loopback only\n"), 2;
+    if (!sc.bloomstage || !*sc.bloomstage)
+        sc.bloomstage = BENCH_BLOOMSTAGE_PATH;
+    if (!*sc.bloomstage || access(sc.bloomstage, X_OK) != 0)
+        return fprintf(stderr, "bench_scale: no bloomstage binary: "
+                       "--bloomstage PATH\n"), 2;
+    sc.n = n;
+    sc.k = (uint32_t)k;
+    sc.nparts = (int32_t)parts;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(sc.dir, sizeof(sc.dir), "%s/bench-scale.XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(sc.dir))
+        return fail("mkdtemp: %s", strerror(errno)), 1;
+    snprintf(sc.conf, sizeof(sc.conf), "%s/bloomstage.conf", sc.dir);
+    char log1[700], log2[700], ckpt[700];
+    snprintf(log1, sizeof(log1), "%s/bloomstage-1.log", sc.dir);
+    snprintf(log2, sizeof(log2), "%s/bloomstage-2.log", sc.dir);
+    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints", sc.dir);
+
+    int rc = 1;
+    h_proc *st = NULL;
+    uint32_t *order = NULL;
+    int64_t *in_end = NULL;
+    printf("bench_scale: %" PRIu64 " records, %" PRIu64 " distinct keys, %d "
+           "partitions, real broker at %s\n", n, k, (int)parts,
+           sc.bootstrap);
+    printf("  work dir %s\n", sc.dir);
+
+    sc.q = h_query_client(h_conf_pairs(NULL, "bootstrap.servers",
+                                       sc.bootstrap, "client.id",
+                                       "bench-scale-query", NULL));
+    if (!sc.q) {
+        fail("query client: %s", h_last_error());
+        goto done;
+    }
+    {
+        const char *names[] = {T_IN, T_OUT};
+        /* Nothing deleted by time or size: the stage must see every
+         * record (the broker's data stays a few GB at 20M records). */
+        const char *cfg[] = {"retention.ms", "-1", "retention.bytes", "-1",
+                             NULL};
+        char err[512];
+        if (bk_create_topics(sc.bootstrap, names, 2, sc.nparts, cfg, err,
+                             sizeof(err))) {
+            fail("%s", err);
+            goto done;
+        }
+    }
+    order = make_order(n, sc.k);
+    if (!order) {
+        fail("out of memory");
+        goto done;
+    }
+    printf("loading %s...\n", T_IN);
+    if (load_input(sc.bootstrap, order, n, sc.k, sc.nparts, sc.q))
+        goto done;
+    free(order);
+    order = NULL;
+    in_end = calloc((size_t)sc.nparts, sizeof(int64_t));
+    if (!in_end || h_offsets(sc.q, T_IN, sc.nparts, RD_KAFKA_OFFSET_END, in_end, 10000)) {
+        fail("%s: cannot read the high watermarks", T_IN);
+        goto done;
+    }
+
+    FILE *f = fopen(sc.conf, "w");
+    if (!f) {
+        fail("%s: %s", sc.conf, strerror(errno));
+        goto done;
+    }
+    fprintf(f,
+            "# bench_scale: dedup on the record key, exactly_once, the\n"
+            "# product's defaults otherwise (checkpoints every 5 s or 1M\n"
+            "# records, into a directory).\n"
+            "kafka.bootstrap.servers=%s\n"
+            "input.topics=" T_IN "\n"
+            "output.topic=" T_OUT "\n"
+            "consumer.group.id=" GROUP "\n"
+            "processing.guarantee=exactly_once\n"
+            "dedup.key=key\n"
+            "dedup.fpr=%g\n"
+            "checkpoint.dir=%s\n"
+            "metrics.listen=127.0.0.1:0\n"
+            "log.level=info\n"
+            "log.stats.interval.ms=10000\n"
+            "producer.topic.metadata.refresh.interval.ms=100\n",
+            sc.bootstrap, FPR, ckpt);
+    if (fclose(f) != 0) {
+        fail("%s: %s", sc.conf, strerror(errno));
+        goto done;
+    }
+
+    /* -- first run, killed at kill_at * n ------------------------------- */
+    printf("\nrun 1: bloomstage run (exactly_once)%s\n",
+           kill_at > 0 ? ", kill -9 part way" : "");
+    double t0 = h_now_s();
+    st = stage_spawn(&sc, log1);
+    if (!st)
+        goto done;
+    unsigned port = wait_port(st, log1);
+    if (!port) {
+        fail("bloomstage did not open /metrics");
+        print_tail(log1);
+        goto done;
+    }
+    print_rows_header();
+    sample prev, cur;
+    memset(&prev, 0, sizeof(prev));
+    prev.t = h_now_s();
+    double in_before = 0; /* records_in of the killed run */
+    double t_first_in = 0;
+    bool killed = kill_at <= 0;
+    long hwm1 = 0, hwm2 = 0;
+    double t_kill = 0, t_restart = 0, t_restored = 0, w_restart = 0;
+    double target_in = (double)n; /* this process has consumed it all */
+    double t_all_in = 0;
+    bool done_all = false;
+    uint64_t ticks = 0;
+    for (;;) {
+        if (interrupted) {
+            fail("interrupted");
+            goto done;
+        }
+        if (!alive(st)) {
+            fail("bloomstage exited unexpectedly");
+            print_tail(killed && t_restart > 0 ? log2 : log1);
+            goto done;
+        }
+        /* Before the first record and around the kill: every 10 ms. */
+        bool fine = t_first_in == 0 || (!killed);
+        h_sleep_ms(fine ? 10 : 1000);
+        if (!sample_of(port, &cur))
+            continue;
+        if (t_first_in == 0 && cur.in > 0) {
+            t_first_in = cur.t;
+            printf("  first record consumed %.2f s after spawn\n",
+                   cur.t - t0);
+            prev = cur;
+            prev.in = 0;
+        }
+        if (!killed && cur.in >= kill_at * (double)n) {
+            hwm1 = vm_hwm_kib(h_process_pid(st));
+            print_sample(t_first_in, &cur, &prev, in_before);
+            h_process_kill(st, SIGKILL);
+            int status;
+            if (h_process_wait(st, 10000, &status)) {
+                fail("bloomstage survived SIGKILL?");
+                goto done;
+            }
+            h_process_free(st);
+            st = NULL;
+            t_kill = h_now_s();
+            in_before = cur.in;
+            printf("  kill -9 at records_in=%.0f (%.1f s into the run; "
+                   "peak RSS %.1f MiB); restarting\n", cur.in,
+                   t_kill - t_first_in, (double)hwm1 / 1024);
+            killed = true;
+            t_restart = h_now_s();
+            w_restart = h_wall_s();
+            st = stage_spawn(&sc, log2);
+            if (!st)
+                goto done;
+            port = wait_port(st, log2);
+            if (!port) {
+                fail("the restarted bloomstage did not open /metrics");
+                print_tail(log2);
+                goto done;
+            }
+            for (;;) {
+                if (!alive(st)) {
+                    fail("the restarted bloomstage exited");
+                    print_tail(log2);
+                    goto done;
+                }
+                double t = h_now_s();
+                double in = bk_metric(port, "bloomstage_records_in_total");
+                if (in > 0) {
+                    t_restored = t;
+                    break;
+                }
+                if (t - t_restart > 600) {
+                    fail("no record consumed 600 s after the restart");
+                    print_tail(log2);
+                    goto done;
+                }
+                h_sleep_ms(10);
+            }
+            double resume = resume_offsets(log2, sc.nparts);
+            if (resume < 0) {
+                fail("the restarted stage logged fewer than %d \"partition "
+                     "assigned\" lines", (int)sc.nparts);
+                goto done;
+            }
+            target_in = (double)n - resume;
+            double w_started = log_time(log2, "msg=started"),
+                   w_assigned = log_time(log2, "msg=\"partition assigned\""),
+                   w_replayed = log_time(log2, "msg=\"output tail replayed\"");
+            printf("  restored: first record consumed %.2f s after the "
+                   "restart's spawn:\n", t_restored - t_restart);
+            if (w_started > 0 && w_assigned > 0)
+                printf("    %.2f s to \"started\", %.2f s more to \"partition "
+                       "assigned\" (the group rebalance: without\n"
+                       "    group.instance.id the killed member holds its "
+                       "partitions until its session.timeout.ms runs out),\n"
+                       "    %.2f s more to \"output tail replayed\",\n"
+                       "    %.2f s more to the first record consumed\n",
+                       w_started - w_restart, w_assigned - w_started,
+                       w_replayed > 0 ? w_replayed - w_assigned : 0,
+                       (t_restored - t_restart) -
+                           ((w_replayed > 0 ? w_replayed : w_assigned) -
+                            w_restart));
+            printf("  it resumes from the checkpoints at %.0f records "
+                   "(%.0f consumed before the kill: %.0f to redo)\n",
+                   resume, in_before, in_before - resume);
+            print_lines(log2, "msg=\"output tail replayed\"", 3);
+            print_lines(log2, "msg=\"partition assigned\"", 3);
+            memset(&prev, 0, sizeof(prev));
+            prev.t = t_restored;
+            ticks = 0;
+            continue;
+        }
+        if (cur.t - prev.t >= 10) {
+            print_sample(t_first_in, &cur, &prev, in_before);
+            prev = cur;
+        }
+        if (killed && t_all_in == 0 && cur.in >= target_in) {
+            t_all_in = cur.t;
+            printf("  every input record consumed %.1f s after the first "
+                   "(1 s resolution); waiting for the commit\n",
+                   t_all_in - t_first_in);
+        }
+        if (t_all_in > 0 && ++ticks % 3 == 0) {
+            committed_all(&sc, in_end, &done_all);
+            if (done_all)
+                break;
+        }
+    }
+    double t_end = h_now_s();
+    print_sample(t_first_in, &cur, &prev, in_before);
+    hwm2 = vm_hwm_kib(h_process_pid(st));
+    sample last = cur;
+    int status = -1;
+    if (h_process_terminate(st, 120000, &status) != 0)
+        status = -1;
+    h_process_free(st);
+    st = NULL;
+    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fail("bloomstage did not drain and exit 0 on SIGTERM (status %d)",
+             status);
+        print_tail(log2);
+        goto done;
+    }
+    printf("  all input committed %.1f s after the first record; stopped "
+           "(exit 0)\n", t_end - t_first_in);
+    print_lines(killed && kill_at > 0 ? log2 : log1, "msg=stopped", 1);
+
+    /* -- the output --------------------------------------------------------- */
+    printf("\nverifying %s...\n", T_OUT);
+    verdict v;
+    if (read_output(&sc, &v))
+        goto done;
+    double lambda = (double)sc.k * FPR;
+    uint64_t bound = poisson_bound(lambda, 1e-4);
+    double run1 = kill_at > 0 ? t_kill - t_first_in : 0;
+    double run2 = t_all_in - (kill_at > 0 ? t_restored : t_first_in);
+
+    printf("\nsummary\n");
+    printf("  input               %" PRIu64 " records, %" PRIu32 " distinct "
+           "keys, %d partitions\n", n, sc.k, (int)sc.nparts);
+    printf("  throughput          %.0f records/s: %" PRIu64 " records over "
+           "%.1f s of processing (first record to every record consumed,\n"
+           "                      the restore's %.1f s left out, the %.0f "
+           "records redone after the kill in)\n",
+           (double)n / (run1 + run2), n, run1 + run2,
+           kill_at > 0 ? t_restored - t_kill : 0,
+           kill_at > 0 ? in_before + target_in - (double)n : 0);
+    if (kill_at > 0)
+        printf("                      before the kill %.0f/s (%.0f records, "
+               "%.1f s), after the restart %.0f/s (%.0f records, %.1f s)\n",
+               in_before / run1, in_before, run1, target_in / run2,
+               target_in, run2);
+    printf("  filters' memory     %.1f MiB at the end "
+           "(bloomstage_filter_memory_bytes), %.2f bits per key\n",
+           last.filter / 1048576.0, 8 * last.filter / (double)sc.k);
+    printf("  checkpoints         %.0f rounds after the restart, mean %.0f "
+           "ms; last round %.1f MiB\n", last.ckpt_count,
+           last.ckpt_count > 0 ? 1e3 * last.ckpt_sum / last.ckpt_count : 0,
+           last.ckpt_bytes / 1048576.0);
+    printf("  peak RSS            %.1f MiB (killed run), %.1f MiB (restarted "
+           "run)\n", (double)hwm1 / 1024, (double)hwm2 / 1024);
+    if (kill_at > 0)
+        printf("  restore             %.2f s from the restart's spawn to its "
+               "first record consumed\n", t_restored - t_restart);
+    printf("  output              %" PRIu64 " records: %" PRIu64
+           " distinct keys, %" PRIu64 " duplicates, %" PRIu64
+           " unknown keys\n", v.records, v.distinct, v.dups, v.unknown);
+    printf("  wrongly dropped     %" PRIu64 " unique keys missing; dedup.fpr "
+           "%g allows on average at most %.1f (K x fpr),\n"
+           "                      %" PRIu64 " at the Poisson(%.1f) quantile "
+           "exceeded with probability 1e-4: %s\n", v.missing, FPR, lambda,
+           bound, lambda, v.missing <= bound ? "within" : "EXCEEDED");
+    rc = 0;
+    if (v.unknown)
+        rc = fail("the output holds %" PRIu64 " keys that are not in the "
+                  "input", v.unknown);
+    if (v.dups)
+        rc = fail("the output holds %" PRIu64 " duplicate keys "
+                  "(exactly_once across a kill -9 must leave none)", v.dups);
+    if (v.missing > bound)
+        rc = fail("%" PRIu64 " unique keys missing, more than the bound %"
+                  PRIu64, v.missing, bound);
+    if (rc)
+        rc = 1;
+done:
+    if (st) {
+        int s2;
+        if (h_process_terminate(st, 30000, &s2) != 0)
+            fprintf(stderr, "bench_scale: bloomstage had to be killed\n");
+        h_process_free(st);
+    }
+    free(order);
+    free(in_end);
+    if (sc.q)
+        rd_kafka_destroy(sc.q);
+    if (rc == 0 && !keep) {
+        if (h_tmpdir_remove(sc.dir))
+            fprintf(stderr, "bench_scale: could not remove %s\n", sc.dir);
+    } else {
+        fprintf(stderr, "bench_scale: work directory kept: %s\n", sc.dir);
+    }
+    free(sc.xs);
+    return rc;
+}
