@@ -3,12 +3,14 @@
  * bench_scale) need beyond tests/support: creating topics explicitly (the
  * brokers scripts/kafka starts have auto.create.topics.enable=false) and
  * reading one counter from bloomstage's /metrics.  Header-only (static
- * inline): each benchmark is one translation unit.
+ * inline): each benchmark is one translation unit.  Also the benchmarks'
+ * count options, read by the engine's parser.
  */
 #ifndef BS_BENCH_KAFKA_H
 #define BS_BENCH_KAFKA_H
 
 #include "support.h"
+#include "util.h" /* bs_parse_count, the engine's one count parser */
 
 #include <librdkafka/rdkafka.h>
 
@@ -178,6 +180,18 @@ static inline unsigned bk_metrics_port(const char *path)
         }
     fclose(f);
     return port;
+}
+
+/* A count option ("1M", "20000000", "1e6": powers of 1000, as every
+ * bloomstage count) within [min, max]. */
+static inline bool bench_parse_count(const char *s, uint64_t min,
+                                     uint64_t max, uint64_t *out)
+{
+    uint64_t v;
+    if (!bs_parse_count(s, &v) || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
 }
 
 #endif

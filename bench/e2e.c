@@ -1540,23 +1540,6 @@ static const char USAGE[] =
     "Exit 0 when every phase ran and every count matched (whether or not\n"
     "the target was met), 1 on a failure, 2 on a usage error.\n";
 
-static bool parse_count(const char *s, uint64_t min, uint64_t max,
-                        uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return false;
-    if (*end == 'k' || *end == 'K')
-        v *= 1e3, end++;
-    else if (*end == 'M' || *end == 'm')
-        v *= 1e6, end++;
-    if (*end || v < (double)min || v > (double)max || v != (double)(uint64_t)v)
-        return false;
-    *out = (uint64_t)v;
-    return true;
-}
 
 /* What serves this process's malloc, as one word: "jemalloc-VERSION" in
  * bench_e2e_je (linked, and checked: jemalloc's count of this thread's
@@ -1630,7 +1613,7 @@ static int hidden_main(int argc, char **argv)
     }
     uint64_t n;
     if ((argc != 7 && argc != 8) ||
-        !parse_count(argv[6], 1, 100000000, &n) ||
+        !bench_parse_count(argv[6], 1, 100000000, &n) ||
         (argc == 8 && strcmp(argv[7], "--stock-consumer") != 0)) {
         fprintf(stderr, "usage: %s --pass-child BOOTSTRAP INPUT TOPIC GROUP "
                 "N [--stock-consumer]\n", argv[0]);
@@ -2029,28 +2012,28 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (!parse_count(optarg, 1000, 100000000, &n)) {
+            if (!bench_parse_count(optarg, 1000, 100000000, &n)) {
                 fprintf(stderr, "bench_e2e: --records '%s': a count from "
                         "1000 to 100M\n", optarg);
                 return 2;
             }
             break;
         case 'p':
-            if (!parse_count(optarg, 1, 10000, &parts)) {
+            if (!bench_parse_count(optarg, 1, 10000, &parts)) {
                 fprintf(stderr, "bench_e2e: --partitions '%s': 1 to "
                         "10000\n", optarg);
                 return 2;
             }
             break;
         case 'b':
-            if (!parse_count(optarg, 1, 100000000, &blocklist)) {
+            if (!bench_parse_count(optarg, 1, 100000000, &blocklist)) {
                 fprintf(stderr, "bench_e2e: --blocklist '%s': 1 to 100M\n",
                         optarg);
                 return 2;
             }
             break;
         case 'r':
-            if (!parse_count(optarg, 1, 20, &rounds)) {
+            if (!bench_parse_count(optarg, 1, 20, &rounds)) {
                 fprintf(stderr, "bench_e2e: --rounds '%s': 1 to 20\n",
                         optarg);
                 return 2;
@@ -2085,7 +2068,7 @@ int main(int argc, char **argv)
             snprintf(b.bootstrap, sizeof(b.bootstrap), "%s", optarg);
             break;
         case 'P':
-            if (!parse_count(optarg, 1, 1 << 30, &broker_pid)) {
+            if (!bench_parse_count(optarg, 1, 1 << 30, &broker_pid)) {
                 fprintf(stderr, "bench_e2e: --broker-pid '%s'\n", optarg);
                 return 2;
             }

@@ -11,7 +11,7 @@
 # BLOOMSTAGE_TESTS=OFF too).
 include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(bench_e2e ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
-target_link_libraries(bench_e2e PRIVATE bstestsupport PkgConfig::RDKAFKA
+target_link_libraries(bench_e2e PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
   Threads::Threads)
 target_compile_definitions(bench_e2e PRIVATE
   BENCH_BLOOMSTAGE_PATH="$<TARGET_FILE:bloomstage>")
@@ -25,7 +25,7 @@ add_dependencies(bench_e2e bloomstage)
 # built and bench_e2e skips that phase, saying why.
 if(TARGET PkgConfig::JEMALLOC)
   add_executable(bench_e2e_je ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
-  target_link_libraries(bench_e2e_je PRIVATE bstestsupport PkgConfig::RDKAFKA
+  target_link_libraries(bench_e2e_je PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
     PkgConfig::JEMALLOC Threads::Threads)
   target_compile_definitions(bench_e2e_je PRIVATE BENCH_E2E_JE=1)
   target_compile_definitions(bench_e2e PRIVATE

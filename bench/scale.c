@@ -519,24 +519,6 @@ static const char USAGE[] =
     "bytes and time, the restore time, and the unique keys missing from the\n"
     "output against the bound dedup.fpr allows.\n";
 
-static bool parse_count(const char *s, uint64_t min, uint64_t max,
-                        uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return false;
-    if (*end == 'k' || *end == 'K')
-        v *= 1e3, end++;
-    else if (*end == 'M' || *end == 'm')
-        v *= 1e6, end++;
-    if (*end || v < (double)min || v > (double)max ||
-        v != (double)(uint64_t)v)
-        return false;
-    *out = (uint64_t)v;
-    return true;
-}
 
 int main(int argc, char **argv)
 {
@@ -564,15 +546,15 @@ int main(int argc, char **argv)
             sc.bootstrap = optarg;
             break;
         case 'n':
-            if (!parse_count(optarg, 1000, 1000000000, &n))
+            if (!bench_parse_count(optarg, 1000, 1000000000, &n))
                 return fprintf(stderr, "--records: 1000 to 1e9\n"), 2;
             break;
         case 'k':
-            if (!parse_count(optarg, 1, 4000000000u, &k))
+            if (!bench_parse_count(optarg, 1, 4000000000u, &k))
                 return fprintf(stderr, "--keys: 1 to 4e9\n"), 2;
             break;
         case 'p':
-            if (!parse_count(optarg, 1, 1000, &parts))
+            if (!bench_parse_count(optarg, 1, 1000, &parts))
                 return fprintf(stderr, "--partitions: 1 to 1000\n"), 2;
             break;
         case 'K': {

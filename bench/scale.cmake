@@ -5,7 +5,7 @@
 # binary and links the support layer (tests/support, bstestsupport).
 include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(bench_scale ${CMAKE_CURRENT_LIST_DIR}/scale.c)
-target_link_libraries(bench_scale PRIVATE bstestsupport PkgConfig::RDKAFKA
+target_link_libraries(bench_scale PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
   Threads::Threads m)
 target_compile_definitions(bench_scale PRIVATE
   BENCH_BLOOMSTAGE_PATH="$<TARGET_FILE:bloomstage>")
