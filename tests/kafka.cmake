@@ -28,3 +28,18 @@ else()
   message(WARNING "tests/kafka.cmake: no bloomstage target; the stage is "
                   "not tested against a real Kafka broker")
 endif()
+
+# C tests against the real broker, on the support layer (tests/support/,
+# realkafka.h: a cluster started through scripts/kafka with the test as
+# its --owner, topics by the Admin API, output read at read_committed).
+# test_kafka_guarantees: one 1-node cluster for its four tests (graceful
+# stop and restart, kill -9 at seven moments, the output topic missing, the
+# broker stopped and started mid-stream with /ready).
+if(TARGET bloomstage)
+  include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
+  bs_add_cmocka_test(test_kafka_guarantees SOURCES test_kafka_guarantees.c
+                     LIBS bstestsupport TIMEOUT 600 LABELS kafka)
+  set_tests_properties(test_kafka_guarantees PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+endif()
