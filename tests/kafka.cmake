@@ -42,4 +42,12 @@ if(TARGET bloomstage)
   set_tests_properties(test_kafka_guarantees PROPERTIES
     RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+  # test_kafka_cluster: one 3-node cluster (replication 3, min ISR 2) for
+  # two instances with the Kafka store (one killed -9), scale-out 1 -> 3 ->
+  # 1, and one broker killed -9 and restarted mid-stream.
+  bs_add_cmocka_test(test_kafka_cluster SOURCES test_kafka_cluster.c
+                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+  set_tests_properties(test_kafka_cluster PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()

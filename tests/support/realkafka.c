@@ -352,8 +352,8 @@ done:
     return rc;
 }
 
-int h_topic_config(const char *bootstraps, const char *topic,
-                   const char *key, char *buf, size_t size)
+static int topic_config_once(const char *bootstraps, const char *topic,
+                             const char *key, char *buf, size_t size)
 {
     rd_kafka_t *rk = admin_client(bootstraps);
     if (!rk)
@@ -402,6 +402,20 @@ done:
     rd_kafka_queue_destroy(q);
     rd_kafka_destroy(rk);
     return rc;
+}
+
+int h_topic_config(const char *bootstraps, const char *topic,
+                   const char *key, char *buf, size_t size)
+{
+    /* A broker other than the controller may not know a topic just made
+     * for a moment (UNKNOWN_TOPIC_OR_PART): retried for 30 s. */
+    for (int64_t end = h_now_ms() + 30000;;) {
+        if (topic_config_once(bootstraps, topic, key, buf, size) == 0)
+            return 0;
+        if (h_now_ms() > end)
+            return -1;
+        h_sleep_ms(250);
+    }
 }
 
 /* ---- fixtures ---------------------------------------------------------- */

@@ -64,7 +64,8 @@ int h_kcluster_stop(h_kcluster *c);
 int h_create_topic(const char *bootstraps, const char *topic, int partitions,
                    int rf, const char *const *configs) H_WARN_UNUSED;
 /* A topic's config value as the broker describes it (DescribeConfigs)
- * into buf; -1 if the topic or the key is not there. */
+ * into buf; -1 if the topic or the key is not there (after 30 s of
+ * retries: a topic just created may be unknown to some broker a moment). */
 int h_topic_config(const char *bootstraps, const char *topic,
                    const char *key, char *buf, size_t size) H_WARN_UNUSED;
 
