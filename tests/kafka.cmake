@@ -24,6 +24,13 @@ if(TARGET bloomstage)
             $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
   set_tests_properties(kafka_stage_e2e PROPERTIES
     LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+  # kafka_compose_e2e: docker-compose.yml's own topics, environment and
+  # demo producer, without Docker, against a 1-node broker.
+  add_test(NAME kafka_compose_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_compose_kafka.sh
+            $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
+  set_tests_properties(kafka_compose_e2e PROPERTIES
+    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
 else()
   message(WARNING "tests/kafka.cmake: no bloomstage target; the stage is "
                   "not tested against a real Kafka broker")
