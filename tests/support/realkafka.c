@@ -514,6 +514,51 @@ void h_wait_committed_tolerant(const char *bootstraps, const char *group,
     }
 }
 
+/* ---- watermarks with a broker away ------------------------------------- */
+
+int64_t h_topic_end_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                             int64_t *hw, int timeout_ms)
+{
+    int64_t v[H_STREAM_MAXP];
+    if (nparts < 1 || nparts > H_STREAM_MAXP)
+        h_test_fail("h_topic_end_tolerant: %d partitions", nparts);
+    for (int64_t end = h_now_ms() + timeout_ms;;) {
+        if (h_offsets(q, topic, nparts, RD_KAFKA_OFFSET_END, v,
+                      H_REQUEST_MS) == 0) {
+            int64_t sum = 0;
+            for (int p = 0; p < nparts; p++) {
+                sum += v[p];
+                if (hw)
+                    hw[p] = v[p];
+            }
+            return sum;
+        }
+        if (h_now_ms() > end)
+            h_test_fail("high watermarks of %s: %s (still after %d ms of "
+                        "retries)", topic, h_last_error(), timeout_ms);
+        h_nap(250);
+    }
+}
+
+void h_wait_out_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                         h_proc *const *procs, int64_t want, int timeout_ms)
+{
+    double t0 = h_now_s();
+    for (;;) {
+        int64_t left = timeout_ms - (int64_t)((h_now_s() - t0) * 1000);
+        int64_t n = h_topic_end_tolerant(q, topic, nparts, NULL,
+                                         left > 1000 ? (int)left : 1000);
+        if (n >= want)
+            return;
+        h_stages_alive(procs, "while waiting for output");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(procs ? procs[0] : NULL, "%s holds %lld records "
+                         "after %d ms, want at least %lld", topic,
+                         (long long)n, timeout_ms, (long long)want);
+        h_nap(200);
+    }
+}
+
 /* ---- reading ----------------------------------------------------------- */
 
 h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,

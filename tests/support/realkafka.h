@@ -100,6 +100,20 @@ void h_wait_committed_tolerant(const char *bootstraps, const char *group,
                                const int64_t *want, h_proc *const *procs,
                                int timeout_ms);
 
+/* ---- watermarks with a broker away ------------------------------------- */
+
+/* h_topic_end (stage.h) retrying a failing query for up to timeout_ms: with
+ * a broker killed, ListOffsets to the partitions it led time out until the
+ * controller has moved their leaders (broker.session.timeout.ms, 9 s) and
+ * the client has refreshed its metadata; on a loaded machine that takes
+ * longer than h_topic_end's 15 s. */
+int64_t h_topic_end_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                             int64_t *hw, int timeout_ms);
+/* h_wait_out (stage.h) on h_topic_end_tolerant: polls until topic holds at
+ * least want records; procs (NULL-terminated) must stay alive. */
+void h_wait_out_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                         h_proc *const *procs, int64_t want, int timeout_ms);
+
 /* ---- reading the output as consumers do ------------------------------- */
 
 /* h_read_out (stream.h), reading out_topic with
