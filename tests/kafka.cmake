@@ -24,7 +24,37 @@ if(TARGET bloomstage)
             $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
   set_tests_properties(kafka_stage_e2e PROPERTIES
     LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+  # kafka_compose_e2e: docker-compose.yml's own topics, environment and
+  # demo producer, without Docker, against a 1-node broker.
+  add_test(NAME kafka_compose_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_compose_kafka.sh
+            $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
+  set_tests_properties(kafka_compose_e2e PROPERTIES
+    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
 else()
   message(WARNING "tests/kafka.cmake: no bloomstage target; the stage is "
                   "not tested against a real Kafka broker")
+endif()
+
+# C tests against the real broker, on the support layer (tests/support/,
+# realkafka.h: a cluster started through scripts/kafka with the test as
+# its --owner, topics by the Admin API, output read at read_committed).
+# test_kafka_guarantees: one 1-node cluster for its four tests (graceful
+# stop and restart, kill -9 at seven moments, the output topic missing, the
+# broker stopped and started mid-stream with /ready).
+if(TARGET bloomstage)
+  include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
+  bs_add_cmocka_test(test_kafka_guarantees SOURCES test_kafka_guarantees.c
+                     LIBS bstestsupport TIMEOUT 600 LABELS kafka)
+  set_tests_properties(test_kafka_guarantees PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+  # test_kafka_cluster: one 3-node cluster (replication 3, min ISR 2) for
+  # two instances with the Kafka store (one killed -9), scale-out 1 -> 3 ->
+  # 1, and one broker killed -9 and restarted mid-stream.
+  bs_add_cmocka_test(test_kafka_cluster SOURCES test_kafka_cluster.c
+                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+  set_tests_properties(test_kafka_cluster PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()

@@ -22,6 +22,9 @@
  *   http.h     HTTP/1.0 client, Prometheus text-format parser
  *   fixture.h  a broker, a directory and the processes of one test, torn
  *              down whatever the outcome
+ *   realkafka.h  a real Apache Kafka cluster (scripts/kafka): start, stop
+ *              and restart nodes, topics by the Admin API, a fixture on
+ *              it, read_committed output reads, a rate-limited feeder
  *
  * Conventions: core.h.  Include cmocka.h first in a test, then this: it
  * adds H_CHECK and h_test_main.
@@ -37,6 +40,7 @@
 #include "http.h"
 #include "kafka.h"
 #include "proc.h"
+#include "realkafka.h"
 #include "stage.h"
 #include "stream.h"
 

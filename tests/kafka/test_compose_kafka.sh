@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# test_compose_kafka.sh -- the compose stack's own configuration, run
+# without Docker against a real Apache Kafka (one node, scripts/kafka):
+#
+#   bash tests/kafka/test_compose_kafka.sh path/to/bloomstage [path/to/scripts/kafka]
+#
+# Everything is read from docker-compose.yml, not restated here:
+#   - the `topics` service's command (its `- |` block) is run as it is,
+#     with /opt/kafka/bin/kafka-topics.sh being `scripts/kafka tool topics`
+#     and kafka:9092 the test broker (compose's $$ unescaped to $);
+#   - the `bloomstage` service's `environment:` block is parsed by the small
+#     parser below (KEY: VALUE lines, quotes stripped; anything else in the
+#     block fails the test) and given to `bloomstage run -c
+#     config/bloomstage.conf` (the image's CMD; config/bloomstage.conf is
+#     what the Dockerfile copies there) on top of the Dockerfile's own ENV.
+#     What only a container has is translated, and nothing else: a value
+#     under a volume's mount point is moved to the volume's host side (the
+#     bind mount ./config/spam-senders.txt, the named volume `checkpoints`
+#     as a directory of the test), kafka:9092 becomes the test broker, and
+#     the metrics port a free one on 127.0.0.1 (the container's 9464 would
+#     be the host's, published by `ports:`; a test takes no fixed port);
+#   - the `demo-producer` service's command is run as it is, with
+#     kafka-console-producer.sh being `scripts/kafka tool console-producer`
+#     and /spam-senders.txt the repository's config/spam-senders.txt; what
+#     it produced is kept (a tee) for the model.
+# Then: events-unique holds exactly one record per event id whose sender is
+# on no list, events-rejected every other record (reason duplicate or
+# blocklist:spam, as the model says), /metrics counts the same and /ready
+# answers 200 `ready`; SIGTERM: exit 0.  Prints `ok - ...` / `not ok - ...`;
+# every wait bounded; the stage and the broker stopped on exit.
+set -u
+export LC_ALL=C
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+BIN=${1:?usage: test_compose_kafka.sh path/to/bloomstage [path/to/scripts/kafka]}
+KAFKA=${2:-$repo/scripts/kafka}
+COMPOSE=${COMPOSE_FILE_UNDER_TEST:-$repo/docker-compose.yml}
+case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
+[ -x "$BIN" ] || { echo "not ok - $BIN is not an executable"; exit 1; }
+for v in $(compgen -e | grep '^BLOOMSTAGE_'); do unset "$v"; done
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/bs-compose-kafka.XXXXXX") || exit 1
+K=$T/kafka
+stage_pid=""
+pass=0
+
+cleanup() {
+  if [ -n "$stage_pid" ] && kill -0 "$stage_pid" 2>/dev/null; then
+    kill -KILL "$stage_pid" 2>/dev/null
+    wait "$stage_pid" 2>/dev/null
+  fi
+  [ -f "$K/nodes" ] && "$KAFKA" stop --dir "$K" >/dev/null 2>&1
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+not_ok() {
+  echo "not ok - $*"
+  if [ -s "$T/stage.err" ]; then
+    echo "# --- the stage's stderr (last 30 lines)"
+    tail -n 30 "$T/stage.err" | sed 's/^/# /'
+  fi
+  echo "$pass passed, 1 failed"
+  exit 1
+}
+
+# -- docker-compose.yml, read -------------------------------------------------
+
+# The lines of service $1's block (indented 4 and more under `  $1:`).
+service_block() {
+  awk -v s="  $1:" '
+    $0 == s { on = 1; next }
+    on && /^  [^ #]/ { exit }
+    on && /^[^ ]/ { exit }
+    on { print }' "$COMPOSE"
+}
+# The literal block (`- |`) of service $1's `command:`, dedented.
+service_command() {
+  service_block "$1" | awk '
+    /^    command:/ { c = 1; next }
+    c && /^      - \|$/ { b = 1; next }
+    b && (/^        / || /^$/) { sub(/^        /, ""); print; next }
+    b { exit }
+    c && /^    [^ ]/ { exit }'
+}
+# The `environment:` block of service $1 as KEY=VALUE lines.  Only the map
+# form (KEY: VALUE, VALUE plain or double-quoted) is understood; anything
+# else fails, so the parser never silently reads something else.
+service_env() {
+  service_block "$1" | awk '
+    /^    environment:[[:space:]]*$/ { on = 1; next }
+    on && /^    [^ ]/ { exit }
+    on && /^[[:space:]]*(#.*)?$/ { next }
+    on {
+      if (!match($0, /^      [A-Z_][A-Z0-9_]*: /)) { print "BAD " $0; exit 1 }
+      k = substr($0, 7, RLENGTH - 8); v = substr($0, RLENGTH + 1)
+      sub(/[[:space:]]+#.*$/, "", v)
+      if (v ~ /^".*"$/) v = substr(v, 2, length(v) - 2)
+      else if (v ~ /["'\''{}\[\]&*!|>%@`]/) { print "BAD " $0; exit 1 }
+      print k "=" v
+    }'
+}
+# service $1's volumes as HOST|CONTAINER lines (bind mounts ./X: HOST is
+# the repo's X; named volumes: $T/volumes/NAME).
+service_volumes() {
+  service_block "$1" | awk '
+    /^    volumes:/ { on = 1; next }
+    on && /^    [^ ]/ { exit }
+    on && /^      - / { v = substr($0, 9); n = split(v, a, ":"); print a[1] "|" a[2] }'
+}
+
+[ -r "$COMPOSE" ] || not_ok "$COMPOSE: not readable"
+service_env bloomstage >"$T/env.raw" || not_ok "the bloomstage service's environment: a line the parser does not understand: $(grep '^BAD' "$T/env.raw")"
+grep -q '^BLOOMSTAGE_INPUT_TOPICS=' "$T/env.raw" || not_ok "no BLOOMSTAGE_INPUT_TOPICS in the bloomstage service's environment"
+ok "docker-compose.yml: the bloomstage service sets $(wc -l <"$T/env.raw") BLOOMSTAGE_* variables"
+service_command topics >"$T/topics.sh"
+grep -q 'kafka-topics.sh' "$T/topics.sh" || not_ok "the topics service's command does not run kafka-topics.sh"
+service_command demo-producer >"$T/producer.sh"
+grep -q 'kafka-console-producer.sh' "$T/producer.sh" || not_ok "the demo-producer's command does not run kafka-console-producer.sh"
+
+# -- the broker, and the topics as the init service makes them ----------------
+
+t0=$SECONDS
+bs=$("$KAFKA" start --dir "$K" --owner $$ 2>"$T/kafka.err") ||
+  { cat "$T/kafka.err"; not_ok "scripts/kafka start: a 1-node broker"; }
+ok "a 1-node Apache Kafka at $bs in $((SECONDS - t0)) s"
+mkdir -p "$T/bin"
+cat >"$T/bin/kafka-topics.sh" <<EOF
+#!/usr/bin/env bash
+exec "$KAFKA" tool topics "\$@" --dir "$K"
+EOF
+cat >"$T/bin/kafka-console-producer.sh" <<EOF
+#!/usr/bin/env bash
+tee "$T/input.txt" | "$KAFKA" tool console-producer "\$@" --dir "$K"
+EOF
+chmod +x "$T/bin/"*.sh
+# The container paths and names of the commands, and compose's $$ escape.
+fix() {
+  sed -e "s#/opt/kafka/bin/#$T/bin/#g" -e "s#kafka:9092#$bs#g" \
+      -e "s#/spam-senders.txt#$repo/config/spam-senders.txt#g" -e 's/\$\$/$/g'
+}
+fix <"$T/topics.sh" >"$T/topics.run"
+sh "$T/topics.run" >"$T/topics.out" 2>&1 ||
+  { sed 's/^/# /' "$T/topics.out"; not_ok "the topics service's command"; }
+desc=$("$KAFKA" tool topics --describe --dir "$K" 2>/dev/null)
+for t in events events-unique events-rejected; do
+  grep -q "Topic: $t	.*PartitionCount: 3" <<<"$desc" ||
+    { echo "$desc" | sed 's/^/# /'; not_ok "topic $t with 3 partitions after the topics service's command"; }
+done
+ok "the topics service's command made events, events-unique, events-rejected (3 partitions each)"
+
+# -- the stage, configured as the compose file says ----------------------------
+
+# The Dockerfile's ENV first, then the service's environment on top.
+sed -n '/^ENV /,/[^\\]$/p' "$repo/Dockerfile" | sed 's/^ENV //; s/\\$//' |
+  tr ' ' '\n' | grep '^BLOOMSTAGE_' >"$T/env.docker"
+grep -q . "$T/env.docker" || not_ok "no BLOOMSTAGE_* ENV in the Dockerfile"
+cat "$T/env.docker" "$T/env.raw" >"$T/env.all"
+mounts=$(service_volumes bloomstage)
+envs=()
+while IFS= read -r kv; do
+  k=${kv%%=*} v=${kv#*=}
+  while IFS='|' read -r host cont; do
+    [ -n "$cont" ] || continue
+    case $host in ./*) host=$repo/${host#./} ;; *) host=$T/volumes/$host; mkdir -p "$host" ;; esac
+    case $v in "$cont"|"$cont"/*) v=$host${v#"$cont"} ;; esac
+  done <<<"$mounts"
+  case $k in
+    BLOOMSTAGE_KAFKA_BOOTSTRAP_SERVERS) v=$bs ;;
+    BLOOMSTAGE_METRICS_LISTEN) v=127.0.0.1:0 ;;
+  esac
+  envs+=("$k=$v")
+done <"$T/env.all"
+printf '%s\n' "${envs[@]}" | sed 's/^/# /'
+for kv in "${envs[@]}"; do
+  case $kv in *=/etc/bloomstage/* | *=/var/lib/* | *kafka:9092*) not_ok "$kv: a container path or host left untranslated" ;; esac
+done
+env "${envs[@]}" "$BIN" run -c "$repo/config/bloomstage.conf" </dev/null >"$T/stage.out" 2>"$T/stage.err" &
+stage_pid=$!
+
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*msg="metrics listening".* port=\([0-9]*\).*/\1/p' "$T/stage.err" | head -n 1)
+  [ -n "$port" ] && break
+  kill -0 "$stage_pid" 2>/dev/null || not_ok "the stage exited before listening"
+  sleep 0.2
+done
+[ -n "$port" ] || not_ok "no 'metrics listening' line within 60 s"
+ok "the stage runs with the compose environment; metrics on 127.0.0.1:$port"
+
+# -- the demo producer's stream ------------------------------------------------
+
+fix <"$T/producer.sh" >"$T/producer.run"
+sh "$T/producer.run" >"$T/producer.out" 2>&1 ||
+  { sed 's/^/# /' "$T/producer.out"; not_ok "the demo-producer's command"; }
+grep -q 'Error when sending' "$T/producer.out" && not_ok "the console producer: $(grep -m1 'Error when sending' "$T/producer.out")"
+N=$(wc -l <"$T/input.txt")
+ok "the demo-producer's command produced $N records to events"
+
+# The model: blocklist by the sender (json:/from), then dedup by event id
+# (json:/id): SEQ ID TOPIC REASON.
+grep -v '^#' "$repo/config/spam-senders.txt" | grep . >"$T/spam.txt"
+awk 'NR == FNR { spam[$0] = 1; next }
+     { id = $0; sub(/\|.*/, "", id)
+       from = $0; sub(/.*"from":"/, "", from); sub(/".*/, "", from)
+       if (from in spam) print "rej", id, "blocklist:spam"
+       else if (id in seen) print "rej", id, "duplicate"
+       else { print "out", id, "-"; seen[id] = 1 } }' "$T/spam.txt" "$T/input.txt" >"$T/model.txt"
+want_out=$(grep -c '^out' "$T/model.txt")
+want_rej=$(grep -c '^rej' "$T/model.txt")
+want_dup=$(grep -c ' duplicate$' "$T/model.txt")
+want_spam=$(grep -c ' blocklist:spam$' "$T/model.txt")
+[ "$want_out" -gt 10000 ] && [ "$want_dup" -gt 1000 ] && [ "$want_spam" -gt 100 ] ||
+  not_ok "the model: out $want_out, duplicate $want_dup, spam $want_spam"
+
+end_sum() {
+  "$KAFKA" tool get-offsets --topic "$1" --dir "$K" 2>/dev/null |
+    awk -F: -v t="$1" '$1 == t { s += $3; n++ } END { if (!n) exit 1; print s }'
+}
+deadline=$((SECONDS + 240))
+while :; do
+  kill -0 "$stage_pid" 2>/dev/null || not_ok "the stage exited while processing"
+  o=$(end_sum events-unique) || o=?
+  r=$(end_sum events-rejected) || r=?
+  [ "$o" = "$want_out" ] && [ "$r" = "$want_rej" ] && break
+  [ "$o" != ? ] && [ "$r" != ? ] && [ $((o + r)) -gt "$N" ] && not_ok "out $o + rej $r > $N input records"
+  [ "$o" != ? ] && [ "$r" != ? ] && [ $((o + r)) -eq "$N" ] && break # wrong split: said below
+  ((SECONDS < deadline)) || not_ok "after 240 s events-unique holds $o (want $want_out), events-rejected $r (want $want_rej)"
+  sleep 1
+done
+[ "$o" = "$want_out" ] && [ "$r" = "$want_rej" ] ||
+  not_ok "events-unique holds $o records (want $want_out), events-rejected $r (want $want_rej)"
+ok "events-unique holds $o records, events-rejected $r"
+
+read_topic() {
+  "$KAFKA" tool console-consumer --topic "$1" --from-beginning --max-messages "$2" \
+    --timeout-ms 60000 --isolation-level read_committed --dir "$K" \
+    --property print.key=true --property print.headers=true 2>"$T/read-$1.err"
+}
+# HEADERS TAB KEY TAB VALUE: the key, and the reason of a rejected one.
+read_topic events-unique "$want_out" | cut -f 2 | sort >"$T/got-out.txt"
+awk '$1 == "out" { print $2 }' "$T/model.txt" | sort >"$T/want-out.txt"
+diff "$T/want-out.txt" "$T/got-out.txt" >"$T/diff-out.txt" ||
+  { head -n 20 "$T/diff-out.txt" | sed 's/^/# /'; not_ok "events-unique is not one record per event id on no list"; }
+ok "events-unique: exactly one record for each of the $want_out event ids on no list (read_committed)"
+read_topic events-rejected "$want_rej" |
+  awk -F'\t' '{ r = $1; sub(/.*bloomstage-reason:/, "", r); sub(/,.*/, "", r); print $2, r }' |
+  sort >"$T/got-rej.txt"
+awk '$1 == "rej" { print $2, $3 }' "$T/model.txt" | sort >"$T/want-rej.txt"
+diff "$T/want-rej.txt" "$T/got-rej.txt" >"$T/diff-rej.txt" ||
+  { head -n 20 "$T/diff-rej.txt" | sed 's/^/# /'; not_ok "events-rejected does not hold every other record with its reason"; }
+ok "events-rejected: the $want_dup duplicates and $want_spam spam-sender records, each with its reason"
+
+# -- /metrics and /ready ---------------------------------------------------------
+
+metrics=$(curl -s -m 10 -w '\n%{http_code}' "http://127.0.0.1:$port/metrics")
+[ "$(tail -n 1 <<<"$metrics")" = 200 ] || not_ok "/metrics: HTTP $(tail -n 1 <<<"$metrics")"
+m() { awk -v s="$1" '$1 == s { print $2 }' <<<"$metrics"; }
+[ "$(m bloomstage_records_in_total)" = "$N" ] &&
+  [ "$(m bloomstage_records_out_total)" = "$want_out" ] &&
+  [ "$(m 'bloomstage_records_dropped_total{reason="duplicate"}')" = "$want_dup" ] &&
+  [ "$(m 'bloomstage_records_dropped_total{reason="blocklist",list="spam"}')" = "$want_spam" ] ||
+  { grep '^bloomstage_records' <<<"$metrics" | sed 's/^/# /'; not_ok "/metrics does not count in $N, out $want_out, duplicate $want_dup, spam $want_spam"; }
+ok "/metrics: in $N, out $want_out, dropped duplicate $want_dup and blocklist spam $want_spam"
+ready=$(curl -s -m 10 -w ' %{http_code}' "http://127.0.0.1:$port/ready")
+[ "$ready" = "ready
+ 200" ] || not_ok "/ready answered '$ready', want 200 'ready'"
+ok "/ready: 200 ready"
+
+kill -TERM "$stage_pid"
+deadline=$((SECONDS + 60))
+while kill -0 "$stage_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+kill -0 "$stage_pid" 2>/dev/null && not_ok "the stage still runs 60 s after SIGTERM"
+wait "$stage_pid"
+rc=$?
+stage_pid=""
+[ "$rc" = 0 ] || not_ok "the stage exited $rc after SIGTERM"
+ok "SIGTERM: the stage drained and exited 0"
+ls "$T/volumes/checkpoints/"*.ckpt >/dev/null 2>&1 || not_ok "no checkpoint in the checkpoints volume's directory"
+ok "checkpoints in the named volume's directory: $(ls "$T/volumes/checkpoints" | tr '\n' ' ')"
+"$KAFKA" stop --dir "$K" 2>/dev/null
+echo "$pass passed, 0 failed"

@@ -1,0 +1,731 @@
+/*
+ * realkafka.c -- see realkafka.h.
+ */
+#include "realkafka.h"
+#include "files.h"
+#include "proc.h"
+#include "stage.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef H_KAFKA_SCRIPT_DEFAULT
+#define H_KAFKA_SCRIPT_DEFAULT "scripts/kafka"
+#endif
+
+struct h_kcluster {
+    char *parent; /* a temporary directory; the cluster's is parent/kafka */
+    char *dir;
+    char *bootstraps;
+    int nodes;
+};
+
+static const char *script(void)
+{
+    const char *s = getenv("BS_KAFKA_SCRIPT");
+    return s && *s ? s : H_KAFKA_SCRIPT_DEFAULT;
+}
+
+/* Runs `scripts/kafka ARGS... --dir DIR` to its end (timeout_ms); 0 iff it
+ * exited 0, with its stdout copied to out (if not NULL; malloc'd). */
+static int run_script(const char *dir, const char *const *args,
+                      int timeout_ms, char **out)
+{
+    const char *argv[16];
+    size_t k = 0;
+    argv[k++] = script();
+    for (size_t i = 0; args[i] && k < 12; i++)
+        argv[k++] = args[i];
+    argv[k++] = "--dir";
+    argv[k++] = dir;
+    argv[k] = NULL;
+    h_proc *p = NULL;
+    if (h_process_spawn((char *const *)argv, NULL, &p))
+        return -1;
+    int status = 0, rc = h_process_wait(p, timeout_ms, &status);
+    if (rc == 1) {
+        h_fail("%s %s: still running after %d ms; its stderr: %s", argv[0],
+               args[0], timeout_ms, h_process_stderr_tail(p, 1500));
+        h_process_free(p);
+        return -1;
+    }
+    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        h_fail("%s %s%s%s: %s; its stderr: %s", argv[0], args[0],
+               args[1] ? " " : "", args[1] ? args[1] : "",
+               h_status_str(status), h_process_stderr_tail(p, 1500));
+        rc = -1;
+    }
+    if (rc == 0 && out)
+        *out = h_xstrdup(h_process_stdout(p));
+    h_process_free(p);
+    return rc;
+}
+
+int h_kcluster_start(int nodes, h_kcluster **out)
+{
+    *out = NULL;
+    h_kcluster *c = h_xcalloc(1, sizeof(*c));
+    c->nodes = nodes;
+    if (h_tmpdir_new(&c->parent)) {
+        free(c);
+        return -1;
+    }
+    c->dir = h_strdupf("%s/kafka", c->parent);
+    char n[16], owner[32];
+    snprintf(n, sizeof(n), "%d", nodes);
+    snprintf(owner, sizeof(owner), "%d", (int)getpid());
+    const char *const args[] = {"start", "--nodes", n, "--owner", owner,
+                                NULL};
+    char *so = NULL;
+    double t0 = h_now_s();
+    if (run_script(c->dir, args, H_KAFKA_START_MS, &so)) {
+        char why[2048];
+        snprintf(why, sizeof(why), "%s", h_last_error());
+        h_kcluster_stop(c);
+        return h_fail("a %d-node Apache Kafka: %s", nodes, why);
+    }
+    /* The bootstrap list is its stdout's last line. */
+    char *s = so;
+    size_t len = strlen(s);
+    while (len && (s[len - 1] == '\n' || s[len - 1] == '\r'))
+        s[--len] = '\0';
+    char *nl = strrchr(s, '\n');
+    c->bootstraps = h_xstrdup(nl ? nl + 1 : s);
+    free(so);
+    if (!strstr(c->bootstraps, "127.0.0.1:")) {
+        char why[512];
+        snprintf(why, sizeof(why), "scripts/kafka start printed '%s', not a "
+                 "bootstrap list", c->bootstraps);
+        h_kcluster_stop(c);
+        return h_fail("%s", why);
+    }
+    fprintf(stderr, "    (a %d-node Apache Kafka at %s in %.1f s)\n", nodes,
+            c->bootstraps, h_now_s() - t0);
+    *out = c;
+    return 0;
+}
+
+const char *h_kcluster_bootstraps(const h_kcluster *c) { return c->bootstraps; }
+int h_kcluster_nodes(const h_kcluster *c) { return c->nodes; }
+int h_kcluster_rf(const h_kcluster *c) { return c->nodes < 3 ? c->nodes : 3; }
+
+static int node_cmd(h_kcluster *c, const char *cmd, int i, int timeout_ms)
+{
+    char n[16];
+    snprintf(n, sizeof(n), "%d", i);
+    const char *const args[] = {cmd, n, NULL};
+    return run_script(c->dir, args, timeout_ms, NULL);
+}
+
+int h_kcluster_stop_node(h_kcluster *c, int i)
+{
+    return node_cmd(c, "stop-node", i, H_KAFKA_STOP_MS);
+}
+
+int h_kcluster_start_node(h_kcluster *c, int i)
+{
+    return node_cmd(c, "start-node", i, H_KAFKA_START_MS);
+}
+
+int h_kcluster_kill_node(h_kcluster *c, int i)
+{
+    char *path = h_strdupf("%s/node%d/pid", c->dir, i), *text = NULL;
+    int rc = h_read_file(path, &text, NULL);
+    free(path);
+    if (rc)
+        return -1;
+    long pid = strtol(text, NULL, 10);
+    free(text);
+    if (pid <= 1)
+        return h_fail("node %d: no pid", i);
+    /* Only the node's own JVM (its command line names its config). */
+    char *cl = h_strdupf("/proc/%ld/cmdline", pid), *cmd = NULL;
+    size_t len = 0;
+    rc = h_read_file(cl, &cmd, &len);
+    free(cl);
+    if (rc)
+        return h_fail("node %d (pid %ld) is not running", i, pid);
+    char *want = h_strdupf("%s/node%d/server.properties", c->dir, i);
+    bool ours = false;
+    for (size_t k = 0; k < len; k += strlen(cmd + k) + 1)
+        ours = ours || !strcmp(cmd + k, want);
+    free(want);
+    free(cmd);
+    if (!ours)
+        return h_fail("pid %ld is not node %d's JVM", pid, i);
+    if (kill((pid_t)pid, SIGKILL))
+        return h_fail("kill -9 %ld: %s", pid, strerror(errno));
+    for (int64_t end = h_now_ms() + H_REAP_MS; kill((pid_t)pid, 0) == 0;) {
+        /* setsid'd, not our child: gone when init reaps it. */
+        if (h_now_ms() > end)
+            return h_fail("node %d (pid %ld) still there after SIGKILL", i,
+                          pid);
+        h_sleep_ms(20);
+    }
+    return 0;
+}
+
+int h_kcluster_port(const h_kcluster *c, int i)
+{
+    char *path = h_strdupf("%s/ports", c->dir), *text = NULL;
+    int rc = h_read_file(path, &text, NULL);
+    free(path);
+    if (rc)
+        return -1;
+    char key[32];
+    snprintf(key, sizeof(key), "broker%d=", i);
+    int port = -1;
+    for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1
+                                                       : NULL)
+        if (!strncmp(l, key, strlen(key)))
+            port = atoi(l + strlen(key));
+    free(text);
+    return port;
+}
+
+const char *h_kcluster_log_tail(const h_kcluster *c, int i, size_t max)
+{
+    static char buf[8192];
+    if (max >= sizeof(buf))
+        max = sizeof(buf) - 1;
+    char *path = h_strdupf("%s/node%d/server.log", c->dir, i), *text = NULL;
+    size_t len = 0;
+    buf[0] = '\0';
+    if (h_read_file(path, &text, &len) == 0) {
+        size_t from = len > max ? len - max : 0;
+        snprintf(buf, sizeof(buf), "%s", text + from);
+    }
+    free(text);
+    free(path);
+    return buf;
+}
+
+int h_kcluster_stop(h_kcluster *c)
+{
+    if (!c)
+        return 0;
+    const char *const args[] = {"stop", NULL};
+    int rc = run_script(c->dir, args, H_KAFKA_STOP_MS, NULL);
+    if (rc)
+        fprintf(stderr, "scripts/kafka stop: %s\n", h_last_error());
+    h_tmpdir_remove(c->parent);
+    free(c->parent);
+    free(c->dir);
+    free(c->bootstraps);
+    free(c);
+    return rc;
+}
+
+/* ---- topics ------------------------------------------------------------ */
+
+static rd_kafka_t *admin_client(const char *bootstraps)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = h_kafka_conf(bootstraps);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr,
+                                  sizeof(errstr));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        h_fail("rd_kafka_new(admin): %s", errstr);
+    }
+    return rk;
+}
+
+/* Every partition of topic has a leader: 1 yes, 0 not yet, -1 an error
+ * (h_last_error). */
+static int topic_led(rd_kafka_t *rk, const char *topic, int partitions)
+{
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, t, &md, H_REQUEST_MS);
+    rd_kafka_topic_destroy(t);
+    if (err) {
+        h_fail("metadata of %s: %s", topic, rd_kafka_err2name(err));
+        return 0;
+    }
+    int ok = md->topic_cnt == 1 && !md->topics[0].err &&
+             md->topics[0].partition_cnt == partitions;
+    for (int p = 0; ok && p < md->topics[0].partition_cnt; p++)
+        ok = md->topics[0].partitions[p].err == 0 &&
+             md->topics[0].partitions[p].leader >= 0;
+    if (!ok)
+        h_fail("metadata of %s: %s, %d partitions (want %d)", topic,
+               md->topic_cnt ? rd_kafka_err2name(md->topics[0].err) : "none",
+               md->topic_cnt ? md->topics[0].partition_cnt : 0, partitions);
+    rd_kafka_metadata_destroy(md);
+    return ok;
+}
+
+int h_create_topic(const char *bootstraps, const char *topic, int partitions,
+                   int rf, const char *const *configs)
+{
+    rd_kafka_t *rk = admin_client(bootstraps);
+    if (!rk)
+        return -1;
+    char errstr[512];
+    int rc = -1;
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, rf,
+                                                    errstr, sizeof(errstr));
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_event_t *ev = NULL;
+    if (!nt) {
+        h_fail("NewTopic %s: %s", topic, errstr);
+        goto done;
+    }
+    for (size_t i = 0; configs && configs[i]; i++) {
+        char *kv = h_xstrdup(configs[i]), *eq = strchr(kv, '=');
+        rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__INVALID_ARG;
+        if (eq) {
+            *eq = '\0';
+            err = rd_kafka_NewTopic_set_config(nt, kv, eq + 1);
+        }
+        free(kv);
+        if (err) {
+            h_fail("topic %s: config '%s': %s", topic, configs[i],
+                   rd_kafka_err2str(err));
+            goto done;
+        }
+    }
+    if (rd_kafka_AdminOptions_set_operation_timeout(o, 30000, errstr,
+                                                    sizeof(errstr)) ||
+        rd_kafka_AdminOptions_set_request_timeout(o, 40000, errstr,
+                                                  sizeof(errstr))) {
+        h_fail("AdminOptions: %s", errstr);
+        goto done;
+    }
+    rd_kafka_CreateTopics(rk, &nt, 1, o, q);
+    ev = rd_kafka_queue_poll(q, 60000);
+    if (!ev) {
+        h_fail("CreateTopics %s: no result within 60 s", topic);
+        goto done;
+    }
+    if (rd_kafka_event_error(ev)) {
+        h_fail("CreateTopics %s: %s", topic, rd_kafka_event_error_string(ev));
+        goto done;
+    }
+    const rd_kafka_CreateTopics_result_t *res =
+        rd_kafka_event_CreateTopics_result(ev);
+    size_t cnt = 0;
+    const rd_kafka_topic_result_t **tr =
+        res ? rd_kafka_CreateTopics_result_topics(res, &cnt) : NULL;
+    if (cnt != 1) {
+        h_fail("CreateTopics %s: %zu results", topic, cnt);
+        goto done;
+    }
+    if (rd_kafka_topic_result_error(tr[0])) {
+        h_fail("CreateTopics %s: %s: %s", topic,
+               rd_kafka_err2name(rd_kafka_topic_result_error(tr[0])),
+               rd_kafka_topic_result_error_string(tr[0])
+                   ? rd_kafka_topic_result_error_string(tr[0])
+                   : "");
+        goto done;
+    }
+    for (int64_t end = h_now_ms() + 60000;;) {
+        int led = topic_led(rk, topic, partitions);
+        if (led == 1) {
+            rc = 0;
+            break;
+        }
+        if (h_now_ms() > end) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", h_last_error());
+            h_fail("topic %s created, but after 60 s: %s", topic, why);
+            break;
+        }
+        h_sleep_ms(100);
+    }
+done:
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(o);
+    if (nt)
+        rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+static int topic_config_once(const char *bootstraps, const char *topic,
+                             const char *key, char *buf, size_t size)
+{
+    rd_kafka_t *rk = admin_client(bootstraps);
+    if (!rk)
+        return -1;
+    int rc = -1;
+    rd_kafka_ConfigResource_t *cr =
+        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DescribeConfigs(rk, &cr, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
+    if (!ev) {
+        h_fail("DescribeConfigs %s: no result within 60 s", topic);
+        goto done;
+    }
+    if (rd_kafka_event_error(ev)) {
+        h_fail("DescribeConfigs %s: %s", topic,
+               rd_kafka_event_error_string(ev));
+        goto done;
+    }
+    const rd_kafka_DescribeConfigs_result_t *res =
+        rd_kafka_event_DescribeConfigs_result(ev);
+    size_t nres = 0, nent = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        res ? rd_kafka_DescribeConfigs_result_resources(res, &nres) : NULL;
+    if (nres != 1 || rd_kafka_ConfigResource_error(rs[0])) {
+        h_fail("DescribeConfigs %s: %s", topic,
+               nres == 1 ? rd_kafka_err2name(
+                               rd_kafka_ConfigResource_error(rs[0]))
+                         : "no result");
+        goto done;
+    }
+    const rd_kafka_ConfigEntry_t **es =
+        rd_kafka_ConfigResource_configs(rs[0], &nent);
+    for (size_t i = 0; i < nent; i++)
+        if (!strcmp(rd_kafka_ConfigEntry_name(es[i]), key)) {
+            const char *v = rd_kafka_ConfigEntry_value(es[i]);
+            snprintf(buf, size, "%s", v ? v : "");
+            rc = 0;
+        }
+    if (rc)
+        h_fail("topic %s has no config %s", topic, key);
+done:
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_ConfigResource_destroy(cr);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+int h_topic_config(const char *bootstraps, const char *topic,
+                   const char *key, char *buf, size_t size)
+{
+    /* A broker other than the controller may not know a topic just made
+     * for a moment (UNKNOWN_TOPIC_OR_PART): retried for 30 s. */
+    for (int64_t end = h_now_ms() + 30000;;) {
+        if (topic_config_once(bootstraps, topic, key, buf, size) == 0)
+            return 0;
+        if (h_now_ms() > end)
+            return -1;
+        h_sleep_ms(250);
+    }
+}
+
+/* ---- fixtures ---------------------------------------------------------- */
+
+static h_fixture *g_kfx; /* the one alive, made by h_kfixture_new_sized */
+
+int h_kfixture_new_sized(h_kcluster *c, size_t size,
+                         int (*cleanup)(h_fixture *fx), h_fixture **out)
+{
+    *out = NULL;
+    if (size < sizeof(h_fixture))
+        return h_fail("h_kfixture_new_sized: %zu bytes", size);
+    if (g_kfx)
+        return h_fail("h_kfixture_new_sized: one is alive already");
+    h_fixture *fx = h_xcalloc(1, size);
+    fx->t0 = h_now_s();
+    fx->cleanup = cleanup;
+    if (h_broker_attach(h_kcluster_bootstraps(c), &fx->broker) ||
+        h_tmpdir_new(&fx->dir)) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", h_last_error());
+        h_broker_stop(fx->broker);
+        free(fx);
+        return h_fail("%s", why);
+    }
+    fx->bs = h_broker_bootstraps(fx->broker);
+    g_kfx = fx;
+    *out = fx;
+    return 0;
+}
+
+int h_kfixture_teardown(void **state)
+{
+    (void)state;
+    h_feed_abandon();
+    h_proc_release_all();
+    h_fixture *fx = g_kfx;
+    g_kfx = NULL;
+    if (!fx)
+        return 0;
+    double t0 = fx->t0;
+    int rc = h_fixture_free(fx);
+    fprintf(stderr, "    (%.1f s)\n", h_now_s() - t0);
+    return rc;
+}
+
+/* ---- committed offsets ------------------------------------------------- */
+
+int h_committed_retry(const char *bootstraps, const char *group,
+                      const char *topic, int nparts, int64_t *offsets,
+                      int timeout_ms)
+{
+    int64_t end = h_now_ms() + timeout_ms;
+    for (;;) {
+        if (h_committed(bootstraps, group, topic, nparts, offsets) == 0)
+            return 0;
+        if (h_now_ms() > end) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", h_last_error());
+            return h_fail("%s (still after %d ms of retries)", why,
+                          timeout_ms);
+        }
+        h_nap(250);
+    }
+}
+
+void h_wait_committed_tolerant(const char *bootstraps, const char *group,
+                               const char *topic, int nparts,
+                               const int64_t *want, h_proc *const *procs,
+                               int timeout_ms)
+{
+    int64_t c[H_STREAM_MAXP];
+    if (nparts < 1 || nparts > H_STREAM_MAXP)
+        h_test_fail("h_wait_committed_tolerant: %d partitions", nparts);
+    double t0 = h_now_s();
+    char last[512] = "no answer yet";
+    for (;;) {
+        int p = -1;
+        if (h_committed(bootstraps, group, topic, nparts, c) == 0) {
+            p = 0;
+            while (p < nparts && c[p] == want[p])
+                p++;
+            if (p == nparts)
+                return;
+            snprintf(last, sizeof(last), "%s [%d] committed at %lld, want "
+                     "%lld", topic, p, (long long)c[p], (long long)want[p]);
+        } else {
+            snprintf(last, sizeof(last), "%s", h_last_error());
+        }
+        h_stages_alive(procs, "before committing the end of the input");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(procs ? procs[0] : NULL, "the group %s did not "
+                         "commit the input's end within %d ms: %s", group,
+                         timeout_ms, last);
+        h_nap(200);
+    }
+}
+
+/* ---- watermarks with a broker away ------------------------------------- */
+
+int64_t h_topic_end_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                             int64_t *hw, int timeout_ms)
+{
+    int64_t v[H_STREAM_MAXP];
+    if (nparts < 1 || nparts > H_STREAM_MAXP)
+        h_test_fail("h_topic_end_tolerant: %d partitions", nparts);
+    for (int64_t end = h_now_ms() + timeout_ms;;) {
+        if (h_offsets(q, topic, nparts, RD_KAFKA_OFFSET_END, v,
+                      H_REQUEST_MS) == 0) {
+            int64_t sum = 0;
+            for (int p = 0; p < nparts; p++) {
+                sum += v[p];
+                if (hw)
+                    hw[p] = v[p];
+            }
+            return sum;
+        }
+        if (h_now_ms() > end)
+            h_test_fail("high watermarks of %s: %s (still after %d ms of "
+                        "retries)", topic, h_last_error(), timeout_ms);
+        h_nap(250);
+    }
+}
+
+void h_wait_out_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                         h_proc *const *procs, int64_t want, int timeout_ms)
+{
+    double t0 = h_now_s();
+    for (;;) {
+        int64_t left = timeout_ms - (int64_t)((h_now_s() - t0) * 1000);
+        int64_t n = h_topic_end_tolerant(q, topic, nparts, NULL,
+                                         left > 1000 ? (int)left : 1000);
+        if (n >= want)
+            return;
+        h_stages_alive(procs, "while waiting for output");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(procs ? procs[0] : NULL, "%s holds %lld records "
+                         "after %d ms, want at least %lld", topic,
+                         (long long)n, timeout_ms, (long long)want);
+        h_nap(200);
+    }
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,
+                               const char *out_topic, const char *in_topic,
+                               size_t *n)
+{
+    h_record_list l = {0};
+    int rc = h_consume_all_conf(bootstraps, out_topic, H_CONSUME_MS,
+                                H_READ_COMMITTED, &l);
+    if (rc)
+        h_record_list_free(&l);
+    H_MUST(rc);
+    free(st->out);
+    h_outrec *o = st->out = h_xcalloc(l.n ? l.n : 1, sizeof(*o));
+    st->nout = 0;
+    char bad[512] = "";
+    for (size_t k = 0; k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        const char *v = r->value;
+        char *end = NULL;
+        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
+        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
+            strcmp(r->key, st->key[i])) {
+            snprintf(bad, sizeof(bad), "%s %d:%lld: key '%s' value '%s' is "
+                     "no input record", out_topic, (int)r->partition,
+                     (long long)r->offset,
+                     r->key ? (const char *)r->key : "NULL", v ? v : "NULL");
+            break;
+        }
+        const h_header *h = h_header_last(r, "bloomstage-src");
+        const char *src = h ? h->value : NULL;
+        char want[128];
+        snprintf(want, sizeof(want), "%s:%d:%lld", in_topic,
+                 (int)st->part[i], (long long)st->off[i]);
+        if (!src || strcmp(src, want)) {
+            snprintf(bad, sizeof(bad), "%s %d:%lld: bloomstage-src '%s', "
+                     "want '%s'", out_topic, (int)r->partition,
+                     (long long)r->offset, src ? src : "(none)", want);
+            break;
+        }
+        o[k] = (h_outrec){st->id[i], i, st->part[i], st->off[i], r->partition,
+                          r->offset, 0};
+    }
+    *n = st->nout = l.n;
+    h_record_list_free(&l);
+    if (bad[0])
+        h_test_fail("%s", bad);
+    return o;
+}
+
+/* ---- the feeder -------------------------------------------------------- */
+
+typedef struct feeder {
+    char *bs, *topic;
+    const h_stream *st;
+    h_producer *p;
+    size_t next, end;
+    double rate, credit, t_last;
+} feeder;
+
+static feeder *g_feed;
+
+static void feed_upto(feeder *f, size_t upto)
+{
+    const h_stream *st = f->st;
+    for (; f->next < upto; f->next++) {
+        size_t i = f->next;
+        h_record r = h_rec(st->key[i], st->val[i]);
+        if (h_producer_send(f->p, f->topic, st->part[i], &r))
+            h_test_fail("feeding record %zu: %s", i, h_last_error());
+    }
+    h_producer_poll(f->p);
+}
+
+static void feed_tick(void *arg)
+{
+    (void)arg;
+    feeder *f = g_feed;
+    if (!f)
+        return;
+    double t = h_now_s();
+    if (f->rate > 0) {
+        f->credit += (t - f->t_last) * f->rate;
+        size_t n = (size_t)f->credit;
+        if (n > f->end - f->next)
+            n = f->end - f->next;
+        f->credit -= (double)n;
+        feed_upto(f, f->next + n);
+    }
+    f->t_last = t;
+    h_producer_poll(f->p);
+}
+
+void h_feed_start(const char *bootstraps, const char *topic,
+                  const h_stream *st, size_t from)
+{
+    if (g_feed)
+        h_test_fail("h_feed_start: a feeder is running already");
+    feeder *f = h_xcalloc(1, sizeof(*f));
+    f->bs = h_xstrdup(bootstraps);
+    f->topic = h_xstrdup(topic);
+    f->st = st;
+    f->next = from;
+    f->end = st->n;
+    rd_kafka_conf_t *conf = h_conf_pairs(
+        h_kafka_conf(bootstraps), "enable.idempotence", "true", "acks", "all",
+        "linger.ms", "5", "message.timeout.ms", "300000",
+        "queue.buffering.max.messages", "2000000", NULL);
+    f->t_last = h_now_s();
+    g_feed = f; /* before anything can fail: h_feed_abandon frees it */
+    H_MUST(h_producer_new(conf, 0, &f->p));
+    h_set_idle_hook(feed_tick, NULL);
+}
+
+void h_feed_rate(double rate)
+{
+    if (!g_feed)
+        h_test_fail("h_feed_rate: no feeder");
+    feed_tick(NULL);
+    g_feed->rate = rate;
+    g_feed->credit = 0;
+}
+
+size_t h_feed_next(void) { return g_feed ? g_feed->next : 0; }
+
+void h_feed_finish(int flush_ms)
+{
+    feeder *f = g_feed;
+    if (!f)
+        h_test_fail("h_feed_finish: no feeder");
+    feed_upto(f, f->end);
+    g_feed = NULL;
+    h_set_idle_hook(NULL, NULL);
+    int rc = h_producer_close(f->p, f->topic, flush_ms);
+    char *bs = f->bs, *topic = f->topic;
+    const h_stream *st = f->st;
+    free(f);
+    if (rc) {
+        free(bs);
+        free(topic);
+        h_test_fail("feeding the input: %s", h_last_error());
+    }
+    char bad[256] = "";
+    for (int p = 0; p < st->nparts && !bad[0]; p++) {
+        int64_t lo, hi;
+        if (h_watermarks(bs, topic, p, &lo, &hi))
+            snprintf(bad, sizeof(bad), "%s", h_last_error());
+        else if (lo != 0 || hi != st->next[p])
+            snprintf(bad, sizeof(bad), "%s [%d] holds offsets %lld to %lld "
+                     "after feeding, want 0 to %lld", topic, p, (long long)lo,
+                     (long long)hi, (long long)st->next[p]);
+    }
+    free(bs);
+    free(topic);
+    if (bad[0])
+        h_test_fail("%s", bad);
+}
+
+void h_feed_abandon(void)
+{
+    feeder *f = g_feed;
+    if (!f)
+        return;
+    g_feed = NULL;
+    h_set_idle_hook(NULL, NULL);
+    h_producer_abandon(f->p);
+    free(f->bs);
+    free(f->topic);
+    free(f);
+}

