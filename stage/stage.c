@@ -101,21 +101,36 @@ fail:
     return NULL;
 }
 
-/* Set-up that needs the broker: the output topic's partitions (exactly
- * once replays it), the subscription.  BS_FATAL with errstr. */
+/* A topic the stage produces to must exist before anything is consumed
+ * (a production cluster does not create topics on demand): said now, with
+ * its key, rather than as deliveries that fail and roll back for ever.
+ * Its partition count, or -1 with errstr. */
+static int produced_topic(bs_stage *s, const char *key, const char *topic,
+                          char *errstr, size_t errstr_size)
+{
+    int n = bs_topic_partitions(s->producer, topic, BS_TIMEOUT_BROKER_MS,
+                                errstr, errstr_size);
+    if (n <= 0) {
+        size_t l = strlen(errstr);
+        snprintf(errstr + l, errstr_size - l, " (%s=%s must exist before "
+                 "the stage starts)", key, topic);
+    }
+    return n;
+}
+
+/* Set-up that needs the broker: the topics produced to (exactly_once also
+ * replays the output's partitions), the subscription.  BS_FATAL with
+ * errstr. */
 static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    if (bs_exactly_once(s)) {
-        s->out_parts = bs_topic_partitions(s->producer, s->set.output_topic,
-                                           BS_TIMEOUT_BROKER_MS, errstr,
-                                           errstr_size);
-        if (s->out_parts <= 0) {
-            size_t l = strlen(errstr);
-            snprintf(errstr + l, errstr_size - l, " (processing.guarantee="
-                     "exactly_once reads the output topic: it must exist)");
-            return BS_FATAL;
-        }
-    }
+    s->out_parts = produced_topic(s, "output.topic", s->set.output_topic,
+                                  errstr, errstr_size);
+    if (s->out_parts <= 0)
+        return BS_FATAL;
+    if (s->set.rejected_topic &&
+        produced_topic(s, "rejected.topic", s->set.rejected_topic, errstr,
+                       errstr_size) <= 0)
+        return BS_FATAL;
     const bs_topic_list *in = &s->set.input_topics;
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new((int)in->n);

@@ -118,7 +118,7 @@ struct bs_stage {
 
     bs_settings set;            /* read once from cfg (settings.h) */
     bf_scalable_params fparams; /* the dedup filters', from set */
-    int out_parts;              /* exactly_once: output partitions */
+    int out_parts;              /* output.topic's partitions */
 
     bs_blocklist *lists;
     size_t nlists;
