@@ -61,18 +61,34 @@ static bool flush_producer(bs_stage *s)
 }
 
 /* Seeks the consumer to the offsets in `seek` (nothing if empty).  A seek
- * that cannot be made at all is fatal: where consumption goes on would be
- * unknown; a partition the broker refuses is logged. */
+ * that cannot be made at all, BS_SEEK_ATTEMPTS times in a row, is fatal:
+ * where consumption goes on would be unknown.  librdkafka 2.0.2 sometimes
+ * answers "Timed out waiting for N remaining partition seek(s)" within
+ * milliseconds of the call (seen in test_stage_faults after a rollback);
+ * seeking the same partitions again is harmless, so it is retried.  A
+ * partition the broker refuses is logged. */
 static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                     const char *why)
 {
     if (seek->cnt == 0)
         return;
-    rd_kafka_error_t *e = rd_kafka_seek_partitions(s->consumer, seek,
-                                                   BS_TIMEOUT_BROKER_MS);
+    rd_kafka_error_t *e = NULL;
+    for (int attempt = 1; attempt <= BS_SEEK_ATTEMPTS; attempt++) {
+        e = rd_kafka_seek_partitions(s->consumer, seek, BS_TIMEOUT_BROKER_MS);
+        if (!e)
+            break;
+        if (attempt < BS_SEEK_ATTEMPTS) {
+            char q[512];
+            bs_log(BS_LOG_WARN, "seek failed, retrying", "reason=%s "
+                   "attempt=%d error=%s", why, attempt,
+                   bs_log_quote(rd_kafka_error_string(e), q, sizeof(q)));
+            rd_kafka_error_destroy(e);
+            e = NULL;
+        }
+    }
     if (e) {
-        bs_stage_fatal(s, "%s: seek failed: %s", why,
-                       rd_kafka_error_string(e));
+        bs_stage_fatal(s, "%s: seek failed %d times: %s", why,
+                       BS_SEEK_ATTEMPTS, rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
         return;
     }

@@ -19,6 +19,7 @@
 #define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
 #define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
 #define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
+#define BS_SEEK_ATTEMPTS 3          /* a failed seek is made again */
 
 #define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
 
