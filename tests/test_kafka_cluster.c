@@ -371,7 +371,9 @@ static void test_scale_out_in(void **state)
 {
     (void)state;
     env *e = env_new("kc-scale", true);
-    const size_t N1 = 100000, NNEW = 2000;
+    /* 125 s of input at 2000/s, so records still flow at the scale-in on
+     * a loaded machine (see test_two_instances_kill9). */
+    const size_t N1 = 250000, NNEW = 2000;
     e->st = h_stream_new(2 * N1 + NNEW, NPARTS, 221);
     h_stream_add(e->st, N1, 50);
     h_proc *a = stage_start(e, 0);
