@@ -238,6 +238,18 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
             if (!m->err) {
                 bs_fetch_wake_note(s->fwake, m->key_len + m->len);
                 bs_record_hold(s, m);
+            } else if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+                /* With the main queue forwarded to the consumer's, a
+                 * fatal error comes here rather than to error_cb: e.g. a
+                 * static member fenced by another with its
+                 * group.instance.id.  Going on would process records the
+                 * group has given to someone else. */
+                char fe[512];
+                rd_kafka_resp_err_t orig =
+                    rd_kafka_fatal_error(s->consumer, fe, sizeof(fe));
+                bs_stage_fatal(s, "consumer fatal error: %s: %s",
+                               rd_kafka_err2name(orig), fe);
+                rd_kafka_message_destroy(m);
             } else {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                     char eq[512];
