@@ -74,6 +74,9 @@ static void check_answers(const char *name, bf_kind kind)
     for (unsigned fl = 0; fl < 2; fl++) {
         bf_filter *f = load(name, flags[fl]);
         assert_int_equal(bf_filter_kind(f), kind);
+        bf_info info;
+        bf_filter_info(f, &info);
+        assert_int_equal(info.scheme, BF_SCHEME_DISTINCT);
         unsigned yes_count = 0, wrong = 0;
         for (unsigned i = 0; i < NQUERY; i++) {
             char key[32];
