@@ -240,6 +240,7 @@ static void contains_many_scalar(const bf_blocked *bf, const bf_hash *h,
 static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
                               bool *out)
 {
+    uint64_t bits = 0;
     size_t added_keys = 0;
     for (size_t i = 0; i < n && i < AHEAD; i++)
         __builtin_prefetch(block_of(bf, h[i]), 1);
@@ -249,12 +250,13 @@ static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
         uint64_t pat[8];
         pattern(bf, h[i], pat);
         unsigned added = or_pattern((uint64_t *)block_of(bf, h[i]), pat);
-        bf->bits_set += added;
-        bf->inserts += added != 0;
+        bits += added;
         added_keys += added != 0;
         if (out)
             out[i] = added != 0;
     }
+    bf->bits_set += bits;
+    bf->inserts += added_keys;
     return added_keys;
 }
 
@@ -263,35 +265,65 @@ static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
 #ifdef BF_HAVE_AVX2_CODE
 #define AVX2 __attribute__((target("avx2,popcnt")))
 
-/* The lane pattern as two 256-bit halves (lanes 0-3, 4-7): per round one
- * 8 x 32-bit multiply by the round's salts and a shift give the eight bit
- * positions; lanes past k get position 64, which the 64-bit variable shift
- * turns into no bit at all. */
+/* One round of the lane pattern as two 256-bit halves (lanes 0-3, 4-7):
+ * an 8 x 32-bit multiply of the hash word by the round's salts and a shift
+ * give the eight bit positions, widened to 64 bits for the variable
+ * shift.  `off` holds 64 in the lanes the round leaves out (k not a
+ * multiple of 8): the shift turns position 64 into no bit at all. */
+AVX2 static inline void lanes_round_avx2(uint32_t x, uint32_t r, __m256i off,
+                                         __m256i *a, __m256i *b)
+{
+    const __m256i one = _mm256_set1_epi64x(1);
+    __m256i salt = _mm256_loadu_si256((const __m256i *)BF_LANE_SALT[r]);
+    __m256i pos = _mm256_or_si256(
+        _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32((int)x), salt),
+                          26),
+        off);
+    *a = _mm256_or_si256(
+        *a, _mm256_sllv_epi64(
+                one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(pos))));
+    *b = _mm256_or_si256(
+        *b, _mm256_sllv_epi64(
+                one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1))));
+}
+
+static inline uint32_t lane_word(bf_hash h, uint32_t r)
+{
+    switch (r & 3) {
+    case 0:
+        return (uint32_t)h.hi;
+    case 1:
+        return (uint32_t)(h.hi >> 32);
+    case 2:
+        return (uint32_t)h.lo;
+    default:
+        return (uint32_t)(h.lo >> 32);
+    }
+}
+
+/* The whole pattern.  k = 8 and 16 (what the sizing picks from 1e-1 to
+ * 1e-7) are written out, with no loop and no lane mask; other k loop over
+ * rounds with the mask. */
 AVX2 static inline void lanes_pattern_avx2(bf_hash h, uint32_t k,
                                            __m256i *p0, __m256i *p1)
 {
-    const uint32_t x[4] = {(uint32_t)h.hi, (uint32_t)(h.hi >> 32),
-                           (uint32_t)h.lo, (uint32_t)(h.lo >> 32)};
-    const __m256i one = _mm256_set1_epi64x(1);
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i off = _mm256_set1_epi32(64);
     __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
-    uint32_t rounds = (k + 7) / 8;
-    for (uint32_t r = 0; r < rounds; r++) {
-        __m256i salt = _mm256_loadu_si256((const __m256i *)BF_LANE_SALT[r]);
-        __m256i pos = _mm256_srli_epi32(
-            _mm256_mullo_epi32(_mm256_set1_epi32((int)x[r & 3]), salt), 26);
-        /* lanes l >= k - 8r are off */
-        __m256i on = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k - 8 * r)),
-                                        idx);
-        pos = _mm256_or_si256(pos, _mm256_andnot_si256(on, off));
-        a = _mm256_or_si256(
-            a, _mm256_sllv_epi64(
-                   one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(pos))));
-        b = _mm256_or_si256(
-            b, _mm256_sllv_epi64(
-                   one, _mm256_cvtepu32_epi64(
-                            _mm256_extracti128_si256(pos, 1))));
+    const __m256i none = _mm256_setzero_si256();
+    if (k == 8) {
+        lanes_round_avx2((uint32_t)h.hi, 0, none, &a, &b);
+    } else if (k == 16) {
+        lanes_round_avx2((uint32_t)h.hi, 0, none, &a, &b);
+        lanes_round_avx2((uint32_t)(h.hi >> 32), 1, none, &a, &b);
+    } else {
+        const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i sixty4 = _mm256_set1_epi32(64);
+        for (uint32_t r = 0; r < (k + 7) / 8; r++) {
+            /* lanes l >= k - 8r are off */
+            __m256i on = _mm256_cmpgt_epi32(
+                _mm256_set1_epi32((int)(k - 8 * r)), idx);
+            lanes_round_avx2(lane_word(h, r), r,
+                             _mm256_andnot_si256(on, sixty4), &a, &b);
+        }
     }
     *p0 = a;
     *p1 = b;
@@ -305,21 +337,49 @@ AVX2 static inline bool covered_avx2(const uint64_t *block, __m256i p0,
     return _mm256_testc_si256(b0, p0) & _mm256_testc_si256(b1, p1);
 }
 
-AVX2 static inline unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1)
+/* Bits set in a 256-bit vector, all in vector registers (Mula's nibble
+ * lookup, then sums of bytes): cheaper than moving eight words out for
+ * popcnt. */
+AVX2 static inline __m256i popcount_avx2(__m256i v)
+{
+    const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2,
+                                           3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2,
+                                           2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
+    __m256i hi = _mm256_shuffle_epi8(
+        table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+    return _mm256_sad_epu8(_mm256_add_epi8(lo, hi), _mm256_setzero_si256());
+}
+
+/* ORs the pattern into the block; returns the bits that were new.  With
+ * at most two probes a lane (k <= 16) a lane's new bits x are counted as
+ * (x != 0) + (x & (x - 1) != 0): a few compares and one popcnt of their
+ * masks, a short chain after the block arrives; more probes a lane take
+ * the nibble-table popcount. */
+AVX2 static inline unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
+                                    uint32_t k)
 {
     __m256i b0 = _mm256_load_si256((const __m256i *)block);
     __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
-    unsigned added = 0;
-    if (!_mm256_testc_si256(b0, p0) || !_mm256_testc_si256(b1, p1)) {
-        uint64_t nw[8];
-        _mm256_storeu_si256((__m256i *)nw, _mm256_andnot_si256(b0, p0));
-        _mm256_storeu_si256((__m256i *)nw + 1, _mm256_andnot_si256(b1, p1));
-        for (unsigned w = 0; w < 8; w++)
-            added += (unsigned)__builtin_popcountll(nw[w]);
-        _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
-        _mm256_store_si256((__m256i *)block + 1, _mm256_or_si256(b1, p1));
+    _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
+    _mm256_store_si256((__m256i *)block + 1, _mm256_or_si256(b1, p1));
+    __m256i x0 = _mm256_andnot_si256(b0, p0), x1 = _mm256_andnot_si256(b1, p1);
+    if (k <= 16) {
+        const __m256i z = _mm256_setzero_si256(), m1 = _mm256_set1_epi64x(-1);
+        __m256i y0 = _mm256_and_si256(x0, _mm256_add_epi64(x0, m1));
+        __m256i y1 = _mm256_and_si256(x1, _mm256_add_epi64(x1, m1));
+#define ZMASK(v) \
+    (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v, z)))
+        unsigned zero = ZMASK(x0) | ZMASK(x1) << 4 | ZMASK(y0) << 8 |
+                        ZMASK(y1) << 12;
+#undef ZMASK
+        return 16u - (unsigned)__builtin_popcount(zero);
     }
-    return added;
+    __m256i c = _mm256_add_epi64(popcount_avx2(x0), popcount_avx2(x1));
+    __m128i d = _mm_add_epi64(_mm256_castsi256_si128(c),
+                              _mm256_extracti128_si256(c, 1));
+    return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
 }
 
 AVX2 static bool contains_avx2(const bf_blocked *bf, bf_hash h)
@@ -337,7 +397,7 @@ AVX2 static unsigned add_avx2(bf_blocked *bf, bf_hash h)
     __builtin_prefetch(block, 1);
     __m256i p0, p1;
     lanes_pattern_avx2(h, bf->k, &p0, &p1);
-    return or_avx2(block, p0, p1);
+    return or_avx2(block, p0, p1, bf->k);
 }
 
 AVX2 static void contains_many_avx2(const bf_blocked *bf, const bf_hash *h,
@@ -357,6 +417,9 @@ AVX2 static void contains_many_avx2(const bf_blocked *bf, const bf_hash *h,
 AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
                                  bool *out)
 {
+    /* Locals: a store into the block could alias the filter's fields. */
+    uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
+    uint32_t k = bf->k;
     size_t added_keys = 0;
     for (size_t i = 0; i < n && i < AHEAD; i++)
         __builtin_prefetch(block_of(bf, h[i]), 1);
@@ -364,14 +427,16 @@ AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
         if (i + AHEAD < n)
             __builtin_prefetch(block_of(bf, h[i + AHEAD]), 1);
         __m256i p0, p1;
-        lanes_pattern_avx2(h[i], bf->k, &p0, &p1);
-        unsigned added = or_avx2((uint64_t *)block_of(bf, h[i]), p0, p1);
-        bf->bits_set += added;
-        bf->inserts += added != 0;
+        lanes_pattern_avx2(h[i], k, &p0, &p1);
+        unsigned added = or_avx2(words + bf_block_of(h[i], nblocks) * 8, p0,
+                                 p1, k);
+        bits += added;
         added_keys += added != 0;
         if (out)
             out[i] = added != 0;
     }
+    bf->bits_set += bits;
+    bf->inserts += added_keys;
     return added_keys;
 }
 #endif
