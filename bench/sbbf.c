@@ -31,9 +31,7 @@ bool sbbf_init(sbbf *s, uint64_t nblocks)
     if (!s->words)
         return false;
     memset(s->words, 0, bytes);
-    /* AVX2 whenever the library runs SIMD: a 256-bit block is one AVX2
-     * register, AVX-512 has nothing to add to it. */
-    s->avx2 = strcmp(bf_simd_name(), "scalar") != 0;
+    s->avx2 = !strcmp(bf_simd_name(), "avx2");
     return true;
 }
 

@@ -13,9 +13,8 @@
  * The 64-bit hash is the low word of the same XXH3-128 hash every filter in
  * the bench gets.  Like the library, it has an AVX2 form (8 x 32-bit
  * multiply, shift, variable shift: the form Impala and Arrow use) and a
- * scalar one; sbbf_init picks AVX2 whenever the library runs SIMD
- * (bf_simd_name: AVX2 or AVX-512, which has nothing to add to a 256-bit
- * block) and scalar when it runs scalar.  Only the bench uses it.
+ * scalar one; sbbf_init picks what the library picked (bf_simd_name), so
+ * both filters run on the same instruction set.  Only the bench uses it.
  * The struct owns its words; sbbf_free releases them.
  */
 #ifndef BENCH_SBBF_H

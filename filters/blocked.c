@@ -26,44 +26,34 @@
 
 /* -- instruction set, chosen once --------------------------------------- */
 
-/* 0 scalar, 1 AVX2, 2 AVX-512 (AVX-512F: the 512-bit block is one
- * register). */
-enum { SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512 };
-static int simd;
-static const char *const simd_names[] = {"scalar", "avx2", "avx512"};
+static bool use_avx2;
 
 #ifdef BF_HAVE_AVX2_CODE
-static bool cpu_has(int level)
+static bool cpu_has_avx2(void)
 {
     __builtin_cpu_init();
-    bool avx2 =
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-    return level == SIMD_AVX2 ? avx2
-                              : avx2 && __builtin_cpu_supports("avx512f");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
 }
 
 __attribute__((constructor)) static void simd_init(void)
 {
-    simd = cpu_has(SIMD_AVX512) ? SIMD_AVX512
-           : cpu_has(SIMD_AVX2) ? SIMD_AVX2
-                                : SIMD_SCALAR;
+    use_avx2 = cpu_has_avx2();
 }
 #endif
 
-const char *bf_simd_name(void) { return simd_names[simd]; }
+const char *bf_simd_name(void) { return use_avx2 ? "avx2" : "scalar"; }
 
 bool bf_simd_use(const char *name)
 {
     if (!strcmp(name, "scalar")) {
-        simd = SIMD_SCALAR;
+        use_avx2 = false;
         return true;
     }
 #ifdef BF_HAVE_AVX2_CODE
-    for (int level = SIMD_AVX2; level <= SIMD_AVX512; level++)
-        if (!strcmp(name, simd_names[level]) && cpu_has(level)) {
-            simd = level;
-            return true;
-        }
+    if (!strcmp(name, "avx2") && cpu_has_avx2()) {
+        use_avx2 = true;
+        return true;
+    }
 #endif
     return false;
 }
@@ -449,141 +439,25 @@ AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
     bf->inserts += added_keys;
     return added_keys;
 }
-
-/* -- the lane scheme in AVX-512 ----------------------------------------- */
-
-#define AVX512 __attribute__((target("avx512f,avx2,popcnt")))
-
-/* The pattern as one 512-bit register: per round the eight positions of
- * the AVX2 code, widened to 64 bits and shifted in one go. */
-AVX512 static inline __m512i lanes_pattern_avx512(bf_hash h, uint32_t k)
-{
-    const __m512i one = _mm512_set1_epi64(1);
-    __m512i p = _mm512_setzero_si512();
-    uint32_t rounds = (k + 7) / 8;
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i sixty4 = _mm256_set1_epi32(64);
-    for (uint32_t r = 0; r < rounds; r++) {
-        __m256i salt = _mm256_loadu_si256((const __m256i *)BF_LANE_SALT[r]);
-        __m256i pos = _mm256_srli_epi32(
-            _mm256_mullo_epi32(_mm256_set1_epi32((int)lane_word(h, r)), salt),
-            26);
-        if (k % 8 && r == rounds - 1) /* lanes l >= k - 8r are off */
-            pos = _mm256_or_si256(
-                pos, _mm256_andnot_si256(
-                         _mm256_cmpgt_epi32(
-                             _mm256_set1_epi32((int)(k - 8 * r)), idx),
-                         sixty4));
-        p = _mm512_or_si512(
-            p, _mm512_sllv_epi64(one, _mm512_cvtepu32_epi64(pos)));
-    }
-    return p;
-}
-
-AVX512 static inline bool covered_avx512(const uint64_t *block, __m512i p)
-{
-    __m512i miss = _mm512_andnot_si512(_mm512_load_si512(block), p);
-    return _mm512_test_epi64_mask(miss, miss) == 0;
-}
-
-/* ORs the pattern in; returns the new bits (see or_avx2 for the count). */
-AVX512 static inline unsigned or_avx512(uint64_t *block, __m512i p,
-                                        uint32_t k)
-{
-    __m512i b = _mm512_load_si512(block);
-    _mm512_store_si512(block, _mm512_or_si512(b, p));
-    __m512i x = _mm512_andnot_si512(b, p);
-    if (k <= 16) {
-        __m512i y = _mm512_and_si512(
-            x, _mm512_add_epi64(x, _mm512_set1_epi64(-1)));
-        return (unsigned)__builtin_popcount(
-            (unsigned)_mm512_test_epi64_mask(x, x) |
-            (unsigned)_mm512_test_epi64_mask(y, y) << 8);
-    }
-    uint64_t w[8];
-    _mm512_storeu_si512(w, x);
-    unsigned added = 0;
-    for (unsigned i = 0; i < 8; i++)
-        added += (unsigned)__builtin_popcountll(w[i]);
-    return added;
-}
-
-AVX512 static bool contains_avx512(const bf_blocked *bf, bf_hash h)
-{
-    return covered_avx512(block_of(bf, h), lanes_pattern_avx512(h, bf->k));
-}
-
-AVX512 static unsigned add_avx512(bf_blocked *bf, bf_hash h)
-{
-    return or_avx512((uint64_t *)block_of(bf, h),
-                     lanes_pattern_avx512(h, bf->k), bf->k);
-}
-
-AVX512 static void contains_many_avx512(const bf_blocked *bf,
-                                        const bf_hash *h, size_t n,
-                                        bool *out)
-{
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(block_of(bf, h[i]));
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(block_of(bf, h[i + AHEAD]));
-        out[i] = covered_avx512(block_of(bf, h[i]),
-                                lanes_pattern_avx512(h[i], bf->k));
-    }
-}
-
-AVX512 static size_t add_many_avx512(bf_blocked *bf, const bf_hash *h,
-                                     size_t n, bool *out)
-{
-    uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
-    uint32_t k = bf->k;
-    size_t added_keys = 0;
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(block_of(bf, h[i]), 1);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(block_of(bf, h[i + AHEAD]), 1);
-        unsigned added = or_avx512(words + bf_block_of(h[i], nblocks) * 8,
-                                   lanes_pattern_avx512(h[i], k), k);
-        bits += added;
-        added_keys += added != 0;
-        if (out)
-            out[i] = added != 0;
-    }
-    bf->bits_set += bits;
-    bf->inserts += added_keys;
-    return added_keys;
-}
 #endif
 
 /* -- the operations ------------------------------------------------------ */
 
 #ifdef BF_HAVE_AVX2_CODE
-/* The SIMD level for a filter: the lane scheme only. */
-#define LEVEL(bf) ((bf)->scheme == BF_SCHEME_LANES ? simd : SIMD_SCALAR)
+#define LANES_AVX2(bf) (use_avx2 && (bf)->scheme == BF_SCHEME_LANES)
 #else
-#define LEVEL(bf) SIMD_SCALAR
+#define LANES_AVX2(bf) false
 #define contains_avx2(bf, h) false
 #define add_avx2(bf, h) 0u
 #define contains_many_avx2(bf, h, n, out) ((void)0)
 #define add_many_avx2(bf, h, n, out) ((size_t)0)
-#define contains_avx512(bf, h) false
-#define add_avx512(bf, h) 0u
-#define contains_many_avx512(bf, h, n, out) ((void)0)
-#define add_many_avx512(bf, h, n, out) ((size_t)0)
 #endif
 
 bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
 {
-    switch (LEVEL(bf)) {
-    case SIMD_AVX512:
-        return contains_avx512(bf, h);
-    case SIMD_AVX2:
+    if (LANES_AVX2(bf))
         return contains_avx2(bf, h);
-    default:
-        return contains_scalar(bf, h);
-    }
+    return contains_scalar(bf, h);
 }
 
 void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
@@ -594,44 +468,23 @@ void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
 void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
                                 size_t n, bool *out)
 {
-    switch (LEVEL(bf)) {
-    case SIMD_AVX512:
-        contains_many_avx512(bf, h, n, out);
-        break;
-    case SIMD_AVX2:
+    if (LANES_AVX2(bf))
         contains_many_avx2(bf, h, n, out);
-        break;
-    default:
+    else
         contains_many_scalar(bf, h, n, out);
-    }
 }
 
 size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
                              bool *out)
 {
-    switch (LEVEL(bf)) {
-    case SIMD_AVX512:
-        return add_many_avx512(bf, h, n, out);
-    case SIMD_AVX2:
+    if (LANES_AVX2(bf))
         return add_many_avx2(bf, h, n, out);
-    default:
-        return add_many_scalar(bf, h, n, out);
-    }
+    return add_many_scalar(bf, h, n, out);
 }
 
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 {
-    unsigned added;
-    switch (LEVEL(bf)) {
-    case SIMD_AVX512:
-        added = add_avx512(bf, h);
-        break;
-    case SIMD_AVX2:
-        added = add_avx2(bf, h);
-        break;
-    default:
-        added = add_scalar(bf, h);
-    }
+    unsigned added = LANES_AVX2(bf) ? add_avx2(bf, h) : add_scalar(bf, h);
     bf->bits_set += added;
     if (added)
         bf->inserts++;
