@@ -104,7 +104,7 @@ typedef struct pending {
 
 static bool pending_set(pending *p, const char *line, size_t len)
 {
-    if (len > p->cap) {
+    if (len > p->cap || !p->buf) { /* a buffer even for an empty line */
         size_t cap = p->cap ? p->cap : 64;
         while (cap < len)
             cap *= 2;
