@@ -19,6 +19,8 @@ struct bf_blocked {
     uint64_t *words;   /* nblocks * 8 words, 64-byte aligned */
     uint64_t nblocks;
     uint32_t k;
+    uint32_t scheme;   /* BF_SCHEME_LANES, or BF_SCHEME_DISTINCT if loaded
+                          from a version-1 file */
     bool owns_words;   /* false when used in place from a file */
     uint64_t seed;
     uint64_t capacity; /* keys it was sized for (0 if built by geometry) */
@@ -110,6 +112,47 @@ static inline unsigned bf_probe_next(bf_probe *p, unsigned bits)
     }
 }
 
+/* The lane scheme (BF_SCHEME_LANES): a 512-bit block is eight 64-bit
+ * lanes; probe j of a key sets one bit in lane j mod 8, at
+ *
+ *   (x_r * SALT[r][j mod 8]) >> 26,   r = j / 8,
+ *
+ * the top 6 bits of a 32-bit multiply of the hash word x_r by an odd salt:
+ * x_0 = low 32 bits of h.hi, x_1 = its high 32, x_2 and x_3 the low and
+ * high halves of h.lo (which also picks the block, by its top bits; only
+ * k > 16 reaches them), and rounds 4..7 reuse x_{r-4} with other salts.
+ * Eight probes are eight independent multiply-shifts, no branches and no
+ * duplicate check: one SIMD multiply, shift and variable shift each (the
+ * split-block filter's idea, Parquet BloomFilter.md, with 64-bit lanes in
+ * a 512-bit block and k = 8c instead of 256 bits and fixed k = 8).  The
+ * sizing chooses k in {8, 16, 24, ...}; any k from 1 to 64 works, lanes
+ * below k mod 8 then taking one probe more.  The salts are odd constants
+ * >= 2^30 from splitmix64 (seed "lanes"), fixed for ever: they are part of
+ * the file format. */
+static const uint32_t BF_LANE_SALT[8][8] = {
+    {0xa5f4956fu, 0xf49fbdefu, 0xde24d799u, 0x985ecfe3u, 0xd3bda3d3u, 0x71456645u, 0xa834bf3fu, 0xb447a58fu},
+    {0xfcd97d93u, 0x4daf00ddu, 0x806e8a77u, 0xeccb9ca1u, 0x7b9a599bu, 0x8562f469u, 0x45469ed7u, 0x821cb2efu},
+    {0x9b086423u, 0x7e66662bu, 0x7ebabd6fu, 0xa70f9249u, 0x9e61a6b9u, 0x4cfe8adbu, 0x9912cf2bu, 0x4d28674du},
+    {0xa9fe7fc3u, 0x72683a0bu, 0xdb3fda8fu, 0x6fa9d767u, 0xd845461fu, 0x58c90431u, 0xd48fe5b3u, 0x6101c5b1u},
+    {0xc7d9dd87u, 0x4c95ef87u, 0x77b4ed7fu, 0x58f55665u, 0xe0a5526du, 0xb810ba2bu, 0x9239697fu, 0xa2b8d9cbu},
+    {0xd13cc201u, 0xc032ceabu, 0x61c64d0bu, 0x486362fdu, 0xde1c2b75u, 0xc4b30707u, 0xe708efd3u, 0x880d1b97u},
+    {0x806787d9u, 0x4670a68bu, 0x490fabc5u, 0xde58df4fu, 0xe82c5e4fu, 0xe4d9fc8fu, 0xe36c826du, 0x8650bbefu},
+    {0xf9f1adf5u, 0xcb2cb0edu, 0xee814c29u, 0xd7007151u, 0x80362dadu, 0xdde8a5a9u, 0xaa9f1efbu, 0xe5237739u},
+};
+
+/* The key's lane-scheme pattern: pat |= one bit per probe. */
+static inline void bf_lanes_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
+{
+    const uint32_t x[4] = {(uint32_t)h.hi, (uint32_t)(h.hi >> 32),
+                           (uint32_t)h.lo, (uint32_t)(h.lo >> 32)};
+    for (unsigned l = 0; l < 8; l++)
+        pat[l] = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t r = j >> 3, l = j & 7;
+        pat[l] |= UINT64_C(1) << ((x[r & 3] * BF_LANE_SALT[r][l]) >> 26);
+    }
+}
+
 /* printf into errstr if there is one. */
 void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -119,7 +162,7 @@ void *bf_alloc_aligned(uint64_t bytes);
 
 /* Builders the loader uses: a filter around existing cell memory. */
 bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
-                            bool owns, uint64_t seed);
+                            uint32_t scheme, bool owns, uint64_t seed);
 bf_counting *bf_counting_wrap(uint8_t *cells, uint64_t nblocks, uint32_t k,
                               bool owns, uint64_t seed);
 bf_scalable *bf_scalable_wrap(const bf_scalable_params *p,

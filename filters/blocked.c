@@ -2,6 +2,13 @@
  * blocked.c -- the blocked Bloom filter: 512-bit blocks, k probes inside one
  * block, so an insert or a lookup touches one cache line.
  *
+ * Two probe schemes (bf_internal.h): the lane scheme of every new filter,
+ * branch-free, with an AVX2 version chosen at run time (the library is
+ * built for the baseline x86-64, never -march=native: the AVX2 functions
+ * carry their own target attribute and run only when the CPU reports AVX2)
+ * and a scalar one everywhere else; and the distinct-probe scheme of
+ * version-1 files, kept so they answer as they did.
+ *
  * The filter owns its word array unless it was wrapped around memory the
  * loader maps from a file (owns_words false: the bf_filter that loaded it
  * unmaps it, and the filter is read-only).
@@ -12,8 +19,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BF_HAVE_AVX2_CODE 1
+#include <immintrin.h>
+#endif
+
+/* -- instruction set, chosen once --------------------------------------- */
+
+static bool use_avx2;
+
+#ifdef BF_HAVE_AVX2_CODE
+static bool cpu_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+}
+
+__attribute__((constructor)) static void simd_init(void)
+{
+    use_avx2 = cpu_has_avx2();
+}
+#endif
+
+const char *bf_simd_name(void) { return use_avx2 ? "avx2" : "scalar"; }
+
+bool bf_simd_use(const char *name)
+{
+    if (!strcmp(name, "scalar")) {
+        use_avx2 = false;
+        return true;
+    }
+#ifdef BF_HAVE_AVX2_CODE
+    if (!strcmp(name, "avx2") && cpu_has_avx2()) {
+        use_avx2 = true;
+        return true;
+    }
+#endif
+    return false;
+}
+
 bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
-                            bool owns, uint64_t seed)
+                            uint32_t scheme, bool owns, uint64_t seed)
 {
     bf_blocked *bf = calloc(1, sizeof(*bf));
     if (!bf)
@@ -21,6 +67,7 @@ bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
     bf->words = words;
     bf->nblocks = nblocks;
     bf->k = k;
+    bf->scheme = scheme;
     bf->owns_words = owns;
     bf->seed = seed;
     return bf;
@@ -44,7 +91,8 @@ bf_blocked *bf_blocked_new_geometry(uint64_t nblocks, uint32_t k,
                   (unsigned long long)(nblocks * BF_BLOCK_BYTES));
         return NULL;
     }
-    bf_blocked *bf = bf_blocked_wrap(words, nblocks, k, true, seed);
+    bf_blocked *bf =
+        bf_blocked_wrap(words, nblocks, k, BF_SCHEME_LANES, true, seed);
     if (!bf) {
         free(words);
         bf_seterr(errstr, errstr_size, "out of memory");
@@ -84,11 +132,18 @@ void bf_blocked_destroy(bf_blocked *bf)
 
 uint64_t bf_blocked_seed(const bf_blocked *bf) { return bf->seed; }
 
+static inline const uint64_t *block_of(const bf_blocked *bf, bf_hash h)
+{
+    return bf->words + bf_block_of(h, bf->nblocks) * BF_BLOCK_WORDS;
+}
+
+/* -- the distinct-probe scheme (version-1 files) ----------------------- */
+
 /* The key's k probes as a 512-bit pattern: an insert ORs it into the
  * block, a lookup checks it is covered.  Both then touch the block once,
  * branch-free, and the pattern is computed while the block's cache line is
  * on its way (prefetched first). */
-static inline void pattern(bf_hash h, uint32_t k, uint64_t pat[8])
+static inline void distinct_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
 {
     bf_probe p = bf_probe_start(h);
     for (uint32_t i = 0; i < k; i++)
@@ -104,12 +159,10 @@ static inline bool covered(const uint64_t *block, const uint64_t pat[8])
     return miss == 0;
 }
 
-/* Probe by probe, stopping at the first clear bit: an absent key costs a
- * couple of probes.  Best when the block is already in cache (the batch
- * path prefetched it); for a single lookup the pattern, computed while the
- * block is on its way, is faster for present keys (measured 90 against
- * 185 ns at n = 1e8), a little slower for absent ones (88 against 32). */
-static inline bool probe_block(const uint64_t *block, bf_hash h, uint32_t k)
+/* Probe by probe, stopping at the first clear bit: for a block already in
+ * cache (the batch path prefetched it). */
+static inline bool distinct_probe_block(const uint64_t *block, bf_hash h,
+                                        uint32_t k)
 {
     bf_probe p = bf_probe_start(h);
     for (uint32_t j = 0; j < k; j++) {
@@ -120,52 +173,318 @@ static inline bool probe_block(const uint64_t *block, bf_hash h, uint32_t k)
     return true;
 }
 
-bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
+static inline void pattern(const bf_blocked *bf, bf_hash h, uint64_t pat[8])
 {
-    const uint64_t *block = bf->words + bf_block_of(h, bf->nblocks) * 8;
-    __builtin_prefetch(block);
-    uint64_t pat[8];
-    pattern(h, bf->k, pat);
-    return covered(block, pat);
+    if (bf->scheme == BF_SCHEME_LANES)
+        bf_lanes_pattern(h, bf->k, pat);
+    else
+        distinct_pattern(h, bf->k, pat);
 }
 
-void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
+/* OR a pattern into a block; returns the bits that were new. */
+static inline unsigned or_pattern(uint64_t *block, const uint64_t pat[8])
 {
-    __builtin_prefetch(bf->words + bf_block_of(h, bf->nblocks) * 8);
-}
-
-void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
-                                size_t n, bool *out)
-{
-    /* Prefetch keys ahead so several cache misses are in flight: 16 beat
-     * 8 at n = 1e8 (absent keys 21.6 -> 17.5 ns at p = 1e-3, bench/filters),
-     * a lookup being short enough that 8 did not cover a miss. */
-    enum { AHEAD = 16 };
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(bf->words + bf_block_of(h[i], bf->nblocks) * 8);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(bf->words +
-                               bf_block_of(h[i + AHEAD], bf->nblocks) * 8);
-        /* The block is (nearly) in cache by now: test probe by probe and
-         * stop at the first clear bit, so an absent key costs a couple of
-         * probes instead of the whole pattern. */
-        out[i] = probe_block(bf->words + bf_block_of(h[i], bf->nblocks) * 8,
-                             h[i], bf->k);
-    }
-}
-
-bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
-{
-    uint64_t *block = bf->words + bf_block_of(h, bf->nblocks) * 8;
-    __builtin_prefetch(block, 1);
-    uint64_t pat[8];
-    pattern(h, bf->k, pat);
     unsigned added = 0;
     for (unsigned w = 0; w < BF_BLOCK_WORDS; w++) {
         added += (unsigned)__builtin_popcountll(pat[w] & ~block[w]);
         block[w] |= pat[w];
     }
+    return added;
+}
+
+/* The scalar forms of every operation, either scheme. */
+static bool contains_scalar(const bf_blocked *bf, bf_hash h)
+{
+    const uint64_t *block = block_of(bf, h);
+    __builtin_prefetch(block);
+    uint64_t pat[8];
+    pattern(bf, h, pat);
+    return covered(block, pat);
+}
+
+static unsigned add_scalar(bf_blocked *bf, bf_hash h)
+{
+    uint64_t *block = (uint64_t *)block_of(bf, h);
+    __builtin_prefetch(block, 1);
+    uint64_t pat[8];
+    pattern(bf, h, pat);
+    return or_pattern(block, pat);
+}
+
+/* Batches prefetch this many keys ahead, so several cache misses are in
+ * flight: 16 beat 8 at n = 1e8 (bench/filters), a lookup being short
+ * enough that 8 did not cover a miss. */
+enum { AHEAD = 16 };
+
+static void contains_many_scalar(const bf_blocked *bf, const bf_hash *h,
+                                 size_t n, bool *out)
+{
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(block_of(bf, h[i]));
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            __builtin_prefetch(block_of(bf, h[i + AHEAD]));
+        const uint64_t *block = block_of(bf, h[i]);
+        if (bf->scheme == BF_SCHEME_LANES) {
+            uint64_t pat[8];
+            bf_lanes_pattern(h[i], bf->k, pat);
+            out[i] = covered(block, pat);
+        } else {
+            /* The block is (nearly) in cache: an absent key costs a
+             * couple of probes instead of the whole pattern. */
+            out[i] = distinct_probe_block(block, h[i], bf->k);
+        }
+    }
+}
+
+static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
+                              bool *out)
+{
+    uint64_t bits = 0;
+    size_t added_keys = 0;
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(block_of(bf, h[i]), 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            __builtin_prefetch(block_of(bf, h[i + AHEAD]), 1);
+        uint64_t pat[8];
+        pattern(bf, h[i], pat);
+        unsigned added = or_pattern((uint64_t *)block_of(bf, h[i]), pat);
+        bits += added;
+        added_keys += added != 0;
+        if (out)
+            out[i] = added != 0;
+    }
+    bf->bits_set += bits;
+    bf->inserts += added_keys;
+    return added_keys;
+}
+
+/* -- the lane scheme in AVX2 -------------------------------------------- */
+
+#ifdef BF_HAVE_AVX2_CODE
+#define AVX2 __attribute__((target("avx2,popcnt")))
+
+/* One round of the lane pattern as two 256-bit halves (lanes 0-3, 4-7):
+ * an 8 x 32-bit multiply of the hash word by the round's salts and a shift
+ * give the eight bit positions, widened to 64 bits for the variable
+ * shift.  `off` holds 64 in the lanes the round leaves out (k not a
+ * multiple of 8): the shift turns position 64 into no bit at all. */
+AVX2 static inline void lanes_round_avx2(uint32_t x, uint32_t r, __m256i off,
+                                         __m256i *a, __m256i *b)
+{
+    const __m256i one = _mm256_set1_epi64x(1);
+    __m256i salt = _mm256_loadu_si256((const __m256i *)BF_LANE_SALT[r]);
+    __m256i pos = _mm256_or_si256(
+        _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32((int)x), salt),
+                          26),
+        off);
+    *a = _mm256_or_si256(
+        *a, _mm256_sllv_epi64(
+                one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(pos))));
+    *b = _mm256_or_si256(
+        *b, _mm256_sllv_epi64(
+                one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1))));
+}
+
+static inline uint32_t lane_word(bf_hash h, uint32_t r)
+{
+    switch (r & 3) {
+    case 0:
+        return (uint32_t)h.hi;
+    case 1:
+        return (uint32_t)(h.hi >> 32);
+    case 2:
+        return (uint32_t)h.lo;
+    default:
+        return (uint32_t)(h.lo >> 32);
+    }
+}
+
+/* The whole pattern.  k = 8 and 16 (what the sizing picks from 1e-1 to
+ * 1e-7) are written out, with no loop and no lane mask; other k loop over
+ * rounds with the mask. */
+AVX2 static inline void lanes_pattern_avx2(bf_hash h, uint32_t k,
+                                           __m256i *p0, __m256i *p1)
+{
+    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+    const __m256i none = _mm256_setzero_si256();
+    if (k == 8) {
+        lanes_round_avx2((uint32_t)h.hi, 0, none, &a, &b);
+    } else if (k == 16) {
+        lanes_round_avx2((uint32_t)h.hi, 0, none, &a, &b);
+        lanes_round_avx2((uint32_t)(h.hi >> 32), 1, none, &a, &b);
+    } else {
+        const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i sixty4 = _mm256_set1_epi32(64);
+        for (uint32_t r = 0; r < (k + 7) / 8; r++) {
+            /* lanes l >= k - 8r are off */
+            __m256i on = _mm256_cmpgt_epi32(
+                _mm256_set1_epi32((int)(k - 8 * r)), idx);
+            lanes_round_avx2(lane_word(h, r), r,
+                             _mm256_andnot_si256(on, sixty4), &a, &b);
+        }
+    }
+    *p0 = a;
+    *p1 = b;
+}
+
+AVX2 static inline bool covered_avx2(const uint64_t *block, __m256i p0,
+                                     __m256i p1)
+{
+    __m256i b0 = _mm256_load_si256((const __m256i *)block);
+    __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
+    return _mm256_testc_si256(b0, p0) & _mm256_testc_si256(b1, p1);
+}
+
+/* Bits set in a 256-bit vector, all in vector registers (Mula's nibble
+ * lookup, then sums of bytes): cheaper than moving eight words out for
+ * popcnt. */
+AVX2 static inline __m256i popcount_avx2(__m256i v)
+{
+    const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2,
+                                           3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2,
+                                           2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
+    __m256i hi = _mm256_shuffle_epi8(
+        table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+    return _mm256_sad_epu8(_mm256_add_epi8(lo, hi), _mm256_setzero_si256());
+}
+
+/* ORs the pattern into the block; returns the bits that were new.  With
+ * at most two probes a lane (k <= 16) a lane's new bits x are counted as
+ * (x != 0) + (x & (x - 1) != 0): a few compares and one popcnt of their
+ * masks, a short chain after the block arrives; more probes a lane take
+ * the nibble-table popcount. */
+AVX2 static inline unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
+                                    uint32_t k)
+{
+    __m256i b0 = _mm256_load_si256((const __m256i *)block);
+    __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
+    _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
+    _mm256_store_si256((__m256i *)block + 1, _mm256_or_si256(b1, p1));
+    __m256i x0 = _mm256_andnot_si256(b0, p0), x1 = _mm256_andnot_si256(b1, p1);
+    if (k <= 16) {
+        const __m256i z = _mm256_setzero_si256(), m1 = _mm256_set1_epi64x(-1);
+        __m256i y0 = _mm256_and_si256(x0, _mm256_add_epi64(x0, m1));
+        __m256i y1 = _mm256_and_si256(x1, _mm256_add_epi64(x1, m1));
+#define ZMASK(v) \
+    (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v, z)))
+        unsigned zero = ZMASK(x0) | ZMASK(x1) << 4 | ZMASK(y0) << 8 |
+                        ZMASK(y1) << 12;
+#undef ZMASK
+        return 16u - (unsigned)__builtin_popcount(zero);
+    }
+    __m256i c = _mm256_add_epi64(popcount_avx2(x0), popcount_avx2(x1));
+    __m128i d = _mm_add_epi64(_mm256_castsi256_si128(c),
+                              _mm256_extracti128_si256(c, 1));
+    return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
+}
+
+AVX2 static bool contains_avx2(const bf_blocked *bf, bf_hash h)
+{
+    const uint64_t *block = block_of(bf, h);
+    __builtin_prefetch(block);
+    __m256i p0, p1;
+    lanes_pattern_avx2(h, bf->k, &p0, &p1);
+    return covered_avx2(block, p0, p1);
+}
+
+AVX2 static unsigned add_avx2(bf_blocked *bf, bf_hash h)
+{
+    uint64_t *block = (uint64_t *)block_of(bf, h);
+    __builtin_prefetch(block, 1);
+    __m256i p0, p1;
+    lanes_pattern_avx2(h, bf->k, &p0, &p1);
+    return or_avx2(block, p0, p1, bf->k);
+}
+
+AVX2 static void contains_many_avx2(const bf_blocked *bf, const bf_hash *h,
+                                    size_t n, bool *out)
+{
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(block_of(bf, h[i]));
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            __builtin_prefetch(block_of(bf, h[i + AHEAD]));
+        __m256i p0, p1;
+        lanes_pattern_avx2(h[i], bf->k, &p0, &p1);
+        out[i] = covered_avx2(block_of(bf, h[i]), p0, p1);
+    }
+}
+
+AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
+                                 bool *out)
+{
+    /* Locals: a store into the block could alias the filter's fields. */
+    uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
+    uint32_t k = bf->k;
+    size_t added_keys = 0;
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(block_of(bf, h[i]), 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            __builtin_prefetch(block_of(bf, h[i + AHEAD]), 1);
+        __m256i p0, p1;
+        lanes_pattern_avx2(h[i], k, &p0, &p1);
+        unsigned added = or_avx2(words + bf_block_of(h[i], nblocks) * 8, p0,
+                                 p1, k);
+        bits += added;
+        added_keys += added != 0;
+        if (out)
+            out[i] = added != 0;
+    }
+    bf->bits_set += bits;
+    bf->inserts += added_keys;
+    return added_keys;
+}
+#endif
+
+/* -- the operations ------------------------------------------------------ */
+
+#ifdef BF_HAVE_AVX2_CODE
+#define LANES_AVX2(bf) (use_avx2 && (bf)->scheme == BF_SCHEME_LANES)
+#else
+#define LANES_AVX2(bf) false
+#define contains_avx2(bf, h) false
+#define add_avx2(bf, h) 0u
+#define contains_many_avx2(bf, h, n, out) ((void)0)
+#define add_many_avx2(bf, h, n, out) ((size_t)0)
+#endif
+
+bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
+{
+    if (LANES_AVX2(bf))
+        return contains_avx2(bf, h);
+    return contains_scalar(bf, h);
+}
+
+void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
+{
+    __builtin_prefetch(block_of(bf, h));
+}
+
+void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
+                                size_t n, bool *out)
+{
+    if (LANES_AVX2(bf))
+        contains_many_avx2(bf, h, n, out);
+    else
+        contains_many_scalar(bf, h, n, out);
+}
+
+size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
+                             bool *out)
+{
+    if (LANES_AVX2(bf))
+        return add_many_avx2(bf, h, n, out);
+    return add_many_scalar(bf, h, n, out);
+}
+
+bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
+{
+    unsigned added = LANES_AVX2(bf) ? add_avx2(bf, h) : add_scalar(bf, h);
     bf->bits_set += added;
     if (added)
         bf->inserts++;
@@ -206,21 +525,41 @@ double bf_estimate_count(uint64_t cells, uint64_t set, uint32_t k)
 double bf_estimate_count_blocked(uint64_t nblocks, uint32_t block_cells,
                                  uint64_t set, uint32_t k)
 {
+    return bf_estimate_count_scheme(block_cells == BF_BLOCK_BITS
+                                        ? BF_SCHEME_LANES
+                                        : BF_SCHEME_DISTINCT,
+                                    nblocks, block_cells, set, k);
+}
+
+double bf_estimate_count_scheme(uint32_t scheme, uint64_t nblocks,
+                                uint32_t block_cells, uint64_t set,
+                                uint32_t k)
+{
     uint64_t cells = nblocks * block_cells;
     if (cells == 0 || k == 0)
         return 0.0;
     if (set >= cells)
         return INFINITY;
-    /* Each key sets k distinct cells of its block, so a cell stays clear
-     * with probability (1 - k/B) per key landing there; with Poisson
-     * loads E[clear fraction] = exp(-lambda k / B). */
-    return -(double)nblocks * (double)block_cells / (double)k *
-           log1p(-(double)set / (double)cells);
+    /* q: the chance one key landing in a block sets a given cell of it.
+     * k distinct cells: k/B.  Lanes: 1 - (63/64)^c for a lane taking c
+     * probes a key, averaged over the lanes (exact for k = 8c, when every
+     * lane takes the same).  With Poisson loads a cell stays clear with
+     * probability exp(-lambda q). */
+    double q;
+    if (scheme == BF_SCHEME_LANES && block_cells == BF_BLOCK_BITS) {
+        uint32_t c = k / 8, d = k % 8;
+        q = ((8.0 - d) * -expm1((double)c * log1p(-1.0 / 64)) +
+             d * -expm1((double)(c + 1) * log1p(-1.0 / 64))) / 8.0;
+    } else {
+        q = (double)k / (double)block_cells;
+    }
+    return -(double)nblocks * log1p(-(double)set / (double)cells) / q;
 }
 
 static double est_keys(const bf_blocked *bf, uint64_t set)
 {
-    return bf_estimate_count_blocked(bf->nblocks, BF_BLOCK_BITS, set, bf->k);
+    return bf_estimate_count_scheme(bf->scheme, bf->nblocks, BF_BLOCK_BITS,
+                                    set, bf->k);
 }
 
 double bf_blocked_est_fpr(const bf_blocked *bf)
@@ -228,7 +567,8 @@ double bf_blocked_est_fpr(const bf_blocked *bf)
     double n = est_keys(bf, bf->bits_set);
     if (isinf(n))
         return 1.0;
-    return bf_blocked_fpr_expected(bf->nblocks, BF_BLOCK_BITS, bf->k, n);
+    return bf_fpr_expected_scheme(bf->scheme, bf->nblocks, BF_BLOCK_BITS,
+                                  bf->k, n);
 }
 
 void bf_blocked_info(const bf_blocked *bf, bf_info *out)
@@ -240,6 +580,7 @@ void bf_blocked_info(const bf_blocked *bf, bf_info *out)
     out->capacity = bf->capacity;
     out->fpr_target = bf->fpr;
     out->k = bf->k;
+    out->scheme = bf->scheme;
     out->layers = 1;
     out->cells = bf->nblocks * BF_BLOCK_BITS;
     out->bytes = bf->nblocks * BF_BLOCK_BYTES;
@@ -258,6 +599,12 @@ static bf_err check_compatible(const bf_blocked *a, const bf_blocked *b,
                   "different geometry: %llu blocks k=%u vs %llu blocks k=%u",
                   (unsigned long long)a->nblocks, a->k,
                   (unsigned long long)b->nblocks, b->k);
+        return BF_ERR_INCOMPATIBLE;
+    }
+    if (a->scheme != b->scheme) {
+        bf_seterr(errstr, errstr_size,
+                  "different probe schemes: %u vs %u (a filter of format "
+                  "version 1 and a newer one)", a->scheme, b->scheme);
         return BF_ERR_INCOMPATIBLE;
     }
     if (a->seed != b->seed) {

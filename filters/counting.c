@@ -190,6 +190,7 @@ void bf_counting_info(const bf_counting *cf, bf_info *out)
     out->capacity = cf->capacity;
     out->fpr_target = cf->fpr;
     out->k = cf->k;
+    out->scheme = BF_SCHEME_DISTINCT;
     out->layers = 1;
     out->cells = cf->nblocks * BF_COUNTING_BLOCK_CELLS;
     out->bytes = cf->nblocks * BF_BLOCK_BYTES;

@@ -220,10 +220,11 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
     /* Check every layer before changing any, so a refusal changes nothing. */
     for (uint32_t i = 0; i < a->nlayers; i++) {
         const bf_blocked *x = a->layers[i], *y = b->layers[i];
-        if (x->nblocks != y->nblocks || x->k != y->k || x->seed != y->seed) {
+        if (x->nblocks != y->nblocks || x->k != y->k || x->seed != y->seed ||
+            x->scheme != y->scheme) {
             bf_seterr(errstr, errstr_size,
                       "layer %u differs: %llu blocks k=%u vs %llu blocks k=%u"
-                      " (or different seeds)",
+                      " (or different seeds or probe schemes)",
                       i, (unsigned long long)x->nblocks, x->k,
                       (unsigned long long)y->nblocks, y->k);
             return BF_ERR_INCOMPATIBLE;

@@ -36,7 +36,7 @@ static const char MAGIC[BF_FORMAT_MAGIC_LEN] = BF_FORMAT_MAGIC;
 
 typedef struct layer_view {
     uint64_t nblocks;
-    uint32_t k, block_cells;
+    uint32_t k, scheme, block_cells;
     uint64_t capacity;
     double fpr;
     uint64_t inserts, cells_set;
@@ -47,6 +47,7 @@ static void view_blocked(const bf_blocked *bf, layer_view *v)
 {
     v->nblocks = bf->nblocks;
     v->k = bf->k;
+    v->scheme = bf->scheme;
     v->block_cells = BF_BLOCK_BITS;
     v->capacity = bf->capacity;
     v->fpr = bf->fpr;
@@ -74,6 +75,7 @@ static void filter_layer(const bf_filter *f, uint32_t i, layer_view *v)
         const bf_counting *cf = f->u.c;
         v->nblocks = cf->nblocks;
         v->k = cf->k;
+        v->scheme = BF_SCHEME_DISTINCT;
         v->block_cells = BF_COUNTING_BLOCK_CELLS;
         v->capacity = cf->capacity;
         v->fpr = cf->fpr;
@@ -162,7 +164,8 @@ bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
         filter_layer(f, i, &v);
         uint8_t *d = hdr + HDR_SIZE + DESC_SIZE * i;
         bf_put64(d, v.nblocks);
-        bf_put32(d + 8, v.k);
+        bf_put16(d + 8, (uint16_t)v.k);
+        bf_put16(d + 10, (uint16_t)v.scheme);
         bf_put32(d + 12, v.block_cells);
         bf_put64(d + 16, v.capacity);
         bf_putf64(d + 24, v.fpr);
@@ -228,9 +231,9 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
              "header", len);
     }
     uint16_t version = (uint16_t)bf_getn(buf + 8, 2);
-    if (version != BF_FORMAT_VERSION)
+    if (version != 1 && version != BF_FORMAT_VERSION)
         FAIL(BF_ERR_VERSION, "format version %u is not supported (this "
-             "build reads version %u)", version, BF_FORMAT_VERSION);
+             "build reads versions 1 to %u)", version, BF_FORMAT_VERSION);
     if (len < HDR_SIZE + TRAILER_SIZE)
         FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a filter "
              "header", len);
@@ -286,7 +289,13 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
         const uint8_t *d = buf + HDR_SIZE + DESC_SIZE * i;
         layer_view *v = &p->layers[i];
         v->nblocks = bf_getn(d, 8);
-        v->k = (uint32_t)bf_getn(d + 8, 4);
+        if (version == 1) { /* u32 k: the high half must be 0 (k <= 64) */
+            v->k = (uint32_t)bf_getn(d + 8, 4);
+            v->scheme = BF_SCHEME_DISTINCT;
+        } else {
+            v->k = (uint32_t)bf_getn(d + 8, 2);
+            v->scheme = (uint32_t)bf_getn(d + 10, 2);
+        }
         v->block_cells = (uint32_t)bf_getn(d + 12, 4);
         v->capacity = bf_getn(d + 16, 8);
         v->fpr = bf_getf64(d + 24);
@@ -299,6 +308,10 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
         if (v->k == 0 || v->k > BF_MAX_K)
             FAIL(BF_ERR_FORMAT, "layer %u: k %u out of range 1..%u", i, v->k,
                  BF_MAX_K);
+        if (v->scheme != BF_SCHEME_DISTINCT &&
+            (v->scheme != BF_SCHEME_LANES || kind == BF_KIND_COUNTING))
+            FAIL(BF_ERR_FORMAT, "layer %u: unknown probe scheme %u for a %s "
+                 "filter", i, v->scheme, bf_kind_name(kind));
         if (v->block_cells != want_cells)
             FAIL(BF_ERR_FORMAT, "layer %u: %u cells per block, expected %u",
                  i, v->block_cells, want_cells);
@@ -346,7 +359,8 @@ static bf_blocked *build_blocked(const layer_view *v, uint64_t seed,
                                  bool inplace)
 {
     uint64_t *w = layer_cells(v, inplace);
-    bf_blocked *bf = w ? bf_blocked_wrap(w, v->nblocks, v->k, !inplace, seed)
+    bf_blocked *bf = w ? bf_blocked_wrap(w, v->nblocks, v->k, v->scheme, !inplace,
+                                       seed)
                        : NULL;
     if (!bf) {
         if (!inplace)

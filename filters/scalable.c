@@ -234,6 +234,7 @@ void bf_scalable_info(const bf_scalable *sb, bf_info *out)
         bf_blocked_info(sb->layers[i], &li);
         out->capacity += li.capacity;
         out->k = li.k;
+        out->scheme = li.scheme;
         out->cells += li.cells;
         out->bytes += li.bytes;
         out->inserts += li.inserts;

@@ -3,7 +3,8 @@
  * (filters/format.c, bf_filter_load_mem): the bytes of a filter file, as
  * blocklists, `bloomstage filter info|query|merge` and checkpoints read
  * them.  The input is a whole filter file; seeds in fuzz/corpus/filter_file/
- * are real ones (fuzz/make-seeds).
+ * are real ones (fuzz/make-seeds), of format version 2 (lane scheme) and,
+ * v1-*.bf, version 1 (distinct probes: copies of tests/data/).
  *
  * Each input is loaded three ways:
  *   1. as given, BF_LOAD_COPY (checksum verified): what the product does;
@@ -60,6 +61,7 @@ static void check_same_info(const bf_info *a, const bf_info *b)
     CHECK(a->capacity == b->capacity);
     CHECK(same_double(a->fpr_target, b->fpr_target));
     CHECK(a->k == b->k);
+    CHECK(a->scheme == b->scheme);
     CHECK(a->layers == b->layers);
     CHECK(a->cells == b->cells);
     CHECK(a->bytes == b->bytes);
@@ -89,16 +91,22 @@ static void keys_of(const uint8_t *data, size_t size, const void *key[NKEYS],
     }
 }
 
-/* What f says about every key, and about its hashes in one batch. */
+/* What f says about every key, and about its hashes in one batch; the
+ * lane scheme's scalar code must say the same as its AVX2 code (when the
+ * CPU has AVX2; bf_simd_use). */
 static void query(const bf_filter *f, const void *const key[NKEYS],
                   const size_t len[NKEYS], bool out[NKEYS])
 {
     uint64_t seed = bf_filter_seed(f);
+    const char *simd = bf_simd_name();
     for (size_t i = 0; i < NKEYS; i++) {
         bf_hash h = bf_hash_key(key[i], len[i], seed);
         bf_filter_prefetch_h(f, h);
         out[i] = bf_filter_contains(f, key[i], len[i]);
         CHECK(out[i] == bf_filter_contains_h(f, h));
+        CHECK(bf_simd_use("scalar"));
+        CHECK(out[i] == bf_filter_contains_h(f, h));
+        CHECK(bf_simd_use(simd));
     }
 }
 

@@ -7,7 +7,9 @@
  *                              counting, scalable with 1 and 3 layers and
  *                              with its newest layer full), and
  *                              damaged ones (bad magic, version, kind,
- *                              checksum; truncated; a header only)
+ *                              checksum, probe scheme; truncated; a header
+ *                              only); files of format version 1 are the
+ *                              hand-copied v1-*.bf (from tests/data/)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
  *                              layers), and damaged ones
@@ -150,7 +152,9 @@ static void filter_seeds(void)
     bf_filter_destroy(sf);
 
     damaged(dir, "bad-magic.bf", &mb, mb.len, 0, "BLMFLTX", 7, 1);
-    damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x02\x00", 2, 1);
+    damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x03\x00", 2, 1);
+    /* Layer 0's probe scheme (descriptor at 64, scheme at +10) unknown. */
+    damaged(dir, "bad-scheme.bf", &mb, mb.len, 74, "\x02\x00", 2, 1);
     damaged(dir, "bad-kind.bf", &mb, mb.len, 10, "\x09\x00", 2, 1);
     damaged(dir, "bad-checksum.bf", &mb, mb.len, mb.len - 1, "\xff", 1, 0);
     damaged(dir, "truncated.bf", &m3, m3.len - 64, 0, NULL, 0, 0);

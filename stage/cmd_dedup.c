@@ -90,6 +90,35 @@ static int out_line(out_buf *o, const char *line, size_t len)
     return 0;
 }
 
+/* Lines read ahead of the one being looked up (see cmd_dedup). */
+#define DEDUP_AHEAD 8
+
+/* A line read ahead: its own copy (the reader's buffer moves on), its hash
+ * and its number for messages. */
+typedef struct pending {
+    char *buf;
+    size_t len, cap;
+    bf_hash h;
+    uint64_t lineno;
+} pending;
+
+static bool pending_set(pending *p, const char *line, size_t len)
+{
+    if (len > p->cap || !p->buf) { /* a buffer even for an empty line */
+        size_t cap = p->cap ? p->cap : 64;
+        while (cap < len)
+            cap *= 2;
+        char *nb = realloc(p->buf, cap);
+        if (!nb)
+            return false;
+        p->buf = nb;
+        p->cap = cap;
+    }
+    memcpy(p->buf, line, len);
+    p->len = len;
+    return true;
+}
+
 int cmd_dedup(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -161,6 +190,8 @@ int cmd_dedup(int argc, char **argv)
         fprintf(stderr, "bloomstage dedup: %s\n", err);
         return BS_EXIT_FAIL;
     }
+    pending ring[DEDUP_AHEAD];
+    memset(ring, 0, sizeof(ring));
     bs_lines *lr = bs_lines_new(STDIN_FILENO, MAX_LINE);
     out_buf out = {malloc(OUT_BUF), 0};
     int rc = BS_EXIT_FAIL;
@@ -168,36 +199,64 @@ int cmd_dedup(int argc, char **argv)
         fprintf(stderr, "bloomstage dedup: out of memory\n");
         goto done;
     }
+    /* Lines go through a ring of DEDUP_AHEAD: a line is read, copied,
+     * hashed and its blocks in every layer prefetched (bf_scalable_prefetch_h)
+     * DEDUP_AHEAD lines before it is looked up and added, so the cache
+     * misses of several lines overlap instead of one line's stalling the
+     * loop.  Output order is input order. */
+    size_t head = 0, queued = 0;
     uint64_t written = 0;
     const char *line;
     size_t len;
-    int r;
-    while ((r = bs_lines_next(lr, &line, &len)) > 0) {
-        int added = bf_scalable_add_if_absent_h(
-            sb, bf_hash_key(line, len, params.seed));
+    int r = 1, rerr = 0;
+    bool werr = false;
+    while (r > 0 || queued > 0) {
+        if (r > 0 && (r = bs_lines_next(lr, &line, &len)) < 0)
+            rerr = errno; /* reported once the lines before are out */
+        if (r > 0) {
+            pending *p = &ring[(head + queued) % DEDUP_AHEAD];
+            if (!pending_set(p, line, len)) {
+                fprintf(stderr, "bloomstage dedup: out of memory\n");
+                out_flush(&out);
+                goto done;
+            }
+            p->lineno = bs_lines_number(lr);
+            p->h = bf_hash_key(line, len, params.seed);
+            bf_scalable_prefetch_h(sb, p->h);
+            queued++;
+        }
+        /* Full, or no more input (end or error): the oldest line's turn. */
+        if (queued == 0 || (r > 0 && queued < DEDUP_AHEAD))
+            continue;
+        pending *p = &ring[head];
+        head = (head + 1) % DEDUP_AHEAD;
+        queued--;
+        int added = bf_scalable_add_if_absent_h(sb, p->h);
         if (added < 0) {
             out_flush(&out);
             fprintf(stderr, "bloomstage dedup: line %llu: the filter cannot "
                     "grow past %s (--max-memory); output is complete up to "
                     "the line before\n",
-                    (unsigned long long)bs_lines_number(lr),
+                    (unsigned long long)p->lineno,
                     bs_human_bytes(params.max_bytes, err, sizeof(err)));
             goto done;
         }
         if (added) {
             written++;
-            if (out_line(&out, line, len))
+            if (out_line(&out, p->buf, p->len)) {
+                werr = true;
                 break;
+            }
         }
     }
-    if (r < 0) {
+    if (!werr && r < 0) {
         fprintf(stderr, "bloomstage dedup: reading line %llu: %s\n",
                 (unsigned long long)bs_lines_number(lr) + 1,
-                errno == E2BIG ? "line longer than 64 MiB" : strerror(errno));
+                rerr == E2BIG ? "line longer than 64 MiB" : strerror(rerr));
         out_flush(&out);
         goto done;
     }
-    if (r > 0 || out_flush(&out)) {
+    if (werr || out_flush(&out)) {
         fprintf(stderr, "bloomstage dedup: writing output: %s\n",
                 strerror(errno));
         goto done;
@@ -217,6 +276,8 @@ int cmd_dedup(int argc, char **argv)
                 params.fpr);
     }
 done:
+    for (size_t i = 0; i < DEDUP_AHEAD; i++)
+        free(ring[i].buf);
     free(out.buf);
     bs_lines_destroy(lr);
     bf_scalable_destroy(sb);

@@ -267,7 +267,8 @@ static inline bool keys_fpr_within(const char *what, uint64_t fp, uint64_t n,
 #define KEYS_OFF_N0 56
 /* within a layer descriptor at 64 + 64*i */
 #define KEYS_D_NBLOCKS 0
-#define KEYS_D_K 8
+#define KEYS_D_K 8 /* u16 (u32 in version 1) */
+#define KEYS_D_SCHEME 10 /* u16, version 2 */
 #define KEYS_D_BLOCK_CELLS 12
 #define KEYS_D_CAPACITY 16
 #define KEYS_D_FPR 24

@@ -89,23 +89,37 @@ static void test_estimate_formulas(void **state)
             uint64_t nb = nbs[i], cells = nb * Bs[b];
             assert_true(bf_estimate_count_blocked(nb, Bs[b], 0, 7) == 0.0);
             assert_true(isinf(bf_estimate_count_blocked(nb, Bs[b], cells, 7)));
-            for (uint32_t k = 1; k <= 64; k += 9)
+            for (uint32_t k = 1; k <= 64; k += k % 8 ? 7 : 1)
                 for (uint64_t x = 1; x < cells; x = x * 2 + 1) {
                     double B = Bs[b];
                     /* k distinct probes a key: a cell stays clear with
                      * exp(-lambda k / B), the plain formula per block. */
                     double want = -(double)nb * B / (double)k *
                                   log1p(-(double)x / (double)cells);
-                    double got = bf_estimate_count_blocked(nb, Bs[b], x, k);
+                    double got = bf_estimate_count_scheme(
+                        BF_SCHEME_DISTINCT, nb, Bs[b], x, k);
+                    if (rel_err(got, want) > 1e-7)
+                        fail_msg("bf_estimate_count_scheme(distinct, %llu, "
+                                 "%u, %llu, %u) = %.17g, want %.17g",
+                                 (unsigned long long)nb, Bs[b],
+                                 (unsigned long long)x, k, got, want);
+                    if (Bs[b] != BF_BLOCK_BITS || k % 8)
+                        continue;
+                    /* Lanes, k = 8c: a cell of a lane stays clear with
+                     * (63/64)^c per key, exp(-lambda(1-(63/64)^c)). */
+                    want = -(double)nb * log1p(-(double)x / (double)cells) /
+                           (1.0 - pow(63.0 / 64.0, k / 8));
+                    got = bf_estimate_count_blocked(nb, Bs[b], x, k);
                     if (rel_err(got, want) > 1e-7)
                         fail_msg("bf_estimate_count_blocked(%llu, %u, %llu, "
-                                 "%u) = %.17g, want %.17g",
+                                 "%u) = %.17g, want %.17g (lanes)",
                                  (unsigned long long)nb, Bs[b],
                                  (unsigned long long)x, k, got, want);
                 }
         }
     /* "For k << B the two agree" (0.5% at k = 2, B = 512). */
-    assert_true(rel_err(bf_estimate_count_blocked(1000, 512, 100000, 2),
+    assert_true(rel_err(bf_estimate_count_scheme(BF_SCHEME_DISTINCT, 1000, 512,
+                                                 100000, 2),
                         bf_estimate_count(512000, 100000, 2)) < 0.005);
 }
 

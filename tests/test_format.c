@@ -1,5 +1,6 @@
 /*
- * test_format.c -- the serialized filter format (bloomfilters.h, version 1):
+ * test_format.c -- the serialized filter format (bloomfilters.h, version 2;
+ * version 1's files: test_legacy_files.c):
  * round trips and damage.
  *
  * What must hold:
@@ -665,6 +666,7 @@ typedef struct forge_layer {
     double fpr;
     uint64_t inserts, cells_set;
     const unsigned char *data; /* nblocks * 64 bytes, or NULL for zeros */
+    uint32_t scheme;           /* BF_SCHEME_*; 0 if left out */
 } forge_layer;
 
 static uint64_t dbits(double d)
@@ -701,7 +703,8 @@ static unsigned char *forge(uint16_t kind, uint64_t seed, double P, double s,
         unsigned char *d = b + keys_desc_off(i);
         uint64_t size = ly[i].nblocks * 64;
         keys_put_le(d + KEYS_D_NBLOCKS, 8, ly[i].nblocks);
-        keys_put_le(d + KEYS_D_K, 4, ly[i].k);
+        keys_put_le(d + KEYS_D_K, 2, ly[i].k);
+        keys_put_le(d + KEYS_D_SCHEME, 2, ly[i].scheme);
         keys_put_le(d + KEYS_D_BLOCK_CELLS, 4, ly[i].block_cells);
         keys_put_le(d + KEYS_D_CAPACITY, 8, ly[i].capacity);
         keys_put_le(d + KEYS_D_FPR, 8, dbits(ly[i].fpr));
@@ -738,7 +741,7 @@ static unsigned char *forge_from(bf_filter *f, const keys_membuf *m,
         assert_true(keys_layer_data(m->data, m->len, i, &data, &size));
         ly[i] = (forge_layer){li.cells / B, li.k,          B,
                               li.capacity,  li.fpr_target, li.inserts,
-                              li.cells_set, data};
+                              li.cells_set, data,           li.scheme};
         assert_int_equal(size, ly[i].nblocks * 64);
     }
     if (info.kind == BF_KIND_SCALABLE) {
@@ -763,7 +766,7 @@ static void test_layout_matches_documentation(void **state)
 
         /* Field by field, as documented. */
         assert_memory_equal(b, "BLMFLTR\0", 8);
-        assert_int_equal(keys_get_le(b + KEYS_OFF_VERSION, 2), 1);
+        assert_int_equal(keys_get_le(b + KEYS_OFF_VERSION, 2), 2);
         assert_int_equal(keys_get_le(b + KEYS_OFF_KIND, 2), kinds[ki]);
         assert_int_equal(keys_get_le(b + KEYS_OFF_HASH_ID, 4), 1);
         assert_true(keys_get_le(b + KEYS_OFF_SEED, 8) == SEED);
@@ -777,6 +780,11 @@ static void test_layout_matches_documentation(void **state)
             uint64_t off = keys_get_le(d + KEYS_D_DATA_OFF, 8);
             uint64_t size = keys_get_le(d + KEYS_D_DATA_SIZE, 8);
             uint64_t nb = keys_get_le(d + KEYS_D_NBLOCKS, 8);
+            /* New filters: lanes, but for the counting filter. */
+            assert_int_equal(keys_get_le(d + KEYS_D_SCHEME, 2),
+                             kinds[ki] == BF_KIND_COUNTING
+                                 ? BF_SCHEME_DISTINCT
+                                 : BF_SCHEME_LANES);
             assert_int_equal(off % 64, 0);
             assert_true(off >= prev_end);
             assert_true(off + size <= m.len - 8);
@@ -998,10 +1006,10 @@ static void f_magic_nul(unsigned char *b, size_t l)
     (void)l;
     b[7] = '!';
 }
-static void f_version2(unsigned char *b, size_t l)
+static void f_version3(unsigned char *b, size_t l)
 {
     (void)l;
-    keys_put_le(b + KEYS_OFF_VERSION, 2, 2);
+    keys_put_le(b + KEYS_OFF_VERSION, 2, 3);
 }
 static void f_version_max(unsigned char *b, size_t l)
 {
@@ -1196,7 +1204,17 @@ static void f_k65(unsigned char *b, size_t l)
 static void f_k_huge(unsigned char *b, size_t l)
 {
     (void)l;
-    keys_put_le(last_desc(b) + KEYS_D_K, 4, 0xffffffffu);
+    keys_put_le(last_desc(b) + KEYS_D_K, 2, 0xffffu);
+}
+static void f_scheme_unknown(unsigned char *b, size_t l)
+{
+    (void)l;
+    keys_put_le(last_desc(b) + KEYS_D_SCHEME, 2, 2);
+}
+static void f_scheme_lanes(unsigned char *b, size_t l)
+{
+    (void)l;
+    keys_put_le(last_desc(b) + KEYS_D_SCHEME, 2, BF_SCHEME_LANES);
 }
 static void f_cells256(unsigned char *b, size_t l)
 {
@@ -1249,7 +1267,7 @@ static void test_forged_headers(void **state)
                             NULL, NULL);
         expect_forged_fails(f, f_magic_nul, BF_ERR_FORMAT, "wrong magic byte 7",
                             "magic", NULL, NULL);
-        expect_forged_fails(f, f_version2, BF_ERR_VERSION, "version 2",
+        expect_forged_fails(f, f_version3, BF_ERR_VERSION, "version 3",
                             "version", NULL, NULL);
         expect_forged_fails(f, f_version_max, BF_ERR_VERSION, "version 65535",
                             "version", NULL, NULL);
@@ -1322,8 +1340,14 @@ static void test_forged_headers(void **state)
                             "data size 2^64-64", SZ, NULL, NULL);
         expect_forged_fails(f, f_k0, BF_ERR_FORMAT, "k 0", "k", NULL, NULL);
         expect_forged_fails(f, f_k65, BF_ERR_FORMAT, "k 65", "k", NULL, NULL);
-        expect_forged_fails(f, f_k_huge, BF_ERR_FORMAT, "k 2^32-1", "k", NULL,
+        expect_forged_fails(f, f_k_huge, BF_ERR_FORMAT, "k 2^16-1", "k", NULL,
                             NULL);
+        expect_forged_fails(f, f_scheme_unknown, BF_ERR_FORMAT, "scheme 2",
+                            "scheme", NULL, NULL);
+        if (kinds[ki] == BF_KIND_COUNTING)
+            expect_forged_fails(f, f_scheme_lanes, BF_ERR_FORMAT,
+                                "counting filter with lane scheme", "scheme",
+                                NULL, NULL);
         expect_forged_fails(f, f_cells256, BF_ERR_FORMAT, "block cells 256",
                             "cell", "block", NULL);
         expect_forged_fails(f, f_cells_swapped, BF_ERR_FORMAT,
@@ -1354,7 +1378,7 @@ static void test_forged_files(void **state)
     (void)state;
     forge_layer ly[BF_MAX_LAYERS + 1];
     for (uint32_t i = 0; i <= BF_MAX_LAYERS; i++)
-        ly[i] = (forge_layer){1, 7, BF_BLOCK_BITS, 1, 1e-3, 0, 0, NULL};
+        ly[i] = (forge_layer){1, 7, BF_BLOCK_BITS, 1, 1e-3, 0, 0, NULL, 0};
     size_t len = 0;
     unsigned char *b = forge(BF_KIND_SCALABLE, SEED, 1e-2, 2.0, 0.85,
                              BF_MAX_LAYERS + 1, ly, &len);
@@ -1373,7 +1397,7 @@ static void test_forged_files(void **state)
     expect_load_fails(b, len, 0, BF_ERR_FORMAT, "counting with 512 cells",
                       "cell", "block", (const char *)NULL);
     free(b);
-    forge_layer c = {1, 7, BF_COUNTING_BLOCK_CELLS, 1, 1e-3, 0, 0, NULL};
+    forge_layer c = {1, 7, BF_COUNTING_BLOCK_CELLS, 1, 1e-3, 0, 0, NULL, 0};
     b = forge(BF_KIND_BLOCKED, SEED, 0, 0, 0, 1, &c, &len);
     expect_load_fails(b, len, 0, BF_ERR_FORMAT, "blocked with 128 cells",
                       "cell", "block", (const char *)NULL);

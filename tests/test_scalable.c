@@ -7,8 +7,8 @@
  *     many layers were added;
  *   - grown more than 1000x past its initial capacity (n0 = 1000, ~2M keys,
  *     11 full layers), the measured false-positive rate over >= 1M
- *     never-inserted keys stays under the compound target P (1e-2, 1e-4,
- *     1e-6) within the Poisson tolerance of tests/keys.h;
+ *     never-inserted keys stays under the compound target P (1e-2 to
+ *     1e-6, every power of ten) within the Poisson tolerance of tests/keys.h;
  *   - layers follow the documented schedule (capacity, error, "full" when
  *     inserts reach capacity), counts in bf_info add up over layers;
  *   - add_if_absent returns 1 / 0 / -BF_ERR_NOMEM as documented, and a key
@@ -317,10 +317,23 @@ static void test_fpr_1e2_grown(void **state)
     check_fpr(1e-2, 1000000);
 }
 
+static void test_fpr_1e3_grown(void **state)
+{
+    (void)state;
+    check_fpr(1e-3, 1000000);
+}
+
 static void test_fpr_1e4_grown(void **state)
 {
     (void)state;
     check_fpr(1e-4, 2000000);
+}
+
+static void test_fpr_1e5_grown(void **state)
+{
+    (void)state;
+    /* E = 40 false positives expected at the target. */
+    check_fpr(1e-5, 4000000);
 }
 
 static void test_fpr_1e6_grown(void **state)
@@ -560,7 +573,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layer_limit),
         cmocka_unit_test(test_no_false_negatives_millions),
         cmocka_unit_test(test_fpr_1e2_grown),
+        cmocka_unit_test(test_fpr_1e3_grown),
         cmocka_unit_test(test_fpr_1e4_grown),
+        cmocka_unit_test(test_fpr_1e5_grown),
         cmocka_unit_test(test_fpr_1e6_grown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

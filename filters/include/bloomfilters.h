@@ -17,8 +17,14 @@
  * has an `_h` form taking that hash, so a caller checking one key against a
  * dedup filter and several blocklists hashes it once.  The low 64 bits pick
  * the block (multiply-shift, no modulo), the high 64 bits drive the
- * in-block probes (slices of it and of splitmix64 outputs seeded from it,
- * 9 bits per probe, 7 for counters).
+ * in-block probes.  Blocked filters (and scalable layers) use the lane
+ * scheme: the block is eight 64-bit lanes and probe j sets one bit of lane
+ * j mod 8 chosen by a 32-bit multiply-shift of a hash word, k = 8, 16, 24
+ * ... -- branch-free, one SIMD pass (AVX2 when the CPU has it, chosen at run
+ * time; scalar otherwise).  Filters loaded from version-1 files keep the
+ * scheme they were written with (k distinct 9-bit probes from slices of
+ * the hash and splitmix64 outputs), and so does the counting filter
+ * (7-bit probes).
  *
  * bf_filter is a tagged handle over any of the three, used by whatever works
  * on "a filter file" without caring which kind it holds (blocklists, the
@@ -81,6 +87,17 @@ bf_hash bf_hash_key(const void *key, size_t len, uint64_t seed);
 /* The default seed of filters built by bloomstage. */
 #define BF_DEFAULT_SEED UINT64_C(0x626c6f6f6d737467) /* "bloomstg" */
 
+/* The instruction set the lane scheme runs on: "avx2" when the CPU has
+ * AVX2 (checked once, at load), else "scalar".  bf_simd_use("scalar")
+ * forces the scalar code and bf_simd_use("avx2") returns to AVX2 (false,
+ * changing nothing, on a CPU without it or for another name): for tests
+ * and benchmarks that compare the two; both give the same answers and set
+ * the same bits.  (An AVX-512 form, the block in one register, was
+ * measured no faster than AVX2 on this project's Zen 4 machines and is
+ * not built.)  Not to be called while another thread uses a filter. */
+const char *bf_simd_name(void);
+bool bf_simd_use(const char *name);
+
 /* ------------------------------------------------------------------------ */
 /* Statistics, common to every kind                                          */
 
@@ -91,6 +108,13 @@ typedef enum bf_kind {
 } bf_kind;
 
 const char *bf_kind_name(bf_kind kind); /* "blocked", "scalable", "counting" */
+
+/* In-block probe schemes (bf_info.scheme, stored per layer in the file). */
+#define BF_SCHEME_DISTINCT 0u /* k distinct probes anywhere in the block:
+                                 counting filters, and blocked filters of
+                                 format-version-1 files */
+#define BF_SCHEME_LANES 1u    /* one bit per probe in lane j mod 8 of eight
+                                 64-bit lanes: every new blocked filter */
 
 typedef struct bf_info {
     bf_kind kind;
@@ -107,6 +131,7 @@ typedef struct bf_info {
     double fill;        /* cells_set / cells */
     double est_keys;    /* distinct keys estimated from the bits */
     double est_fpr;     /* false-positive rate estimated from the fill */
+    uint32_t scheme;    /* BF_SCHEME_* (of the newest layer) */
 } bf_info;
 
 /* ------------------------------------------------------------------------ */
@@ -119,18 +144,28 @@ typedef struct bf_info {
 
 /* Chooses block count and k so that `capacity` keys in blocks of
  * `block_cells` cells give a false-positive rate <= fpr by the blocked-filter
- * formula (Poisson-distributed block loads, the exact rate of k distinct
- * probes inside a block: sizing.c).
+ * formula (Poisson-distributed block loads, the exact in-block rate of the
+ * probe scheme: sizing.c).  block_cells BF_BLOCK_BITS sizes a blocked
+ * filter of today's scheme (BF_SCHEME_LANES, k a multiple of 8); other
+ * block sizes (BF_COUNTING_BLOCK_CELLS) use BF_SCHEME_DISTINCT.
  * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, 0.5], or a size
  * beyond 2^40 blocks. */
 bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
                    uint64_t *nblocks, uint32_t *k) BF_WARN_UNUSED;
+/* The same for an explicit scheme (BF_SCHEME_LANES needs 512 cells). */
+bf_err bf_size_for_scheme(uint32_t scheme, uint64_t capacity, double fpr,
+                          uint32_t block_cells, uint64_t *nblocks,
+                          uint32_t *k) BF_WARN_UNUSED;
 
 /* The blocked-filter formula itself: expected false-positive rate of a
  * filter of `nblocks` blocks of `block_cells` cells, k probes, holding n
- * keys. */
+ * keys, in the scheme bf_size_for uses for that block size. */
 double bf_blocked_fpr_expected(uint64_t nblocks, uint32_t block_cells,
                                uint32_t k, double n);
+/* The same for an explicit scheme (1.0 for a scheme or geometry that does
+ * not exist). */
+double bf_fpr_expected_scheme(uint32_t scheme, uint64_t nblocks,
+                              uint32_t block_cells, uint32_t k, double n);
 
 /* ------------------------------------------------------------------------ */
 /* Blocked Bloom filter                                                      */
@@ -141,7 +176,8 @@ typedef struct bf_blocked bf_blocked;
  * and writes why into errstr on bad parameters or allocation failure. */
 bf_blocked *bf_blocked_new(uint64_t capacity, double fpr, uint64_t seed,
                            char *errstr, size_t errstr_size);
-/* A filter with explicit geometry (nblocks >= 1, 1 <= k <= BF_MAX_K). */
+/* A filter with explicit geometry (nblocks >= 1, 1 <= k <= BF_MAX_K),
+ * BF_SCHEME_LANES. */
 bf_blocked *bf_blocked_new_geometry(uint64_t nblocks, uint32_t k,
                                     uint64_t seed, char *errstr,
                                     size_t errstr_size);
@@ -163,6 +199,11 @@ bool bf_blocked_contains(const bf_blocked *bf, const void *key, size_t len);
  * blocklist). */
 void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
                                 size_t n, bool *out);
+/* The batched add: out[i] = add_h(h[i]) for i < n in order (out may be
+ * NULL), with the next keys' blocks prefetched.  Returns how many were
+ * new. */
+size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
+                             bool *out);
 /* One call: true if the key was new (and is now added), false if it was
  * already maybe-present (filter unchanged). */
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h);
@@ -282,13 +323,18 @@ void bf_counting_info(const bf_counting *cf, bf_info *out);
  * n = -(m/k) ln(1 - X/m).  Returns INFINITY for a full filter. */
 double bf_estimate_count(uint64_t cells, uint64_t set, uint32_t k);
 
-/* The same for a blocked filter of nblocks blocks of block_cells cells.
- * Because a key's k probes are k distinct cells of one block, a cell stays
- * clear with probability exp(-lambda k / B) under Poisson block loads, and
- * this is exactly the plain formula: n = -(nblocks B / k) ln(1 - X/m).
- * bf_info.est_keys and the union/intersection estimates use it. */
+/* The same for a blocked filter of nblocks blocks of block_cells cells, in
+ * the scheme bf_size_for uses for that block size.  A key sets a given
+ * cell of its block with probability q (k/B for k distinct probes,
+ * 1 - (63/64)^(k/8) for lanes), so a cell stays clear with probability
+ * exp(-lambda q) under Poisson block loads: n = -nblocks ln(1 - X/m) / q,
+ * exactly the plain formula for distinct probes.  bf_info.est_keys and the
+ * union/intersection estimates use it. */
 double bf_estimate_count_blocked(uint64_t nblocks, uint32_t block_cells,
                                  uint64_t set, uint32_t k);
+double bf_estimate_count_scheme(uint32_t scheme, uint64_t nblocks,
+                                uint32_t block_cells, uint64_t set,
+                                uint32_t k);
 
 /* Estimated |A u B| and |A n B| (inclusion-exclusion) of two compatible
  * blocked filters, without changing either. */
@@ -338,11 +384,11 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
 #define BF_FORMAT_MAGIC_LEN 8
 
 /*
- * Serialized format (version 1), all integers little-endian:
+ * Serialized format (version 2), all integers little-endian:
  *
  *   offset size
  *   0      8    magic "BLMFLTR\0"
- *   8      2    format version (1)
+ *   8      2    format version (2; 1 is still read)
  *   10     2    kind (bf_kind)
  *   12     4    hash id (BF_HASH_XXH3_128)
  *   16     8    seed
@@ -353,9 +399,9 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
  *   48     8    scalable: growth s (double); 0 for other kinds
  *   56     8    scalable: tightening r (double); 0 for other kinds
  *   64     64*L layer descriptors:
- *                 u64 nblocks, u32 k, u32 block_cells, u64 capacity,
- *                 f64 fpr, u64 inserts, u64 cells_set, u64 data offset,
- *                 u64 data size
+ *                 u64 nblocks, u16 k, u16 scheme, u32 block_cells,
+ *                 u64 capacity, f64 fpr, u64 inserts, u64 cells_set,
+ *                 u64 data offset, u64 data size
  *   H      ...  each layer's cell array at its data offset, 64-byte aligned
  *   end-8  8    XXH3-64 (seed 0) of every byte before it
  *
@@ -363,8 +409,16 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
  * id, that the file size field equals the bytes given, that L and H agree
  * and are bounded, that every layer's data size equals what its geometry
  * needs and lies inside the file without overlap, and the checksum.
+ *
+ * Version 1 is the same but for the descriptor's u16 k, u16 scheme, which
+ * was one u32 k (k <= 64, so its high half, where version 2 keeps the
+ * scheme, was 0): every layer of a version-1 file is BF_SCHEME_DISTINCT.
+ * A blocked layer may be of either scheme (a scalable filter loaded from a
+ * version-1 file grows lane-scheme layers on top of its old ones); a
+ * counting filter is always BF_SCHEME_DISTINCT.  Files are written as
+ * version 2.
  */
-#define BF_FORMAT_VERSION 1u
+#define BF_FORMAT_VERSION 2u
 #define BF_MAX_LAYERS 64u
 
 /* Bytes bf_filter_serialize will write. */
