@@ -5,7 +5,8 @@
  *
  *   fuzz/corpus/filter_file/   small filter files of every kind (blocked,
  *                              counting, scalable with 1 and 3 layers and
- *                              with its newest layer full), and
+ *                              with its newest layer full; windowed with
+ *                              3 generations, and empty), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum; truncated; a header only)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
@@ -92,6 +93,29 @@ static bf_filter *scalable(uint64_t n0, int keys)
     return f;
 }
 
+/* A windowed filter over W = 100, G = 4 with keys at times 200, 230 and
+ * 275 (slices 8, 9, 11: three generations and an empty slice), or none. */
+static bf_filter *windowed(int keys_per_time)
+{
+    bf_windowed_params p;
+    bf_windowed_params_default(&p);
+    p.window = 100;
+    p.generations = 4;
+    p.fpr = 0.01;
+    p.initial_capacity = 8;
+    char err[256];
+    bf_filter *f = bf_filter_from_windowed(bf_windowed_new(&p, err,
+                                                           sizeof err));
+    if (!f)
+        die("windowed: %s", err);
+    static const int64_t at[] = {200, 230, 275};
+    for (int i = 0; keys_per_time && i < 3; i++) {
+        (void)bf_windowed_advance(bf_filter_windowed(f), at[i]);
+        add_keys(f, i * 100, keys_per_time);
+    }
+    return f;
+}
+
 static void put64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
@@ -148,6 +172,19 @@ static void filter_seeds(void)
     write_file(dir, "scalable-full.bf", mf.buf, mf.len);
     free(mf.buf);
     bf_filter_destroy(sf);
+    bf_filter *w3 = windowed(6), *w0 = windowed(0);
+    bf_membuf mw3 = serialize(w3), mw0 = serialize(w0);
+    write_file(dir, "windowed-3gens.bf", mw3.buf, mw3.len);
+    write_file(dir, "windowed-empty.bf", mw0.buf, mw0.len);
+    /* Damaged: a stream time that leaves no generation live; one more
+     * generation than G + 1. */
+    damaged(dir, "windowed-not-live.bf", &mw3, mw3.len, 80,
+            "\x10\x27\x00\x00\x00\x00\x00\x00", 8, 1);
+    damaged(dir, "windowed-bad-count.bf", &mw3, mw3.len, 32, "\x06", 1, 1);
+    free(mw3.buf);
+    free(mw0.buf);
+    bf_filter_destroy(w3);
+    bf_filter_destroy(w0);
 
     damaged(dir, "bad-magic.bf", &mb, mb.len, 0, "BLMFLTX", 7, 1);
     damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x02\x00", 2, 1);
