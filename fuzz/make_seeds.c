@@ -11,7 +11,7 @@
  *                              checksum; truncated; a header only)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
- *                              layers), and damaged ones
+ *                              layers, a windowed filter), and damaged ones
  *   fuzz/fuzz_config.dict      every key of the table (patterns with NAME
  *                              "spam"), its BLOOMSTAGE_ name, enum values,
  *                              the markers fuzz_config.c splits at
@@ -231,6 +231,10 @@ static void checkpoint_seeds(void)
     bf_membuf m;
     ckpt("events-0.ckpt", "events", 0, 42, NULL, 0, s1, &m);
     ckpt("clicks-7.ckpt", "clicks.eu-west_1", 7, 1000000, wm, 3, s3, NULL);
+    /* dedup.window.ms: a windowed filter inside. */
+    bf_filter *w3 = windowed(6);
+    ckpt("windowed-3gens.ckpt", "events", 2, 5000, wm, 3, w3, NULL);
+    bf_filter_destroy(w3);
 
     damaged(dir, "bad-magic.ckpt", &m, m.len, 0, "BLMCKPX", 7, 1);
     damaged(dir, "bad-version.ckpt", &m, m.len, 8, "\x02\x00", 2, 1);

@@ -188,19 +188,19 @@ static void test_output_watermarks(void **state)
 
 #define SEED 0x5eedULL
 
-static bf_scalable *new_filter(void)
+static bf_filter *new_filter(void)
 {
     bf_scalable_params p;
     bf_scalable_params_default(&p);
     p.initial_capacity = 1000;
-    bf_scalable *sb = bf_scalable_new(&p, NULL, 0);
-    assert_non_null(sb);
-    return sb;
+    bf_filter *f = bf_filter_from_scalable(bf_scalable_new(&p, NULL, 0));
+    assert_non_null(f);
+    return f;
 }
 
-static bool has(const bf_scalable *sb, const char *key)
+static bool has(const bf_filter *f, const char *key)
 {
-    return bf_scalable_contains_h(sb, bf_hash_key(key, strlen(key), SEED));
+    return bf_filter_contains_h(f, bf_hash_key(key, strlen(key), SEED));
 }
 
 /* One output record: key (may be NULL) and its bloomstage-src header
@@ -304,7 +304,7 @@ static void test_replay_tail(void **state)
 
     for (int j = 0; j < 2; j++) {
         free(t[j].skip);
-        bf_scalable_destroy(t[j].filter);
+        bf_filter_destroy(t[j].filter);
     }
     rd_kafka_destroy(tail);
     im_stop(&c);
@@ -348,7 +348,7 @@ static void test_replay_tail_nothing(void **state)
                                     err, sizeof(err)), -1);
     assert_non_null(strstr(err, "absent"));
     free(t.skip);
-    bf_scalable_destroy(t.filter);
+    bf_filter_destroy(t.filter);
     rd_kafka_destroy(tail);
     im_stop(&c);
 }

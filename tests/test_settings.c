@@ -34,6 +34,7 @@
 #define CT_SIZE BS_CT_SIZE
 #define CT_GUARANTEE BS_CT_ENUM
 #define CT_MISSING_KEY BS_CT_ENUM
+#define CT_LATE BS_CT_ENUM
 #define CT_CKPT_STORE BS_CT_ENUM
 #define CT_LOG_LEVEL BS_CT_ENUM
 
@@ -43,6 +44,7 @@
 static const char *const guarantee_texts[] = {BS_GUARANTEE_LIST(TEXT) NULL};
 static const char *const missing_texts[] = {
     BS_MISSING_KEY_POLICY_LIST(TEXT) NULL};
+static const char *const late_texts[] = {BS_LATE_POLICY_LIST(TEXT) NULL};
 static const char *const store_texts[] = {BS_CKPT_STORE_KIND_LIST(TEXT) NULL};
 static const char *const level_texts[] = {
     BS_CONFIG_LOG_LEVEL_LIST(TEXT) NULL};
@@ -56,6 +58,7 @@ static const char *const level_texts[] = {
 #define VALUES_SIZE NULL
 #define VALUES_GUARANTEE guarantee_texts
 #define VALUES_MISSING_KEY missing_texts
+#define VALUES_LATE late_texts
 #define VALUES_CKPT_STORE store_texts
 #define VALUES_LOG_LEVEL level_texts
 

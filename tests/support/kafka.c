@@ -264,6 +264,7 @@ int h_producer_send(h_producer *p, const char *topic, int32_t partition,
             RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0),
             RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0),
             RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_TIMESTAMP(r->timestamp > 0 ? r->timestamp : 0),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_OPAQUE((void *)(uintptr_t)p->sent), RD_KAFKA_V_END);
         if (!err) {

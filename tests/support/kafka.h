@@ -64,7 +64,8 @@ typedef struct h_record {
     size_t n_headers;
     int32_t partition; /* h_produce with H_PARTITION_PER_RECORD: where to */
     int64_t offset;    /* consumed records only */
-    int64_t timestamp; /* consumed records only: ms, -1 if none */
+    int64_t timestamp; /* consumed: ms, -1 if none; produced: ms if > 0,
+                          else the producer's clock */
     void *owned;       /* h_record_list's allocation; NULL for yours */
 } h_record;
 
