@@ -228,8 +228,11 @@ static void test_rebalance_moves_generations(void **state)
     h_nap(1000);
     h_stage_kill9(a, "after B joined and the second half came");
     finish(e, b);
-    print_message("B: %zu partition assignments (from A, with their state)\n",
-                  h_count_said(b, SAID_ASSIGNED));
+    size_t moved = h_count_restored(b);
+    print_message("B was assigned %zu partitions with their checkpoint "
+                  "(generations and stream time)\n", moved);
+    if (moved == 0)
+        h_stage_fail(b, "no partition came to B with its state");
     h_proc_release(a);
     h_proc_release(b);
     free(da);
@@ -261,11 +264,8 @@ static void test_late_reject(void **state)
     expect_model(e, "dedup.window.late=reject");
     h_record_list l = {0};
     H_CHECK(h_consume_all(e->h.bs, e->rej, 30000, &l));
-    size_t n_late = 0;
-    for (size_t k = 0; k < l.n; k++) {
-        const h_header *h = h_header_last(&l.recs[k], "bloomstage-reason");
-        n_late += h && h->value && !strcmp(h->value, "late");
-    }
+    size_t n_late = h_record_list_count_header(&l, "bloomstage-reason",
+                                               "late");
     h_record_list_free(&l);
     print_message("%zu late records, %zu in %s with reason late\n", late,
                   n_late, e->rej);

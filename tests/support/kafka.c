@@ -189,6 +189,17 @@ size_t h_record_list_count_partition(const h_record_list *l, int32_t p)
     return c;
 }
 
+size_t h_record_list_count_header(const h_record_list *l, const char *name,
+                                  const char *value)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const h_header *h = h_header_last(&l->recs[i], name);
+        c += h && h->value && !strcmp(h->value, value);
+    }
+    return c;
+}
+
 const h_header *h_header_last(const h_record *r, const char *name)
 {
     const h_header *h = NULL;
