@@ -7,7 +7,8 @@
 # powers of 1024, as the config reads them), write and read errors, usage
 # errors and --help; --window-lines against an awk model of the windowed
 # filter (exact at the default fpr, as above), periodic streams at the
-# contract's two edges, flat memory with --window-lines.
+# contract's two edges, flat memory (the filter's, and peak RSS) with
+# --window-lines.
 #
 #   bash tests/cli/test_dedup_cli.sh path/to/bloomstage
 #
@@ -361,6 +362,26 @@ check "memory with a window: the same for 100k and 1M lines ($m1, $m2)" test -n 
 bs 0 "1M distinct lines, no window --stats" dedup --capacity 1000 --stats <in
 m3=$(mem_of)
 check "memory without a window grows ($m3 vs $m1)" test "$m3" != "$m1"
+# Peak RSS (GNU time) follows: 10x the lines, the same RSS within 1 MiB with
+# a window; without one it grows by the filter.  Skipped (said) without
+# /usr/bin/time (scripts/install-deps installs it) and in a sanitizer build
+# (ASan's quarantine keeps freed generations).
+if ldd "$BIN" 2>/dev/null | grep -q 'libasan'; then
+    echo "# skipped: peak RSS checks in a sanitizer build"
+elif [ -x /usr/bin/time ]; then
+    rss() { /usr/bin/time -f %M "$BIN" dedup "$@" <in 2>&1 >/dev/null | tail -n 1; }
+    awk 'BEGIN { for (i = 0; i < 100000; i++) print "u" i }' >in
+    r1=$(rss --window-lines 2000)
+    awk 'BEGIN { for (i = 0; i < 1000000; i++) print "u" i }' >in
+    r2=$(rss --window-lines 2000)
+    r3=$(rss --capacity 1000)
+    check "peak RSS with a window: 100k lines ${r1} KiB, 1M lines ${r2} KiB (within 1 MiB)" \
+        num_in "$((r2 - r1))" -1024 1024
+    check "peak RSS without a window grows: ${r3} KiB > ${r2} KiB + 2 MiB" \
+        num_in "$r3" $((r2 + 2048)) 100000000
+else
+    echo "# skipped: peak RSS checks need /usr/bin/time"
+fi
 rm -f in want-win
 
 usage "--window-lines 0" dedup --window-lines 0
