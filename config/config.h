@@ -109,6 +109,14 @@ typedef enum bs_missing_key_policy {
     BS_MISSING_KEY_POLICY_LIST(BS_CONFIG_ENUM_CONSTANT)
 } bs_missing_key_policy;
 
+/* dedup.window.late */
+#define BS_LATE_POLICY_LIST(X)                                               \
+    X(BS_CONFIG_LATE_FORWARD, "forward")                                     \
+    X(BS_CONFIG_LATE_REJECT, "reject")
+typedef enum bs_late_policy {
+    BS_LATE_POLICY_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_late_policy;
+
 /* processing.guarantee */
 #define BS_GUARANTEE_LIST(X)                                                 \
     X(BS_CONFIG_AT_LEAST_ONCE, "at_least_once")                              \

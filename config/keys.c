@@ -59,6 +59,8 @@ const size_t bs_config_nsections =
  * index is its C constant. */
 static const char *const on_missing_values[] = {
     BS_MISSING_KEY_POLICY_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const late_values[] = {
+    BS_LATE_POLICY_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const guarantee_values[] = {
     BS_GUARANTEE_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const store_values[] = {
@@ -131,6 +133,28 @@ const bs_config_row bs_config_rows[] = {
              "value not JSON): forward it unfiltered, or reject it (route it "
              "to rejected.topic, which reject requires: no record is ever "
              "dropped silently).  Either way it is counted."},
+    {.name = "dedup.window.ms", .type = BS_CT_INT, .section = SEC_DEDUP,
+     .def = "0", IRANGE(0, INT64_C(3153600000000)),
+     .help = "Forget a key this long after it was forwarded, in "
+             "milliseconds of record timestamp (stream time: the largest "
+             "timestamp seen in the partition).  A copy less than the window "
+             "after the forwarded one is dropped, always; one more than "
+             "window*(1+1/G) after is forwarded again (except with "
+             "probability dedup.fpr); in between either.  Memory follows the "
+             "keys of one window.  0: remember every key for ever."},
+    {.name = "dedup.window.generations", .type = BS_CT_INT,
+     .section = SEC_DEDUP, .def = "4", IRANGE(1, 64),
+     .help = "G: the window is kept as G+1 filters of window/G each, the "
+             "oldest dropped whole as stream time passes it.  Larger G "
+             "forgets closer to the window (window*(1+1/G)) and makes "
+             "lookups check more filters."},
+    {.name = "dedup.window.late", .type = BS_CT_ENUM, .section = SEC_DEDUP,
+     .def = "forward", .values = late_values,
+     .help = "A record whose timestamp is older than the oldest filter the "
+             "window still keeps (late by more than the window): forward it "
+             "(deduplicated against what is still kept, and counted), or "
+             "reject it to rejected.topic with reason late (which reject "
+             "requires).  Never dropped silently."},
 
     /* Blocklists ------------------------------------------------------- */
     {.name = "blocklist.*.path", .type = BS_CT_STRING, .section = SEC_BLOCK,

@@ -11,6 +11,7 @@ struct bf_filter {
         bf_blocked *b;
         bf_scalable *s;
         bf_counting *c;
+        bf_windowed *w;
     } u;
     bool readonly; /* cells used in place from a file or caller's buffer */
     void *map;     /* mapping to unmap on destroy, or NULL */

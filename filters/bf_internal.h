@@ -168,6 +168,22 @@ bf_counting *bf_counting_wrap(uint8_t *cells, uint64_t nblocks, uint32_t k,
 bf_scalable *bf_scalable_wrap(const bf_scalable_params *p,
                               bf_blocked **layers, uint32_t nlayers);
 
+/* The windowed filter's serialized form (windowed.c), for format.c.
+ * bf_windowed_load expects the envelope (magic, version, kind, hash id,
+ * file size, checksum) checked already (bf_format_check_envelope). */
+uint64_t bf_windowed_serialized_size(const bf_windowed *w);
+bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
+                             void *opaque);
+bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
+                        bf_windowed **out, char *errstr, size_t errstr_size);
+
+/* The part of a serialized filter every kind shares (format.c): magic,
+ * version, file size, checksum (unless BF_LOAD_NOVERIFY), a known kind and
+ * hash id.  The kind is written to *kind. */
+bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
+                                unsigned flags, bf_kind *kind, char *errstr,
+                                size_t errstr_size);
+
 /* Expected fpr of a blocked layer at its current estimated key count. */
 double bf_blocked_est_fpr(const bf_blocked *bf);
 

@@ -30,6 +30,9 @@ static bf_filter *wrap(bf_kind kind, void *p)
     case BF_KIND_COUNTING:
         f->u.c = p;
         break;
+    case BF_KIND_WINDOWED:
+        f->u.w = p;
+        break;
     }
     return f;
 }
@@ -46,6 +49,10 @@ bf_filter *bf_filter_from_counting(bf_counting *cf)
 {
     return wrap(BF_KIND_COUNTING, cf);
 }
+bf_filter *bf_filter_from_windowed(bf_windowed *w)
+{
+    return wrap(BF_KIND_WINDOWED, w);
+}
 
 void bf_filter_destroy(bf_filter *f)
 {
@@ -60,6 +67,9 @@ void bf_filter_destroy(bf_filter *f)
         break;
     case BF_KIND_COUNTING:
         bf_counting_destroy(f->u.c);
+        break;
+    case BF_KIND_WINDOWED:
+        bf_windowed_destroy(f->u.w);
         break;
     }
     if (f->map)
@@ -81,6 +91,10 @@ bf_counting *bf_filter_counting(bf_filter *f)
 {
     return f->kind == BF_KIND_COUNTING ? f->u.c : NULL;
 }
+bf_windowed *bf_filter_windowed(bf_filter *f)
+{
+    return f->kind == BF_KIND_WINDOWED ? f->u.w : NULL;
+}
 
 uint64_t bf_filter_seed(const bf_filter *f)
 {
@@ -91,6 +105,8 @@ uint64_t bf_filter_seed(const bf_filter *f)
         return f->u.s->params.seed;
     case BF_KIND_COUNTING:
         return f->u.c->seed;
+    case BF_KIND_WINDOWED:
+        return bf_windowed_seed(f->u.w);
     }
     return 0;
 }
@@ -104,6 +120,8 @@ bool bf_filter_contains_h(const bf_filter *f, bf_hash h)
         return bf_scalable_contains_h(f->u.s, h);
     case BF_KIND_COUNTING:
         return bf_counting_contains_h(f->u.c, h);
+    case BF_KIND_WINDOWED:
+        return bf_windowed_contains_h(f->u.w, h);
     }
     return false;
 }
@@ -119,6 +137,9 @@ void bf_filter_prefetch_h(const bf_filter *f, bf_hash h)
         break;
     case BF_KIND_COUNTING:
         bf_counting_prefetch_h(f->u.c, h);
+        break;
+    case BF_KIND_WINDOWED:
+        bf_windowed_prefetch_h(f->u.w, h);
         break;
     }
 }
@@ -140,6 +161,8 @@ int bf_filter_add(bf_filter *f, const void *key, size_t len)
         return bf_scalable_add_if_absent_h(f->u.s, h);
     case BF_KIND_COUNTING:
         return bf_counting_add_h(f->u.c, h) ? 1 : 0;
+    case BF_KIND_WINDOWED:
+        return bf_windowed_add_if_absent_h(f->u.w, h);
     }
     return -BF_ERR_INVALID;
 }
@@ -155,6 +178,9 @@ void bf_filter_info(const bf_filter *f, bf_info *out)
         break;
     case BF_KIND_COUNTING:
         bf_counting_info(f->u.c, out);
+        break;
+    case BF_KIND_WINDOWED:
+        bf_windowed_info(f->u.w, out);
         break;
     }
 }
@@ -206,6 +232,10 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
         return bf_blocked_merge(dst->u.b, src->u.b, errstr, errstr_size);
     case BF_KIND_COUNTING:
         return merge_counting(dst->u.c, src->u.c, errstr, errstr_size);
+    case BF_KIND_WINDOWED:
+        /* Generations of two streams cover different times: no union. */
+        bf_seterr(errstr, errstr_size, "windowed filters cannot be merged");
+        return BF_ERR_INCOMPATIBLE;
     case BF_KIND_SCALABLE:
         break;
     }

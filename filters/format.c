@@ -84,11 +84,15 @@ static void filter_layer(const bf_filter *f, uint32_t i, layer_view *v)
         v->cells = cf->cells;
         return;
     }
+    case BF_KIND_WINDOWED: /* windowed.c writes its own layout */
+        return;
     }
 }
 
 uint64_t bf_filter_serialized_size(const bf_filter *f)
 {
+    if (f->kind == BF_KIND_WINDOWED)
+        return bf_windowed_serialized_size(f->u.w);
     uint32_t n = filter_layers(f);
     uint64_t size = HDR_SIZE + (uint64_t)DESC_SIZE * n + TRAILER_SIZE;
     for (uint32_t i = 0; i < n; i++) {
@@ -137,6 +141,8 @@ int bf_membuf_write(void *opaque, const void *data, size_t len)
 
 bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
 {
+    if (f->kind == BF_KIND_WINDOWED)
+        return bf_windowed_serialize(f->u.w, write, opaque);
     uint32_t n = filter_layers(f);
     uint32_t hsize = HDR_SIZE + DESC_SIZE * n;
     uint8_t *hdr = calloc(1, hsize);
@@ -221,8 +227,9 @@ typedef struct parsed {
         return code;                                                           \
     } while (0)
 
-static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
-                    char *errstr, size_t errstr_size)
+bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
+                                unsigned flags, bf_kind *kind_out,
+                                char *errstr, size_t errstr_size)
 {
     if (len < 16 || memcmp(buf, MAGIC, BF_FORMAT_MAGIC_LEN) != 0) {
         if (len >= 8 && memcmp(buf, MAGIC, 8) != 0)
@@ -251,12 +258,25 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
     }
     uint16_t kind = (uint16_t)bf_getn(buf + 10, 2);
     if (kind != BF_KIND_BLOCKED && kind != BF_KIND_SCALABLE &&
-        kind != BF_KIND_COUNTING)
+        kind != BF_KIND_COUNTING && kind != BF_KIND_WINDOWED)
         FAIL(BF_ERR_FORMAT, "unknown filter kind %u", kind);
     uint32_t hash_id = (uint32_t)bf_getn(buf + 12, 4);
     if (hash_id != BF_HASH_XXH3_128)
         FAIL(BF_ERR_FORMAT, "unknown hash function id %u", hash_id);
+    *kind_out = (bf_kind)kind;
+    return BF_OK;
+}
+
+static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
+                    char *errstr, size_t errstr_size)
+{
+    bf_kind kind;
+    bf_err err = bf_format_check_envelope(buf, len, flags, &kind, errstr,
+                                          errstr_size);
+    if (err)
+        return err;
     p->kind = kind;
+    uint16_t version = (uint16_t)bf_getn(buf + 8, 2); /* checked: 1 or 2 */
     p->seed = bf_getn(buf + 16, 8);
     p->nlayers = (uint32_t)bf_getn(buf + 32, 4);
     uint32_t hsize = (uint32_t)bf_getn(buf + 36, 4);
@@ -387,10 +407,28 @@ bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
     bool inplace = flags & BF_LOAD_INPLACE;
     if (inplace && ((uintptr_t)buf % BF_BLOCK_BYTES) != 0)
         FAIL(BF_ERR_INVALID, "in-place use needs a 64-byte aligned buffer");
+    bf_kind kind;
+    bf_err err = bf_format_check_envelope(buf, len, flags, &kind, errstr,
+                                          errstr_size);
+    if (err)
+        return err;
+    if (kind == BF_KIND_WINDOWED) {
+        bf_windowed *w = NULL;
+        err = bf_windowed_load(buf, len, flags, &w, errstr, errstr_size);
+        if (err)
+            return err;
+        if (!(*out = bf_filter_from_windowed(w))) {
+            bf_windowed_destroy(w);
+            FAIL(BF_ERR_NOMEM, "out of memory");
+        }
+        return BF_OK;
+    }
     parsed *p = calloc(1, sizeof(*p));
     if (!p)
         FAIL(BF_ERR_NOMEM, "out of memory");
-    bf_err err = parse(buf, len, flags, p, errstr, errstr_size);
+    /* parse() checks the envelope again: cheap but for the checksum,
+     * which it can skip now. */
+    err = parse(buf, len, flags | BF_LOAD_NOVERIFY, p, errstr, errstr_size);
     if (err) {
         free(p);
         return err;
@@ -435,6 +473,8 @@ bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
         f = bf_filter_from_scalable(sb);
         break;
     }
+    case BF_KIND_WINDOWED: /* loaded above, never parsed here */
+        break;
     }
     free(p);
     if (!f)

@@ -49,6 +49,8 @@ const char *bf_kind_name(bf_kind kind)
         return "scalable";
     case BF_KIND_COUNTING:
         return "counting";
+    case BF_KIND_WINDOWED:
+        return "windowed";
     }
     return "unknown";
 }

@@ -15,7 +15,8 @@
  * A filter that loads is queried, and must survive a round trip: its
  * serialization must load back (checksum verified) into a filter that
  * answers every query the same, has the same statistics and serializes to
- * the same bytes, and merge with it answering as before.  A copy-loaded
+ * the same bytes, and merge with it answering as before (a windowed filter
+ * refuses every merge, and cannot be loaded in place).  A copy-loaded
  * filter then takes a few adds (a scalable one under a 16 MiB cap, as the
  * stage caps its dedup filters) and must round-trip again.  Any broken promise aborts, which libFuzzer reports as
  * a crash with the input.
@@ -134,8 +135,12 @@ static void round_trip(bf_filter *f, const void *const key[NKEYS],
     CHECK(memcmp(qa, qb, sizeof qa) == 0);
     bf_membuf m2 = serialize(g);
     CHECK(m1.len == m2.len && memcmp(m1.buf, m2.buf, m1.len) == 0);
-    /* The union with an equal filter changes no answer. */
-    CHECK(bf_filter_merge(g, f, err, sizeof err) == BF_OK);
+    /* The union with an equal filter changes no answer; windowed filters
+     * have no union. */
+    if (bf_filter_kind(f) == BF_KIND_WINDOWED)
+        CHECK(bf_filter_merge(g, f, err, sizeof err) == BF_ERR_INCOMPATIBLE);
+    else
+        CHECK(bf_filter_merge(g, f, err, sizeof err) == BF_OK);
     query(g, key, len, qb);
     CHECK(memcmp(qa, qb, sizeof qa) == 0);
     free(m1.buf);
@@ -162,6 +167,14 @@ static void exercise(bf_filter *f, bool writable, const uint8_t *data,
         bf_scalable_params p;
         bf_scalable_params_get(sb, &p);
     }
+    bf_windowed *wf = bf_filter_windowed(f);
+    if (wf) {
+        bf_generation_info g;
+        for (uint32_t i = 0; i < bf_windowed_generations(wf); i++)
+            CHECK(bf_windowed_generation_info(wf, i, &g));
+        CHECK(!bf_windowed_generation_info(wf, bf_windowed_generations(wf),
+                                           &g));
+    }
     bf_counting *cf = bf_filter_counting(f);
     if (cf) {
         (void)bf_counting_saturated(cf);
@@ -177,10 +190,24 @@ static void exercise(bf_filter *f, bool writable, const uint8_t *data,
     }
     if (sb)
         bf_scalable_set_max_bytes(sb, (uint64_t)16 << 20);
+    if (wf) {
+        bf_windowed_set_max_bytes(wf, (uint64_t)16 << 20);
+        /* Time moves on by a slice and a window: generations go. */
+        bf_windowed_params wp;
+        bf_windowed_params_get(wf, &wp);
+        int64_t t = bf_windowed_stream_time(wf);
+        if (t < INT64_MAX / 4 && wp.window < INT64_MAX / 4) {
+            (void)bf_windowed_advance(wf, t + wp.window / wp.generations);
+            CHECK(bf_windowed_stream_time(wf) >= t);
+            if (size && data[0] & 1)
+                (void)bf_windowed_advance(wf, t + 2 * wp.window);
+        }
+    }
     for (size_t i = 0; i < NKEYS; i++) {
         int r = bf_filter_add(f, key[i], len[i]);
-        /* Only a scalable filter can refuse (a layer it cannot grow). */
-        CHECK(r == 0 || r == 1 || (sb && r == -(int)BF_ERR_NOMEM));
+        /* Only a scalable or windowed filter can refuse (a layer or a
+         * generation it cannot make). */
+        CHECK(r == 0 || r == 1 || ((sb || wf) && r == -(int)BF_ERR_NOMEM));
         if (r >= 0)
             CHECK(bf_filter_contains(f, key[i], len[i]));
     }

@@ -5,14 +5,15 @@
  *
  *   fuzz/corpus/filter_file/   small filter files of every kind (blocked,
  *                              counting, scalable with 1 and 3 layers and
- *                              with its newest layer full), and
+ *                              with its newest layer full; windowed with
+ *                              3 generations, and empty), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum, probe scheme; truncated; a header
  *                              only); files of format version 1 are the
  *                              hand-copied v1-*.bf (from tests/data/)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
- *                              layers), and damaged ones
+ *                              layers, a windowed filter), and damaged ones
  *   fuzz/fuzz_config.dict      every key of the table (patterns with NAME
  *                              "spam"), its BLOOMSTAGE_ name, enum values,
  *                              the markers fuzz_config.c splits at
@@ -94,6 +95,29 @@ static bf_filter *scalable(uint64_t n0, int keys)
     return f;
 }
 
+/* A windowed filter over W = 100, G = 4 with keys at times 200, 230 and
+ * 275 (slices 8, 9, 11: three generations and an empty slice), or none. */
+static bf_filter *windowed(int keys_per_time)
+{
+    bf_windowed_params p;
+    bf_windowed_params_default(&p);
+    p.window = 100;
+    p.generations = 4;
+    p.fpr = 0.01;
+    p.initial_capacity = 8;
+    char err[256];
+    bf_filter *f = bf_filter_from_windowed(bf_windowed_new(&p, err,
+                                                           sizeof err));
+    if (!f)
+        die("windowed: %s", err);
+    static const int64_t at[] = {200, 230, 275};
+    for (int i = 0; keys_per_time && i < 3; i++) {
+        (void)bf_windowed_advance(bf_filter_windowed(f), at[i]);
+        add_keys(f, i * 100, keys_per_time);
+    }
+    return f;
+}
+
 static void put64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
@@ -150,6 +174,19 @@ static void filter_seeds(void)
     write_file(dir, "scalable-full.bf", mf.buf, mf.len);
     free(mf.buf);
     bf_filter_destroy(sf);
+    bf_filter *w3 = windowed(6), *w0 = windowed(0);
+    bf_membuf mw3 = serialize(w3), mw0 = serialize(w0);
+    write_file(dir, "windowed-3gens.bf", mw3.buf, mw3.len);
+    write_file(dir, "windowed-empty.bf", mw0.buf, mw0.len);
+    /* Damaged: a stream time that leaves no generation live; one more
+     * generation than G + 1. */
+    damaged(dir, "windowed-not-live.bf", &mw3, mw3.len, 80,
+            "\x10\x27\x00\x00\x00\x00\x00\x00", 8, 1);
+    damaged(dir, "windowed-bad-count.bf", &mw3, mw3.len, 32, "\x06", 1, 1);
+    free(mw3.buf);
+    free(mw0.buf);
+    bf_filter_destroy(w3);
+    bf_filter_destroy(w0);
 
     damaged(dir, "bad-magic.bf", &mb, mb.len, 0, "BLMFLTX", 7, 1);
     damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x03\x00", 2, 1);
@@ -198,6 +235,10 @@ static void checkpoint_seeds(void)
     bf_membuf m;
     ckpt("events-0.ckpt", "events", 0, 42, NULL, 0, s1, &m);
     ckpt("clicks-7.ckpt", "clicks.eu-west_1", 7, 1000000, wm, 3, s3, NULL);
+    /* dedup.window.ms: a windowed filter inside. */
+    bf_filter *w3 = windowed(6);
+    ckpt("windowed-3gens.ckpt", "events", 2, 5000, wm, 3, w3, NULL);
+    bf_filter_destroy(w3);
 
     damaged(dir, "bad-magic.ckpt", &m, m.len, 0, "BLMCKPX", 7, 1);
     damaged(dir, "bad-version.ckpt", &m, m.len, 8, "\x02\x00", 2, 1);

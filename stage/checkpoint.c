@@ -225,7 +225,10 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
     if (bf_filter_load_mem(buf + off, (size_t)flen, BF_LOAD_COPY,
                            &out->filter, why, sizeof(why)) != BF_OK)
         FAIL("%s: the filter inside is damaged: %s", path, why);
-    if (bf_filter_kind(out->filter) != BF_KIND_SCALABLE)
+    /* A dedup filter: scalable, or windowed (dedup.window.ms), which
+     * carries its generations and stream time inside. */
+    if (bf_filter_kind(out->filter) != BF_KIND_SCALABLE &&
+        bf_filter_kind(out->filter) != BF_KIND_WINDOWED)
         FAIL("%s: holds a %s filter, not a scalable one", path,
              bf_kind_name(bf_filter_kind(out->filter)));
     return 1;

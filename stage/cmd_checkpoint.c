@@ -21,6 +21,38 @@ static const char CKPT_HELP[] =
     "and whether the file verifies (checksums and structure).\n"
     "Exit 0 if every file verifies, 1 if any does not, 2 on a usage error.\n";
 
+/* A ms timestamp as UTC text, to the millisecond. */
+static const char *utc_ms(int64_t ms, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(buf + n, size - n, ".%03d", (int)(ms % 1000));
+    return buf;
+}
+
+/* dedup.window.ms: the window, the stream time, and each live generation
+ * with the time it covers, under the partition's line. */
+static void print_window(const bf_windowed *w)
+{
+    if (!w)
+        return;
+    bf_windowed_params wp;
+    bf_windowed_params_get(w, &wp);
+    int64_t T = bf_windowed_stream_time(w);
+    char a[40], b[40], hb[32];
+    printf("  window %lld ms in %u generations, stream time %s\n",
+           (long long)wp.window, wp.generations,
+           T < 0 ? "none yet" : utc_ms(T, a, sizeof(a)));
+    bf_generation_info g;
+    for (uint32_t i = 0; bf_windowed_generation_info(w, i, &g); i++)
+        printf("    generation %u: %s .. %s  est. keys %.0f  memory %s  "
+               "layers %u\n", i, utc_ms(g.time_from, a, sizeof(a)),
+               utc_ms(g.time_to, b, sizeof(b)), g.info.est_keys,
+               bs_human_bytes(g.info.bytes, hb, sizeof(hb)), g.info.layers);
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -88,6 +120,7 @@ int cmd_checkpoint(int argc, char **argv)
                c.topic, (int)c.partition, (long long)c.next_offset, when,
                in.layers, bs_human_bytes(in.bytes, hb, sizeof(hb)),
                in.est_keys, in.est_fpr);
+        print_window(bf_filter_windowed(c.filter));
         bs_ckpt_free(&c);
         free(names[i]);
     }

@@ -6,6 +6,12 @@
  *
  * The price is the filter's: a line never seen before is dropped as a
  * "duplicate" with probability <= --fpr over the whole run (1e-6 default).
+ *
+ * --window-lines N forgets: the windowed filter (bloomfilters.h) with time
+ * measured in input lines, so a line repeating one of the N lines before it
+ * is dropped, one written more than (N+1)(1+1/G) lines before is written
+ * again, and memory follows the distinct lines of one window however long
+ * the input is.
  */
 #include "commands.h"
 #include "util.h"
@@ -21,6 +27,7 @@
 
 static const char DEDUP_HELP[] =
     "usage: bloomstage dedup [--fpr P] [--capacity N] [--max-memory BYTES]\n"
+    "                        [--window-lines N [--generations G]]\n"
     "                        [--stats] < in > out\n"
     "\n"
     "Writes each line of standard input the first time it is seen (lines\n"
@@ -34,6 +41,16 @@ static const char DEDUP_HELP[] =
     "  --max-memory B     fail rather than grow the filter past B bytes;\n"
     "                     a size: k, M, G, T are powers of 1024, as in the\n"
     "                     config (512M = 536870912); default no cap\n"
+    "  --window-lines N   forget after N lines: a line that repeats one of\n"
+    "                     the N lines before it (and that one was written)\n"
+    "                     is dropped; a line last written more than\n"
+    "                     (N+1)*(1+1/G) lines before is written again\n"
+    "                     (except with probability --fpr); in between\n"
+    "                     either.  Memory: the distinct lines of N*(1+1/G)\n"
+    "                     lines.  A count, as --capacity\n"
+    "  --generations G    slices of the window (1..64, default 4, at most\n"
+    "                     N+1), with --window-lines: more is tighter, and\n"
+    "                     slower\n"
     "  --stats            print lines read, written, dropped, filter layers\n"
     "                     and memory on stderr at the end\n"
     "\n"
@@ -126,12 +143,15 @@ int cmd_dedup(int argc, char **argv)
         {"capacity", required_argument, NULL, 'n'},
         {"max-memory", required_argument, NULL, 'm'},
         {"stats", no_argument, NULL, 's'},
+        {"window-lines", required_argument, NULL, 'w'},
+        {"generations", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     bf_scalable_params params;
     bf_scalable_params_default(&params);
     params.initial_capacity = 1000000;
-    bool stats = false;
+    bool stats = false, capacity_given = false;
+    uint64_t window = 0, generations = 0;
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -149,6 +169,24 @@ int cmd_dedup(int argc, char **argv)
                 params.initial_capacity == 0) {
                 fprintf(stderr, "bloomstage dedup: --capacity '%s' must be a "
                         "whole number >= 1\n", optarg);
+                return BS_EXIT_USAGE;
+            }
+            capacity_given = true;
+            break;
+        case 'w':
+            if (!bs_parse_count(optarg, &window) || window == 0 ||
+                window > (UINT64_C(1) << 62)) {
+                fprintf(stderr, "bloomstage dedup: --window-lines '%s' must "
+                        "be a whole number in 1..2^62\n", optarg);
+                return BS_EXIT_USAGE;
+            }
+            break;
+        case 'g':
+            if (!bs_parse_count(optarg, &generations) || generations == 0 ||
+                generations > BF_WINDOWED_MAX_GENERATIONS) {
+                fprintf(stderr, "bloomstage dedup: --generations '%s' must "
+                        "be a whole number in 1..%u\n", optarg,
+                        BF_WINDOWED_MAX_GENERATIONS);
                 return BS_EXIT_USAGE;
             }
             break;
@@ -184,9 +222,39 @@ int cmd_dedup(int argc, char **argv)
         return BS_EXIT_USAGE;
     }
 
+    if (generations && !window) {
+        fprintf(stderr, "bloomstage dedup: --generations needs "
+                "--window-lines\n");
+        return BS_EXIT_USAGE;
+    }
+
     char err[256];
-    bf_scalable *sb = bf_scalable_new(&params, err, sizeof(err));
-    if (!sb) {
+    bf_scalable *sb = NULL;
+    bf_windowed *wf = NULL;
+    if (window) {
+        bf_windowed_params wp;
+        bf_windowed_params_default(&wp);
+        /* Time = line number: lines b - a <= N apart share a window of
+         * N + 1. */
+        wp.window = (int64_t)window + 1;
+        wp.generations = generations ? (uint32_t)generations : 4;
+        if (wp.window < (int64_t)wp.generations) /* tiny N: 1-line slices */
+            wp.generations = (uint32_t)wp.window;
+        wp.fpr = params.fpr;
+        wp.seed = params.seed;
+        wp.max_bytes = params.max_bytes;
+        /* A slice holds at most its width of lines. */
+        uint64_t width = ((uint64_t)wp.window + wp.generations - 1) /
+                         wp.generations;
+        wp.initial_capacity = capacity_given || params.initial_capacity <
+                                                    width
+                                  ? params.initial_capacity
+                                  : width;
+        wf = bf_windowed_new(&wp, err, sizeof(err));
+    } else {
+        sb = bf_scalable_new(&params, err, sizeof(err));
+    }
+    if (!sb && !wf) {
         fprintf(stderr, "bloomstage dedup: %s\n", err);
         return BS_EXIT_FAIL;
     }
@@ -222,7 +290,10 @@ int cmd_dedup(int argc, char **argv)
             }
             p->lineno = bs_lines_number(lr);
             p->h = bf_hash_key(line, len, params.seed);
-            bf_scalable_prefetch_h(sb, p->h);
+            if (wf)
+                bf_windowed_prefetch_h(wf, p->h);
+            else
+                bf_scalable_prefetch_h(sb, p->h);
             queued++;
         }
         /* Full, or no more input (end or error): the oldest line's turn. */
@@ -231,7 +302,15 @@ int cmd_dedup(int argc, char **argv)
         pending *p = &ring[head];
         head = (head + 1) % DEDUP_AHEAD;
         queued--;
-        int added = bf_scalable_add_if_absent_h(sb, p->h);
+        int added;
+        if (wf) {
+            /* Line numbers only grow: never late.  A line's own number,
+             * not the read-ahead's: the window is counted in lines. */
+            (void)bf_windowed_advance(wf, (int64_t)p->lineno);
+            added = bf_windowed_add_if_absent_h(wf, p->h);
+        } else {
+            added = bf_scalable_add_if_absent_h(sb, p->h);
+        }
         if (added < 0) {
             out_flush(&out);
             fprintf(stderr, "bloomstage dedup: line %llu: the filter cannot "
@@ -265,15 +344,22 @@ int cmd_dedup(int argc, char **argv)
     if (stats) {
         bf_info in;
         char hb[32];
-        bf_scalable_info(sb, &in);
+        if (wf)
+            bf_windowed_info(wf, &in);
+        else
+            bf_scalable_info(sb, &in);
         uint64_t lines = bs_lines_number(lr);
         fprintf(stderr,
                 "lines %llu, written %llu, dropped %llu, layers %u, memory %s,"
-                " estimated fpr %.3g (bound %g)\n",
+                " estimated fpr %.3g (bound %g)",
                 (unsigned long long)lines, (unsigned long long)written,
                 (unsigned long long)(lines - written), in.layers,
                 bs_human_bytes(in.bytes, hb, sizeof(hb)), in.est_fpr,
                 params.fpr);
+        if (wf)
+            fprintf(stderr, ", generations %u, estimated lines in the "
+                    "window %.0f", bf_windowed_generations(wf), in.est_keys);
+        fputc('\n', stderr);
     }
 done:
     for (size_t i = 0; i < DEDUP_AHEAD; i++)
@@ -281,5 +367,6 @@ done:
     free(out.buf);
     bs_lines_destroy(lr);
     bf_scalable_destroy(sb);
+    bf_windowed_destroy(wf);
     return rc;
 }

@@ -40,6 +40,9 @@
     X(missing_key, COUNTER, "bloomstage_records_missing_key_total",           \
       "Records without the dedup key (handled by dedup.on.missing.key).",     \
       "missing_key")                                                          \
+    X(late, COUNTER, "bloomstage_records_late_total",                         \
+      "Records older than the dedup window keeps (dedup.window.late).",       \
+      "late")                                                                 \
     X(rejected_out, COUNTER, "bloomstage_records_rejected_total",             \
       "Dropped records produced to rejected.topic.", NULL)                    \
     X(delivery_failures, COUNTER, "bloomstage_delivery_failures_total",       \

@@ -141,19 +141,38 @@ char *bs_metrics_render(bs_stage *s)
          "False-positive rate estimated from the filter's fill."},
         {"bloomstage_consumer_lag",
          "Records behind the partition's end (librdkafka statistics)."},
+        {"bloomstage_filter_bytes", "Memory of the partition's dedup filter."},
+        {"bloomstage_window_generations",
+         "dedup.window.ms: generations (filters of window/G each) live."},
+        {"bloomstage_window_stream_time_seconds",
+         "dedup.window.ms: the partition's stream time (largest record "
+         "timestamp seen), seconds since the epoch."},
+        {"bloomstage_window_oldest_seconds",
+         "dedup.window.ms: where the oldest live generation starts, seconds "
+         "since the epoch: keys from before it are forgotten."},
     };
     for (size_t g = 0; g < sizeof(per) / sizeof(per[0]); g++) {
         head(&o, per[g].name, "gauge", per[g].help);
         for (size_t i = 0; i < n; i++) {
             const bs_part_metrics *p = &pm[i];
-            double v = g == 0   ? p->layers
-                       : g == 1 ? (double)p->bits
-                       : g == 2 ? p->fill
-                       : g == 3 ? p->est_keys
-                       : g == 4 ? p->est_fpr
-                                : (double)p->lag;
-            if (g == 5 && p->lag < 0)
-                continue; /* not known yet */
+            double v;
+            switch (g) {
+            case 0: v = p->layers; break;
+            case 1: v = (double)p->bits; break;
+            case 2: v = p->fill; break;
+            case 3: v = p->est_keys; break;
+            case 4: v = p->est_fpr; break;
+            case 5: v = (double)p->lag; break;
+            case 6: v = (double)p->bytes; break;
+            case 7: v = p->generations; break;
+            case 8: v = (double)p->stream_time_ms / 1000.0; break;
+            default: v = (double)p->oldest_ms / 1000.0; break;
+            }
+            if ((g == 5 && p->lag < 0) ||
+                (g == 7 && p->stream_time_ms < 0) ||
+                (g == 8 && p->stream_time_ms < 0) ||
+                (g == 9 && p->oldest_ms < 0))
+                continue; /* not known yet, or no window */
             outf(&o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n",
                  per[g].name, p->topic, (int)p->partition, v);
         }

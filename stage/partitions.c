@@ -40,6 +40,7 @@ void bs_part_free(part *p)
     bf_filter_destroy(p->filter);
     free(p->wm);
     free(p->skip);
+    free(p->skip_keys);
 }
 
 void bs_part_remove(bs_stage *s, const char *topic, int32_t partition)
@@ -87,15 +88,27 @@ bool bs_parts_commit_behind(const bs_stage *s)
     return false;
 }
 
-static bf_filter *new_filter(bs_stage *s, char *errstr, size_t errstr_size)
+/* A checkpoint keeps the filter it was written with, as a scalable one
+ * keeps its layers: a window set or changed since applies to partitions
+ * that start without state.  Said once per partition restored. */
+static void warn_window_changed(bs_stage *s, const part *p)
 {
-    bf_scalable *sb = bf_scalable_new(&s->fparams, errstr, errstr_size);
-    bf_filter *f = bf_filter_from_scalable(sb);
-    if (sb && !f) {
-        bf_scalable_destroy(sb);
-        snprintf(errstr, errstr_size, "out of memory");
-    }
-    return f;
+    bf_windowed *w = bf_filter_windowed(p->filter);
+    bf_windowed_params wp;
+    if (w)
+        bf_windowed_params_get(w, &wp);
+    int64_t have = w ? wp.window : 0;
+    uint32_t have_g = w ? wp.generations : 0;
+    int64_t want = s->dedup.window_ms;
+    uint32_t want_g = want ? s->dedup.generations : 0;
+    if (have == want && have_g == want_g)
+        return;
+    bs_log(BS_LOG_WARN, "checkpoint keeps its own dedup window; "
+           "dedup.window.* apply to partitions without a checkpoint",
+           "topic=%s partition=%d checkpoint_window_ms=%lld "
+           "checkpoint_generations=%u window_ms=%lld generations=%u",
+           p->topic, (int)p->partition, (long long)have, have_g,
+           (long long)want, want_g);
 }
 
 /* Loads a partition's checkpoint into p (filter and offsets), or gives it a
@@ -114,11 +127,13 @@ static bs_rc part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
     p->wm = NULL;
     p->nwm = 0;
     free(p->skip);
+    free(p->skip_keys);
     p->skip = NULL;
+    p->skip_keys = NULL;
     p->nskip = p->skip_i = 0;
     p->ckpt_offset = p->base_offset = p->next_offset = -1;
     if (r == 0) {
-        p->filter = new_filter(s, errstr, errstr_size);
+        p->filter = bs_dedup_filter_new(&s->dedup, errstr, errstr_size);
         return p->filter ? BS_OK : BS_FATAL;
     }
     if (strcmp(c.topic, p->topic) != 0 || c.partition != p->partition) {
@@ -128,11 +143,18 @@ static bs_rc part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
         bs_ckpt_free(&c);
         return BS_FATAL;
     }
+    char why[256];
+    if (!bs_dedup_filter_usable(c.filter, &s->dedup, why, sizeof(why))) {
+        snprintf(errstr, errstr_size, "the checkpoint of %s [%d] %s",
+                 p->topic, (int)p->partition, why);
+        bs_ckpt_free(&c);
+        return BS_FATAL;
+    }
     p->filter = c.filter;
     c.filter = NULL;
     /* The memory cap is this process's setting; files do not carry it. */
-    bf_scalable_set_max_bytes(bf_filter_scalable(p->filter),
-                              s->fparams.max_bytes);
+    bs_dedup_filter_set_max_bytes(p->filter, s->fparams.max_bytes);
+    warn_window_changed(s, p);
     p->wm = c.wm;
     p->nwm = c.nwm;
     c.wm = NULL;
@@ -224,7 +246,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         t[i].from_offset = parts[i]->ckpt_offset;
         t[i].wm = parts[i]->wm;
         t[i].nwm = parts[i]->nwm;
-        t[i].filter = bf_filter_scalable(parts[i]->filter);
+        t[i].filter = parts[i]->filter;
     }
     double t0 = bs_now();
     /* A tail that cannot be read is the broker, not the state: retried. */
@@ -237,6 +259,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     for (size_t i = 0; i < n; i++) {
         part *p = parts[i];
         p->skip = t[i].skip;
+        p->skip_keys = t[i].skip_keys;
         p->nskip = t[i].nskip;
         p->skip_i = 0;
         total += t[i].records;

@@ -2,7 +2,8 @@
  * record_path.c -- what happens to each consumed record: its keys taken and
  * hashed when it is polled (prepare), its filter blocks prefetched, and one
  * poll later (hold/release) the blocklists and the partition's dedup filter
- * asked, and the record produced to output.topic or, dropped, to
+ * asked (at the record's timestamp, when the filter is windowed; a record
+ * older than the window keeps follows dedup.window.late), and the record produced to output.topic or, dropped, to
  * rejected.topic with its reason -- never dropped silently.  Every copy
  * carries bloomstage-src (TOPIC:PARTITION:OFFSET of the input), which the
  * exactly_once replay reads back (replay.h).
@@ -101,6 +102,19 @@ static void drop(bs_stage *s, rd_kafka_message_t *m, const char *reason)
     }
 }
 
+/* A windowed filter's key of skip entry i goes in now, at the stream time
+ * the first pass added it (replay.h). */
+static void skip_key_add(bs_stage *s, part *p, size_t i)
+{
+    if (p->skip_keys && p->skip_keys[i].have &&
+        bs_dedup_add(p->filter, p->skip_keys[i].h) < 0 &&
+        !s->filter_full_logged) {
+        s->filter_full_logged = true;
+        bs_log(BS_LOG_ERROR, "dedup filter at dedup.max.bytes", "topic=%s "
+               "partition=%d", p->topic, (int)p->partition);
+    }
+}
+
 static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
@@ -120,17 +134,23 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
         p->base_offset = m->offset;
     p->next_offset = m->offset + 1;
     s->since_ckpt++;
+    /* dedup.window.ms: every record moves the partition's stream time,
+     * those skipped below too, so a restore replays the time the first
+     * pass saw.  A record without a timestamp (-1) takes the stream time. */
+    bool late = bs_dedup_advance(p->filter, rd_kafka_message_timestamp(m, NULL));
 
     /* exactly_once: forwarded before a crash or rollback (the output tail
      * shows it), its key is in the filter already: do not produce again. */
     while (p->skip_i < p->nskip && p->skip[p->skip_i] < m->offset)
-        p->skip_i++;
+        skip_key_add(s, p, p->skip_i++);
     if (p->skip_i < p->nskip && p->skip[p->skip_i] == m->offset) {
-        p->skip_i++;
+        skip_key_add(s, p, p->skip_i++);
         BS_INC(s->ctr.replayed);
         if (p->skip_i == p->nskip) {
             free(p->skip);
+            free(p->skip_keys);
             p->skip = NULL;
+            p->skip_keys = NULL;
             p->nskip = p->skip_i = 0;
         }
         return;
@@ -160,8 +180,15 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
         BS_INC(s->ctr.records_out);
         return;
     }
-    int added =
-        bf_scalable_add_if_absent_h(bf_filter_scalable(p->filter), pp->h);
+    if (late) {
+        /* Older than the window keeps: its copies may be forgotten. */
+        BS_INC(s->ctr.late);
+        if (s->set.window_late == BS_CONFIG_LATE_REJECT) {
+            drop(s, m, "late");
+            return;
+        }
+    }
+    int added = bs_dedup_add(p->filter, pp->h);
     if (added == 0) {
         BS_INC(s->ctr.dropped_duplicate);
         drop(s, m, "duplicate");

@@ -2,6 +2,7 @@
  * replay.c -- see replay.h.
  */
 #include "replay.h"
+#include "dedup_filter.h"
 #include "log.h"
 #include "record_key.h"
 #include "util.h"
@@ -56,23 +57,71 @@ bool bs_parse_src(const void *v, size_t len, char *topic, size_t topic_size,
     return true;
 }
 
+/* A skip entry with its key, while the tail is read. */
+typedef struct skip_ent {
+    int64_t off;
+    bs_replay_key key;
+} skip_ent;
+
+static int cmp_ent(const void *a, const void *b)
+{
+    int64_t x = ((const skip_ent *)a)->off, y = ((const skip_ent *)b)->off;
+    return (x > y) - (x < y);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
-static int skip_push(bs_replay_target *t, size_t *cap, int64_t off)
+/* Appends an entry: to skip, and for a windowed filter to skip_keys (both
+ * grown together; cap is theirs). */
+static int skip_push(bs_replay_target *t, size_t *cap, int64_t off,
+                     bs_replay_key key)
 {
+    bool keyed = bf_filter_windowed(t->filter) != NULL;
     if (t->nskip == *cap) {
         size_t nc = *cap ? *cap * 2 : 256;
         int64_t *ns = realloc(t->skip, nc * sizeof(*ns));
         if (!ns)
             return -1;
         t->skip = ns;
+        if (keyed) {
+            bs_replay_key *nk = realloc(t->skip_keys, nc * sizeof(*nk));
+            if (!nk)
+                return -1;
+            t->skip_keys = nk;
+        }
         *cap = nc;
     }
-    t->skip[t->nskip++] = off;
+    t->skip[t->nskip] = off;
+    if (keyed)
+        t->skip_keys[t->nskip] = key;
+    t->nskip++;
+    return 0;
+}
+
+/* Sorts a target's skip list by offset (its keys with it). */
+static int skip_sort(bs_replay_target *t)
+{
+    if (t->nskip < 2)
+        return 0;
+    if (!t->skip_keys) {
+        qsort(t->skip, t->nskip, sizeof(int64_t), cmp_i64);
+        return 0;
+    }
+    skip_ent *e = malloc(t->nskip * sizeof(*e));
+    if (!e)
+        return -1;
+    for (size_t i = 0; i < t->nskip; i++)
+        e[i] = (skip_ent){t->skip[i], t->skip_keys[i]};
+    qsort(e, t->nskip, sizeof(*e), cmp_ent);
+    for (size_t i = 0; i < t->nskip; i++) {
+        t->skip[i] = e[i].off;
+        t->skip_keys[i] = e[i].key;
+    }
+    free(e);
     return 0;
 }
 
@@ -198,19 +247,22 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
                     strcmp(t->topic, topic) != 0)
                     continue;
                 t->records++;
-                if (skip_push(t, &caps[i], so) != 0) {
-                    snprintf(errstr, errstr_size, "out of memory");
-                    rd_kafka_message_destroy(m);
-                    goto unassign;
-                }
                 bs_record_keys keys;
                 bs_record_keys_init(&keys, m);
                 const void *k;
                 size_t klen;
-                if (bs_record_key(&keys, key, &k, &klen) &&
-                    bf_scalable_add_if_absent_h(t->filter,
-                                                bf_hash_key(k, klen, seed)) <
-                        0)
+                bs_replay_key rk = {{0, 0}, false};
+                if ((rk.have = bs_record_key(&keys, key, &k, &klen)))
+                    rk.h = bf_hash_key(k, klen, seed);
+                if (skip_push(t, &caps[i], so, rk) != 0) {
+                    snprintf(errstr, errstr_size, "out of memory");
+                    bs_record_keys_reset(&keys);
+                    rd_kafka_message_destroy(m);
+                    goto unassign;
+                }
+                /* Added now, or (windowed) when consumption reaches it. */
+                if (rk.have && !bf_filter_windowed(t->filter) &&
+                    bs_dedup_add(t->filter, rk.h) < 0)
                     bs_log(BS_LOG_ERROR, "replay: dedup filter at "
                            "dedup.max.bytes", "topic=%s partition=%d",
                            t->topic, (int)t->partition);
@@ -225,9 +277,10 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
         }
     }
     for (size_t i = 0; i < n; i++)
-        if (targets[i].nskip > 1)
-            qsort(targets[i].skip, targets[i].nskip, sizeof(int64_t),
-                  cmp_i64);
+        if (skip_sort(&targets[i]) != 0) {
+            snprintf(errstr, errstr_size, "out of memory");
+            goto unassign;
+        }
     rc = 0;
 unassign:
     rd_kafka_assign(tail, NULL);

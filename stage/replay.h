@@ -13,6 +13,14 @@
  * recognised as already forwarded instead of being produced again.
  * Records whose delivery failed are not in the log, so they are produced
  * again: every unique record ends up in the output exactly once.
+ *
+ * A windowed filter (dedup.window.ms) must see its keys at the stream time
+ * they were first added: the tail is read output partition by output
+ * partition, not in input order, and spans any stretch of record time, so
+ * adding its keys at once would move stream time ahead of the records
+ * consumption resumes with (forgetting keys those still need).  For such a
+ * filter each key stays with its skip entry (skip_keys) and is added when
+ * consumption reaches that offset, where the first pass added it.
  */
 #ifndef BLOOMSTAGE_REPLAY_H
 #define BLOOMSTAGE_REPLAY_H
@@ -24,17 +32,27 @@
 
 #define BS_HDR_SRC "bloomstage-src"
 
+/* A forwarded record's dedup key, hashed (have: it had one). */
+typedef struct bs_replay_key {
+    bf_hash h;
+    bool have;
+} bs_replay_key;
+
 typedef struct bs_replay_target {
     const char *topic; /* input partition being restored */
     int32_t partition;
     int64_t from_offset;        /* C: input offsets >= C count */
     const bs_ckpt_wm *wm;       /* W: output watermarks at the checkpoint */
     uint32_t nwm;
-    bf_scalable *filter;        /* keys found are added here */
+    bf_filter *filter;          /* keys found are added here (a dedup
+                                   filter: dedup_filter.h); windowed:
+                                   into skip_keys instead */
     /* Results.  skip: sorted input offsets already forwarded (malloc'd,
-     * the caller frees); records: how many tail records named the
-     * partition. */
+     * the caller frees); skip_keys: for a windowed filter, the key of each
+     * (malloc'd, the caller frees; NULL otherwise); records: how many tail
+     * records named the partition. */
     int64_t *skip;
+    bs_replay_key *skip_keys;
     size_t nskip;
     uint64_t records;
 } bs_replay_target;

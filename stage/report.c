@@ -89,7 +89,7 @@ void bs_publish(bs_stage *s)
         if (!p->filter)
             continue; /* being restored */
         bf_info in;
-        bf_scalable_info(bf_filter_scalable(p->filter), &in);
+        bf_filter_info(p->filter, &in);
         bytes += in.bytes;
         layers += in.layers;
         if (s->npub < s->cappub) {
@@ -103,6 +103,14 @@ void bs_publish(bs_stage *s)
             m->est_fpr = in.est_fpr;
             m->lag = p->lag;
             m->ckpt_offset = p->ckpt_offset;
+            m->bytes = in.bytes;
+            bf_windowed *w = bf_filter_windowed(p->filter);
+            m->generations = w ? bf_windowed_generations(w) : 0;
+            m->stream_time_ms = w ? bf_windowed_stream_time(w) : -1;
+            m->oldest_ms = -1;
+            bf_generation_info g;
+            if (w && bf_windowed_generation_info(w, 0, &g))
+                m->oldest_ms = g.time_from;
         }
     }
     pthread_mutex_unlock(&s->pub_lock);

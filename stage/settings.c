@@ -142,6 +142,12 @@ static void get_MISSING_KEY(const bs_config *cfg, const char *key,
     *out = (bs_missing_key_policy)bs_config_get_enum(cfg, key);
 }
 
+static void get_LATE(const bs_config *cfg, const char *key,
+                     bs_late_policy *out)
+{
+    *out = (bs_late_policy)bs_config_get_enum(cfg, key);
+}
+
 static void get_CKPT_STORE(const bs_config *cfg, const char *key,
                            bs_ckpt_store_kind *out)
 {
@@ -176,6 +182,7 @@ static bool set_KEYSPEC(const bs_config_keyspec *const *v)
 #define set_SIZE(v) true
 #define set_GUARANTEE(v) true
 #define set_MISSING_KEY(v) true
+#define set_LATE(v) true
 #define set_CKPT_STORE(v) true
 #define set_LOG_LEVEL(v) true
 
@@ -229,6 +236,22 @@ int bs_settings_from_config(const bs_config *cfg, bs_settings *out,
         snprintf(errstr, errstr_size, "dedup.on.missing.key=reject needs "
                  "rejected.topic (%s)",
                  bs_config_origin(cfg, "dedup.on.missing.key"));
+        return -1;
+    }
+    if (out->window_ms > 0 && out->window_late == BS_CONFIG_LATE_REJECT &&
+        !out->rejected_topic) {
+        snprintf(errstr, errstr_size, "dedup.window.late=reject needs "
+                 "rejected.topic (%s)",
+                 bs_config_origin(cfg, "dedup.window.late"));
+        return -1;
+    }
+    if (out->window_ms > 0 &&
+        (uint64_t)out->window_ms < out->window_generations) {
+        snprintf(errstr, errstr_size, "dedup.window.ms=%lld is shorter than "
+                 "dedup.window.generations=%llu slices of at least 1 ms (%s)",
+                 (long long)out->window_ms,
+                 (unsigned long long)out->window_generations,
+                 bs_config_origin(cfg, "dedup.window.ms"));
         return -1;
     }
     return get_start_at(cfg, &out->start_at, errstr, errstr_size);

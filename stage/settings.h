@@ -72,7 +72,7 @@ typedef enum bs_start_at {
  *   COUNT       uint64_t                       int, range starting >= 0
  *   MS          int64_t milliseconds           int
  *   SIZE        uint64_t bytes                 size
- *   GUARANTEE, MISSING_KEY, CKPT_STORE         enum, config.h's lists
+ *   GUARANTEE, MISSING_KEY, LATE, CKPT_STORE   enum, config.h's lists
  *   LOG_LEVEL   bs_log_level (log.h), mapped by name from log.level */
 #define BS_SETTINGS_CTYPE_TOPICS bs_topic_list
 #define BS_SETTINGS_CTYPE_STRING const char *
@@ -84,6 +84,7 @@ typedef enum bs_start_at {
 #define BS_SETTINGS_CTYPE_SIZE uint64_t
 #define BS_SETTINGS_CTYPE_GUARANTEE bs_guarantee
 #define BS_SETTINGS_CTYPE_MISSING_KEY bs_missing_key_policy
+#define BS_SETTINGS_CTYPE_LATE bs_late_policy
 #define BS_SETTINGS_CTYPE_CKPT_STORE bs_ckpt_store_kind
 #define BS_SETTINGS_CTYPE_LOG_LEVEL bs_log_level
 
@@ -99,6 +100,9 @@ typedef enum bs_start_at {
     X("dedup.tightening", dedup_tightening, DOUBLE)                         \
     X("dedup.max.bytes", dedup_max_bytes, SIZE)                             \
     X("dedup.on.missing.key", missing_key, MISSING_KEY)                     \
+    X("dedup.window.ms", window_ms, MS)                                     \
+    X("dedup.window.generations", window_generations, COUNT)                \
+    X("dedup.window.late", window_late, LATE)                               \
     X("checkpoint.dir", checkpoint_dir, STRING)                             \
     X("checkpoint.store", checkpoint_store, CKPT_STORE)                     \
     X("checkpoint.topic", checkpoint_topic, STRING)                         \

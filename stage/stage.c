@@ -60,6 +60,9 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     s->fparams.growth = s->set.dedup_growth;
     s->fparams.tightening = s->set.dedup_tightening;
     s->fparams.max_bytes = s->set.dedup_max_bytes;
+    s->dedup.sp = s->fparams;
+    s->dedup.window_ms = s->set.window_ms;
+    s->dedup.generations = (uint32_t)s->set.window_generations;
 
     /* Blocklists before joining the group: a broken one stops start-up
      * before anything is consumed. */

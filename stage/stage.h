@@ -65,6 +65,13 @@ typedef struct bs_part_metrics {
     double est_fpr;
     int64_t lag;         /* from librdkafka's statistics; -1 unknown */
     int64_t ckpt_offset; /* in the newest checkpoint; -1 none */
+    uint64_t bytes;      /* the filter's cell memory */
+    /* dedup.window.ms: live generations, the partition's stream time and
+     * where the oldest generation starts (ms timestamps; -1: no window or
+     * nothing yet). */
+    uint32_t generations;
+    int64_t stream_time_ms;
+    int64_t oldest_ms;
 } bs_part_metrics;
 
 /* Copies up to max partitions into out (may be NULL to count); returns the

@@ -26,7 +26,9 @@
 #include "blocklist.h"
 #include "checkpoint.h"
 #include "counters.h"
+#include "dedup_filter.h"
 #include "fetch_wake.h"
+#include "replay.h"
 #include "stage.h"
 #include "settings.h"
 #include "store.h"
@@ -80,7 +82,8 @@ typedef struct part {
     char *topic;
     int32_t partition;
     bs_part_state state; /* changed only by bs_part_set_state */
-    bf_filter *filter;   /* wraps a bf_scalable; NULL while RESTORING */
+    bf_filter *filter;   /* the dedup filter, scalable or windowed
+                            (dedup_filter.h); NULL while RESTORING */
     int64_t base_offset; /* where a rollback resumes: the last checkpoint's
                             offset, else the first offset consumed; -1 none */
     int64_t next_offset; /* after the last record processed; -1 none */
@@ -93,6 +96,8 @@ typedef struct part {
     bs_ckpt_wm *wm;
     uint32_t nwm;
     int64_t *skip;
+    bs_replay_key *skip_keys; /* windowed: each skip entry's key, added
+                                 when consumption reaches it (replay.h) */
     size_t nskip, skip_i;
 } part;
 
@@ -120,6 +125,7 @@ struct bs_stage {
 
     bs_settings set;            /* read once from cfg (settings.h) */
     bf_scalable_params fparams; /* the dedup filters', from set */
+    bs_dedup_params dedup;      /* the same, with the window */
     int out_parts;              /* output.topic's partitions */
 
     bs_blocklist *lists;
@@ -149,6 +155,7 @@ struct bs_stage {
     double last_ckpt;
     double backoff, retry_at;
     bool filter_full_logged;
+    bool late_logged;
 
     /* Reporting (report.c). */
     double last_stats, last_status, last_publish;

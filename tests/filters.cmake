@@ -1,4 +1,4 @@
-# libbloomfilters tests (tests/test_{blocked,scalable,counting,estimate,format}.c,
+# libbloomfilters tests (tests/test_{blocked,scalable,counting,estimate,format,windowed}.c,
 # shared helpers in tests/keys.h).  Each binary takes ~5-30 s in an -O2
 # build; the timeouts leave room for the ASan/UBSan configuration (3-5x).
 # An optional argument runs only the matching tests: ./test_format 'test_damage*'
@@ -12,3 +12,4 @@ bs_add_cmocka_test(test_format   SOURCES test_format.c   LIBS bloomfilters TIMEO
 bs_add_cmocka_test(test_legacy_files SOURCES test_legacy_files.c LIBS bloomfilters TIMEOUT 60 LABELS filters)
 target_compile_definitions(test_legacy_files PRIVATE
   BS_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEOUT 300 LABELS filters)

@@ -14,3 +14,13 @@ bs_add_cmocka_test(test_harness SOURCES test_harness.c
                    LIBS bstestsupport TIMEOUT 120 LABELS integration)
 set_tests_properties(test_harness PROPERTIES
   ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+
+# test_window: windowed dedup (dedup.window.ms) end to end against the mock:
+# the output against a model of the window over 100 windows of record time,
+# across kill -9 under exactly_once; late records rejected and forwarded; a
+# rebalance and a kill moving generations through the Kafka store; /metrics.
+# ~1-2 min.
+bs_add_cmocka_test(test_window SOURCES test_window.c
+                   LIBS bstestsupport TIMEOUT 600 LABELS integration)
+set_tests_properties(test_window PROPERTIES
+  ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")

@@ -57,4 +57,13 @@ if(TARGET bloomstage)
   set_tests_properties(test_kafka_cluster PROPERTIES
     RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+  # test_kafka_window: dedup.window.ms on a 1-node cluster: kill -9 at four
+  # moments under exactly_once, a rebalance and a kill on the Kafka store,
+  # late records rejected; the read_committed output against the window's
+  # model record by record.
+  bs_add_cmocka_test(test_kafka_window SOURCES test_kafka_window.c
+                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+  set_tests_properties(test_kafka_window PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()

@@ -85,6 +85,8 @@ static bf_filter *make_filter(bf_kind kind)
         f = bf_filter_from_counting(
             bf_counting_new(4000, 1e-2, SEED, err, sizeof err));
         break;
+    case BF_KIND_WINDOWED: /* its own format tests: test_windowed.c */
+        break;
     }
     if (!f)
         fail_msg("cannot build a %s filter: %s", bf_kind_name(kind), err);

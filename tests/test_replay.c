@@ -4,7 +4,8 @@
  * replay (bs_replay_tail) against librdkafka's mock cluster in process:
  * which tail records count (header present and well-formed, naming the
  * target partition at or after its checkpoint offset, at or after the
- * recorded watermark), the skip list sorted, the keys back in the filter.
+ * recorded watermark), the skip list sorted, the keys back in the filter
+ * (or, for a windowed filter, kept with their skip entries).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,19 +189,19 @@ static void test_output_watermarks(void **state)
 
 #define SEED 0x5eedULL
 
-static bf_scalable *new_filter(void)
+static bf_filter *new_filter(void)
 {
     bf_scalable_params p;
     bf_scalable_params_default(&p);
     p.initial_capacity = 1000;
-    bf_scalable *sb = bf_scalable_new(&p, NULL, 0);
-    assert_non_null(sb);
-    return sb;
+    bf_filter *f = bf_filter_from_scalable(bf_scalable_new(&p, NULL, 0));
+    assert_non_null(f);
+    return f;
 }
 
-static bool has(const bf_scalable *sb, const char *key)
+static bool has(const bf_filter *f, const char *key)
 {
-    return bf_scalable_contains_h(sb, bf_hash_key(key, strlen(key), SEED));
+    return bf_filter_contains_h(f, bf_hash_key(key, strlen(key), SEED));
 }
 
 /* One output record: key (may be NULL) and its bloomstage-src header
@@ -304,8 +305,66 @@ static void test_replay_tail(void **state)
 
     for (int j = 0; j < 2; j++) {
         free(t[j].skip);
-        bf_scalable_destroy(t[j].filter);
+        bf_filter_destroy(t[j].filter);
     }
+    rd_kafka_destroy(tail);
+    im_stop(&c);
+}
+
+/* A windowed filter (dedup.window.ms): the tail's keys stay with their
+ * skip entries, sorted by offset with them, and the filter is untouched --
+ * its stream time does not jump ahead of the records consumption resumes
+ * with (adding them at once made a restart forget keys early: found by
+ * test_window's kill -9 test). */
+static void test_replay_tail_windowed(void **state)
+{
+    (void)state;
+    im_cluster c;
+    im_start(&c, 1);
+    im_topic(&c, "out", 2);
+    const char *b = c.bootstraps;
+    out_rec(b, 1, "late-key", "in:0:13"); /* read first, later offset */
+    out_rec(b, 0, "x", "in:0:11");
+    out_rec(b, 0, NULL, "in:0:12"); /* forwarded without a key */
+    out_rec(b, 0, "y", "in:0:10");
+    bs_ckpt_wm wm[2] = {{0, 0}, {1, 0}};
+    bf_windowed_params wp;
+    bf_windowed_params_default(&wp);
+    wp.window = 60000;
+    wp.seed = SEED;
+    bs_replay_target t;
+    memset(&t, 0, sizeof(t));
+    t.topic = "in";
+    t.partition = 0;
+    t.from_offset = 10;
+    t.wm = wm;
+    t.nwm = 2;
+    t.filter = bf_filter_from_windowed(bf_windowed_new(&wp, NULL, 0));
+    assert_non_null(t.filter);
+    rd_kafka_t *tail = im_consumer(&c, NULL);
+    const bs_config_keyspec key = {BS_CONFIG_KEYSPEC_KEY, "", 0, NULL};
+    char err[512] = "";
+    if (bs_replay_tail(tail, "out", &key, SEED, &t, 1, 20000, err,
+                       sizeof(err)) != 0)
+        fail_msg("bs_replay_tail: %s", err);
+    const int64_t skip[] = {10, 11, 12, 13};
+    assert_skip(&t, skip, 4);
+    assert_non_null(t.skip_keys);
+    static const char *const keys[] = {"y", "x", NULL, "late-key"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(t.skip_keys[i].have, keys[i] != NULL);
+        if (keys[i]) {
+            bf_hash h = bf_hash_key(keys[i], strlen(keys[i]), SEED);
+            assert_memory_equal(&t.skip_keys[i].h, &h, sizeof(h));
+            assert_false(has(t.filter, keys[i]));
+        }
+    }
+    /* Nothing went in: no generation, no stream time yet. */
+    assert_int_equal(bf_windowed_stream_time(bf_filter_windowed(t.filter)),
+                     -1);
+    free(t.skip);
+    free(t.skip_keys);
+    bf_filter_destroy(t.filter);
     rd_kafka_destroy(tail);
     im_stop(&c);
 }
@@ -348,7 +407,7 @@ static void test_replay_tail_nothing(void **state)
                                     err, sizeof(err)), -1);
     assert_non_null(strstr(err, "absent"));
     free(t.skip);
-    bf_scalable_destroy(t.filter);
+    bf_filter_destroy(t.filter);
     rd_kafka_destroy(tail);
     im_stop(&c);
 }
@@ -362,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_output_watermarks),
         cmocka_unit_test(test_replay_tail),
         cmocka_unit_test(test_replay_tail_nothing),
+        cmocka_unit_test(test_replay_tail_windowed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,7 @@
 #define CT_SIZE BS_CT_SIZE
 #define CT_GUARANTEE BS_CT_ENUM
 #define CT_MISSING_KEY BS_CT_ENUM
+#define CT_LATE BS_CT_ENUM
 #define CT_CKPT_STORE BS_CT_ENUM
 #define CT_LOG_LEVEL BS_CT_ENUM
 
@@ -43,6 +44,7 @@
 static const char *const guarantee_texts[] = {BS_GUARANTEE_LIST(TEXT) NULL};
 static const char *const missing_texts[] = {
     BS_MISSING_KEY_POLICY_LIST(TEXT) NULL};
+static const char *const late_texts[] = {BS_LATE_POLICY_LIST(TEXT) NULL};
 static const char *const store_texts[] = {BS_CKPT_STORE_KIND_LIST(TEXT) NULL};
 static const char *const level_texts[] = {
     BS_CONFIG_LOG_LEVEL_LIST(TEXT) NULL};
@@ -56,6 +58,7 @@ static const char *const level_texts[] = {
 #define VALUES_SIZE NULL
 #define VALUES_GUARANTEE guarantee_texts
 #define VALUES_MISSING_KEY missing_texts
+#define VALUES_LATE late_texts
 #define VALUES_CKPT_STORE store_texts
 #define VALUES_LOG_LEVEL level_texts
 
@@ -312,6 +315,46 @@ static void test_start_at(void **state)
     bs_config_destroy(cfg);
 }
 
+/* The window's keys that only make sense together: reject needs a
+ * rejected.topic, and a window holds at least one ms per generation. */
+static void test_window_combinations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *kv[9];
+        const char *err; /* NULL: accepted */
+    } cases[] = {
+        {{"dedup.window.ms", "86400000", "dedup.window.late", "reject", NULL},
+         "dedup.window.late=reject needs rejected.topic (test)"},
+        {{"dedup.window.ms", "86400000", "dedup.window.late", "reject",
+          "rejected.topic", "rej", NULL},
+         NULL},
+        {{"dedup.window.late", "reject", NULL}, NULL}, /* no window: unused */
+        {{"dedup.window.ms", "3", "dedup.window.generations", "4", NULL},
+         "dedup.window.ms=3 is shorter than dedup.window.generations=4 "
+         "slices of at least 1 ms (test)"},
+        {{"dedup.window.ms", "4", "dedup.window.generations", "4", NULL},
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *kv[13] = {"input.topics", "in", "output.topic", "out"};
+        for (size_t j = 0; cases[i].kv[j]; j++)
+            kv[4 + j] = cases[i].kv[j];
+        bs_config *cfg = config_of(kv);
+        bs_settings s;
+        char err[512] = "";
+        int rc = bs_settings_from_config(cfg, &s, err, sizeof err);
+        if (cases[i].err) {
+            assert_int_equal(rc, -1);
+            assert_string_equal(err, cases[i].err);
+        } else {
+            if (rc != 0)
+                fail_msg("case %zu: %s", i, err);
+        }
+        bs_config_destroy(cfg);
+    }
+}
+
 /* A configuration that skipped validation is refused, not half read. */
 static void test_unvalidated(void **state)
 {
@@ -342,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_log_levels),
         cmocka_unit_test(test_start_at),
         cmocka_unit_test(test_unvalidated),
+        cmocka_unit_test(test_window_combinations),
     };
     return cmocka_run_group_tests_name("settings", tests, NULL, NULL);
 }

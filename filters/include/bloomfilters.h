@@ -26,7 +26,11 @@
  * the hash and splitmix64 outputs), and so does the counting filter
  * (7-bit probes).
  *
- * bf_filter is a tagged handle over any of the three, used by whatever works
+ *   bf_windowed   a ring of time-sliced generations of scalable filters that
+ *                 forgets a key a window after it was added: "drop a repeat
+ *                 within 24 hours" in memory bounded by one window of keys.
+ *
+ * bf_filter is a tagged handle over any of the four, used by whatever works
  * on "a filter file" without caring which kind it holds (blocklists, the
  * `filter` commands, checkpoints).
  *
@@ -105,9 +109,11 @@ typedef enum bf_kind {
     BF_KIND_BLOCKED = 1,
     BF_KIND_SCALABLE = 2,
     BF_KIND_COUNTING = 3,
+    BF_KIND_WINDOWED = 4,
 } bf_kind;
 
-const char *bf_kind_name(bf_kind kind); /* "blocked", "scalable", "counting" */
+/* "blocked", "scalable", "counting", "windowed" */
+const char *bf_kind_name(bf_kind kind);
 
 /* In-block probe schemes (bf_info.scheme, stored per layer in the file). */
 #define BF_SCHEME_DISTINCT 0u /* k distinct probes anywhere in the block:
@@ -317,6 +323,101 @@ uint64_t bf_counting_saturated(const bf_counting *cf);
 void bf_counting_info(const bf_counting *cf, bf_info *out);
 
 /* ------------------------------------------------------------------------ */
+/* Windowed filter (windowed.c)                                              */
+
+/*
+ * A filter that remembers a key for a window of time W and then forgets it,
+ * in memory bounded by the keys of one window plus one slice.  Time is the
+ * caller's: record timestamps in ms, input line numbers, anything that only
+ * matters through its order; it must be >= 0.
+ *
+ * Stream time T is the largest time passed to bf_windowed_advance so far.
+ * Time is cut into slices of W/G (G = generations; slice s covers
+ * [ceil(s*W/G), ceil((s+1)*W/G)), so W need not divide by G).  Each slice
+ * has its own generation, a scalable filter sized for what arrives in it
+ * (the first from initial_capacity, later ones from what the previous one
+ * took).  The generations of the current slice and the G before it are
+ * live; an insert goes to the current one; a lookup asks every live one;
+ * the generation of a slice that falls out of the last G+1 is freed whole.
+ *
+ * The contract, with tau(x) the stream time right after x was passed (for
+ * times that never go back, the time itself): for a key added at tau(a),
+ * - a lookup at tau(b) < tau(a) + W finds it: never forgotten early;
+ * - a lookup at tau(b) >= tau(a) + W*(1 + 1/G) finds it only as a false
+ *   positive, with probability <= fpr;
+ * - in between, either answer may come.
+ * The fpr budget is split evenly: each generation is a scalable filter with
+ * compound rate fpr/(G+1), so the union of the G+1 live ones stays <= fpr.
+ *
+ * A time older than the oldest live generation's start is "late": its
+ * window's keys may be forgotten already.  bf_windowed_advance reports it;
+ * what to do with such a record is the caller's policy.
+ */
+#define BF_WINDOWED_MAX_GENERATIONS 64u
+
+typedef struct bf_windowed_params {
+    int64_t window;            /* W, in the caller's time units, >= G */
+    uint32_t generations;      /* G, 1..BF_WINDOWED_MAX_GENERATIONS */
+    double fpr;                /* P: for the union of live generations */
+    uint64_t initial_capacity; /* keys the first generation is sized for */
+    double growth;             /* each generation's scalable growth s */
+    double tightening;         /* and tightening r */
+    uint64_t seed;
+    uint64_t max_bytes; /* cap on the cell memory of all generations
+                           together; 0 = none (not stored in files) */
+} bf_windowed_params;
+
+/* W = 1000, G = 4, the scalable defaults (n0 = 1e5, P = 1e-6, s = 2,
+ * r = 0.85, BF_DEFAULT_SEED), no cap. */
+void bf_windowed_params_default(bf_windowed_params *p);
+
+typedef struct bf_windowed bf_windowed;
+
+/* A filter with no generation yet and no stream time. */
+bf_windowed *bf_windowed_new(const bf_windowed_params *p, char *errstr,
+                             size_t errstr_size);
+void bf_windowed_destroy(bf_windowed *w);
+
+void bf_windowed_params_get(const bf_windowed *w, bf_windowed_params *out);
+void bf_windowed_set_max_bytes(bf_windowed *w, uint64_t max_bytes);
+uint64_t bf_windowed_seed(const bf_windowed *w);
+
+/* Moves stream time to max(T, t), freeing the generations it leaves
+ * behind.  Returns true if t is late: older than the start of the oldest
+ * live generation (after the move).  t < 0 is not a time: T stays, and the
+ * answer is false. */
+bool bf_windowed_advance(bf_windowed *w, int64_t t);
+/* Stream time, or -1 before any advance. */
+int64_t bf_windowed_stream_time(const bf_windowed *w);
+
+/* Maybe present in a live generation. */
+bool bf_windowed_contains_h(const bf_windowed *w, bf_hash h);
+/* Lookup + add to the current generation (made when needed).  1 if the
+ * key was new and is now added, 0 if it was maybe-present already,
+ * -BF_ERR_NOMEM if a generation or layer could not be made (memory or
+ * max_bytes): the key is then NOT added.  Before any advance the current
+ * slice is that of time 0. */
+int bf_windowed_add_if_absent_h(bf_windowed *w, bf_hash h) BF_WARN_UNUSED;
+/* The key's block in every live generation (see bf_blocked_prefetch_h). */
+void bf_windowed_prefetch_h(const bf_windowed *w, bf_hash h);
+
+/* One live generation, oldest first. */
+typedef struct bf_generation_info {
+    int64_t slice;      /* its slice number */
+    int64_t time_from;  /* the stream time it covers: [from, to) */
+    int64_t time_to;
+    bf_info info;       /* its scalable filter */
+} bf_generation_info;
+
+/* Generations holding a filter (those of empty slices are not counted). */
+uint32_t bf_windowed_generations(const bf_windowed *w);
+bool bf_windowed_generation_info(const bf_windowed *w, uint32_t i,
+                                 bf_generation_info *out);
+/* Whole-filter statistics: sums over the live generations; est_fpr is the
+ * union's 1 - prod(1 - rate_g) at the current fill; fpr_target is P. */
+void bf_windowed_info(const bf_windowed *w, bf_info *out);
+
+/* ------------------------------------------------------------------------ */
 /* Estimates from the bits                                                   */
 
 /* Distinct keys in a set of `cells` bits with `set` of them set, k probes:
@@ -355,6 +456,7 @@ typedef struct bf_filter bf_filter;
 bf_filter *bf_filter_from_blocked(bf_blocked *bf);
 bf_filter *bf_filter_from_scalable(bf_scalable *sb);
 bf_filter *bf_filter_from_counting(bf_counting *cf);
+bf_filter *bf_filter_from_windowed(bf_windowed *w);
 void bf_filter_destroy(bf_filter *f);
 
 bf_kind bf_filter_kind(const bf_filter *f);
@@ -362,6 +464,7 @@ bf_kind bf_filter_kind(const bf_filter *f);
 bf_blocked *bf_filter_blocked(bf_filter *f);
 bf_scalable *bf_filter_scalable(bf_filter *f);
 bf_counting *bf_filter_counting(bf_filter *f);
+bf_windowed *bf_filter_windowed(bf_filter *f);
 uint64_t bf_filter_seed(const bf_filter *f);
 
 bool bf_filter_contains_h(const bf_filter *f, bf_hash h);
@@ -369,7 +472,8 @@ bool bf_filter_contains(const bf_filter *f, const void *key, size_t len);
 /* See bf_blocked_prefetch_h. */
 void bf_filter_prefetch_h(const bf_filter *f, bf_hash h);
 /* Adds a key: 1 new, 0 was maybe-present, negative -bf_err on failure
- * (-BF_ERR_READONLY for a filter used in place from a file). */
+ * (-BF_ERR_READONLY for a filter used in place from a file).  A windowed
+ * filter adds at its current stream time. */
 int bf_filter_add(bf_filter *f, const void *key, size_t len) BF_WARN_UNUSED;
 void bf_filter_info(const bf_filter *f, bf_info *out);
 
@@ -417,6 +521,31 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
  * version-1 file grows lane-scheme layers on top of its old ones); a
  * counting filter is always BF_SCHEME_DISTINCT.  Files are written as
  * version 2.
+ * A windowed filter (kind 4) shares the first 32 bytes and the trailer and
+ * holds its generations as whole scalable filters in this same format:
+ *
+ *   32     4    generation count L (0..G+1)
+ *   36     4    header size H (128 + 32*L)
+ *   40     8    compound fpr P (double)
+ *   48     8    growth s (double)
+ *   56     8    tightening r (double)
+ *   64     8    window W (int64, >= G)
+ *   72     4    G
+ *   76     4    reserved (0)
+ *   80     8    stream time T (int64; -1: none yet, and then L = 0)
+ *   88     8    initial capacity
+ *   96     8    keys the last finished generation took (sizing hint)
+ *   104    24   reserved (0)
+ *   128    32*L generation descriptors, oldest first: i64 slice, u64 data
+ *                 offset, u64 data size, u64 reserved (0)
+ *   ...         each generation's scalable filter at its data offset
+ *               (64-byte aligned; zero padding between)
+ *   end-8  8    XXH3-64 (seed 0) of every byte before it
+ *
+ * Its loader checks, besides the envelope: W, G and P in range, slices
+ * strictly increasing and live at T, offsets aligned, in order and inside
+ * the file, padding zero, and each generation a scalable filter with the
+ * same seed and a rate within P/(G+1).  It cannot be used in place.
  */
 #define BF_FORMAT_VERSION 2u
 #define BF_MAX_LAYERS 64u

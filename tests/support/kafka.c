@@ -189,6 +189,17 @@ size_t h_record_list_count_partition(const h_record_list *l, int32_t p)
     return c;
 }
 
+size_t h_record_list_count_header(const h_record_list *l, const char *name,
+                                  const char *value)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const h_header *h = h_header_last(&l->recs[i], name);
+        c += h && h->value && !strcmp(h->value, value);
+    }
+    return c;
+}
+
 const h_header *h_header_last(const h_record *r, const char *name)
 {
     const h_header *h = NULL;
@@ -264,6 +275,7 @@ int h_producer_send(h_producer *p, const char *topic, int32_t partition,
             RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0),
             RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0),
             RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_TIMESTAMP(r->timestamp > 0 ? r->timestamp : 0),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_OPAQUE((void *)(uintptr_t)p->sent), RD_KAFKA_V_END);
         if (!err) {

@@ -64,7 +64,8 @@ typedef struct h_record {
     size_t n_headers;
     int32_t partition; /* h_produce with H_PARTITION_PER_RECORD: where to */
     int64_t offset;    /* consumed records only */
-    int64_t timestamp; /* consumed records only: ms, -1 if none */
+    int64_t timestamp; /* consumed: ms, -1 if none; produced: ms if > 0,
+                          else the producer's clock */
     void *owned;       /* h_record_list's allocation; NULL for yours */
 } h_record;
 
@@ -83,6 +84,10 @@ typedef struct h_record_list {
 void h_record_list_free(h_record_list *l);
 /* The count of records in l on partition p. */
 size_t h_record_list_count_partition(const h_record_list *l, int32_t p);
+/* The count of records in l whose last header `name` is the string value
+ * (e.g. bloomstage-reason: late). */
+size_t h_record_list_count_header(const h_record_list *l, const char *name,
+                                  const char *value);
 /* The last header named `name` of r (NULL if none; its value may be
  * NULL). */
 const h_header *h_header_last(const h_record *r, const char *name);

@@ -445,3 +445,21 @@ void h_wait_committed(const char *bootstraps, const char *group,
         h_nap(200);
     }
 }
+
+size_t h_count_restored(h_proc *p)
+{
+    static const char said[] = "msg=\"partition assigned\"";
+    size_t n = 0;
+    for (const char *s = h_process_stderr(p); (s = strstr(s, said));
+         s += sizeof(said) - 1) {
+        const char *eol = strchr(s, '\n');
+        char line[512];
+        size_t len = eol ? (size_t)(eol - s) : strlen(s);
+        if (len >= sizeof(line))
+            len = sizeof(line) - 1;
+        memcpy(line, s, len);
+        line[len] = '\0';
+        n += h_log_int(line, "checkpoint_offset") > 0;
+    }
+    return n;
+}

@@ -86,6 +86,9 @@ void h_wait_said(h_proc *p, const char *needle, size_t n, int timeout_ms);
 
 /* The integer value of key=N in a logfmt line (bare), or -1 if absent. */
 long long h_log_int(const char *line, const char *key);
+/* How many of p's `partition assigned` lines restored a checkpoint
+ * (checkpoint_offset > 0): partitions that came with their state. */
+size_t h_count_restored(h_proc *p);
 /* A line's leading "ts=2024-01-02T03:04:05.678Z" as seconds since the
  * epoch, or 0. */
 double h_log_time(const char *line);

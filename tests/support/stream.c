@@ -23,6 +23,7 @@ h_stream *h_stream_new(size_t cap, int nparts, uint64_t seed)
     st->first = h_xcalloc(cap, sizeof(*st->first));
     st->key = h_xcalloc(cap, sizeof(*st->key));
     st->val = h_xcalloc(cap, sizeof(*st->val));
+    st->ts = h_xcalloc(cap, sizeof(*st->ts));
     return st;
 }
 
@@ -36,6 +37,7 @@ void h_stream_free(h_stream *st)
     free(st->first);
     free(st->key);
     free(st->val);
+    free(st->ts);
     free(st->out);
     free(st->copies);
     free(st);
@@ -67,6 +69,34 @@ void h_stream_add(h_stream *st, size_t count, unsigned dup_pct)
     }
 }
 
+void h_stream_add_timed(h_stream *st, size_t count, int64_t t0,
+                        int64_t step_ms, size_t window_records)
+{
+    for (size_t c = 0; c < count; c++) {
+        size_t i = st->n, w = window_records ? window_records : 1;
+        uint64_t r = h_splitmix64(&st->seed) % 100;
+        /* How far back the copied record is, in records: inside half a
+         * window, around the window's end, or well past it. */
+        size_t lo = 1, hi = 0;
+        if (r >= 40 && r < 70)
+            hi = w / 2;
+        else if (r >= 70 && r < 85)
+            lo = w * 9 / 10, hi = w * 14 / 10;
+        else if (r >= 85)
+            lo = w * 3 / 2, hi = w * 3;
+        uint32_t id;
+        if (hi >= lo && i >= hi) {
+            size_t back = lo + h_splitmix64(&st->seed) % (hi - lo + 1);
+            id = st->id[i - back];
+        } else {
+            id = (uint32_t)st->nids++;
+            st->first[id] = st->n;
+        }
+        stream_push(st, id);
+        st->ts[i] = t0 + (int64_t)(i * (uint64_t)step_ms);
+    }
+}
+
 void h_stream_add_copies(h_stream *st, size_t from, size_t to)
 {
     for (size_t i = from; i < to; i++)
@@ -91,6 +121,7 @@ void h_stream_produce(const h_stream *st, const char *bootstraps,
         for (size_t i = c; i < end; i++) {
             recs[i - c] = h_rec(st->key[i], st->val[i]);
             recs[i - c].partition = st->part[i];
+            recs[i - c].timestamp = st->ts[i];
         }
         int rc = h_produce_conf(bootstraps, topic, H_PARTITION_PER_RECORD,
                                 recs, end - c, conf_kv);
@@ -257,4 +288,98 @@ void h_check_killed_keys(const h_stream *st, const h_outrec *o, size_t n,
                     "of their keys came again after the takeover", nk, again);
     *n_killed = nk;
     *seen_again = again;
+}
+
+bool *h_stream_window_model(const h_stream *st, size_t upto,
+                            int64_t window_ms, unsigned G, bool reject_late,
+                            size_t *late)
+{
+    bool *fwd = h_xcalloc(upto ? upto : 1, sizeof(*fwd));
+    int64_t *slice = h_xcalloc(st->nids ? st->nids : 1, sizeof(*slice));
+    int64_t *tau = h_xcalloc(st->nids ? st->nids : 1, sizeof(*tau));
+    bool *seen = h_xcalloc(st->nids ? st->nids : 1, sizeof(*seen));
+    int64_t T[H_STREAM_MAXP], cur[H_STREAM_MAXP];
+    for (int p = 0; p < H_STREAM_MAXP; p++)
+        T[p] = cur[p] = -1;
+    size_t nlate = 0;
+    const double forget = (double)window_ms * (G + 1) / G;
+    char bad[256] = "";
+    for (size_t i = 0; i < upto && !bad[0]; i++) {
+        int p = st->part[i];
+        int64_t t = st->ts[i];
+        if (t <= 0) {
+            snprintf(bad, sizeof(bad), "record %zu has no timestamp", i);
+            break;
+        }
+        int64_t s_t = (int64_t)(((__int128)t * G) / window_ms);
+        if (t > T[p]) {
+            T[p] = t;
+            cur[p] = s_t;
+        }
+        bool is_late = s_t < cur[p] - (int64_t)G;
+        nlate += is_late;
+        if (is_late && reject_late)
+            continue;
+        uint32_t id = st->id[i];
+        if (seen[id] && slice[id] >= cur[p] - (int64_t)G) {
+            if ((double)(T[p] - tau[id]) >= forget)
+                snprintf(bad, sizeof(bad), "model: record %zu dropped %lld "
+                         "ms after its key was forwarded", i,
+                         (long long)(T[p] - tau[id]));
+            continue;
+        }
+        if (seen[id] && T[p] - tau[id] < window_ms)
+            snprintf(bad, sizeof(bad), "model: record %zu forwarded %lld ms "
+                     "after its key was", i, (long long)(T[p] - tau[id]));
+        fwd[i] = true;
+        seen[id] = true;
+        slice[id] = cur[p];
+        tau[id] = T[p];
+    }
+    free(slice);
+    free(tau);
+    free(seen);
+    if (bad[0]) {
+        free(fwd);
+        h_test_fail("%s", bad);
+    }
+    if (late)
+        *late = nlate;
+    return fwd;
+}
+
+void h_expect_window_output(const h_stream *st, const bool *fwd, size_t upto,
+                            const char *why)
+{
+    unsigned *c = h_xcalloc(upto ? upto : 1, sizeof(*c));
+    char bad[512] = "";
+    for (size_t k = 0; k < st->nout; k++) {
+        size_t i = st->out[k].rec;
+        if (i >= upto || !fwd[i]) {
+            snprintf(bad, sizeof(bad), "output %d:%lld copies input record "
+                     "%zu (k%07u at %lld ms), which the window drops",
+                     (int)st->out[k].part, (long long)st->out[k].off, i,
+                     st->id[i], (long long)st->ts[i]);
+            break;
+        }
+        if (++c[i] > 1) {
+            snprintf(bad, sizeof(bad), "input record %zu (k%07u) is in the "
+                     "output %u times", i, st->id[i], c[i]);
+            break;
+        }
+    }
+    size_t want = 0, missing = 0, first = 0;
+    for (size_t i = 0; i < upto && !bad[0]; i++) {
+        want += fwd[i];
+        if (fwd[i] && !c[i] && missing++ == 0)
+            first = i;
+    }
+    free(c);
+    if (!bad[0] && missing)
+        snprintf(bad, sizeof(bad), "%zu of the %zu records the window "
+                 "forwards are not in the output, e.g. record %zu (k%07u at "
+                 "%lld ms)", missing, want, first, st->id[first],
+                 (long long)st->ts[first]);
+    if (bad[0])
+        h_test_fail("%s: %s", why, bad);
 }

@@ -14,6 +14,7 @@
 
 #include "core.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,8 @@ typedef struct h_stream {
     size_t *first; /* per key id: index of its first record */
     char (*key)[16];
     char (*val)[24]; /* "v" and a record index of up to 20 digits */
+    int64_t *ts;     /* per record: its timestamp in ms, set by the test
+                        (0: none, the producer's clock) */
     int64_t next[H_STREAM_MAXP]; /* the partitions' end offsets */
     /* Owned here, so that a failed assertion leaks nothing: the output as
      * h_read_out last read it, and h_count_copies' last counts. */
@@ -54,6 +57,12 @@ void h_stream_free(h_stream *st);
 /* Appends count records: each a copy of a key seen before (any record so
  * far, chosen at random) with probability dup_pct/100, else a new key. */
 void h_stream_add(h_stream *st, size_t count, unsigned dup_pct);
+/* Appends count records timed for windowed dedup: record i gets timestamp
+ * t0 + i*step_ms; 40% are new keys, 30% copies of a record less than half
+ * a window back, 15% of one 0.9 to 1.4 windows back (the window's edge),
+ * 15% of one 1.5 to 3 windows back; a window is window_records records. */
+void h_stream_add_timed(h_stream *st, size_t count, int64_t t0,
+                        int64_t step_ms, size_t window_records);
 /* Appends a copy (same key, new value, a later offset) of records
  * [from, to). */
 void h_stream_add_copies(h_stream *st, size_t from, size_t to);
@@ -110,5 +119,26 @@ void h_check_killed_keys(const h_stream *st, const h_outrec *o, size_t n,
                          unsigned killed, const int64_t *hw_kill,
                          const int64_t *resume, const char *in_topic,
                          size_t *n_killed, size_t *seen_again);
+
+/*
+ * Windowed dedup (dedup.window.ms = window_ms, G generations) as the stage
+ * runs it, without false positives: per partition, stream time is the
+ * largest timestamp so far, slice floor(T*G/W); a record is dropped iff
+ * its key was forwarded in one of the last G+1 slices; a record whose own
+ * slice is older than those is late: rejected (reject_late) or deduplicated
+ * like any other.  Every record in [0, upto) needs a timestamp.  The model
+ * checks the contract on itself (a drop less than W(1+1/G) after the
+ * forwarded copy, a forward not within W of it).  Returns a calloc'd flag
+ * per record (forwarded), the caller frees it; *late (if not NULL) gets
+ * the late records.
+ */
+bool *h_stream_window_model(const h_stream *st, size_t upto,
+                            int64_t window_ms, unsigned G, bool reject_late,
+                            size_t *late);
+/* The output as h_read_out last read it holds exactly the records of
+ * [0, upto) that fwd flags, each once; a failure names a record.  why: said
+ * on failure. */
+void h_expect_window_output(const h_stream *st, const bool *fwd, size_t upto,
+                            const char *why);
 
 #endif
