@@ -48,7 +48,7 @@ static void check_entries(const uint8_t *data, size_t size,
         n++;
         CHECK(bf_filter_contains(bl->filter, line, len));
     }
-    CHECK(n == bl->entries);
+    CHECK(n == BS_GET(bl->entries));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

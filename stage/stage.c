@@ -88,7 +88,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         bf_filter_info(s->lists[i].filter, &in);
         bs_log(BS_LOG_INFO, "blocklist loaded", "name=%s entries=%llu "
                "kind=%s memory=\"%s\" source=%s", s->lists[i].name,
-               (unsigned long long)s->lists[i].entries, bf_kind_name(in.kind),
+               (unsigned long long)BS_GET(s->lists[i].entries), bf_kind_name(in.kind),
                bs_human_bytes(in.bytes, hb, sizeof(hb)),
                s->lists[i].from_list ? "list" : "filter");
     }
@@ -131,6 +131,9 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
         produced_topic(s, "rejected.topic", s->set.rejected_topic, errstr,
                        errstr_size) <= 0)
         return BS_FATAL;
+    /* Live blocklists read to their end before any input is consumed. */
+    if (bs_lists_start(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
     const bs_topic_list *in = &s->set.input_topics;
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new((int)in->n);
@@ -166,6 +169,7 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 static void tick(bs_stage *s)
 {
     rd_kafka_poll(s->producer, 0);
+    bs_lists_follow(s);
     double now = bs_now();
     atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
     if (now - s->last_publish >= 1.0)
@@ -279,6 +283,7 @@ void bs_stage_destroy(bs_stage *s)
         return;
     if (s->held)
         rd_kafka_message_destroy(s->held);
+    bs_lists_destroy(s);
     bs_clients_destroy(s);
     for (size_t i = 0; i < s->nparts; i++)
         bs_part_free(&s->parts[i]);

@@ -1055,7 +1055,8 @@ static void test_blocklists(void **state)
                      0);
     assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
     assert_err_at(f, ":4: key 'blocklist.x.fpr' is set, so "
-                     "'blocklist.x.path' is required but not set");
+                     "'blocklist.x.path' or 'blocklist.x.topic' is required "
+                     "but neither is set");
     assert_int_equal(bs_config_blocklists(f->cfg, &bl), 0);
     /* ... and the environment can supply it. */
     char *env[] = {"BLOOMSTAGE_BLOCKLIST_X_PATH=/x", NULL};
