@@ -51,8 +51,9 @@ struct bs_list_feed {
 /* 1: cleanup.policy is compact; 0: it is not (policy says what it is);
  * 2: the broker does not answer DescribeConfigs (librdkafka's mock);
  * -1: no answer, errstr says why. */
-static int topic_policy(rd_kafka_t *rk, const char *topic, char *policy,
-                        size_t psize, char *errstr, size_t errstr_size)
+static int topic_policy(rd_kafka_t *rk, const char *topic, int32_t broker,
+                        char *policy, size_t psize, char *errstr,
+                        size_t errstr_size)
 {
     rd_kafka_ConfigResource_t *cr =
         rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
@@ -66,6 +67,11 @@ static int topic_policy(rd_kafka_t *rk, const char *topic, char *policy,
         goto out;
     rd_kafka_AdminOptions_set_request_timeout(o, BS_TIMEOUT_BROKER_MS, NULL,
                                               0);
+    /* To a broker of the topic's, not the controller: any broker answers
+     * for a topic, and the mock names no controller (librdkafka would wait
+     * for one until the timeout). */
+    if (broker >= 0)
+        rd_kafka_AdminOptions_set_broker(o, broker, NULL, 0);
     rd_kafka_DescribeConfigs(rk, &cr, 1, o, q);
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, BS_TIMEOUT_BROKER_MS + 2000);
     if (!ev)
@@ -111,6 +117,22 @@ out:
     return rc;
 }
 
+/* The leader of partition 0 of topic, or -1. */
+static int32_t topic_leader(rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int32_t leader = -1;
+    if (rkt && !rd_kafka_metadata(rk, 0, rkt, &md, BS_TIMEOUT_BROKER_MS) &&
+        md->topic_cnt == 1 && md->topics[0].partition_cnt > 0)
+        leader = md->topics[0].partitions[0].leader;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return leader;
+}
+
 static bool first_with_topic(const bs_stage *s, size_t i)
 {
     for (size_t j = 0; j < i; j++)
@@ -135,8 +157,8 @@ static bs_rc add_topic(bs_stage *s, size_t li, char *errstr,
                  "the stage starts)", bl->name, why, bl->name, bl->topic);
         return BS_FATAL;
     }
-    int pol = topic_policy(f->rk, bl->topic, policy, sizeof(policy), why,
-                           sizeof(why));
+    int pol = topic_policy(f->rk, bl->topic, topic_leader(f->rk, bl->topic),
+                           policy, sizeof(policy), why, sizeof(why));
     if (pol < 0) {
         snprintf(errstr, errstr_size, "blocklist '%s': %s", bl->name, why);
         return BS_FATAL;

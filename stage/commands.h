@@ -20,5 +20,6 @@ int cmd_demo(int argc, char **argv);        /* demo */
 int cmd_checkpoint(int argc, char **argv);  /* checkpoint info DIR */
 int cmd_mock_broker(int argc, char **argv); /* mock-broker [-b N] [-t T:P]... */
 int cmd_config(int argc, char **argv);      /* config --list | --sample */
+int cmd_blocklist(int argc, char **argv);   /* blocklist add|remove|load */
 
 #endif

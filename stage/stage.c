@@ -90,7 +90,9 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
                "kind=%s memory=\"%s\" source=%s", s->lists[i].name,
                (unsigned long long)BS_GET(s->lists[i].entries), bf_kind_name(in.kind),
                bs_human_bytes(in.bytes, hb, sizeof(hb)),
-               s->lists[i].from_list ? "list" : "filter");
+               s->lists[i].topic ? (s->lists[i].from_list ? "list+topic"
+                                                          : "topic")
+               : s->lists[i].from_list ? "list" : "filter");
     }
 
     if (bs_clients_new(s, errstr, errstr_size) != BS_OK)
