@@ -108,6 +108,7 @@ const bs_config_row bs_config_rows[] = {
              "grows a layer at a time."},
     {.name = "dedup.capacity", .type = BS_CT_INT, .section = SEC_DEDUP,
      .def = "100000", IRANGE(1, TERA),
+     .example = "blocklist.spam.capacity=100000",
      .help = "Keys the first layer of each partition's filter is sized for. "
              " Later layers grow by dedup.growth; a capacity near the "
              "distinct keys a partition sees keeps lookups to one layer."},
@@ -153,6 +154,7 @@ const bs_config_row bs_config_rows[] = {
              "add|remove|load` writes to it."},
     {.name = "blocklist.*.capacity", .type = BS_CT_INT, .section = SEC_BLOCK,
      .def = "100000", IRANGE(1, TERA),
+     .example = "blocklist.spam.capacity=100000",
      .help = "With blocklist.NAME.topic: the entries the list's counting "
              "filter is sized for at blocklist.NAME.fpr (4-bit counters: "
              "about 35 bytes an entry at 1e-6, 4x a plain filter; the exact "
