@@ -117,22 +117,6 @@ out:
     return rc;
 }
 
-/* The leader of partition 0 of topic, or -1. */
-static int32_t topic_leader(rd_kafka_t *rk, const char *topic)
-{
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    int32_t leader = -1;
-    if (rkt && !rd_kafka_metadata(rk, 0, rkt, &md, BS_TIMEOUT_BROKER_MS) &&
-        md->topic_cnt == 1 && md->topics[0].partition_cnt > 0)
-        leader = md->topics[0].partitions[0].leader;
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
-    return leader;
-}
-
 static bool first_with_topic(const bs_stage *s, size_t i)
 {
     for (size_t j = 0; j < i; j++)
@@ -149,16 +133,18 @@ static bs_rc add_topic(bs_stage *s, size_t li, char *errstr,
     bs_list_feed *f = s->feed;
     const bs_blocklist *bl = &s->lists[li];
     char why[512], policy[128];
-    int n = bs_topic_partitions(f->rk, bl->topic, BS_TIMEOUT_BROKER_MS, why,
-                                sizeof(why));
+    int32_t leader = -1;
+    why[0] = '\0';
+    int n = bs_topic_lookup(f->rk, bl->topic, BS_TIMEOUT_BROKER_MS, &leader,
+                            why, sizeof(why));
     if (n <= 0) {
         snprintf(errstr, errstr_size, "blocklist '%s': %s (blocklist.%s."
                  "topic=%s must exist, with cleanup.policy=compact, before "
                  "the stage starts)", bl->name, why, bl->name, bl->topic);
         return BS_FATAL;
     }
-    int pol = topic_policy(f->rk, bl->topic, topic_leader(f->rk, bl->topic),
-                           policy, sizeof(policy), why, sizeof(why));
+    int pol = topic_policy(f->rk, bl->topic, leader, policy, sizeof(policy),
+                           why, sizeof(why));
     if (pol < 0) {
         snprintf(errstr, errstr_size, "blocklist '%s': %s", bl->name, why);
         return BS_FATAL;

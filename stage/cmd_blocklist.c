@@ -115,8 +115,9 @@ static int sender_open(const bs_config *cfg, const char *topic, sender *sd)
                 "%s\n", err);
         return BS_EXIT_FAIL;
     }
-    if (bs_topic_partitions(sd->rk, topic, BS_TIMEOUT_BROKER_MS, err,
-                            sizeof(err)) <= 0) {
+    err[0] = '\0';
+    if (bs_topic_lookup(sd->rk, topic, BS_TIMEOUT_BROKER_MS, NULL, err,
+                        sizeof(err)) <= 0) {
         fprintf(stderr, "bloomstage blocklist: %s (create it with "
                 "cleanup.policy=compact)\n", err);
         return BS_EXIT_FAIL;
