@@ -21,8 +21,9 @@
  *     printed per round with its spread, and must stay under LAT_BOUND_MS;
  *   - a base file plus the topic: file entries are blocked, a tombstone
  *     removes a file entry as it removes a topic entry, an entry re-added
- *     after its tombstone is blocked; malformed list records (null key,
- *     empty key, a key over 16384 bytes, an empty value) are skipped and
+ *     after its tombstone is blocked; malformed list records (null key --
+ *     mock only, Kafka refuses one on a compacted topic --, empty key, a
+ *     key over 16384 bytes, an empty value) are skipped and
  *     counted by reason in /metrics, and change nothing;
  *   - the list is read to its end before any input is processed: input
  *     written before the stage starts is routed by the final list, record
@@ -522,9 +523,16 @@ static void test_base_tombstones_restart(void **state)
     char *big = h_xmalloc(20001);
     memset(big, 'k', 20000);
     big[20000] = '\0';
-    h_record bad[4] = {h_rec(NULL, "1"), h_rec("", "1"), h_rec(big, "1"),
-                       h_rec("t-100", "")};
-    H_CHECK(h_produce(e->h.bs, e->lst, 0, bad, 4));
+    /* A null key only on the mock: Kafka refuses keyless records on a
+     * compacted topic (INVALID_RECORD), so a list topic never holds one. */
+    h_record bad[4] = {h_rec("", "1"), h_rec(big, "1"), h_rec("t-100", ""),
+                       h_rec(NULL, "1")};
+#ifdef BS_REAL_KAFKA
+    const int nbad = 3;
+#else
+    const int nbad = 4;
+#endif
+    H_CHECK(h_produce(e->h.bs, e->lst, 0, bad, (size_t)nbad));
     free(big);
 
     /* Input written before the stage starts. */
@@ -548,7 +556,7 @@ static void test_base_tombstones_restart(void **state)
     assert_true(metric(port, "bloomstage_blocklist_entries{list=\"x\"}") ==
                 150 + 10 + 250);
     assert_true(metric(port, "bloomstage_blocklist_skipped_total{list=\"x\","
-                             "reason=\"empty-key\"}") == 2);
+                             "reason=\"empty-key\"}") == nbad - 2);
     assert_true(metric(port, "bloomstage_blocklist_skipped_total{list=\"x\","
                              "reason=\"too-long\"}") == 1);
     assert_true(metric(port, "bloomstage_blocklist_skipped_total{list=\"x\","
