@@ -21,6 +21,8 @@
 #include <config.h>
 #include <settings.h>
 
+#include "fuzz_list_config.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,27 +55,13 @@ static size_t model_find(const entry *m, size_t n, const void *k, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char base[] = "base-one\nbase-two\n";
-    int fd = memfd_create("fuzz-blocklist-base", MFD_CLOEXEC);
-    CHECK(fd >= 0);
-    CHECK(write(fd, base, sizeof base - 1) == (ssize_t)(sizeof base - 1));
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    char err[1024];
-    bs_config *cfg = bs_config_new();
-    CHECK(cfg != NULL);
-    CHECK(bs_config_set(cfg, "input.topics", "in", NULL, err, sizeof err) ==
-              0 &&
-          bs_config_set(cfg, "output.topic", "out", NULL, err, sizeof err) ==
-              0 &&
-          bs_config_set(cfg, "blocklist.f.topic", "lst", NULL, err,
-                        sizeof err) == 0 &&
-          bs_config_set(cfg, "blocklist.f.path", path, NULL, err,
-                        sizeof err) == 0 &&
-          bs_config_set(cfg, "blocklist.f.capacity", "8", NULL, err,
-                        sizeof err) == 0 &&
-          bs_config_set(cfg, "blocklist.f.fpr", "0.01", NULL, err,
-                        sizeof err) == 0 &&
-          bs_config_validate(cfg, err, sizeof err) == 0);
+    char path[64], err[1024];
+    int fd = fuzz_memfd(base, sizeof base - 1, path, sizeof path);
+    const char *const kv[] = {"blocklist.f.topic", "lst",
+                              "blocklist.f.path", path,
+                              "blocklist.f.capacity", "8",
+                              "blocklist.f.fpr", "0.01", NULL};
+    bs_config *cfg = fuzz_list_config(kv);
     bs_settings set;
     CHECK(bs_settings_from_config(cfg, &set, err, sizeof err) == 0);
     bs_blocklist *lists = NULL;

@@ -29,7 +29,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,35 +260,14 @@ static int load(sender *sd, const char *path, uint64_t *entries)
 
 int cmd_blocklist(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0}};
     const char *file = NULL;
     char *xs[256];
-    int nx = 0, c;
-    optind = 0;
-    /* '+' would stop at the first operand; options may follow them. */
-    while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            file = optarg;
-            break;
-        case 'X':
-            if (nx == (int)(sizeof(xs) / sizeof(xs[0]))) {
-                fprintf(stderr, "bloomstage blocklist: too many -X\n");
-                return BS_EXIT_USAGE;
-            }
-            xs[nx++] = optarg;
-            break;
-        case 'h':
-            fputs(HELP, stdout);
-            return BS_EXIT_OK;
-        default:
-            fprintf(stderr, "(see 'bloomstage blocklist --help')\n");
-            return BS_EXIT_USAGE;
-        }
-    }
+    int nx = 0;
+    /* GNU getopt permutes: options may follow the operands. */
+    int rc0 = bs_cmd_config_opts(argc, argv, "blocklist", HELP, &file, xs,
+                                 (int)(sizeof(xs) / sizeof(xs[0])), &nx);
+    if (rc0 >= 0)
+        return rc0;
     int nargs = argc - optind;
     char **args = argv + optind;
     const char *verb = nargs > 0 ? args[0] : "";
