@@ -232,10 +232,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
      * offsets around pause/resume (fixed in 2.1.0), and this stage pauses.
      * A record is processed one poll after it came (record_path.c): its
      * filter blocks are fetched from memory meanwhile.  The bookkeeping
-     * runs every BS_BOOKKEEPING_EVERY records or when the poll comes back
-     * empty, with no record held: per record it would cost as much as the
-     * work. */
+     * runs every BS_BOOKKEEPING_EVERY records, when the poll comes back
+     * empty, and at least every BS_BOOKKEEPING_MAX_MS while records trickle
+     * in (one clock read a record: a slow steady input would otherwise
+     * wait 64 records for its liveness, its checkpoint timer and the live
+     * blocklists' updates), with no record held: per record it would cost
+     * as much as the work. */
     unsigned n = 0;
+    double next_tick = 0;
     while (!atomic_load(&s->stop) && s->state != BS_STAGE_FATAL) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer,
                                                        BS_POLL_MS);
@@ -252,13 +256,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                 }
                 rd_kafka_message_destroy(m);
             }
-            if (++n % BS_BOOKKEEPING_EVERY != 0)
+            if (++n % BS_BOOKKEEPING_EVERY != 0 && bs_now() < next_tick)
                 continue;
         }
         /* (In BACKOFF a held record is left unprocessed; the resume seeks
          * back to the first record not processed, so it comes again.) */
         bs_record_release(s);
         tick(s);
+        next_tick = bs_now() + BS_BOOKKEEPING_MAX_MS / 1000.0;
     }
     bs_record_release(s); /* processed unless FATAL: then only destroyed */
     if (s->state != BS_STAGE_FATAL) {

@@ -18,6 +18,7 @@
 #define BS_BACKOFF_MIN_S 0.5        /* failed rounds: retry after ... */
 #define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
 #define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
+#define BS_BOOKKEEPING_MAX_MS 50    /* ... or this long, whichever first */
 #define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
 #define BS_SEEK_ATTEMPTS 3          /* a failed seek is made again */
 
