@@ -85,7 +85,9 @@ static int conf_cb(const char *key, const char *value, void *opaque)
     return 0;
 }
 
-static int sender_open(const bs_config *cfg, const char *topic, sender *sd)
+/* linger: "0" for a few entries (sent at once), more for a load (batched). */
+static int sender_open(const bs_config *cfg, const char *topic,
+                       const char *linger, sender *sd)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     static const char *const forced[] = {
@@ -93,7 +95,7 @@ static int sender_open(const bs_config *cfg, const char *topic, sender *sd)
         "partitioner", "murmur2_random", "allow.auto.create.topics", "false",
         NULL};
     if (conf_cb("client.id", "bloomstage-blocklist", conf) ||
-        conf_cb("linger.ms", "20", conf) ||
+        conf_cb("linger.ms", linger, conf) ||
         bs_config_foreach(cfg, "kafka.", conf_cb, conf) ||
         bs_config_foreach(cfg, "producer.", conf_cb, conf)) {
         rd_kafka_conf_destroy(conf);
@@ -325,7 +327,7 @@ int cmd_blocklist(int argc, char **argv)
     sender sd = {0};
     double t0 = bs_now();
     uint64_t entries = 0;
-    int rc = sender_open(cfg, topic, &sd);
+    int rc = sender_open(cfg, topic, ld ? "20" : "0", &sd);
     if (rc == BS_EXIT_OK) {
         if (ld) {
             rc = load(&sd, args[2], &entries);
