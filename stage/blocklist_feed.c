@@ -355,9 +355,12 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
         }
         progress = now;
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            /* The end of what may be read: the high watermark, or the
+             * last stable offset below an open transaction (the consumer
+             * reads committed records only). */
             feed_part *fp = part_of(f, rd_kafka_topic_name(m->rkt),
                                     m->partition);
-            if (fp && m->offset >= fp->end)
+            if (fp)
                 fp->done = true;
         } else if (m->err) {
             char q[512];

@@ -230,6 +230,9 @@ static int load(sender *sd, const char *path, uint64_t *entries)
             snprintf(where, sizeof(where), "%s:%llu", in ? "stdin" : path,
                      (unsigned long long)bs_lines_number(lr));
             if (!entry_ok(line, len, where)) {
+                if (pass == 1 && n)
+                    fprintf(stderr, "bloomstage blocklist: the %llu entries "
+                            "before it were sent\n", (unsigned long long)n);
                 rc = BS_EXIT_USAGE;
                 break;
             }
