@@ -4,7 +4,7 @@
  * with bench/e2e, which builds it; bench/README.md explains the output.
  *
  *   bench_e2e [--records N] [--partitions P] [--blocklist N] [--rounds R]
- *             [--stock-consumer] [-X key=value]... [--bloomstage PATH]
+ *             [-X key=value]... [--bloomstage PATH]
  *             [--keep] [--perf DIR]
  *             [--bootstrap LIST [--broker-pid P] [--streams RUN | --no-streams]]
  *
@@ -78,16 +78,13 @@
  * look its output topic up at start-up instead; see the report.)
  *
  * The fetch backoff.  A librdkafka 2.0.2 consumer stops fetching when its
- * queue holds queued.min.messages (default 100000; with the partition
- * queues forwarded to the consumer queue that is the total) and then backs
- * off a fixed 1000 ms (fetch.queue.backoff.ms only came in 2.2).  Records of
- * ~55 bytes are drained in ~0.15 s, so with the default both clients sit
- * idle ~0.85 s of every second and the rate measured is that backoff's
- * (~250k records/s here for either), not the clients'.  Both consumers
- * therefore get queued.min.messages=1000000 (more than either drains in a
- * second, as librdkafka issue #2879 advises; bloomstage through
- * consumer.queued.min.messages), unless --stock-consumer.  The cost is
- * memory: up to that many records prefetched, which shows in the peak RSS.
+ * queue holds queued.min.messages (with the partition queues forwarded to
+ * the consumer queue that is the total) and looks again only when its
+ * broker thread wakes, else after a fixed 1000 ms (fetch.queue.backoff.ms
+ * only came in 2.2).  bloomstage keeps a small read-ahead and wakes the
+ * fetcher when it runs low (stage/fetch_wake.h); the pass-throughs use the
+ * same settings (stage/client_defaults.h) and the same wake-ups, so the
+ * limit they measure is one with the stage's memory bound.
  *
  * Timing.  Every phase is timed by the same observer: a thread that asks
  * the mock for the output topic's high watermarks every 10 ms (one
@@ -148,6 +145,8 @@
  */
 #include "support.h"
 #include "bench_kafka.h"
+#include "client_defaults.h"
+#include "fetch_wake.h"
 
 #include <librdkafka/rdkafka.h>
 
@@ -196,8 +195,6 @@
 #define SETTLE_S 3.0  /* output short of expected and still: it is done */
 /* Both producers: see "The first-record lag" above. */
 #define METADATA_REFRESH_MS "100"
-/* Both consumers, unless --stock-consumer: see "The fetch backoff". */
-#define QUEUED_MIN_MESSAGES "1000000"
 
 /* The mock's limits (librdkafka 2.0.2 rdkafka_mock.c): 5 MiB or 100,000
  * message sets per partition.  Ours, below them: */
@@ -788,7 +785,6 @@ typedef struct bench {
     const char *perf_dir;   /* NULL: no profiles */
     char **xs;              /* -X settings passed on to bloomstage run */
     int nx;
-    bool stock_consumer;    /* leave queued.min.messages at its default */
     const char *je;         /* bench_e2e_je; NULL: no pass-through-je */
     /* --bootstrap: a real broker (see "On a real broker" above) */
     bool real;
@@ -922,7 +918,6 @@ typedef struct pass_run {
     const char *what; /* the phase, for messages */
     const char *bootstrap, *input, *topic, *group;
     uint64_t n;
-    bool stock_consumer;
     void (*every_1k)(void *arg);
     int (*flushed)(void *arg);
     void *arg;
@@ -940,12 +935,11 @@ static int pass_loop(pass_run *pr)
     ps.expect = pr->n;
     pr->consumed = pr->delivered = pr->failed = 0;
     pr->self_timed = 0;
-    /* As bloomstage's producer (stage.c recreate_producer): idempotent,
-     * linger.ms=5, lz4; the refresh interval as in the stage's config. */
+    /* As bloomstage's producer (clients.c): idempotent, its tuning; the
+     * refresh interval as in the stage's config. */
     rd_kafka_conf_t *pconf = h_conf_pairs(
         NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
-        "enable.idempotence",
-        "true", "linger.ms", "5", "compression.type", "lz4",
+        "enable.idempotence", "true", BS_PRODUCER_TUNING,
         "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
     rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
     rd_kafka_conf_set_opaque(pconf, &ps);
@@ -959,8 +953,7 @@ static int pass_loop(pass_run *pr)
         NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
         "group.id", pr->group,
         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
-        "queued.min.messages",
-        pr->stock_consumer ? "100000" : QUEUED_MIN_MESSAGES, NULL);
+        BS_CONSUMER_TUNING, NULL);
     rd_kafka_t *cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err,
                                     sizeof(err));
     if (!cons) {
@@ -969,6 +962,9 @@ static int pass_loop(pass_run *pr)
         return fail("%s consumer: %s", pr->what, err);
     }
     rd_kafka_poll_set_consumer(cons);
+    /* As the stage's consumer (stage.c): woken when its read-ahead runs
+     * low. */
+    bs_fetch_wake *wake = bs_fetch_wake_new(cons, NULL, err, sizeof(err));
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, pr->input, RD_KAFKA_PARTITION_UA);
@@ -976,6 +972,10 @@ static int pass_loop(pass_run *pr)
     rd_kafka_topic_partition_list_destroy(sub);
 
     int rc = 0;
+    if (!wake) {
+        rc = fail("%s: %s", pr->what, err);
+        goto out;
+    }
     if (e) {
         rc = fail("%s: subscribe: %s", pr->what, rd_kafka_err2str(e));
         goto out;
@@ -1009,6 +1009,9 @@ static int pass_loop(pass_run *pr)
                     break;
                 }
                 consumed++;
+                bs_fetch_wake_note(wake, m->key_len + m->len);
+                if ((consumed & 63) == 0) /* as BS_BOOKKEEPING_EVERY */
+                    bs_fetch_wake_check(wake);
                 if (pr->every_1k && (consumed & 1023) == 0)
                     pr->every_1k(pr->arg);
             } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -1021,6 +1024,7 @@ static int pass_loop(pass_run *pr)
         /* The clock is read only on an empty poll, never per record: the
          * baseline pays only for what a pass-through needs. */
         if (!got) {
+            bs_fetch_wake_check(wake);
             double t = h_now_s();
             if (consumed != consumed_then) {
                 consumed_then = consumed;
@@ -1049,6 +1053,7 @@ static int pass_loop(pass_run *pr)
     pr->self_timed = ps.t_last_dr - t_first_produce;
     pr->t_first_in = t_first_produce;
 out:
+    bs_fetch_wake_destroy(wake);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
     rd_kafka_destroy(prod);
@@ -1130,7 +1135,6 @@ static int run_passthrough(const bench *b, int round, result *r)
     pass_run pr = {
         .what = r->name, .bootstrap = b->bootstrap, .input = b->in_topic,
         .topic = topic, .group = group, .n = d->n,
-        .stock_consumer = b->stock_consumer,
         .every_1k = b->perf_dir ? pass_every_1k : NULL,
         .flushed = pass_flushed, .arg = &h};
     int rc = pass_loop(&pr);
@@ -1149,7 +1153,7 @@ static int run_passthrough(const bench *b, int round, result *r)
 /* -- phase 2: the pass-through on jemalloc -------------------------------- */
 
 /* The same loop in a bench_e2e_je child: `bench_e2e_je --pass-child
- * BOOTSTRAP INPUT TOPIC GROUP N [--stock-consumer]` prints one line,
+ * BOOTSTRAP INPUT TOPIC GROUP N` prints one line,
  *   consumed=N delivered=N failed=N seconds=S t_first=T hwm_kib=K
  *   malloc=NAME
  * (seconds: its own first produce to last delivery report; t_first: the
@@ -1183,8 +1187,7 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     snprintf(nstr, sizeof(nstr), "%" PRIu64, d->n);
     snprintf(log_path, sizeof(log_path), "%s/pass-je-%d.log", b->dir, round);
     char *argv[] = {(char *)b->je, "--pass-child", (char *)b->bootstrap,
-                    (char *)b->in_topic, topic, group, nstr,
-                    b->stock_consumer ? "--stock-consumer" : NULL, NULL};
+                    (char *)b->in_topic, topic, group, nstr, NULL};
     h_proc *c = NULL, *perf = NULL;
     observer o;
     if (child_start(argv, true, log_path, &c))
@@ -1322,16 +1325,12 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
             "blocklist.spam.path=%s\n"
             "checkpoint.dir=%s\n"
             "log.level=info\n"
-            "# The first-record lag and the fetch backoff: see "
-            "bench/e2e.c.\n"
+            "# The first-record lag: see bench/e2e.c.\n"
             "producer.topic.metadata.refresh.interval.ms="
             METADATA_REFRESH_MS "\n"
-            "%s%s",
+            "%s",
             alo ? "at_least_once" : "exactly_once", b->bootstrap,
             b->in_topic, topic, group, list_path, ckpt,
-            b->stock_consumer ? ""
-                              : "consumer.queued.min.messages="
-                                QUEUED_MIN_MESSAGES "\n",
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
@@ -1489,7 +1488,7 @@ static int run_streams(const bench *b, int round, result *r, const char *kind)
 
 static const char USAGE[] =
     "usage: bench_e2e [--records N] [--partitions P] [--blocklist N]\n"
-    "                 [--rounds R] [--stock-consumer] [-X key=value]...\n"
+    "                 [--rounds R] [-X key=value]...\n"
     "                 [--bloomstage PATH] [--keep] [--perf DIR]\n"
     "\n"
     "End-to-end benchmark on one mock Kafka cluster: a minimal librdkafka\n"
@@ -1508,9 +1507,6 @@ static const char USAGE[] =
     "  --blocklist N    blocklist entries (default 100000)\n"
     "  --rounds R       run every phase R times (default 1); the verdict\n"
     "                   compares the best rate of each (for a busy machine)\n"
-    "  --stock-consumer leave queued.min.messages at librdkafka's 100000 in\n"
-    "                   every consumer: the rates are then capped by\n"
-    "                   librdkafka 2.0.2's 1 s fetch backoff (see e2e.c)\n"
     "  -X key=value     passed to `bloomstage run` (e.g. -X\n"
     "                   checkpoint.records=0 to see what checkpoints cost)\n"
     "  --bloomstage P   the bloomstage binary (default: $BLOOMSTAGE_BIN,\n"
@@ -1598,7 +1594,7 @@ static void catch_signals(void)
 }
 
 /* The hidden modes, for bench_e2e's own use:
- *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N [--stock-consumer]
+ *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N
  *       the pass-through loop alone (pass_loop), then its line (see
  *       PASS_CHILD_LINE); the pass-through-je phase runs bench_e2e_je so
  *   --malloc
@@ -1612,17 +1608,15 @@ static int hidden_main(int argc, char **argv)
         return 0;
     }
     uint64_t n;
-    if ((argc != 7 && argc != 8) ||
-        !bench_parse_count(argv[6], 1, 100000000, &n) ||
-        (argc == 8 && strcmp(argv[7], "--stock-consumer") != 0)) {
+    if (argc != 7 || !bench_parse_count(argv[6], 1, 100000000, &n)) {
         fprintf(stderr, "usage: %s --pass-child BOOTSTRAP INPUT TOPIC GROUP "
-                "N [--stock-consumer]\n", argv[0]);
+                "N\n", argv[0]);
         return 2;
     }
     catch_signals();
     pass_run pr = {.what = "pass-child", .bootstrap = argv[2],
                    .input = argv[3], .topic = argv[4], .group = argv[5],
-                   .n = n, .stock_consumer = argc == 8};
+                   .n = n};
     int rc = pass_loop(&pr);
     printf("consumed=%" PRIu64 " delivered=%" PRIu64 " failed=%" PRIu64
            " seconds=%.6f t_first=%.6f hwm_kib=%ld malloc=%s\n",
@@ -1985,7 +1979,6 @@ int main(int argc, char **argv)
         {"bloomstage", required_argument, NULL, 's'},
         {"keep", no_argument, NULL, 'k'},
         {"perf", required_argument, NULL, 'f'},
-        {"stock-consumer", no_argument, NULL, 'c'},
         {"bootstrap", required_argument, NULL, 'B'},
         {"broker-pid", required_argument, NULL, 'P'},
         {"streams", required_argument, NULL, 'S'},
@@ -2054,9 +2047,6 @@ int main(int argc, char **argv)
             break;
         case 'f':
             b.perf_dir = optarg;
-            break;
-        case 'c':
-            b.stock_consumer = true;
             break;
         case 'B':
             if (strncmp(optarg, "127.", 4) && strncmp(optarg, "localhost:", 10)) {
@@ -2212,16 +2202,15 @@ int main(int argc, char **argv)
     printf("  blocklist    %" PRIu64 " entries, a text list bloomstage builds "
            "into a filter at start-up (blocklist.spam.path)\n",
            d->blocklist_entries);
-    printf("  producers    all: enable.idempotence=true linger.ms=5 "
-           "compression.type=lz4,\n"
+    printf("  producers    all: enable.idempotence=true, the stage's tuning "
+           "(stage/client_defaults.h),\n"
            "               topic.metadata.refresh.interval.ms="
            METADATA_REFRESH_MS " (the first-record lag: see bench/e2e.c)\n");
-    if (b.stock_consumer)
-        printf("  consumers    all: librdkafka defaults (--stock-consumer): "
-               "rates capped by the 1 s fetch backoff\n");
-    else
-        printf("  consumers    all: queued.min.messages=" QUEUED_MIN_MESSAGES
-               " (librdkafka 2.0.2's 1 s fetch backoff: see bench/e2e.c)\n");
+    static const char *const ctuning[] = {BS_CONSUMER_TUNING, NULL};
+    printf("  consumers    all: the stage's tuning (stage/client_defaults.h:");
+    for (size_t i = 0; ctuning[i]; i += 2)
+        printf(" %s=%s", ctuning[i], ctuning[i + 1]);
+    printf(")\n               and its fetch wake-ups (stage/fetch_wake.h)\n");
     printf("  bloomstage   %s run: dedup.key=key, checkpoint defaults",
            b.bloomstage);
     for (int i = 0; i < b.nx; i++)

@@ -24,7 +24,8 @@ add_dependencies(bench_e2e bloomstage)
 # jemalloc in the tree (BLOOMSTAGE_JEMALLOC=OFF, the sanitizers) it is not
 # built and bench_e2e skips that phase, saying why.
 if(TARGET PkgConfig::JEMALLOC)
-  add_executable(bench_e2e_je ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
+  add_executable(bench_e2e_je ${CMAKE_CURRENT_LIST_DIR}/e2e.c
+    ${PROJECT_SOURCE_DIR}/stage/malloc_conf.c)
   target_link_libraries(bench_e2e_je PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
     PkgConfig::JEMALLOC Threads::Threads)
   target_compile_definitions(bench_e2e_je PRIVATE BENCH_E2E_JE=1)

@@ -24,6 +24,8 @@
  * bs_lists_destroy; the feed borrows s->lists.
  */
 #include "stage_int.h"
+#include "client_defaults.h"
+#include "fetch_wake.h"
 #include "kafka_util.h"
 #include "log.h"
 #include "util.h"
@@ -42,6 +44,7 @@ typedef struct feed_part {
 
 struct bs_list_feed {
     rd_kafka_t *rk;
+    bs_fetch_wake *wake; /* keeps the small read-ahead fetching */
     feed_part *parts;
     size_t nparts;
     double last_lag;
@@ -294,10 +297,10 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
      * seen when the topic is quiet. */
     static const char *const defaults[] = {
         "client.id", "bloomstage-lists", "fetch.wait.max.ms", "100",
-        /* As the group consumer (clients.c): 2.0.2 stops fetching for a
-         * second once this many records are queued; a list of millions
-         * is read faster with the fetcher never paused. */
-        "queued.min.messages", "1000000", NULL};
+        /* The group consumer's small read-ahead (client_defaults.h), kept
+         * fetching by a waker of its own (fetch_wake.h): a list of
+         * millions is read at full speed without queuing it all. */
+        BS_CONSUMER_TUNING, NULL};
     char group[300];
     snprintf(group, sizeof(group), "%s.lists", s->set.group_id);
     const char *forced[] = {"enable.auto.commit", "false",
@@ -336,14 +339,19 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                  "%s", rd_kafka_err2str(e));
         return BS_FATAL;
     }
+    f->wake = bs_fetch_wake_new(f->rk, NULL, errstr, errstr_size);
+    if (!f->wake)
+        return BS_FATAL;
 
     /* To the end each partition had when this began. */
     double t0 = bs_now(), progress = t0;
-    uint64_t records = 0;
+    uint64_t records = 0, applied = 0; /* polled (events too), applied */
     while (!all_done(f) && !atomic_load(&s->stop) &&
            s->state != BS_STAGE_FATAL) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(f->rk, BS_POLL_MS);
         double now = bs_now();
+        if (!m || ++records % BS_BOOKKEEPING_EVERY == 0)
+            bs_fetch_wake_check(f->wake);
         if (!m) {
             if ((now - progress) * 1000 > BS_TIMEOUT_LISTS_MS) {
                 snprintf(errstr, errstr_size, "blocklist topics: no progress "
@@ -368,7 +376,8 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                    "detail=%s", rd_kafka_err2name(m->err),
                    bs_log_quote(rd_kafka_message_errstr(m), q, sizeof(q)));
         } else {
-            records++;
+            applied++;
+            bs_fetch_wake_note(f->wake, m->key_len + m->len);
             apply(s, m);
         }
         rd_kafka_message_destroy(m);
@@ -394,7 +403,7 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                "skipped=%llu seconds=%.3f", bl->name, bl->topic,
                (unsigned long long)BS_GET(bl->entries),
                (unsigned long long)bl->base_entries,
-               (unsigned long long)records, (unsigned long long)skipped, dt);
+               (unsigned long long)applied, (unsigned long long)skipped, dt);
     }
     return BS_OK;
 }
@@ -410,6 +419,7 @@ void bs_lists_follow(bs_stage *s)
         if (!m)
             break;
         if (!m->err) {
+            bs_fetch_wake_note(f->wake, m->key_len + m->len);
             apply(s, m);
         } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             char q[512];
@@ -419,6 +429,7 @@ void bs_lists_follow(bs_stage *s)
         }
         rd_kafka_message_destroy(m);
     }
+    bs_fetch_wake_check(f->wake);
     double now = bs_now();
     if (now - f->last_lag >= 1.0) {
         f->last_lag = now;
@@ -431,6 +442,7 @@ void bs_lists_destroy(bs_stage *s)
     bs_list_feed *f = s->feed;
     if (!f)
         return;
+    bs_fetch_wake_destroy(f->wake); /* it uses the consumer */
     if (f->rk) {
         rd_kafka_consumer_close(f->rk);
         rd_kafka_destroy(f->rk);

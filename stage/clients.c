@@ -10,6 +10,7 @@
  * their dependencies need (the store borrows the tail consumer).
  */
 #include "stage_int.h"
+#include "client_defaults.h"
 #include "log.h"
 
 #include <stdarg.h>
@@ -142,9 +143,8 @@ static void drop_topics(bs_stage *s)
 
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    static const char *const defaults[] = {
-        "client.id", "bloomstage", "linger.ms", "5",
-        "compression.type", "lz4", NULL};
+    static const char *const defaults[] = {"client.id", "bloomstage",
+                                           BS_PRODUCER_TUNING, NULL};
     static const char *const forced[] = {"enable.idempotence", "true", NULL};
     rd_kafka_conf_t *conf =
         client_conf(s, "producer", defaults, forced, errstr, errstr_size);
@@ -196,11 +196,8 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
         "client.id", "bloomstage", "auto.offset.reset", "earliest",
         "partition.assignment.strategy", "cooperative-sticky",
         "statistics.interval.ms", "5000",
-        /* librdkafka 2.0.2 stops fetching for a full second once this
-         * many records are queued (the default, 100k, is about 0.2 s of
-         * work here): keep fetching instead, memory is still bounded by
-         * queued.max.messages.kbytes. */
-        "queued.min.messages", "1000000", NULL};
+        /* A small read-ahead, kept fetching by s->fwake. */
+        BS_CONSUMER_TUNING, NULL};
     const char *cforced[] = {"enable.auto.commit", "false",
                              "enable.auto.offset.store", "false",
                              "group.id", group, NULL};
@@ -218,6 +215,10 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
         return BS_FATAL;
     }
     rd_kafka_poll_set_consumer(s->consumer);
+    s->fwake = bs_fetch_wake_new(s->consumer, &s->ctr.fetch_wakes, errstr,
+                                 errstr_size);
+    if (!s->fwake)
+        return BS_FATAL;
 
     bool kafka_store = s->set.checkpoint_store ==
                        BS_CONFIG_STORE_KAFKA;
@@ -270,8 +271,17 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
     return BS_OK;
 }
 
+void bs_consumer_close(bs_stage *s)
+{
+    bs_fetch_wake_destroy(s->fwake); /* it uses the consumer */
+    s->fwake = NULL;
+    rd_kafka_consumer_close(s->consumer);
+}
+
 void bs_clients_destroy(bs_stage *s)
 {
+    bs_fetch_wake_destroy(s->fwake);
+    s->fwake = NULL;
     if (s->consumer)
         rd_kafka_destroy(s->consumer);
     bs_store_destroy(s->store);

@@ -19,9 +19,9 @@
  * blocklist) and the checkpoint-duration histogram are rendered by
  * metrics.c from dropped_* and the histogram; they are not rows here.
  *
- * Counters have one writer, the stage thread, and readers anywhere: a
- * relaxed load and store is enough and costs no locked instruction on the
- * record path.
+ * Each counter has one writer, the stage thread (fetch_wakes: the fetch
+ * wake-up thread, fetch_wake.c), and readers anywhere: a relaxed load and
+ * store is enough and costs no locked instruction on the record path.
  */
 #ifndef BLOOMSTAGE_COUNTERS_H
 #define BLOOMSTAGE_COUNTERS_H
@@ -62,7 +62,10 @@
     X(filter_bytes, GAUGE, "bloomstage_filter_memory_bytes",                  \
       "Memory of the dedup filters of all assigned partitions.",              \
       "filter_bytes")                                                         \
-    X(filter_layers, GAUGE, NULL, NULL, NULL)
+    X(filter_layers, GAUGE, NULL, NULL, NULL)                                 \
+    X(fetch_wakes, COUNTER, "bloomstage_fetch_wakeups_total",                \
+      "Wake-ups sent to the consumer's fetcher when its read-ahead ran low "  \
+      "(fetch_wake.h).", NULL)
 
 typedef _Atomic uint64_t bs_counter;
 

@@ -171,6 +171,7 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 static void tick(bs_stage *s)
 {
     rd_kafka_poll(s->producer, 0);
+    bs_fetch_wake_check(s->fwake);
     bs_lists_follow(s);
     double now = bs_now();
     atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
@@ -201,7 +202,7 @@ static void drain(bs_stage *s)
         if (bs_round(s, NULL, "shutdown") == BS_OK ||
             s->state == BS_STAGE_FATAL)
             break;
-    rd_kafka_consumer_close(s->consumer);
+    bs_consumer_close(s);
     rd_kafka_flush(s->producer, BS_TIMEOUT_FINAL_FLUSH_MS);
     bs_stage_stats st;
     bs_stage_stats_get(s, &st);
@@ -245,6 +246,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                                                        BS_POLL_MS);
         if (m) {
             if (!m->err) {
+                bs_fetch_wake_note(s->fwake, m->key_len + m->len);
                 bs_record_hold(s, m);
             } else {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -275,7 +277,7 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
         char fq[1100];
         bs_log(BS_LOG_ERROR, "stopping on a fatal error, committing nothing "
                "more", "error=%s", bs_log_quote(s->err, fq, sizeof(fq)));
-        rd_kafka_consumer_close(s->consumer);
+        bs_consumer_close(s);
         return -1;
     }
     bs_stage_set_state(s, BS_STAGE_STOPPED);

@@ -27,6 +27,7 @@
 #include "blocklist.h"
 #include "checkpoint.h"
 #include "counters.h"
+#include "fetch_wake.h"
 #include "stage.h"
 #include "settings.h"
 #include "store.h"
@@ -116,6 +117,7 @@ struct bs_stage {
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
+    bs_fetch_wake *fwake; /* keeps the consumer fetching (fetch_wake.h) */
 
     bs_settings set;            /* read once from cfg (settings.h) */
     bf_scalable_params fparams; /* the dedup filters', from set */
@@ -190,6 +192,8 @@ void bs_stage_check_invariants(const bs_stage *s);
 
 bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size);
 void bs_clients_destroy(bs_stage *s);
+/* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
+void bs_consumer_close(bs_stage *s);
 /* A new idempotent producer (and topic handles) in place of the current
  * one, whose leftovers are purged. */
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);

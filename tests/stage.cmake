@@ -24,3 +24,8 @@ bs_add_cmocka_test(test_replay
 bs_add_cmocka_test(test_store
   SOURCES test_store.c inproc_mock.c
   LIBS bsengine bstestsupport TIMEOUT 300 LABELS stage)
+# stage/fetch_wake.c: a small read-ahead kept fetching (librdkafka 2.0.2
+# parks a full consumer's fetcher for a second).
+bs_add_cmocka_test(test_fetch_wake
+  SOURCES test_fetch_wake.c inproc_mock.c
+  LIBS bsengine bstestsupport TIMEOUT 300 LABELS stage)
