@@ -18,7 +18,10 @@
  *     are start-up errors naming the list and the file;
  *   - a list that outgrows its capacity is rebuilt larger, keeps every
  *     entry, and its measured false-positive rate on 200k absent keys is
- *     within the target (tolerance: the Poisson bound below).
+ *     within the target (tolerance: the Poisson bound below);
+ *   - saturated counters (keys found by search whose probes all land on
+ *     one entry's counters) are counted, never cause a false negative, and
+ *     once removals bring the counts down a rebuild clears them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -317,6 +320,61 @@ static void test_grows(void **state)
     assert_int_equal(BS_GET(bl->saturated), 0);
 }
 
+/* Keys whose counters, in a filter of capacity 64 at 1e-1, are exactly
+ * those of "anchor": found with a scratch filter of the same geometry
+ * (same capacity, rate and seed) holding the anchor alone.  Then 17 of
+ * them on the list push the anchor's counters past 15. */
+static void test_saturation(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(load(f, 64, "0.1", NULL), 0);
+    bs_blocklist *bl = &f->lists[0];
+    bf_counting *scratch = bf_counting_new(64, 0.1, bl->seed, f->err,
+                                           sizeof f->err);
+    assert_non_null(scratch);
+    assert_true(bf_counting_add(scratch, "anchor", 6));
+    enum { TWINS = 17 };
+    char twins[TWINS][32];
+    int found = 0;
+    for (long i = 0; found < TWINS && i < 200000000L; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof key, "twin-%ld", i);
+        if (bf_counting_min_count_h(scratch, bf_hash_key(key, (size_t)len,
+                                                         bl->seed)) > 0)
+            memcpy(twins[found++], key, (size_t)len + 1);
+    }
+    bf_counting_destroy(scratch);
+    assert_int_equal(found, TWINS);
+
+    assert_int_equal(add(bl, "anchor"), BS_LIST_ADDED);
+    for (int i = 0; i < TWINS; i++)
+        assert_int_equal(add(bl, twins[i]), BS_LIST_ADDED);
+    assert_int_equal(BS_GET(bl->rebuilds), 0); /* 18 entries <= 64 */
+    assert_true(BS_GET(bl->saturated) > 0);
+    uint64_t sat = BS_GET(bl->saturated);
+    printf("test_saturation: %llu counters saturated by 18 entries on one "
+           "entry's counters\n", (unsigned long long)sat);
+
+    /* Removals: each one (1 >= 1% of 17 entries) rebuilds from the set
+     * while counters stay saturated; nothing on the list is ever missed. */
+    for (int i = 0; i < TWINS; i++) {
+        assert_int_equal(del(bl, twins[i]), BS_LIST_REMOVED);
+        assert_true(blocked(bl, "anchor"));
+        for (int j = i + 1; j < TWINS; j++)
+            assert_true(blocked(bl, twins[j]));
+    }
+    /* Down to the anchor alone: the rebuilds cleared the saturation, and
+     * the removed twins are unblocked only as far as the anchor allows
+     * (they share its counters: still maybe-present, by construction). */
+    assert_true(BS_GET(bl->rebuilds) >= 1);
+    assert_int_equal(BS_GET(bl->saturated), 0);
+    assert_int_equal(BS_GET(bl->entries), 1);
+    assert_int_equal(del(bl, "anchor"), BS_LIST_REMOVED);
+    assert_false(blocked(bl, "anchor"));
+    for (int i = 0; i < TWINS; i++)
+        assert_false(blocked(bl, twins[i]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_base_file_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_grows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_saturation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
