@@ -366,8 +366,11 @@ static void test_add_remove_latency(void **state)
     unsigned port = metrics_port(p);
     wait_ready(p, port);
 
+    /* Idempotent: the input's order is the order the records were made
+     * in, even across retries (the analysis reads it back as such). */
     rd_kafka_conf_t *pc = h_conf_pairs(h_kafka_conf(e->h.bs), "linger.ms",
-                                       "0", NULL);
+                                       "0", "enable.idempotence", "true",
+                                       NULL);
     h_producer *pr = NULL;
     H_CHECK(h_producer_new(pc, 0, &pr));
     size_t seq = 0;
