@@ -41,84 +41,16 @@
 #define NPARTS 6
 #define ALLP ((1u << NPARTS) - 1)
 
-static h_kcluster *g_cluster;
 
-typedef struct env {
-    h_fixture h;
-    char in[64], out[64], ckt[64], group[64];
-    char *conf;
-    rd_kafka_t *q;
-    h_stream *st;
-    uint8_t *scratch;
-} env;
-
-static int env_cleanup(h_fixture *fx)
-{
-    env *e = (env *)fx;
-    if (e->q)
-        rd_kafka_destroy(e->q);
-    h_stream_free(e->st);
-    free(e->conf);
-    free(e->scratch);
-    return 0;
-}
+typedef h_kenv env;
 
 /* Topics NAME-in, NAME-out (NPARTS each) and, with a Kafka store,
- * NAME-ckpt (3 partitions, cleanup.policy=compact); group NAME. */
+ * NAME-ckpt; group NAME; each instance its own checkpoint.dir. */
 static env *env_new(const char *name, bool kafka_store)
 {
-    h_fixture *fx = NULL;
-    H_CHECK(h_kfixture_new_sized(g_cluster, sizeof(env), env_cleanup, &fx));
-    env *e = (env *)fx;
-    snprintf(e->in, sizeof(e->in), "%s-in", name);
-    snprintf(e->out, sizeof(e->out), "%s-out", name);
-    snprintf(e->ckt, sizeof(e->ckt), "%s-ckpt", name);
-    snprintf(e->group, sizeof(e->group), "%s", name);
-    int rf = h_kcluster_rf(g_cluster);
-    H_CHECK(h_create_topic(e->h.bs, e->in, NPARTS, rf, NULL));
-    H_CHECK(h_create_topic(e->h.bs, e->out, NPARTS, rf, NULL));
-    if (kafka_store) {
-        static const char *const compact[] = {"cleanup.policy=compact",
-                                              NULL};
-        H_CHECK(h_create_topic(e->h.bs, e->ckt, 3, rf, compact));
-        char pol[64];
-        H_CHECK(h_topic_config(e->h.bs, e->ckt, "cleanup.policy", pol,
-                               sizeof(pol)));
-        assert_string_equal(pol, "compact");
-    }
-    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
-    char *text = h_strdupf(
-        "input.topics=%s\n"
-        "output.topic=%s\n"
-        "consumer.group.id=%s\n"
-        "kafka.bootstrap.servers=%s\n"
-        "%s%s%s"
-        "checkpoint.interval.ms=1000\n"
-        "kafka.reconnect.backoff.ms=100\n"
-        "kafka.reconnect.backoff.max.ms=1000\n"
-        "consumer.session.timeout.ms=6000\n"
-        "consumer.heartbeat.interval.ms=1000\n"
-        "consumer.fetch.wait.max.ms=100\n"
-        "dedup.capacity=20000\n"
-        "log.stats.interval.ms=0\n"
-        "log.level=debug\n",
-        e->in, e->out, e->group, e->h.bs,
-        kafka_store ? "checkpoint.store=kafka\ncheckpoint.topic=" : "",
-        kafka_store ? e->ckt : "", kafka_store ? "\ncheckpoint.chunk.bytes=16k\n"
-                                               : "");
-    int rc = h_write_file(e->conf, text);
-    free(text);
-    H_CHECK(rc);
-    e->q = h_query_client(h_kafka_conf(e->h.bs));
-    if (!e->q)
-        fail_msg("%s", h_last_error());
-    return e;
-}
-
-static void env_free(env *e)
-{
-    (void)e;
-    (void)h_kfixture_teardown(NULL);
+    h_kenv_opts o = {.nparts = NPARTS, .kafka_store = kafka_store,
+                     .checkpoint_ms = 1000, .capacity = 20000};
+    return h_kenv_new(h_kgroup_cluster(), name, &o);
 }
 
 /* Instance i's own checkpoint.dir (unused by the Kafka store). */
@@ -215,12 +147,12 @@ static void test_broker_killed_restarted(void **state)
     const int victim = 2;
     int64_t out_kill = h_topic_end(e->q, e->out, NPARTS, NULL);
     size_t fed_kill = h_feed_next();
-    H_CHECK(h_kcluster_kill_node(g_cluster, victim));
+    H_CHECK(h_kcluster_kill_node(h_kgroup_cluster(), victim));
     double t0 = h_now_s();
     /* Records go on flowing through the two left (min.insync.replicas 2). */
     h_wait_out_tolerant(e->q, e->out, NPARTS, procs, out_kill + 4000, 120000);
     double flowing = h_now_s() - t0;
-    H_CHECK(h_kcluster_start_node(g_cluster, victim));
+    H_CHECK(h_kcluster_start_node(h_kgroup_cluster(), victim));
     double away = h_now_s() - t0;
     h_feed_finish(180000);
     wait_committed_end(e, procs, 180000);
@@ -237,7 +169,7 @@ static void test_broker_killed_restarted(void **state)
                   h_count_said(p, "rolling back"),
                   h_count_said(p, "assignment lost"),
                   h_count_said(p, "msg=\"commit failed\""));
-    env_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- 6a. two instances, Kafka store, one killed -9 ------------------------ */
@@ -314,27 +246,9 @@ static void test_two_instances_kill9(void **state)
 
     size_t n = 0;
     h_outrec *o = expect_exactly_once(e, &n, "two instances, one killed -9");
-    uint8_t *by_a = e->scratch = h_xcalloc(e->st->nids, 1);
     size_t n_a = 0, seen_again = 0;
-    for (size_t k = 0; k < n; k++)
-        if ((ma >> o[k].src_part & 1) && o[k].off < hw_kill[o[k].part]) {
-            by_a[o[k].id] = 1;
-            n_a++;
-        }
-    for (size_t k = 0; k < n; k++)
-        if ((ma >> o[k].src_part & 1) && o[k].off >= hw_kill[o[k].part] &&
-            by_a[o[k].id])
-            fail_msg("k%07u, forwarded by the killed instance, forwarded "
-                     "again by the survivor from %s:%d:%lld", o[k].id, e->in,
-                     (int)o[k].src_part, (long long)o[k].src_off);
-    for (size_t i = 0; i < e->st->n; i++)
-        if ((ma >> e->st->part[i] & 1) &&
-            e->st->off[i] >= resume[e->st->part[i]] && by_a[e->st->id[i]] &&
-            e->st->first[e->st->id[i]] != i)
-            seen_again++;
-    if (n_a == 0 || seen_again == 0)
-        fail_msg("vacuous: A forwarded %zu records, %zu of their keys came "
-                 "again after the takeover", n_a, seen_again);
+    h_check_killed_keys(e->st, o, n, ma, hw_kill, resume, e->in, &n_a,
+                        &seen_again);
     assert_committed_end(e);
     print_message("shared after %.1f s (A 0x%x, B 0x%x); A killed with %lld "
                   "output records, %zu of %zu fed; B had A's partitions %.1f "
@@ -342,7 +256,7 @@ static void test_two_instances_kill9(void **state)
                   "repeat a key A forwarded, none forwarded; %zu output "
                   "records, every key exactly once\n", shared, ma, mb,
                   (long long)out_kill, fed_kill, N, takeover, seen_again, n);
-    env_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- 6b. scale-out 1 -> 3 -> 1 ------------------------------------------- */
@@ -465,26 +379,10 @@ static void test_scale_out_in(void **state)
                   copies_end - old_end, n, h_count_said(a, "assignment lost"),
                   h_count_said(b, "assignment lost"),
                   h_count_said(c, "assignment lost"), fed_out, fed_in, N1);
-    env_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- main ----------------------------------------------------------------- */
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (h_kcluster_start(3, &g_cluster)) {
-        fprintf(stderr, "setup: %s\n", h_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return h_kcluster_stop(g_cluster);
-}
 
 int main(void)
 {
@@ -497,5 +395,5 @@ int main(void)
         cmocka_unit_test_teardown(test_broker_killed_restarted,
                                   h_kfixture_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, h_kgroup_setup3, h_kgroup_teardown);
 }

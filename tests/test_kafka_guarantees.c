@@ -47,84 +47,20 @@
 
 #define NPARTS 4
 
-static h_kcluster *g_cluster;
 
 /* ---- the environment: topics, a group, a configuration ------------------ */
 
-typedef struct env {
-    h_fixture h;
-    char in[64], out[64], rej[64], group[64];
-    char *conf, *ckdir;
-    rd_kafka_t *q;
-    h_stream *st;
-    uint8_t *scratch;
-} env;
-
-static int env_cleanup(h_fixture *fx)
-{
-    env *e = (env *)fx;
-    if (e->q)
-        rd_kafka_destroy(e->q);
-    h_stream_free(e->st);
-    free(e->conf);
-    free(e->ckdir);
-    free(e->scratch);
-    return 0;
-}
+typedef h_kenv env;
 
 /* Topics NAME-in, NAME-out (unless !with_out) and NAME-rej (NPARTS
- * partitions each), group NAME, and the stages' configuration: a session
- * timeout at the broker's minimum (group.min.session.timeout.ms, 6 s), a
- * checkpoint every 500 ms, small filters, debug logs (a `msg=checkpoint`
- * line per round). */
+ * partitions each), group NAME, checkpoint.dir DIR/ckpt, a checkpoint
+ * every 500 ms, small filters. */
 static env *env_new(const char *name, bool with_out)
 {
-    h_fixture *fx = NULL;
-    H_CHECK(h_kfixture_new_sized(g_cluster, sizeof(env), env_cleanup, &fx));
-    env *e = (env *)fx;
-    snprintf(e->in, sizeof(e->in), "%s-in", name);
-    snprintf(e->out, sizeof(e->out), "%s-out", name);
-    snprintf(e->rej, sizeof(e->rej), "%s-rej", name);
-    snprintf(e->group, sizeof(e->group), "%s", name);
-    int rf = h_kcluster_rf(g_cluster);
-    H_CHECK(h_create_topic(e->h.bs, e->in, NPARTS, rf, NULL));
-    if (with_out)
-        H_CHECK(h_create_topic(e->h.bs, e->out, NPARTS, rf, NULL));
-    H_CHECK(h_create_topic(e->h.bs, e->rej, NPARTS, rf, NULL));
-    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
-    e->ckdir = h_strdupf("%s/ckpt", e->h.dir);
-    char *text = h_strdupf(
-        "input.topics=%s\n"
-        "output.topic=%s\n"
-        "rejected.topic=%s\n"
-        "consumer.group.id=%s\n"
-        "kafka.bootstrap.servers=%s\n"
-        "checkpoint.dir=%s\n"
-        "checkpoint.interval.ms=500\n"
-        "kafka.reconnect.backoff.ms=100\n"
-        "kafka.reconnect.backoff.max.ms=1000\n"
-        "consumer.session.timeout.ms=6000\n"
-        "consumer.heartbeat.interval.ms=1000\n"
-        "consumer.fetch.wait.max.ms=100\n"
-        "dedup.capacity=30000\n"
-        "log.stats.interval.ms=0\n"
-        "log.level=debug\n",
-        e->in, e->out, e->rej, e->group, e->h.bs, e->ckdir);
-    int rc = h_write_file(e->conf, text);
-    free(text);
-    H_CHECK(rc);
-    e->q = h_query_client(h_kafka_conf(e->h.bs));
-    if (!e->q)
-        fail_msg("%s", h_last_error());
-    return e;
-}
-
-static void env_free(env *e)
-{
-    h_feed_abandon();
-    h_proc_release_all();
-    (void)h_kfixture_teardown(NULL);
-    (void)e;
+    h_kenv_opts o = {.nparts = NPARTS, .no_out = !with_out,
+                     .rejected = true, .ckdir = true, .checkpoint_ms = 500,
+                     .capacity = 30000};
+    return h_kenv_new(h_kgroup_cluster(), name, &o);
 }
 
 static h_proc *stage_start(env *e, const char *const *xs)
@@ -318,7 +254,7 @@ static void test_graceful_stop_restart(void **state)
     print_message("run 2: %zu copies of old keys all dropped, %zu new keys "
                   "forwarded; out %zu, rej %zu\n", copies_end - old_end,
                   NNEW, n, nrej);
-    env_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- 2. kill -9 at many moments, exactly_once ------------------------------ */
@@ -391,7 +327,7 @@ static void test_kill9_exactly_once(void **state)
                   "kills; %s holds all %zu duplicates (%zu records, %zu "
                   "rejected again after a kill)\n", N, e->st->nids, e->out,
                   NKILLS, e->rej, e->st->n - e->st->nids, nrej, extra);
-    env_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- 3. the output topic missing -------------------------------------------- */
@@ -443,7 +379,7 @@ static void output_topic_missing(const char *name, const char *guarantee)
     H_CHECK(h_topic_total(e->h.bs, e->rej, &rej));
     assert_int_equal(rej, 0);
     print_message("%s; the line: %s\n", h_status_str(status), said);
-    env_free(e);
+    h_kenv_free(e);
 }
 
 static void test_output_topic_missing(void **state)
@@ -528,11 +464,11 @@ static void test_broker_restart(void **state)
     h_feed_rate(3000);
     h_wait_out(e->q, e->out, NPARTS, procs, 6000, 120000);
 
-    int port0 = h_kcluster_port(g_cluster, 1);
+    int port0 = h_kcluster_port(h_kgroup_cluster(), 1);
     int64_t out_down = h_topic_end(e->q, e->out, NPARTS, NULL);
     size_t fed_down = h_feed_next();
     double t_stop = h_now_s();
-    H_CHECK(h_kcluster_stop_node(g_cluster, 1));
+    H_CHECK(h_kcluster_stop_node(h_kgroup_cluster(), 1));
     double down = wait_ready(p, port, 503, why, sizeof(why), 90000);
     if (!why[0])
         h_stage_fail(p, "/ready answered 503 with no reason");
@@ -540,9 +476,9 @@ static void test_broker_restart(void **state)
     snprintf(why_down, sizeof(why_down), "%s", why);
     h_nap(3000); /* the stage, and the feeder, go on without a broker */
     h_stage_alive(p, "with the broker away");
-    H_CHECK(h_kcluster_start_node(g_cluster, 1));
+    H_CHECK(h_kcluster_start_node(h_kgroup_cluster(), 1));
     double away = h_now_s() - t_stop;
-    int port1 = h_kcluster_port(g_cluster, 1);
+    int port1 = h_kcluster_port(h_kgroup_cluster(), 1);
     if (port0 <= 0 || port1 != port0)
         fail_msg("node 1 came back on port %d, it was on %d", port1, port0);
     double up = wait_ready(p, port, 200, why, sizeof(why), 120000);
@@ -567,26 +503,10 @@ static void test_broker_restart(void **state)
                   h_count_said(p, "msg=\"commit failed\""),
                   h_count_said(p, "msg=\"checkpoint failed\""),
                   h_count_said(p, "rolling back"));
-    env_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- main ----------------------------------------------------------------- */
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (h_kcluster_start(1, &g_cluster)) {
-        fprintf(stderr, "setup: %s\n", h_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return h_kcluster_stop(g_cluster);
-}
 
 int main(void)
 {
@@ -603,5 +523,5 @@ int main(void)
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_broker_restart, h_kfixture_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, h_kgroup_setup1, h_kgroup_teardown);
 }

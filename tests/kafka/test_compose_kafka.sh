@@ -28,43 +28,13 @@
 # blocklist:spam, as the model says), /metrics counts the same and /ready
 # answers 200 `ready`; SIGTERM: exit 0.  Prints `ok - ...` / `not ok - ...`;
 # every wait bounded; the stage and the broker stopped on exit.
-set -u
-export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BIN=${1:?usage: test_compose_kafka.sh path/to/bloomstage [path/to/scripts/kafka]}
-KAFKA=${2:-$repo/scripts/kafka}
+KT_NAME=bs-compose-kafka
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+kt_bin "${1:?usage: test_compose_kafka.sh path/to/bloomstage [path/to/scripts/kafka]}"
+KAFKA=${2:-$KAFKA}
 COMPOSE=${COMPOSE_FILE_UNDER_TEST:-$repo/docker-compose.yml}
-case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
-[ -x "$BIN" ] || { echo "not ok - $BIN is not an executable"; exit 1; }
-for v in $(compgen -e | grep '^BLOOMSTAGE_'); do unset "$v"; done
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/bs-compose-kafka.XXXXXX") || exit 1
 K=$T/kafka
-stage_pid=""
-pass=0
-
-cleanup() {
-  if [ -n "$stage_pid" ] && kill -0 "$stage_pid" 2>/dev/null; then
-    kill -KILL "$stage_pid" 2>/dev/null
-    wait "$stage_pid" 2>/dev/null
-  fi
-  [ -f "$K/nodes" ] && "$KAFKA" stop --dir "$K" >/dev/null 2>&1
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-ok() { echo "ok - $*"; pass=$((pass + 1)); }
-not_ok() {
-  echo "not ok - $*"
-  if [ -s "$T/stage.err" ]; then
-    echo "# --- the stage's stderr (last 30 lines)"
-    tail -n 30 "$T/stage.err" | sed 's/^/# /'
-  fi
-  echo "$pass passed, 1 failed"
-  exit 1
-}
 
 # -- docker-compose.yml, read -------------------------------------------------
 
@@ -281,4 +251,4 @@ ok "SIGTERM: the stage drained and exited 0"
 ls "$T/volumes/checkpoints/"*.ckpt >/dev/null 2>&1 || not_ok "no checkpoint in the checkpoints volume's directory"
 ok "checkpoints in the named volume's directory: $(ls "$T/volumes/checkpoints" | tr '\n' ' ')"
 "$KAFKA" stop --dir "$K" 2>/dev/null
-echo "$pass passed, 0 failed"
+kt_done

@@ -15,43 +15,10 @@
 # and scripts/kafka's --owner watchdog if the test is killed).  Owned by the
 # real-broker work (scripts/kafka).
 
-set -u
-export LC_ALL=C
+KT_NAME=bs-kafka-script
 here=$(cd "$(dirname "$0")" && pwd)
 KAFKA=${1:-$here/../../scripts/kafka}
-T=$(mktemp -d "${TMPDIR:-/tmp}/bs-kafka-script.XXXXXX") || exit 1
-pass=0
-fail=0
-
-cleanup() {
-  local d
-  for d in "$T/one" "$T/three"; do
-    [ -f "$d/nodes" ] && "$KAFKA" stop --dir "$d" >/dev/null 2>&1
-  done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-ok() { echo "ok - $*"; pass=$((pass + 1)); }
-not_ok() {
-  echo "not ok - $*"
-  fail=$((fail + 1))
-  local f
-  for f in "$T"/*/node*/server.log; do
-    [ -f "$f" ] || continue
-    echo "# --- last lines of $f"
-    tail -n 15 "$f" | sed 's/^/# /'
-  done
-  echo "$pass passed, $fail failed"
-  exit 1
-}
-# check DESCRIPTION COMMAND...: the command must succeed.
-check() {
-  local what=$1
-  shift
-  if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+. "$here/lib.sh"
 
 # JVMs whose command line names directory $1 (as scripts/kafka's nodes' do).
 jvms_in() {
@@ -190,5 +157,4 @@ check "3 nodes: stop exits 0" "$KAFKA" stop --dir "$d"
 check "3 nodes: no JVM left" no_jvm_left "$d"
 check "3 nodes: no watchdog left" bash -c '! [ -e "$0/watchdog.pid" ]' "$d"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+kt_done

@@ -30,55 +30,13 @@
 # trap, and scripts/kafka's --owner watchdog if the test is killed).  Owned
 # by the real-broker work (scripts/kafka).
 
-set -u
-export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BIN=${1:?usage: test_stage_kafka.sh path/to/bloomstage [path/to/scripts/kafka]}
-KAFKA=${2:-$repo/scripts/kafka}
-case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
-[ -x "$BIN" ] || { echo "not ok - $BIN is not an executable"; exit 1; }
-# BLOOMSTAGE_* of whoever runs the test must not configure the stage.
-for v in $(compgen -e | grep '^BLOOMSTAGE_'); do unset "$v"; done
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/bs-stage-kafka.XXXXXX") || exit 1
+KT_NAME=bs-stage-kafka
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+kt_bin "${1:?usage: test_stage_kafka.sh path/to/bloomstage [path/to/scripts/kafka]}"
+KAFKA=${2:-$KAFKA}
 K=$T/kafka
-stage_pid=""
-pass=0
-fail=0
 GROUP=bs-kafka-e2e
-
-cleanup() {
-  if [ -n "$stage_pid" ] && kill -0 "$stage_pid" 2>/dev/null; then
-    kill -KILL "$stage_pid" 2>/dev/null
-    wait "$stage_pid" 2>/dev/null
-  fi
-  [ -f "$K/nodes" ] && "$KAFKA" stop --dir "$K" >/dev/null 2>&1
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-ok() { echo "ok - $*"; pass=$((pass + 1)); }
-not_ok() {
-  echo "not ok - $*"
-  fail=$((fail + 1))
-  if [ -s "$T/stage.err" ]; then
-    echo "# --- the stage's stderr (last 40 lines)"
-    tail -n 40 "$T/stage.err" | sed 's/^/# /'
-  fi
-  if [ -f "$K/node1/server.log" ]; then
-    echo "# --- the broker's log (last 15 lines; all of it: $K/node1/server.log)"
-    tail -n 15 "$K/node1/server.log" | sed 's/^/# /'
-  fi
-  echo "$pass passed, $fail failed"
-  exit 1
-}
-check() {
-  local what=$1
-  shift
-  if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
 kafka_tool() { "$KAFKA" tool "$@" --dir "$K"; }
 
 # Sum of the end offsets of topic $1 (GetOffsetShell: TOPIC:PARTITION:END).
@@ -282,5 +240,4 @@ else
 fi
 
 check "scripts/kafka stop" "$KAFKA" stop --dir "$K" 2>/dev/null
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+kt_done

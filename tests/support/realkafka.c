@@ -462,6 +462,127 @@ int h_kfixture_teardown(void **state)
     return rc;
 }
 
+/* ---- a test's environment ---------------------------------------------- */
+
+static int kenv_cleanup(h_fixture *fx)
+{
+    h_kenv *e = (h_kenv *)fx;
+    if (e->q)
+        rd_kafka_destroy(e->q);
+    h_stream_free(e->st);
+    free(e->conf);
+    free(e->ckdir);
+    free(e->scratch);
+    return 0;
+}
+
+h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
+{
+    h_fixture *fx = NULL;
+    H_MUST(h_kfixture_new_sized(c, sizeof(h_kenv), kenv_cleanup, &fx));
+    h_kenv *e = (h_kenv *)fx;
+    snprintf(e->in, sizeof(e->in), "%s-in", name);
+    snprintf(e->out, sizeof(e->out), "%s-out", name);
+    snprintf(e->rej, sizeof(e->rej), "%s-rej", name);
+    snprintf(e->ckt, sizeof(e->ckt), "%s-ckpt", name);
+    snprintf(e->group, sizeof(e->group), "%s", name);
+    int rf = h_kcluster_rf(c);
+    H_MUST(h_create_topic(e->h.bs, e->in, o->nparts, rf, NULL));
+    if (!o->no_out)
+        H_MUST(h_create_topic(e->h.bs, e->out, o->nparts, rf, NULL));
+    if (o->rejected)
+        H_MUST(h_create_topic(e->h.bs, e->rej, o->nparts, rf, NULL));
+    if (o->kafka_store) {
+        static const char *const compact[] = {"cleanup.policy=compact",
+                                              NULL};
+        H_MUST(h_create_topic(e->h.bs, e->ckt, 3, rf, compact));
+        char pol[64];
+        H_MUST(h_topic_config(e->h.bs, e->ckt, "cleanup.policy", pol,
+                              sizeof(pol)));
+        if (strcmp(pol, "compact") != 0)
+            h_test_fail("%s: cleanup.policy is '%s', not compact", e->ckt,
+                        pol);
+    }
+    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
+    e->ckdir = h_strdupf("%s/ckpt", e->h.dir);
+    char *rej = o->rejected ? h_strdupf("rejected.topic=%s\n", e->rej)
+                            : h_strdupf("%s", "");
+    char *ck = o->ckdir ? h_strdupf("checkpoint.dir=%s\n", e->ckdir)
+                        : h_strdupf("%s", "");
+    char *store = o->kafka_store
+                      ? h_strdupf("checkpoint.store=kafka\n"
+                                  "checkpoint.topic=%s\n"
+                                  "checkpoint.chunk.bytes=16k\n", e->ckt)
+                      : h_strdupf("%s", "");
+    char *text = h_strdupf(
+        "input.topics=%s\n"
+        "output.topic=%s\n"
+        "%s"
+        "consumer.group.id=%s\n"
+        "kafka.bootstrap.servers=%s\n"
+        "%s%s"
+        "checkpoint.interval.ms=%d\n"
+        "kafka.reconnect.backoff.ms=100\n"
+        "kafka.reconnect.backoff.max.ms=1000\n"
+        "consumer.session.timeout.ms=6000\n"
+        "consumer.heartbeat.interval.ms=1000\n"
+        "consumer.fetch.wait.max.ms=100\n"
+        "dedup.capacity=%d\n"
+        "log.stats.interval.ms=0\n"
+        "log.level=debug\n",
+        e->in, e->out, rej, e->group, e->h.bs, ck, store, o->checkpoint_ms,
+        o->capacity);
+    int rc = h_write_file(e->conf, text);
+    free(text);
+    free(rej);
+    free(ck);
+    free(store);
+    H_MUST(rc);
+    e->q = h_query_client(h_kafka_conf(e->h.bs));
+    if (!e->q)
+        h_test_fail("%s", h_last_error());
+    return e;
+}
+
+void h_kenv_free(h_kenv *e)
+{
+    (void)e;
+    (void)h_kfixture_teardown(NULL);
+}
+
+static h_kcluster *g_group_cluster;
+
+static int kgroup_setup(int nodes)
+{
+    if (h_kcluster_start(nodes, &g_group_cluster)) {
+        fprintf(stderr, "setup: %s\n", h_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int h_kgroup_setup1(void **state)
+{
+    (void)state;
+    return kgroup_setup(1);
+}
+
+int h_kgroup_setup3(void **state)
+{
+    (void)state;
+    return kgroup_setup(3);
+}
+
+int h_kgroup_teardown(void **state)
+{
+    (void)state;
+    int rc = h_kcluster_stop(g_group_cluster);
+    g_group_cluster = NULL;
+    return rc;
+}
+
+h_kcluster *h_kgroup_cluster(void) { return g_group_cluster; }
+
 /* ---- committed offsets ------------------------------------------------- */
 
 int h_committed_retry(const char *bootstraps, const char *group,
@@ -565,48 +686,8 @@ h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,
                                const char *out_topic, const char *in_topic,
                                size_t *n)
 {
-    h_record_list l = {0};
-    int rc = h_consume_all_conf(bootstraps, out_topic, H_CONSUME_MS,
-                                H_READ_COMMITTED, &l);
-    if (rc)
-        h_record_list_free(&l);
-    H_MUST(rc);
-    free(st->out);
-    h_outrec *o = st->out = h_xcalloc(l.n ? l.n : 1, sizeof(*o));
-    st->nout = 0;
-    char bad[512] = "";
-    for (size_t k = 0; k < l.n && !bad[0]; k++) {
-        const h_record *r = &l.recs[k];
-        const char *v = r->value;
-        char *end = NULL;
-        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
-        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
-            strcmp(r->key, st->key[i])) {
-            snprintf(bad, sizeof(bad), "%s %d:%lld: key '%s' value '%s' is "
-                     "no input record", out_topic, (int)r->partition,
-                     (long long)r->offset,
-                     r->key ? (const char *)r->key : "NULL", v ? v : "NULL");
-            break;
-        }
-        const h_header *h = h_header_last(r, "bloomstage-src");
-        const char *src = h ? h->value : NULL;
-        char want[128];
-        snprintf(want, sizeof(want), "%s:%d:%lld", in_topic,
-                 (int)st->part[i], (long long)st->off[i]);
-        if (!src || strcmp(src, want)) {
-            snprintf(bad, sizeof(bad), "%s %d:%lld: bloomstage-src '%s', "
-                     "want '%s'", out_topic, (int)r->partition,
-                     (long long)r->offset, src ? src : "(none)", want);
-            break;
-        }
-        o[k] = (h_outrec){st->id[i], i, st->part[i], st->off[i], r->partition,
-                          r->offset, 0};
-    }
-    *n = st->nout = l.n;
-    h_record_list_free(&l);
-    if (bad[0])
-        h_test_fail("%s", bad);
-    return o;
+    return h_read_out_conf(st, bootstraps, out_topic, in_topic,
+                           H_READ_COMMITTED, n);
 }
 
 /* ---- the feeder -------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include "proc.h"
 #include "stream.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,52 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
  * fixture made by h_kfixture_new_sized (if still alive) freed; prints how
  * long the test took. */
 int h_kfixture_teardown(void **state);
+
+/* ---- a test's environment: topics, a group, a stage configuration ------ */
+
+/* Which topics and settings h_kenv_new makes. */
+typedef struct h_kenv_opts {
+    int nparts;        /* partitions of NAME-in, NAME-out, NAME-rej */
+    bool no_out;       /* NAME-out not created (a test of that error) */
+    bool rejected;     /* NAME-rej created and set as rejected.topic */
+    bool ckdir;        /* checkpoint.dir=DIR/ckpt in the configuration
+                        * (else each instance is given its own: -X) */
+    bool kafka_store;  /* NAME-ckpt (3 partitions, compacted, checked) and
+                        * checkpoint.store=kafka with 16k chunks */
+    int checkpoint_ms; /* checkpoint.interval.ms */
+    int capacity;      /* dedup.capacity */
+} h_kenv_opts;
+
+/* A real-broker test's state; tests embed nothing else in it (st and
+ * scratch are theirs to fill, freed here). */
+typedef struct h_kenv {
+    h_fixture h;
+    char in[64], out[64], rej[64], ckt[64], group[64];
+    char *conf;       /* DIR/stage.conf */
+    char *ckdir;      /* DIR/ckpt */
+    rd_kafka_t *q;    /* a query client on the cluster */
+    h_stream *st;
+    uint8_t *scratch;
+} h_kenv;
+
+/*
+ * A fixture on cluster c (h_kfixture_new_sized) with the topics o asks
+ * for, group NAME, and DIR/stage.conf: those topics, a session timeout at
+ * the broker's minimum (group.min.session.timeout.ms, 6 s) with 1 s
+ * heartbeats, fast reconnects, fetch.wait.max.ms=100, debug logs (a
+ * `msg=checkpoint` line per round), no stats lines.  Fails the test on
+ * any error.
+ */
+h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o);
+/* Ends a test that went well: h_kfixture_teardown. */
+void h_kenv_free(h_kenv *e);
+
+/* cmocka group setup and teardown of a test file that runs on one
+ * cluster: 1 or 3 nodes started, then stopped; h_kgroup_cluster() is it. */
+int h_kgroup_setup1(void **state);
+int h_kgroup_setup3(void **state);
+int h_kgroup_teardown(void **state);
+h_kcluster *h_kgroup_cluster(void);
 
 /* ---- committed offsets ------------------------------------------------- */
 

@@ -110,16 +110,18 @@ void h_stream_produce(const h_stream *st, const char *bootstraps,
     }
 }
 
-h_outrec *h_read_out(h_stream *st, const char *bootstraps,
-                     const char *out_topic, const char *in_topic, size_t *n)
+h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
+                          const char *out_topic, const char *in_topic,
+                          const char *const *conf_kv, size_t *n)
 {
     h_record_list l = {0};
-    int rc = h_consume_all(bootstraps, out_topic, H_CONSUME_MS, &l);
+    int rc = h_consume_all_conf(bootstraps, out_topic, H_CONSUME_MS,
+                                conf_kv, &l);
     if (rc)
         h_record_list_free(&l);
     H_MUST(rc);
     free(st->out);
-    h_outrec *o = st->out = h_xcalloc(l.n, sizeof(*o));
+    h_outrec *o = st->out = h_xcalloc(l.n ? l.n : 1, sizeof(*o));
     st->nout = 0;
     char bad[512] = "";
     for (size_t k = 0; k < l.n && !bad[0]; k++) {
@@ -129,21 +131,21 @@ h_outrec *h_read_out(h_stream *st, const char *bootstraps,
         size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
         if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
             strcmp(r->key, st->key[i])) {
-            snprintf(bad, sizeof(bad), "output %d:%lld: key '%s' value '%s' "
-                     "is no input record", (int)r->partition,
+            snprintf(bad, sizeof(bad), "%s %d:%lld: key '%s' value '%s' is "
+                     "no input record", out_topic, (int)r->partition,
                      (long long)r->offset,
                      r->key ? (const char *)r->key : "NULL", v ? v : "NULL");
             break;
         }
         const h_header *h = h_header_last(r, "bloomstage-src");
         const char *src = h ? h->value : NULL;
-        char want[64];
+        char want[128];
         snprintf(want, sizeof(want), "%s:%d:%lld", in_topic,
                  (int)st->part[i], (long long)st->off[i]);
         if (!src || strcmp(src, want)) {
-            snprintf(bad, sizeof(bad), "output %d:%lld: bloomstage-src '%s', "
-                     "want '%s'", (int)r->partition, (long long)r->offset,
-                     src ? src : "(none)", want);
+            snprintf(bad, sizeof(bad), "%s %d:%lld: bloomstage-src '%s', "
+                     "want '%s'", out_topic, (int)r->partition,
+                     (long long)r->offset, src ? src : "(none)", want);
             break;
         }
         o[k] = (h_outrec){st->id[i], i, st->part[i], st->off[i], r->partition,
@@ -154,6 +156,12 @@ h_outrec *h_read_out(h_stream *st, const char *bootstraps,
     if (bad[0])
         h_test_fail("%s", bad);
     return o;
+}
+
+h_outrec *h_read_out(h_stream *st, const char *bootstraps,
+                     const char *out_topic, const char *in_topic, size_t *n)
+{
+    return h_read_out_conf(st, bootstraps, out_topic, in_topic, NULL, n);
 }
 
 unsigned *h_count_copies(h_stream *st, const char *in_topic, size_t upto,
@@ -215,4 +223,38 @@ void h_expect_once(const h_stream *st, const unsigned *c, const char *in_topic,
                     (long long)st->off[st->first[id]], c[id], extra, n,
                     st->nids, where, why);
     }
+}
+
+void h_check_killed_keys(const h_stream *st, const h_outrec *o, size_t n,
+                         unsigned killed, const int64_t *hw_kill,
+                         const int64_t *resume, const char *in_topic,
+                         size_t *n_killed, size_t *seen_again)
+{
+    uint8_t *by_killed = h_xcalloc(st->nids ? st->nids : 1, 1);
+    size_t nk = 0, again = 0;
+    for (size_t k = 0; k < n; k++)
+        if ((killed >> o[k].src_part & 1) && o[k].off < hw_kill[o[k].part]) {
+            by_killed[o[k].id] = 1;
+            nk++;
+        }
+    char bad[256] = "";
+    for (size_t k = 0; k < n && !bad[0]; k++)
+        if ((killed >> o[k].src_part & 1) && o[k].off >= hw_kill[o[k].part] &&
+            by_killed[o[k].id])
+            snprintf(bad, sizeof(bad), "k%07u, forwarded by the killed "
+                     "instance, forwarded again by a survivor from "
+                     "%s:%d:%lld", o[k].id, in_topic, (int)o[k].src_part,
+                     (long long)o[k].src_off);
+    for (size_t i = 0; i < st->n && !bad[0]; i++)
+        if ((killed >> st->part[i] & 1) && st->off[i] >= resume[st->part[i]] &&
+            by_killed[st->id[i]] && st->first[st->id[i]] != i)
+            again++;
+    free(by_killed);
+    if (bad[0])
+        h_test_fail("%s", bad);
+    if (nk == 0 || again == 0)
+        h_test_fail("vacuous: the killed instance forwarded %zu records, %zu "
+                    "of their keys came again after the takeover", nk, again);
+    *n_killed = nk;
+    *seen_again = again;
 }

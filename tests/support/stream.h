@@ -76,6 +76,11 @@ void h_stream_produce(const h_stream *st, const char *bootstraps,
  */
 h_outrec *h_read_out(h_stream *st, const char *bootstraps,
                      const char *out_topic, const char *in_topic, size_t *n);
+/* The same reading with extra consumer settings (h_consume_all_conf),
+ * e.g. H_READ_COMMITTED. */
+h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
+                          const char *out_topic, const char *in_topic,
+                          const char *const *conf_kv, size_t *n);
 /*
  * Copies per key id in the output st->out (owned by st, valid until the
  * next call), checking that every key id whose first record is before upto
@@ -89,5 +94,21 @@ unsigned *h_count_copies(h_stream *st, const char *in_topic, size_t upto,
  * from h_count_copies); a failure names the copies.  why: said on failure. */
 void h_expect_once(const h_stream *st, const unsigned *c, const char *in_topic,
                    const char *out_topic, size_t upto, const char *why);
+
+/*
+ * A run in which the instance owning the input partitions in `killed` (a
+ * bit mask) was killed when the output topic ended at hw_kill[] (per
+ * output partition), and the survivors resumed those partitions at
+ * resume[]: checks, on the output o[0..n), that no key the killed instance
+ * forwarded (from its partitions, below hw_kill) is forwarded again (fails
+ * the test naming the record).  Returns in *n_killed how many records it
+ * forwarded and in *seen_again how many input records the survivors read
+ * (at or after resume, not a key's first copy) repeat one of those keys;
+ * a test whose two counts are not both above 0 proved nothing, and fails.
+ */
+void h_check_killed_keys(const h_stream *st, const h_outrec *o, size_t n,
+                         unsigned killed, const int64_t *hw_kill,
+                         const int64_t *resume, const char *in_topic,
+                         size_t *n_killed, size_t *seen_again);
 
 #endif
