@@ -58,7 +58,7 @@
 #ifdef BS_REAL_KAFKA
 #define NAME "test_kafka_blocklist"
 #define LAT_ROUNDS 4
-static h_kcluster *g_cluster;
+#define g_cluster h_kgroup_cluster()
 static const char *const *g_read_conf = H_READ_COMMITTED;
 #else
 #define NAME "test_live_blocklist"
@@ -757,21 +757,8 @@ static void test_bulk_load(void **state)
 }
 
 #ifdef BS_REAL_KAFKA
-static int group_setup(void **state)
-{
-    (void)state;
-    if (h_kcluster_start(1, &g_cluster)) {
-        fprintf(stderr, "setup: %s\n", h_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return h_kcluster_stop(g_cluster);
-}
+#define group_setup h_kgroup_setup1
+#define group_teardown h_kgroup_teardown
 #define TEARDOWN h_kfixture_teardown
 #else
 #define group_setup NULL
