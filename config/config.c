@@ -523,6 +523,34 @@ static int check_group(const bs_config *cfg, const bs_config_row *first_row,
             return -1;
         }
     }
+    /* BS_CF_ANY_OF rows: one of them at least (blocklist.NAME.path or
+     * .topic), none of them empty. */
+    char names[4 * BS_CONFIG_MAX_KEY + 16] = "";
+    size_t nl = 0;
+    bool any_of = false, any_set = false;
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!(row->flags & BS_CF_ANY_OF) || !same_group(row, first_row))
+            continue;
+        char key[2 * BS_CONFIG_MAX_KEY + 2];
+        instantiate(row, name, key, sizeof key);
+        any_of = true;
+        if (nl < sizeof names)
+            nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s'%s'",
+                                   nl ? " or " : "", key);
+        const entry *e = find_entry(cfg, key);
+        if (e && e->value && !e->value[0]) {
+            fail(v->errstr, v->n, "%s: key '%s' is set, so '%s' is required "
+                 "but empty", e->origin, key, key);
+            return -1;
+        }
+        any_set |= e && e->value;
+    }
+    if (any_of && !any_set) {
+        fail(v->errstr, v->n, "%s: key '%s' is set, so %s is required but "
+             "neither is set", first->origin, first->key, names);
+        return -1;
+    }
     return 0;
 }
 
@@ -547,6 +575,14 @@ static int add_blocklist(const bs_config *ccfg, const bs_config_row *row,
     b->key = bs_config_get_keyspec(cfg, key);
     snprintf(key, sizeof key, "blocklist.%s.fpr", name);
     b->fpr = bs_config_get_double(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.topic", name);
+    b->topic = bs_config_get_str(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.capacity", name);
+    b->capacity = (uint64_t)bs_config_get_int(cfg, key);
+    if (b->path && !b->path[0])
+        b->path = NULL;
+    if (b->topic && !b->topic[0])
+        b->topic = NULL;
     return 0;
 }
 

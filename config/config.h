@@ -88,9 +88,12 @@ typedef struct bs_config_keyspec {
 /* One `blocklist.NAME.*` group, after bs_config_validate. */
 typedef struct bs_config_blocklist {
     const char *name;             /* NAME: [A-Za-z0-9_-]+ */
-    const char *path;             /* blocklist.NAME.path (non-empty) */
+    const char *path;             /* blocklist.NAME.path, NULL if unset */
+    const char *topic;            /* blocklist.NAME.topic, NULL if unset;
+                                     at least one of path and topic is set */
     const bs_config_keyspec *key; /* blocklist.NAME.key, else dedup.key */
     double fpr;                   /* blocklist.NAME.fpr */
+    uint64_t capacity;            /* blocklist.NAME.capacity (live lists) */
 } bs_config_blocklist;
 
 /* Enum keys.  Each key's allowed values and the C constants naming them

@@ -31,6 +31,9 @@ typedef enum bs_ctype {
 #define BS_CF_RANGE 0x02u    /* imin..imax (int, size) or dmin..dmax apply */
 #define BS_CF_MIN_OPEN 0x04u /* the lower bound is excluded */
 #define BS_CF_MAX_OPEN 0x08u /* the upper bound is excluded */
+#define BS_CF_ANY_OF 0x10u   /* in a NAME group: at least one of the rows
+                                with this flag must be set, and none of
+                                them set empty */
 
 typedef struct bs_config_row {
     const char *name;     /* key or pattern, see above */

@@ -38,7 +38,8 @@ const bs_config_section bs_config_sections[] = {
      "'_' and '-' (blocklist.spam.path, blocklist.bad-ips.path, ...).  A "
      "record whose key any blocklist may contain is dropped (or routed to "
      "rejected.topic).  Build the filter files with `bloomstage filter "
-     "build`."},
+     "build`; lists that change while the stage runs come from a compacted "
+     "topic (blocklist.NAME.topic)."},
     {SEC_CKPT,
      "Offsets are committed only after the filter state covering them is on "
      "disk.  A checkpoint is taken every checkpoint.interval.ms, every "
@@ -109,6 +110,7 @@ const bs_config_row bs_config_rows[] = {
              "grows a layer at a time."},
     {.name = "dedup.capacity", .type = BS_CT_INT, .section = SEC_DEDUP,
      .def = "100000", IRANGE(1, TERA),
+     .example = "blocklist.spam.capacity=100000",
      .help = "Keys the first layer of each partition's filter is sized for. "
              " Later layers grow by dedup.growth; a capacity near the "
              "distinct keys a partition sees keeps lookups to one layer."},
@@ -158,10 +160,30 @@ const bs_config_row bs_config_rows[] = {
 
     /* Blocklists ------------------------------------------------------- */
     {.name = "blocklist.*.path", .type = BS_CT_STRING, .section = SEC_BLOCK,
-     .flags = BS_CF_REQUIRED,
+     .flags = BS_CF_ANY_OF,
      .example = "blocklist.spam.path=/var/lib/bloomstage/spam.bf",
      .help = "Filter file of blocklist NAME, as written by `bloomstage "
-             "filter build`."},
+             "filter build`, or a text list (one entry per line, '#' "
+             "comments).  With blocklist.NAME.topic it must be a text list: "
+             "its entries are the base the topic's changes apply to.  This "
+             "or blocklist.NAME.topic is required for each NAME."},
+    {.name = "blocklist.*.topic", .type = BS_CT_STRING, .section = SEC_BLOCK,
+     .flags = BS_CF_ANY_OF, .example = "blocklist.spam.topic=spam-list",
+     .help = "Compacted topic (cleanup.policy=compact) of live changes to "
+             "blocklist NAME: the record key is the entry, a non-empty value "
+             "adds it, a tombstone (null value) removes it, whether it came "
+             "from the topic or from blocklist.NAME.path.  Read to its end "
+             "before any input is consumed, then followed; an update applies "
+             "to every record processed after it.  `bloomstage blocklist "
+             "add|remove|load` writes to it."},
+    {.name = "blocklist.*.capacity", .type = BS_CT_INT, .section = SEC_BLOCK,
+     .def = "100000", IRANGE(1, TERA),
+     .example = "blocklist.spam.capacity=100000",
+     .help = "With blocklist.NAME.topic: the entries the list's counting "
+             "filter is sized for at blocklist.NAME.fpr (4-bit counters: "
+             "about 35 bytes an entry at 1e-6, 4x a plain filter; the exact "
+             "entry set beside it takes 21-43 bytes an entry more).  A list that grows past it "
+             "is rebuilt twice as large, from the entries it holds."},
     {.name = "blocklist.*.key", .type = BS_CT_KEYSPEC, .section = SEC_BLOCK,
      .def_from = "dedup.key", .example = "blocklist.spam.key=header:from",
      .help = "What a record is looked up by in blocklist NAME, written as "

@@ -17,6 +17,8 @@
 #include <settings.h>
 #include <util.h>
 
+#include "fuzz_list_config.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,27 +50,15 @@ static void check_entries(const uint8_t *data, size_t size,
         n++;
         CHECK(bf_filter_contains(bl->filter, line, len));
     }
-    CHECK(n == bl->entries);
+    CHECK(n == BS_GET(bl->entries));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = memfd_create("fuzz-blocklist", MFD_CLOEXEC);
-    CHECK(fd >= 0);
-    CHECK(size == 0 || write(fd, data, size) == (ssize_t)size);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-
-    char err[1024];
-    bs_config *cfg = bs_config_new();
-    CHECK(cfg != NULL);
-    CHECK(bs_config_set(cfg, "input.topics", "in", NULL, err, sizeof err) ==
-              0 &&
-          bs_config_set(cfg, "output.topic", "out", NULL, err, sizeof err) ==
-              0 &&
-          bs_config_set(cfg, "blocklist.fuzz.path", path, NULL, err,
-                        sizeof err) == 0 &&
-          bs_config_validate(cfg, err, sizeof err) == 0);
+    char path[64], err[1024];
+    int fd = fuzz_memfd(data, size, path, sizeof path);
+    const char *const kv[] = {"blocklist.fuzz.path", path, NULL};
+    bs_config *cfg = fuzz_list_config(kv);
 
     bs_settings set;
     CHECK(bs_settings_from_config(cfg, &set, err, sizeof err) == 0);

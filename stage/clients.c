@@ -295,3 +295,12 @@ void bs_clients_destroy(bs_stage *s)
     s->consumer = s->tail = s->producer = NULL;
     s->store = NULL;
 }
+
+/* For the clients other engine files make (blocklist_feed.c). */
+rd_kafka_conf_t *bs_client_conf(bs_stage *s, const char *role,
+                                const char *const *defaults,
+                                const char *const *forced, char *errstr,
+                                size_t errstr_size)
+{
+    return client_conf(s, role, defaults, forced, errstr, errstr_size);
+}

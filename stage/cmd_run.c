@@ -43,36 +43,50 @@ static void on_signal(int sig)
         bs_stage_stop(running);
 }
 
-int cmd_run(int argc, char **argv)
+int bs_cmd_config_opts(int argc, char **argv, const char *cmd,
+                       const char *help, const char **file, char **xs,
+                       int max, int *nx)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    const char *file = NULL;
-    char *xs[256];
-    int nx = 0, c;
+    int c;
+    *file = NULL;
+    *nx = 0;
     optind = 0;
     while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
-            file = optarg;
+            *file = optarg;
             break;
         case 'X':
-            if (nx == (int)(sizeof(xs) / sizeof(xs[0]))) {
-                fprintf(stderr, "bloomstage run: too many -X options\n");
+            if (*nx == max) {
+                fprintf(stderr, "bloomstage %s: too many -X options\n", cmd);
                 return BS_EXIT_USAGE;
             }
-            xs[nx++] = optarg;
+            xs[(*nx)++] = optarg;
             break;
         case 'h':
-            fputs(RUN_HELP, stdout);
+            fputs(help, stdout);
             return BS_EXIT_OK;
         default:
-            fprintf(stderr, "(see 'bloomstage run --help')\n");
+            fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
             return BS_EXIT_USAGE;
         }
     }
+    return -1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *file = NULL;
+    char *xs[256];
+    int nx = 0;
+    int rc = bs_cmd_config_opts(argc, argv, "run", RUN_HELP, &file, xs,
+                                (int)(sizeof(xs) / sizeof(xs[0])), &nx);
+    if (rc >= 0)
+        return rc;
     if (optind < argc) {
         fprintf(stderr, "bloomstage run: unexpected argument '%s'\n",
                 argv[optind]);
@@ -125,7 +139,7 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    int rc = bs_stage_run(s, err, sizeof(err));
+    rc = bs_stage_run(s, err, sizeof(err));
     if (rc != 0)
         fprintf(stderr, "bloomstage run: %s\n", err);
     running = NULL;

@@ -4,6 +4,7 @@
 #include "kafka_util.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
                         char *errstr, size_t errstr_size)
@@ -34,6 +35,40 @@ int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
         rd_kafka_metadata_destroy(md);
     if (rkt)
         rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                    int32_t *leader0, char *errstr, size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
+    if (err) {
+        snprintf(errstr, errstr_size, "metadata: %s", rd_kafka_err2str(err));
+        return -1;
+    }
+    int n = -1;
+    for (int i = 0; i < md->topic_cnt; i++) {
+        const rd_kafka_metadata_topic_t *t = &md->topics[i];
+        if (strcmp(t->topic, topic) != 0)
+            continue;
+        if (t->err)
+            snprintf(errstr, errstr_size, "topic %s: %s", topic,
+                     rd_kafka_err2str(t->err));
+        else if (t->partition_cnt <= 0)
+            snprintf(errstr, errstr_size, "topic %s has no partitions",
+                     topic);
+        else
+            n = t->partition_cnt;
+        if (n > 0 && leader0)
+            for (int p = 0; p < t->partition_cnt; p++)
+                if (t->partitions[p].id == 0)
+                    *leader0 = t->partitions[p].leader;
+        break;
+    }
+    if (n < 0 && !errstr[0])
+        snprintf(errstr, errstr_size, "topic %s does not exist", topic);
+    rd_kafka_metadata_destroy(md);
     return n;
 }
 

@@ -15,6 +15,14 @@
 int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
                         char *errstr, size_t errstr_size);
 
+/* The same from the metadata of every topic, so that asking creates
+ * nothing (a Metadata request naming a topic makes librdkafka's mock, and
+ * a broker with auto.create.topics.enable when the client allows it,
+ * create it); *leader0 (if not NULL) is partition 0's leader.  -1 with
+ * errstr "topic T does not exist" when it is not there. */
+int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                    int32_t *leader0, char *errstr, size_t errstr_size);
+
 /* High watermarks of partitions 0..n-1 of `topic` into wm[0..n): 0, or -1
  * with errstr. */
 int bs_output_watermarks(rd_kafka_t *rk, const char *topic, int n,

@@ -22,6 +22,8 @@ static const command COMMANDS[] = {
      "demo [--events N]               the stage on an embedded mock cluster"},
     {"filter", cmd_filter,
      "filter build|info|query|merge   blocklist filters from lists"},
+    {"blocklist", cmd_blocklist,
+     "blocklist add|remove|load NAME  change a live blocklist (its topic)"},
     {"dedup", cmd_dedup,
      "dedup [options] < in > out      drop repeated lines (awk '!seen[$0]++' "
      "in bounded memory)"},

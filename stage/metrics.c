@@ -77,6 +77,83 @@ static void gauge(out *o, const char *name, const char *help, double v)
     outf(o, "%s %.17g\n", name, v);
 }
 
+/* Per blocklist: entries for every list; the live lists' updates, bad
+ * records, saturation, rebuilds, age of the last change and lag. */
+static void render_lists(out *o, bs_stage *s)
+{
+    size_t n = bs_stage_blocklists(s);
+    bs_list_metrics lm;
+    if (n == 0)
+        return;
+    head(o, "bloomstage_blocklist_entries", "gauge",
+         "Entries of the blocklist (inserts, for a filter file).");
+    for (size_t i = 0; i < n; i++)
+        if (bs_stage_blocklist_metrics(s, i, &lm))
+            outf(o, "bloomstage_blocklist_entries{list=\"%s\"} %llu\n",
+                 bs_stage_blocklist_name(s, i),
+                 (unsigned long long)lm.entries);
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"bloomstage_blocklist_updates_total", "counter",
+         "List-topic records applied to the live blocklist."},
+        {"bloomstage_blocklist_skipped_total", "counter",
+         "Bad list-topic records skipped, by reason."},
+        {"bloomstage_blocklist_saturated_counters", "gauge",
+         "Counters of the live blocklist's counting filter stuck at 15."},
+        {"bloomstage_blocklist_rebuilds_total", "counter",
+         "Rebuilds of the live blocklist's filter (grown, unsaturated)."},
+        {"bloomstage_blocklist_seconds_since_update", "gauge",
+         "Seconds since the live blocklist last changed (or was loaded)."},
+        {"bloomstage_blocklist_lag", "gauge",
+         "List-topic records not applied yet (-1 unknown)."},
+        {"bloomstage_blocklist_loaded", "gauge",
+         "1 once the list topic was read to its end at start-up."},
+    };
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+            if (!bs_stage_blocklist_metrics(s, i, &lm) || !lm.live)
+                continue;
+            if (!any)
+                head(o, fam[f].name, fam[f].type, fam[f].help);
+            any = true;
+            const char *name = bs_stage_blocklist_name(s, i);
+            switch (f) {
+            case 0:
+                outf(o, "%s{list=\"%s\"} %llu\n", fam[f].name, name,
+                     (unsigned long long)lm.updates);
+                break;
+            case 1:
+                for (int k = 0; k < BS_LIST_METRICS_NBAD; k++)
+                    outf(o, "%s{list=\"%s\",reason=\"%s\"} %llu\n",
+                         fam[f].name, name, lm.skipped_reason[k],
+                         (unsigned long long)lm.skipped[k]);
+                break;
+            case 2:
+                outf(o, "%s{list=\"%s\"} %llu\n", fam[f].name, name,
+                     (unsigned long long)lm.saturated);
+                break;
+            case 3:
+                outf(o, "%s{list=\"%s\"} %llu\n", fam[f].name, name,
+                     (unsigned long long)lm.rebuilds);
+                break;
+            case 4:
+                outf(o, "%s{list=\"%s\"} %.3f\n", fam[f].name, name,
+                     lm.since_update);
+                break;
+            case 5:
+                outf(o, "%s{list=\"%s\"} %lld\n", fam[f].name, name,
+                     (long long)lm.lag);
+                break;
+            default:
+                outf(o, "%s{list=\"%s\"} %d\n", fam[f].name, name,
+                     lm.caught_up ? 1 : 0);
+            }
+        }
+    }
+}
+
 char *bs_metrics_render(bs_stage *s)
 {
     out o = {malloc(65536), 0, 65536, false};
@@ -98,6 +175,8 @@ char *bs_metrics_render(bs_stage *s)
         outf(&o, "bloomstage_records_dropped_total{reason=\"blocklist\","
              "list=\"%s\"} %llu\n", bs_stage_blocklist_name(s, i),
              (unsigned long long)bs_stage_blocklist_drops(s, i));
+
+    render_lists(&o, s);
 
     bs_stage_hist h;
     bs_stage_checkpoint_hist(s, &h);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 const bs_counter_info bs_counter_infos[] = {
 #define BS_X_INFO(field, kind, prom, help, stat)                              \
@@ -219,8 +220,17 @@ size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)
 bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
 {
     const char *no = NULL;
+    char list_why[300];
     int64_t last = atomic_load(&s->last_poll_ms);
-    if (BS_GET(s->ctr.partitions) == 0)
+    for (size_t i = 0; i < s->nlists && !no; i++)
+        if (s->lists[i].topic && !BS_GET(s->lists[i].caught_up)) {
+            snprintf(list_why, sizeof(list_why), "blocklist %s: its topic "
+                     "is not read to its end yet", s->lists[i].name);
+            no = list_why;
+        }
+    if (no)
+        ;
+    else if (BS_GET(s->ctr.partitions) == 0)
         no = "no partitions assigned";
     else if (last == 0 || bs_now() * 1000 - (double)last >
                               BS_READY_STALL_S * 1000)
@@ -240,5 +250,32 @@ const char *bs_stage_blocklist_name(bs_stage *s, size_t i)
 uint64_t bs_stage_blocklist_drops(bs_stage *s, size_t i)
 {
     return i < s->nlists ? BS_GET(s->list_drops[i]) : 0;
+}
+
+bool bs_stage_blocklist_metrics(bs_stage *s, size_t i, bs_list_metrics *o)
+{
+    if (i >= s->nlists)
+        return false;
+    const bs_blocklist *bl = &s->lists[i];
+    memset(o, 0, sizeof(*o));
+    o->live = bl->topic != NULL;
+    o->entries = BS_GET(bl->entries);
+    if (!o->live)
+        return true;
+    o->caught_up = BS_GET(bl->caught_up) != 0;
+    o->updates = BS_GET(bl->updates);
+    for (int k = 0; k < BS_LIST_NBAD; k++) {
+        o->skipped[k] = BS_GET(bl->skipped[k]);
+        o->skipped_reason[k] = bs_list_bad_name(BS_LIST_FIRST_BAD + k);
+    }
+    o->saturated = BS_GET(bl->saturated);
+    o->rebuilds = BS_GET(bl->rebuilds);
+    o->lag = atomic_load(&bl->lag);
+    int64_t last = atomic_load(&bl->last_update_ms);
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    double nowms = (double)tv.tv_sec * 1000 + (double)tv.tv_usec / 1000;
+    o->since_update = last > 0 ? (nowms - (double)last) / 1000 : -1;
+    return true;
 }
 

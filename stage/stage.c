@@ -91,9 +91,11 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         bf_filter_info(s->lists[i].filter, &in);
         bs_log(BS_LOG_INFO, "blocklist loaded", "name=%s entries=%llu "
                "kind=%s memory=\"%s\" source=%s", s->lists[i].name,
-               (unsigned long long)s->lists[i].entries, bf_kind_name(in.kind),
+               (unsigned long long)BS_GET(s->lists[i].entries), bf_kind_name(in.kind),
                bs_human_bytes(in.bytes, hb, sizeof(hb)),
-               s->lists[i].from_list ? "list" : "filter");
+               s->lists[i].topic ? (s->lists[i].from_list ? "list+topic"
+                                                          : "topic")
+               : s->lists[i].from_list ? "list" : "filter");
     }
 
     if (bs_clients_new(s, errstr, errstr_size) != BS_OK)
@@ -134,6 +136,9 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
         produced_topic(s, "rejected.topic", s->set.rejected_topic, errstr,
                        errstr_size) <= 0)
         return BS_FATAL;
+    /* Live blocklists read to their end before any input is consumed. */
+    if (bs_lists_start(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
     const bs_topic_list *in = &s->set.input_topics;
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new((int)in->n);
@@ -170,6 +175,7 @@ static void tick(bs_stage *s)
 {
     rd_kafka_poll(s->producer, 0);
     bs_fetch_wake_check(s->fwake);
+    bs_lists_follow(s);
     double now = bs_now();
     atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
     if (now - s->last_publish >= 1.0)
@@ -230,10 +236,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
      * offsets around pause/resume (fixed in 2.1.0), and this stage pauses.
      * A record is processed one poll after it came (record_path.c): its
      * filter blocks are fetched from memory meanwhile.  The bookkeeping
-     * runs every BS_BOOKKEEPING_EVERY records or when the poll comes back
-     * empty, with no record held: per record it would cost as much as the
-     * work. */
+     * runs every BS_BOOKKEEPING_EVERY records, when the poll comes back
+     * empty, and at least every BS_BOOKKEEPING_MAX_MS while records trickle
+     * in (one clock read a record: a slow steady input would otherwise
+     * wait 64 records for its liveness, its checkpoint timer and the live
+     * blocklists' updates), with no record held: per record it would cost
+     * as much as the work. */
     unsigned n = 0;
+    double next_tick = 0;
     while (!atomic_load(&s->stop) && s->state != BS_STAGE_FATAL) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer,
                                                        BS_POLL_MS);
@@ -263,13 +273,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                 }
                 rd_kafka_message_destroy(m);
             }
-            if (++n % BS_BOOKKEEPING_EVERY != 0)
+            if (++n % BS_BOOKKEEPING_EVERY != 0 && bs_now() < next_tick)
                 continue;
         }
         /* (In BACKOFF a held record is left unprocessed; the resume seeks
          * back to the first record not processed, so it comes again.) */
         bs_record_release(s);
         tick(s);
+        next_tick = bs_now() + BS_BOOKKEEPING_MAX_MS / 1000.0;
     }
     bs_record_release(s); /* processed unless FATAL: then only destroyed */
     if (s->state != BS_STAGE_FATAL) {
@@ -296,6 +307,7 @@ void bs_stage_destroy(bs_stage *s)
         return;
     if (s->held)
         rd_kafka_message_destroy(s->held);
+    bs_lists_destroy(s);
     bs_clients_destroy(s);
     for (size_t i = 0; i < s->nparts; i++)
         bs_part_free(&s->parts[i]);

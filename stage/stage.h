@@ -90,6 +90,23 @@ size_t bs_stage_blocklists(bs_stage *s);
 const char *bs_stage_blocklist_name(bs_stage *s, size_t i);
 uint64_t bs_stage_blocklist_drops(bs_stage *s, size_t i);
 
+/* Blocklist i's figures (thread-safe).  Live lists (blocklist.NAME.topic)
+ * have them all; static ones only entries. */
+#define BS_LIST_METRICS_NBAD 3
+typedef struct bs_list_metrics {
+    bool live;
+    bool caught_up;        /* its topic read to its end at start-up */
+    uint64_t entries;
+    uint64_t updates;      /* list-topic records applied */
+    uint64_t skipped[BS_LIST_METRICS_NBAD]; /* bad records, by reason */
+    const char *skipped_reason[BS_LIST_METRICS_NBAD];
+    uint64_t saturated;    /* counters stuck at their maximum */
+    uint64_t rebuilds;     /* filter rebuilds (grown, unsaturated) */
+    int64_t lag;           /* records behind its topic's end; -1 unknown */
+    double since_update;   /* seconds since the last change (or the load) */
+} bs_list_metrics;
+bool bs_stage_blocklist_metrics(bs_stage *s, size_t i, bs_list_metrics *out);
+
 void bs_stage_destroy(bs_stage *s);
 
 #endif

@@ -19,6 +19,7 @@
  *   rebalance.c    the rebalance callback
  *   record_path.c  per record: keys, blocklists, dedup, produce
  *   report.c       counters, published partition view, stats line, ready
+ *   blocklist_feed.c  live blocklists: their topics read, then followed
  */
 #ifndef BLOOMSTAGE_STAGE_INT_H
 #define BLOOMSTAGE_STAGE_INT_H
@@ -132,6 +133,7 @@ struct bs_stage {
     size_t nlists;
     bs_counter *list_drops;     /* any thread */
     bool *list_shares_hash;     /* same key and seed as the dedup filter */
+    struct bs_list_feed *feed;  /* live lists' consumer (blocklist_feed.c) */
 
     /* The record polled last, not processed yet (its filter blocks on their
      * way to the cache), and the two prepared slots (next and held). */
@@ -211,6 +213,23 @@ void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* A librdkafka configuration for one of the stage's clients: defaults, then
+ * the kafka.* and ROLE.* keys, then forced (both NULL-terminated pairs). */
+rd_kafka_conf_t *bs_client_conf(bs_stage *s, const char *role,
+                                const char *const *defaults,
+                                const char *const *forced, char *errstr,
+                                size_t errstr_size);
+
+/* -- blocklist_feed.c ----------------------------------------------------- */
+
+typedef struct bs_list_feed bs_list_feed;
+/* Live lists' topics checked (exist, compacted) and read to their end,
+ * before the input is subscribed.  BS_FATAL with errstr. */
+bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size);
+/* Updates that arrived since, applied in order (no record held). */
+void bs_lists_follow(bs_stage *s);
+void bs_lists_destroy(bs_stage *s);
 
 /* -- partitions.c --------------------------------------------------------- */
 

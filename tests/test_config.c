@@ -1055,7 +1055,8 @@ static void test_blocklists(void **state)
                      0);
     assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
     assert_err_at(f, ":4: key 'blocklist.x.fpr' is set, so "
-                     "'blocklist.x.path' is required but not set");
+                     "'blocklist.x.path' or 'blocklist.x.topic' is required "
+                     "but neither is set");
     assert_int_equal(bs_config_blocklists(f->cfg, &bl), 0);
     /* ... and the environment can supply it. */
     char *env[] = {"BLOOMSTAGE_BLOCKLIST_X_PATH=/x", NULL};
@@ -1072,6 +1073,30 @@ static void test_blocklists(void **state)
     assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
     assert_err_at(f, ":3: key 'blocklist.e.path' is set, so "
                      "'blocklist.e.path' is required but empty");
+
+    /* A live list: a topic alone will do; capacity has a default. */
+    assert_int_equal(load_text(f, "input.topics=in\n"
+                                  "output.topic=out\n"
+                                  "blocklist.live.topic=spam-list\n"
+                                  "blocklist.both.capacity=5000\n"
+                                  "blocklist.both.path=/b/base.txt\n"
+                                  "blocklist.both.topic=both-list\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(bs_config_blocklists(f->cfg, &bl), 2);
+    assert_string_equal(bl[0].topic, "spam-list");
+    assert_null(bl[0].path);
+    assert_int_equal(bl[0].capacity, 100000);
+    assert_string_equal(bl[1].topic, "both-list");
+    assert_string_equal(bl[1].path, "/b/base.txt");
+    assert_int_equal(bl[1].capacity, 5000);
+    assert_int_equal(load_text(f, "input.topics=in\n"
+                                  "output.topic=out\n"
+                                  "blocklist.t.topic=\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":3: key 'blocklist.t.topic' is set, so "
+                     "'blocklist.t.topic' is required but empty");
 }
 
 static void test_keyspec(void **state)

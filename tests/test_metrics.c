@@ -201,7 +201,8 @@ static int fixture_cleanup(h_fixture *hf)
 
 static int setup(void **state)
 {
-    static const char *const topics[] = {"in:3", "out:3", "rej:1", NULL};
+    static const char *const topics[] = {"in:3", "out:3", "rej:1",
+                                         "bad-list:1", NULL};
     return h_fixture_setup_sized(state, 1, topics, sizeof(fixture),
                                  fixture_cleanup);
 }
@@ -326,7 +327,8 @@ static int wait_ready(h_proc *p, unsigned port, char *first_reason,
 }
 
 /* The stage's configuration for stream s (lists spam and bad, the latter
- * matching nothing), with extra lines appended; returns its path (owned by
+ * matching nothing and live: its base file plus the empty topic bad-list,
+ * so the live lists' families are served), with extra lines appended; returns its path (owned by
  * the fixture). */
 static const char *write_conf(fixture *fx, const stream *s, const char *extra)
 {
@@ -343,7 +345,8 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
         "dedup.key=key\ndedup.fpr=%g\n"
         "# small, so the filters have two layers\n"
         "dedup.capacity=300\n"
-        "blocklist.spam.path=%s\nblocklist.bad.path=%s\n%s",
+        "blocklist.spam.path=%s\nblocklist.bad.path=%s\n"
+        "blocklist.bad.topic=bad-list\n%s",
         fx->h.bs, fx->h.dir, DEDUP_FPR, spam, bad, extra ? extra : "");
     free(fx->conf);
     fx->conf = h_strdupf("%s/stage.conf", fx->h.dir);
@@ -394,10 +397,12 @@ static void test_readiness(void **state)
     /* Not ready before the join: 503, and the gauge agrees (sandwiched
      * between two 503s, so the state did not change in between). */
     http_must(p, port, "GET", "/ready", &r);
-    if (r.status != 503 || !strstr(r.body, "no partitions assigned"))
+    if (r.status != 503 || (!strstr(r.body, "no partitions assigned") &&
+                            !strstr(r.body, "blocklist bad: its topic is "
+                                            "not read to its end yet")))
         h_stage_fail(p, "/ready right after start: %d '%s', want 503 'no "
-                     "partitions assigned' (the group join takes ~3 s)",
-                     r.status, r.body);
+                     "partitions assigned' (the group join takes ~3 s) or "
+                     "the live list not read yet", r.status, r.body);
     h_http_resp_free(&r);
     h_prom pm;
     char *body = NULL;
@@ -835,6 +840,19 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
                 strncmp(x->labels, "reason=\"blocklist\",list=\"",
                         strlen("reason=\"blocklist\",list=\"")))
                 fail_msg("%s: unexpected labels", x->series);
+        } else if (!strncmp(fam, "bloomstage_blocklist_", 21)) {
+            /* list="NAME", and the reason of a skipped record. */
+            char name[64], reason[32];
+            used = 0;
+            bool skipped = !strcmp(fam, "bloomstage_blocklist_skipped_total");
+            int got = skipped ? sscanf(x->labels, "list=\"%63[^\"]\","
+                                       "reason=\"%31[^\"]\"%n", name, reason,
+                                       &used)
+                              : sscanf(x->labels, "list=\"%63[^\"]\"%n",
+                                       name, &used);
+            if (got != (skipped ? 2 : 1) || x->labels[used] != '\0')
+                fail_msg("%s: want labels list%s", x->series,
+                         skipped ? ", reason" : "");
         } else if (strcmp(fam, "bloomstage_checkpoint_duration_seconds") &&
                    x->labels[0]) {
             fail_msg("%s: labels on an unlabelled family", x->series);

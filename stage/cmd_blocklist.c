@@ -1,0 +1,353 @@
+/*
+ * cmd_blocklist.c -- `bloomstage blocklist add|remove|load NAME ... -c
+ * CONF`: publishes changes to live blocklist NAME's topic
+ * (blocklist.NAME.topic), so a user needs no other Kafka tool.
+ *
+ *   add NAME ENTRY...      one record per entry: key ENTRY, value "1"
+ *   remove NAME ENTRY...   one tombstone per entry (key ENTRY, null value)
+ *   load NAME FILE         every entry of a text list (the rules of
+ *                          `filter build`: one per line, '#' comments and
+ *                          blank lines skipped, white space stripped) as
+ *                          adds; FILE - is stdin; a progress bar on a
+ *                          terminal
+ *
+ * The configuration is the stage's own (-c FILE, BLOOMSTAGE_*, -X): the
+ * kafka.* and producer.* keys reach the producer.  Records are keyed by
+ * entry and partitioned with Kafka's own default partitioner (murmur2),
+ * so every change to one entry lands in one partition, in order, whatever
+ * tool wrote the earlier ones.  The producer is idempotent with acks=all;
+ * the command exits 0 only when every record was acknowledged.  Entries
+ * are checked before anything is sent (bs_list_record_decode: non-empty,
+ * at most BS_BLOCKLIST_MAX_ENTRY bytes): a bad one is a usage error.
+ */
+#include "blocklist.h"
+#include "commands.h"
+#include "kafka_util.h"
+#include "settings.h"
+#include "timeouts.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char HELP[] =
+    "usage: bloomstage blocklist add NAME ENTRY... -c FILE [-X key=value]...\n"
+    "       bloomstage blocklist remove NAME ENTRY... -c FILE [-X k=v]...\n"
+    "       bloomstage blocklist load NAME FILE|- -c FILE [-X k=v]...\n"
+    "\n"
+    "Publishes changes to live blocklist NAME: records keyed by entry on its\n"
+    "compacted topic blocklist.NAME.topic (add: value \"1\"; remove: a\n"
+    "tombstone).  A running stage applies them between records.  load adds\n"
+    "every entry of a text list (one per line, '#' comments and blank lines\n"
+    "skipped, white space stripped; - reads stdin), with a progress bar on a\n"
+    "terminal.  Entries are exact bytes, 1 to 16384 of them.\n"
+    "\n"
+    "  -c, --config FILE   the stage's configuration (kafka.* and producer.*\n"
+    "                      keys reach the producer)\n"
+    "  -X key=value        set a key, overriding FILE and BLOOMSTAGE_* env\n"
+    "\n"
+    "Exit 0 when every record was acknowledged (acks=all), 1 if any was not\n"
+    "or the topic is missing, 2 on a usage or configuration error.\n";
+
+#define FLUSH_STEP_MS 500
+#define MAX_LINE (1u << 20)
+
+typedef struct sender {
+    rd_kafka_t *rk;
+    rd_kafka_topic_t *rkt;
+    uint64_t sent, failed;
+    char first_error[256];
+} sender;
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    sender *sd = opaque;
+    if (m->err && sd->failed++ == 0)
+        snprintf(sd->first_error, sizeof(sd->first_error), "%s",
+                 rd_kafka_err2str(m->err));
+}
+
+static int conf_cb(const char *key, const char *value, void *opaque)
+{
+    char err[512];
+    if (rd_kafka_conf_set(opaque, key, value, err, sizeof(err)) !=
+        RD_KAFKA_CONF_OK) {
+        fprintf(stderr, "bloomstage blocklist: %s: %s\n", key, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* linger: "0" for a few entries (sent at once), more for a load (batched). */
+static int sender_open(const bs_config *cfg, const char *topic,
+                       const char *linger, sender *sd)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    static const char *const forced[] = {
+        "enable.idempotence", "true", "acks", "all",
+        "partitioner", "murmur2_random", "allow.auto.create.topics", "false",
+        NULL};
+    if (conf_cb("client.id", "bloomstage-blocklist", conf) ||
+        conf_cb("linger.ms", linger, conf) ||
+        bs_config_foreach(cfg, "kafka.", conf_cb, conf) ||
+        bs_config_foreach(cfg, "producer.", conf_cb, conf)) {
+        rd_kafka_conf_destroy(conf);
+        return BS_EXIT_USAGE;
+    }
+    for (size_t i = 0; forced[i]; i += 2)
+        if (conf_cb(forced[i], forced[i + 1], conf)) {
+            rd_kafka_conf_destroy(conf);
+            return BS_EXIT_USAGE;
+        }
+    rd_kafka_conf_set_opaque(conf, sd);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    char err[512];
+    sd->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!sd->rk) {
+        rd_kafka_conf_destroy(conf);
+        fprintf(stderr, "bloomstage blocklist: cannot create a producer: "
+                "%s\n", err);
+        return BS_EXIT_FAIL;
+    }
+    err[0] = '\0';
+    if (bs_topic_lookup(sd->rk, topic, BS_TIMEOUT_BROKER_MS, NULL, err,
+                        sizeof(err)) <= 0) {
+        fprintf(stderr, "bloomstage blocklist: %s (create it with "
+                "cleanup.policy=compact)\n", err);
+        return BS_EXIT_FAIL;
+    }
+    sd->rkt = rd_kafka_topic_new(sd->rk, topic, NULL);
+    if (!sd->rkt) {
+        fprintf(stderr, "bloomstage blocklist: topic %s: %s\n", topic,
+                rd_kafka_err2str(rd_kafka_last_error()));
+        return BS_EXIT_FAIL;
+    }
+    return BS_EXIT_OK;
+}
+
+/* Queues one record (value NULL: a tombstone), waiting while the queue
+ * is full.  -1 if it cannot be queued. */
+static int send_one(sender *sd, const char *entry, size_t len, bool add)
+{
+    for (;;) {
+        if (rd_kafka_produce(sd->rkt, RD_KAFKA_PARTITION_UA,
+                             RD_KAFKA_MSG_F_COPY, add ? (void *)"1" : NULL,
+                             add ? 1 : 0, entry, len, NULL) == 0) {
+            sd->sent++;
+            rd_kafka_poll(sd->rk, 0);
+            return 0;
+        }
+        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "bloomstage blocklist: cannot produce: %s\n",
+                    rd_kafka_err2str(rd_kafka_last_error()));
+            return -1;
+        }
+        rd_kafka_poll(sd->rk, 50);
+    }
+}
+
+/* Flushes, destroys: the exit status. */
+static int sender_close(sender *sd, int rc)
+{
+    if (!sd->rk)
+        return rc;
+    int left = 0;
+    for (int waited = 0; waited < 60000; waited += FLUSH_STEP_MS) {
+        rd_kafka_flush(sd->rk, FLUSH_STEP_MS);
+        if ((left = rd_kafka_outq_len(sd->rk)) == 0)
+            break;
+    }
+    if (sd->rkt)
+        rd_kafka_topic_destroy(sd->rkt);
+    rd_kafka_destroy(sd->rk);
+    if (rc == BS_EXIT_OK && (sd->failed || left)) {
+        fprintf(stderr, "bloomstage blocklist: %llu of %llu records not "
+                "delivered%s%s\n",
+                (unsigned long long)(sd->failed + (uint64_t)left),
+                (unsigned long long)sd->sent, sd->failed ? ": " : "",
+                sd->first_error);
+        rc = BS_EXIT_FAIL;
+    }
+    return rc;
+}
+
+static bool entry_ok(const char *e, size_t len, const char *where)
+{
+    bs_list_change c = bs_list_record_decode(e, len, "1", 1);
+    if (c == BS_LIST_ADDED)
+        return true;
+    fprintf(stderr, "bloomstage blocklist: %s: %s\n", where,
+            c == BS_LIST_BAD_EMPTY_KEY ? "an empty entry"
+                                       : "an entry longer than 16384 bytes");
+    return false;
+}
+
+/* The text list at path (or stdin for "-"): checked whole first when it
+ * is a regular file (a bad line sends nothing), then sent. */
+static int load(sender *sd, const char *path, uint64_t *entries)
+{
+    bool in = !strcmp(path, "-");
+    int fd = in ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "bloomstage blocklist: %s: %s\n", path,
+                strerror(errno));
+        return BS_EXIT_FAIL;
+    }
+    struct stat stt;
+    bool regular = fstat(fd, &stt) == 0 && S_ISREG(stt.st_mode);
+    int rc = BS_EXIT_OK;
+    for (int pass = regular ? 0 : 1; pass < 2 && rc == BS_EXIT_OK; pass++) {
+        if (regular && lseek(fd, 0, SEEK_SET) < 0) {
+            fprintf(stderr, "bloomstage blocklist: %s: %s\n", path,
+                    strerror(errno));
+            rc = BS_EXIT_FAIL;
+            break;
+        }
+        bs_lines *lr = bs_lines_new(fd, MAX_LINE);
+        if (!lr) {
+            rc = BS_EXIT_FAIL;
+            break;
+        }
+        bs_progress bar;
+        if (pass == 1)
+            bs_progress_start(&bar, "loading", regular ? (uint64_t)stt.st_size
+                                                       : 0);
+        const char *line;
+        size_t len;
+        int r;
+        uint64_t n = 0;
+        while ((r = bs_lines_next(lr, &line, &len)) > 0) {
+            if (!bs_list_entry(&line, &len))
+                continue;
+            char where[600];
+            snprintf(where, sizeof(where), "%s:%llu", in ? "stdin" : path,
+                     (unsigned long long)bs_lines_number(lr));
+            if (!entry_ok(line, len, where)) {
+                if (pass == 1 && n)
+                    fprintf(stderr, "bloomstage blocklist: the %llu entries "
+                            "before it were sent\n", (unsigned long long)n);
+                rc = BS_EXIT_USAGE;
+                break;
+            }
+            n++;
+            if (pass == 1) {
+                if (send_one(sd, line, len, true) != 0) {
+                    rc = BS_EXIT_FAIL;
+                    break;
+                }
+                bs_progress_update(&bar, bs_lines_bytes(lr), n);
+            }
+        }
+        if (r < 0 && rc == BS_EXIT_OK) {
+            fprintf(stderr, "bloomstage blocklist: %s:%llu: %s\n", path,
+                    (unsigned long long)bs_lines_number(lr) + 1,
+                    errno == E2BIG ? "line longer than 1 MiB"
+                                   : strerror(errno));
+            rc = BS_EXIT_FAIL;
+        }
+        if (pass == 1) {
+            bs_progress_end(&bar);
+            *entries = n;
+        }
+        bs_lines_destroy(lr);
+    }
+    if (!in)
+        close(fd);
+    return rc;
+}
+
+int cmd_blocklist(int argc, char **argv)
+{
+    const char *file = NULL;
+    char *xs[256];
+    int nx = 0;
+    /* GNU getopt permutes: options may follow the operands. */
+    int rc0 = bs_cmd_config_opts(argc, argv, "blocklist", HELP, &file, xs,
+                                 (int)(sizeof(xs) / sizeof(xs[0])), &nx);
+    if (rc0 >= 0)
+        return rc0;
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    const char *verb = nargs > 0 ? args[0] : "";
+    bool add = !strcmp(verb, "add"), rm = !strcmp(verb, "remove"),
+         ld = !strcmp(verb, "load");
+    if (!add && !rm && !ld) {
+        fprintf(stderr, "bloomstage blocklist: expected add, remove or load"
+                "%s%s\n(see 'bloomstage blocklist --help')\n",
+                nargs ? ", not " : "", verb);
+        return BS_EXIT_USAGE;
+    }
+    if (nargs < 3 || (ld && nargs != 3)) {
+        fprintf(stderr, "bloomstage blocklist %s: expected NAME and %s\n",
+                verb, ld ? "one FILE" : "at least one ENTRY");
+        return BS_EXIT_USAGE;
+    }
+    if (!file) {
+        fprintf(stderr, "bloomstage blocklist: -c FILE is required (the "
+                "stage's configuration)\n");
+        return BS_EXIT_USAGE;
+    }
+    const char *name = args[1];
+    char err[1024];
+    bs_config *cfg = bs_settings_load(file, xs, nx, err, sizeof(err));
+    if (!cfg) {
+        fprintf(stderr, "bloomstage: %s\n", err);
+        return BS_EXIT_USAGE;
+    }
+    const bs_config_blocklist *bls;
+    size_t nbl = bs_config_blocklists(cfg, &bls);
+    const char *topic = NULL;
+    bool known = false;
+    for (size_t i = 0; i < nbl; i++)
+        if (!strcmp(bls[i].name, name)) {
+            known = true;
+            topic = bls[i].topic;
+        }
+    if (!topic) {
+        fprintf(stderr, "bloomstage blocklist: %s\n",
+                known ? "blocklist has no topic: set blocklist.NAME.topic"
+                      : "no such blocklist in the configuration");
+        fprintf(stderr, "  (blocklist '%s', configuration %s)\n", name, file);
+        bs_config_destroy(cfg);
+        return BS_EXIT_USAGE;
+    }
+    for (int i = 2; !ld && i < nargs; i++) {
+        char where[64];
+        snprintf(where, sizeof(where), "entry %d", i - 1);
+        if (!entry_ok(args[i], strlen(args[i]), where)) {
+            bs_config_destroy(cfg);
+            return BS_EXIT_USAGE;
+        }
+    }
+
+    sender sd = {0};
+    double t0 = bs_now();
+    uint64_t entries = 0;
+    int rc = sender_open(cfg, topic, ld ? "20" : "0", &sd);
+    if (rc == BS_EXIT_OK) {
+        if (ld) {
+            rc = load(&sd, args[2], &entries);
+        } else {
+            for (int i = 2; i < nargs && rc == BS_EXIT_OK; i++)
+                if (send_one(&sd, args[i], strlen(args[i]), add) != 0)
+                    rc = BS_EXIT_FAIL;
+            entries = (uint64_t)(nargs - 2);
+        }
+    }
+    rc = sender_close(&sd, rc);
+    if (rc == BS_EXIT_OK)
+        fprintf(stderr, "bloomstage blocklist: %s %llu %s %s blocklist %s "
+                "(topic %s) in %.2f s\n", rm ? "removed" : "added",
+                (unsigned long long)entries,
+                entries == 1 ? "entry" : "entries", rm ? "from" : "to", name,
+                topic, bs_now() - t0);
+    bs_config_destroy(cfg);
+    return rc;
+}

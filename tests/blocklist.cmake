@@ -1,0 +1,26 @@
+# Live blocklists (blocklist.NAME.topic).
+# test_blocklist: the list as data (stage/blocklist.c, no broker): records
+# decoded, applied, the base file, growth, the measured rate.
+include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
+bs_add_cmocka_test(test_blocklist SOURCES test_blocklist.c
+                   LIBS bsengine bstestsupport m TIMEOUT 120 LABELS stage)
+
+# test_live_blocklist: `bloomstage run` and `bloomstage blocklist` against
+# `bloomstage mock-broker`: add/remove while running (update latency
+# printed), base file + tombstones + malformed records + restart, start-up
+# errors, /ready until the list is read, a 100k-entry load bootstrapped.
+# About 60 s.  test_kafka_blocklist: the same source against one Apache
+# Kafka node (the list topic really compacted, cleanup.policy checked);
+# about 3 minutes.
+if(TARGET bloomstage)
+  bs_add_cmocka_test(test_live_blocklist SOURCES test_live_blocklist.c
+                     LIBS bstestsupport m TIMEOUT 600 LABELS integration)
+  set_tests_properties(test_live_blocklist PROPERTIES
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+  bs_add_cmocka_test(test_kafka_blocklist SOURCES test_live_blocklist.c
+                     LIBS bstestsupport m TIMEOUT 900 LABELS kafka)
+  target_compile_definitions(test_kafka_blocklist PRIVATE BS_REAL_KAFKA=1)
+  set_tests_properties(test_kafka_blocklist PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+endif()
