@@ -254,22 +254,6 @@ static double cpu_seconds(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* VmHWM of a process in KiB, or -1. */
-static long vm_hwm_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long kib = -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
-}
-
 /* -- child processes ------------------------------------------------------ */
 
 /* Children are the support layer's h_proc: stdin from /dev/null, killed if
@@ -1374,7 +1358,7 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
                        "bloomstage");
     observer_stop(&o);
     perf_stop(&perf);
-    r->hwm_kib = vm_hwm_kib(h_process_pid(c));
+    r->hwm_kib = h_proc_status_kib(h_process_pid(c), "VmHWM");
     struct rusage ru;
     int status = child_stop(c, 60, &ru);
     r->maxrss_kib = ru.ru_maxrss;
@@ -1621,7 +1605,7 @@ static int hidden_main(int argc, char **argv)
     printf("consumed=%" PRIu64 " delivered=%" PRIu64 " failed=%" PRIu64
            " seconds=%.6f t_first=%.6f hwm_kib=%ld malloc=%s\n",
            pr.consumed, pr.delivered, pr.failed, pr.self_timed,
-           pr.t_first_in, vm_hwm_kib(getpid()), m);
+           pr.t_first_in, h_proc_status_kib(getpid(), "VmHWM"), m);
     return rc || fflush(stdout) != 0 ? 1 : 0;
 }
 

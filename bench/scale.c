@@ -92,21 +92,6 @@ static int32_t partition_of(uint32_t key, int32_t nparts)
     return (int32_t)(h_mix64(key ^ UINT64_C(0xb100b100)) % (uint64_t)nparts);
 }
 
-static long vm_hwm_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kib = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
-}
-
 /* -- the input ------------------------------------------------------------ */
 
 static uint32_t *make_order(uint64_t n, uint32_t k)
@@ -737,7 +722,7 @@ int main(int argc, char **argv)
             prev.in = 0;
         }
         if (!killed && cur.in >= kill_at * (double)n) {
-            hwm1 = vm_hwm_kib(h_process_pid(st));
+            hwm1 = h_proc_status_kib(h_process_pid(st), "VmHWM");
             print_sample(t_first_in, &cur, &prev, in_before);
             h_process_kill(st, SIGKILL);
             int status;
@@ -835,7 +820,7 @@ int main(int argc, char **argv)
     }
     double t_end = h_now_s();
     print_sample(t_first_in, &cur, &prev, in_before);
-    hwm2 = vm_hwm_kib(h_process_pid(st));
+    hwm2 = h_proc_status_kib(h_process_pid(st), "VmHWM");
     sample last = cur;
     int status = -1;
     if (h_process_terminate(st, 120000, &status) != 0)

@@ -395,21 +395,6 @@ static double scrape(h_proc *p, unsigned port, const char *series)
     return v;
 }
 
-/* VmRSS of pid, KiB (-1 if unknown). */
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kib = -1;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 static h_proc *start_with_metrics(wenv *e, const char *ckdir,
                                   const char *window, unsigned *port)
 {
@@ -458,7 +443,7 @@ static void test_memory_flat(void **state)
                          NULL, NULL);
         h_nap(1300); /* the gauges are published once a second */
         bytes[c] = scrape(p, port, "bloomstage_filter_memory_bytes");
-        rss[c] = rss_kib(h_process_pid(p));
+        rss[c] = h_proc_status_kib(h_process_pid(p), "VmRSS");
         len += snprintf(line + len, sizeof(line) - (size_t)len, " %.0fk",
                         bytes[c] / 1024);
     }

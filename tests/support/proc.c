@@ -428,3 +428,20 @@ const char *h_status_str(int status)
         snprintf(buf, sizeof(buf), "wait status 0x%x", (unsigned)status);
     return buf;
 }
+
+long h_proc_status_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = strlen(field);
+    long kib = -1;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, field, n) && line[n] == ':' &&
+            sscanf(line + n + 1, " %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}

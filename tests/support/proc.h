@@ -59,6 +59,8 @@ int h_process_terminate(h_proc *p, int timeout_ms, int *status);
 /* Sends a signal; a no-op on a child already reaped. */
 int h_process_kill(h_proc *p, int sig);
 pid_t h_process_pid(const h_proc *p);
+/* A memory field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
+long h_proc_status_kib(pid_t pid, const char *field);
 /* The child's resource usage, once reaped (zeros before). */
 const struct rusage *h_process_rusage(const h_proc *p);
 /* Everything the child wrote so far, as a string owned by p (valid until
