@@ -16,6 +16,10 @@ struct bf_filter {
     bool readonly; /* cells used in place from a file or caller's buffer */
     void *map;     /* mapping to unmap on destroy, or NULL */
     size_t maplen;
+    /* change tracking (delta.c) */
+    bool tracking;
+    uint64_t mark;        /* the state the dirty bits are relative to */
+    uint32_t mark_layers; /* layers the filter had at the mark */
 };
 
 #endif

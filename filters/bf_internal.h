@@ -27,6 +27,9 @@ struct bf_blocked {
     double fpr;        /* target it was sized for (0 if by geometry) */
     uint64_t inserts;  /* adds that set at least one new bit */
     uint64_t bits_set;
+    uint64_t *dirty;   /* change tracking (delta.c): one bit per block
+                          changed since the mark, or NULL when changes are
+                          not tracked */
 };
 
 struct bf_counting {
@@ -49,7 +52,18 @@ struct bf_scalable {
     uint64_t bytes;      /* cell memory of all layers */
     uint64_t next_bytes; /* the next layer's size once computed, else 0:
                             a filter at max_bytes refuses in O(1) */
+    bool track;          /* new layers get a dirty bitmap (delta.c) */
 };
+
+/* Marks block `i` of a tracked filter changed (delta.c). */
+static inline void bf_blocked_touch(bf_blocked *bf, uint64_t i)
+{
+    if (bf->dirty)
+        bf->dirty[i >> 6] |= UINT64_C(1) << (i & 63);
+}
+
+/* A dirty bitmap for a layer of nblocks blocks (zeroed), or NULL. */
+uint64_t *bf_dirty_new(uint64_t nblocks);
 
 /* The block a hash falls in: multiply-shift of the low word, no modulo. */
 static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)

@@ -127,6 +127,7 @@ void bf_blocked_destroy(bf_blocked *bf)
         return;
     if (bf->owns_words)
         free(bf->words);
+    free(bf->dirty);
     free(bf);
 }
 
@@ -208,7 +209,10 @@ static unsigned add_scalar(bf_blocked *bf, bf_hash h)
     __builtin_prefetch(block, 1);
     uint64_t pat[8];
     pattern(bf, h, pat);
-    return or_pattern(block, pat);
+    unsigned added = or_pattern(block, pat);
+    if (added)
+        bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
+    return added;
 }
 
 /* Batches prefetch this many keys ahead, so several cache misses are in
@@ -250,6 +254,8 @@ static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
         uint64_t pat[8];
         pattern(bf, h[i], pat);
         unsigned added = or_pattern((uint64_t *)block_of(bf, h[i]), pat);
+        if (added)
+            bf_blocked_touch(bf, bf_block_of(h[i], bf->nblocks));
         bits += added;
         added_keys += added != 0;
         if (out)
@@ -397,7 +403,10 @@ AVX2 static unsigned add_avx2(bf_blocked *bf, bf_hash h)
     __builtin_prefetch(block, 1);
     __m256i p0, p1;
     lanes_pattern_avx2(h, bf->k, &p0, &p1);
-    return or_avx2(block, p0, p1, bf->k);
+    unsigned added = or_avx2(block, p0, p1, bf->k);
+    if (added)
+        bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
+    return added;
 }
 
 AVX2 static void contains_many_avx2(const bf_blocked *bf, const bf_hash *h,
@@ -419,6 +428,7 @@ AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
 {
     /* Locals: a store into the block could alias the filter's fields. */
     uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
+    uint64_t *dirty = bf->dirty;
     uint32_t k = bf->k;
     size_t added_keys = 0;
     for (size_t i = 0; i < n && i < AHEAD; i++)
@@ -428,8 +438,10 @@ AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
             __builtin_prefetch(block_of(bf, h[i + AHEAD]), 1);
         __m256i p0, p1;
         lanes_pattern_avx2(h[i], k, &p0, &p1);
-        unsigned added = or_avx2(words + bf_block_of(h[i], nblocks) * 8, p0,
-                                 p1, k);
+        uint64_t b = bf_block_of(h[i], nblocks);
+        unsigned added = or_avx2(words + b * 8, p0, p1, k);
+        if (dirty && added)
+            dirty[b >> 6] |= UINT64_C(1) << (b & 63);
         bits += added;
         added_keys += added != 0;
         if (out)
@@ -636,8 +648,11 @@ bf_err bf_blocked_merge(bf_blocked *dst, const bf_blocked *src, char *errstr,
         return BF_ERR_READONLY;
     }
     uint64_t n = dst->nblocks * BF_BLOCK_WORDS;
-    for (uint64_t i = 0; i < n; i++)
+    for (uint64_t i = 0; i < n; i++) {
+        if (dst->dirty && (src->words[i] & ~dst->words[i]))
+            bf_blocked_touch(dst, i / BF_BLOCK_WORDS);
         dst->words[i] |= src->words[i];
+    }
     dst->bits_set = popcount_words(dst->words, n);
     /* Keys inserted into the union: estimated, since overlap is unknown. */
     double est = est_keys(dst, dst->bits_set);

@@ -122,6 +122,14 @@ static bf_err add_layer(bf_scalable *sb, char *errstr, size_t errstr_size)
                                              errstr, errstr_size);
     if (!bf)
         return BF_ERR_NOMEM;
+    /* A tracked filter's new layer is all changes from the mark on: its
+     * blocks are written as they fill (delta.c), never the empty rest. */
+    if (sb->track && !(bf->dirty = bf_dirty_new(nblocks))) {
+        bf_blocked_destroy(bf);
+        bf_seterr(errstr, errstr_size, "out of memory for layer %u's "
+                  "change bitmap", sb->nlayers);
+        return BF_ERR_NOMEM;
+    }
     bf->capacity = capacity;
     bf->fpr = fpr;
     sb->layers[sb->nlayers++] = bf;

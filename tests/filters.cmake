@@ -13,3 +13,6 @@ bs_add_cmocka_test(test_legacy_files SOURCES test_legacy_files.c LIBS bloomfilte
 target_compile_definitions(test_legacy_files PRIVATE
   BS_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
 bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEOUT 300 LABELS filters)
+# Deltas of blocked and scalable filters: round trips bit for bit, damage
+# and wrong bases named (~1 s).
+bs_add_cmocka_test(test_delta SOURCES test_delta.c LIBS bloomfilters TIMEOUT 120 LABELS filters)

@@ -620,6 +620,97 @@ bool bf_is_atomic_temp_name(const char *name, const char *target_suffix);
 bf_err bf_fsync_dir(const char *path, char *errstr,
                     size_t errstr_size) BF_WARN_UNUSED;
 
+
+/* ------------------------------------------------------------------------ */
+/* Deltas: what changed since a mark                                         */
+
+/*
+ * A blocked or scalable filter can track which of its 512-bit blocks changed
+ * since a mark (one bit per block, 1/512 of the cell memory; an add that sets
+ * a new bit sets its block's), so a checkpoint can write those blocks instead
+ * of the whole filter.  A mark is a 64-bit name the caller gives a state of
+ * the filter (bloomstage: a checkpoint's id).  A delta names the mark it
+ * applies to (its base) and the mark the filter has once it is applied, so a
+ * delta offered to any other state is refused by name.  Scalable layers
+ * added since the mark are described in the delta (geometry, capacity, rate)
+ * and carry only their changed blocks, like the old ones.  Counting and
+ * windowed filters are not tracked (bf_filter_track says so): their
+ * checkpoints stay whole.
+ *
+ * Delta format (version 1), little-endian:
+ *
+ *   offset size
+ *   0      8    magic "BLMDELT\0"
+ *   8      2    version (1)
+ *   10     2    kind (blocked or scalable)
+ *   12     4    hash id
+ *   16     8    seed
+ *   24     8    total size in bytes, trailer included
+ *   32     8    base mark: the state it applies to
+ *   40     8    new mark: the state it makes
+ *   48     4    layer count L after it (1..BF_MAX_LAYERS; 1 for blocked)
+ *   52     4    layer count B of the base (1..L)
+ *   56     8    changed blocks in all layers
+ *   64     64*L layer descriptors: u64 nblocks, u16 k, u16 scheme, u32 0,
+ *                 u64 capacity, f64 fpr, u64 inserts, u64 cells_set,
+ *                 u64 changed blocks n, u64 0
+ *   ...         per layer: n u64 block numbers, strictly increasing, then
+ *               the n blocks' 64 bytes each
+ *   end-8  8    XXH3-64 (seed 0) of every byte before it
+ *
+ * Applying checks, before changing anything: the envelope and checksum,
+ * kind and seed, that the base mark is the filter's mark and B its layer
+ * count, that the old layers' geometry matches, that every block number is
+ * inside its layer, that no changed block loses a bit the filter has (a
+ * Bloom filter only gains bits) and that the bits set come out as each
+ * descriptor says.  The result is the tracked filter bit for bit, its
+ * statistics included (bf_filter_serialize writes the same bytes).
+ */
+#define BF_DELTA_MAGIC "BLMDELT"
+#define BF_DELTA_VERSION 1u
+
+/* Starts tracking changes; the filter's present state is called `mark`.
+ * Again on a tracked filter: the same as bf_filter_mark.  BF_ERR_INVALID
+ * for a counting or windowed filter, BF_ERR_READONLY for one used in place,
+ * BF_ERR_NOMEM when the bitmaps cannot be allocated. */
+bf_err bf_filter_track(bf_filter *f, uint64_t mark, char *errstr,
+                       size_t errstr_size) BF_WARN_UNUSED;
+/* Whether changes are tracked, and the mark they are relative to. */
+bool bf_filter_tracked(const bf_filter *f, uint64_t *mark);
+/* The present state is now `mark`: the changed-block bits are cleared
+ * (after a delta, or a whole checkpoint, was made durable).  A no-op on an
+ * untracked filter. */
+void bf_filter_mark(bf_filter *f, uint64_t mark);
+/* Blocks changed since the mark, and the bytes bf_filter_delta_serialize
+ * writes (0 and 0 for an untracked filter). */
+uint64_t bf_filter_delta_blocks(const bf_filter *f);
+uint64_t bf_filter_delta_size(const bf_filter *f);
+/* Streams the delta from the mark to the present state, which it names
+ * new_mark; the filter is not changed (bf_filter_mark does that once the
+ * delta is safe).  BF_ERR_INVALID for an untracked filter. */
+bf_err bf_filter_delta_serialize(const bf_filter *f, uint64_t new_mark,
+                                 bf_write_fn write,
+                                 void *opaque) BF_WARN_UNUSED;
+
+typedef struct bf_delta_info {
+    bf_kind kind;
+    uint64_t seed;
+    uint64_t base_mark, new_mark;
+    uint32_t base_layers, layers;
+    uint64_t blocks; /* changed blocks, all layers */
+} bf_delta_info;
+
+/* Checks a delta's envelope, checksum and structure on its own (no filter
+ * to apply it to); fills *out. */
+bf_err bf_delta_check(const void *buf, size_t len, bf_delta_info *out,
+                      char *errstr, size_t errstr_size) BF_WARN_UNUSED;
+/* Applies a delta to a tracked filter at its base mark; on success the
+ * filter is at the delta's new mark, with no changes pending.  On any
+ * failure the filter is unchanged and errstr says what is wrong (damaged,
+ * truncated, base mismatch, another filter's). */
+bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
+                             char *errstr, size_t errstr_size) BF_WARN_UNUSED;
+
 #ifdef __cplusplus
 }
 #endif
