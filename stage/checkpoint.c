@@ -12,12 +12,26 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 static const char MAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'T', 0};
-#define VERSION 1u
+static const char DMAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'D', 0};
+#define VERSION 2u  /* snapshots; 1 (no ids) still read */
+#define DVERSION 1u /* deltas */
 #define FIXED 40u
+
+uint64_t bs_ckpt_new_id(void)
+{
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t in[4] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec,
+                      (uint64_t)getpid(), ++counter};
+    uint64_t id = XXH3_64bits(in, sizeof(in));
+    return id ? id : 1; /* 0 is never a state's name */
+}
 
 bool bs_ckpt_is_file_name(const char *name)
 {
@@ -45,6 +59,8 @@ typedef struct ckpt_writer {
     const bs_ckpt_wm *wm;
     uint32_t nwm;
     const bf_filter *filter;
+    uint64_t seq, id, prev_id;
+    bool delta;
     XXH3_state_t *state;
     bf_write_fn write;
     void *wopaque;
@@ -68,8 +84,8 @@ static bf_err produce(void *opaque, bf_write_fn write, void *wopaque)
     struct timeval tv;
     gettimeofday(&tv, NULL);
     memset(fixed, 0, sizeof(fixed));
-    memcpy(fixed, MAGIC, 8);
-    bf_put16(fixed + 8, VERSION);
+    memcpy(fixed, w->delta ? DMAGIC : MAGIC, 8);
+    bf_put16(fixed + 8, w->delta ? DVERSION : VERSION);
     bf_put16(fixed + 10, (uint16_t)tlen);
     bf_put32(fixed + 12, (uint32_t)w->partition);
     bf_put64(fixed + 16, (uint64_t)w->next_offset);
@@ -85,11 +101,18 @@ static bf_err produce(void *opaque, bf_write_fn write, void *wopaque)
         if (hashed_write(w, e, sizeof(e)))
             return BF_ERR_IO;
     }
+    uint8_t ids[24];
+    bf_put64(ids, w->seq);
+    bf_put64(ids + 8, w->id);
+    bf_put64(ids + 16, w->prev_id);
     uint8_t flen[8];
-    bf_put64(flen, bf_filter_serialized_size(w->filter));
-    if (hashed_write(w, flen, 8))
+    bf_put64(flen, w->delta ? bf_filter_delta_size(w->filter)
+                            : bf_filter_serialized_size(w->filter));
+    if (hashed_write(w, ids, w->delta ? 24 : 16) || hashed_write(w, flen, 8))
         return BF_ERR_IO;
-    bf_err err = bf_filter_serialize(w->filter, hashed_write, w);
+    bf_err err = w->delta ? bf_filter_delta_serialize(w->filter, w->id,
+                                                      hashed_write, w)
+                          : bf_filter_serialize(w->filter, hashed_write, w);
     if (err)
         return err;
     uint8_t sum[8];
@@ -105,20 +128,40 @@ int bs_ckpt_write(const char *dir, const char *topic, int32_t partition,
                                filter, 0, errstr, errstr_size);
 }
 
-int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
-                        int64_t next_offset, const bs_ckpt_wm *wm,
-                        uint32_t nwm, const bf_filter *filter, unsigned flags,
-                        char *errstr, size_t errstr_size)
+static bool meta_ok(const bs_ckpt_meta *m)
 {
-    char path[4096];
-    size_t tlen = strlen(topic);
-    if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS ||
-        bs_ckpt_path(dir, topic, partition, path, sizeof(path))) {
-        snprintf(errstr, errstr_size, "checkpoint for %s-%d: bad topic name "
-                 "or path too long", topic, (int)partition);
+    size_t tlen = strlen(m->topic);
+    return tlen > 0 && tlen <= 249 && m->nwm <= BS_CKPT_MAX_WATERMARKS;
+}
+
+uint64_t bs_ckpt_size(const bs_ckpt_meta *m, const bf_filter *filter,
+                      bool delta)
+{
+    return FIXED + strlen(m->topic) + (uint64_t)m->nwm * 12 +
+           (delta ? 24 : 16) + 8 +
+           (delta ? bf_filter_delta_size(filter)
+                  : bf_filter_serialized_size(filter)) +
+           8;
+}
+
+int bs_ckpt_write_path(const char *path, const bs_ckpt_meta *m,
+                       const bf_filter *filter, bool delta, unsigned flags,
+                       char *errstr, size_t errstr_size)
+{
+    uint64_t mark;
+    if (!meta_ok(m)) {
+        snprintf(errstr, errstr_size, "%s: bad topic name or too many "
+                 "watermarks", path);
         return -1;
     }
-    ckpt_writer w = {topic, partition, next_offset, wm, nwm, filter,
+    if (delta && (!bf_filter_tracked(filter, &mark) || mark != m->prev_id)) {
+        snprintf(errstr, errstr_size, "%s: the filter's changes are not "
+                 "tracked from state %016llx", path,
+                 (unsigned long long)m->prev_id);
+        return -1;
+    }
+    ckpt_writer w = {m->topic, m->partition, m->next_offset, m->wm, m->nwm,
+                     filter, m->seq, m->id, m->prev_id, delta,
                      XXH3_createState(), NULL, NULL};
     if (!w.state) {
         snprintf(errstr, errstr_size, "%s: out of memory", path);
@@ -128,6 +171,24 @@ int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
                                             errstr_size);
     XXH3_freeState(w.state);
     return err == BF_OK ? 0 : -1;
+}
+
+int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
+                        int64_t next_offset, const bs_ckpt_wm *wm,
+                        uint32_t nwm, const bf_filter *filter, unsigned flags,
+                        char *errstr, size_t errstr_size)
+{
+    char path[4096];
+    bs_ckpt_meta m = {topic, partition, next_offset, wm, nwm, 0,
+                      bs_ckpt_new_id(), 0};
+    if (!meta_ok(&m) ||
+        bs_ckpt_path(dir, topic, partition, path, sizeof(path))) {
+        snprintf(errstr, errstr_size, "checkpoint for %s-%d: bad topic name "
+                 "or path too long", topic, (int)partition);
+        return -1;
+    }
+    return bs_ckpt_write_path(path, &m, filter, false, flags, errstr,
+                              errstr_size);
 }
 
 int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
@@ -141,10 +202,11 @@ int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
                  topic, (int)partition);
         return -1;
     }
-    ckpt_writer w = {topic, partition, next_offset, wm, nwm, filter,
-                     XXH3_createState(), NULL, NULL};
+    ckpt_writer w = {topic, partition, next_offset, wm, nwm, filter, 0,
+                     bs_ckpt_new_id(), 0, false, XXH3_createState(), NULL,
+                     NULL};
     bf_membuf m = {NULL, 0, 0};
-    uint64_t want = bf_filter_serialized_size(filter) + 64 + tlen +
+    uint64_t want = bf_filter_serialized_size(filter) + 80 + tlen +
                     (uint64_t)nwm * 12;
     if (want < SIZE_MAX)
         m.buf = malloc((size_t)want), m.cap = m.buf ? (size_t)want : 0;
@@ -167,31 +229,70 @@ int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
         goto fail;                                                             \
     } while (0)
 
-int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
-                   bs_checkpoint *out, char *errstr, size_t errstr_size)
+/* Magic, version and lengths: what the decoder and bs_ckpt_peek share.
+ * `avail` bytes of the record are at buf (the header's part, for peek);
+ * len is the record's size.  Fills the header fields of *h and the offset
+ * of the payload length (*payload_at). */
+static int parse_head(const uint8_t *buf, size_t avail, size_t len,
+                      const char *path, bs_ckpt_head *h, size_t *tlen_out,
+                      size_t *payload_at, char *errstr, size_t errstr_size)
 {
-    memset(out, 0, sizeof(*out));
-    if (len < FIXED + 1 + 8 + 8)
+    memset(h, 0, sizeof(*h));
+    if (len < FIXED + 1 + 16 + 8 + 8 || avail < FIXED)
         FAIL("%s: truncated checkpoint (%zu bytes)", path, len);
-    if (memcmp(buf, MAGIC, 8) != 0)
+    bool delta = memcmp(buf, DMAGIC, 8) == 0;
+    if (!delta && memcmp(buf, MAGIC, 8) != 0)
         FAIL("%s: not a bloomstage checkpoint (bad magic)", path);
-    if (bf_getn(buf + 8, 2) != VERSION)
-        FAIL("%s: checkpoint format version %u is not supported (this build "
-             "reads version %u)", path, (unsigned)bf_getn(buf + 8, 2), VERSION);
+    unsigned version = (unsigned)bf_getn(buf + 8, 2);
+    if (delta ? version != DVERSION : version != 1 && version != VERSION)
+        FAIL("%s: checkpoint%s format version %u is not supported (this "
+             "build reads version %u)", path, delta ? " delta" : "", version,
+             delta ? DVERSION : VERSION);
     size_t tlen = (size_t)bf_getn(buf + 10, 2);
     uint32_t nwm = (uint32_t)bf_getn(buf + 32, 4);
     if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS)
         FAIL("%s: bad header (topic length %zu, %u watermarks)", path, tlen,
              nwm);
+    size_t nids = delta ? 24 : version == 1 ? 0 : 16;
     size_t off = FIXED + tlen + (size_t)nwm * 12;
-    if (off + 8 + 8 > len)
+    if (off + nids + 8 + 8 > len)
         FAIL("%s: truncated checkpoint (header claims %zu bytes, file has "
-             "%zu)", path, off + 16, len);
+             "%zu)", path, off + nids + 16, len);
+    if (off + nids + 8 > avail)
+        FAIL("%s: truncated checkpoint header", path);
+    h->delta = delta;
+    h->partition = (int32_t)bf_getn(buf + 12, 4);
+    h->next_offset = (int64_t)bf_getn(buf + 16, 8);
+    h->bytes = len;
+    if (nids) {
+        h->seq = bf_getn(buf + off, 8);
+        h->id = bf_getn(buf + off + 8, 8);
+        if (delta)
+            h->prev_id = bf_getn(buf + off + 16, 8);
+    }
+    *tlen_out = tlen;
+    *payload_at = off + nids;
+    return 0;
+fail:
+    return -1;
+}
+
+int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
+                   bs_checkpoint *out, char *errstr, size_t errstr_size)
+{
+    memset(out, 0, sizeof(*out));
+    bs_ckpt_head h;
+    size_t tlen, off;
+    if (parse_head(buf, len, len, path, &h, &tlen, &off, errstr,
+                   errstr_size) != 0)
+        goto fail;
+    uint32_t nwm = (uint32_t)bf_getn(buf + 32, 4);
     uint64_t flen = bf_getn(buf + off, 8);
     off += 8;
     if (flen != len - 8 - off)
-        FAIL("%s: truncated or damaged: the header says the filter is %llu "
-             "bytes, the file has %zu for it", path, (unsigned long long)flen,
+        FAIL("%s: truncated or damaged: the header says the %s is %llu "
+             "bytes, the file has %zu for it", path,
+             h.delta ? "filter delta" : "filter", (unsigned long long)flen,
              len - 8 - off);
     uint64_t want = bf_getn(buf + len - 8, 8);
     uint64_t have = XXH3_64bits(buf, len - 8);
@@ -205,9 +306,14 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
         FAIL("%s: bad topic name (a NUL byte in its %zu bytes)", path, tlen);
     memcpy(out->topic, buf + FIXED, tlen);
     out->topic[tlen] = '\0';
-    out->partition = (int32_t)bf_getn(buf + 12, 4);
-    out->next_offset = (int64_t)bf_getn(buf + 16, 8);
+    out->partition = h.partition;
+    out->next_offset = h.next_offset;
     out->written_ms = (int64_t)bf_getn(buf + 24, 8);
+    out->delta = h.delta;
+    out->seq = h.seq;
+    /* A version-1 snapshot has no ids: it is seq 0, named by its sum. */
+    out->id = bf_getn(buf + 8, 2) == 1 && !h.delta ? want : h.id;
+    out->prev_id = h.prev_id;
     if (out->next_offset < 0)
         FAIL("%s: negative offset %lld", path, (long long)out->next_offset);
     out->nwm = nwm;
@@ -222,6 +328,26 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
         }
     }
     char why[512];
+    if (h.delta) {
+        bf_delta_info di;
+        if (bf_delta_check(buf + off, (size_t)flen, &di, why, sizeof(why)) !=
+            BF_OK)
+            FAIL("%s: the filter delta inside is damaged: %s", path, why);
+        if (di.base_mark != out->prev_id || di.new_mark != out->id)
+            FAIL("%s: the filter delta inside goes from state %016llx to "
+                 "%016llx, the record from %016llx to %016llx", path,
+                 (unsigned long long)di.base_mark,
+                 (unsigned long long)di.new_mark,
+                 (unsigned long long)out->prev_id,
+                 (unsigned long long)out->id);
+        if (out->seq == 0)
+            FAIL("%s: a delta with seq 0 (deltas follow a state)", path);
+        if (!(out->dbytes = malloc((size_t)flen)))
+            FAIL("%s: out of memory", path);
+        memcpy(out->dbytes, buf + off, (size_t)flen);
+        out->dlen = (size_t)flen;
+        return 1;
+    }
     if (bf_filter_load_mem(buf + off, (size_t)flen, BF_LOAD_COPY,
                            &out->filter, why, sizeof(why)) != BF_OK)
         FAIL("%s: the filter inside is damaged: %s", path, why);
@@ -235,6 +361,107 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
 fail:
     bs_ckpt_free(out);
     return -1;
+}
+
+int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
+                  char *errstr, size_t errstr_size)
+{
+    char why[512];
+    if (!d->delta || c->delta || !c->filter) {
+        snprintf(errstr, errstr_size, "%s: not a delta on a whole state",
+                 name);
+        return -1;
+    }
+    if (strcmp(c->topic, d->topic) != 0 || c->partition != d->partition) {
+        snprintf(errstr, errstr_size, "%s: a delta of %s [%d], not of %s "
+                 "[%d]", name, d->topic, (int)d->partition, c->topic,
+                 (int)c->partition);
+        return -1;
+    }
+    if (d->prev_id != c->id || d->seq != c->seq + 1) {
+        snprintf(errstr, errstr_size, "%s: base mismatch: the delta (seq "
+                 "%llu) applies to state %016llx, the state before it is "
+                 "%016llx (seq %llu)", name, (unsigned long long)d->seq,
+                 (unsigned long long)d->prev_id, (unsigned long long)c->id,
+                 (unsigned long long)c->seq);
+        return -1;
+    }
+    uint64_t mark;
+    if (!bf_filter_tracked(c->filter, &mark) || mark != c->id) {
+        if (bf_filter_track(c->filter, c->id, why, sizeof(why)) != BF_OK) {
+            snprintf(errstr, errstr_size, "%s: %s", name, why);
+            return -1;
+        }
+    }
+    if (bf_filter_delta_apply(c->filter, d->dbytes, d->dlen, why,
+                              sizeof(why)) != BF_OK) {
+        snprintf(errstr, errstr_size, "%s: the filter delta does not apply: "
+                 "%s", name, why);
+        return -1;
+    }
+    bs_ckpt_wm *wm = NULL;
+    if (d->nwm) {
+        if (!(wm = malloc(d->nwm * sizeof(*wm)))) {
+            /* the filter moved on already: the state is unusable */
+            snprintf(errstr, errstr_size, "%s: out of memory", name);
+            return -1;
+        }
+        memcpy(wm, d->wm, d->nwm * sizeof(*wm));
+    }
+    free(c->wm);
+    c->wm = wm;
+    c->nwm = d->nwm;
+    c->next_offset = d->next_offset;
+    c->written_ms = d->written_ms;
+    c->seq = d->seq;
+    c->id = d->id;
+    return 0;
+}
+
+int bs_ckpt_peek(const char *path, bs_ckpt_head *out, char *errstr,
+                 size_t errstr_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(errstr, errstr_size, "%s: cannot open: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    uint8_t *buf = NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        FAIL("%s: cannot stat: %s", path, strerror(errno));
+    size_t len = (size_t)st.st_size, want = FIXED + 249 + 24 + 8;
+    uint8_t fixed[FIXED];
+    if (len < FIXED || pread(fd, fixed, FIXED, 0) != (ssize_t)FIXED)
+        FAIL("%s: truncated checkpoint (%zu bytes)", path, len);
+    uint32_t nwm = (uint32_t)bf_getn(fixed + 32, 4);
+    if (nwm <= BS_CKPT_MAX_WATERMARKS)
+        want += (size_t)nwm * 12;
+    if (want > len)
+        want = len;
+    if (!(buf = malloc(want)))
+        FAIL("%s: out of memory", path);
+    if (pread(fd, buf, want, 0) != (ssize_t)want)
+        FAIL("%s: read failed: %s", path, strerror(errno));
+    size_t tlen, off;
+    if (parse_head(buf, want, len, path, out, &tlen, &off, errstr,
+                   errstr_size) != 0)
+        goto fail;
+    if (!out->delta && bf_getn(buf + 8, 2) == 1) { /* named by its sum */
+        uint8_t sum[8];
+        if (pread(fd, sum, 8, (off_t)(len - 8)) != 8)
+            FAIL("%s: read failed: %s", path, strerror(errno));
+        out->id = bf_getn(sum, 8);
+    }
+    rc = 1;
+fail:
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
@@ -282,6 +509,8 @@ void bs_ckpt_free(bs_checkpoint *c)
 {
     free(c->wm);
     bf_filter_destroy(c->filter);
+    free(c->dbytes);
     c->wm = NULL;
     c->filter = NULL;
+    c->dbytes = NULL;
 }

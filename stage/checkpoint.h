@@ -3,11 +3,15 @@
  * next input offset the filter covers, and the output topic's high
  * watermarks when it was taken (for output-tail replay, DESIGN.md).
  *
- * File: CHECKPOINT_DIR/TOPIC-PARTITION.ckpt, written atomically (temp file,
- * fsync, rename, fsync of the directory).  Format, little-endian:
+ * Two kinds of record, both little-endian, both written atomically (temp
+ * file, fsync, rename; the directory store fsyncs the directory once per
+ * round) and read by the same decoder:
+ *
+ * A snapshot (format version 2; version 1, without the ids, still loads,
+ * as seq 0 named by its own checksum) holds the whole filter:
  *
  *   0   8  magic "BLMCKPT\0"
- *   8   2  format version (1)
+ *   8   2  format version (2)
  *   10  2  topic name length T (1..249)
  *   12  4  partition
  *   16  8  next input offset (int64): the first record NOT covered
@@ -16,13 +20,23 @@
  *   36  4  reserved (0)
  *   40  T  topic name
  *   ..  W*12  output watermarks: u32 partition, i64 high watermark
+ *   ..  8  seq: the state's number in its partition's series (version 2)
+ *   ..  8  id: the state's name, which the next delta must give as its base
+ *          and the filter's mark (version 2)
  *   ..  8  filter length F
  *   ..  F  the filter, in libbloomfilters' own format (its own checksum)
  *   end 8  XXH3-64 of every byte before it
  *
+ * A delta (magic "BLMCKPD\0", version 1) has the same layout with three ids
+ * (seq, id, prev: the id of the state it applies to, seq - 1) and, instead
+ * of the filter, the filter's delta from state prev (bloomfilters.h, "Deltas")
+ * whose base mark is prev and new mark is id.
+ *
  * Loading checks magic, version, lengths against the file size (before
- * allocating) and the checksum, then loads the filter with its own checks;
- * each failure says what is wrong and names the file.
+ * allocating) and the checksum, then the filter (or delta) with its own
+ * checks; each failure says what is wrong and names the file.  A delta is
+ * applied to the state it names with bs_ckpt_apply, which refuses any other
+ * (wrong id, a gap in seq, another partition's) by name.
  */
 #ifndef BLOOMSTAGE_CHECKPOINT_H
 #define BLOOMSTAGE_CHECKPOINT_H
@@ -45,8 +59,61 @@ typedef struct bs_checkpoint {
     int64_t written_ms;
     uint32_t nwm;
     bs_ckpt_wm *wm; /* owned */
-    bf_filter *filter; /* owned */
+    bf_filter *filter; /* owned; NULL in a delta */
+    uint64_t seq, id;  /* the state's number and name */
+    bool delta;        /* a delta record: */
+    uint64_t prev_id;  /* the state it applies to */
+    uint8_t *dbytes;   /* the filter delta (owned) */
+    size_t dlen;
 } bs_checkpoint;
+
+/* What a checkpoint write records besides the filter. */
+typedef struct bs_ckpt_meta {
+    const char *topic;
+    int32_t partition;
+    int64_t next_offset;
+    const bs_ckpt_wm *wm;
+    uint32_t nwm;
+    uint64_t seq, id;
+    uint64_t prev_id; /* deltas only */
+} bs_ckpt_meta;
+
+/* A fresh state id (random enough never to repeat: time, pid, counter). */
+uint64_t bs_ckpt_new_id(void);
+
+/* Writes a snapshot (delta false) or a delta (true: the filter's changes
+ * since its mark, which must be m->prev_id) to `path` atomically, with
+ * bf_write_file_atomic_flags's flags.  0, or -1 with errstr. */
+int bs_ckpt_write_path(const char *path, const bs_ckpt_meta *m,
+                       const bf_filter *filter, bool delta, unsigned flags,
+                       char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
+/* Bytes bs_ckpt_write_path writes. */
+uint64_t bs_ckpt_size(const bs_ckpt_meta *m, const bf_filter *filter,
+                      bool delta);
+
+/* Applies delta d (read from `name`) to state *c: c becomes the state d
+ * makes (filter, offsets, watermarks, seq, id).  Refused, c unchanged, when
+ * d is of another partition, does not follow c's seq, or names another
+ * base than c's id ("base mismatch"), or its filter delta does not apply.
+ * c's filter is tracked from then on (bf_filter_track). */
+int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
+                  char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
+/* A record's header, read without the rest (the directory store's scan;
+ * the checksum is not verified: bs_ckpt_load does that). */
+typedef struct bs_ckpt_head {
+    bool delta;
+    int32_t partition;
+    int64_t next_offset;
+    uint64_t seq, id, prev_id;
+    uint64_t bytes; /* the file's size */
+} bs_ckpt_head;
+/* 1 read, 0 no such file, -1 not a checkpoint record (errstr names it). */
+int bs_ckpt_peek(const char *path, bs_ckpt_head *out, char *errstr,
+                 size_t errstr_size) __attribute__((warn_unused_result));
 
 /* Checkpoint files are named TOPIC-PARTITION BS_CKPT_SUFFIX; this is the
  * one place that spelling is defined. */

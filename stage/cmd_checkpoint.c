@@ -4,6 +4,7 @@
  */
 #include "checkpoint.h"
 #include "commands.h"
+#include "store_dir.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -15,10 +16,11 @@
 static const char CKPT_HELP[] =
     "usage: bloomstage checkpoint info DIR\n"
     "\n"
-    "For every checkpoint file in DIR (a stage's checkpoint.dir): topic,\n"
-    "partition, the next input offset it covers, when it was written, the\n"
-    "dedup filter's layers, memory, estimated keys and false-positive rate,\n"
-    "and whether the file verifies (checksums and structure).\n"
+    "For every partition with a checkpoint in DIR (a stage's checkpoint.dir):\n"
+    "topic, partition, the next input offset its newest state covers (the\n"
+    "snapshot and the deltas after it), when it was written, the dedup\n"
+    "filter's layers, memory, estimated keys and false-positive rate, and\n"
+    "whether every file of it verifies (checksums, structure, the chain).\n"
     "Exit 0 if every file verifies, 1 if any does not, 2 on a usage error.\n";
 
 /* A ms timestamp as UTC text, to the millisecond. */
@@ -102,6 +104,19 @@ int cmd_checkpoint(int argc, char **argv)
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         bs_checkpoint c;
         int r = names[i] ? bs_ckpt_load(path, &c, err, sizeof(err)) : -1;
+        uint64_t snap_seq = r == 1 ? c.seq : 0;
+        if (r == 1) {
+            /* The newest state: the snapshot and its deltas. */
+            char topic[sizeof(c.topic)];
+            int32_t part = c.partition;
+            snprintf(topic, sizeof(topic), "%s", c.topic);
+            bs_ckpt_free(&c);
+            bs_dirstore *ds = bs_dirstore_new(dir, 0, 0);
+            r = ds ? bs_dirstore_get(ds, topic, part, BS_STORE_NEWEST, &c,
+                                     err, sizeof(err))
+                   : -1;
+            bs_dirstore_destroy(ds);
+        }
         if (r <= 0) {
             printf("%-24s %s\n", names[i] ? names[i] : "?",
                    r == 0 ? "vanished while read" : err);
@@ -120,6 +135,11 @@ int cmd_checkpoint(int argc, char **argv)
                c.topic, (int)c.partition, (long long)c.next_offset, when,
                in.layers, bs_human_bytes(in.bytes, hb, sizeof(hb)),
                in.est_keys, in.est_fpr);
+        if (c.seq > snap_seq)
+            printf("  state %llu: the snapshot (state %llu) and %llu "
+                   "deltas\n", (unsigned long long)c.seq,
+                   (unsigned long long)snap_seq,
+                   (unsigned long long)(c.seq - snap_seq));
         print_window(bf_filter_windowed(c.filter));
         bs_ckpt_free(&c);
         free(names[i]);

@@ -117,8 +117,8 @@ static void warn_window_changed(bs_stage *s, const part *p)
 static bs_rc part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
 {
     bs_checkpoint c;
-    int r = bs_store_get(s->store, p->topic, p->partition, &c, errstr,
-                         errstr_size);
+    int r = bs_store_get(s->store, p->topic, p->partition, BS_STORE_NEWEST,
+                         &c, errstr, errstr_size);
     if (r < 0)
         return BS_FATAL;
     bf_filter_destroy(p->filter);

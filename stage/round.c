@@ -251,6 +251,12 @@ static void commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
         part *p = bs_part_find(s, e->topic, e->partition);
         if (p)
             p->committed = e->offset;
+        /* The store may drop the states a restore can no longer need. */
+        char err[512];
+        if (bs_store_committed(s->store, e->topic, e->partition, e->offset,
+                               err, sizeof(err)) != 0)
+            bs_log(BS_LOG_WARN, "checkpoint store cleanup failed", "topic=%s "
+                   "partition=%d error=%s", e->topic, (int)e->partition, err);
     }
     BS_INC(s->ctr.commits);
 }

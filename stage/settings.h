@@ -109,6 +109,8 @@ typedef enum bs_start_at {
     X("checkpoint.chunk.bytes", checkpoint_chunk_bytes, SIZE)               \
     X("checkpoint.interval.ms", checkpoint_interval_ms, MS)                 \
     X("checkpoint.records", checkpoint_records, COUNT)                      \
+    X("checkpoint.delta.max", checkpoint_delta_max, COUNT)                  \
+    X("checkpoint.delta.ratio", checkpoint_delta_ratio, DOUBLE)             \
     X("processing.guarantee", guarantee, GUARANTEE)                         \
     X("consumer.group.id", group_id, STRING)                                \
     X("metrics.listen", metrics_listen, OPT_STRING)                         \

@@ -1,8 +1,9 @@
 /*
- * store.c -- see store.h.  The directory store is a thin layer over
- * checkpoint.c; the Kafka store is below it.
+ * store.c -- see store.h.  The directory store is store_dir.c; the Kafka
+ * store is here.
  */
 #include "store.h"
+#include "store_dir.h"
 #include "timeouts.h"
 #include "log.h"
 #include "kafka_util.h"
@@ -43,8 +44,7 @@ typedef struct known {
 
 struct bs_store {
     bs_ckpt_store_kind kind;
-    const char *dir;
-    bool dir_dirty; /* renamed files not yet made durable by a dir fsync */
+    bs_dirstore *ds; /* dir */
     char desc[300];
     /* kafka */
     const char *group;
@@ -60,53 +60,8 @@ struct bs_store {
     size_t nknown, capknown;
     uint64_t dr_failed;
     char dr_error[256];
+    uint64_t last_bytes;
 };
-
-/* -- directory ------------------------------------------------------------- */
-
-static int dir_check(bs_store *st, char *errstr, size_t errstr_size)
-{
-    /* The directory store makes its directory (one level, as mkdir(1)
-     * without -p); the Kafka store needs none. */
-    if (mkdir(st->dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", st->dir,
-                 strerror(errno));
-        return -1;
-    }
-    DIR *d = opendir(st->dir);
-    if (!d) {
-        snprintf(errstr, errstr_size, "checkpoint.dir %s: %s", st->dir,
-                 strerror(errno));
-        return -1;
-    }
-    int rc = 0, n = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", st->dir, e->d_name);
-        /* A crash in the middle of a write leaves its temp file; the
-         * rename never happened, so the previous checkpoint stands. */
-        if (bs_ckpt_is_temp_name(e->d_name)) {
-            bs_log(BS_LOG_INFO, "removing an unfinished checkpoint write",
-                   "file=%s", path);
-            unlink(path);
-            continue;
-        }
-        if (!bs_ckpt_is_file_name(e->d_name))
-            continue;
-        bs_checkpoint c;
-        if (bs_ckpt_load(path, &c, errstr, errstr_size) < 0)
-            rc = -1;
-        else
-            bs_ckpt_free(&c);
-        n++;
-    }
-    closedir(d);
-    if (rc == 0 && n > 0)
-        bs_log(BS_LOG_INFO, "checkpoints verified", "dir=%s files=%d",
-               st->dir, n);
-    return rc;
-}
 
 /* -- kafka: keys and delivery reports --------------------------------------- */
 
@@ -260,6 +215,7 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     if (bs_ckpt_encode(topic, part, next_offset, wm, nwm, filter, &buf, &len,
                        errstr, errstr_size) != 0)
         return -1;
+    st->last_bytes = len;
     if (st->npend == st->cappend) {
         size_t cap = st->cappend ? st->cappend * 2 : 16;
         pending *np = realloc(st->pend, cap * sizeof(*np));
@@ -583,7 +539,8 @@ static int on_chunk(const rd_kafka_message_t *m, void *op)
 }
 
 static int kafka_get(bs_store *st, const char *topic, int32_t part,
-                     bs_checkpoint *out, char *errstr, size_t errstr_size)
+                     int64_t at_offset, bs_checkpoint *out, char *errstr,
+                     size_t errstr_size)
 {
     char key[600], name[700];
     int klen = manifest_key(st, topic, part, key, sizeof(key));
@@ -618,6 +575,15 @@ static int kafka_get(bs_store *st, const char *topic, int32_t part,
         0)
         rc = bs_store_chunks_decode(g, name, out, errstr, errstr_size);
     bs_store_chunks_free(g);
+    if (rc == 1 && at_offset != BS_STORE_NEWEST &&
+        out->next_offset > at_offset) {
+        /* The topic keeps one state per partition (compaction). */
+        snprintf(errstr, errstr_size, "%s: the checkpoint covers up to offset "
+                 "%lld, past the committed %lld, and no older one is kept",
+                 name, (long long)out->next_offset, (long long)at_offset);
+        bs_ckpt_free(out);
+        rc = -1;
+    }
     if (rc == 1) {
         known *k = known_find(st, topic, part, true);
         if (k) {
@@ -703,11 +669,18 @@ bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
         return NULL;
     }
     st->kind = set->checkpoint_store;
-    st->dir = set->checkpoint_dir;
-    snprintf(st->desc, sizeof(st->desc), "dir %s", st->dir);
+    snprintf(st->desc, sizeof(st->desc), "dir %s", set->checkpoint_dir);
     if (st->kind != BS_CONFIG_STORE_KAFKA) {
         if (producer_conf)
             rd_kafka_conf_destroy(producer_conf);
+        st->ds = bs_dirstore_new(set->checkpoint_dir,
+                                 (uint32_t)set->checkpoint_delta_max,
+                                 set->checkpoint_delta_ratio);
+        if (!st->ds) {
+            snprintf(errstr, errstr_size, "out of memory");
+            free(st);
+            return NULL;
+        }
         return st;
     }
     st->group = set->group_id;
@@ -737,6 +710,7 @@ void bs_store_destroy(bs_store *st)
         rd_kafka_flush(st->producer, BS_TIMEOUT_STORE_ADMIN_MS);
         rd_kafka_destroy(st->producer);
     }
+    bs_dirstore_destroy(st->ds);
     free(st->pend);
     free(st->known);
     free(st);
@@ -746,51 +720,56 @@ int bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
 {
     return st->kind == BS_CONFIG_STORE_KAFKA
                ? kafka_check(st, errstr, errstr_size)
-               : dir_check(st, errstr, errstr_size);
+               : bs_dirstore_check(st->ds, errstr, errstr_size);
 }
 
 int bs_store_put(bs_store *st, const char *topic, int32_t partition,
                  int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                 const bf_filter *filter, char *errstr, size_t errstr_size)
+                 bf_filter *filter, char *errstr, size_t errstr_size)
 {
     if (st->kind == BS_CONFIG_STORE_KAFKA)
         return kafka_put(st, topic, partition, next_offset, wm, nwm, filter,
                          errstr, errstr_size);
-    /* The directory is fsynced once for the round, in sync. */
-    if (bs_ckpt_write_flags(st->dir, topic, partition, next_offset, wm, nwm,
-                            filter, BF_WRITE_NO_DIRSYNC, errstr,
-                            errstr_size) != 0)
-        return -1;
-    st->dir_dirty = true;
-    return 0;
+    return bs_dirstore_put(st->ds, topic, partition, next_offset, wm, nwm,
+                           filter, errstr, errstr_size);
 }
 
 int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
 {
     if (st->kind == BS_CONFIG_STORE_KAFKA)
         return kafka_sync(st, errstr, errstr_size);
-    if (!st->dir_dirty)
-        return 0;
-    /* The renames of this round become durable here, before any commit. */
-    char probe[4096];
-    snprintf(probe, sizeof(probe), "%s/.", st->dir);
-    if (bf_fsync_dir(probe, errstr, errstr_size) != BF_OK)
-        return -1;
-    st->dir_dirty = false;
-    return 0;
+    return bs_dirstore_sync(st->ds, errstr, errstr_size);
 }
 
 int bs_store_get(bs_store *st, const char *topic, int32_t partition,
-                 bs_checkpoint *out, char *errstr, size_t errstr_size)
+                 int64_t at_offset, bs_checkpoint *out, char *errstr,
+                 size_t errstr_size)
 {
     if (st->kind == BS_CONFIG_STORE_KAFKA)
-        return kafka_get(st, topic, partition, out, errstr, errstr_size);
-    char path[4096];
-    if (bs_ckpt_path(st->dir, topic, partition, path, sizeof(path))) {
-        snprintf(errstr, errstr_size, "checkpoint path too long");
-        return -1;
+        return kafka_get(st, topic, partition, at_offset, out, errstr,
+                         errstr_size);
+    return bs_dirstore_get(st->ds, topic, partition, at_offset, out, errstr,
+                           errstr_size);
+}
+
+int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
+                       int64_t next_offset, char *errstr, size_t errstr_size)
+{
+    /* The kafka store keeps one state per partition: nothing to drop. */
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        return 0;
+    return bs_dirstore_committed(st->ds, topic, partition, next_offset,
+                                 errstr, errstr_size);
+}
+
+uint64_t bs_store_last_bytes(const bs_store *st, bool *delta)
+{
+    if (st->kind == BS_CONFIG_STORE_KAFKA) {
+        if (delta)
+            *delta = false;
+        return st->last_bytes;
     }
-    return bs_ckpt_load(path, out, errstr, errstr_size);
+    return bs_dirstore_last_bytes(st->ds, delta);
 }
 
 const char *bs_store_describe(const bs_store *st) { return st->desc; }

@@ -1,9 +1,10 @@
 /*
  * store.h -- where checkpoints are kept (checkpoint.store):
  *
- *   dir    one file per partition in checkpoint.dir (checkpoint.h), each
- *          written and fsynced by bs_store_put and renamed into place; the
- *          directory is fsynced once per round by bs_store_sync;
+ *   dir    per partition a snapshot and a bounded chain of deltas in
+ *          checkpoint.dir (store_dir.c), each file written and fsynced by
+ *          bs_store_put and renamed into place; the directory is fsynced
+ *          once per round by bs_store_sync;
  *   kafka  the compacted topic checkpoint.topic, so a partition's state
  *          follows the partition to whichever instance of the consumer
  *          group gets it.  A checkpoint is split into chunks under
@@ -49,18 +50,40 @@ void bs_store_destroy(bs_store *st);
 int bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
+/* filter: the partition's filter, marked (bf_filter_mark) once its state
+ * is written, so the dir store's next checkpoint of it can be a delta. */
 int bs_store_put(bs_store *st, const char *topic, int32_t partition,
                  int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                 const bf_filter *filter, char *errstr, size_t errstr_size)
+                 bf_filter *filter, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
-/* The newest complete checkpoint of a partition: 1 loaded, 0 none, -1
- * unreadable or damaged (errstr says which and where). */
+#define BS_STORE_NEWEST (-1)
+/* A partition's state.  at_offset BS_STORE_NEWEST: the newest durable state
+ * (today's behaviour).  Otherwise at_offset is the partition's committed
+ * input offset (transactions: the state must match what the transaction
+ * committed): the newest durable state whose next_offset <= at_offset.  1
+ * loaded, 0 none, -1 unreadable or damaged (errstr says which and where).
+ * The dir store removes the states newer than the one loaded (written,
+ * never committed).  The kafka store keeps one state: it fails when that
+ * one is past at_offset. */
 int bs_store_get(bs_store *st, const char *topic, int32_t partition,
-                 bs_checkpoint *out, char *errstr, size_t errstr_size)
-    __attribute__((warn_unused_result));
+                 int64_t at_offset, bs_checkpoint *out, char *errstr,
+                 size_t errstr_size) __attribute__((warn_unused_result));
+
+/* The partition's input offsets below next_offset are committed (the
+ * round's commit, or transaction, succeeded).  Until this is called for a
+ * state, bs_store_put keeps the state before it, so a restore can still be
+ * asked for it (a crash after the checkpoint was durable but before the
+ * commit).  States older than the newest one with next_offset <= this may
+ * then go. */
+int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
+                       int64_t next_offset, char *errstr, size_t errstr_size);
+
+/* Bytes the last bs_store_put wrote and whether that was a delta (dir
+ * store; the kafka store writes whole checkpoints). */
+uint64_t bs_store_last_bytes(const bs_store *st, bool *delta);
 
 /* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
 const char *bs_store_describe(const bs_store *st);

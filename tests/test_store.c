@@ -21,6 +21,7 @@
 #include "store.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,7 @@ static bs_store *new_store(bs_config *cfg, rd_kafka_t *reader,
 static int get(bs_store *st, const char *topic, int32_t part,
                bs_checkpoint *c, char *err, size_t size)
 {
-    return bs_store_get(st, topic, part, c, err, size);
+    return bs_store_get(st, topic, part, BS_STORE_NEWEST, c, err, size);
 }
 
 static void expect_ckpt(bs_store *st, const char *topic, int32_t part,
@@ -231,6 +232,343 @@ static void test_dir_damage_and_crash_leftovers(void **state)
     bs_store_destroy(st);
     bs_config_destroy(cfg);
     bf_filter_destroy(f);
+}
+
+/* -- the directory store's chains ----------------------------------------- */
+
+static bs_store *chain_store(bs_config **cfg, const char *dir,
+                             const char *max, const char *ratio)
+{
+    const char *kv[] = {"checkpoint.store", "dir", "checkpoint.dir", dir,
+                        "checkpoint.delta.max", max,
+                        "checkpoint.delta.ratio", ratio, NULL};
+    *cfg = store_config(kv);
+    char err[512] = "";
+    bs_store *st = new_store(*cfg, NULL, NULL, err, sizeof(err));
+    if (!st)
+        fail_msg("bs_store_new: %s", err);
+    return st;
+}
+
+static void add_tagged(bf_filter *f, const char *tag, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        int len = snprintf(k, sizeof(k), "%s-%d", tag, i);
+        assert_int_equal(bf_filter_add(f, k, (size_t)len), 1);
+    }
+}
+
+/* How many of TAG-0..n-1 f holds. */
+static int holds_count(const bf_filter *f, const char *tag, int n)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        int len = snprintf(k, sizeof(k), "%s-%d", tag, i);
+        c += bf_filter_contains(f, k, (size_t)len);
+    }
+    return c;
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char *p = h_strdupf("%s/%s", dir, name);
+    bool e = access(p, F_OK) == 0;
+    free(p);
+    return e;
+}
+
+static size_t count_files(const char *dir)
+{
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void put_sync(bs_store *st, int64_t next, bf_filter *f,
+                     bool want_delta)
+{
+    char err[1024] = "";
+    if (bs_store_put(st, "in", 0, next, NULL, 0, f, err, sizeof(err)) != 0 ||
+        bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("put %lld: %s", (long long)next, err);
+    bool delta;
+    uint64_t bytes = bs_store_last_bytes(st, &delta);
+    if (delta != want_delta)
+        fail_msg("put %lld wrote a %s (%llu bytes), expected a %s",
+                 (long long)next, delta ? "delta" : "snapshot",
+                 (unsigned long long)bytes, want_delta ? "delta" : "snapshot");
+}
+
+static void assert_same_filter(const bf_filter *a, const bf_filter *b)
+{
+    bf_membuf x = {NULL, 0, 0}, y = {NULL, 0, 0};
+    assert_int_equal(bf_filter_serialize(a, bf_membuf_write, &x), BF_OK);
+    assert_int_equal(bf_filter_serialize(b, bf_membuf_write, &y), BF_OK);
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.buf, y.buf, x.len);
+    free(x.buf);
+    free(y.buf);
+}
+
+/* Snapshot, deltas up to checkpoint.delta.max, a snapshot again (the old
+ * one set aside); a restore of the newest state is the filter bit for bit;
+ * a commit drops what no restore can need; a restore at an older offset
+ * gives that state and removes the ones after it, and the next checkpoint
+ * is a delta on it. */
+static void test_dir_chain(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = chain_store(&cfg, tmpdir, "3", "10");
+    char err[1024] = "", tag[16];
+    assert_int_equal(bs_store_check(st, err, sizeof(err)), 0);
+    bf_filter *f = filter_with("r0", 50, 20000);
+    put_sync(st, 100, f, false); /* seq 1 */
+    for (int r = 1; r <= 8; r++) {
+        snprintf(tag, sizeof(tag), "r%d", r);
+        add_tagged(f, tag, 50);
+        /* seq r+1: deltas 2-4, a snapshot at 5, deltas 6-8, one at 9 */
+        put_sync(st, 100 * (r + 1), f, (r + 1) % 4 != 1);
+    }
+    const char *all[] = {"in-0.1.ckps", "in-0.2.ckpd", "in-0.3.ckpd",
+                         "in-0.4.ckpd", "in-0.5.ckps", "in-0.6.ckpd",
+                         "in-0.7.ckpd", "in-0.8.ckpd", "in-0.ckpt"};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (!exists(tmpdir, all[i]))
+            fail_msg("%s missing: no commit yet, every state is kept",
+                     all[i]);
+    assert_int_equal(count_files(tmpdir), 9);
+    assert_int_equal(bs_store_check(st, err, sizeof(err)), 0);
+
+    /* A delta is its changed blocks, not the filter. */
+    bf_info in;
+    bf_filter_info(f, &in);
+    char *d2 = h_strdupf("%s/in-0.2.ckpd", tmpdir);
+    struct stat sb;
+    assert_int_equal(stat(d2, &sb), 0);
+    if ((uint64_t)sb.st_size > in.bytes / 10)
+        fail_msg("a 50-key delta of a %llu-byte filter is %lld bytes",
+                 (unsigned long long)in.bytes, (long long)sb.st_size);
+    free(d2);
+
+    /* The newest state, by a store that knows nothing yet. */
+    bs_config *cfg2;
+    bs_store *st2 = chain_store(&cfg2, tmpdir, "3", "10");
+    bs_checkpoint c;
+    assert_int_equal(get(st2, "in", 0, &c, err, sizeof(err)), 1);
+    assert_int_equal(c.next_offset, 900);
+    assert_int_equal(c.seq, 9);
+    assert_same_filter(f, c.filter);
+    bs_ckpt_free(&c);
+
+    /* Offsets up to 700 committed: states 1-4 go, 5 (under 7) stays. */
+    assert_int_equal(bs_store_committed(st, "in", 0, 700, err, sizeof(err)),
+                     0);
+    assert_false(exists(tmpdir, "in-0.1.ckps"));
+    assert_false(exists(tmpdir, "in-0.4.ckpd"));
+    assert_true(exists(tmpdir, "in-0.5.ckps"));
+    assert_int_equal(count_files(tmpdir), 5);
+
+    /* A restore at offset 650 (the committed state of a transaction): the
+     * state covering up to 600, seq 6 = snapshot 5 + delta 6. */
+    assert_int_equal(bs_store_get(st2, "in", 0, 650, &c, err, sizeof(err)),
+                     1);
+    assert_int_equal(c.next_offset, 600);
+    assert_int_equal(c.seq, 6);
+    for (int r = 0; r <= 8; r++) {
+        snprintf(tag, sizeof(tag), "r%d", r);
+        int have = holds_count(c.filter, tag, 50);
+        if (r <= 5 ? have != 50 : have > 1)
+            fail_msg("state 6 holds %d of %s's 50 keys", have, tag);
+    }
+    /* States 7-9 were never committed: gone, so nothing chains onto them. */
+    assert_false(exists(tmpdir, "in-0.7.ckpd"));
+    assert_false(exists(tmpdir, "in-0.ckpt"));
+    assert_int_equal(count_files(tmpdir), 2);
+    /* The restored filter's next checkpoint is a delta on state 6. */
+    add_tagged(c.filter, "after", 40);
+    put_sync(st2, 610, c.filter, true);
+    assert_true(exists(tmpdir, "in-0.7.ckpd"));
+    bs_config *cfg3;
+    bs_store *st3 = chain_store(&cfg3, tmpdir, "3", "10");
+    bs_checkpoint c3;
+    assert_int_equal(get(st3, "in", 0, &c3, err, sizeof(err)), 1);
+    assert_int_equal(c3.next_offset, 610);
+    assert_same_filter(c.filter, c3.filter);
+    bs_ckpt_free(&c3);
+    /* Nothing at or before offset 50: said, not a fresh filter. */
+    assert_int_equal(bs_store_get(st3, "in", 0, 50, &c3, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "no checkpoint of in [0] at or before"));
+    bs_ckpt_free(&c);
+    bs_store_destroy(st3);
+    bs_config_destroy(cfg3);
+    bs_store_destroy(st2);
+    bs_config_destroy(cfg2);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(f);
+}
+
+/* checkpoint.delta.ratio: the chain's bytes stay under that fraction of
+ * the snapshot's; checkpoint.delta.max 0: snapshots only; a windowed
+ * filter is always whole. */
+static void test_dir_chain_bounds(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = chain_store(&cfg, tmpdir, "1000", "0.5");
+    bf_filter *f = filter_with("b0", 10, 1000);
+    put_sync(st, 1, f, false);
+    int deltas = 0;
+    for (int r = 1; r <= 30; r++) {
+        char tag[16];
+        snprintf(tag, sizeof(tag), "b%d", r);
+        add_tagged(f, tag, 5);
+        char err[1024];
+        assert_int_equal(bs_store_put(st, "in", 0, r + 1, NULL, 0, f, err,
+                                      sizeof(err)), 0);
+        assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+        bool delta;
+        (void)bs_store_last_bytes(st, &delta);
+        deltas += delta;
+    }
+    /* ~5 blocks of 72 bytes and ~250 bytes of headers a delta against a
+     * ~5 KiB snapshot: a few deltas, then a snapshot */
+    assert_true(deltas > 0 && deltas < 30);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+
+    st = chain_store(&cfg, tmpdir, "0", "0.5");
+    add_tagged(f, "zero", 5);
+    put_sync(st, 100, f, false);
+    add_tagged(f, "zero2", 5);
+    put_sync(st, 101, f, false);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+
+    st = chain_store(&cfg, tmpdir, "10", "0.5");
+    bf_windowed_params wp;
+    bf_windowed_params_default(&wp);
+    bf_filter *w = bf_filter_from_windowed(bf_windowed_new(&wp, NULL, 0));
+    put_sync(st, 1000, w, false);
+    assert_int_equal(bf_filter_add(w, "k", 1), 1);
+    put_sync(st, 1001, w, false);
+    bs_checkpoint c;
+    char err[1024];
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
+    assert_int_equal(c.next_offset, 1001);
+    assert_true(bf_filter_contains(c.filter, "k", 1));
+    bs_ckpt_free(&c);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(w);
+    bf_filter_destroy(f);
+}
+
+static void expect_get_fails(const char *dir, const char *want1,
+                             const char *want2)
+{
+    bs_config *cfg;
+    bs_store *st = chain_store(&cfg, dir, "10", "10");
+    bs_checkpoint c;
+    char err[1024] = "";
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), -1);
+    if (!strstr(err, want1) || (want2 && !strstr(err, want2)))
+        fail_msg("expected \"%s\" and \"%s\" in: %s", want1,
+                 want2 ? want2 : "", err);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+}
+
+/* A chain that cannot reach its newest state fails, naming the file and
+ * what is wrong: a damaged delta, a missing one, one of another chain. */
+static void test_dir_chain_damage_named(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = chain_store(&cfg, tmpdir, "10", "10");
+    bf_filter *f = filter_with("d0", 50, 5000);
+    put_sync(st, 10, f, false);
+    add_tagged(f, "d1", 30);
+    put_sync(st, 20, f, true);
+    add_tagged(f, "d2", 30);
+    put_sync(st, 30, f, true);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    char *d2 = h_strdupf("%s/in-0.2.ckpd", tmpdir);
+    char *d3 = h_strdupf("%s/in-0.3.ckpd", tmpdir);
+    char *buf, *good;
+    size_t len;
+    H_CHECK(h_read_file(d2, &good, &len));
+
+    /* damaged: check and get name it */
+    buf = malloc(len);
+    memcpy(buf, good, len);
+    buf[len / 2] ^= 0x08;
+    H_CHECK(h_write_bytes(d2, buf, len));
+    expect_get_fails(tmpdir, "in-0.2.ckpd", "checksum");
+    st = chain_store(&cfg, tmpdir, "10", "10");
+    char err[1024] = "";
+    assert_int_equal(bs_store_check(st, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "in-0.2.ckpd"));
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    /* truncated */
+    H_CHECK(h_write_bytes(d2, good, len - 9));
+    expect_get_fails(tmpdir, "in-0.2.ckpd", "truncated");
+
+    /* missing: the chain breaks at the next one */
+    assert_int_equal(unlink(d2), 0);
+    expect_get_fails(tmpdir, "in-0.3.ckpd", "missing");
+
+    /* a delta of another chain (same partition, same seq, another run) */
+    char *other;
+    H_CHECK(h_tmpdir_new(&other));
+    st = chain_store(&cfg, other, "10", "10");
+    bf_filter *g = filter_with("d0", 50, 5000);
+    put_sync(st, 10, g, false);
+    add_tagged(g, "d1", 30);
+    put_sync(st, 20, g, true);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    char *od2 = h_strdupf("%s/in-0.2.ckpd", other), *obuf;
+    size_t olen;
+    H_CHECK(h_read_file(od2, &obuf, &olen));
+    H_CHECK(h_write_bytes(d2, obuf, olen));
+    expect_get_fails(tmpdir, "in-0.2.ckpd", "base mismatch");
+    /* the right one back: whole again */
+    H_CHECK(h_write_bytes(d2, good, len));
+    st = chain_store(&cfg, tmpdir, "10", "10");
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
+    assert_same_filter(f, c.filter);
+    bs_ckpt_free(&c);
+    /* a crash mid-write of a delta leaves a temp file: check removes it */
+    char *tmp = h_strdupf("%s/in-0.4.ckpd.tmp.Ab3dEf", tmpdir);
+    H_CHECK(h_write_file(tmp, "half a delta"));
+    assert_int_equal(bs_store_check(st, err, sizeof(err)), 0);
+    assert_int_equal(access(tmp, F_OK), -1);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    h_tmpdir_remove(other);
+    free(other);
+    free(od2);
+    free(obuf);
+    free(tmp);
+    free(buf);
+    free(good);
+    free(d2);
+    free(d3);
+    bf_filter_destroy(f);
+    bf_filter_destroy(g);
 }
 
 static void test_dir_missing_dir(void **state)
@@ -815,6 +1153,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_round_trip, dir_setup,
                                         dir_teardown),
         cmocka_unit_test_setup_teardown(test_dir_damage_and_crash_leftovers,
+                                        dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_chain, dir_setup,
+                                        dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_chain_bounds, dir_setup,
+                                        dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_chain_damage_named,
                                         dir_setup, dir_teardown),
         cmocka_unit_test(test_dir_missing_dir),
         cmocka_unit_test(test_manifest_parse),

@@ -3,6 +3,7 @@
  */
 #include "stage.h"
 #include "kafka.h"
+#include "store_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -295,24 +296,14 @@ double h_log_time(const char *line)
 int h_ckpt_next(const char *dir, const char *topic, int partition,
                 int64_t *next)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s-%d.ckpt", dir, topic, partition);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 1;
-        return h_fail("%s: %s", path, strerror(errno));
-    }
-    uint8_t h[24];
-    ssize_t n = read(fd, h, sizeof(h));
-    close(fd);
-    if (n != (ssize_t)sizeof(h) || memcmp(h, "BLMCKPT", 8) != 0)
-        return h_fail("%s: not a whole checkpoint (%zd header bytes)", path,
-                      n);
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | h[16 + i];
-    *next = (int64_t)v;
+    bs_ckpt_head h;
+    char err[1024];
+    int r = bs_dirstore_newest(dir, topic, partition, &h, err, sizeof(err));
+    if (r < 0)
+        return h_fail("%s", err);
+    if (r == 0)
+        return 1;
+    *next = h.next_offset;
     return 0;
 }
 

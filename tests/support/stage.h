@@ -95,10 +95,10 @@ double h_log_time(const char *line);
 
 /* ---- its files --------------------------------------------------------- */
 
-/* The next offset in the header of a dir-store checkpoint file,
- * DIR/TOPIC-P.ckpt (int64 little-endian at byte 16): 0 with *next, 1 if
- * there is no such file, -1 if it is there but not a whole checkpoint
- * header (h_last_error() says why). */
+/* The next offset of a partition's newest state in a dir store (its
+ * snapshot, or the last delta of its chain: store_dir.h): 0 with *next, 1
+ * if there is none, -1 if a file is there but not a checkpoint header
+ * (h_last_error() says why). */
 int h_ckpt_next(const char *dir, const char *topic, int partition,
                 int64_t *next) H_WARN_UNUSED;
 
