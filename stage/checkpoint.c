@@ -277,9 +277,13 @@ fail:
     return -1;
 }
 
-int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
-                   bs_checkpoint *out, char *errstr, size_t errstr_size)
+/* take: buf is malloc'd and a delta's record keeps it (set to true only
+ * when it did: the caller frees it otherwise). */
+static int decode(const uint8_t *buf, size_t len, const char *path,
+                  bs_checkpoint *out, bool *taken, char *errstr,
+                  size_t errstr_size)
 {
+    bool take = taken != NULL;
     memset(out, 0, sizeof(*out));
     bs_ckpt_head h;
     size_t tlen, off;
@@ -342,9 +346,18 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
                  (unsigned long long)out->id);
         if (out->seq == 0)
             FAIL("%s: a delta with seq 0 (deltas follow a state)", path);
-        if (!(out->dbytes = malloc((size_t)flen)))
-            FAIL("%s: out of memory", path);
-        memcpy(out->dbytes, buf + off, (size_t)flen);
+        if (take) { /* the caller's buffer becomes the record's */
+            out->dmem = (void *)buf;
+            out->dbytes = buf + off;
+            *taken = true;
+        } else {
+            uint8_t *copy = malloc((size_t)flen);
+            if (!copy)
+                FAIL("%s: out of memory", path);
+            memcpy(copy, buf + off, (size_t)flen);
+            out->dmem = copy;
+            out->dbytes = copy;
+        }
         out->dlen = (size_t)flen;
         return 1;
     }
@@ -359,8 +372,18 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
              bf_kind_name(bf_filter_kind(out->filter)));
     return 1;
 fail:
+    if (taken && *taken) { /* not kept after all: the caller frees it */
+        out->dmem = NULL;
+        *taken = false;
+    }
     bs_ckpt_free(out);
     return -1;
+}
+
+int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
+                   bs_checkpoint *out, char *errstr, size_t errstr_size)
+{
+    return decode(buf, len, path, out, NULL, errstr, errstr_size);
 }
 
 int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
@@ -498,7 +521,10 @@ int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
                                                 : "file shrank while read");
         got += (size_t)n;
     }
-    rc = bs_ckpt_decode(buf, len, path, out, errstr, errstr_size);
+    bool taken = false;
+    rc = decode(buf, len, path, out, &taken, errstr, errstr_size);
+    if (taken)
+        buf = NULL;
 fail:
     free(buf);
     close(fd);
@@ -509,8 +535,9 @@ void bs_ckpt_free(bs_checkpoint *c)
 {
     free(c->wm);
     bf_filter_destroy(c->filter);
-    free(c->dbytes);
+    free(c->dmem);
     c->wm = NULL;
     c->filter = NULL;
+    c->dmem = NULL;
     c->dbytes = NULL;
 }

@@ -63,8 +63,9 @@ typedef struct bs_checkpoint {
     uint64_t seq, id;  /* the state's number and name */
     bool delta;        /* a delta record: */
     uint64_t prev_id;  /* the state it applies to */
-    uint8_t *dbytes;   /* the filter delta (owned) */
+    const uint8_t *dbytes; /* the filter delta, inside dmem */
     size_t dlen;
+    void *dmem;            /* owned */
 } bs_checkpoint;
 
 /* What a checkpoint write records besides the filter. */
