@@ -182,6 +182,13 @@ bf_counting *bf_counting_wrap(uint8_t *cells, uint64_t nblocks, uint32_t k,
 bf_scalable *bf_scalable_wrap(const bf_scalable_params *p,
                               bf_blocked **layers, uint32_t nlayers);
 
+/* The geometry add_layer gives layer i of sb (delta.c checks a delta's new
+ * layers against it, so a delta cannot make the filter allocate what its
+ * own growth never would). */
+bf_err bf_scalable_layer_geometry(const bf_scalable *sb, uint32_t i,
+                                  uint64_t *nblocks, uint32_t *k,
+                                  uint64_t *capacity, double *fpr);
+
 /* The windowed filter's serialized form (windowed.c), for format.c.
  * bf_windowed_load expects the envelope (magic, version, kind, hash id,
  * file size, checksum) checked already (bf_format_check_envelope). */

@@ -435,9 +435,19 @@ POPCNT_CLONES static bf_err check_against(const bf_filter *f,
     for (uint32_t i = 0; i < in->layers; i++) {
         const dlayer *l = &p->l[i];
         if (i >= have) { /* a new layer: starts empty */
-            if (l->scheme != BF_SCHEME_LANES)
-                FAIL(BF_ERR_FORMAT, "new layer %u: probe scheme %u (new "
-                     "layers use the lane scheme)", i, l->scheme);
+            uint64_t nb, cap;
+            uint32_t k;
+            double fpr;
+            if (bf_scalable_layer_geometry(f->u.s, i, &nb, &k, &cap, &fpr) !=
+                    BF_OK ||
+                l->nblocks != nb || l->k != k || l->capacity != cap ||
+                l->fpr != fpr || l->scheme != BF_SCHEME_LANES)
+                FAIL(BF_ERR_INCOMPATIBLE, "base mismatch: new layer %u is "
+                     "%llu blocks k=%u for %llu keys at %g in the delta; "
+                     "this filter grows it as %llu blocks k=%u for %llu keys "
+                     "at %g", i, (unsigned long long)l->nblocks, l->k,
+                     (unsigned long long)l->capacity, l->fpr,
+                     (unsigned long long)nb, k, (unsigned long long)cap, fpr);
             uint64_t set = 0;
             for (uint64_t j = 0; j < l->n; j++)
                 for (unsigned w = 0; w < BF_BLOCK_WORDS; w++)

@@ -59,6 +59,14 @@ static void layer_target(const bf_scalable_params *p, uint32_t i,
     *fpr = p->fpr * (1 - p->tightening) * pow(p->tightening, i);
 }
 
+bf_err bf_scalable_layer_geometry(const bf_scalable *sb, uint32_t i,
+                                  uint64_t *nblocks, uint32_t *k,
+                                  uint64_t *capacity, double *fpr)
+{
+    layer_target(&sb->params, i, capacity, fpr);
+    return bf_size_for(*capacity, *fpr, BF_BLOCK_BITS, nblocks, k);
+}
+
 bf_scalable *bf_scalable_wrap(const bf_scalable_params *p,
                               bf_blocked **layers, uint32_t nlayers)
 {

@@ -14,6 +14,8 @@
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
  *                              layers, a windowed filter), and damaged ones
+ *   fuzz/corpus/ckpt_delta/    deltas of the base in ckpt_delta_base.h (a few
+ *                              keys, new layers, none), and damaged ones
  *   fuzz/fuzz_config.dict      every key of the table (patterns with NAME
  *                              "spam"), its BLOOMSTAGE_ name, enum values,
  *                              the markers fuzz_config.c splits at
@@ -27,6 +29,8 @@
  * Output is deterministic (fixed seeds, fixed keys) but for the time a
  * checkpoint stores.
  */
+#include "ckpt_delta_base.h"
+
 #include <bloomfilters.h>
 #include <checkpoint.h>
 #include <config_int.h>
@@ -216,15 +220,59 @@ static void ckpt(const char *name, const char *topic, int32_t partition,
     if (bs_ckpt_encode(topic, partition, next, wm, nwm, f, &m.buf, &m.len,
                        err, sizeof err) != 0)
         die("%s", err);
-    /* The time written is the only varying field: fix it so the seeds
-     * regenerate identically. */
+    /* The time written and the state id are the only varying fields: fix
+     * them so the seeds regenerate identically. */
     put64(m.buf + 24, UINT64_C(1700000000000));
+    put64(m.buf + 40 + strlen(topic) + (size_t)nwm * 12 + 8,
+          UINT64_C(0x1d1d1d1d1d1d1d1d));
     put64(m.buf + m.len - 8, XXH3_64bits(m.buf, m.len - 8));
     write_file("corpus/checkpoint", name, m.buf, m.len);
     if (keep)
         *keep = m;
     else
         free(m.buf);
+}
+
+/* A delta of the base after `more` keys, as the file a checkpoint writes. */
+static bf_membuf delta_record(uint64_t more, uint32_t nwm)
+{
+    static const bs_ckpt_wm wm[2] = {{0, 77}, {1, 12345}};
+    bf_filter *f = delta_base();
+    if (!f)
+        die("out of memory");
+    delta_base_add(f, 1000, more);
+    bs_ckpt_meta m = {DELTA_BASE_TOPIC, DELTA_BASE_PARTITION, 100 + (int64_t)more,
+                      wm, nwm, DELTA_BASE_SEQ + 1, UINT64_C(0xfedcba9876543210),
+                      DELTA_BASE_ID};
+    bf_membuf out;
+    char err[512];
+    if (bs_ckpt_encode_record(&m, f, true, &out.buf, &out.len, err,
+                              sizeof err) != 0)
+        die("%s", err);
+    put64(out.buf + 24, UINT64_C(1700000000000));
+    put64(out.buf + out.len - 8, XXH3_64bits(out.buf, out.len - 8));
+    bf_filter_destroy(f);
+    return out;
+}
+
+static void delta_seeds(void)
+{
+    const char *dir = "corpus/ckpt_delta";
+    bf_membuf few = delta_record(10, 0), layers = delta_record(200, 2),
+              none = delta_record(0, 0);
+    write_file(dir, "few-keys.ckpd", few.buf, few.len);
+    write_file(dir, "new-layers.ckpd", layers.buf, layers.len);
+    write_file(dir, "no-change.ckpd", none.buf, none.len);
+    damaged(dir, "bad-magic.ckpd", &few, few.len, 0, "BLMCKPX", 7, 1);
+    damaged(dir, "bad-checksum.ckpd", &few, few.len, few.len - 1, "\xff", 1,
+            0);
+    damaged(dir, "truncated.ckpd", &few, few.len - 50, 0, NULL, 0, 0);
+    /* names another base (the prev id, right after seq and id) */
+    damaged(dir, "other-base.ckpd", &few, few.len,
+            40 + strlen(DELTA_BASE_TOPIC) + 16, "\x11\x22", 2, 1);
+    free(few.buf);
+    free(layers.buf);
+    free(none.buf);
 }
 
 static void checkpoint_seeds(void)
@@ -328,6 +376,7 @@ int main(int argc, char **argv)
     root = argv[1];
     filter_seeds();
     checkpoint_seeds();
+    delta_seeds();
     config_dict();
     return 0;
 }

@@ -191,36 +191,47 @@ int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
                               errstr_size);
 }
 
+int bs_ckpt_encode_record(const bs_ckpt_meta *m, const bf_filter *filter,
+                          bool delta, uint8_t **out, size_t *out_len,
+                          char *errstr, size_t errstr_size)
+{
+    uint64_t mark;
+    if (!meta_ok(m) ||
+        (delta && (!bf_filter_tracked(filter, &mark) || mark != m->prev_id))) {
+        snprintf(errstr, errstr_size, "checkpoint for %s-%d: bad topic name, "
+                 "too many watermarks or an untracked filter", m->topic,
+                 (int)m->partition);
+        return -1;
+    }
+    ckpt_writer w = {m->topic, m->partition, m->next_offset, m->wm, m->nwm,
+                     filter, m->seq, m->id, m->prev_id, delta,
+                     XXH3_createState(), NULL, NULL};
+    bf_membuf mb = {NULL, 0, 0};
+    uint64_t want = bs_ckpt_size(m, filter, delta);
+    if (want < SIZE_MAX)
+        mb.buf = malloc((size_t)want), mb.cap = mb.buf ? (size_t)want : 0;
+    bf_err err = w.state ? produce(&w, bf_membuf_write, &mb) : BF_ERR_NOMEM;
+    XXH3_freeState(w.state);
+    if (err) {
+        free(mb.buf);
+        snprintf(errstr, errstr_size, "checkpoint for %s-%d: %s", m->topic,
+                 (int)m->partition, bf_err_str(err));
+        return -1;
+    }
+    *out = mb.buf;
+    *out_len = mb.len;
+    return 0;
+}
+
 int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
                    const bs_ckpt_wm *wm, uint32_t nwm, const bf_filter *filter,
                    uint8_t **out, size_t *out_len, char *errstr,
                    size_t errstr_size)
 {
-    size_t tlen = strlen(topic);
-    if (tlen == 0 || tlen > 249 || nwm > BS_CKPT_MAX_WATERMARKS) {
-        snprintf(errstr, errstr_size, "checkpoint for %s-%d: bad topic name",
-                 topic, (int)partition);
-        return -1;
-    }
-    ckpt_writer w = {topic, partition, next_offset, wm, nwm, filter, 0,
-                     bs_ckpt_new_id(), 0, false, XXH3_createState(), NULL,
-                     NULL};
-    bf_membuf m = {NULL, 0, 0};
-    uint64_t want = bf_filter_serialized_size(filter) + 80 + tlen +
-                    (uint64_t)nwm * 12;
-    if (want < SIZE_MAX)
-        m.buf = malloc((size_t)want), m.cap = m.buf ? (size_t)want : 0;
-    bf_err err = w.state ? produce(&w, bf_membuf_write, &m) : BF_ERR_NOMEM;
-    XXH3_freeState(w.state);
-    if (err) {
-        free(m.buf);
-        snprintf(errstr, errstr_size, "checkpoint for %s-%d: %s", topic,
-                 (int)partition, bf_err_str(err));
-        return -1;
-    }
-    *out = m.buf;
-    *out_len = m.len;
-    return 0;
+    bs_ckpt_meta m = {topic, partition, next_offset, wm, nwm, 0,
+                      bs_ckpt_new_id(), 0};
+    return bs_ckpt_encode_record(&m, filter, false, out, out_len, errstr,
+                                 errstr_size);
 }
 
 #define FAIL(...)                                                              \

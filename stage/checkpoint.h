@@ -90,6 +90,12 @@ int bs_ckpt_write_path(const char *path, const bs_ckpt_meta *m,
                        char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
+/* The same record in memory (a malloc'd *out). */
+int bs_ckpt_encode_record(const bs_ckpt_meta *m, const bf_filter *filter,
+                          bool delta, uint8_t **out, size_t *out_len,
+                          char *errstr, size_t errstr_size)
+    __attribute__((warn_unused_result));
+
 /* Bytes bs_ckpt_write_path writes. */
 uint64_t bs_ckpt_size(const bs_ckpt_meta *m, const bf_filter *filter,
                       bool delta);

@@ -212,6 +212,13 @@ static void test_damage_named(void **state)
     d[64 + 48] ^= 1; /* layer 0's changed-block count */
     reseal(d, len);
     refused(x->c, d, len, "layer 0");
+    /* Found by fuzz_ckpt_delta: a new layer of 2^32 blocks and no changed
+     * block, a 4 GiB allocation from a few hundred bytes.  A new layer
+     * must be the one the filter's own growth makes. */
+    memcpy(d, x->d.buf, len);
+    d[64 + 64 + 4] = 1; /* layer 1's nblocks += 2^32 */
+    reseal(d, len);
+    refused(x->c, d, len, "new layer 1");
     memcpy(d, x->d.buf, len);
     d[8] = 9; /* a future version */
     reseal(d, len);
