@@ -2,6 +2,9 @@
 bs_add_cmocka_test(test_checkpoint
   SOURCES test_checkpoint.c
   LIBS bsengine TIMEOUT 120 LABELS stage)
+# A checkpoint of format version 1 (before seq and ids) still loads.
+target_compile_definitions(test_checkpoint PRIVATE
+  BS_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
 # test_state: the engine's state machine (stage/state.c) with its checks
 # compiled in whatever the build's BLOOMSTAGE_CHECKS: legal moves pass,
 # illegal ones and broken invariants abort.  Its own state.o comes first,

@@ -228,6 +228,55 @@ static void test_damage_rejected(void **state)
 /* Found by fuzz/fuzz_checkpoint.c: a topic name with a NUL byte in it
  * (checksum right) decoded as a shorter name, which the stage then took
  * for another partition's checkpoint and the encoder refused to write. */
+/* tests/data/v1-events-0.ckpt: a checkpoint written before snapshots had
+ * a seq and an id (format version 1, the fuzz seed of that time).  It
+ * loads as state 0, named by its own checksum, and a delta can follow
+ * it. */
+static void test_version1_loads(void **state)
+{
+    (void)state;
+    bs_checkpoint c;
+    char err[512] = "";
+    if (bs_ckpt_load(BS_TEST_DATA_DIR "/v1-events-0.ckpt", &c, err,
+                     sizeof(err)) != 1)
+        fail_msg("%s", err);
+    assert_string_equal(c.topic, "events");
+    assert_int_equal(c.partition, 0);
+    assert_int_equal(c.next_offset, 42);
+    assert_int_equal(c.seq, 0);
+    size_t len;
+    char *raw = read_all(BS_TEST_DATA_DIR "/v1-events-0.ckpt", &len);
+    uint64_t sum = 0;
+    for (int i = 7; i >= 0; i--)
+        sum = sum << 8 | (uint8_t)raw[len - 8 + i];
+    assert_true(c.id == sum);
+    free(raw);
+    /* a delta on it */
+    assert_int_equal(bf_filter_track(c.filter, c.id, err, sizeof(err)), BF_OK);
+    assert_int_equal(bf_filter_add(c.filter, "new", 3), 1);
+    bs_ckpt_meta m = {"events", 0, 43, NULL, 0, 1, 77, c.id};
+    uint8_t *buf;
+    size_t blen;
+    assert_int_equal(bs_ckpt_encode_record(&m, c.filter, true, &buf, &blen,
+                                           err, sizeof(err)), 0);
+    bs_checkpoint d, base;
+    assert_int_equal(bs_ckpt_decode(buf, blen, "d", &d, err, sizeof(err)), 1);
+    assert_true(d.delta && d.seq == 1 && d.prev_id == c.id);
+    assert_int_equal(bs_ckpt_load(BS_TEST_DATA_DIR "/v1-events-0.ckpt",
+                                  &base, err, sizeof(err)), 1);
+    if (bs_ckpt_apply(&base, &d, "d", err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(base.next_offset, 43);
+    assert_true(bf_filter_contains(base.filter, "new", 3));
+    /* applied once: again is a base mismatch, named */
+    assert_int_equal(bs_ckpt_apply(&base, &d, "d", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "d: base mismatch"));
+    free(buf);
+    bs_ckpt_free(&d);
+    bs_ckpt_free(&base);
+    bs_ckpt_free(&c);
+}
+
 static void test_topic_with_nul_rejected(void **state)
 {
     (void)state;
@@ -317,6 +366,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_version1_loads),
         cmocka_unit_test(test_missing_is_not_an_error),
         cmocka_unit_test(test_replace_is_atomic_and_leaves_no_temp),
         cmocka_unit_test(test_damage_rejected),
