@@ -81,7 +81,12 @@ int cmd_checkpoint(int argc, char **argv)
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!bs_ckpt_is_file_name(e->d_name))
+        /* Snapshots: the newest (.ckpt) and those set aside (.ckps), which
+         * anchor a partition whose newest one a crash left unwritten. */
+        size_t len = strlen(e->d_name);
+        if (!bs_ckpt_is_file_name(e->d_name) &&
+            !(bs_dirstore_is_state_name(e->d_name) &&
+              !strcmp(e->d_name + len - 5, ".ckps")))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 32;
@@ -99,6 +104,11 @@ int cmd_checkpoint(int argc, char **argv)
            "partition", "next_offset", "written (UTC)", "layers", "memory",
            "est. keys", "est. fpr", "verifies");
     int bad = 0;
+    struct {
+        char topic[250];
+        int32_t partition;
+    } *shown = calloc(n ? n : 1, sizeof(*shown));
+    size_t nshown = 0;
     for (size_t i = 0; i < n; i++) {
         char path[4096], err[1024];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -111,6 +121,17 @@ int cmd_checkpoint(int argc, char **argv)
             int32_t part = c.partition;
             snprintf(topic, sizeof(topic), "%s", c.topic);
             bs_ckpt_free(&c);
+            bool seen = false;
+            for (size_t j = 0; shown && j < nshown && !seen; j++)
+                seen = shown[j].partition == part &&
+                       !strcmp(shown[j].topic, topic);
+            if (seen || !shown) {
+                free(names[i]);
+                continue;
+            }
+            snprintf(shown[nshown].topic, sizeof(shown[nshown].topic), "%s",
+                     topic);
+            shown[nshown++].partition = part;
             bs_dirstore *ds = bs_dirstore_new(dir, 0, 0);
             r = ds ? bs_dirstore_get(ds, topic, part, BS_STORE_NEWEST, &c,
                                      err, sizeof(err))
@@ -145,6 +166,7 @@ int cmd_checkpoint(int argc, char **argv)
         free(names[i]);
     }
     free(names);
+    free(shown);
     if (n == 0)
         printf("(no checkpoints in %s)\n", dir);
     return bad ? BS_EXIT_FAIL : BS_EXIT_OK;

@@ -304,6 +304,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     size_t n = s->nparts;
     bool *written = calloc(n ? n : 1, sizeof(*written));
     size_t nwritten = 0;
+    uint64_t put_bytes = 0; /* what the store wrote: deltas or snapshots */
     for (size_t i = 0; written && i < n; i++) {
         part *p = &s->parts[i];
         if (!in_list(only, p) || p->next_offset < 0 ||
@@ -318,6 +319,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         }
         written[i] = true;
         nwritten++;
+        put_bytes += bs_store_last_bytes(s->store, NULL);
     }
     /* Durable only now (the directory's fsync, the Kafka store's
      * manifests): nothing of this round is committed if that fails. */
@@ -334,7 +336,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         part *p = &s->parts[i];
         if (nwritten && written[i]) {
             BS_INC(s->ctr.checkpoints);
-            bytes += bf_filter_serialized_size(p->filter);
+            bytes = put_bytes;
             p->ckpt_offset = p->base_offset = p->next_offset;
             if (wm) {
                 bs_ckpt_wm *copy = malloc(nwm * sizeof(*copy));

@@ -6,7 +6,8 @@
  *
  *   1. kill -9 at many moments (right after start, during the group join,
  *      just after the assignment, right after a checkpoint, between
- *      checkpoints), restart each time with the same directory and group:
+ *      checkpoints), with delta checkpoints and with short chains that
+ *      compact often, restart each time with the same directory and group:
  *      after every kill the group's committed offsets are at most the
  *      checkpoints on disk, every checkpoint verifies, and at the end every
  *      unique key is in the output, duplicates within a precise bound
@@ -368,7 +369,8 @@ static int by_id_run(const void *a, const void *b)
  *   e) with processing.guarantee=exactly_once: no extra copy at all.
  * Run once with each guarantee.
  */
-static void kill9_restart(fx *f, bool exactly_once)
+static void kill9_restart(fx *f, bool exactly_once, const char *capacity,
+                          const char *delta_max)
 {
     const size_t N = 20000;
     f->st = stream_new(N, 40, 1);
@@ -380,7 +382,7 @@ static void kill9_restart(fx *f, bool exactly_once)
     for (int p = 0; p < NPART; p++)
         ckpt[0][p] = -1;
     const char *const extra[] = {
-        "dedup.capacity=2000",
+        capacity, delta_max,
         exactly_once ? "processing.guarantee=exactly_once"
                      : "processing.guarantee=at_least_once",
         NULL};
@@ -483,14 +485,29 @@ static void kill9_restart(fx *f, bool exactly_once)
                             "exactly_once replays the output tail");
 }
 
+/* The filter grows layers (2000 keys first), every checkpoint after a
+ * partition's first is a delta (checkpoint.delta.max's default, 32, is
+ * not reached), so the kills land around delta writes. */
 static void test_kill9_restart_at_least_once(void **state)
 {
-    kill9_restart(*state, false);
+    kill9_restart(*state, false, "dedup.capacity=2000",
+                  "checkpoint.delta.max=32");
 }
 
 static void test_kill9_restart_exactly_once(void **state)
 {
-    kill9_restart(*state, true);
+    kill9_restart(*state, true, "dedup.capacity=2000",
+                  "checkpoint.delta.max=32");
+}
+
+/* Chains of two deltas, then a snapshot (the old one set aside, dropped
+ * after the commit), with filters of 1.2 MiB so a snapshot write takes a
+ * while: the kills land in delta writes, snapshot writes and the clean-up
+ * after commits, and every restart restores snapshot + chain. */
+static void test_kill9_restart_short_chains(void **state)
+{
+    kill9_restart(*state, true, "dedup.capacity=200000",
+                  "checkpoint.delta.max=2");
 }
 
 /* ---- 2. delivery failures -------------------------------------------- */
@@ -1072,6 +1089,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kill9_restart_at_least_once,
                                         fx_setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_kill9_restart_exactly_once,
+                                        fx_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_restart_short_chains,
                                         fx_setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_delivery_failure_retriable,
                                         fx_setup, h_fixture_teardown),

@@ -551,6 +551,27 @@ static void test_dir_chain_damage_named(void **state)
     assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
     assert_same_filter(f, c.filter);
     bs_ckpt_free(&c);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    /* A crash between setting the snapshot aside and writing the new one
+     * leaves no in-0.ckpt: the set-aside one still anchors the chain. */
+    char *snap = h_strdupf("%s/in-0.ckpt", tmpdir);
+    char *aside = h_strdupf("%s/in-0.1.ckps", tmpdir);
+    assert_int_equal(rename(snap, aside), 0);
+    st = chain_store(&cfg, tmpdir, "10", "10");
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
+    assert_same_filter(f, c.filter);
+    assert_int_equal(c.next_offset, 30);
+    /* and the next checkpoint chains on it */
+    add_tagged(c.filter, "d3", 30);
+    put_sync(st, 40, c.filter, true);
+    bs_checkpoint c2;
+    assert_int_equal(get(st, "in", 0, &c2, err, sizeof(err)), 1);
+    assert_same_filter(c.filter, c2.filter);
+    bs_ckpt_free(&c2);
+    bs_ckpt_free(&c);
+    free(snap);
+    free(aside);
     /* a crash mid-write of a delta leaves a temp file: check removes it */
     char *tmp = h_strdupf("%s/in-0.4.ckpd.tmp.Ab3dEf", tmpdir);
     H_CHECK(h_write_file(tmp, "half a delta"));
