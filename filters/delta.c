@@ -403,6 +403,18 @@ static inline void prefetch_block(const bf_blocked *bf, const dlayer *l,
     __builtin_prefetch(bf->words + b * BF_BLOCK_WORDS, 1);
 }
 
+/* Block number j of layer l, for a pass over j = 0, 1, ...: the first
+ * AHEAD are fetched at j = 0, then each step fetches the one AHEAD on. */
+static inline uint64_t block_at(const bf_blocked *bf, const dlayer *l,
+                                uint64_t j)
+{
+    for (uint64_t a = 0; j == 0 && a < l->n && a < AHEAD; a++)
+        prefetch_block(bf, l, a);
+    if (j + AHEAD < l->n)
+        prefetch_block(bf, l, j + AHEAD);
+    return bf_getn(l->numbers + j * 8, 8);
+}
+
 /* The checks that need the filter, and the bit counts the delta gives. */
 POPCNT_CLONES static bf_err check_against(const bf_filter *f,
                                          const parsed *p,
@@ -469,12 +481,8 @@ POPCNT_CLONES static bf_err check_against(const bf_filter *f,
                  l->scheme, (unsigned long long)bf->nblocks, bf->k,
                  bf->scheme);
         uint64_t set = bf->bits_set;
-        for (uint64_t j = 0; j < l->n && j < AHEAD; j++)
-            prefetch_block(bf, l, j);
         for (uint64_t j = 0; j < l->n; j++) {
-            if (j + AHEAD < l->n)
-                prefetch_block(bf, l, j + AHEAD);
-            uint64_t b = bf_getn(l->numbers + j * 8, 8);
+            uint64_t b = block_at(bf, l, j);
             const uint64_t *old = bf->words + b * BF_BLOCK_WORDS;
             for (unsigned w = 0; w < BF_BLOCK_WORDS; w++) {
                 uint64_t nw = bf_getn(l->blocks + j * 64 + w * 8, 8);
@@ -545,12 +553,8 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
     for (uint32_t i = 0; i < want; i++) {
         const dlayer *l = &p->l[i];
         bf_blocked *bf = layer(f, i);
-        for (uint64_t j = 0; j < l->n && j < AHEAD; j++)
-            prefetch_block(bf, l, j);
         for (uint64_t j = 0; j < l->n; j++) {
-            if (j + AHEAD < l->n)
-                prefetch_block(bf, l, j + AHEAD);
-            uint64_t b = bf_getn(l->numbers + j * 8, 8);
+            uint64_t b = block_at(bf, l, j);
             memcpy(bf->words + b * BF_BLOCK_WORDS, l->blocks + j * 64,
                    BF_BLOCK_BYTES);
         }

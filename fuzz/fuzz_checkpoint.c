@@ -13,6 +13,8 @@
  * decode to the same fields, and must encode to the same bytes but for the
  * time written and the checksum.  A broken promise aborts.
  */
+#include "fuzz_ckpt.h"
+
 #include <checkpoint.h>
 
 #include <stdint.h>
@@ -30,38 +32,8 @@
         }                                                                      \
     } while (0)
 
-/* checkpoint.h's layout: fixed header, then topic, watermarks, filter. */
-#define FIXED 40u
+#define FIXED FUZZ_CKPT_FIXED
 #define TIME_OFF 24u
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Recomputes the filter's trailer (when the header places a filter of at
- * least a trailer's size inside) and the file's. */
-static void fix_checksums(uint8_t *buf, size_t len)
-{
-    if (len < FIXED + 16)
-        return;
-    size_t off = FIXED + (size_t)get_le(buf + 10, 2) +
-                 (size_t)get_le(buf + 32, 4) * 12 + 8;
-    if (off + 8 <= len - 8) {
-        size_t flen = len - 8 - off;
-        put_le64(buf + off + flen - 8, XXH3_64bits(buf + off, flen - 8));
-    }
-    put_le64(buf + len - 8, XXH3_64bits(buf, len - 8));
-}
 
 static void check_same(const bs_checkpoint *a, const bs_checkpoint *b)
 {
@@ -143,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(copy != NULL);
     if (size)
         memcpy(copy, data, size);
-    fix_checksums(copy, size);
+    fix_ckpt_checksums(copy, size);
     decode(copy, size);
     free(copy);
     return 0;

@@ -16,6 +16,7 @@
  *     same bytes, has no changes pending and is at the delta's id.
  */
 #include "ckpt_delta_base.h"
+#include "fuzz_ckpt.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -31,35 +32,6 @@
             abort();                                                           \
         }                                                                      \
     } while (0)
-
-#define FIXED 40u /* checkpoint.h: then topic, watermarks, 3 ids, length */
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void fix_checksums(uint8_t *buf, size_t len)
-{
-    if (len < FIXED + 24 + 16)
-        return;
-    size_t off = FIXED + (size_t)get_le(buf + 10, 2) +
-                 (size_t)get_le(buf + 32, 4) * 12 + 24 + 8;
-    if (off + 8 <= len - 8) {
-        size_t dlen = len - 8 - off;
-        put_le64(buf + off + dlen - 8, XXH3_64bits(buf + off, dlen - 8));
-    }
-    put_le64(buf + len - 8, XXH3_64bits(buf, len - 8));
-}
 
 static bf_membuf serialize(const bf_filter *f)
 {
@@ -128,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(copy != NULL);
     if (size)
         memcpy(copy, data, size);
-    fix_checksums(copy, size);
+    fix_ckpt_checksums(copy, size);
     decode(copy, size);
     free(copy);
     return 0;

@@ -452,23 +452,40 @@ int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
     return 0;
 }
 
-int bs_ckpt_peek(const char *path, bs_ckpt_head *out, char *errstr,
-                 size_t errstr_size)
+/* Opens path and reads its size: 1, 0 no such file, -1 with errstr. */
+static int open_sized(const char *path, int *fd, size_t *len, char *errstr,
+                      size_t errstr_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) {
         if (errno == ENOENT)
             return 0;
         snprintf(errstr, errstr_size, "%s: cannot open: %s", path,
                  strerror(errno));
         return -1;
     }
-    int rc = -1;
-    uint8_t *buf = NULL;
     struct stat st;
-    if (fstat(fd, &st) != 0)
-        FAIL("%s: cannot stat: %s", path, strerror(errno));
-    size_t len = (size_t)st.st_size, want = FIXED + 249 + 24 + 8;
+    if (fstat(*fd, &st) != 0) {
+        snprintf(errstr, errstr_size, "%s: cannot stat: %s", path,
+                 strerror(errno));
+        close(*fd);
+        return -1;
+    }
+    *len = (size_t)st.st_size;
+    return 1;
+}
+
+int bs_ckpt_peek(const char *path, bs_ckpt_head *out, char *errstr,
+                 size_t errstr_size)
+{
+    int fd;
+    size_t len;
+    int rc = open_sized(path, &fd, &len, errstr, errstr_size);
+    if (rc <= 0)
+        return rc;
+    rc = -1;
+    uint8_t *buf = NULL;
+    size_t want = FIXED + 249 + 24 + 8;
     uint8_t fixed[FIXED];
     if (len < FIXED || pread(fd, fixed, FIXED, 0) != (ssize_t)FIXED)
         FAIL("%s: truncated checkpoint (%zu bytes)", path, len);
@@ -503,22 +520,14 @@ int bs_ckpt_load(const char *path, bs_checkpoint *out, char *errstr,
 {
     memset(out, 0, sizeof(*out));
     uint8_t *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(errstr, errstr_size, "%s: cannot open: %s", path,
-                 strerror(errno));
-        return -1;
-    }
-    int rc = -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        FAIL("%s: cannot stat: %s", path, strerror(errno));
-    size_t len = (size_t)st.st_size;
-    if (st.st_size < (off_t)(FIXED + 1 + 8 + 8))
-        FAIL("%s: truncated checkpoint (%lld bytes)", path,
-             (long long)st.st_size);
+    int fd;
+    size_t len;
+    int rc = open_sized(path, &fd, &len, errstr, errstr_size);
+    if (rc <= 0)
+        return rc;
+    rc = -1;
+    if (len < FIXED + 1 + 8 + 8)
+        FAIL("%s: truncated checkpoint (%zu bytes)", path, len);
     buf = malloc(len);
     if (!buf)
         FAIL("%s: cannot allocate %zu bytes to read it", path, len);

@@ -262,7 +262,7 @@ static void drop(bs_dirstore *ds, dpart *p, size_t from, size_t to,
             bs_log(BS_LOG_WARN, "cannot remove a checkpoint file", "file=%s "
                    "error=%s", path, strerror(errno));
         else
-            bs_log(BS_LOG_DEBUG, "checkpoint file removed", "file=%s why=%s",
+            bs_log(BS_LOG_DEBUG, "checkpoint file removed", "file=%s reason=%s",
                    path, why);
     }
     memmove(p->st + from, p->st + to, (p->n - to) * sizeof(*p->st));
@@ -521,7 +521,7 @@ int bs_dirstore_get(bs_dirstore *ds, const char *topic, int32_t partition,
                "removed", "topic=%s partition=%d restored_seq=%llu "
                "removed=%zu", topic, (int)partition,
                (unsigned long long)out->seq, p->n - (size_t)t - 1);
-        drop(ds, p, (size_t)t + 1, p->n, "past the restored state");
+        drop(ds, p, (size_t)t + 1, p->n, "uncommitted");
         char probe[4096];
         snprintf(probe, sizeof(probe), "%s/.", ds->dir);
         if (bf_fsync_dir(probe, errstr, errstr_size) != BF_OK)
@@ -547,7 +547,7 @@ int bs_dirstore_committed(bs_dirstore *ds, const char *topic,
     ssize_t c = state_at(p, next_offset);
     ssize_t b = c >= 0 ? snapshot_under(p, (size_t)c) : -1;
     if (b > 0)
-        drop(ds, p, 0, (size_t)b, "before the committed state's snapshot");
+        drop(ds, p, 0, (size_t)b, "superseded");
     return 0;
 }
 
