@@ -229,7 +229,8 @@ static int scan(bs_dirstore *ds, dpart *p, char *errstr, size_t errstr_size)
     closedir(d);
     if (rc != 0)
         return -1;
-    qsort(p->st, p->n, sizeof(*p->st), by_seq);
+    if (p->n > 1)
+        qsort(p->st, p->n, sizeof(*p->st), by_seq);
     for (size_t i = 1; i < p->n; i++)
         if (p->st[i].h.seq == p->st[i - 1].h.seq) {
             snprintf(errstr, errstr_size, "%s/%s and %s are both state %"
