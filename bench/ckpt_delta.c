@@ -12,7 +12,7 @@
  * writes), holding KEYS keys.  Then, R rounds each:
  *   - adds A = KEYS/1e4, KEYS/1e3, KEYS/1e2 new keys, each followed by one
  *     checkpoint of a store with deltas (the defaults: checkpoint.delta.max
- *     32, checkpoint.delta.ratio 0.5): bytes and time of the delta;
+ *     32, checkpoint.delta.ratio 0.25): bytes and time of the delta;
  *   - one checkpoint of a store with checkpoint.delta.max=0 (a snapshot):
  *     bytes and time of the full one (the same whatever A);
  * and the restore: one full snapshot (bs_store_get, from a store that knew
@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #define MAX_ROUNDS 16
+#define DELTA_RATIO 0.25 /* checkpoint.delta.ratio's default */
 
 static uint64_t next_key; /* keys are 0, 1, 2, ... hashed: never repeated */
 
@@ -319,9 +320,8 @@ int main(int argc, char **argv)
         fflush(stdout);
 
         /* The longest chain the defaults allow at adds[1] a round:
-         * checkpoint.delta.max deltas, unless delta.ratio stops it first
-         * (then the store's snapshot ends the chain, and the restore
-         * measured is of that shorter one: said below). */
+         * checkpoint.delta.max deltas, or fewer when the next delta would
+         * pass delta.ratio of the snapshot. */
         bs_store *cst = store(cdir, "32", &ccfg);
         int64_t coff = 1;
         (void)round_once(cst, f, coff++, &bytes, &delta);
@@ -330,8 +330,9 @@ int main(int argc, char **argv)
             add_keys(f, adds[1]);
             (void)round_once(cst, f, coff++, &bytes, &delta);
             if (!delta) {
-                printf("  (the chain reached delta.ratio after %llu deltas:"
-                       " a snapshot again)\n", (unsigned long long)chain);
+                printf("  (the store wrote a snapshot after %llu deltas: "
+                       "the restore below is of that)\n",
+                       (unsigned long long)chain);
                 snap_bytes = bytes;
                 chain = 0;
                 chain_bytes = 0;
@@ -339,6 +340,11 @@ int main(int argc, char **argv)
             }
             chain++;
             chain_bytes += bytes;
+            /* the next one, as big, would pass delta.ratio: the store
+             * would write a snapshot, so this is the longest chain */
+            if ((double)(chain_bytes + bytes) >
+                DELTA_RATIO * (double)snap_bytes)
+                break;
         }
         bs_store_destroy(cst);
         bs_config_destroy(ccfg);

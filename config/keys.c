@@ -236,11 +236,12 @@ const bs_config_row bs_config_rows[] = {
              "snapshot again.  A restore reads the snapshot and its deltas. "
              " 0: every checkpoint is a full snapshot."},
     {.name = "checkpoint.delta.ratio", .type = BS_CT_DOUBLE,
-     .section = SEC_CKPT, .def = "0.5", DRANGE(0, 100, BS_CF_MIN_OPEN),
+     .section = SEC_CKPT, .def = "0.25", DRANGE(0, 100, BS_CF_MIN_OPEN),
      .help = "With checkpoint.store=dir: a full snapshot is written instead "
              "of a delta once the deltas since the last snapshot would pass "
              "this fraction of its size, so a restore reads at most (1 + "
-             "this) snapshots' worth of bytes."},
+             "this) snapshots' worth of bytes (a delta's byte costs about "
+             "twice a snapshot's to restore: its blocks are scattered)."},
 
     /* Processing ------------------------------------------------------- */
     {.name = "processing.guarantee", .type = BS_CT_ENUM, .section = SEC_PROC,
