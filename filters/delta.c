@@ -8,9 +8,12 @@
  * count at the mark.  A delta is the changed blocks whole (a block is the
  * unit an insert touches, so a key costs one block plus its number), plus
  * the descriptors of every layer so new scalable layers can be made on the
- * other side.  Applying trusts nothing: every count, size and block number
- * is checked against the bytes given and against the filter before the
- * filter is touched, so a rejected delta leaves it as it was.
+ * other side.  Applying trusts nothing: every count, size, block number
+ * and layer is checked against the bytes given and against the filter
+ * before the filter is touched; the one check that needs each changed
+ * block of the filter (it may only gain bits) is made as the block is
+ * written, in the same pass, with its old contents kept and put back if
+ * any check fails -- so a rejected delta leaves the filter as it was.
  */
 #include "bf_endian.h"
 #include "bf_filter_internal.h"
@@ -390,10 +393,11 @@ bf_err bf_delta_check(const void *buf, size_t len, bf_delta_info *out,
 }
 
 /* The blocks a delta changes are scattered over a filter far larger than
- * the caches: both passes over them (the check, then the copy) fetch the
- * next ones ahead, as the batched adds do (blocked.c), so their misses
- * overlap.  Without it a restore spent ~2 ms on a 10k-block delta of a
- * 61 MiB filter, nearly all waiting on memory. */
+ * the caches: the pass over them fetches the next ones ahead, as the
+ * batched adds do (blocked.c), so their misses overlap.  Without it a
+ * restore spent ~2 ms on a 10k-block delta of a 61 MiB filter, nearly all
+ * waiting on memory; with two passes (check, then copy) a chain of deltas
+ * restored at 3.9 ns a byte against a snapshot's 1.0 at 1e8 keys. */
 enum { AHEAD = 16 };
 
 static inline void prefetch_block(const bf_blocked *bf, const dlayer *l,
@@ -480,27 +484,53 @@ POPCNT_CLONES static bf_err check_against(const bf_filter *f,
                  " the filter", i, (unsigned long long)l->nblocks, l->k,
                  l->scheme, (unsigned long long)bf->nblocks, bf->k,
                  bf->scheme);
-        uint64_t set = bf->bits_set;
-        for (uint64_t j = 0; j < l->n; j++) {
-            uint64_t b = block_at(bf, l, j);
-            const uint64_t *old = bf->words + b * BF_BLOCK_WORDS;
-            for (unsigned w = 0; w < BF_BLOCK_WORDS; w++) {
-                uint64_t nw = bf_getn(l->blocks + j * 64 + w * 8, 8);
-                if (old[w] & ~nw)
-                    FAIL(BF_ERR_INCOMPATIBLE, "base mismatch: block %llu of "
-                         "layer %u would lose bits the filter has (a delta "
-                         "only adds)", (unsigned long long)b, i);
-                set += (uint64_t)__builtin_popcountll(nw) -
-                       (uint64_t)__builtin_popcountll(old[w]);
-            }
-        }
-        if (set != l->cells_set)
-            FAIL(BF_ERR_INCOMPATIBLE, "base mismatch: layer %u would hold %llu"
-                 " bits, the delta says %llu", i, (unsigned long long)set,
-                 (unsigned long long)l->cells_set);
-        bits_after[i] = set;
     }
     return BF_OK;
+}
+
+/* Applies layer i's changed blocks to an old layer in one pass, each block
+ * checked (it may only gain bits) just before it is written, its old
+ * contents saved to undo[*u] first; *set gets the layer's bits after.  A
+ * block that would lose bits stops it (blocks written so far are in undo:
+ * the caller puts them back). */
+POPCNT_CLONES static bf_err apply_old_layer(bf_blocked *bf, const dlayer *l,
+                                           uint32_t i, uint8_t *undo,
+                                           size_t *u, uint64_t *set,
+                                           char *errstr, size_t errstr_size)
+{
+    uint64_t bits = bf->bits_set;
+    for (uint64_t j = 0; j < l->n; j++) {
+        uint64_t b = block_at(bf, l, j);
+        uint64_t *old = bf->words + b * BF_BLOCK_WORDS, nw[BF_BLOCK_WORDS];
+        for (unsigned w = 0; w < BF_BLOCK_WORDS; w++) {
+            nw[w] = bf_getn(l->blocks + j * 64 + w * 8, 8);
+            if (old[w] & ~nw[w])
+                FAIL(BF_ERR_INCOMPATIBLE, "base mismatch: block %llu of "
+                     "layer %u would lose bits the filter has (a delta "
+                     "only adds)", (unsigned long long)b, i);
+            bits += (uint64_t)__builtin_popcountll(nw[w]) -
+                    (uint64_t)__builtin_popcountll(old[w]);
+        }
+        memcpy(undo + (*u)++ * BF_BLOCK_BYTES, old, BF_BLOCK_BYTES);
+        memcpy(old, nw, BF_BLOCK_BYTES);
+    }
+    *set = bits;
+    return BF_OK;
+}
+
+/* Puts back the first u blocks apply_old_layer wrote, layer by layer. */
+static void undo_old_layers(bf_filter *f, const parsed *p, uint32_t have,
+                            const uint8_t *undo, size_t u)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < have && k < u; i++) {
+        const dlayer *l = &p->l[i];
+        bf_blocked *bf = layer(f, i);
+        for (uint64_t j = 0; j < l->n && k < u; j++, k++)
+            memcpy(bf->words + bf_getn(l->numbers + j * 8, 8) *
+                                   BF_BLOCK_WORDS,
+                   undo + k * BF_BLOCK_BYTES, BF_BLOCK_BYTES);
+    }
 }
 
 bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
@@ -511,6 +541,8 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
     parsed *p = malloc(sizeof(*p));
     uint64_t *bits = calloc(BF_MAX_LAYERS, sizeof(*bits));
     bf_blocked *fresh[BF_MAX_LAYERS] = {NULL};
+    uint8_t *undo = NULL;
+    size_t u = 0;
     bf_err err = BF_ERR_NOMEM;
     if (!p || !bits) {
         bf_seterr(errstr, errstr_size, "out of memory");
@@ -520,8 +552,9 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         (err = check_against(f, p, bits, errstr, errstr_size)))
         goto out;
     uint32_t have = nlayers(f), want = p->info.layers;
-    /* New layers are made, and the layer array grown, before anything of
-     * the filter changes: a failure here leaves it as it was. */
+    /* New layers are made, the layer array grown and the undo space taken
+     * before anything of the filter changes: a failure here leaves it as
+     * it was. */
     err = BF_ERR_NOMEM;
     for (uint32_t i = have; i < want; i++) {
         const dlayer *l = &p->l[i];
@@ -535,29 +568,57 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         }
     }
     if (want > have) {
-        bf_scalable *sb = f->u.s;
-        bf_blocked **nl = realloc(sb->layers, want * sizeof(*nl));
+        bf_blocked **nl = realloc(f->u.s->layers, want * sizeof(*nl));
         if (!nl) {
             bf_seterr(errstr, errstr_size, "out of memory");
             goto out;
         }
-        sb->layers = nl;
-        for (uint32_t i = have; i < want; i++) {
-            sb->layers[i] = fresh[i];
-            sb->bytes += fresh[i]->nblocks * BF_BLOCK_BYTES;
-            fresh[i] = NULL;
+        f->u.s->layers = nl; /* the first `have` still the only ones */
+    }
+    uint64_t old_blocks = 0;
+    for (uint32_t i = 0; i < have; i++)
+        old_blocks += p->l[i].n;
+    if (old_blocks && !(undo = malloc((size_t)old_blocks * BF_BLOCK_BYTES))) {
+        bf_seterr(errstr, errstr_size, "out of memory for %llu blocks of "
+                  "undo space", (unsigned long long)old_blocks);
+        goto out;
+    }
+    /* The old layers in one pass over their scattered blocks (each checked
+     * as it is written, the old contents kept): two passes cost a restore
+     * twice the random accesses. */
+    for (uint32_t i = 0; i < have; i++) {
+        const dlayer *l = &p->l[i];
+        err = apply_old_layer(layer(f, i), l, i, undo, &u, &bits[i], errstr,
+                              errstr_size);
+        if (!err && bits[i] != l->cells_set) {
+            bf_seterr(errstr, errstr_size, "base mismatch: layer %u would "
+                      "hold %llu bits, the delta says %llu", i,
+                      (unsigned long long)bits[i],
+                      (unsigned long long)l->cells_set);
+            err = BF_ERR_INCOMPATIBLE;
         }
-        sb->nlayers = want;
-        sb->next_bytes = 0;
+        if (err) {
+            undo_old_layers(f, p, have, undo, u);
+            goto out;
+        }
+    }
+    for (uint32_t i = have; i < want; i++) {
+        const dlayer *l = &p->l[i];
+        for (uint64_t j = 0; j < l->n; j++)
+            memcpy(fresh[i]->words + bf_getn(l->numbers + j * 8, 8) *
+                                         BF_BLOCK_WORDS,
+                   l->blocks + j * 64, BF_BLOCK_BYTES);
+        f->u.s->layers[i] = fresh[i];
+        f->u.s->bytes += fresh[i]->nblocks * BF_BLOCK_BYTES;
+        fresh[i] = NULL;
+    }
+    if (want > have) {
+        f->u.s->nlayers = want;
+        f->u.s->next_bytes = 0;
     }
     for (uint32_t i = 0; i < want; i++) {
         const dlayer *l = &p->l[i];
         bf_blocked *bf = layer(f, i);
-        for (uint64_t j = 0; j < l->n; j++) {
-            uint64_t b = block_at(bf, l, j);
-            memcpy(bf->words + b * BF_BLOCK_WORDS, l->blocks + j * 64,
-                   BF_BLOCK_BYTES);
-        }
         bf->capacity = l->capacity;
         bf->fpr = l->fpr;
         bf->inserts = l->inserts;
@@ -569,6 +630,7 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
 out:
     for (uint32_t i = 0; i < BF_MAX_LAYERS; i++)
         bf_blocked_destroy(fresh[i]);
+    free(undo);
     free(bits);
     free(p);
     return err;

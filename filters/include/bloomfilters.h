@@ -658,13 +658,16 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
  *               the n blocks' 64 bytes each
  *   end-8  8    XXH3-64 (seed 0) of every byte before it
  *
- * Applying checks, before changing anything: the envelope and checksum,
- * kind and seed, that the base mark is the filter's mark and B its layer
- * count, that the old layers' geometry matches, that every block number is
- * inside its layer, that no changed block loses a bit the filter has (a
- * Bloom filter only gains bits) and that the bits set come out as each
- * descriptor says.  The result is the tracked filter bit for bit, its
- * statistics included (bf_filter_serialize writes the same bytes).
+ * Applying checks the envelope and checksum, kind and seed, that the base
+ * mark is the filter's mark with nothing changed since and B its layer
+ * count, that the old layers' geometry matches and new layers are exactly
+ * what the filter's own growth adds, that every block number is inside its
+ * layer, that no changed block loses a bit the filter has (a Bloom filter
+ * only gains bits) and that the bits set come out as each descriptor says.
+ * A failed check leaves the filter as it was (the per-block checks are made
+ * as each block is written, its old contents kept and put back).  The
+ * result is the tracked filter bit for bit, its statistics included
+ * (bf_filter_serialize writes the same bytes).
  */
 #define BF_DELTA_MAGIC "BLMDELT"
 #define BF_DELTA_VERSION 1u
