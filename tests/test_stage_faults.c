@@ -450,7 +450,9 @@ static void kill9_restart(fx *f, bool exactly_once, const char *capacity,
     no_temp_files(f);
     assert_int_equal(rollbacks, 0);
     deltas_seen += delta_files(f);
-    if (deltas_seen == 0)
+    /* Asserted where filters are large against a round's keys (1.2 MiB):
+     * there a delta is always well under the ratio. */
+    if (deltas_seen == 0 && strstr(capacity, "200000"))
         fail_msg("no delta file seen after any kill: every checkpoint was "
                  "a snapshot (%s)", delta_max);
     print_message("delta files seen after the kills and at the end: %zu\n",
