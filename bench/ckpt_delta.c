@@ -12,7 +12,7 @@
  * writes), holding KEYS keys.  Then, R rounds each:
  *   - adds A = KEYS/1e4, KEYS/1e3, KEYS/1e2 new keys, each followed by one
  *     checkpoint of a store with deltas (the defaults: checkpoint.delta.max
- *     32, checkpoint.delta.ratio 0.25): bytes and time of the delta;
+ *     32, checkpoint.delta.ratio 0.15): bytes and time of the delta;
  *   - one checkpoint of a store with checkpoint.delta.max=0 (a snapshot):
  *     bytes and time of the full one (the same whatever A);
  * and the restore: one full snapshot (bs_store_get, from a store that knew
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define MAX_ROUNDS 16
-#define DELTA_RATIO 0.25 /* checkpoint.delta.ratio's default */
+#define DELTA_RATIO 0.15 /* checkpoint.delta.ratio's default */
 
 static uint64_t next_key; /* keys are 0, 1, 2, ... hashed: never repeated */
 

@@ -236,7 +236,7 @@ const bs_config_row bs_config_rows[] = {
              "snapshot again.  A restore reads the snapshot and its deltas. "
              " 0: every checkpoint is a full snapshot."},
     {.name = "checkpoint.delta.ratio", .type = BS_CT_DOUBLE,
-     .section = SEC_CKPT, .def = "0.25", DRANGE(0, 100, BS_CF_MIN_OPEN),
+     .section = SEC_CKPT, .def = "0.15", DRANGE(0, 100, BS_CF_MIN_OPEN),
      .help = "With checkpoint.store=dir: a full snapshot is written instead "
              "of a delta once the deltas since the last snapshot would pass "
              "this fraction of its size, so a restore reads at most (1 + "
