@@ -26,8 +26,12 @@
  *
  * Measured per run: rate, peak RSS (bloomstage's VmHWM before SIGTERM, the
  * Streams JVM's), state (bloomstage: the largest
- * bloomstage_filter_memory_bytes seen; Streams: du of its state directory,
- * the RocksDB window store, at the end), and correctness: both outputs are
+ * bloomstage_filter_memory_bytes seen; Streams: the largest size of its
+ * window store by RocksDB's own properties, memtables + SST files, which
+ * Dedup samples every second: at the end most of it is still in memtables,
+ * so the state directory's files say little), on disk (bloomstage's largest
+ * checkpoint round; the blocks of Streams' state directory), and
+ * correctness: both outputs are
  * read back (read_committed) and traced to their input records, and each
  * is checked against the exact answer, an exact set of the window's keys:
  * a copy less than a window after the copy the contestant forwarded must
@@ -67,7 +71,12 @@ typedef struct run_res {
     bool ran;
     double seconds, startup_s;
     long hwm_kib;
-    double state_bytes, state_blocks; /* Streams: files' sizes, blocks */
+    /* state: bloomstage's largest bloomstage_filter_memory_bytes, Streams'
+     * largest store size (RocksDB memtables + SST files); disk: the
+     * largest checkpoint round (bloomstage_checkpoint_bytes), the state
+     * directory's blocks at the end (du) */
+    double state_bytes, disk_bytes;
+    double state_end; /* the state once the whole input was consumed */
     uint64_t out;
     int64_t model_diff; /* bloomstage: records decided unlike the model */
     /* correctness against the exact answer */
@@ -204,17 +213,20 @@ static void run_stage(const bench *b, int round, const char *in,
         h_test_fail("bloomstage gave no metrics port (log: %s)", log);
     static const char *const names[] = {"bloomstage_records_in_total",
                                         "bloomstage_records_out_total",
-                                        "bloomstage_filter_memory_bytes"};
+                                        "bloomstage_filter_memory_bytes",
+                                        "bloomstage_checkpoint_bytes"};
     double t_first = 0, t_hw = 0, t_settled = 0;
     int64_t hw_sum = -1;
     for (double t0 = h_now_s();;) {
-        double v[3];
+        double v[4];
         double now = h_now_s();
         if (h_process_wait(c, 0, NULL) != 1)
             h_test_fail("bloomstage exited during the run (log: %s)", log);
         if (now - t0 > 1800)
             h_test_fail("bloomstage: no end after 30 minutes (log: %s)", log);
-        if (bk_metrics(port, names, v, 3) == 0) {
+        if (bk_metrics(port, names, v, 4) == 0) {
+            if (v[3] > r->disk_bytes)
+                r->disk_bytes = v[3];
             if (v[0] > 0 && t_first == 0)
                 t_first = now;
             if (v[2] > r->state_bytes)
@@ -228,8 +240,10 @@ static void run_stage(const bench *b, int round, const char *in,
                 } else if ((double)s == v[1] && t_settled == 0) {
                     t_settled = now;
                 }
-                if (t_settled > 0 && now - t_settled >= 1.0)
+                if (t_settled > 0 && now - t_settled >= 1.0) {
+                    r->state_end = v[2];
                     break;
+                }
             }
         }
         h_sleep_ms(10);
@@ -251,7 +265,8 @@ static void run_stage(const bench *b, int round, const char *in,
 
 #define STREAMS_LINE "streams guarantee=%63s records=%" SCNu64 \
                      " seconds=%lf rate=%lf peak_rss_kib=%ld out=%" SCNu64 \
-                     " startup_s=%lf state_kib=%lf state_blocks_kib=%lf"
+                     " startup_s=%lf state_kib=%lf state_blocks_kib=%lf" \
+                     " store_bytes=%lf store_bytes_end=%lf"
 
 static void run_streams(const bench *b, int round, const char *in,
                         const char *out, run_res *r)
@@ -271,7 +286,7 @@ static void run_streams(const bench *b, int round, const char *in,
         h_test_fail("%s: %s", b->streams, h_last_error());
     char line[512] = "", g[64] = "";
     uint64_t recs = 0, n_out = 0;
-    double rt = 0, state_kib = 0, blocks_kib = 0;
+    double rt = 0, state_kib = 0, blocks_kib = 0, store = 0, store_end = 0;
     if (h_process_read_line(c, 1900 * 1000, line, sizeof(line)))
         h_test_fail("bench/streams/run gave no result line (log: %s)", log);
     int status = 0;
@@ -281,11 +296,13 @@ static void run_streams(const bench *b, int round, const char *in,
                     h_status_str(status), log);
     h_process_free(c);
     if (sscanf(line, STREAMS_LINE, g, &recs, &r->seconds, &rt, &r->hwm_kib,
-               &n_out, &r->startup_s, &state_kib, &blocks_kib) != 9 ||
+               &n_out, &r->startup_s, &state_kib, &blocks_kib,
+               &store, &store_end) != 11 ||
         recs != b->st->n)
         h_test_fail("cannot parse bench/streams/run's line '%s'", line);
-    r->state_bytes = state_kib * 1024;
-    r->state_blocks = blocks_kib * 1024;
+    r->state_bytes = store;
+    r->state_end = store_end;
+    r->disk_bytes = blocks_kib * 1024;
     r->ran = true;
     check_output(b, out, NULL, r);
     if (r->out != n_out)
@@ -355,28 +372,29 @@ static int report(const bench *b, run_res (*res)[NCONT], const char *load0)
 {
     char load1[160], m1[32], m2[32];
     bk_machine_load(load1, sizeof(load1));
-    printf("\n%5s  %-15s %9s %9s %8s %11s %10s %11s %11s %5s %13s %8s "
-           "%6s\n", "round", "contestant", "out", "exact", "seconds",
-           "rate (in/s)", "peak RSS", "state", "(blocks)", "early",
-           "false drops", "between", "model");
+    printf("\n%5s  %-15s %9s %9s %8s %11s %10s %10s %10s %10s %5s %13s "
+           "%7s %5s\n", "round", "contestant", "out", "exact", "seconds",
+           "rate (in/s)", "peak RSS", "state", "at end", "on disk",
+           "early", "false drops", "between", "model");
     int bad = 0;
     for (int r = 0; r < b->rounds; r++)
         for (int k = 0; k < NCONT; k++) {
             const run_res *x = &res[r][k];
             if (!x->ran)
                 continue;
-            char fp[48], md[24], m3[32] = "-";
+            char fp[48], md[24], m3[32] = "-", m4[32];
             snprintf(fp, sizeof(fp), "%" PRIu64 "/%" PRIu64, x->fp,
                      x->fp_queries);
             snprintf(md, sizeof(md), "%" PRId64, x->model_diff);
-            if (x->state_blocks > 0)
-                mib(x->state_blocks, m3, sizeof(m3));
+            mib(x->disk_bytes, m3, sizeof(m3));
             printf("%5d  %-15s %9" PRIu64 " %9" PRIu64 " %8.2f %11.0f "
-                   "%10s %11s %11s %5" PRIu64 " %13s %8" PRIu64 " %6s\n",
+                   "%10s %10s %10s %10s %5" PRIu64 " %13s %7" PRIu64
+                   " %5s\n",
                    r + 1, cont_name[k], x->out, x->exact_out, x->seconds,
                    rate_of(b, x), mib((double)x->hwm_kib * 1024, m1,
                                       sizeof(m1)),
-                   mib(x->state_bytes, m2, sizeof(m2)), m3, x->early, fp,
+                   mib(x->state_bytes, m2, sizeof(m2)),
+                   mib(x->state_end, m4, sizeof(m4)), m3, x->early, fp,
                    x->between, x->model_diff < 0 ? "-" : md);
             uint64_t lim = poisson_upper(b->fpr * (double)x->fp_queries,
                                          1e-6);
@@ -389,7 +407,8 @@ static int report(const bench *b, run_res (*res)[NCONT], const char *load0)
             }
         }
     double rate[NCONT][MAX_ROUNDS], med[NCONT], best[NCONT], worst[NCONT];
-    double rss[NCONT] = {0}, state[NCONT] = {0}, blocks[NCONT] = {0};
+    double rss[NCONT] = {0}, state[NCONT] = {0}, disk[NCONT] = {0};
+    double end[NCONT] = {0};
     uint64_t fp[NCONT] = {0}, fq[NCONT] = {0};
     printf("\nover %d rounds (rate in input records/s; spread: (best - "
            "worst) / median; the largest RSS and state of the rounds)\n",
@@ -408,8 +427,10 @@ static int report(const bench *b, run_res (*res)[NCONT], const char *load0)
                 rss[k] = (double)x->hwm_kib * 1024;
             if (x->state_bytes > state[k])
                 state[k] = x->state_bytes;
-            if (x->state_blocks > blocks[k])
-                blocks[k] = x->state_blocks;
+            if (x->state_end > end[k])
+                end[k] = x->state_end;
+            if (x->disk_bytes > disk[k])
+                disk[k] = x->disk_bytes;
             fp[k] += x->fp;
             fq[k] += x->fp_queries;
         }
@@ -431,8 +452,10 @@ static int report(const bench *b, run_res (*res)[NCONT], const char *load0)
     printf("\nkeys in a window (the exact set's forwards a day, on average): "
            "%.0f\n", keys_per_window);
     printf("bloomstage filter memory per key of a window: %.1f bytes (%.1f "
-           "bits)\n", state[C_STAGE] / keys_per_window,
-           8 * state[C_STAGE] / keys_per_window);
+           "bits) at the end (every partition at the last record's time); %.1f bytes at the "
+           "peak of the run\n", end[C_STAGE] / keys_per_window,
+           8 * end[C_STAGE] / keys_per_window,
+           state[C_STAGE] / keys_per_window);
     printf("bloomstage false drops: %" PRIu64 " of %" PRIu64 " copies 1.25 "
            "windows or more after the forwarded one: rate %.3g, dedup.fpr %g "
            "(Poisson limit %" PRIu64 " at alpha 1e-6)\n", fp[C_STAGE],
@@ -449,15 +472,23 @@ static int report(const bench *b, run_res (*res)[NCONT], const char *load0)
         printf("\nbloomstage / streams peak RSS: %.3f (%.1f / %.1f MiB)\n",
                rss[C_STAGE] / rss[C_STREAMS], rss[C_STAGE] / 1048576,
                rss[C_STREAMS] / 1048576);
-        printf("bloomstage filter / streams state on disk: %.4f (%.1f / "
-               "%.1f MiB; the store's files take %.1f MiB of blocks)\n",
+        printf("bloomstage filters / streams store (RocksDB memtables + "
+               "SST): peak %.4f (%.1f / %.1f MiB, the largest of each), at "
+               "the end %.4f (%.1f / %.1f MiB)\n",
                state[C_STAGE] / state[C_STREAMS], state[C_STAGE] / 1048576,
-               state[C_STREAMS] / 1048576, blocks[C_STREAMS] / 1048576);
+               state[C_STREAMS] / 1048576, end[C_STAGE] / end[C_STREAMS],
+               end[C_STAGE] / 1048576, end[C_STREAMS] / 1048576);
+        printf("on disk: bloomstage's largest checkpoint round %.1f MiB, "
+               "Streams' state directory %.1f MiB of blocks\n",
+               disk[C_STAGE] / 1048576, disk[C_STREAMS] / 1048576);
     }
     printf("columns: out/exact: output records, and the exact set's "
            "(forward iff no copy forwarded within 24 h); state: bloomstage's\n"
-           "  largest bloomstage_filter_memory_bytes, Streams' state "
-           "directory (files' sizes; blocks: du); early: copies within\n"
+           "  largest bloomstage_filter_memory_bytes, Streams' largest store "
+           "(RocksDB size-all-mem-tables + total-sst-files-size), peak\n"
+           "  and once all input was consumed (at end);\n"
+           "  on disk: bloomstage's largest bloomstage_checkpoint_bytes, "
+           "Streams' state directory at the end (du); early: copies within\n"
            "  the window of the forwarded one let through (must be 0); false "
            "drops: of the copies 1.25 windows or more after\n"
            "  it (or never forwarded); between: either answer allowed; model: "
