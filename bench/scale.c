@@ -452,19 +452,6 @@ static int read_output(const scale *sc, verdict *v)
     return rc;
 }
 
-/* The smallest x with P(Poisson(lambda) > x) < alpha. */
-static uint64_t poisson_bound(double lambda, double alpha)
-{
-    double p = exp(-lambda), cdf = p;
-    uint64_t x = 0;
-    while (1 - cdf >= alpha && x < 1000000) {
-        x++;
-        p *= lambda / (double)x;
-        cdf += p;
-    }
-    return x;
-}
-
 /* -- main ----------------------------------------------------------------- */
 
 static const char USAGE[] =
@@ -819,7 +806,7 @@ int main(int argc, char **argv)
     if (read_output(&sc, &v))
         goto done;
     double lambda = (double)sc.k * FPR;
-    uint64_t bound = poisson_bound(lambda, 1e-4);
+    uint64_t bound = h_poisson_upper(lambda, 1e-4);
     double run1 = kill_at > 0 ? t_kill - t_first_in : 0;
     double run2 = t_all_in - (kill_at > 0 ? t_restored : t_first_in);
 

@@ -304,19 +304,6 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* P(X > c) <= alpha for X ~ Poisson(mu): the smallest such c. */
-static uint64_t poisson_upper(double mu, double alpha)
-{
-    double p = exp(-mu), cdf = p;
-    uint64_t c = 0;
-    while (1 - cdf > alpha && c < 100000) {
-        c++;
-        p *= mu / (double)c;
-        cdf += p;
-    }
-    return c;
-}
-
 int main(int argc, char **argv)
 {
     uint64_t per_day = 2000000;
@@ -384,7 +371,7 @@ int main(int argc, char **argv)
     printf("\nforwarded per day (exact): %.0f; windowed peak %.1f bytes per "
            "key of a window\n", fwd_per_day,
            (double)res[K_WINDOWED][0].peak / fwd_per_day);
-    uint64_t limit = poisson_upper(FPR * (double)ck.fp_queries, 1e-6);
+    uint64_t limit = h_poisson_upper(FPR * (double)ck.fp_queries, 1e-6);
     printf("windowed contract: %llu copies less than a window after the "
            "forwarded one let through (must be 0); %llu false drops of "
            "%llu records 1.25 windows or more after (rate %.3g, bound %g, "
