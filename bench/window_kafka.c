@@ -231,15 +231,17 @@ static void run_stage(const bench *b, int round, const char *in,
                 t_first = now;
             if (v[2] > r->state_bytes)
                 r->state_bytes = v[2];
+            /* The output's growth, watched all along: the interval ends
+             * at its last record, as Streams' watcher ends it. */
+            int64_t s = h_topic_end(b->q, out, b->nparts, NULL);
+            if (s != hw_sum) {
+                hw_sum = s;
+                t_hw = now;
+                t_settled = 0;
+            }
             if (v[0] >= (double)b->st->n) {
-                int64_t s = h_topic_end(b->q, out, b->nparts, NULL);
-                if (s != hw_sum) {
-                    hw_sum = s;
-                    t_hw = now;
-                    t_settled = 0;
-                } else if ((double)s == v[1] && t_settled == 0) {
+                if ((double)s == v[1] && t_settled == 0)
                     t_settled = now;
-                }
                 if (t_settled > 0 && now - t_settled >= 1.0) {
                     r->state_end = v[2];
                     break;
