@@ -3,8 +3,10 @@
  */
 #include "replay.h"
 #include "dedup_filter.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "record_key.h"
+#include "timeouts.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -160,11 +162,16 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
                 wm->high < from[wm->partition])
                 from[wm->partition] = wm->high;
         }
+    /* Leaders as they are now: this client may have been idle while a
+     * broker went away, and a query sent to a dead leader waits out its
+     * whole timeout. */
+    (void)bs_topic_partitions(tail, output_topic, BS_TIMEOUT_BROKER_MS, NULL,
+                              0);
     int pending = 0;
     for (uint32_t p = 0; p < nparts; p++) {
         int64_t lo, hi;
         rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-            tail, output_topic, (int32_t)p, &lo, &hi, timeout_ms);
+            tail, output_topic, (int32_t)p, &lo, &hi, BS_TIMEOUT_BROKER_MS);
         if (err) {
             snprintf(errstr, errstr_size, "replay: watermarks of %s [%u]: %s",
                      output_topic, p, rd_kafka_err2str(err));
