@@ -144,12 +144,14 @@ static bool restore_pending(const bs_stage *s)
 
 /* Invariant 3: every partition back to its last checkpoint, filters
  * reloaded from the store and the consumer seeked.  A tail that cannot be
- * read leaves partitions RESTORE_PENDING: the next round retries. */
-static void rollback(bs_stage *s)
+ * read leaves partitions RESTORE_PENDING: the next round retries them
+ * (pending = true), and only them: the others are ACTIVE and may have
+ * records in flight, which a rollback must flush first (invariant 2). */
+static void rollback(bs_stage *s, bool pending)
 {
     char q[600];
-    if (restore_pending(s)) {
-        bs_log(BS_LOG_INFO, "retrying the rollback", NULL);
+    if (pending) {
+        bs_log(BS_LOG_INFO, "retrying the restore", NULL);
     } else {
         BS_INC(s->ctr.rollbacks);
         bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
@@ -172,10 +174,14 @@ static void rollback(bs_stage *s)
         bs_stage_fatal(s, "rollback: out of memory");
         return;
     }
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        bases[i] = s->parts[i].base_offset;
-        chosen[i] = &s->parts[i];
+        if (pending && s->parts[i].state != BS_PART_RESTORE_PENDING)
+            continue;
+        bases[m] = s->parts[i].base_offset;
+        chosen[m++] = &s->parts[i];
     }
+    n = m;
     bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
     if (r == BS_FATAL) {
         bs_stage_fatal(s, "rollback: %s", err);
@@ -183,7 +189,9 @@ static void rollback(bs_stage *s)
         /* Nothing of theirs is processed until a retry reads the tail
          * (the next round calls back here first). */
         char rq[1100];
-        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+        bs_log(BS_LOG_WARN, pending ? "restore incomplete, will retry"
+                                    : "rollback incomplete, will retry",
+               "error=%s",
                bs_log_quote(err, rq, sizeof(rq)));
     }
     rd_kafka_topic_partition_list_t *seek =
@@ -260,7 +268,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                         const char *why, double t0)
 {
     if (restore_pending(s)) {
-        rollback(s);
+        rollback(s, true);
         if (restore_pending(s) || s->state == BS_STAGE_FATAL)
             return BS_RETRY;
     }
@@ -283,7 +291,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     if (!flush_producer(s) || s->dr_failed) {
         if (!s->dr_failed)
             bs_deliveries_unconfirmed(s, "flush interrupted");
-        rollback(s);
+        rollback(s, false);
         BS_INC(s->ctr.checkpoint_failures);
         return BS_RETRY;
     }
