@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void bs_log_ckpt_failed(const part *p, const char *err)
 {
@@ -64,9 +65,11 @@ static bool flush_producer(bs_stage *s)
  * that cannot be made at all, BS_SEEK_ATTEMPTS times in a row, is fatal:
  * where consumption goes on would be unknown.  librdkafka 2.0.2 sometimes
  * answers "Timed out waiting for N remaining partition seek(s)" within
- * milliseconds of the call (seen in test_stage_faults after a rollback);
- * seeking the same partitions again is harmless, so it is retried.  A
- * partition the broker refuses is logged. */
+ * milliseconds of the call (seen in test_stage_faults after a rollback,
+ * and three times within 30 ms in test_eos on a loaded machine); seeking
+ * the same partitions again is harmless, so it is retried after a pause
+ * that doubles (20 ms, then 40 ... 320 ms).  A partition the broker
+ * refuses is logged. */
 static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                     const char *why)
 {
@@ -84,6 +87,7 @@ static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                    bs_log_quote(rd_kafka_error_string(e), q, sizeof(q)));
             rd_kafka_error_destroy(e);
             e = NULL;
+            usleep(20000u << (attempt - 1));
         }
     }
     if (e) {
