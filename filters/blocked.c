@@ -3,11 +3,13 @@
  * block, so an insert or a lookup touches one cache line.
  *
  * Two probe schemes (bf_internal.h): the lane scheme of every new filter,
- * branch-free, with an AVX2 version chosen at run time (the library is
- * built for the baseline x86-64, never -march=native: the AVX2 functions
- * carry their own target attribute and run only when the CPU reports AVX2)
- * and a scalar one everywhere else; and the distinct-probe scheme of
- * version-1 files, kept so they answer as they did.
+ * branch-free, with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run
+ * time (the library is built for the baseline x86-64, never -march=native:
+ * the SIMD functions carry their own target attribute and run only when
+ * the CPU reports the instructions) and a scalar one everywhere else; and
+ * the distinct-probe scheme of version-1 files, kept so they answer as
+ * they did.  Every operation is a table jump from the public function into
+ * a kernel for the filter's k and the instruction set (kernel_of).
  *
  * The filter owns its word array unless it was wrapped around memory the
  * loader maps from a file (owns_words false: the bf_filter that loaded it
@@ -446,101 +448,85 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
     return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
 }
 
-/* The kernels, written once with k a parameter and instantiated below for
- * k = 8 and 16 (constants: the pattern is straight-line code) and for any
- * k.  The one-key forms are whole operations (the counts updated too), so
- * the public functions reach them by a tail jump: no frame, no second
- * call, few instructions a key, which is what lets the CPU keep many keys'
- * cache misses in flight when the caller loops over keys. */
-AVX2_INLINE bool contains_avx2_k(const bf_blocked *bf, bf_hash h, uint32_t k)
+/* One key in the block it falls in: covered, and ORed in (the new bits). */
+AVX2_INLINE bool key_covered_avx2(const uint64_t *block, bf_hash h,
+                                  uint32_t k)
 {
-    const uint64_t *block = block_of(bf, h);
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, &p0, &p1);
     return covered_avx2(block, p0, p1);
 }
 
-AVX2_INLINE bool add_avx2_k(bf_blocked *bf, bf_hash h, uint32_t k)
+AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
 {
-    uint64_t *block = (uint64_t *)block_of(bf, h);
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, &p0, &p1);
-    unsigned added = or_avx2(block, p0, p1, k);
-    bf->bits_set += added;
-    bf->inserts += added != 0;
-    return added != 0;
+    return or_avx2(block, p0, p1, k);
 }
 
-AVX2_INLINE void contains_many_avx2_k(const bf_blocked *bf, const bf_hash *h,
-                                      size_t n, bool *out, uint32_t k)
-{
-    const uint64_t *words = bf->words, nblocks = bf->nblocks;
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(words + bf_block_of(h[i], nblocks) * 8);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(words + bf_block_of(h[i + AHEAD], nblocks) * 8);
-        __m256i p0, p1;
-        lanes_pattern_avx2(h[i], k, &p0, &p1);
-        out[i] = covered_avx2(words + bf_block_of(h[i], nblocks) * 8, p0, p1);
-    }
-}
-
-AVX2_INLINE size_t add_many_avx2_k(bf_blocked *bf, const bf_hash *h, size_t n,
-                                   bool *out, uint32_t k)
-{
-    /* Locals: a store into the block could alias the filter's fields. */
-    uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
-    size_t added_keys = 0;
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(words + bf_block_of(h[i], nblocks) * 8, 1);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(words + bf_block_of(h[i + AHEAD], nblocks) * 8,
-                               1);
-        __m256i p0, p1;
-        lanes_pattern_avx2(h[i], k, &p0, &p1);
-        unsigned added = or_avx2(words + bf_block_of(h[i], nblocks) * 8, p0,
-                                 p1, k);
-        bits += added;
-        added_keys += added != 0;
-        if (out)
-            out[i] = added != 0;
-    }
-    bf->bits_set += bits;
-    bf->inserts += added_keys;
-    return added_keys;
-}
-
+/* The kernels of one instruction set ISA (avx2, avx512: its key_covered_ISA
+ * and key_or_ISA) for k = K, written once.  They are instantiated for k =
+ * 8 and 16 (constants: the pattern is straight-line code) and, in AVX2,
+ * for any k.  The one-key forms are whole operations (the counts updated
+ * too), so the public functions reach them by a tail jump: no frame, no
+ * second call, few instructions a key, which is what lets the CPU keep
+ * many keys' cache misses in flight when the caller loops over keys.  The
+ * batches prefetch AHEAD keys ahead.  The one-key add turns off GCC's SLP
+ * vectorizer, which would make the two counter updates a 128-bit load,
+ * insert, add and store (six instructions for two adds). */
 #define NOINLINE __attribute__((noinline))
-/* The one-key add: GCC's SLP vectorizer would otherwise turn the two
- * counter updates into a 128-bit load, insert, add and store (six
- * instructions for two adds). */
 #define NOSLP __attribute__((optimize("no-tree-slp-vectorize")))
-#define KERNELS(suffix, K)                                                    \
-    AVX2 NOINLINE static bool contains_avx2_##suffix(const bf_blocked *bf,    \
-                                                     bf_hash h)               \
+#define BLOCK(i) (words + bf_block_of(h[i], nblocks) * BF_BLOCK_WORDS)
+#define LANE_KERNELS(ATTR, ISA, SUFFIX, K)                                    \
+    ATTR NOINLINE static bool contains_##ISA##_##SUFFIX(const bf_blocked *bf, \
+                                                        bf_hash h)            \
     {                                                                         \
-        return contains_avx2_k(bf, h, K);                                     \
+        return key_covered_##ISA(block_of(bf, h), h, K);                      \
     }                                                                         \
-    AVX2 NOINLINE NOSLP static bool add_avx2_##suffix(bf_blocked *bf, bf_hash h)    \
+    ATTR NOINLINE NOSLP static bool add_##ISA##_##SUFFIX(bf_blocked *bf,      \
+                                                         bf_hash h)           \
     {                                                                         \
-        return add_avx2_k(bf, h, K);                                          \
+        unsigned added = key_or_##ISA((uint64_t *)block_of(bf, h), h, K);     \
+        bf->bits_set += added;                                                \
+        bf->inserts += added != 0;                                            \
+        return added != 0;                                                    \
     }                                                                         \
-    AVX2 NOINLINE static void contains_many_avx2_##suffix(                    \
+    ATTR NOINLINE static void contains_many_##ISA##_##SUFFIX(                 \
         const bf_blocked *bf, const bf_hash *h, size_t n, bool *out)          \
     {                                                                         \
-        contains_many_avx2_k(bf, h, n, out, K);                               \
+        const uint64_t *words = bf->words, nblocks = bf->nblocks;             \
+        for (size_t i = 0; i < n && i < AHEAD; i++)                           \
+            __builtin_prefetch(BLOCK(i));                                     \
+        for (size_t i = 0; i < n; i++) {                                      \
+            if (i + AHEAD < n)                                                \
+                __builtin_prefetch(BLOCK(i + AHEAD));                         \
+            out[i] = key_covered_##ISA(BLOCK(i), h[i], K);                    \
+        }                                                                     \
     }                                                                         \
-    AVX2 NOINLINE static size_t add_many_avx2_##suffix(                       \
+    ATTR NOINLINE static size_t add_many_##ISA##_##SUFFIX(                    \
         bf_blocked *bf, const bf_hash *h, size_t n, bool *out)                \
     {                                                                         \
-        return add_many_avx2_k(bf, h, n, out, K);                             \
+        /* Locals: a store into a block could alias the filter's fields. */   \
+        uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;         \
+        size_t added_keys = 0;                                                \
+        for (size_t i = 0; i < n && i < AHEAD; i++)                           \
+            __builtin_prefetch(BLOCK(i), 1);                                  \
+        for (size_t i = 0; i < n; i++) {                                      \
+            if (i + AHEAD < n)                                                \
+                __builtin_prefetch(BLOCK(i + AHEAD), 1);                      \
+            unsigned added = key_or_##ISA(BLOCK(i), h[i], K);                 \
+            bits += added;                                                    \
+            added_keys += added != 0;                                         \
+            if (out)                                                          \
+                out[i] = added != 0;                                          \
+        }                                                                     \
+        bf->bits_set += bits;                                                 \
+        bf->inserts += added_keys;                                            \
+        return added_keys;                                                    \
     }
-KERNELS(k8, 8)
-KERNELS(k16, 16)
-KERNELS(kany, bf->k)
-#undef KERNELS
+LANE_KERNELS(AVX2, avx2, k8, 8)
+LANE_KERNELS(AVX2, avx2, k16, 16)
+LANE_KERNELS(AVX2, avx2, kany, bf->k)
 
 /* -- the lane scheme in AVX-512 (k = 8 and 16) --------------------------- */
 
@@ -568,19 +554,19 @@ AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k)
     return p;
 }
 
-AVX512_INLINE bool contains_avx512_k(const bf_blocked *bf, bf_hash h,
-                                     uint32_t k)
+/* One key, as key_covered_avx2 and key_or_avx2; the new bits are counted
+ * as in or_avx2, from the lanes' masks. */
+AVX512_INLINE bool key_covered_avx512(const uint64_t *block, bf_hash h,
+                                      uint32_t k)
 {
-    const uint64_t *block = block_of(bf, h);
     __m512i p = lanes_pattern_avx512(h, k);
     __m512i miss = _mm512_andnot_si512(_mm512_load_si512(block), p);
     return _mm512_test_epi64_mask(miss, miss) == 0;
 }
 
-/* ORs the pattern in; returns the new bits, counted as in or_avx2 from
- * the lanes' masks. */
-AVX512_INLINE unsigned or_avx512(uint64_t *block, __m512i p, uint32_t k)
+AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k)
 {
+    __m512i p = lanes_pattern_avx512(h, k);
     __m512i b = _mm512_load_si512(block);
     _mm512_store_si512(block, _mm512_or_si512(b, p));
     __m512i x = _mm512_andnot_si512(b, p);
@@ -592,80 +578,10 @@ AVX512_INLINE unsigned or_avx512(uint64_t *block, __m512i p, uint32_t k)
         nz | (unsigned)_mm512_test_epi64_mask(y, y) << 8);
 }
 
-AVX512_INLINE bool add_avx512_k(bf_blocked *bf, bf_hash h, uint32_t k)
-{
-    uint64_t *block = (uint64_t *)block_of(bf, h);
-    unsigned added = or_avx512(block, lanes_pattern_avx512(h, k), k);
-    bf->bits_set += added;
-    bf->inserts += added != 0;
-    return added != 0;
-}
-
-AVX512_INLINE void contains_many_avx512_k(const bf_blocked *bf,
-                                          const bf_hash *h, size_t n,
-                                          bool *out, uint32_t k)
-{
-    const uint64_t *words = bf->words, nblocks = bf->nblocks;
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(words + bf_block_of(h[i], nblocks) * 8);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(words + bf_block_of(h[i + AHEAD], nblocks) * 8);
-        __m512i p = lanes_pattern_avx512(h[i], k);
-        __m512i miss = _mm512_andnot_si512(
-            _mm512_load_si512(words + bf_block_of(h[i], nblocks) * 8), p);
-        out[i] = _mm512_test_epi64_mask(miss, miss) == 0;
-    }
-}
-
-AVX512_INLINE size_t add_many_avx512_k(bf_blocked *bf, const bf_hash *h,
-                                       size_t n, bool *out, uint32_t k)
-{
-    uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
-    size_t added_keys = 0;
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(words + bf_block_of(h[i], nblocks) * 8, 1);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(words + bf_block_of(h[i + AHEAD], nblocks) * 8,
-                               1);
-        unsigned added = or_avx512(words + bf_block_of(h[i], nblocks) * 8,
-                                   lanes_pattern_avx512(h[i], k), k);
-        bits += added;
-        added_keys += added != 0;
-        if (out)
-            out[i] = added != 0;
-    }
-    bf->bits_set += bits;
-    bf->inserts += added_keys;
-    return added_keys;
-}
-
-#define KERNELS(suffix, K)                                                    \
-    AVX512 NOINLINE static bool contains_avx512_##suffix(const bf_blocked *bf, \
-                                                         bf_hash h)           \
-    {                                                                         \
-        return contains_avx512_k(bf, h, K);                                   \
-    }                                                                         \
-    AVX512 NOINLINE NOSLP static bool add_avx512_##suffix(bf_blocked *bf,           \
-                                                    bf_hash h)                \
-    {                                                                         \
-        return add_avx512_k(bf, h, K);                                        \
-    }                                                                         \
-    AVX512 NOINLINE static void contains_many_avx512_##suffix(                \
-        const bf_blocked *bf, const bf_hash *h, size_t n, bool *out)          \
-    {                                                                         \
-        contains_many_avx512_k(bf, h, n, out, K);                             \
-    }                                                                         \
-    AVX512 NOINLINE static size_t add_many_avx512_##suffix(                   \
-        bf_blocked *bf, const bf_hash *h, size_t n, bool *out)                \
-    {                                                                         \
-        return add_many_avx512_k(bf, h, n, out, K);                           \
-    }
-KERNELS(k8, 8)
-KERNELS(k16, 16)
-#undef KERNELS
-
+LANE_KERNELS(AVX512, avx512, k8, 8)
+LANE_KERNELS(AVX512, avx512, k16, 16)
+#undef LANE_KERNELS
+#undef BLOCK
 #endif
 
 /* -- the operations ------------------------------------------------------ */
