@@ -475,7 +475,11 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
  * vectorizer, which would make the two counter updates a 128-bit load,
  * insert, add and store (six instructions for two adds). */
 #define NOINLINE __attribute__((noinline))
+#if defined(__clang__)
+#define NOSLP /* clang has no such attribute, nor the habit */
+#else
 #define NOSLP __attribute__((optimize("no-tree-slp-vectorize")))
+#endif
 #define BLOCK(i) (words + bf_block_of(h[i], nblocks) * BF_BLOCK_WORDS)
 #define LANE_KERNELS(ATTR, ISA, SUFFIX, K)                                    \
     ATTR NOINLINE static bool contains_##ISA##_##SUFFIX(const bf_blocked *bf, \
