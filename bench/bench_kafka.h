@@ -182,6 +182,89 @@ static inline unsigned bk_metrics_port(const char *path)
     return port;
 }
 
+/* Waits up to timeout_s for the port of bloomstage's /metrics in its log
+ * (log_path) while the process c runs; 0 if it exits or never says. */
+static inline unsigned bk_wait_metrics_port(h_proc *c, const char *log_path,
+                                            double timeout_s)
+{
+    for (double t0 = h_now_s(); h_now_s() - t0 < timeout_s;) {
+        unsigned port = bk_metrics_port(log_path);
+        if (port)
+            return port;
+        if (h_process_wait(c, 0, NULL) != 1)
+            return 0;
+        h_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* `bloomstage run -c conf [-X xs[i]]...` with stderr and stdout to
+ * log_path; NULL with h_last_error() on failure. */
+static inline h_proc *bk_stage_spawn(const char *bloomstage, const char *conf,
+                                     char *const *xs, int nx,
+                                     const char *log_path)
+{
+    char **argv = calloc((size_t)(5 + 2 * nx), sizeof(char *));
+    if (!argv) {
+        h_fail("out of memory");
+        return NULL;
+    }
+    int i = 0;
+    argv[i++] = (char *)bloomstage;
+    argv[i++] = "run";
+    argv[i++] = "-c";
+    argv[i++] = (char *)conf;
+    for (int x = 0; x < nx; x++) {
+        argv[i++] = "-X";
+        argv[i++] = xs[x];
+    }
+    argv[i] = NULL;
+    h_proc *c = NULL;
+    h_spawn_opts o = {.log_path = log_path};
+    if (h_process_spawn_opts(argv, &o, &c))
+        c = NULL;
+    free(argv);
+    return c;
+}
+
+/* The machine's load average and CPU pressure (PSI some avg10), one line:
+ * what else ran on the cores during a benchmark. */
+static inline void bk_machine_load(char *buf, size_t size)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a = 0, b = 0, c = 0, some = -1;
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
+            a = b = c = 0;
+        fclose(f);
+    }
+    f = fopen("/proc/pressure/cpu", "r");
+    if (f) {
+        if (fscanf(f, "some avg10=%lf", &some) != 1)
+            some = -1;
+        fclose(f);
+    }
+    if (some >= 0)
+        snprintf(buf, size, "load average %.2f %.2f %.2f, CPU pressure "
+                 "%.0f%% (some, 10 s)", a, b, c, some);
+    else
+        snprintf(buf, size, "load average %.2f %.2f %.2f", a, b, c);
+}
+
+static inline int bk_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n-1] (n > 0), which is left sorted. */
+static inline double bk_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), bk_cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* A count option ("1M", "20000000", "1e6": powers of 1000, as every
  * bloomstage count) within [min, max]. */
 static inline bool bench_parse_count(const char *s, uint64_t min,

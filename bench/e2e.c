@@ -1611,29 +1611,6 @@ static int hidden_main(int argc, char **argv)
 
 /* "1.23 0.98 0.50" from /proc/loadavg and, where the kernel has PSI, the
  * share of the last 10 s in which some task waited for a CPU. */
-static void machine_load(char *buf, size_t size)
-{
-    buf[0] = '\0';
-    FILE *f = fopen("/proc/loadavg", "r");
-    double a = 0, b = 0, c = 0, some = -1;
-    if (f) {
-        if (fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
-            a = b = c = 0;
-        fclose(f);
-    }
-    f = fopen("/proc/pressure/cpu", "r");
-    if (f) {
-        if (fscanf(f, "some avg10=%lf", &some) != 1)
-            some = -1;
-        fclose(f);
-    }
-    if (some >= 0)
-        snprintf(buf, size, "load average %.2f %.2f %.2f, CPU pressure "
-                 "%.0f%% (some, 10 s)", a, b, c, some);
-    else
-        snprintf(buf, size, "load average %.2f %.2f %.2f", a, b, c);
-}
-
 /* The file system the checkpoints go to: on tmpfs fsync costs nothing. */
 static const char *fs_type(const char *path)
 {
@@ -1785,17 +1762,7 @@ typedef struct rstats {
     long rss_max, rss_median;           /* KiB */
 } rstats;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+static double median_of(double *v, int n) { return bk_median(v, n); }
 
 static rstats stats_of(const result *res, int rounds, int ph)
 {
@@ -1844,7 +1811,7 @@ static int real_run(bench *b, int rounds, const char *load0)
         return rc;
     }
     char load1[160];
-    machine_load(load1, sizeof(load1));
+    bk_machine_load(load1, sizeof(load1));
 
     printf("\n%5s  %-15s %11s %12s %8s %12s %11s %10s %10s\n", "round",
            "phase", "records in", "records out", "seconds", "rate (in/s)",
@@ -2110,7 +2077,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     char load0[160], load1[160];
-    machine_load(load0, sizeof(load0));
+    bk_machine_load(load0, sizeof(load0));
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
     dataset *d = &b.d;
@@ -2324,7 +2291,7 @@ int main(int argc, char **argv)
             if (check_nothing_dropped(b.q, topic, d->nparts))
                 goto done;
         }
-    machine_load(load1, sizeof(load1));
+    bk_machine_load(load1, sizeof(load1));
 
     printf("\n%5s  %-15s %11s %12s %8s %12s %11s %9s %10s\n", "round",
            "phase", "records in", "records out", "seconds", "rate (in/s)",

@@ -31,7 +31,7 @@ bool sbbf_init(sbbf *s, uint64_t nblocks)
     if (!s->words)
         return false;
     memset(s->words, 0, bytes);
-    s->avx2 = !strcmp(bf_simd_name(), "avx2");
+    s->avx2 = strcmp(bf_simd_name(), "scalar") != 0;
     return true;
 }
 

@@ -207,26 +207,10 @@ typedef struct scale {
 
 static h_proc *stage_spawn(const scale *sc, const char *log_path)
 {
-    char **argv = calloc((size_t)(5 + 2 * sc->nx), sizeof(char *));
-    if (!argv)
-        return NULL;
-    int i = 0;
-    argv[i++] = (char *)sc->bloomstage;
-    argv[i++] = "run";
-    argv[i++] = "-c";
-    argv[i++] = (char *)sc->conf;
-    for (int x = 0; x < sc->nx; x++) {
-        argv[i++] = "-X";
-        argv[i++] = sc->xs[x];
-    }
-    argv[i] = NULL;
-    h_proc *c = NULL;
-    h_spawn_opts o = {.log_path = log_path};
-    if (h_process_spawn_opts(argv, &o, &c)) {
+    h_proc *c = bk_stage_spawn(sc->bloomstage, sc->conf, sc->xs, sc->nx,
+                               log_path);
+    if (!c)
         fail("%s: %s", sc->bloomstage, h_last_error());
-        c = NULL;
-    }
-    free(argv);
     return c;
 }
 
@@ -235,15 +219,7 @@ static bool alive(h_proc *c) { return h_process_wait(c, 0, NULL) == 1; }
 /* Waits for the stage's /metrics port (from its log). */
 static unsigned wait_port(h_proc *c, const char *log_path)
 {
-    for (double t0 = h_now_s(); h_now_s() - t0 < 60 && !interrupted;) {
-        unsigned port = bk_metrics_port(log_path);
-        if (port)
-            return port;
-        if (!alive(c))
-            return 0;
-        h_sleep_ms(10);
-    }
-    return 0;
+    return interrupted ? 0 : bk_wait_metrics_port(c, log_path, 60);
 }
 
 typedef struct sample {
@@ -474,19 +450,6 @@ static int read_output(const scale *sc, verdict *v)
     if (interrupted)
         return fail("interrupted");
     return rc;
-}
-
-/* The smallest x with P(Poisson(lambda) > x) < alpha. */
-static uint64_t poisson_bound(double lambda, double alpha)
-{
-    double p = exp(-lambda), cdf = p;
-    uint64_t x = 0;
-    while (1 - cdf >= alpha && x < 1000000) {
-        x++;
-        p *= lambda / (double)x;
-        cdf += p;
-    }
-    return x;
 }
 
 /* -- main ----------------------------------------------------------------- */
@@ -843,7 +806,7 @@ int main(int argc, char **argv)
     if (read_output(&sc, &v))
         goto done;
     double lambda = (double)sc.k * FPR;
-    uint64_t bound = poisson_bound(lambda, 1e-4);
+    uint64_t bound = h_poisson_upper(lambda, 1e-4);
     double run1 = kill_at > 0 ? t_kill - t_first_in : 0;
     double run2 = t_all_in - (kill_at > 0 ? t_restored : t_first_in);
 

@@ -8,8 +8,10 @@
  * The stream: DAYS (7) days of record time, RECORDS_PER_DAY (2M) records a
  * day with a diurnal rate (a sine, 3x between night and peak), each a new
  * key (50%), a copy of a record from the last 6 hours (30%), or of one
- * 20-40 hours back (20%: around the window's edge and past it).  Keys are
- * 8-byte ids; everything is generated before anything is timed.
+ * 20-40 hours back (20%: around the window's edge and past it): the support
+ * layer's h_traffic_days (tests/support/stream.c), which bench_window_kafka
+ * also runs on a real broker.  Keys are 8-byte ids; everything is
+ * generated before anything is timed.
  *
  * Per structure, ROUNDS rounds over the whole stream (a fresh structure
  * each round): ns per record (hash + lookup + insert, and for the exact set
@@ -36,6 +38,7 @@
 #include <time.h>
 
 #include "bloomfilters.h"
+#include "stream.h" /* h_traffic_days, h_mix64 (tests/support) */
 
 #define DAY_MS INT64_C(86400000)
 #define WINDOW_MS DAY_MS
@@ -47,14 +50,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z += UINT64_C(0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -75,39 +70,18 @@ typedef struct stream {
     int64_t *ts;
 } stream;
 
-/* Record i's time: the day's records spread by a diurnal rate
- * r(t) ~ 2 - cos(2 pi t / day), inverted numerically per record. */
+/* The support layer's synthetic days (tests/support/stream.h), the same
+ * stream bench_window_kafka runs through the stage and Kafka Streams. */
 static stream make_stream(uint64_t per_day, int days)
 {
     stream s = {(size_t)per_day * (size_t)days, NULL, NULL};
+    uint32_t *id32 = xcalloc(s.n, sizeof(*id32));
     s.id = xcalloc(s.n, sizeof(*s.id));
     s.ts = xcalloc(s.n, sizeof(*s.ts));
-    const double two_pi = 6.283185307179586;
-    uint64_t rng = 42, next_id = 0;
-    size_t lo6 = 0, lo40 = 0, lo20 = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        /* CDF of the rate over a day: (2x - sin(2 pi x)/(2 pi)) / 2. */
-        double u = (double)(i % per_day) / (double)per_day, x = u;
-        for (int it = 0; it < 30; it++) {
-            double f = (2 * x - sin(two_pi * x) / two_pi) / 2 - u;
-            double df = (2 - cos(two_pi * x)) / 2;
-            x -= f / df;
-        }
-        s.ts[i] = (int64_t)(i / per_day) * DAY_MS + (int64_t)(x * DAY_MS) + 1;
-        while (s.ts[lo6] < s.ts[i] - DAY_MS / 4)
-            lo6++;
-        while (lo40 < i && s.ts[lo40] < s.ts[i] - DAY_MS * 40 / 24)
-            lo40++;
-        while (lo20 < i && s.ts[lo20] < s.ts[i] - DAY_MS * 20 / 24)
-            lo20++;
-        uint64_t r = (rng = mix64(rng)) % 100;
-        if (r < 30 && i > lo6)
-            s.id[i] = s.id[lo6 + mix64(rng + 1) % (i - lo6)];
-        else if (r >= 30 && r < 50 && lo20 > lo40)
-            s.id[i] = s.id[lo40 + mix64(rng + 2) % (lo20 - lo40)];
-        else
-            s.id[i] = next_id++;
-    }
+    (void)h_traffic_days(per_day, days, id32, s.ts);
+    for (size_t i = 0; i < s.n; i++)
+        s.id[i] = id32[i];
+    free(id32);
     return s;
 }
 
@@ -152,7 +126,7 @@ static uint64_t exact_bytes(const exact *e)
 
 static size_t exact_slot(const exact *e, uint64_t k)
 {
-    size_t i = (size_t)(mix64(k) & (e->cap - 1));
+    size_t i = (size_t)(h_mix64(k) & (e->cap - 1));
     while (e->key[i] && e->key[i] != k)
         i = (i + 1) & (e->cap - 1);
     return i;
@@ -166,7 +140,7 @@ static void exact_delete(exact *e, size_t i)
         j = (j + 1) & (e->cap - 1);
         if (!e->key[j])
             break;
-        size_t home = (size_t)(mix64(e->key[j]) & (e->cap - 1));
+        size_t home = (size_t)(h_mix64(e->key[j]) & (e->cap - 1));
         if ((j > i && (home <= i || home > j)) ||
             (j < i && (home <= i && home > j))) {
             e->key[i] = e->key[j];
@@ -330,19 +304,6 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* P(X > c) <= alpha for X ~ Poisson(mu): the smallest such c. */
-static uint64_t poisson_upper(double mu, double alpha)
-{
-    double p = exp(-mu), cdf = p;
-    uint64_t c = 0;
-    while (1 - cdf > alpha && c < 100000) {
-        c++;
-        p *= mu / (double)c;
-        cdf += p;
-    }
-    return c;
-}
-
 int main(int argc, char **argv)
 {
     uint64_t per_day = 2000000;
@@ -410,7 +371,7 @@ int main(int argc, char **argv)
     printf("\nforwarded per day (exact): %.0f; windowed peak %.1f bytes per "
            "key of a window\n", fwd_per_day,
            (double)res[K_WINDOWED][0].peak / fwd_per_day);
-    uint64_t limit = poisson_upper(FPR * (double)ck.fp_queries, 1e-6);
+    uint64_t limit = h_poisson_upper(FPR * (double)ck.fp_queries, 1e-6);
     printf("windowed contract: %llu copies less than a window after the "
            "forwarded one let through (must be 0); %llu false drops of "
            "%llu records 1.25 windows or more after (rate %.3g, bound %g, "

@@ -15,12 +15,19 @@
 /* Geometry bounds a filter may have (2^40 blocks = 64 TiB). */
 #define BF_MAX_BLOCKS (UINT64_C(1) << 40)
 
+/* The code a blocked filter's operations run (blocked.c): the scalar
+ * forms (either scheme), or the lane scheme's AVX2 forms for any k, for
+ * k = 8 and for k = 16. */
+enum { BF_KERNEL_SCALAR, BF_KERNEL_AVX2, BF_KERNEL_AVX2_K8,
+       BF_KERNEL_AVX2_K16 };
+
 struct bf_blocked {
     uint64_t *words;   /* nblocks * 8 words, 64-byte aligned */
     uint64_t nblocks;
     uint32_t k;
     uint32_t scheme;   /* BF_SCHEME_LANES, or BF_SCHEME_DISTINCT if loaded
                           from a version-1 file */
+    uint8_t kernel;    /* BF_KERNEL_*, from scheme and k, when AVX2 is used */
     bool owns_words;   /* false when used in place from a file */
     uint64_t seed;
     uint64_t capacity; /* keys it was sized for (0 if built by geometry) */

@@ -3,11 +3,13 @@
  * block, so an insert or a lookup touches one cache line.
  *
  * Two probe schemes (bf_internal.h): the lane scheme of every new filter,
- * branch-free, with an AVX2 version chosen at run time (the library is
- * built for the baseline x86-64, never -march=native: the AVX2 functions
- * carry their own target attribute and run only when the CPU reports AVX2)
- * and a scalar one everywhere else; and the distinct-probe scheme of
- * version-1 files, kept so they answer as they did.
+ * branch-free, with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run
+ * time (the library is built for the baseline x86-64, never -march=native:
+ * the SIMD functions carry their own target attribute and run only when
+ * the CPU reports the instructions) and a scalar one everywhere else; and
+ * the distinct-probe scheme of version-1 files, kept so they answer as
+ * they did.  Every operation is a table jump from the public function into
+ * a kernel for the filter's k and the instruction set (kernel_of).
  *
  * The filter owns its word array unless it was wrapped around memory the
  * loader maps from a file (owns_words false: the bf_filter that loaded it
@@ -26,35 +28,52 @@
 
 /* -- instruction set, chosen once --------------------------------------- */
 
-static bool use_avx2;
+/* SIMD_SCALAR, SIMD_AVX2 or SIMD_AVX512: what the lane scheme runs on. */
+enum { SIMD_SCALAR, SIMD_AVX2, SIMD_AVX512 };
+static const char *const simd_names[] = {"scalar", "avx2", "avx512"};
+static unsigned simd_level;
 
 #ifdef BF_HAVE_AVX2_CODE
-static bool cpu_has_avx2(void)
+static bool cpu_has(unsigned level)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+    bool avx2 =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+    if (level == SIMD_AVX2)
+        return avx2;
+    return level == SIMD_AVX512 && avx2 &&
+           __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512dq");
 }
+
+static void lane_salt_init(void);
 
 __attribute__((constructor)) static void simd_init(void)
 {
-    use_avx2 = cpu_has_avx2();
+    lane_salt_init();
+    simd_level = cpu_has(SIMD_AVX512) ? SIMD_AVX512
+                 : cpu_has(SIMD_AVX2) ? SIMD_AVX2
+                                      : SIMD_SCALAR;
 }
 #endif
 
-const char *bf_simd_name(void) { return use_avx2 ? "avx2" : "scalar"; }
+const char *bf_simd_name(void) { return simd_names[simd_level]; }
 
 bool bf_simd_use(const char *name)
 {
-    if (!strcmp(name, "scalar")) {
-        use_avx2 = false;
-        return true;
-    }
+    for (unsigned level = 0; level < 3; level++) {
+        if (strcmp(name, simd_names[level]))
+            continue;
 #ifdef BF_HAVE_AVX2_CODE
-    if (!strcmp(name, "avx2") && cpu_has_avx2()) {
-        use_avx2 = true;
+        if (level != SIMD_SCALAR && !cpu_has(level))
+            return false;
+#else
+        if (level != SIMD_SCALAR)
+            return false;
+#endif
+        simd_level = level;
         return true;
     }
-#endif
     return false;
 }
 
@@ -68,6 +87,10 @@ bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
     bf->nblocks = nblocks;
     bf->k = k;
     bf->scheme = scheme;
+    bf->kernel = scheme != BF_SCHEME_LANES ? BF_KERNEL_SCALAR
+                 : k == 8                  ? BF_KERNEL_AVX2_K8
+                 : k == 16                 ? BF_KERNEL_AVX2_K16
+                                           : BF_KERNEL_AVX2;
     bf->owns_words = owns;
     bf->seed = seed;
     return bf;
@@ -193,8 +216,9 @@ static inline unsigned or_pattern(uint64_t *block, const uint64_t pat[8])
     return added;
 }
 
-/* The scalar forms of every operation, either scheme. */
-static bool contains_scalar(const bf_blocked *bf, bf_hash h)
+/* The scalar forms of every operation, either scheme: out of line, so
+ * that the public functions stay a few compares and a tail jump. */
+__attribute__((noinline)) static bool contains_scalar(const bf_blocked *bf, bf_hash h)
 {
     const uint64_t *block = block_of(bf, h);
     __builtin_prefetch(block);
@@ -203,7 +227,7 @@ static bool contains_scalar(const bf_blocked *bf, bf_hash h)
     return covered(block, pat);
 }
 
-static unsigned add_scalar(bf_blocked *bf, bf_hash h)
+__attribute__((noinline)) static bool add_scalar(bf_blocked *bf, bf_hash h)
 {
     uint64_t *block = (uint64_t *)block_of(bf, h);
     __builtin_prefetch(block, 1);
@@ -212,7 +236,9 @@ static unsigned add_scalar(bf_blocked *bf, bf_hash h)
     unsigned added = or_pattern(block, pat);
     if (added)
         bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
-    return added;
+    bf->bits_set += added;
+    bf->inserts += added != 0;
+    return added != 0;
 }
 
 /* Batches prefetch this many keys ahead, so several cache misses are in
@@ -220,7 +246,7 @@ static unsigned add_scalar(bf_blocked *bf, bf_hash h)
  * enough that 8 did not cover a miss. */
 enum { AHEAD = 16 };
 
-static void contains_many_scalar(const bf_blocked *bf, const bf_hash *h,
+__attribute__((noinline)) static void contains_many_scalar(const bf_blocked *bf, const bf_hash *h,
                                  size_t n, bool *out)
 {
     for (size_t i = 0; i < n && i < AHEAD; i++)
@@ -241,7 +267,7 @@ static void contains_many_scalar(const bf_blocked *bf, const bf_hash *h,
     }
 }
 
-static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
+__attribute__((noinline)) static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
                               bool *out)
 {
     uint64_t bits = 0;
@@ -270,14 +296,55 @@ static size_t add_many_scalar(bf_blocked *bf, const bf_hash *h, size_t n,
 
 #ifdef BF_HAVE_AVX2_CODE
 #define AVX2 __attribute__((target("avx2,popcnt")))
+#define AVX2_INLINE AVX2 __attribute__((always_inline)) static inline
 
-/* One round of the lane pattern as two 256-bit halves (lanes 0-3, 4-7):
- * an 8 x 32-bit multiply of the hash word by the round's salts and a shift
- * give the eight bit positions, widened to 64 bits for the variable
- * shift.  `off` holds 64 in the lanes the round leaves out (k not a
- * multiple of 8): the shift turns position 64 into no bit at all. */
-AVX2 static inline void lanes_round_avx2(uint32_t x, uint32_t r, __m256i off,
-                                         __m256i *a, __m256i *b)
+/* Each round's salts interleaved, lanes 0 and 4, 1 and 5, ...: one 8 x
+ * 32-bit multiply then holds in 64-bit lane i the products of lanes i (low
+ * half) and 4 + i (high half), so two 64-bit shifts give the bit positions
+ * of both halves of the block already widened for the variable shift (no
+ * unpacking).  Filled once from BF_LANE_SALT by simd_init. */
+static uint32_t lane_salt_il[8][8] __attribute__((aligned(32)));
+
+/* For AVX-512, rounds in pairs: 64-bit lane l of pair q holds the salts of
+ * lane l in rounds 2q (low half) and 2q + 1 (high half), so one 16 x
+ * 32-bit multiply of the two hash words (a 64-bit broadcast) does two
+ * rounds. */
+static uint32_t lane_salt_pair[4][16] __attribute__((aligned(64)));
+
+static void lane_salt_init(void)
+{
+    for (unsigned r = 0; r < 8; r++)
+        for (unsigned i = 0; i < 4; i++) {
+            lane_salt_il[r][2 * i] = BF_LANE_SALT[r][i];
+            lane_salt_il[r][2 * i + 1] = BF_LANE_SALT[r][4 + i];
+        }
+    for (unsigned q = 0; q < 4; q++)
+        for (unsigned l = 0; l < 8; l++) {
+            lane_salt_pair[q][2 * l] = BF_LANE_SALT[2 * q][l];
+            lane_salt_pair[q][2 * l + 1] = BF_LANE_SALT[2 * q + 1][l];
+        }
+}
+
+/* One full round (8 probes, one a lane) ORed into the pattern's halves
+ * (lanes 0-3, 4-7). */
+AVX2_INLINE void lanes_round8_avx2(uint32_t x, uint32_t r, __m256i *a,
+                                   __m256i *b)
+{
+    const __m256i one = _mm256_set1_epi64x(1), six = _mm256_set1_epi64x(63);
+    __m256i m =
+        _mm256_mullo_epi32(_mm256_set1_epi32((int)x),
+                           _mm256_load_si256((const __m256i *)lane_salt_il[r]));
+    *a = _mm256_or_si256(
+        *a, _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srli_epi64(m, 26),
+                                                    six)));
+    *b = _mm256_or_si256(*b, _mm256_sllv_epi64(one, _mm256_srli_epi64(m, 58)));
+}
+
+/* A partial round (k not a multiple of 8): the round's salts in lane
+ * order, `off` holding 64 in the lanes the round leaves out (the shift
+ * turns position 64 into no bit at all). */
+AVX2_INLINE void lanes_round_part_avx2(uint32_t x, uint32_t r, __m256i off,
+                                       __m256i *a, __m256i *b)
 {
     const __m256i one = _mm256_set1_epi64x(1);
     __m256i salt = _mm256_loadu_si256((const __m256i *)BF_LANE_SALT[r]);
@@ -307,46 +374,41 @@ static inline uint32_t lane_word(bf_hash h, uint32_t r)
     }
 }
 
-/* The whole pattern.  k = 8 and 16 (what the sizing picks from 1e-1 to
- * 1e-7) are written out, with no loop and no lane mask; other k loop over
- * rounds with the mask. */
-AVX2 static inline void lanes_pattern_avx2(bf_hash h, uint32_t k,
-                                           __m256i *p0, __m256i *p1)
+/* The whole pattern.  Inlined into kernels whose k is a constant (8 and
+ * 16, what the sizing picks from 1e-1 to 1e-7) it is straight-line code
+ * with no lane mask; other k loop over rounds. */
+AVX2_INLINE void lanes_pattern_avx2(bf_hash h, uint32_t k, __m256i *p0,
+                                    __m256i *p1)
 {
     __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
-    const __m256i none = _mm256_setzero_si256();
-    if (k == 8) {
-        lanes_round_avx2((uint32_t)h.hi, 0, none, &a, &b);
-    } else if (k == 16) {
-        lanes_round_avx2((uint32_t)h.hi, 0, none, &a, &b);
-        lanes_round_avx2((uint32_t)(h.hi >> 32), 1, none, &a, &b);
-    } else {
+    uint32_t full = k / 8;
+    for (uint32_t r = 0; r < full; r++)
+        lanes_round8_avx2(lane_word(h, r), r, &a, &b);
+    if (k % 8) {
+        /* lanes l >= k mod 8 are off */
         const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256i sixty4 = _mm256_set1_epi32(64);
-        for (uint32_t r = 0; r < (k + 7) / 8; r++) {
-            /* lanes l >= k - 8r are off */
-            __m256i on = _mm256_cmpgt_epi32(
-                _mm256_set1_epi32((int)(k - 8 * r)), idx);
-            lanes_round_avx2(lane_word(h, r), r,
-                             _mm256_andnot_si256(on, sixty4), &a, &b);
-        }
+        __m256i on = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k % 8)), idx);
+        lanes_round_part_avx2(lane_word(h, full), full,
+                              _mm256_andnot_si256(on, _mm256_set1_epi32(64)),
+                              &a, &b);
     }
     *p0 = a;
     *p1 = b;
 }
 
-AVX2 static inline bool covered_avx2(const uint64_t *block, __m256i p0,
-                                     __m256i p1)
+AVX2_INLINE bool covered_avx2(const uint64_t *block, __m256i p0, __m256i p1)
 {
-    __m256i b0 = _mm256_load_si256((const __m256i *)block);
-    __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
-    return _mm256_testc_si256(b0, p0) & _mm256_testc_si256(b1, p1);
+    __m256i miss = _mm256_or_si256(
+        _mm256_andnot_si256(_mm256_load_si256((const __m256i *)block), p0),
+        _mm256_andnot_si256(_mm256_load_si256((const __m256i *)block + 1),
+                            p1));
+    return _mm256_testz_si256(miss, miss);
 }
 
 /* Bits set in a 256-bit vector, all in vector registers (Mula's nibble
  * lookup, then sums of bytes): cheaper than moving eight words out for
  * popcnt. */
-AVX2 static inline __m256i popcount_avx2(__m256i v)
+AVX2_INLINE __m256i popcount_avx2(__m256i v)
 {
     const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2,
                                            3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2,
@@ -359,117 +421,227 @@ AVX2 static inline __m256i popcount_avx2(__m256i v)
 }
 
 /* ORs the pattern into the block; returns the bits that were new.  With
- * at most two probes a lane (k <= 16) a lane's new bits x are counted as
- * (x != 0) + (x & (x - 1) != 0): a few compares and one popcnt of their
- * masks, a short chain after the block arrives; more probes a lane take
- * the nibble-table popcount. */
-AVX2 static inline unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
-                                    uint32_t k)
+ * one probe a lane (k <= 8) a lane's new bits are its being non-zero: two
+ * compares and one popcnt of their masks.  With at most two (k <= 16) a
+ * lane's new bits x are counted as (x != 0) + (x & (x - 1) != 0).  More
+ * probes a lane take the nibble-table popcount. */
+AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
+                             uint32_t k)
 {
     __m256i b0 = _mm256_load_si256((const __m256i *)block);
     __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
     _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
     _mm256_store_si256((__m256i *)block + 1, _mm256_or_si256(b1, p1));
     __m256i x0 = _mm256_andnot_si256(b0, p0), x1 = _mm256_andnot_si256(b1, p1);
-    if (k <= 16) {
-        const __m256i z = _mm256_setzero_si256(), m1 = _mm256_set1_epi64x(-1);
-        __m256i y0 = _mm256_and_si256(x0, _mm256_add_epi64(x0, m1));
-        __m256i y1 = _mm256_and_si256(x1, _mm256_add_epi64(x1, m1));
+    const __m256i z = _mm256_setzero_si256();
 #define ZMASK(v) \
     (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v, z)))
+    if (k <= 8)
+        return 8u - (unsigned)__builtin_popcount(ZMASK(x0) | ZMASK(x1) << 4);
+    if (k <= 16) {
+        const __m256i m1 = _mm256_set1_epi64x(-1);
+        __m256i y0 = _mm256_and_si256(x0, _mm256_add_epi64(x0, m1));
+        __m256i y1 = _mm256_and_si256(x1, _mm256_add_epi64(x1, m1));
         unsigned zero = ZMASK(x0) | ZMASK(x1) << 4 | ZMASK(y0) << 8 |
                         ZMASK(y1) << 12;
-#undef ZMASK
         return 16u - (unsigned)__builtin_popcount(zero);
     }
+#undef ZMASK
     __m256i c = _mm256_add_epi64(popcount_avx2(x0), popcount_avx2(x1));
     __m128i d = _mm_add_epi64(_mm256_castsi256_si128(c),
                               _mm256_extracti128_si256(c, 1));
     return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
 }
 
-AVX2 static bool contains_avx2(const bf_blocked *bf, bf_hash h)
+/* One key in the block it falls in: covered, and ORed in (the new bits). */
+AVX2_INLINE bool key_covered_avx2(const uint64_t *block, bf_hash h,
+                                  uint32_t k)
 {
-    const uint64_t *block = block_of(bf, h);
-    __builtin_prefetch(block);
     __m256i p0, p1;
-    lanes_pattern_avx2(h, bf->k, &p0, &p1);
+    lanes_pattern_avx2(h, k, &p0, &p1);
     return covered_avx2(block, p0, p1);
 }
 
-AVX2 static unsigned add_avx2(bf_blocked *bf, bf_hash h)
+AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
 {
-    uint64_t *block = (uint64_t *)block_of(bf, h);
-    __builtin_prefetch(block, 1);
     __m256i p0, p1;
-    lanes_pattern_avx2(h, bf->k, &p0, &p1);
-    unsigned added = or_avx2(block, p0, p1, bf->k);
-    if (added)
-        bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
-    return added;
+    lanes_pattern_avx2(h, k, &p0, &p1);
+    return or_avx2(block, p0, p1, k);
 }
 
-AVX2 static void contains_many_avx2(const bf_blocked *bf, const bf_hash *h,
-                                    size_t n, bool *out)
-{
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(block_of(bf, h[i]));
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(block_of(bf, h[i + AHEAD]));
-        __m256i p0, p1;
-        lanes_pattern_avx2(h[i], bf->k, &p0, &p1);
-        out[i] = covered_avx2(block_of(bf, h[i]), p0, p1);
+/* The kernels of one instruction set ISA (avx2, avx512: its key_covered_ISA
+ * and key_or_ISA) for k = K, written once.  They are instantiated for k =
+ * 8 and 16 (constants: the pattern is straight-line code) and, in AVX2,
+ * for any k.  The one-key forms are whole operations (the counts updated
+ * too), so the public functions reach them by a tail jump: no frame, no
+ * second call, few instructions a key, which is what lets the CPU keep
+ * many keys' cache misses in flight when the caller loops over keys.  The
+ * batches prefetch AHEAD keys ahead.  The one-key add turns off GCC's SLP
+ * vectorizer, which would make the two counter updates a 128-bit load,
+ * insert, add and store (six instructions for two adds). */
+#define NOINLINE __attribute__((noinline))
+#if defined(__clang__)
+#define NOSLP /* clang has no such attribute, nor the habit */
+#else
+#define NOSLP __attribute__((optimize("no-tree-slp-vectorize")))
+#endif
+#define BLOCK(i) (words + bf_block_of(h[i], nblocks) * BF_BLOCK_WORDS)
+#define LANE_KERNELS(ATTR, ISA, SUFFIX, K)                                    \
+    ATTR NOINLINE static bool contains_##ISA##_##SUFFIX(const bf_blocked *bf, \
+                                                        bf_hash h)            \
+    {                                                                         \
+        return key_covered_##ISA(block_of(bf, h), h, K);                      \
+    }                                                                         \
+    ATTR NOINLINE NOSLP static bool add_##ISA##_##SUFFIX(bf_blocked *bf,      \
+                                                         bf_hash h)           \
+    {                                                                         \
+        unsigned added = key_or_##ISA((uint64_t *)block_of(bf, h), h, K);     \
+        if (added) /* change tracking (delta.c) */                            \
+            bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));                \
+        bf->bits_set += added;                                                \
+        bf->inserts += added != 0;                                            \
+        return added != 0;                                                    \
+    }                                                                         \
+    ATTR NOINLINE static void contains_many_##ISA##_##SUFFIX(                 \
+        const bf_blocked *bf, const bf_hash *h, size_t n, bool *out)          \
+    {                                                                         \
+        const uint64_t *words = bf->words, nblocks = bf->nblocks;             \
+        for (size_t i = 0; i < n && i < AHEAD; i++)                           \
+            __builtin_prefetch(BLOCK(i));                                     \
+        for (size_t i = 0; i < n; i++) {                                      \
+            if (i + AHEAD < n)                                                \
+                __builtin_prefetch(BLOCK(i + AHEAD));                         \
+            out[i] = key_covered_##ISA(BLOCK(i), h[i], K);                    \
+        }                                                                     \
+    }                                                                         \
+    ATTR NOINLINE static size_t add_many_##ISA##_##SUFFIX(                    \
+        bf_blocked *bf, const bf_hash *h, size_t n, bool *out)                \
+    {                                                                         \
+        /* Locals: a store into a block could alias the filter's fields. */   \
+        uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;         \
+        uint64_t *dirty = bf->dirty;                                          \
+        size_t added_keys = 0;                                                \
+        for (size_t i = 0; i < n && i < AHEAD; i++)                           \
+            __builtin_prefetch(BLOCK(i), 1);                                  \
+        for (size_t i = 0; i < n; i++) {                                      \
+            if (i + AHEAD < n)                                                \
+                __builtin_prefetch(BLOCK(i + AHEAD), 1);                      \
+            unsigned added = key_or_##ISA(BLOCK(i), h[i], K);                 \
+            if (dirty && added) {                                             \
+                uint64_t b = bf_block_of(h[i], nblocks);                      \
+                dirty[b >> 6] |= UINT64_C(1) << (b & 63);                     \
+            }                                                                 \
+            bits += added;                                                    \
+            added_keys += added != 0;                                         \
+            if (out)                                                          \
+                out[i] = added != 0;                                          \
+        }                                                                     \
+        bf->bits_set += bits;                                                 \
+        bf->inserts += added_keys;                                            \
+        return added_keys;                                                    \
     }
+LANE_KERNELS(AVX2, avx2, k8, 8)
+LANE_KERNELS(AVX2, avx2, k16, 16)
+LANE_KERNELS(AVX2, avx2, kany, bf->k)
+
+/* -- the lane scheme in AVX-512 (k = 8 and 16) --------------------------- */
+
+/* The block is one 512-bit register, and two rounds are one multiply: the
+ * pattern of k = 16 is about ten instructions, and a whole one-key
+ * operation about twenty to thirty, against about twice that in AVX2.
+ * One at a time, a key's cache miss overlaps with the misses of the keys
+ * after it only as far as the CPU's reorder window reaches, so fewer
+ * instructions a key are more keys in flight (bench/README.md).  Other k
+ * run the AVX2 kernels. */
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,popcnt")))
+#define AVX512_INLINE AVX512 __attribute__((always_inline)) static inline
+
+/* k = 8 or 16: the rounds 0 and 1 from the words of h.hi. */
+AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k)
+{
+    const __m512i one = _mm512_set1_epi64(1);
+    __m512i m = _mm512_mullo_epi32(
+        _mm512_set1_epi64((long long)h.hi),
+        _mm512_load_si512((const void *)lane_salt_pair[0]));
+    __m512i p = _mm512_sllv_epi64(
+        one, _mm512_and_si512(_mm512_srli_epi64(m, 26), _mm512_set1_epi64(63)));
+    if (k == 16)
+        p = _mm512_or_si512(p, _mm512_sllv_epi64(one, _mm512_srli_epi64(m, 58)));
+    return p;
 }
 
-AVX2 static size_t add_many_avx2(bf_blocked *bf, const bf_hash *h, size_t n,
-                                 bool *out)
+/* One key, as key_covered_avx2 and key_or_avx2; the new bits are counted
+ * as in or_avx2, from the lanes' masks. */
+AVX512_INLINE bool key_covered_avx512(const uint64_t *block, bf_hash h,
+                                      uint32_t k)
 {
-    /* Locals: a store into the block could alias the filter's fields. */
-    uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;
-    uint64_t *dirty = bf->dirty;
-    uint32_t k = bf->k;
-    size_t added_keys = 0;
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(block_of(bf, h[i]), 1);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(block_of(bf, h[i + AHEAD]), 1);
-        __m256i p0, p1;
-        lanes_pattern_avx2(h[i], k, &p0, &p1);
-        uint64_t b = bf_block_of(h[i], nblocks);
-        unsigned added = or_avx2(words + b * 8, p0, p1, k);
-        if (dirty && added)
-            dirty[b >> 6] |= UINT64_C(1) << (b & 63);
-        bits += added;
-        added_keys += added != 0;
-        if (out)
-            out[i] = added != 0;
-    }
-    bf->bits_set += bits;
-    bf->inserts += added_keys;
-    return added_keys;
+    __m512i p = lanes_pattern_avx512(h, k);
+    __m512i miss = _mm512_andnot_si512(_mm512_load_si512(block), p);
+    return _mm512_test_epi64_mask(miss, miss) == 0;
 }
+
+AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k)
+{
+    __m512i p = lanes_pattern_avx512(h, k);
+    __m512i b = _mm512_load_si512(block);
+    _mm512_store_si512(block, _mm512_or_si512(b, p));
+    __m512i x = _mm512_andnot_si512(b, p);
+    unsigned nz = _mm512_test_epi64_mask(x, x);
+    if (k == 8)
+        return (unsigned)__builtin_popcount(nz);
+    __m512i y = _mm512_and_si512(x, _mm512_add_epi64(x, _mm512_set1_epi64(-1)));
+    return (unsigned)__builtin_popcount(
+        nz | (unsigned)_mm512_test_epi64_mask(y, y) << 8);
+}
+
+LANE_KERNELS(AVX512, avx512, k8, 8)
+LANE_KERNELS(AVX512, avx512, k16, 16)
+#undef LANE_KERNELS
+#undef BLOCK
 #endif
 
 /* -- the operations ------------------------------------------------------ */
 
+/* Each operation's kernels, indexed by BF_KERNEL_* and the AVX-512 forms
+ * after them: the public functions are one table jump (the filter's
+ * kernel, chosen by scheme and k when it is made, mapped through the
+ * instruction set bf_simd_use last chose), a few instructions a key. */
+typedef bool (*contains_fn)(const bf_blocked *, bf_hash);
+typedef bool (*add_fn)(bf_blocked *, bf_hash);
+typedef void (*contains_many_fn)(const bf_blocked *, const bf_hash *, size_t,
+                                 bool *);
+typedef size_t (*add_many_fn)(bf_blocked *, const bf_hash *, size_t, bool *);
+
 #ifdef BF_HAVE_AVX2_CODE
-#define LANES_AVX2(bf) (use_avx2 && (bf)->scheme == BF_SCHEME_LANES)
+#define KERNEL_TABLE(fn)                                                      \
+    {fn##_scalar,     fn##_avx2_kany,   fn##_avx2_k8,                         \
+     fn##_avx2_k16,   fn##_avx512_k8,   fn##_avx512_k16}
 #else
-#define LANES_AVX2(bf) false
-#define contains_avx2(bf, h) false
-#define add_avx2(bf, h) 0u
-#define contains_many_avx2(bf, h, n, out) ((void)0)
-#define add_many_avx2(bf, h, n, out) ((size_t)0)
+#define KERNEL_TABLE(fn)                                                      \
+    {fn##_scalar, fn##_scalar, fn##_scalar, fn##_scalar, fn##_scalar,         \
+     fn##_scalar}
 #endif
+static const contains_fn contains_k[] = KERNEL_TABLE(contains);
+static const add_fn add_k[] = KERNEL_TABLE(add);
+static const contains_many_fn contains_many_k[] = KERNEL_TABLE(contains_many);
+static const add_many_fn add_many_k[] = KERNEL_TABLE(add_many);
+#undef KERNEL_TABLE
+
+/* simd level x filter kernel -> table index (4, 5: AVX-512 k = 8, 16). */
+static const uint8_t kernel_map[3][4] = {
+    {BF_KERNEL_SCALAR, BF_KERNEL_SCALAR, BF_KERNEL_SCALAR, BF_KERNEL_SCALAR},
+    {BF_KERNEL_SCALAR, BF_KERNEL_AVX2, BF_KERNEL_AVX2_K8, BF_KERNEL_AVX2_K16},
+    {BF_KERNEL_SCALAR, BF_KERNEL_AVX2, 4, 5},
+};
+
+static inline unsigned kernel_of(const bf_blocked *bf)
+{
+    return kernel_map[simd_level][bf->kernel];
+}
 
 bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
 {
-    if (LANES_AVX2(bf))
-        return contains_avx2(bf, h);
-    return contains_scalar(bf, h);
+    return contains_k[kernel_of(bf)](bf, h);
 }
 
 void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
@@ -480,27 +652,18 @@ void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
 void bf_blocked_contains_many_h(const bf_blocked *bf, const bf_hash *h,
                                 size_t n, bool *out)
 {
-    if (LANES_AVX2(bf))
-        contains_many_avx2(bf, h, n, out);
-    else
-        contains_many_scalar(bf, h, n, out);
+    contains_many_k[kernel_of(bf)](bf, h, n, out);
 }
 
 size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
                              bool *out)
 {
-    if (LANES_AVX2(bf))
-        return add_many_avx2(bf, h, n, out);
-    return add_many_scalar(bf, h, n, out);
+    return add_many_k[kernel_of(bf)](bf, h, n, out);
 }
 
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 {
-    unsigned added = LANES_AVX2(bf) ? add_avx2(bf, h) : add_scalar(bf, h);
-    bf->bits_set += added;
-    if (added)
-        bf->inserts++;
-    return added != 0;
+    return add_k[kernel_of(bf)](bf, h);
 }
 
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h)

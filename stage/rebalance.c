@@ -15,7 +15,9 @@
 #include <string.h>
 
 /* Restores the assigned partitions.  false (FATAL entered, none of them
- * taken) if any cannot be restored. */
+ * taken) if a checkpoint cannot be used.  An output tail that cannot be
+ * read now (a broker away) leaves its partitions RESTORE_PENDING: they
+ * are taken paused, and the next round retries (round.c). */
 static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
 {
     for (int i = 0; i < parts->cnt; i++) {
@@ -36,8 +38,13 @@ static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
         chosen[i] = bs_part_find(s, parts->elems[i].topic,
                                  parts->elems[i].partition);
     char err[1024];
-    if (bs_parts_restore(s, chosen, (size_t)parts->cnt, err, sizeof(err)) !=
-        BS_OK) {
+    bs_rc r = bs_parts_restore(s, chosen, (size_t)parts->cnt, err,
+                               sizeof(err));
+    if (r == BS_RETRY) {
+        char q[1100];
+        bs_log(BS_LOG_WARN, "restore incomplete, will retry", "error=%s",
+               bs_log_quote(err, q, sizeof(q)));
+    } else if (r != BS_OK) {
         free(chosen);
         /* None of them is taken: no half-restored state stays behind. */
         for (int i = 0; i < parts->cnt; i++)
@@ -80,7 +87,7 @@ static void log_assignment(rd_kafka_error_t *e, rd_kafka_resp_err_t aerr)
 
 /* Assigns, then sets each new partition's pause flag to what this stage
  * wants (librdkafka keeps it across revocation and re-assignment).  Returns
- * whether a partition waits for its first checkpoint. */
+ * whether a partition waits for its first checkpoint or its restore. */
 static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
                    bool paused, rd_kafka_topic_partition_list_t *parts)
 {
@@ -96,7 +103,8 @@ static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
     for (int i = 0; i < parts->cnt; i++) {
         part *p = bs_part_find(s, parts->elems[i].topic,
                                parts->elems[i].partition);
-        bool first = p && p->state == BS_PART_WAITING_FIRST;
+        bool first = p && (p->state == BS_PART_WAITING_FIRST ||
+                           p->state == BS_PART_RESTORE_PENDING);
         if (paused || first)
             rd_kafka_topic_partition_list_add(hold, parts->elems[i].topic,
                                               parts->elems[i].partition);
@@ -113,8 +121,11 @@ static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
 static void unassign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
                      rd_kafka_topic_partition_list_t *parts)
 {
-    for (int i = 0; i < parts->cnt; i++)
+    for (int i = 0; i < parts->cnt; i++) {
         bs_part_remove(s, parts->elems[i].topic, parts->elems[i].partition);
+        bs_log(BS_LOG_INFO, "partition revoked", "topic=%s partition=%d",
+               parts->elems[i].topic, (int)parts->elems[i].partition);
+    }
     bs_publish(s);
     /* Not paused when they come back (see assign). */
     rd_kafka_resume_partitions(rk, parts);
@@ -152,7 +163,8 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
         if (assign(s, rk, cooperative, prev == BS_STAGE_BACKOFF, parts) &&
             prev == BS_STAGE_RUNNING) {
-            /* Their first checkpoint is retried as any failed round is. */
+            /* Their first checkpoint, or their restore, is retried as
+             * any failed round is. */
             next = BS_STAGE_BACKOFF;
             s->backoff = 0;
             bs_backoff_start(s);

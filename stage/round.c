@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void bs_log_ckpt_failed(const part *p, const char *err)
 {
@@ -64,9 +65,11 @@ static bool flush_producer(bs_stage *s)
  * that cannot be made at all, BS_SEEK_ATTEMPTS times in a row, is fatal:
  * where consumption goes on would be unknown.  librdkafka 2.0.2 sometimes
  * answers "Timed out waiting for N remaining partition seek(s)" within
- * milliseconds of the call (seen in test_stage_faults after a rollback);
- * seeking the same partitions again is harmless, so it is retried.  A
- * partition the broker refuses is logged. */
+ * milliseconds of the call (seen in test_stage_faults after a rollback,
+ * and three times within 30 ms in test_eos on a loaded machine); seeking
+ * the same partitions again is harmless, so it is retried after a pause
+ * that doubles (20 ms, then 40 ... 320 ms).  A partition the broker
+ * refuses is logged. */
 static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                     const char *why)
 {
@@ -84,6 +87,7 @@ static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                    bs_log_quote(rd_kafka_error_string(e), q, sizeof(q)));
             rd_kafka_error_destroy(e);
             e = NULL;
+            usleep(20000u << (attempt - 1));
         }
     }
     if (e) {
@@ -144,12 +148,14 @@ static bool restore_pending(const bs_stage *s)
 
 /* Invariant 3: every partition back to its last checkpoint, filters
  * reloaded from the store and the consumer seeked.  A tail that cannot be
- * read leaves partitions RESTORE_PENDING: the next round retries. */
-static void rollback(bs_stage *s)
+ * read leaves partitions RESTORE_PENDING: the next round retries them
+ * (pending = true), and only them: the others are ACTIVE and may have
+ * records in flight, which a rollback must flush first (invariant 2). */
+static void rollback(bs_stage *s, bool pending)
 {
     char q[600];
-    if (restore_pending(s)) {
-        bs_log(BS_LOG_INFO, "retrying the rollback", NULL);
+    if (pending) {
+        bs_log(BS_LOG_INFO, "retrying the restore", NULL);
     } else {
         BS_INC(s->ctr.rollbacks);
         bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
@@ -172,10 +178,14 @@ static void rollback(bs_stage *s)
         bs_stage_fatal(s, "rollback: out of memory");
         return;
     }
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        bases[i] = s->parts[i].base_offset;
-        chosen[i] = &s->parts[i];
+        if (pending && s->parts[i].state != BS_PART_RESTORE_PENDING)
+            continue;
+        bases[m] = s->parts[i].base_offset;
+        chosen[m++] = &s->parts[i];
     }
+    n = m;
     bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
     if (r == BS_FATAL) {
         bs_stage_fatal(s, "rollback: %s", err);
@@ -183,7 +193,9 @@ static void rollback(bs_stage *s)
         /* Nothing of theirs is processed until a retry reads the tail
          * (the next round calls back here first). */
         char rq[1100];
-        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+        bs_log(BS_LOG_WARN, pending ? "restore incomplete, will retry"
+                                    : "rollback incomplete, will retry",
+               "error=%s",
                bs_log_quote(err, rq, sizeof(rq)));
     }
     rd_kafka_topic_partition_list_t *seek =
@@ -266,7 +278,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                         const char *why, double t0)
 {
     if (restore_pending(s)) {
-        rollback(s);
+        rollback(s, true);
         if (restore_pending(s) || s->state == BS_STAGE_FATAL)
             return BS_RETRY;
     }
@@ -289,7 +301,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     if (!flush_producer(s) || s->dr_failed) {
         if (!s->dr_failed)
             bs_deliveries_unconfirmed(s, "flush interrupted");
-        rollback(s);
+        rollback(s, false);
         BS_INC(s->ctr.checkpoint_failures);
         return BS_RETRY;
     }

@@ -28,6 +28,8 @@
  *   RESTORING -> ACTIVE | WAITING_FIRST | RESTORE_PENDING   bs_parts_restore
  *   WAITING_FIRST -> ACTIVE        its first checkpoint written (round.c)
  *   WAITING_FIRST -> RESTORE_PENDING   its tail could not be read either
+ *   (RESTORE_PENDING partitions are paused; the next round's restore
+ *   takes them to RESTORING again: round.c)
  *   ACTIVE|WAITING_FIRST|RESTORE_PENDING -> RESTORING   a rollback
  *
  * Invariants (both guarantees, both stores):

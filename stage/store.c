@@ -327,6 +327,15 @@ out:
 
 /* -- kafka: reading ----------------------------------------------------------- */
 
+static bool unknown_yet(rd_kafka_resp_err_t err)
+{
+    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+           err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+           err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+           err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
+}
+
 /* Reads partition cp of the topic from `from` to its end as it is now,
  * calling fn for each record until it returns non-zero. */
 static int read_partition(bs_store *st, int32_t cp, int64_t from,
@@ -334,8 +343,18 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
                           void *op, char *errstr, size_t errstr_size)
 {
     int64_t lo, hi;
-    rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        st->reader, st->topic, cp, &lo, &hi, BS_TIMEOUT_BROKER_MS);
+    rd_kafka_resp_err_t err;
+    /* A topic created a moment ago (by this store, or beside it) is not
+     * yet known to every broker: those answer that it does not exist. */
+    double known_by = bs_now() + BS_TIMEOUT_TOPIC_KNOWN_MS / 1000.0;
+    while ((err = rd_kafka_query_watermark_offsets(
+                st->reader, st->topic, cp, &lo, &hi, BS_TIMEOUT_BROKER_MS)) &&
+           unknown_yet(err) && bs_now() < known_by) {
+        bs_log(BS_LOG_INFO, "checkpoint topic not known yet, retrying",
+               "topic=%s partition=%d error=%s", st->topic, (int)cp,
+               rd_kafka_err2name(err));
+        usleep(500000);
+    }
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
                  st->topic, (int)cp, rd_kafka_err2str(err));

@@ -20,9 +20,11 @@
 #define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
 #define BS_BOOKKEEPING_MAX_MS 50    /* ... or this long, whichever first */
 #define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
-#define BS_SEEK_ATTEMPTS 3          /* a failed seek is made again */
+#define BS_SEEK_ATTEMPTS 5          /* a failed seek is made again */
 
 #define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
+#define BS_TIMEOUT_TOPIC_KNOWN_MS 30000 /* a topic just created, until the
+                                           broker asked knows it */
 #define BS_TIMEOUT_LISTS_MS 120000 /* blocklist topics read to their end:
                                       the longest wait for the next record */
 #define BS_LISTS_FOLLOW_MAX 1000 /* list updates applied in one turn */

@@ -288,6 +288,44 @@ static void test_check_alone(void **state)
     assert_true(in.blocks > 0 && in.blocks <= 1500);
 }
 
+/* Every add path marks its block: one key at a time and batched, on every
+ * instruction set this CPU has (scalar, AVX2, AVX-512 kernels for k = 8,
+ * 16 and any k). */
+static void test_every_add_path_tracked(void **state)
+{
+    (void)state;
+    char start[32];
+    snprintf(start, sizeof(start), "%s", bf_simd_name());
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    static const double fprs[] = {1e-2, 1e-6, 1e-9}; /* k = 8, 16, 32 */
+    for (size_t i = 0; i < sizeof(isas) / sizeof(isas[0]); i++) {
+        if (!bf_simd_use(isas[i]))
+            continue;
+        for (size_t j = 0; j < sizeof(fprs) / sizeof(fprs[0]); j++) {
+            bf_filter *f = bf_filter_from_blocked(
+                bf_blocked_new(5000, fprs[j], BF_DEFAULT_SEED, NULL, 0));
+            assert_int_equal(bf_filter_track(f, 1, NULL, 0), BF_OK);
+            bf_filter *c = copy_at(f, 1);
+            bf_hash h[1000];
+            for (uint64_t k = 0; k < 1000; k++)
+                h[k] = bf_hash_key(&k, sizeof(k), BF_DEFAULT_SEED);
+            (void)bf_blocked_add_many_h(bf_filter_blocked(f), h, 500, NULL);
+            for (size_t k = 500; k < 1000; k++)
+                (void)bf_blocked_add_h(bf_filter_blocked(f), h[k]);
+            bf_membuf d = delta(f, 2);
+            char err[256];
+            if (bf_filter_delta_apply(c, d.buf, d.len, err, sizeof(err)) !=
+                BF_OK)
+                fail_msg("%s, fpr %g: %s", isas[i], fprs[j], err);
+            assert_same(f, c);
+            free(d.buf);
+            bf_filter_destroy(c);
+            bf_filter_destroy(f);
+        }
+    }
+    assert_true(bf_simd_use(start));
+}
+
 static void test_untrackable_kinds(void **state)
 {
     (void)state;
@@ -315,6 +353,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wrong_base_named, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_check_alone, setup, teardown),
+        cmocka_unit_test(test_every_add_path_tracked),
         cmocka_unit_test(test_untrackable_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -66,39 +66,10 @@ static h_proc *stage_start(env *e, int i)
 #define SAID_ASSIGNED "msg=\"partition assigned\""
 #define SAID_CKPT "msg=checkpoint "
 
-typedef struct assigned {
-    int32_t partition;
-    long long ckpt;
-} assigned;
-
-static size_t parse_assigned(env *e, h_proc *p, assigned *out, size_t max)
+/* The partitions of IN that p holds now. */
+static unsigned held(env *e, h_proc *p)
 {
-    size_t n = 0;
-    const char *s = h_process_stderr(p);
-    char pat[128];
-    snprintf(pat, sizeof(pat), SAID_ASSIGNED " topic=%s partition=", e->in);
-    while ((s = strstr(s, pat))) {
-        s += strlen(pat);
-        int part;
-        long long ck;
-        if (sscanf(s, "%d checkpoint_offset=%lld", &part, &ck) != 2 ||
-            part < 0 || part >= NPARTS)
-            h_stage_fail(p, "a 'partition assigned' line does not parse: "
-                         "%.100s", s);
-        if (n < max)
-            out[n++] = (assigned){part, ck};
-    }
-    return n;
-}
-
-static unsigned assigned_mask(env *e, h_proc *p)
-{
-    assigned a[256];
-    size_t n = parse_assigned(e, p, a, 256);
-    unsigned m = 0;
-    for (size_t i = 0; i < n; i++)
-        m |= 1u << a[i].partition;
-    return m;
+    return h_assigned_mask(p, e->in, false);
 }
 
 static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
@@ -191,7 +162,7 @@ static void test_two_instances_kill9(void **state)
     h_feed_rate(2500);
     double t0 = h_now_s();
     for (;;) {
-        unsigned ma = assigned_mask(e, a), mb = assigned_mask(e, b);
+        unsigned ma = held(e, a), mb = held(e, b);
         if (ma && mb && (ma | mb) == ALLP)
             break;
         h_stages_alive(both, "before both had partitions");
@@ -205,10 +176,10 @@ static void test_two_instances_kill9(void **state)
     h_wait_out(e->q, e->out, NPARTS, both, (int64_t)(e->st->nids / 4),
                120000);
     h_nap(300);
-    unsigned mb = assigned_mask(e, b); /* B only gains them while A lives */
-    unsigned ma = ALLP & ~mb;
+    unsigned ma = held(e, a), mb = held(e, b);
     if (!ma)
-        h_stage_fail(b, "B holds every partition: A has none to lose");
+        h_stage_fail(a, "A holds no partition now (B 0x%x): none to lose",
+                     mb);
     h_stage_kill9(a, "mid-run, both instances busy");
     size_t fed_kill = h_feed_next();
     if (fed_kill >= N)
@@ -219,7 +190,7 @@ static void test_two_instances_kill9(void **state)
     int64_t out_kill = h_topic_end(e->q, e->out, NPARTS, hw_kill);
 
     double t1 = h_now_s();
-    while ((assigned_mask(e, b) & ma) != ma) {
+    while ((held(e, b) & ma) != ma) {
         h_stage_alive(b, "while taking A's partitions over");
         if (h_now_s() - t1 > 90)
             h_stage_fail(b, "B did not get A's partitions (0x%x) within 90 s",
@@ -227,15 +198,17 @@ static void test_two_instances_kill9(void **state)
         h_nap(50);
     }
     double takeover = h_now_s() - t1;
-    assigned as[256];
-    size_t nas = parse_assigned(e, b, as, 256);
+    h_assigned as[1024];
+    size_t nas = h_parse_assigned(b, e->in, as, 1024);
     int64_t resume[NPARTS] = {0};
     bool from_store = false;
-    for (size_t i = 0; i < nas; i++)
-        if (ma >> as[i].partition & 1) {
+    /* The takeover is each partition's last assignment. */
+    for (size_t i = 0; i < nas && i < 1024; i++)
+        if (!as[i].revoked && as[i].partition < NPARTS &&
+            ma >> as[i].partition & 1)
             resume[as[i].partition] = as[i].ckpt;
-            from_store = from_store || as[i].ckpt > 0;
-        }
+    for (int p = 0; p < NPARTS; p++)
+        from_store = from_store || resume[p] > 0;
     if (!from_store)
         h_stage_fail(b, "none of A's partitions came to B with a checkpoint "
                      "offset > 0: no state from the Kafka store");
@@ -269,7 +242,7 @@ static void wait_spread(env *e, h_proc **procs, size_t n)
     for (;;) {
         size_t have = 0;
         for (size_t i = 0; i < n; i++)
-            have += assigned_mask(e, procs[i]) != 0;
+            have += held(e, procs[i]) != 0;
         if (have == n)
             return;
         for (size_t i = 0; i < n; i++)
@@ -303,11 +276,11 @@ static void test_scale_out_in(void **state)
     double t0 = h_now_s();
     wait_spread(e, abc, 3);
     double spread = h_now_s() - t0;
-    unsigned mb = assigned_mask(e, b), mc = assigned_mask(e, c);
+    unsigned mb = held(e, b), mc = held(e, c);
     h_proc *const all3[] = {a, b, c, NULL};
     int64_t out_mid = h_topic_end(e->q, e->out, NPARTS, NULL);
     h_wait_out(e->q, e->out, NPARTS, all3, out_mid + 3000, 120000);
-    size_t a_lines = h_count_said(a, SAID_ASSIGNED);
+    size_t a_lines = h_parse_assigned(a, e->in, NULL, 0);
 
     /* Back to one: B and C drain on SIGTERM, checkpointing what they
      * give up; A gets every partition back. */
@@ -318,19 +291,11 @@ static void test_scale_out_in(void **state)
     h_stage_stop(b);
     h_stage_stop(c);
     double t1 = h_now_s();
-    unsigned back = mb | mc;
-    for (;;) {
-        assigned as[256];
-        size_t na = parse_assigned(e, a, as, 256);
-        unsigned got = 0;
-        for (size_t i = a_lines; i < na; i++)
-            got |= 1u << as[i].partition;
-        if ((got & back) == back)
-            break;
+    for (unsigned got; (got = held(e, a)) != ALLP;) {
         h_stage_alive(a, "while taking the partitions back");
         if (h_now_s() - t1 > 120)
-            h_stage_fail(a, "A did not get B's and C's partitions (0x%x) "
-                         "back within 120 s (got 0x%x)", back, got);
+            h_stage_fail(a, "A did not get every partition back within "
+                         "120 s (holds 0x%x)", got);
         h_nap(50);
     }
     double scale_in = h_now_s() - t1;
@@ -345,10 +310,10 @@ static void test_scale_out_in(void **state)
     h_proc *const who[] = {b, c, a};
     const char *names[] = {"B", "C", "A (back)"};
     for (size_t w = 0; w < 3; w++) {
-        assigned as[256];
-        size_t na = parse_assigned(e, who[w], as, 256);
-        for (size_t i = w == 2 ? a_lines : 0; i < na; i++)
-            if (as[i].ckpt <= 0)
+        h_assigned as[1024];
+        size_t na = h_parse_assigned(who[w], e->in, as, 1024);
+        for (size_t i = w == 2 ? a_lines : 0; i < na && i < 1024; i++)
+            if (!as[i].revoked && as[i].ckpt <= 0)
                 h_stage_fail(who[w], "%s got %s [%d] at checkpoint_offset="
                              "%lld: its state did not follow it", names[w],
                              e->in, (int)as[i].partition, as[i].ckpt);

@@ -46,81 +46,28 @@ static int64_t T0;
 #define SAID_ASSIGNED "msg=\"partition assigned\""
 #define SAID_CKPT "msg=checkpoint "
 
-static h_kcluster *g_cluster;
-
-typedef struct kenv {
-    h_fixture h;
-    char in[64], out[64], rej[64], ckt[64], group[64];
-    char *conf;
-    rd_kafka_t *q;
-    h_stream *st;
-    bool *fwd;
-} kenv;
-
-static int kenv_cleanup(h_fixture *fx)
+/* The support layer's real-broker environment (h_kenv_new): NAME-in,
+ * -out, -rej (rejected.topic) and a compacted NAME-ckpt named by
+ * checkpoint.topic, each instance choosing its store; the model's answer
+ * is kept in e->scratch (fwd_of). */
+static h_kenv *kenv_new(const char *name, const char *late)
 {
-    kenv *e = (kenv *)fx;
-    if (e->q)
-        rd_kafka_destroy(e->q);
-    h_stream_free(e->st);
-    free(e->fwd);
-    free(e->conf);
-    return 0;
-}
-
-static kenv *kenv_new(const char *name, const char *late)
-{
-    h_fixture *fx = NULL;
-    H_CHECK(h_kfixture_new_sized(g_cluster, sizeof(kenv), kenv_cleanup, &fx));
-    kenv *e = (kenv *)fx;
-    snprintf(e->in, sizeof(e->in), "%s-in", name);
-    snprintf(e->out, sizeof(e->out), "%s-out", name);
-    snprintf(e->rej, sizeof(e->rej), "%s-rej", name);
-    snprintf(e->ckt, sizeof(e->ckt), "%s-ckpt", name);
-    snprintf(e->group, sizeof(e->group), "%s", name);
-    int rf = h_kcluster_rf(g_cluster);
-    static const char *const compact[] = {"cleanup.policy=compact", NULL};
-    H_CHECK(h_create_topic(e->h.bs, e->in, NPARTS, rf, NULL));
-    H_CHECK(h_create_topic(e->h.bs, e->out, NPARTS, rf, NULL));
-    H_CHECK(h_create_topic(e->h.bs, e->rej, NPARTS, rf, NULL));
-    H_CHECK(h_create_topic(e->h.bs, e->ckt, 3, rf, compact));
-    e->conf = h_strdupf("%s/stage.conf", e->h.dir);
-    char *text = h_strdupf(
-        "input.topics=%s\n"
-        "output.topic=%s\n"
-        "rejected.topic=%s\n"
-        "checkpoint.topic=%s\n"
-        "consumer.group.id=%s\n"
-        "kafka.bootstrap.servers=%s\n"
-        "processing.guarantee=exactly_once\n"
-        "checkpoint.interval.ms=100\n"
-        "consumer.session.timeout.ms=6000\n"
-        "consumer.heartbeat.interval.ms=1000\n"
-        "consumer.fetch.wait.max.ms=100\n"
-        "dedup.capacity=1000\n"
-        "dedup.window.ms=%d\n"
-        "dedup.window.generations=4\n"
-        "dedup.window.late=%s\n"
-        "log.stats.interval.ms=0\n"
-        "log.level=debug\n",
-        e->in, e->out, e->rej, e->ckt, e->group, e->h.bs, WINDOW_MS, late);
-    int rc = h_write_file(e->conf, text);
-    free(text);
-    H_CHECK(rc);
-    e->q = h_query_client(h_kafka_conf(e->h.bs));
-    if (!e->q)
-        fail_msg("%s", h_last_error());
+    char *extra = h_strdupf("processing.guarantee=exactly_once\n"
+                            "dedup.window.ms=%d\n"
+                            "dedup.window.generations=4\n"
+                            "dedup.window.late=%s\n",
+                            WINDOW_MS, late);
+    const h_kenv_opts o = {.nparts = NPARTS, .rejected = true,
+                           .ckpt_topic = true, .checkpoint_ms = 100,
+                           .capacity = 1000, .extra = extra};
+    h_kenv *e = h_kenv_new(h_kgroup_cluster(), name, &o);
+    free(extra);
     return e;
 }
 
-static void kenv_free(kenv *e)
-{
-    (void)e;
-    h_proc_release_all();
-    (void)h_kfixture_teardown(NULL);
-}
+static bool *fwd_of(h_kenv *e) { return (bool *)e->scratch; }
 
-static h_proc *stage_start(kenv *e, const char *ckdir, const char *store)
+static h_proc *stage_start(h_kenv *e, const char *ckdir, const char *store)
 {
     char *ck = h_strdupf("checkpoint.dir=%s", ckdir);
     const char *const xs[] = {ck, store, NULL};
@@ -129,12 +76,12 @@ static h_proc *stage_start(kenv *e, const char *ckdir, const char *store)
     return p;
 }
 
-static int64_t out_total(kenv *e)
+static int64_t out_total(h_kenv *e)
 {
     return h_topic_end(e->q, e->out, NPARTS, NULL);
 }
 
-static void finish(kenv *e, h_proc *p)
+static void finish(h_kenv *e, h_proc *p)
 {
     h_proc *const procs[] = {p, NULL};
     h_wait_committed_tolerant(e->h.bs, e->group, e->in, NPARTS, e->st->next,
@@ -145,23 +92,23 @@ static void finish(kenv *e, h_proc *p)
 
 /* The stream: n records over n/600 windows, the model's answer kept;
  * records [0, upto) produced with their timestamps. */
-static void stream(kenv *e, size_t n, uint64_t seed, size_t upto)
+static void stream(h_kenv *e, size_t n, uint64_t seed, size_t upto)
 {
     e->st = h_stream_new(n, NPARTS, seed);
     h_stream_add_timed(e->st, n, T0, STEP_MS, WINDOW_MS / STEP_MS);
-    e->fwd = h_stream_window_model(e->st, n, WINDOW_MS, 4, false, NULL);
+    e->scratch = (uint8_t *)h_stream_window_model(e->st, n, WINDOW_MS, 4, false, NULL);
     h_stream_produce(e->st, e->h.bs, e->in, 0, upto, NULL);
 }
 
-static void expect_model(kenv *e, const char *why)
+static void expect_model(h_kenv *e, const char *why)
 {
     size_t n = 0, want = 0;
     h_read_out_committed(e->st, e->h.bs, e->out, e->in, &n);
     for (size_t i = 0; i < e->st->n; i++)
-        want += e->fwd[i];
+        want += fwd_of(e)[i];
     print_message("%s: read %zu output records (read_committed), the model "
                   "forwards %zu\n", e->out, n, want);
-    h_expect_window_output(e->st, e->fwd, e->st->n, why);
+    h_expect_window_output(e->st, fwd_of(e), e->st->n, why);
     assert_int_equal(n, want);
     print_message("%s: %zu records, %zu keys, %zu forwarded (read_committed)"
                   " = the model's\n", why, e->st->n, e->st->nids, n);
@@ -181,7 +128,7 @@ static const h_kill_plan KILLS[] = {
 static void test_kill9_mid_window(void **state)
 {
     (void)state;
-    kenv *e = kenv_new("kw-kill9", "forward");
+    h_kenv *e = kenv_new("kw-kill9", "forward");
     stream(e, 90000, 21, 90000);
     char *ckdir = h_strdupf("%s/ck", e->h.dir);
     size_t replays = 0;
@@ -205,7 +152,7 @@ static void test_kill9_mid_window(void **state)
     free(ckdir);
     print_message("%zu tail replays\n", replays);
     expect_model(e, "exactly_once, dedup.window.ms=60000, 4 kills -9");
-    kenv_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- 2. a rebalance moves the generations --------------------------------- */
@@ -213,7 +160,7 @@ static void test_kill9_mid_window(void **state)
 static void test_rebalance_moves_generations(void **state)
 {
     (void)state;
-    kenv *e = kenv_new("kw-rebalance", "forward");
+    h_kenv *e = kenv_new("kw-rebalance", "forward");
     /* A takes the first half alone; B joins; the second half (copies of
      * the first half's keys within the window among them) comes once the
      * partitions moved; then A is killed and B has them all. */
@@ -238,7 +185,7 @@ static void test_rebalance_moves_generations(void **state)
     free(da);
     free(db);
     expect_model(e, "B joined, A killed -9, Kafka store");
-    kenv_free(e);
+    h_kenv_free(e);
 }
 
 /* ---- 3. late records rejected ------------------------------------------------ */
@@ -246,7 +193,7 @@ static void test_rebalance_moves_generations(void **state)
 static void test_late_reject(void **state)
 {
     (void)state;
-    kenv *e = kenv_new("kw-late", "reject");
+    h_kenv *e = kenv_new("kw-late", "reject");
     e->st = h_stream_new(4000, NPARTS, 23);
     h_stream_add_timed(e->st, 3000, T0, STEP_MS, WINDOW_MS / STEP_MS);
     /* 500 records two windows behind the stream time: late. */
@@ -255,7 +202,7 @@ static void test_late_reject(void **state)
         e->st->ts[i] -= 3500 * STEP_MS + 2 * WINDOW_MS;
     h_stream_add_timed(e->st, 500, T0, STEP_MS, WINDOW_MS / STEP_MS);
     size_t late = 0;
-    e->fwd = h_stream_window_model(e->st, 4000, WINDOW_MS, 4, true, &late);
+    e->scratch = (uint8_t *)h_stream_window_model(e->st, 4000, WINDOW_MS, 4, true, &late);
     assert_true(late >= 400);
     h_stream_produce(e->st, e->h.bs, e->in, 0, 4000, NULL);
     h_proc *p = stage_start(e, e->h.dir, NULL);
@@ -270,24 +217,13 @@ static void test_late_reject(void **state)
     print_message("%zu late records, %zu in %s with reason late\n", late,
                   n_late, e->rej);
     assert_int_equal(n_late, late);
-    kenv_free(e);
+    h_kenv_free(e);
 }
 
 static int group_setup(void **state)
 {
-    (void)state;
     T0 = (int64_t)time(NULL) * 1000 - 86400000;
-    if (h_kcluster_start(1, &g_cluster)) {
-        fprintf(stderr, "setup: %s\n", h_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return h_kcluster_stop(g_cluster);
+    return h_kgroup_setup1(state);
 }
 
 int main(void)
@@ -300,5 +236,5 @@ int main(void)
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_late_reject, h_kfixture_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, h_kgroup_teardown);
 }

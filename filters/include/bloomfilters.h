@@ -20,8 +20,8 @@
  * in-block probes.  Blocked filters (and scalable layers) use the lane
  * scheme: the block is eight 64-bit lanes and probe j sets one bit of lane
  * j mod 8 chosen by a 32-bit multiply-shift of a hash word, k = 8, 16, 24
- * ... -- branch-free, one SIMD pass (AVX2 when the CPU has it, chosen at run
- * time; scalar otherwise).  Filters loaded from version-1 files keep the
+ * ... -- branch-free, one SIMD pass (AVX-512 or AVX2 when the CPU has it,
+ * chosen at run time; scalar otherwise).  Filters loaded from version-1 files keep the
  * scheme they were written with (k distinct 9-bit probes from slices of
  * the hash and splitmix64 outputs), and so does the counting filter
  * (7-bit probes).
@@ -91,14 +91,14 @@ bf_hash bf_hash_key(const void *key, size_t len, uint64_t seed);
 /* The default seed of filters built by bloomstage. */
 #define BF_DEFAULT_SEED UINT64_C(0x626c6f6f6d737467) /* "bloomstg" */
 
-/* The instruction set the lane scheme runs on: "avx2" when the CPU has
- * AVX2 (checked once, at load), else "scalar".  bf_simd_use("scalar")
- * forces the scalar code and bf_simd_use("avx2") returns to AVX2 (false,
- * changing nothing, on a CPU without it or for another name): for tests
- * and benchmarks that compare the two; both give the same answers and set
- * the same bits.  (An AVX-512 form, the block in one register, was
- * measured no faster than AVX2 on this project's Zen 4 machines and is
- * not built.)  Not to be called while another thread uses a filter. */
+/* The instruction set the lane scheme runs on: "avx512" when the CPU has
+ * AVX-512 F and DQ (for k = 8 and 16: the block in one register; other k
+ * run the AVX2 code), else "avx2" when it has AVX2 (checked once, at
+ * load), else "scalar".  bf_simd_use("scalar"), ("avx2") or ("avx512")
+ * forces one (false, changing nothing, on a CPU without it or for another
+ * name): for tests and benchmarks that compare them; all give the same
+ * answers and set the same bits.  Not to be called while another thread
+ * uses a filter. */
 const char *bf_simd_name(void);
 bool bf_simd_use(const char *name);
 

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,18 @@ uint64_t h_splitmix64(uint64_t *state)
     uint64_t r = h_mix64(*state);
     *state += UINT64_C(0x9e3779b97f4a7c15);
     return r;
+}
+
+uint64_t h_poisson_upper(double mean, double alpha)
+{
+    double p = exp(-mean), cdf = p;
+    uint64_t c = 0;
+    while (1 - cdf > alpha && c < 1000000) {
+        c++;
+        p *= mean / (double)c;
+        cdf += p;
+    }
+    return c;
 }
 
 uint32_t h_xorshift32(uint32_t *state)

@@ -118,6 +118,10 @@ void h_set_idle_hook(void (*hook)(void *arg), void *arg);
 uint64_t h_mix64(uint64_t x);
 /* The next number of the splitmix64 sequence in *state. */
 uint64_t h_splitmix64(uint64_t *state);
+/* The smallest c with P(X > c) <= alpha for X ~ Poisson(mean), mean up to
+ * a few hundred: a count of false positives above it breaks the rate it
+ * was measured against (the benchmarks' fpr checks). */
+uint64_t h_poisson_upper(double mean, double alpha);
 /* The next number of the xorshift32 sequence in *state (not 0). */
 uint32_t h_xorshift32(uint32_t *state);
 

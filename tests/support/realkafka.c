@@ -492,7 +492,7 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
         H_MUST(h_create_topic(e->h.bs, e->out, o->nparts, rf, NULL));
     if (o->rejected)
         H_MUST(h_create_topic(e->h.bs, e->rej, o->nparts, rf, NULL));
-    if (o->kafka_store) {
+    if (o->kafka_store || o->ckpt_topic) {
         static const char *const compact[] = {"cleanup.policy=compact",
                                               NULL};
         H_MUST(h_create_topic(e->h.bs, e->ckt, 3, rf, compact));
@@ -513,7 +513,8 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
                       ? h_strdupf("checkpoint.store=kafka\n"
                                   "checkpoint.topic=%s\n"
                                   "checkpoint.chunk.bytes=16k\n", e->ckt)
-                      : h_strdupf("%s", "");
+                  : o->ckpt_topic ? h_strdupf("checkpoint.topic=%s\n", e->ckt)
+                                  : h_strdupf("%s", "");
     char *text = h_strdupf(
         "input.topics=%s\n"
         "output.topic=%s\n"
@@ -529,9 +530,10 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
         "consumer.fetch.wait.max.ms=100\n"
         "dedup.capacity=%d\n"
         "log.stats.interval.ms=0\n"
-        "log.level=debug\n",
+        "log.level=debug\n"
+        "%s",
         e->in, e->out, rej, e->group, e->h.bs, ck, store, o->checkpoint_ms,
-        o->capacity);
+        o->capacity, o->extra ? o->extra : "");
     int rc = h_write_file(e->conf, text);
     free(text);
     free(rej);

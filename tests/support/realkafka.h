@@ -94,8 +94,13 @@ typedef struct h_kenv_opts {
                         * (else each instance is given its own: -X) */
     bool kafka_store;  /* NAME-ckpt (3 partitions, compacted, checked) and
                         * checkpoint.store=kafka with 16k chunks */
+    bool ckpt_topic;   /* NAME-ckpt created and named by checkpoint.topic,
+                        * without checkpoint.store=kafka: each instance
+                        * chooses its store (-X checkpoint.store=kafka) */
     int checkpoint_ms; /* checkpoint.interval.ms */
     int capacity;      /* dedup.capacity */
+    const char *extra; /* more configuration lines ("key=value\n"...),
+                        * appended as they are; may be NULL */
 } h_kenv_opts;
 
 /* A real-broker test's state; tests embed nothing else in it (st and
@@ -115,8 +120,8 @@ typedef struct h_kenv {
  * for, group NAME, and DIR/stage.conf: those topics, a session timeout at
  * the broker's minimum (group.min.session.timeout.ms, 6 s) with 1 s
  * heartbeats, fast reconnects, fetch.wait.max.ms=100, debug logs (a
- * `msg=checkpoint` line per round), no stats lines.  Fails the test on
- * any error.
+ * `msg=checkpoint` line per round), no stats lines, then o->extra's
+ * lines.  Fails the test on any error.
  */
 h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o);
 /* Ends a test that went well: h_kfixture_teardown. */

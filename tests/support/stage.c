@@ -437,6 +437,56 @@ void h_wait_committed(const char *bootstraps, const char *group,
     }
 }
 
+size_t h_parse_assigned(h_proc *p, const char *topic, h_assigned *out,
+                        size_t max)
+{
+    static const char said[] = "msg=\"partition ";
+    char tp[300];
+    snprintf(tp, sizeof(tp), " topic=%s partition=", topic);
+    size_t n = 0;
+    for (const char *s = h_process_stderr(p); (s = strstr(s, said));
+         s += sizeof(said) - 1) {
+        const char *w = s + sizeof(said) - 1;
+        bool revoked = !strncmp(w, "revoked\"", 8);
+        if (!revoked && strncmp(w, "assigned\"", 9) != 0)
+            continue;
+        w += revoked ? 8 : 9;
+        if (strncmp(w, tp, strlen(tp)) != 0)
+            continue; /* another topic's */
+        w += strlen(tp);
+        h_assigned a = {.revoked = revoked, .ckpt = -1};
+        int part;
+        bool ok = revoked ? sscanf(w, "%d", &part) == 1
+                          : sscanf(w, "%d checkpoint_offset=%lld "
+                                      "already_forwarded=%zu",
+                                   &part, &a.ckpt, &a.fwd) == 3;
+        if (!ok || part < 0)
+            h_stage_fail(p, "a 'partition %s' line does not parse: %.120s",
+                         revoked ? "revoked" : "assigned", s);
+        a.partition = part;
+        if (n < max)
+            out[n] = a;
+        n++;
+    }
+    return n;
+}
+
+unsigned h_assigned_mask(h_proc *p, const char *topic, bool ever)
+{
+    h_assigned a[1024];
+    size_t n = h_parse_assigned(p, topic, a, 1024);
+    if (n > 1024)
+        h_stage_fail(p, "more than 1024 assignment lines");
+    unsigned m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i].partition >= 32)
+            h_stage_fail(p, "partition %d: masks hold 32", a[i].partition);
+        unsigned bit = 1u << a[i].partition;
+        m = a[i].revoked && !ever ? m & ~bit : m | bit;
+    }
+    return m;
+}
+
 size_t h_count_restored(h_proc *p)
 {
     static const char said[] = "msg=\"partition assigned\"";

@@ -89,6 +89,23 @@ long long h_log_int(const char *line, const char *key);
 /* How many of p's `partition assigned` lines restored a checkpoint
  * (checkpoint_offset > 0): partitions that came with their state. */
 size_t h_count_restored(h_proc *p);
+
+/* One `partition assigned` (revoked = false) or `partition revoked` line
+ * of p's log. */
+typedef struct h_assigned {
+    int32_t partition;
+    bool revoked;
+    long long ckpt; /* checkpoint_offset (assigned lines) */
+    size_t fwd;     /* already_forwarded (assigned lines) */
+} h_assigned;
+/* p's assignment lines for topic, in the order logged, at most max into
+ * out; returns how many there are.  A line that does not parse fails the
+ * test. */
+size_t h_parse_assigned(h_proc *p, const char *topic, h_assigned *out,
+                        size_t max);
+/* topic's partitions (< 32) p holds now -- assigned and not revoked since
+ * -- as a mask; `ever`: every one it was ever assigned. */
+unsigned h_assigned_mask(h_proc *p, const char *topic, bool ever);
 /* A line's leading "ts=2024-01-02T03:04:05.678Z" as seconds since the
  * epoch, or 0. */
 double h_log_time(const char *line);

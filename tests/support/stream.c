@@ -4,6 +4,7 @@
 #include "stream.h"
 #include "kafka.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,61 @@ void h_stream_add_timed(h_stream *st, size_t count, int64_t t0,
     }
 }
 
+uint32_t h_traffic_days(uint64_t per_day, int days, uint32_t *id,
+                        int64_t *ts)
+{
+    const int64_t day = INT64_C(86400000);
+    const double two_pi = 6.283185307179586;
+    size_t n = (size_t)per_day * (size_t)(days > 0 ? days : 0);
+    uint64_t rng = 42;
+    uint32_t next_id = 0;
+    size_t lo6 = 0, lo40 = 0, lo20 = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* Record i's time: the day's records spread by a diurnal rate
+         * r(t) ~ 2 - cos(2 pi t / day), whose CDF over a day,
+         * (2x - sin(2 pi x)/(2 pi)) / 2, is inverted by Newton's method. */
+        double u = (double)(i % per_day) / (double)per_day, x = u;
+        for (int it = 0; it < 30; it++) {
+            double f = (2 * x - sin(two_pi * x) / two_pi) / 2 - u;
+            double df = (2 - cos(two_pi * x)) / 2;
+            x -= f / df;
+        }
+        ts[i] = (int64_t)(i / per_day) * day + (int64_t)(x * (double)day) + 1;
+        while (ts[lo6] < ts[i] - day / 4)
+            lo6++;
+        while (lo40 < i && ts[lo40] < ts[i] - day * 40 / 24)
+            lo40++;
+        while (lo20 < i && ts[lo20] < ts[i] - day * 20 / 24)
+            lo20++;
+        uint64_t r = (rng = h_mix64(rng)) % 100;
+        if (r < 30 && i > lo6)
+            id[i] = id[lo6 + h_mix64(rng + 1) % (i - lo6)];
+        else if (r >= 30 && r < 50 && lo20 > lo40)
+            id[i] = id[lo40 + h_mix64(rng + 2) % (lo20 - lo40)];
+        else
+            id[i] = next_id++;
+    }
+    return next_id;
+}
+
+void h_stream_add_days(h_stream *st, uint64_t per_day, int days, int64_t t0)
+{
+    size_t n = (size_t)per_day * (size_t)days;
+    uint32_t *id = h_xcalloc(n ? n : 1, sizeof(*id));
+    int64_t *ts = h_xcalloc(n ? n : 1, sizeof(*ts));
+    (void)h_traffic_days(per_day, days, id, ts);
+    size_t base = st->nids;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = st->n;
+        if (id[k] + base == st->nids && i < st->cap) /* a new key */
+            st->first[st->nids++] = i;
+        stream_push(st, (uint32_t)(id[k] + base));
+        st->ts[i] = t0 + ts[k];
+    }
+    free(id);
+    free(ts);
+}
+
 void h_stream_add_copies(h_stream *st, size_t from, size_t to)
 {
     for (size_t i = from; i < to; i++)
@@ -171,9 +227,9 @@ h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
         const h_header *h = h_header_last(r, "bloomstage-src");
         const char *src = h ? h->value : NULL;
         char want[128];
-        snprintf(want, sizeof(want), "%s:%d:%lld", in_topic,
+        snprintf(want, sizeof(want), "%s:%d:%lld", in_topic ? in_topic : "",
                  (int)st->part[i], (long long)st->off[i]);
-        if (!src || strcmp(src, want)) {
+        if (in_topic && (!src || strcmp(src, want))) {
             snprintf(bad, sizeof(bad), "%s %d:%lld: bloomstage-src '%s', "
                      "want '%s'", out_topic, (int)r->partition,
                      (long long)r->offset, src ? src : "(none)", want);

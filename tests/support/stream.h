@@ -63,6 +63,22 @@ void h_stream_add(h_stream *st, size_t count, unsigned dup_pct);
  * 15% of one 1.5 to 3 windows back; a window is window_records records. */
 void h_stream_add_timed(h_stream *st, size_t count, int64_t t0,
                         int64_t step_ms, size_t window_records);
+/*
+ * Synthetic days of traffic for windowed dedup, time compressed through
+ * record timestamps (bench_window and bench_window_kafka's one stream):
+ * `days` days of record time, per_day records a day at a diurnal rate (a
+ * sine, 3x between night and peak); each record a new key (50%), a copy of
+ * a record from the last 6 hours (30%), or of one 20-40 hours back (20%:
+ * around a 24-hour window's edge and past it).  Fills id[] (new keys
+ * numbered 0, 1, ... in order of appearance) and ts[] (ms from 1, non-
+ * decreasing) for per_day * days records; returns the number of keys.  A
+ * fixed seed: the same arguments give the same stream.
+ */
+uint32_t h_traffic_days(uint64_t per_day, int days, uint32_t *id,
+                        int64_t *ts);
+/* Appends h_traffic_days(per_day, days) to st, its timestamps shifted by
+ * t0 and its key ids by the keys st holds already. */
+void h_stream_add_days(h_stream *st, uint64_t per_day, int days, int64_t t0);
 /* Appends a copy (same key, new value, a later offset) of records
  * [from, to). */
 void h_stream_add_copies(h_stream *st, size_t from, size_t to);
@@ -80,7 +96,8 @@ void h_stream_produce(const h_stream *st, const char *bootstraps,
  * Reads all of out_topic (H_CONSUME_MS) and traces every record back to
  * its input record: the value names it ("v<i>", i < st->n), the key must
  * be that record's key, and the bloomstage-src header must be
- * in_topic:partition:offset of that record.  Returns the records (owned by
+ * in_topic:partition:offset of that record (in_topic NULL: no header is
+ * asked for, the output of another program than bloomstage).  Returns the records (owned by
  * st, valid until the next h_read_out) and their count.
  */
 h_outrec *h_read_out(h_stream *st, const char *bootstraps,

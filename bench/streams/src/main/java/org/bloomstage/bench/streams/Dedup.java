@@ -16,16 +16,25 @@
  * (the effective settings) and `dedup first_record_ms=T` when the first
  * record reaches the processor (after group join, assignment and store
  * opening), and on SIGTERM, after a clean close, `dedup stopped in=N
- * out=M dropped=D`.  After SIGTERM the JVM exits 143 (the signal's status)
+ * out=M dropped=D last_out_ms=T store_bytes=B store_bytes_max=X
+ * store_keys=K`: the store's size from RocksDB's own properties as Streams
+ * reports them (KIP-607 metrics, summed over tasks and segments:
+ * size-all-mem-tables + total-sst-files-size, and estimate-num-keys), read
+ * just before the close, and the largest of that sum sampled every second
+ * while it ran.  After SIGTERM the JVM exits 143 (the signal's status)
  * once Streams is closed; it exits 1 if Streams fails.
  */
 package org.bloomstage.bench.streams;
 
 import java.time.Duration;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -52,6 +61,33 @@ public final class Dedup {
     static final AtomicLong DROPPED = new AtomicLong();
     static final AtomicBoolean FIRST = new AtomicBoolean();
     static volatile long lastOutMs; // when the last record was forwarded
+    static final AtomicLong STORE_MAX = new AtomicLong(); // largest store size sampled
+
+    /**
+     * The dedup store's size over all tasks, from the RocksDB properties
+     * metrics (group stream-state-metrics; segmented stores report the sum
+     * of their segments): [memtables + SST files in bytes, estimated keys].
+     */
+    static long[] storeSize(KafkaStreams streams) {
+        long bytes = 0, keys = 0;
+        for (Map.Entry<MetricName, ? extends Metric> e : streams.metrics().entrySet()) {
+            MetricName n = e.getKey();
+            if (!n.group().equals("stream-state-metrics") || !STORE.equals(n.tags().get("rocksdb-window-state-id"))) {
+                continue;
+            }
+            Object v = e.getValue().metricValue();
+            if (!(v instanceof Number)) {
+                continue;
+            }
+            long x = ((Number) v).longValue();
+            switch (n.name()) {
+                case "size-all-mem-tables", "total-sst-files-size" -> bytes += x;
+                case "estimate-num-keys" -> keys += x;
+                default -> { }
+            }
+        }
+        return new long[] {bytes, keys};
+    }
 
     /**
      * One per task (input partition).  The store holds key -> the timestamp
@@ -170,12 +206,28 @@ public final class Dedup {
             }
         });
         AtomicBoolean stopping = new AtomicBoolean();
+        Thread sampler = new Thread(() -> {
+            while (!stopping.get()) {
+                try {
+                    STORE_MAX.accumulateAndGet(storeSize(streams)[0], Math::max);
+                    Thread.sleep(1000);
+                } catch (InterruptedException e) {
+                    return;
+                } catch (RuntimeException e) {
+                    // a store closing under a rebalance: the next sample
+                }
+            }
+        }, "dedup-store-sampler");
+        sampler.setDaemon(true);
         Thread hook = new Thread(() -> {
             stopping.set(true);
+            long[] size = storeSize(streams);
+            STORE_MAX.accumulateAndGet(size[0], Math::max);
             streams.close(Duration.ofSeconds(60));
             done.countDown();
-            System.out.printf("dedup stopped in=%d out=%d dropped=%d last_out_ms=%d%n",
-                    IN.get(), OUT.get(), DROPPED.get(), lastOutMs);
+            System.out.printf("dedup stopped in=%d out=%d dropped=%d last_out_ms=%d store_bytes=%d"
+                            + " store_bytes_max=%d store_keys=%d%n",
+                    IN.get(), OUT.get(), DROPPED.get(), lastOutMs, size[0], STORE_MAX.get(), size[1]);
             System.out.flush();
         }, "dedup-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
@@ -188,6 +240,7 @@ public final class Dedup {
                 config.getString(StreamsConfig.STATE_DIR_CONFIG));
         System.out.flush();
         streams.start();
+        sampler.start();
         done.await();
         if (!stopping.get()) {
             // Streams stopped by itself: a failure (a SIGTERM would have set stopping).
