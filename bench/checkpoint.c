@@ -145,7 +145,7 @@ int main(int argc, char **argv)
         double dw = bs_now() - t0;
         bs_checkpoint c;
         t0 = bs_now();
-        if (bs_store_get(dstore, "t", (int32_t)i, &c, err, sizeof(err)) != 1) {
+        if (bs_store_get(dstore, "t", (int32_t)i, BS_STORE_NEWEST, &c, err, sizeof(err)) != 1) {
             fprintf(stderr, "dir load: %s\n", err);
             return 1;
         }
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
             }
             snprintf(kp, sizeof(kp), "%.1f ms", (bs_now() - t0) * 1e3);
             t0 = bs_now();
-            if (bs_store_get(kstore, "t", (int32_t)i, &c, err, sizeof(err)) !=
+            if (bs_store_get(kstore, "t", (int32_t)i, BS_STORE_NEWEST, &c, err, sizeof(err)) !=
                 1) {
                 fprintf(stderr, "kafka get: %s\n", err);
                 return 1;

@@ -41,8 +41,18 @@ typedef struct known {
     uint32_t nchunks;
 } known;
 
+/* dir: what this process knows of a partition's two files (store.h). */
+typedef struct dir_part {
+    char topic[250];
+    int32_t partition;
+    int64_t newest;    /* next_offset of TOPIC-PARTITION.ckpt; -1 unknown */
+    int64_t committed; /* the highest bs_store_committed; -1 none */
+} dir_part;
+
 struct bs_store {
     bs_ckpt_store_kind kind;
+    dir_part *dparts;
+    size_t ndparts, capdparts;
     const char *dir;
     bool dir_dirty; /* renamed files not yet made durable by a dir fsync */
     char desc[300];
@@ -51,7 +61,8 @@ struct bs_store {
     const char *topic;
     size_t chunk;
     int nparts;
-    rd_kafka_t *producer;
+    rd_kafka_t *producer; /* the one records go through: own, or lent */
+    rd_kafka_t *own;      /* the store's own (bs_store_new) */
     rd_kafka_t *reader;
     pending *pend; /* in ticket order */
     size_t npend, cappend;
@@ -411,8 +422,12 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
         if (!m)
             continue;
         bool end = false;
+        /* read_committed: the end is the last stable offset, which an
+         * open transaction (another instance's, a zombie's until it is
+         * aborted) holds below the high watermark; what lies beyond is
+         * not committed yet.  Without transactions the two are equal. */
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            end = m->offset >= hi;
+            end = true;
         else if (!m->err) {
             if (fn(m, op) != 0)
                 end = true;
@@ -689,6 +704,42 @@ static int kafka_check(bs_store *st, char *errstr, size_t errstr_size)
     return 0;
 }
 
+/* -- directory: the newest state and the one kept before it ----------------- */
+
+static dir_part *dir_part_find(bs_store *st, const char *topic, int32_t part)
+{
+    for (size_t i = 0; i < st->ndparts; i++)
+        if (st->dparts[i].partition == part &&
+            !strcmp(st->dparts[i].topic, topic))
+            return &st->dparts[i];
+    if (st->ndparts == st->capdparts) {
+        size_t cap = st->capdparts ? st->capdparts * 2 : 16;
+        dir_part *nd = realloc(st->dparts, cap * sizeof(*nd));
+        if (!nd)
+            return NULL;
+        st->dparts = nd;
+        st->capdparts = cap;
+    }
+    dir_part *d = &st->dparts[st->ndparts++];
+    snprintf(d->topic, sizeof(d->topic), "%s", topic);
+    d->partition = part;
+    d->newest = d->committed = -1;
+    return d;
+}
+
+/* TOPIC-PARTITION.ckpt and the state kept before it, .ckpt.prev. */
+static int dir_paths(const bs_store *st, const char *topic, int32_t part,
+                     char *path, size_t size, char *prev, size_t prev_size,
+                     char *errstr, size_t errstr_size)
+{
+    if (bs_ckpt_path(st->dir, topic, part, path, size) != 0 ||
+        (size_t)snprintf(prev, prev_size, "%s.prev", path) >= prev_size) {
+        snprintf(errstr, errstr_size, "checkpoint path too long");
+        return -1;
+    }
+    return 0;
+}
+
 /* -- dispatch ---------------------------------------------------------------- */
 
 bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
@@ -718,8 +769,8 @@ bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
     rd_kafka_conf_set_log_cb(producer_conf, bs_log_rdkafka);
     char err[512];
-    st->producer = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf, err,
-                                sizeof(err));
+    st->producer = st->own = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf,
+                                          err, sizeof(err));
     if (!st->producer) {
         rd_kafka_conf_destroy(producer_conf);
         snprintf(errstr, errstr_size, "checkpoint store producer: %s", err);
@@ -733,12 +784,13 @@ void bs_store_destroy(bs_store *st)
 {
     if (!st)
         return;
-    if (st->producer) {
-        rd_kafka_flush(st->producer, BS_TIMEOUT_STORE_ADMIN_MS);
-        rd_kafka_destroy(st->producer);
+    if (st->own) {
+        rd_kafka_flush(st->own, BS_TIMEOUT_STORE_ADMIN_MS);
+        rd_kafka_destroy(st->own);
     }
     free(st->pend);
     free(st->known);
+    free(st->dparts);
     free(st);
 }
 
@@ -756,11 +808,31 @@ int bs_store_put(bs_store *st, const char *topic, int32_t partition,
     if (st->kind == BS_CONFIG_STORE_KAFKA)
         return kafka_put(st, topic, partition, next_offset, wm, nwm, filter,
                          errstr, errstr_size);
+    char path[4096], prev[4200];
+    if (dir_paths(st, topic, partition, path, sizeof(path), prev,
+                  sizeof(prev), errstr, errstr_size) != 0)
+        return -1;
+    dir_part *d = dir_part_find(st, topic, partition);
+    if (!d) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    /* The newest file moves aside unless the file aside is the state to
+     * keep: the newest is then uncommitted and may simply be replaced. */
+    bool have_prev = access(prev, F_OK) == 0;
+    bool newest_committed = d->newest >= 0 && d->committed >= d->newest;
+    if (access(path, F_OK) == 0 && (!have_prev || newest_committed) &&
+        rename(path, prev) != 0) {
+        snprintf(errstr, errstr_size, "%s: rename to %s: %s", path, prev,
+                 strerror(errno));
+        return -1;
+    }
     /* The directory is fsynced once for the round, in sync. */
     if (bs_ckpt_write_flags(st->dir, topic, partition, next_offset, wm, nwm,
                             filter, BF_WRITE_NO_DIRSYNC, errstr,
                             errstr_size) != 0)
         return -1;
+    d->newest = next_offset;
     st->dir_dirty = true;
     return 0;
 }
@@ -781,16 +853,78 @@ int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
 }
 
 int bs_store_get(bs_store *st, const char *topic, int32_t partition,
-                 bs_checkpoint *out, char *errstr, size_t errstr_size)
+                 int64_t at_offset, bs_checkpoint *out, char *errstr,
+                 size_t errstr_size)
 {
     if (st->kind == BS_CONFIG_STORE_KAFKA)
+        /* Transactions: the store's records are in the transaction, so the
+         * newest manifest read at read_committed is the committed state. */
         return kafka_get(st, topic, partition, out, errstr, errstr_size);
-    char path[4096];
-    if (bs_ckpt_path(st->dir, topic, partition, path, sizeof(path))) {
-        snprintf(errstr, errstr_size, "checkpoint path too long");
+    char path[4096], prev[4200];
+    if (dir_paths(st, topic, partition, path, sizeof(path), prev,
+                  sizeof(prev), errstr, errstr_size) != 0)
+        return -1;
+    dir_part *d = dir_part_find(st, topic, partition);
+    int r = bs_ckpt_load(path, out, errstr, errstr_size);
+    if (r < 0)
+        return -1;
+    if (r > 0) {
+        if (d)
+            d->newest = out->next_offset;
+        if (at_offset == BS_STORE_NEWEST || out->next_offset <= at_offset)
+            return 1;
+        bs_ckpt_free(out);
+    }
+    /* No newest file (a crash between the rename aside and the new
+     * file's), or one the commit has not reached. */
+    r = bs_ckpt_load(prev, out, errstr, errstr_size);
+    if (r <= 0)
+        return r;
+    if (at_offset == BS_STORE_NEWEST || out->next_offset <= at_offset)
+        return 1;
+    bs_ckpt_free(out);
+    return 0;
+}
+
+int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
+                       int64_t next_offset, char *errstr, size_t errstr_size)
+{
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        return 0;
+    dir_part *d = dir_part_find(st, topic, partition);
+    if (!d) {
+        snprintf(errstr, errstr_size, "out of memory");
         return -1;
     }
-    return bs_ckpt_load(path, out, errstr, errstr_size);
+    if (next_offset > d->committed)
+        d->committed = next_offset;
+    if (d->newest < 0 || d->newest > d->committed)
+        return 0;
+    /* The newest is committed: the state before it may go. */
+    char path[4096], prev[4200];
+    if (dir_paths(st, topic, partition, path, sizeof(path), prev,
+                  sizeof(prev), errstr, errstr_size) != 0)
+        return -1;
+    if (unlink(prev) != 0 && errno != ENOENT) {
+        snprintf(errstr, errstr_size, "%s: %s", prev, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 const char *bs_store_describe(const bs_store *st) { return st->desc; }
+
+void bs_store_use_producer(bs_store *st, rd_kafka_t *producer)
+{
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        st->producer = producer ? producer : st->own;
+}
+
+bool bs_store_delivery(bs_store *st, const rd_kafka_message_t *m)
+{
+    if (st->kind != BS_CONFIG_STORE_KAFKA || st->producer == st->own ||
+        strcmp(rd_kafka_topic_name(m->rkt), st->topic) != 0)
+        return false;
+    kafka_dr(st->producer, m, st);
+    return true;
+}

@@ -19,7 +19,12 @@
  *
  * A checkpoint round: bs_store_put for each changed partition, then
  * bs_store_sync; only when sync returns 0 are the offsets of that round
- * covered by durable state.
+ * covered by durable state; after the commit, bs_store_committed.
+ *
+ * dir keeps two files a partition: TOPIC-PARTITION.ckpt (the newest) and,
+ * until the newest is committed, the state before it in
+ * TOPIC-PARTITION.ckpt.prev (a whole-file stand-in for the versions the
+ * incremental store keeps; bs_store_get at_offset chooses between them).
  */
 #ifndef BLOOMSTAGE_STORE_H
 #define BLOOMSTAGE_STORE_H
@@ -56,11 +61,34 @@ int bs_store_put(bs_store *st, const char *topic, int32_t partition,
 int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
-/* The newest complete checkpoint of a partition: 1 loaded, 0 none, -1
- * unreadable or damaged (errstr says which and where). */
+#define BS_STORE_NEWEST (-1)
+/* A partition's state.  at_offset BS_STORE_NEWEST: the newest durable
+ * state.  Otherwise at_offset is the partition's committed input offset
+ * (transactions: the state must match what the transaction committed):
+ * the newest durable state whose next_offset <= at_offset.  1 loaded, 0
+ * none, -1 unreadable or damaged (errstr says which and where). */
 int bs_store_get(bs_store *st, const char *topic, int32_t partition,
-                 bs_checkpoint *out, char *errstr, size_t errstr_size)
-    __attribute__((warn_unused_result));
+                 int64_t at_offset, bs_checkpoint *out, char *errstr,
+                 size_t errstr_size) __attribute__((warn_unused_result));
+
+/* The partition's input offsets below next_offset are committed (the
+ * round's commit, or transaction, succeeded).  Until this is called for a
+ * state, bs_store_put keeps the state before it, so a restore can still be
+ * asked for it (a crash after the checkpoint was durable but before the
+ * commit).  States older than the newest one with next_offset <= this may
+ * then go. */
+int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
+                       int64_t next_offset, char *errstr,
+                       size_t errstr_size);
+
+/* Transactions: the kafka store's records go through `producer` (the
+ * stage's transactional one; NULL: its own again), so they commit or abort
+ * with the round's transaction, and a restore, which reads at
+ * read_committed, finds the checkpoint the committed offsets were
+ * committed with.  The producer's delivery reports for checkpoint.topic
+ * must then be passed to bs_store_delivery (true: it was the store's). */
+void bs_store_use_producer(bs_store *st, rd_kafka_t *producer);
+bool bs_store_delivery(bs_store *st, const rd_kafka_message_t *m);
 
 /* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
 const char *bs_store_describe(const bs_store *st);

@@ -90,7 +90,7 @@ static bs_store *new_store(bs_config *cfg, rd_kafka_t *reader,
 static int get(bs_store *st, const char *topic, int32_t part,
                bs_checkpoint *c, char *err, size_t size)
 {
-    return bs_store_get(st, topic, part, c, err, size);
+    return bs_store_get(st, topic, part, BS_STORE_NEWEST, c, err, size);
 }
 
 static void expect_ckpt(bs_store *st, const char *topic, int32_t part,
@@ -174,6 +174,76 @@ static void test_dir_round_trip(void **state)
     bs_config_destroy(cfg);
     bf_filter_destroy(f0);
     bf_filter_destroy(f1);
+}
+
+/* The state at a committed offset (transactions): a state stays until the
+ * one after it is committed, so a crash between a checkpoint's write and
+ * its commit still finds the committed one; a new store (a restart) finds
+ * the same from the files alone. */
+static void expect_at(bs_store *st, int64_t at, int64_t want)
+{
+    bs_checkpoint c;
+    char err[1024] = "";
+    int r = bs_store_get(st, "in", 0, at, &c, err, sizeof(err));
+    if (r < 0)
+        fail_msg("get at %lld: %s", (long long)at, err);
+    if (want < 0) {
+        if (r != 0)
+            fail_msg("get at %lld: found %lld, want none", (long long)at,
+                     (long long)c.next_offset);
+        return;
+    }
+    if (r != 1)
+        fail_msg("get at %lld: none, want %lld", (long long)at,
+                 (long long)want);
+    assert_int_equal(c.next_offset, want);
+    bs_ckpt_free(&c);
+}
+
+static void put_sync(bs_store *st, int64_t next, const bf_filter *f)
+{
+    char err[1024] = "";
+    if (bs_store_put(st, "in", 0, next, NULL, 0, f, err, sizeof(err)) ||
+        bs_store_sync(st, err, sizeof(err)))
+        fail_msg("put %lld: %s", (long long)next, err);
+}
+
+static void test_dir_state_at_committed_offset(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = dir_store(&cfg);
+    char err[1024] = "";
+    bf_filter *f = filter_with("k", 100, 1000);
+    put_sync(st, 100, f);
+    assert_int_equal(bs_store_committed(st, "in", 0, 100, err, sizeof(err)),
+                     0);
+    put_sync(st, 200, f); /* written, not committed */
+    expect_at(st, BS_STORE_NEWEST, 200);
+    expect_at(st, 100, 100);
+    expect_at(st, 150, 100);
+    expect_at(st, 200, 200);
+    put_sync(st, 300, f); /* again not committed: 100 stays, 200 goes */
+    expect_at(st, 100, 100);
+    expect_at(st, 300, 300);
+    expect_at(st, 99, -1);
+    /* A restart: nothing in memory. */
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    st = dir_store(&cfg);
+    expect_at(st, 100, 100);
+    expect_at(st, 300, 300);
+    /* The commit reaches 300: the state before it may go. */
+    assert_int_equal(bs_store_committed(st, "in", 0, 300, err, sizeof(err)),
+                     0);
+    expect_at(st, 300, 300);
+    expect_at(st, 100, -1);
+    put_sync(st, 400, f);
+    expect_at(st, 300, 300);
+    expect_at(st, 400, 400);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(f);
 }
 
 static void test_dir_damage_and_crash_leftovers(void **state)
@@ -815,6 +885,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_round_trip, dir_setup,
                                         dir_teardown),
         cmocka_unit_test_setup_teardown(test_dir_damage_and_crash_leftovers,
+                                        dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_state_at_committed_offset,
                                         dir_setup, dir_teardown),
         cmocka_unit_test(test_dir_missing_dir),
         cmocka_unit_test(test_manifest_parse),
