@@ -1,17 +1,24 @@
 /*
  * txn.c -- bench_txn: what exactly_once by Kafka transactions costs in
- * latency, on a real Apache Kafka broker (bench/txn starts a 1-node one
- * with scripts/kafka, or --bootstrap LIST uses one that runs).  The rate
- * comparison against at_least_once is bench/e2e --kafka's (its `stage`
- * phase is exactly_once, which a real broker runs with transactions).
+ * rate and in latency, on a real Apache Kafka broker (bench/txn: this
+ * starts a 1-node one with scripts/kafka, or --bootstrap LIST uses one that
+ * runs).
  *
- *   bench_txn [--rate R] [--seconds S] [--intervals MS,MS,...] [--rounds K]
+ *   bench_txn [--records N] [--rate R] [--seconds S]
+ *             [--intervals MS,MS,...] [--rounds K]
  *             [--bootstrap LIST] [--bloomstage PATH]
  *
- * For each round and each configuration -- at_least_once with a 1000 ms
- * checkpoint interval (the baseline: its output is visible as soon as it is
- * produced), then exactly_once.method=transactions with each checkpoint
- * interval -- it creates an input and an output topic (4 partitions),
+ * Rate: for each round, N records (each key twice) are loaded into a fresh
+ * input, then `bloomstage run` (checkpoint.interval.ms=1000) with
+ * at_least_once, exactly_once by replay and by transactions; the rate is N
+ * over the time from its assignment until the group's committed offsets
+ * reach the input's end (with transactions the output is then visible).
+ *
+ * Latency: for each round and each configuration -- at_least_once and
+ * replay with a 1000 ms checkpoint interval (the baselines: their output
+ * is visible as soon as it is produced), then
+ * exactly_once.method=transactions with each checkpoint interval -- it
+ * creates an input and an output topic (4 partitions),
  * starts `bloomstage run` on them, and once the stage has its partitions
  * appends R records/s of distinct keys for S seconds, each with its append
  * time as the record timestamp (which the stage forwards).  A
@@ -38,9 +45,11 @@
 #define MAX_ROUNDS 9
 
 typedef struct conf {
-    bool txn;
+    const char *method; /* exactly_once.method; NULL: at_least_once */
     int interval_ms;
+    bool rate_too;      /* also in the rate comparison */
     double p50[MAX_ROUNDS], p99[MAX_ROUNDS], max[MAX_ROUNDS];
+    double rate[MAX_ROUNDS];
 } conf;
 
 static int cmp_i64(const void *a, const void *b)
@@ -63,31 +72,41 @@ static double median(const double *v, int n)
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-/* One configuration, one round: 0, or -1 with a message on stderr. */
-static int run_one(const char *bs, const char *bin, const char *dir,
-                   conf *c, int round, double rate, double seconds)
-{
+/* Topics NAME-in and NAME-out, and `bloomstage run` on them as the
+ * configuration says, assigned its partitions.  0, or -1 with a message. */
+typedef struct stage_run {
     char in[64], out[64], group[64];
-    snprintf(in, sizeof(in), "bt-in-%s%d-%d", c->txn ? "txn" : "alo",
-             c->interval_ms, round);
-    snprintf(out, sizeof(out), "bt-out-%s%d-%d", c->txn ? "txn" : "alo",
-             c->interval_ms, round);
-    snprintf(group, sizeof(group), "bt-%s%d-%d", c->txn ? "txn" : "alo",
-             c->interval_ms, round);
-    if (h_create_topic(bs, in, NPARTS, 1, NULL) ||
-        h_create_topic(bs, out, NPARTS, 1, NULL)) {
+    char *log_path;
+    h_proc *proc;
+} stage_run;
+
+static int stage_setup(stage_run *r, const char *bs, const char *name)
+{
+    memset(r, 0, sizeof(*r));
+    snprintf(r->in, sizeof(r->in), "%s-in", name);
+    snprintf(r->out, sizeof(r->out), "%s-out", name);
+    snprintf(r->group, sizeof(r->group), "%s", name);
+    if (h_create_topic(bs, r->in, NPARTS, 1, NULL) ||
+        h_create_topic(bs, r->out, NPARTS, 1, NULL)) {
         fprintf(stderr, "bench_txn: %s\n", h_last_error());
         return -1;
     }
-    char *conf_path = h_strdupf("%s/%s.conf", dir, group);
+    return 0;
+}
+
+static int stage_start(stage_run *r, const char *bs, const char *bin,
+                       const char *dir, const conf *c)
+{
+    char *conf_path = h_strdupf("%s/%s.conf", dir, r->group);
     char *text = h_strdupf(
         "input.topics=%s\noutput.topic=%s\nconsumer.group.id=%s\n"
         "kafka.bootstrap.servers=%s\ncheckpoint.dir=%s/%s\n"
         "checkpoint.interval.ms=%d\nprocessing.guarantee=%s\n"
-        "exactly_once.method=transactions\n"
+        "exactly_once.method=%s\n"
         "consumer.fetch.wait.max.ms=10\nlog.stats.interval.ms=0\n",
-        in, out, group, bs, dir, group, c->interval_ms,
-        c->txn ? "exactly_once" : "at_least_once");
+        r->in, r->out, r->group, bs, dir, r->group, c->interval_ms,
+        c->method ? "exactly_once" : "at_least_once",
+        c->method ? c->method : "auto");
     int rc = h_write_file(conf_path, text);
     free(text);
     if (rc) {
@@ -95,43 +114,149 @@ static int run_one(const char *bs, const char *bin, const char *dir,
         free(conf_path);
         return -1;
     }
-    char *log_path = h_strdupf("%s/%s.log", dir, group);
+    r->log_path = h_strdupf("%s/%s.log", dir, r->group);
     char *const argv[] = {(char *)bin, "run", "-c", conf_path, NULL};
-    h_spawn_opts so = {.log_path = log_path};
-    h_proc *stage = NULL;
-    rc = -1;
-    rd_kafka_t *prod = NULL, *cons = NULL;
-    size_t total = (size_t)(rate * seconds);
-    int64_t *lat = calloc(total ? total : 1, sizeof(*lat));
-    uint8_t *seen = calloc(total ? total : 1, 1);
-    if (!lat || !seen || h_process_spawn_opts(argv, &so, &stage)) {
+    h_spawn_opts so = {.log_path = r->log_path};
+    rc = h_process_spawn_opts(argv, &so, &r->proc);
+    free(conf_path);
+    if (rc) {
         fprintf(stderr, "bench_txn: cannot start the stage: %s\n",
                 h_last_error());
-        goto out;
+        return -1;
     }
     /* The stage has its partitions: its log says so. */
     for (double t0 = h_now_s();;) {
         char *l = NULL;
         size_t llen = 0;
-        bool ok = h_read_file(log_path, &l, &llen) == 0 && l &&
+        bool ok = h_read_file(r->log_path, &l, &llen) == 0 && l &&
                   strstr(l, "msg=\"partition assigned\"");
         free(l);
         if (ok)
-            break;
+            return 0;
         int st;
-        if (h_process_wait(stage, 0, &st) == 0 || h_now_s() - t0 > 120) {
+        if (h_process_wait(r->proc, 0, &st) == 0 || h_now_s() - t0 > 120) {
             fprintf(stderr, "bench_txn: the stage was not assigned its "
-                    "partitions (log %s)\n", log_path);
-            goto out;
+                    "partitions (log %s)\n", r->log_path);
+            return -1;
         }
-        h_nap(100);
+        h_nap(20);
     }
+}
+
+/* SIGTERM: it must drain and exit 0.  0 or -1. */
+static int stage_stop(stage_run *r)
+{
+    int rc = 0;
+    if (r->proc) {
+        int st = 0;
+        if (h_process_terminate(r->proc, 30000, &st) != 0 || !WIFEXITED(st) ||
+            WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "bench_txn: the stage did not stop cleanly (log "
+                    "%s)\n", r->log_path);
+            rc = -1;
+        }
+        h_process_free(r->proc);
+    }
+    free(r->log_path);
+    memset(r, 0, sizeof(*r));
+    return rc;
+}
+
+static void conf_name(const conf *c, int round, const char *phase,
+                      char *buf, size_t size)
+{
+    snprintf(buf, size, "bt-%s-%s%d-%d", phase,
+             c->method ? c->method : "alo", c->interval_ms, round);
+}
+
+/* Rate: n records (each key twice, the second copy later) loaded first,
+ * then the stage started; from its assignment until the group's committed
+ * offsets reach the input's end (with transactions: the output committed
+ * and visible). */
+static int rate_one(const char *bs, const char *bin, const char *dir,
+                    conf *c, int round, size_t n)
+{
+    char name[64];
+    conf_name(c, round, "rate", name, sizeof(name));
+    stage_run r;
+    if (stage_setup(&r, bs, name))
+        return -1;
+    rd_kafka_conf_t *pc = h_kafka_conf(bs);
+    rd_kafka_conf_set(pc, "linger.ms", "20", NULL, 0);
+    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, NULL, 0);
+    if (!prod)
+        return -1;
+    size_t half = (n + 1) / 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i < half ? i : i - half;
+        char key[32];
+        int klen = snprintf(key, sizeof(key), "k%09zu", k);
+        while (rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(r.in),
+                                 RD_KAFKA_V_PARTITION((int32_t)(k % NPARTS)),
+                                 RD_KAFKA_V_KEY(key, (size_t)klen),
+                                 RD_KAFKA_V_VALUE(key, (size_t)klen),
+                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                 RD_KAFKA_V_END) ==
+               RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(prod, 10);
+    }
+    rd_kafka_flush(prod, 60000);
+    int64_t end[NPARTS];
+    for (int p = 0; p < NPARTS; p++) {
+        int64_t lo;
+        if (rd_kafka_query_watermark_offsets(prod, r.in, p, &lo, &end[p],
+                                             10000)) {
+            rd_kafka_destroy(prod);
+            return -1;
+        }
+    }
+    rd_kafka_destroy(prod);
+    int rc = stage_start(&r, bs, bin, dir, c);
+    double t0 = h_now_s();
+    while (rc == 0) {
+        int64_t got[NPARTS];
+        bool done = h_committed(bs, r.group, r.in, NPARTS, got) == 0;
+        for (int p = 0; done && p < NPARTS; p++)
+            done = got[p] == end[p];
+        if (done)
+            break;
+        if (h_now_s() - t0 > 600) {
+            fprintf(stderr, "bench_txn: %s: not committed to the end in "
+                    "600 s\n", name);
+            rc = -1;
+        }
+        h_nap(20);
+    }
+    double dt = h_now_s() - t0;
+    if (stage_stop(&r))
+        rc = -1;
+    if (rc == 0)
+        c->rate[round] = (double)n / dt;
+    return rc;
+}
+
+/* Latency: rate records/s appended for `seconds` while the stage runs. */
+static int latency_one(const char *bs, const char *bin, const char *dir,
+                       conf *c, int round, double rate, double seconds)
+{
+    char name[64];
+    conf_name(c, round, "lat", name, sizeof(name));
+    stage_run r;
+    if (stage_setup(&r, bs, name))
+        return -1;
+    int rc = -1;
+    rd_kafka_t *prod = NULL, *cons = NULL;
+    size_t total = (size_t)(rate * seconds);
+    int64_t *lat = calloc(total ? total : 1, sizeof(*lat));
+    uint8_t *seen = calloc(total ? total : 1, 1);
+    if (!lat || !seen || stage_start(&r, bs, bin, dir, c))
+        goto out;
     rd_kafka_conf_t *pc = h_kafka_conf(bs);
     rd_kafka_conf_set(pc, "linger.ms", "0", NULL, 0);
     prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, NULL, 0);
     rd_kafka_conf_t *cc = h_kafka_conf(bs);
     char cgroup[80];
-    snprintf(cgroup, sizeof(cgroup), "%s-reader", group);
+    snprintf(cgroup, sizeof(cgroup), "%s-reader", r.group);
     rd_kafka_conf_set(cc, "group.id", cgroup, NULL, 0);
     rd_kafka_conf_set(cc, "auto.offset.reset", "earliest", NULL, 0);
     rd_kafka_conf_set(cc, "isolation.level", "read_committed", NULL, 0);
@@ -143,7 +268,7 @@ static int run_one(const char *bs, const char *bin, const char *dir,
     }
     rd_kafka_poll_set_consumer(cons);
     rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(sub, out, RD_KAFKA_PARTITION_UA);
+    rd_kafka_topic_partition_list_add(sub, r.out, RD_KAFKA_PARTITION_UA);
     rd_kafka_subscribe(cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     size_t sent = 0, got = 0;
@@ -154,7 +279,7 @@ static int run_one(const char *bs, const char *bin, const char *dir,
             char key[32];
             int klen = snprintf(key, sizeof(key), "k%09zu", sent);
             int64_t ts = (int64_t)(h_wall_s() * 1000);
-            rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(in),
+            rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(r.in),
                               RD_KAFKA_V_PARTITION((int32_t)(sent % NPARTS)),
                               RD_KAFKA_V_KEY(key, (size_t)klen),
                               RD_KAFKA_V_VALUE(key, (size_t)klen),
@@ -172,7 +297,7 @@ static int run_one(const char *bs, const char *bin, const char *dir,
             if (i < total && !seen[i]++) {
                 lat[got++] = now_ms - rd_kafka_message_timestamp(m, NULL);
             } else if (i < total) {
-                fprintf(stderr, "bench_txn: %s: key %zu twice\n", out, i);
+                fprintf(stderr, "bench_txn: %s: key %zu twice\n", r.out, i);
                 rd_kafka_message_destroy(m);
                 goto out;
             }
@@ -180,7 +305,7 @@ static int run_one(const char *bs, const char *bin, const char *dir,
         rd_kafka_message_destroy(m);
     }
     if (got < total) {
-        fprintf(stderr, "bench_txn: %s: %zu of %zu records arrived\n", out,
+        fprintf(stderr, "bench_txn: %s: %zu of %zu records arrived\n", r.out,
                 got, total);
         goto out;
     }
@@ -198,33 +323,41 @@ out:
         rd_kafka_flush(prod, 10000);
         rd_kafka_destroy(prod);
     }
-    if (stage) {
-        int st = 0;
-        if (h_process_terminate(stage, 30000, &st) != 0 || !WIFEXITED(st) ||
-            WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "bench_txn: the stage did not stop cleanly (log "
-                    "%s)\n", log_path);
-            rc = -1;
-        }
-        h_process_free(stage);
-    }
+    if (stage_stop(&r))
+        rc = -1;
     free(lat);
     free(seen);
-    free(conf_path);
-    free(log_path);
     return rc;
 }
 
 static const char USAGE[] =
-    "usage: bench_txn [--rate R] [--seconds S] [--intervals MS,MS,...]\n"
-    "                 [--rounds K] [--bootstrap LIST] [--bloomstage PATH]\n"
-    "Latency (append -> visible to a read_committed consumer) of bloomstage\n"
-    "with exactly_once.method=transactions at each checkpoint interval,\n"
-    "against at_least_once, on a real Kafka broker.\n";
+    "usage: bench_txn [--records N] [--rate R] [--seconds S]\n"
+    "                 [--intervals MS,MS,...] [--rounds K]\n"
+    "                 [--bootstrap LIST] [--bloomstage PATH]\n"
+    "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
+    "transactions (and by replay) against at_least_once (N records loaded\n"
+    "first, checkpoint.interval.ms=1000), and the latency append -> visible\n"
+    "to a read_committed consumer (R records/s for S s) at each checkpoint\n"
+    "interval with transactions, against at_least_once and replay.\n";
+
+static const char *conf_label(const conf *c)
+{
+    return c->method ? c->method : "at_least_once";
+}
+
+static void spread(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
 
 int main(int argc, char **argv)
 {
     double rate = 2000, seconds = 20;
+    size_t records = 1000000;
     int rounds = 3;
     const char *intervals = "100,1000,5000";
     const char *bs = NULL;
@@ -241,7 +374,9 @@ int main(int argc, char **argv)
             fputs(USAGE, stderr);
             return 2;
         }
-        if (!strcmp(a, "--rate"))
+        if (!strcmp(a, "--records"))
+            records = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--rate"))
             rate = atof(v);
         else if (!strcmp(a, "--seconds"))
             seconds = atof(v);
@@ -259,22 +394,27 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (rate <= 0 || seconds <= 0 || rounds < 1 || rounds > MAX_ROUNDS) {
+    if (rate <= 0 || seconds <= 0 || records < 2 || rounds < 1 ||
+        rounds > MAX_ROUNDS) {
         fputs(USAGE, stderr);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
     h_env_scrub("BLOOMSTAGE_");
-    conf confs[MAX_CONF] = {{.txn = false, .interval_ms = 1000}};
-    int nconf = 1;
+    conf confs[MAX_CONF] = {
+        {.method = NULL, .interval_ms = 1000, .rate_too = true},
+        {.method = "replay", .interval_ms = 1000, .rate_too = true},
+    };
+    int nconf = 2;
     for (const char *p = intervals; *p && nconf < MAX_CONF;) {
-        confs[nconf].txn = true;
-        confs[nconf].interval_ms = atoi(p);
-        if (confs[nconf].interval_ms <= 0) {
+        conf *c = &confs[nconf++];
+        c->method = "transactions";
+        c->interval_ms = atoi(p);
+        c->rate_too = c->interval_ms == 1000;
+        if (c->interval_ms <= 0) {
             fputs(USAGE, stderr);
             return 2;
         }
-        nconf++;
         p = strchr(p, ',');
         if (!p)
             break;
@@ -293,38 +433,59 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_txn: %s\n", h_last_error());
         return 1;
     }
-    printf("bench_txn: %g records/s of distinct keys for %g s, %d "
-           "partitions, %d rounds; latency = read (read_committed) - append "
-           "(ms)\n", rate, seconds, NPARTS, rounds);
+    printf("bench_txn: rate: %zu records (each key twice) loaded, then the "
+           "stage, checkpoint.interval.ms=1000, until the committed offsets "
+           "are the input's end; latency: %g records/s of new keys for %g s, "
+           "read (read_committed) - append; %d partitions, %d rounds\n",
+           records, rate, seconds, NPARTS, rounds);
     int rc = 0;
-    for (int r = 0; r < rounds && rc == 0; r++)
+    for (int r = 0; r < rounds && rc == 0; r++) {
         for (int k = 0; k < nconf && rc == 0; k++) {
-            rc = run_one(bs, bin, dir, &confs[k], r, rate, seconds);
+            if (!confs[k].rate_too)
+                continue;
+            rc = rate_one(bs, bin, dir, &confs[k], r, records);
             if (rc == 0)
-                printf("round %d %-13s interval %5d ms: p50 %6.0f  p99 "
-                       "%6.0f  max %6.0f\n", r + 1,
-                       confs[k].txn ? "transactions" : "at_least_once",
-                       confs[k].interval_ms, confs[k].p50[r],
-                       confs[k].p99[r], confs[k].max[r]);
+                printf("round %d rate    %-13s interval %5d ms: %8.0f "
+                       "records/s\n", r + 1, conf_label(&confs[k]),
+                       confs[k].interval_ms, confs[k].rate[r]);
             fflush(stdout);
         }
+        for (int k = 0; k < nconf && rc == 0; k++) {
+            rc = latency_one(bs, bin, dir, &confs[k], r, rate, seconds);
+            if (rc == 0)
+                printf("round %d latency %-13s interval %5d ms: p50 %6.0f  "
+                       "p99 %6.0f  max %6.0f ms\n", r + 1,
+                       conf_label(&confs[k]), confs[k].interval_ms,
+                       confs[k].p50[r], confs[k].p99[r], confs[k].max[r]);
+            fflush(stdout);
+        }
+    }
     if (rc == 0) {
-        printf("median over %d rounds (min-max of the round values):\n",
-               rounds);
+        printf("median over %d rounds (min-max):\n", rounds);
+        const conf *alo = &confs[0];
         for (int k = 0; k < nconf; k++) {
-            double lo50 = confs[k].p50[0], hi50 = lo50;
-            double lo99 = confs[k].p99[0], hi99 = lo99;
-            for (int r = 1; r < rounds; r++) {
-                lo50 = confs[k].p50[r] < lo50 ? confs[k].p50[r] : lo50;
-                hi50 = confs[k].p50[r] > hi50 ? confs[k].p50[r] : hi50;
-                lo99 = confs[k].p99[r] < lo99 ? confs[k].p99[r] : lo99;
-                hi99 = confs[k].p99[r] > hi99 ? confs[k].p99[r] : hi99;
+            const conf *c = &confs[k];
+            double lo, hi;
+            if (c->rate_too) {
+                double ratio[MAX_ROUNDS];
+                for (int r = 0; r < rounds; r++)
+                    ratio[r] = c->rate[r] / alo->rate[r];
+                spread(ratio, rounds, &lo, &hi);
+                printf("  rate    %-13s: %8.0f records/s, %.2fx "
+                       "at_least_once's (%.2f-%.2f)\n", conf_label(c),
+                       median(c->rate, rounds), median(ratio, rounds), lo,
+                       hi);
             }
-            printf("  %-13s interval %5d ms: p50 %6.0f ms (%.0f-%.0f)  p99 "
-                   "%6.0f ms (%.0f-%.0f)\n",
-                   confs[k].txn ? "transactions" : "at_least_once",
-                   confs[k].interval_ms, median(confs[k].p50, rounds), lo50,
-                   hi50, median(confs[k].p99, rounds), lo99, hi99);
+        }
+        for (int k = 0; k < nconf; k++) {
+            const conf *c = &confs[k];
+            double lo50, hi50, lo99, hi99;
+            spread(c->p50, rounds, &lo50, &hi50);
+            spread(c->p99, rounds, &lo99, &hi99);
+            printf("  latency %-13s interval %5d ms: p50 %6.0f ms "
+                   "(%.0f-%.0f)  p99 %6.0f ms (%.0f-%.0f)\n", conf_label(c),
+                   c->interval_ms, median(c->p50, rounds), lo50, hi50,
+                   median(c->p99, rounds), lo99, hi99);
         }
     }
     h_tmpdir_remove(dir);
