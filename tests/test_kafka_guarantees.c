@@ -434,8 +434,8 @@ static void test_broker_restart(void **state)
  * the dead one's session to time out (30 s here); and a second live
  * instance with the same id fences the first, which stops with a fatal
  * error while the second goes on.  Exactly once throughout.  (The second
- * instance comes while the input is idle: a fenced instance that still has
- * records in flight is the zombie exactly_once does not cover yet.)
+ * instance comes while the input is idle; a zombie with records in flight
+ * is test_kafka_txn's.)
  */
 static void test_static_membership(void **state)
 {
