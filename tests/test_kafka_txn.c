@@ -69,6 +69,27 @@ static void expect_txn(h_proc *p)
         h_stage_fail(p, "the stage did not log '%s'", SAID_TXN);
 }
 
+/* e->st: n records (dup_pct of them copies of earlier keys), the first n0
+ * in the input already, the rest fed from the wait loops once
+ * h_feed_rate says how fast. */
+static void stream_fed(h_kenv *e, size_t n, size_t n0, uint64_t seed,
+                       unsigned dup_pct)
+{
+    e->st = h_stream_new(n, NPARTS, seed);
+    h_stream_add(e->st, n, dup_pct);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, n0, NULL);
+    h_feed_start(e->h.bs, e->in, e->st, n0);
+}
+
+/* A stage with -X xs (and env), assigned its partitions, on transactions. */
+static h_proc *start_txn(h_kenv *e, const char *const *xs, char *const *env)
+{
+    h_proc *p = h_stage_start(e->conf, xs, env);
+    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    expect_txn(p);
+    return p;
+}
+
 /* The end of a test: every unique key once in the output, every other
  * record once in the rejected topic, the offsets at the input's end. */
 static void expect_all_once(h_kenv *e, const char *why)
@@ -100,11 +121,7 @@ static void test_crash_points(void **state)
     size_t npoints = 0;
     while (h_crash_points[npoints])
         npoints++;
-    const size_t N = 150000, N0 = 10000;
-    e->st = h_stream_new(N, NPARTS, 211);
-    h_stream_add(e->st, N, 50);
-    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
-    h_feed_start(e->h.bs, e->in, e->st, N0);
+    stream_fed(e, 150000, 10000, 211, 50);
     const char *const xs[] = {TXN_X, TXN_TIMEOUT_X, NULL};
     size_t runs = npoints + NKILLS;
     for (size_t k = 0; k <= runs; k++) {
@@ -112,10 +129,7 @@ static void test_crash_points(void **state)
         const char *point = k < npoints ? h_crash_points[k] : NULL;
         /* The third round of the run: partitions restored, records in
          * flight. */
-        h_proc *p = h_stage_start(e->conf, xs,
-                                  point ? h_crash_env(point, 3) : NULL);
-        h_wait_said(p, SAID_ASSIGNED, 1, 120000);
-        expect_txn(p);
+        h_proc *p = start_txn(e, xs, point ? h_crash_env(point, 3) : NULL);
         const char *what;
         if (point) {
             h_feed_rate(3000);
@@ -192,22 +206,14 @@ static void test_zombie_twice(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-zombie", true, 1000);
-    const size_t N = 120000, N0 = 10000;
-    e->st = h_stream_new(N, NPARTS, 221);
-    h_stream_add(e->st, N, 50);
-    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
-    h_feed_start(e->h.bs, e->in, e->st, N0);
+    stream_fed(e, 120000, 10000, 221, 50);
     char *cka = h_strdupf("checkpoint.dir=%s/a", e->h.dir);
     char *ckb = h_strdupf("checkpoint.dir=%s/b", e->h.dir);
     const char *const xa[] = {TXN_X, TXN_TIMEOUT_X, cka, NULL};
     const char *const xb[] = {TXN_X, TXN_TIMEOUT_X, ckb, NULL};
-    h_proc *a = h_stage_start(e->conf, xa, NULL);
-    h_wait_said(a, SAID_ASSIGNED, 1, 120000);
+    h_proc *a = start_txn(e, xa, NULL);
     h_feed_rate(2000);
-    h_proc *b = h_stage_start(e->conf, xb, NULL);
-    h_wait_said(b, SAID_ASSIGNED, 1, 120000);
-    expect_txn(a);
-    expect_txn(b);
+    h_proc *b = start_txn(e, xb, NULL);
     zombie(e, a, b, "instance a");
     /* a rejoined: the group gives it partitions again. */
     size_t a0 = assigned(e, a);
@@ -237,19 +243,13 @@ static void test_txn_timeout(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-timeout", false, 500);
-    const size_t N = 40000, N0 = 5000;
-    e->st = h_stream_new(N, NPARTS, 231);
-    h_stream_add(e->st, N, 40);
-    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
-    h_feed_start(e->h.bs, e->in, e->st, N0);
+    stream_fed(e, 40000, 5000, 231, 40);
     /* The stall (SIGSTOP, 16 s) outlasts the transaction (2 s, ended by
      * the broker's check every 10 s), not the session (45 s). */
     const char *const xs[] = {TXN_X, "producer.transaction.timeout.ms=2000",
                               "consumer.session.timeout.ms=45000", NULL};
-    h_proc *p = h_stage_start(e->conf, xs, NULL);
+    h_proc *p = start_txn(e, xs, NULL);
     h_proc *const procs[] = {p, NULL};
-    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
-    expect_txn(p);
     h_feed_rate(3000);
     h_wait_out(e->q, e->out, NPARTS, procs, 3000, 60000);
     H_CHECK(h_process_kill(p, SIGSTOP));
@@ -273,16 +273,10 @@ static void test_broker_restart_mid_txn(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-broker", false, 1000);
-    const size_t N = 50000, N0 = 5000;
-    e->st = h_stream_new(N, NPARTS, 241);
-    h_stream_add(e->st, N, 40);
-    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
-    h_feed_start(e->h.bs, e->in, e->st, N0);
+    stream_fed(e, 50000, 5000, 241, 40);
     const char *const xs[] = {TXN_X, NULL};
-    h_proc *p = h_stage_start(e->conf, xs, NULL);
+    h_proc *p = start_txn(e, xs, NULL);
     h_proc *const procs[] = {p, NULL};
-    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
-    expect_txn(p);
     h_feed_rate(3000);
     /* Mid-round: a checkpoint every second, records streaming in. */
     h_wait_out(e->q, e->out, NPARTS, procs, 5000, 60000);
