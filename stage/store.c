@@ -817,13 +817,15 @@ int bs_store_put(bs_store *st, const char *topic, int32_t partition,
         snprintf(errstr, errstr_size, "out of memory");
         return -1;
     }
-    /* The newest file moves aside unless the file aside is the state to
-     * keep: the newest is then uncommitted and may simply be replaced. */
+    /* The newest file is kept aside (a second link to it: the newest name
+     * never goes missing) unless the file aside is the state to keep: the
+     * newest is then uncommitted and may simply be replaced.  What was
+     * aside before is older than a committed state, or nothing. */
     bool have_prev = access(prev, F_OK) == 0;
     bool newest_committed = d->newest >= 0 && d->committed >= d->newest;
     if (access(path, F_OK) == 0 && (!have_prev || newest_committed) &&
-        rename(path, prev) != 0) {
-        snprintf(errstr, errstr_size, "%s: rename to %s: %s", path, prev,
+        ((unlink(prev) != 0 && errno != ENOENT) || link(path, prev) != 0)) {
+        snprintf(errstr, errstr_size, "%s: keeping it as %s: %s", path, prev,
                  strerror(errno));
         return -1;
     }
@@ -875,8 +877,7 @@ int bs_store_get(bs_store *st, const char *topic, int32_t partition,
             return 1;
         bs_ckpt_free(out);
     }
-    /* No newest file (a crash between the rename aside and the new
-     * file's), or one the commit has not reached. */
+    /* No newest file, or one the commit has not reached. */
     r = bs_ckpt_load(prev, out, errstr, errstr_size);
     if (r <= 0)
         return r;
