@@ -1,6 +1,7 @@
 /*
  * clients.c -- the stage's librdkafka clients: the group consumer, the
- * idempotent producer (replaced whole when it fails fatally), the
+ * idempotent or (exactly_once.method, txn.c) transactional producer
+ * (replaced whole when it fails fatally), the
  * assign-only consumer that reads the output tail and the Kafka checkpoint
  * store, and the store itself; their configuration (our defaults, then the
  * kafka.* and consumer.* / producer.* keys, then what the stage must

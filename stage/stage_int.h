@@ -219,7 +219,9 @@ void bs_clients_destroy(bs_stage *s);
 /* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
 void bs_consumer_close(bs_stage *s);
 /* A new idempotent producer (and topic handles) in place of the current
- * one, whose leftovers are purged. */
+ * one, whose leftovers are purged; with s->txn a transactional one, whose
+ * transactions are initialised and one begun (bs_txn_start: BS_RETRY when
+ * the broker refused or did not answer). */
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.
