@@ -165,12 +165,21 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
     snprintf(kbytes, sizeof(kbytes), "%llu",
              (unsigned long long)(4096 + 2 * s->set.checkpoint_chunk_bytes /
                                              1024));
-    const char *kdefaults[] = {"client.id", "bloomstage", BS_PRODUCER_TUNING,
-                               "message.max.bytes", "20000000",
+    /* Transactions: a transaction left open by a crashed instance holds
+     * read_committed readers (and the restore of its partitions) back until
+     * the broker aborts it: four checkpoint intervals, 15 s at least,
+     * rather than librdkafka's 60 s, unless producer.* says otherwise. */
+    char ttimeout[32];
+    int64_t tt = 4 * s->set.checkpoint_interval_ms;
+    tt = tt < 15000 ? 15000 : tt > 900000 ? 900000 : tt;
+    snprintf(ttimeout, sizeof(ttimeout), "%lld", (long long)tt);
+    bool big = s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
+    const char *tdefaults[] = {"client.id", "bloomstage", BS_PRODUCER_TUNING,
+                               "transaction.timeout.ms", ttimeout,
+                               big ? "message.max.bytes" : NULL, "20000000",
                                "queue.buffering.max.kbytes", kbytes, NULL};
-    bool big = s->txn && s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
     rd_kafka_conf_t *conf = client_conf(s, "producer",
-                                        big ? kdefaults : defaults,
+                                        s->txn ? tdefaults : defaults,
                                         s->txn ? tforced : forced, errstr,
                                         errstr_size);
     if (!conf)
