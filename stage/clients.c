@@ -221,9 +221,7 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
      * aborts what it left open, then a transaction is begun. */
     if (s->store)
         bs_store_use_producer(s->store, s->txn ? rk : NULL);
-    if (s->txn && bs_txn_start(s, errstr, errstr_size) != BS_OK)
-        return BS_RETRY;
-    return BS_OK;
+    return s->txn ? bs_txn_start(s, errstr, errstr_size) : BS_OK;
 }
 
 /* exactly_once.method: transactions when asked for, or with auto when the
@@ -258,10 +256,12 @@ static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
                    s->txn ? s->txn_id : "");
         return rc;
     }
-    if (m == BS_CONFIG_EOS_TRANSACTIONS || rc == BS_FATAL) {
+    /* auto: the replay when the broker refused transactions; a broker
+     * that did not answer stops start-up, as any broker error there. */
+    if (m == BS_CONFIG_EOS_TRANSACTIONS || rc == BS_RETRY) {
         size_t l = strlen(errstr);
-        snprintf(errstr + l, errstr_size - l, " (exactly_once.method="
-                 "transactions)");
+        snprintf(errstr + l, errstr_size - l, " (exactly_once.method=%s)",
+                 m == BS_CONFIG_EOS_TRANSACTIONS ? "transactions" : "auto");
         return BS_FATAL;
     }
     char q[700];

@@ -165,8 +165,28 @@ void bs_rollback(bs_stage *s)
      * which aborts it as well. */
     bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
                    (s->txn && !bs_txn_abort(s));
-    if (replace && bs_producer_recreate(s, err, sizeof(err)) != BS_OK) {
+    bs_rc prc = BS_OK;
+    if (replace)
+        prc = bs_producer_recreate(s, err, sizeof(err));
+    else if (s->txn && !s->txn_ready)
+        prc = bs_txn_start(s, err, sizeof(err)); /* an earlier one failed */
+    if (prc == BS_FATAL) {
         bs_stage_fatal(s, "%s", err);
+        return;
+    }
+    if (prc != BS_OK) {
+        /* The broker did not answer init_transactions (it is away): no
+         * partition is processed until a later round's retry can. */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+        for (size_t i = 0; i < s->nparts; i++) {
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORING);
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORE_PENDING);
+        }
+        s->dr_failed = 0;
+        bs_deliveries_unconfirmed(s, "%s", err); /* the next round retries */
+        bs_publish(s);
         return;
     }
     size_t n = s->nparts;

@@ -127,6 +127,7 @@ struct bs_stage {
      * (exactly_once.method); the producer is transactional and a
      * transaction is open whenever txn_open. */
     bool txn;
+    bool txn_ready; /* the producer's init_transactions succeeded */
     bool txn_open;
     char txn_id[300];
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
@@ -220,8 +221,8 @@ void bs_clients_destroy(bs_stage *s);
 void bs_consumer_close(bs_stage *s);
 /* A new idempotent producer (and topic handles) in place of the current
  * one, whose leftovers are purged; with s->txn a transactional one, whose
- * transactions are initialised and one begun (bs_txn_start: BS_RETRY when
- * the broker refused or did not answer). */
+ * transactions are initialised and one begun (bs_txn_start's outcome: the
+ * producer is in place even then). */
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.
@@ -297,8 +298,9 @@ void bs_rollback(bs_stage *s);
 
 /* After the producer is made (bs_producer_recreate): with s->txn, its
  * transactions initialised (this fences an earlier producer with the same
- * transactional.id and aborts what it left open) and one begun.  BS_RETRY
- * with errstr if the broker refused or did not answer. */
+ * transactional.id and aborts what it left open) and one begun.  With
+ * errstr: BS_RETRY if the broker did not answer (retried for a minute
+ * first), BS_FATAL if it refused. */
 bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size);
 /* s->txn_id from exactly_once.transactional.id, else derived (keys.c). */
 void bs_txn_id(bs_stage *s);

@@ -86,7 +86,7 @@ static void say(rd_kafka_error_t *e, const char *call, char *errstr,
 
 bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    s->txn_open = false;
+    s->txn_open = s->txn_ready = false;
     rd_kafka_error_t *e = NULL;
     for (int attempt = 1; attempt <= TXN_ATTEMPTS * 2; attempt++) {
         e = rd_kafka_init_transactions(s->producer, BS_TIMEOUT_BROKER_MS);
@@ -98,15 +98,22 @@ bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size)
                bs_log_quote(rd_kafka_error_string(e), q, sizeof(q)));
         rd_kafka_error_destroy(e);
         e = NULL;
-        if (attempt == TXN_ATTEMPTS * 2)
+        if (attempt == TXN_ATTEMPTS * 2) {
             snprintf(errstr, errstr_size, "init_transactions: no answer "
                      "from the transaction coordinator");
+            return BS_RETRY;
+        }
     }
     if (e) {
+        /* Retriable: the coordinator did not answer (a broker away);
+         * otherwise refused (no transactions, not authorised, a timeout
+         * out of the broker's range). */
+        bool retriable = rd_kafka_error_is_retriable(e);
         say(e, "init_transactions", errstr, errstr_size);
         rd_kafka_error_destroy(e);
-        return BS_RETRY;
+        return retriable ? BS_RETRY : BS_FATAL;
     }
+    s->txn_ready = true;
     if (!bs_txn_begin(s)) {
         snprintf(errstr, errstr_size, "begin_transaction failed after "
                  "init_transactions");
@@ -119,6 +126,10 @@ bool bs_txn_begin(bs_stage *s)
 {
     if (!s->txn || s->txn_open)
         return true;
+    if (!s->txn_ready) {
+        bs_deliveries_unconfirmed(s, "transactions not initialised");
+        return false;
+    }
     rd_kafka_error_t *e = rd_kafka_begin_transaction(s->producer);
     if (e) {
         char err[600];
