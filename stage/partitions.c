@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 part *bs_part_find(bs_stage *s, const char *topic, int32_t partition)
 {
@@ -291,6 +292,41 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
     return BS_OK;
 }
 
+/* Transactions with the Kafka store: the checkpoint is committed with the
+ * offsets, so a state older than the committed offset means the newer one
+ * is there but not readable yet: a transaction still open (another
+ * instance's, crashed: its timeout ends it) holds the checkpoint topic's
+ * last stable offset below it, and a read_committed read ends there.  The
+ * read is made again until it shows, within BS_TIMEOUT_TXN_STABLE_MS;
+ * after that the state is taken as it is (the output tail since is
+ * replayed, as for any older state). */
+static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
+                                        char *errstr, size_t errstr_size)
+{
+    if (!s->txn || s->set.checkpoint_store != BS_CONFIG_STORE_KAFKA ||
+        p->ckpt_offset < 0 || at <= p->ckpt_offset)
+        return BS_OK;
+    bs_log(BS_LOG_INFO, "waiting for the committed checkpoint (an open "
+           "transaction holds it back)", "topic=%s partition=%d "
+           "committed=%lld readable=%lld", p->topic, (int)p->partition,
+           (long long)at, (long long)p->ckpt_offset);
+    double t0 = bs_now();
+    while (at > p->ckpt_offset &&
+           (bs_now() - t0) * 1000 < BS_TIMEOUT_TXN_STABLE_MS) {
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (part_load(s, p, at, errstr, errstr_size) != BS_OK)
+            return BS_FATAL;
+    }
+    if (at > p->ckpt_offset)
+        bs_log(BS_LOG_WARN, "the committed checkpoint did not become "
+               "readable; restoring the older one and the output since",
+               "topic=%s partition=%d committed=%lld readable=%lld",
+               p->topic, (int)p->partition, (long long)at,
+               (long long)p->ckpt_offset);
+    return BS_OK;
+}
+
 bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
                        size_t errstr_size)
 {
@@ -318,7 +354,9 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     for (size_t i = 0; i < n; i++) {
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
-        if (part_load(s, p, at[i], errstr, errstr_size) != BS_OK) {
+        if (part_load(s, p, at[i], errstr, errstr_size) != BS_OK ||
+            await_committed_checkpoint(s, p, at[i], errstr, errstr_size) !=
+                BS_OK) {
             rc = BS_FATAL;
             goto out;
         }
