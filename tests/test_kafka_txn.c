@@ -252,6 +252,11 @@ static void test_txn_timeout(void **state)
     h_proc *const procs[] = {p, NULL};
     h_feed_rate(3000);
     h_wait_out(e->q, e->out, NPARTS, procs, 3000, 60000);
+    /* Records in the open transaction: a round committed, then 300 ms of
+     * input processed after it. */
+    h_wait_said(p, "msg=checkpoint ", h_count_said(p, "msg=checkpoint ") + 1,
+                60000);
+    h_nap(300);
     H_CHECK(h_process_kill(p, SIGSTOP));
     h_nap(16000);
     H_CHECK(h_process_kill(p, SIGCONT));
