@@ -4,7 +4,7 @@
  * starts a 1-node one with scripts/kafka, or --bootstrap LIST uses one that
  * runs).
  *
- *   bench_txn [--records N] [--rate R] [--seconds S]
+ *   bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]
  *             [--intervals MS,MS,...] [--rounds K]
  *             [--bootstrap LIST] [--bloomstage PATH]
  *
@@ -12,7 +12,8 @@
  * input, then `bloomstage run` (checkpoint.interval.ms=1000) with
  * at_least_once, exactly_once by replay and by transactions; the rate is N
  * over the time from its assignment until the group's committed offsets
- * reach the input's end (with transactions the output is then visible).
+ * reach the input's end (with transactions the output is then visible);
+ * the commits come once a second, so N should take several seconds.
  *
  * Latency: for each round and each configuration -- at_least_once and
  * replay with a 1000 ms checkpoint interval (the baselines: their output
@@ -347,7 +348,7 @@ out:
 }
 
 static const char USAGE[] =
-    "usage: bench_txn [--records N] [--rate R] [--seconds S]\n"
+    "usage: bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]\n"
     "                 [--intervals MS,MS,...] [--rounds K]\n"
     "                 [--bootstrap LIST] [--bloomstage PATH]\n"
     "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
@@ -378,6 +379,7 @@ int main(int argc, char **argv)
     int rounds = 3;
     const char *intervals = "100,1000,5000";
     const char *bs = NULL;
+    bool latency = true;
     const char *bin = getenv("BLOOMSTAGE_BIN");
     if (!bin)
         bin = BENCH_BLOOMSTAGE_PATH;
@@ -386,6 +388,10 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(USAGE, stdout);
             return 0;
+        }
+        if (!strcmp(a, "--no-latency")) {
+            latency = false;
+            continue;
         }
         if (!v) {
             fputs(USAGE, stderr);
@@ -468,7 +474,7 @@ int main(int argc, char **argv)
                        confs[k].interval_ms, confs[k].rate[r]);
             fflush(stdout);
         }
-        for (int k = 0; k < nconf && rc == 0; k++) {
+        for (int k = 0; latency && k < nconf && rc == 0; k++) {
             rc = latency_one(bs, bin, dir, &confs[k], r, rate, seconds);
             if (rc == 0)
                 printf("round %d latency %-13s interval %5d ms: p50 %6.0f  "
@@ -495,7 +501,7 @@ int main(int argc, char **argv)
                        hi);
             }
         }
-        for (int k = 0; k < nconf; k++) {
+        for (int k = 0; latency && k < nconf; k++) {
             const conf *c = &confs[k];
             double lo50, hi50, lo99, hi99;
             spread(c->p50, rounds, &lo50, &hi50);

@@ -90,6 +90,17 @@ static h_proc *start_txn(h_kenv *e, const char *const *xs, char *const *env)
     return p;
 }
 
+/* Records in p's open transaction: the output holds out_min records, a
+ * round committed, then 300 ms of input processed after it. */
+static void mid_transaction(h_kenv *e, h_proc *p, int64_t out_min)
+{
+    h_proc *const procs[] = {p, NULL};
+    h_wait_out(e->q, e->out, NPARTS, procs, out_min, 60000);
+    h_wait_said(p, "msg=checkpoint ", h_count_said(p, "msg=checkpoint ") + 1,
+                60000);
+    h_nap(300);
+}
+
 /* The end of a test: every unique key once in the output, every other
  * record once in the rejected topic, the offsets at the input's end. */
 static void expect_all_once(h_kenv *e, const char *why)
@@ -251,12 +262,7 @@ static void test_txn_timeout(void **state)
     h_proc *p = start_txn(e, xs, NULL);
     h_proc *const procs[] = {p, NULL};
     h_feed_rate(3000);
-    h_wait_out(e->q, e->out, NPARTS, procs, 3000, 60000);
-    /* Records in the open transaction: a round committed, then 300 ms of
-     * input processed after it. */
-    h_wait_said(p, "msg=checkpoint ", h_count_said(p, "msg=checkpoint ") + 1,
-                60000);
-    h_nap(300);
+    mid_transaction(e, p, 3000);
     H_CHECK(h_process_kill(p, SIGSTOP));
     h_nap(16000);
     H_CHECK(h_process_kill(p, SIGCONT));
@@ -283,11 +289,7 @@ static void test_broker_restart_mid_txn(void **state)
     h_proc *p = start_txn(e, xs, NULL);
     h_proc *const procs[] = {p, NULL};
     h_feed_rate(3000);
-    /* Mid-round: a checkpoint every second, records streaming in. */
-    h_wait_out(e->q, e->out, NPARTS, procs, 5000, 60000);
-    h_wait_said(p, "msg=checkpoint ", h_count_said(p, "msg=checkpoint ") + 1,
-                60000);
-    h_nap(300);
+    mid_transaction(e, p, 5000);
     double t0 = h_now_s();
     H_CHECK(h_kcluster_stop_node(h_kgroup_cluster(), 1));
     h_nap(3000);

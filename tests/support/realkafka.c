@@ -606,11 +606,8 @@ size_t h_kenv_expect_rejected(h_kenv *e, size_t *extra)
     size_t x = 0;
     for (size_t k = 0; k < l.n && !bad[0]; k++) {
         const h_record *r = &l.recs[k];
-        const char *v = r->value;
-        char *end = NULL;
-        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
-        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
-            strcmp(r->key, st->key[i])) {
+        size_t i = h_stream_which(st, r);
+        if (i >= st->n) {
             snprintf(bad, sizeof(bad), "%s %d:%lld is no input record",
                      e->rej, (int)r->partition, (long long)r->offset);
             break;
