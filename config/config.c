@@ -396,9 +396,10 @@ out:
     return rc;
 }
 
-/* BLOOMSTAGE_ variables that are not configuration keys (none so far):
- * load_env leaves them alone instead of calling them unknown. */
-static const char *const env_not_keys[] = {NULL};
+/* BLOOMSTAGE_ variables that are not configuration keys: load_env leaves
+ * them alone instead of calling them unknown.  BLOOMSTAGE_CRASH_AT: the
+ * tests' crash points (stage/crash_point.c). */
+static const char *const env_not_keys[] = {"BLOOMSTAGE_CRASH_AT", NULL};
 
 int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
                        size_t errstr_size)

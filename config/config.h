@@ -128,6 +128,15 @@ typedef enum bs_guarantee {
     BS_GUARANTEE_LIST(BS_CONFIG_ENUM_CONSTANT)
 } bs_guarantee;
 
+/* exactly_once.method */
+#define BS_EOS_METHOD_LIST(X)                                                \
+    X(BS_CONFIG_EOS_AUTO, "auto")                                            \
+    X(BS_CONFIG_EOS_TRANSACTIONS, "transactions")                            \
+    X(BS_CONFIG_EOS_REPLAY, "replay")
+typedef enum bs_eos_method {
+    BS_EOS_METHOD_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_eos_method;
+
 /* checkpoint.store */
 #define BS_CKPT_STORE_KIND_LIST(X)                                           \
     X(BS_CONFIG_STORE_DIR, "dir")                                            \

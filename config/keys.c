@@ -64,6 +64,8 @@ static const char *const late_values[] = {
     BS_LATE_POLICY_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const guarantee_values[] = {
     BS_GUARANTEE_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const eos_method_values[] = {
+    BS_EOS_METHOD_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const store_values[] = {
     BS_CKPT_STORE_KIND_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const log_level_values[] = {
@@ -246,14 +248,36 @@ const bs_config_row bs_config_rows[] = {
     /* Processing ------------------------------------------------------- */
     {.name = "processing.guarantee", .type = BS_CT_ENUM, .section = SEC_PROC,
      .def = "exactly_once", .values = guarantee_values,
-     .help = "exactly_once: each checkpoint records the output topic's end; "
-             "after a crash or a failed delivery the stage reads the output "
-             "written since (every record carries a bloomstage-src header) "
-             "and recognises what it had forwarded already, so every "
-             "unique record is in the output exactly once.  Needs the "
-             "output topic to exist.  at_least_once: no output reads; after "
-             "a crash, records processed since the last checkpoint may be "
-             "produced again.  Either way rejected.topic is at least once."},
+     .help = "exactly_once: every unique record is in the output exactly "
+             "once, by the method exactly_once.method chooses.  Needs the "
+             "output topic to exist.  at_least_once: no transactions, no "
+             "output reads; after a crash, records processed since the "
+             "last checkpoint may be produced again.  rejected.topic is "
+             "exactly once with transactions, else at least once."},
+    {.name = "exactly_once.method", .type = BS_CT_ENUM, .section = SEC_PROC,
+     .def = "auto", .values = eos_method_values,
+     .help = "How exactly_once is kept.  transactions: each checkpoint "
+             "round is one Kafka transaction holding the output, the "
+             "rejected records, the input offsets (bound to the consumer "
+             "group's generation, so an instance that lost its partitions "
+             "is fenced) and, with checkpoint.store=kafka, the checkpoint; "
+             "downstream consumers must read with "
+             "isolation.level=read_committed and see the output once per "
+             "round.  replay: each checkpoint records the output topic's "
+             "end, and after a crash the stage reads the output written "
+             "since (every record carries a bloomstage-src header); it "
+             "does not fence an instance paused past its session timeout "
+             "that then resumes.  auto: transactions when the broker "
+             "accepts them, else replay (start-up logs which)."},
+    {.name = "exactly_once.transactional.id", .type = BS_CT_STRING,
+     .section = SEC_PROC, .def = "",
+     .help = "The producer's transactional.id with exactly_once.method "
+             "transactions.  Empty: GROUP-INSTANCE when "
+             "consumer.group.instance.id is set (a restart then aborts "
+             "the transaction its predecessor left open at once), else "
+             "unique to the process (an open transaction left by a crash "
+             "ends by producer.transaction.timeout.ms).  Two running "
+             "instances must never share one."},
 
     /* Kafka clients ---------------------------------------------------- */
     {.name = "consumer.group.id", .type = BS_CT_STRING, .section = SEC_KAFKA,

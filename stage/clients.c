@@ -1,6 +1,7 @@
 /*
  * clients.c -- the stage's librdkafka clients: the group consumer, the
- * idempotent producer (replaced whole when it fails fatally), the
+ * idempotent or (exactly_once.method, txn.c) transactional producer
+ * (replaced whole when it fails fatally), the
  * assign-only consumer that reads the output tail and the Kafka checkpoint
  * store, and the store itself; their configuration (our defaults, then the
  * kafka.* and consumer.* / producer.* keys, then what the stage must
@@ -54,10 +55,17 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
         bs_log(BS_LOG_ERROR, "kafka fatal error", "client=%s error=%s "
                "detail=%s", rd_kafka_name(rk), rd_kafka_err2name(orig),
                bs_log_quote(fe, q, sizeof(q)));
+        if (rk == s->producer && s->txn && bs_txn_fenced_error(orig))
+            bs_log(BS_LOG_WARN, "fenced: the producer's transaction was "
+                   "ended by the broker (it timed out, or another producer "
+                   "took its transactional.id); rolling back to the last "
+                   "committed state with a new producer", "error=%s",
+                   rd_kafka_err2name(orig));
         if (rk == s->producer)
-            /* The idempotent producer cannot go on: everything since the
-             * checkpoint is redone with a new producer (round.c, rollback);
-             * counted as a failure but not as a failed delivery. */
+            /* The producer cannot go on: everything since the checkpoint
+             * (with transactions: since the last commit) is redone with a
+             * new producer (round.c, rollback); counted as a failure but
+             * not as a failed delivery. */
             bs_deliveries_unconfirmed(s, "producer fatal error: %s", fe);
         else
             bs_stage_fatal(s, "consumer fatal error: %s", fe);
@@ -73,6 +81,8 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
 {
     (void)rk;
     bs_stage *s = opaque;
+    if (s->store && bs_store_delivery(s->store, m))
+        return; /* a checkpoint record (transactions, kafka store) */
     if (m->err)
         bs_delivery_failed(s, "delivery to %s [%d] failed: %s",
                            rd_kafka_topic_name(m->rkt), (int)m->partition,
@@ -146,8 +156,32 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
     static const char *const defaults[] = {"client.id", "bloomstage",
                                            BS_PRODUCER_TUNING, NULL};
     static const char *const forced[] = {"enable.idempotence", "true", NULL};
-    rd_kafka_conf_t *conf =
-        client_conf(s, "producer", defaults, forced, errstr, errstr_size);
+    const char *tforced[] = {"enable.idempotence", "true",
+                             "transactional.id", s->txn_id, NULL};
+    /* Transactions with the Kafka store: its chunks (checkpoint.chunk.bytes,
+     * up to 16 MiB) go through this producer too, so it takes records and a
+     * queue of that size (after the tuning, before the user's keys). */
+    char kbytes[32];
+    snprintf(kbytes, sizeof(kbytes), "%llu",
+             (unsigned long long)(4096 + 2 * s->set.checkpoint_chunk_bytes /
+                                             1024));
+    /* Transactions: a transaction left open by a crashed instance holds
+     * read_committed readers (and the restore of its partitions) back until
+     * the broker aborts it: four checkpoint intervals, 15 s at least,
+     * rather than librdkafka's 60 s, unless producer.* says otherwise. */
+    char ttimeout[32];
+    int64_t tt = 4 * s->set.checkpoint_interval_ms;
+    tt = tt < 15000 ? 15000 : tt > 900000 ? 900000 : tt;
+    snprintf(ttimeout, sizeof(ttimeout), "%lld", (long long)tt);
+    bool big = s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
+    const char *tdefaults[] = {"client.id", "bloomstage", BS_PRODUCER_TUNING,
+                               "transaction.timeout.ms", ttimeout,
+                               big ? "message.max.bytes" : NULL, "20000000",
+                               "queue.buffering.max.kbytes", kbytes, NULL};
+    rd_kafka_conf_t *conf = client_conf(s, "producer",
+                                        s->txn ? tdefaults : defaults,
+                                        s->txn ? tforced : forced, errstr,
+                                        errstr_size);
     if (!conf)
         return BS_FATAL;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
@@ -183,14 +217,63 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
     s->producer = rk;
     s->out_rkt = out;
     s->rej_rkt = rej;
-    return BS_OK;
+    /* Transactions: the new producer fences the old one (same id) and
+     * aborts what it left open, then a transaction is begun. */
+    if (s->store)
+        bs_store_use_producer(s->store, s->txn ? rk : NULL);
+    return s->txn ? bs_txn_start(s, errstr, errstr_size) : BS_OK;
+}
+
+/* exactly_once.method: transactions when asked for, or with auto when the
+ * broker accepts them (init_transactions succeeds); else the output-tail
+ * replay.  Said in the log either way. */
+static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    bs_eos_method m = s->set.eos_method;
+    s->txn = bs_exactly_once(s) && m != BS_CONFIG_EOS_REPLAY;
+    if (s->txn && m == BS_CONFIG_EOS_AUTO) {
+        /* librdkafka's mock cluster answers the transactional requests but
+         * writes no transaction markers (read_committed readers would see
+         * aborted records): auto keeps the replay there.  Its cluster id
+         * says which it is. */
+        char *id = rd_kafka_clusterid(s->consumer, BS_TIMEOUT_BROKER_MS);
+        if (id && !strncmp(id, "mockCluster", 11)) {
+            bs_log(BS_LOG_INFO, "exactly_once method", "method=replay "
+                   "reason=\"librdkafka's mock cluster\"");
+            s->txn = false;
+        }
+        rd_kafka_mem_free(s->consumer, id);
+    }
+    if (s->txn)
+        bs_txn_id(s);
+    bs_rc rc = bs_producer_recreate(s, errstr, errstr_size);
+    if (rc == BS_OK || !s->txn) {
+        if (rc == BS_OK && bs_exactly_once(s) &&
+            (s->txn || m == BS_CONFIG_EOS_REPLAY))
+            bs_log(BS_LOG_INFO, "exactly_once method", "method=%s%s%s",
+                   s->txn ? "transactions" : "replay",
+                   s->txn ? " transactional_id=" : "",
+                   s->txn ? s->txn_id : "");
+        return rc;
+    }
+    /* auto: the replay when the broker refused transactions; a broker
+     * that did not answer stops start-up, as any broker error there. */
+    if (m == BS_CONFIG_EOS_TRANSACTIONS || rc == BS_RETRY) {
+        size_t l = strlen(errstr);
+        snprintf(errstr + l, errstr_size - l, " (exactly_once.method=%s)",
+                 m == BS_CONFIG_EOS_TRANSACTIONS ? "transactions" : "auto");
+        return BS_FATAL;
+    }
+    char q[700];
+    bs_log(BS_LOG_WARN, "exactly_once method", "method=replay reason=%s",
+           bs_log_quote(errstr, q, sizeof(q)));
+    s->txn = false;
+    return bs_producer_recreate(s, errstr, errstr_size) == BS_OK ? BS_OK
+                                                                 : BS_FATAL;
 }
 
 bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    if (bs_producer_recreate(s, errstr, errstr_size) != BS_OK)
-        return BS_FATAL;
-
     const char *group = s->set.group_id;
     static const char *const cdefaults[] = {
         "client.id", "bloomstage", "auto.offset.reset", "earliest",
@@ -198,9 +281,14 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
         "statistics.interval.ms", "5000",
         /* A small read-ahead, kept fetching by s->fwake. */
         BS_CONSUMER_TUNING, NULL};
+    /* exactly_once reads only committed records (librdkafka's default
+     * too): an aborted transaction's never count as input, and the
+     * committed offsets it asks for are stable ones (KIP-447). */
     const char *cforced[] = {"enable.auto.commit", "false",
                              "enable.auto.offset.store", "false",
-                             "group.id", group, NULL};
+                             "group.id", group,
+                             bs_exactly_once(s) ? "isolation.level" : NULL,
+                             "read_committed", NULL};
     rd_kafka_conf_t *cconf = client_conf(s, "consumer", cdefaults, cforced,
                                          errstr, errstr_size);
     if (!cconf)
@@ -235,6 +323,7 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
         const char *tforced[] = {"enable.auto.commit", "false",
                                  "enable.auto.offset.store", "false",
                                  "enable.partition.eof", "true",
+                                 "isolation.level", "read_committed",
                                  "group.id", tgroup, NULL};
         rd_kafka_conf_t *tconf = client_conf(s, "consumer", tdefaults,
                                              tforced, errstr, errstr_size);
@@ -268,7 +357,7 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
     s->store = bs_store_new(&s->set, s->tail, sconf, errstr, errstr_size);
     if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
         return BS_FATAL;
-    return BS_OK;
+    return choose_method(s, errstr, errstr_size);
 }
 
 void bs_consumer_close(bs_stage *s)

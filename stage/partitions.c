@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 part *bs_part_find(bs_stage *s, const char *topic, int32_t partition)
 {
@@ -114,11 +115,18 @@ static void warn_window_changed(bs_stage *s, const part *p)
 /* Loads a partition's checkpoint into p (filter and offsets), or gives it a
  * fresh filter when there is none.  A checkpoint that exists but cannot be
  * used is fatal, never silently replaced. */
-static bs_rc part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
+static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
+                       size_t errstr_size)
 {
     bs_checkpoint c;
-    int r = bs_store_get(s->store, p->topic, p->partition, BS_STORE_NEWEST,
-                         &c, errstr, errstr_size);
+    /* Transactions: the state the committed offset was committed with
+     * (none when nothing is committed: any state there is belongs to a
+     * transaction that never committed). */
+    int r = s->txn && at < 0
+                ? 0
+                : bs_store_get(s->store, p->topic, p->partition,
+                               s->txn ? at : BS_STORE_NEWEST, &c, errstr,
+                               errstr_size);
     if (r < 0)
         return BS_FATAL;
     bf_filter_destroy(p->filter);
@@ -162,6 +170,51 @@ static bs_rc part_load(bs_stage *s, part *p, char *errstr, size_t errstr_size)
      * follows the current ones, the layers already there stay as built. */
     p->ckpt_offset = p->base_offset = p->next_offset = c.next_offset;
     bs_ckpt_free(&c);
+    if (s->txn && p->ckpt_offset == at) {
+        /* What the broker has committed is this state: the store may let
+         * the ones before it go, and nothing needs committing again. */
+        p->committed = at;
+        if (bs_store_committed(s->store, p->topic, p->partition, at, errstr,
+                               errstr_size) != 0)
+            bs_log_ckpt_failed(p, errstr);
+    }
+    return BS_OK;
+}
+
+/* Transactions: the group's committed offsets of parts[0..n) into at[]
+ * (-1 none).  Asked as stable offsets (read_committed: KIP-447), which a
+ * transaction still open with offsets for them holds back until it ends;
+ * librdkafka retries meanwhile, this waits up to BS_TIMEOUT_TXN_STABLE_MS.
+ * BS_RETRY with errstr if they cannot be had. */
+static bs_rc committed_offsets(bs_stage *s, part **parts, size_t n,
+                               int64_t *at, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *l =
+        rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, parts[i]->topic,
+                                          parts[i]->partition);
+    double t0 = bs_now();
+    rd_kafka_resp_err_t err;
+    for (int attempt = 1;; attempt++) {
+        err = rd_kafka_committed(s->consumer, l, BS_TIMEOUT_BROKER_MS);
+        for (int i = 0; !err && i < l->cnt; i++)
+            err = l->elems[i].err;
+        if (!err || (bs_now() - t0) * 1000 >= BS_TIMEOUT_TXN_STABLE_MS)
+            break;
+        bs_log(BS_LOG_INFO, "waiting for the committed offsets (a previous "
+               "owner's transaction may still be open)", "attempt=%d "
+               "error=%s", attempt, rd_kafka_err2name(err));
+    }
+    if (err) {
+        snprintf(errstr, errstr_size, "committed offsets: %s",
+                 rd_kafka_err2str(err));
+        rd_kafka_topic_partition_list_destroy(l);
+        return BS_RETRY;
+    }
+    for (size_t i = 0; i < n; i++)
+        at[i] = l->elems[i].offset >= 0 ? l->elems[i].offset : -1;
+    rd_kafka_topic_partition_list_destroy(l);
     return BS_OK;
 }
 
@@ -181,6 +234,7 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
         !l->elems[0].err)
         start = l->elems[0].offset;
     rd_kafka_topic_partition_list_destroy(l);
+    bool committed = start >= 0;
     if (start < 0) {
         int64_t lo, hi;
         rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
@@ -207,6 +261,30 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
         free(wm);
         return BS_RETRY;
     }
+    /* Transactions: the start is committed too (outside any transaction:
+     * nothing of the partition is produced yet), so a restore finds a
+     * committed offset and the state that matches it. */
+    if (s->txn && !committed) {
+        l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset =
+            start;
+        rd_kafka_resp_err_t err = rd_kafka_commit(s->consumer, l, 0);
+        if (!err)
+            err = l->elems[0].err;
+        rd_kafka_topic_partition_list_destroy(l);
+        if (err) {
+            snprintf(errstr, errstr_size, "committing the start of %s [%d]: "
+                     "%s", p->topic, (int)p->partition, rd_kafka_err2str(err));
+            free(wm);
+            return BS_RETRY;
+        }
+    }
+    if (s->txn) {
+        p->committed = start;
+        if (bs_store_committed(s->store, p->topic, p->partition, start,
+                               errstr, errstr_size) != 0)
+            bs_log_ckpt_failed(p, errstr);
+    }
     free(p->wm);
     p->wm = wm;
     p->nwm = (uint32_t)s->out_parts;
@@ -214,14 +292,74 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
     return BS_OK;
 }
 
+/* Transactions with the Kafka store: the checkpoint is committed with the
+ * offsets, so a state older than the committed offset means the newer one
+ * is there but not readable yet: a transaction still open (another
+ * instance's, crashed: its timeout ends it) holds the checkpoint topic's
+ * last stable offset below it, and a read_committed read ends there.  The
+ * read is made again until it shows, within BS_TIMEOUT_TXN_STABLE_MS;
+ * after that the state is taken as it is (the output tail since is
+ * replayed, as for any older state). */
+static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
+                                        char *errstr, size_t errstr_size)
+{
+    if (!s->txn || s->set.checkpoint_store != BS_CONFIG_STORE_KAFKA ||
+        p->ckpt_offset < 0 || at <= p->ckpt_offset)
+        return BS_OK;
+    bs_log(BS_LOG_INFO, "waiting for the committed checkpoint (an open "
+           "transaction holds it back)", "topic=%s partition=%d "
+           "committed=%lld readable=%lld", p->topic, (int)p->partition,
+           (long long)at, (long long)p->ckpt_offset);
+    double t0 = bs_now();
+    while (at > p->ckpt_offset &&
+           (bs_now() - t0) * 1000 < BS_TIMEOUT_TXN_STABLE_MS) {
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (part_load(s, p, at, errstr, errstr_size) != BS_OK)
+            return BS_FATAL;
+    }
+    if (at > p->ckpt_offset)
+        bs_log(BS_LOG_WARN, "the committed checkpoint did not become "
+               "readable; restoring the older one and the output since",
+               "topic=%s partition=%d committed=%lld readable=%lld",
+               p->topic, (int)p->partition, (long long)at,
+               (long long)p->ckpt_offset);
+    return BS_OK;
+}
+
 bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
                        size_t errstr_size)
 {
+    int64_t *at = calloc(n ? n : 1, sizeof(*at));
+    bool *replay = calloc(n ? n : 1, sizeof(*replay));
+    bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
+    if (!at || !replay || !t) {
+        free(at);
+        free(replay);
+        free(t);
+        snprintf(errstr, errstr_size, "out of memory");
+        return BS_FATAL;
+    }
+    bs_rc rc = BS_OK;
+    if (s->txn && committed_offsets(s, parts, n, at, errstr, errstr_size) !=
+                      BS_OK) {
+        /* Nothing loaded: they wait, unprocessed, for a retry. */
+        for (size_t i = 0; i < n; i++) {
+            bs_part_set_state(s, parts[i], BS_PART_RESTORING);
+            bs_part_set_state(s, parts[i], BS_PART_RESTORE_PENDING);
+        }
+        rc = BS_RETRY;
+        goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
-        if (part_load(s, p, errstr, errstr_size) != BS_OK)
-            return BS_FATAL;
+        if (part_load(s, p, at[i], errstr, errstr_size) != BS_OK ||
+            await_committed_checkpoint(s, p, at[i], errstr, errstr_size) !=
+                BS_OK) {
+            rc = BS_FATAL;
+            goto out;
+        }
         if (bs_exactly_once(s) && p->ckpt_offset < 0 &&
             bs_part_initial_checkpoint(s, p, errstr, errstr_size) != BS_OK) {
             /* Like any failed checkpoint write: the partition waits,
@@ -229,49 +367,57 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             bs_log_ckpt_failed(p, errstr);
             bs_part_set_state(s, p, BS_PART_WAITING_FIRST);
         }
+        /* Replay mode: every restore reads the output tail.  Transactions:
+         * only a state older than the committed offset (written by this
+         * instance before another one had the partition, with the
+         * directory store) needs the output written since. */
+        replay[i] = bs_replay_mode(s) ||
+                    (s->txn && p->ckpt_offset >= 0 && at[i] > p->ckpt_offset);
     }
-    if (!bs_exactly_once(s)) {
-        for (size_t i = 0; i < n; i++)
-            bs_part_set_state(s, parts[i], BS_PART_ACTIVE);
-        return BS_OK;
-    }
-    bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
-    if (!t) {
-        snprintf(errstr, errstr_size, "out of memory");
-        return BS_FATAL;
-    }
+    size_t nt = 0;
     for (size_t i = 0; i < n; i++) {
-        t[i].topic = parts[i]->topic;
-        t[i].partition = parts[i]->partition;
-        t[i].from_offset = parts[i]->ckpt_offset;
-        t[i].wm = parts[i]->wm;
-        t[i].nwm = parts[i]->nwm;
-        t[i].filter = parts[i]->filter;
+        if (!replay[i])
+            continue;
+        t[nt].topic = parts[i]->topic;
+        t[nt].partition = parts[i]->partition;
+        t[nt].from_offset = parts[i]->ckpt_offset;
+        t[nt].wm = parts[i]->wm;
+        t[nt].nwm = parts[i]->nwm;
+        t[nt].filter = parts[i]->filter;
+        nt++;
     }
     double t0 = bs_now();
     /* A tail that cannot be read is the broker, not the state: retried. */
-    bs_rc rc = bs_replay_tail(s->tail, s->set.output_topic, s->set.dedup_key,
-                              s->fparams.seed, t, n, BS_TIMEOUT_REPLAY_MS,
-                              errstr, errstr_size) == 0
-                   ? BS_OK
-                   : BS_RETRY;
+    if (nt > 0 &&
+        bs_replay_tail(s->tail, s->set.output_topic, s->set.dedup_key,
+                       s->fparams.seed, t, nt, BS_TIMEOUT_REPLAY_MS, errstr,
+                       errstr_size) != 0)
+        rc = BS_RETRY;
     uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, k = 0; i < n; i++) {
         part *p = parts[i];
-        p->skip = t[i].skip;
-        p->skip_keys = t[i].skip_keys;
-        p->nskip = t[i].nskip;
-        p->skip_i = 0;
-        total += t[i].records;
-        if (rc != BS_OK)
+        if (replay[i]) {
+            p->skip = t[k].skip;
+            p->skip_keys = t[k].skip_keys;
+            p->nskip = t[k].nskip;
+            p->skip_i = 0;
+            total += t[k].records;
+            k++;
+            if (s->txn)
+                p->committed = p->ckpt_offset; /* not moved back */
+        }
+        if (rc != BS_OK && replay[i])
             bs_part_set_state(s, p, BS_PART_RESTORE_PENDING);
         else if (p->state == BS_PART_RESTORING)
             bs_part_set_state(s, p, BS_PART_ACTIVE);
     }
-    free(t);
     if (rc == BS_OK && total > 0)
         bs_log(BS_LOG_INFO, "output tail replayed", "partitions=%zu "
-               "records=%llu seconds=%.3f", n, (unsigned long long)total,
+               "records=%llu seconds=%.3f", nt, (unsigned long long)total,
                bs_now() - t0);
+out:
+    free(at);
+    free(replay);
+    free(t);
     return rc;
 }

@@ -171,12 +171,25 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             bs_pause_all(s, true);
         }
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        if (rd_kafka_assignment_lost(rk))
+        bool lost = rd_kafka_assignment_lost(rk);
+        if (lost)
             bs_log(BS_LOG_WARN, "assignment lost, committing nothing",
                    "partitions=%d", parts->cnt);
         else
+            /* (with transactions a round for every partition) */
             (void)bs_round(s, parts, "revoke"); /* failures logged */
         unassign(s, rk, cooperative, parts);
+        if (lost && s->txn && s->state != BS_STAGE_FATAL) {
+            /* The open transaction holds records of the lost partitions,
+             * which are someone else's now: it is aborted, and any
+             * partitions left go back to their committed state. */
+            bs_log(BS_LOG_WARN, "fenced: the group gave this instance's "
+                   "partitions to another (its session timed out); "
+                   "aborting the open transaction", "partitions=%d",
+                   parts->cnt);
+            bs_deliveries_unconfirmed(s, "assignment lost");
+            bs_rollback(s, false);
+        }
     } else {
         bs_log(BS_LOG_ERROR, "rebalance failed", "error=%s",
                rd_kafka_err2name(err));

@@ -146,27 +146,53 @@ static bool restore_pending(const bs_stage *s)
     return false;
 }
 
-/* Invariant 3: every partition back to its last checkpoint, filters
- * reloaded from the store and the consumer seeked.  A tail that cannot be
- * read leaves partitions RESTORE_PENDING: the next round retries them
- * (pending = true), and only them: the others are ACTIVE and may have
- * records in flight, which a rollback must flush first (invariant 2). */
-static void rollback(bs_stage *s, bool pending)
+/* Invariant 3: every partition back to its last checkpoint (with
+ * transactions: the one matching its committed offset), filters reloaded
+ * from the store and the consumer seeked.  A tail that cannot be read
+ * leaves partitions RESTORE_PENDING: the next round retries them (pending
+ * = true), and only them: the others are ACTIVE and may have records in
+ * flight, which a rollback must flush first (invariant 2). */
+void bs_rollback(bs_stage *s, bool pending)
 {
     char q[600];
     if (pending) {
         bs_log(BS_LOG_INFO, "retrying the restore", NULL);
     } else {
         BS_INC(s->ctr.rollbacks);
-        bs_log(BS_LOG_WARN, "delivery failed, rolling back to the last "
-               "checkpoint", "failed=%llu error=%s",
+        bs_log(BS_LOG_WARN, s->txn ? "transaction aborted, rolling back to "
+               "the last committed state" : "delivery failed, rolling back "
+               "to the last checkpoint", "failed=%llu error=%s",
                (unsigned long long)s->dr_failed,
                bs_log_quote(s->dr_error, q, sizeof(q)));
     }
     char err[1024];
-    if (rd_kafka_fatal_error(s->producer, NULL, 0) &&
-        bs_producer_recreate(s, err, sizeof(err)) != BS_OK) {
+    /* Transactions: what the open one holds is aborted (read_committed
+     * readers never see it); a producer that cannot abort is replaced,
+     * which aborts it as well. */
+    bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
+                   (s->txn && !bs_txn_abort(s));
+    bs_rc prc = BS_OK;
+    if (replace)
+        prc = bs_producer_recreate(s, err, sizeof(err));
+    else if (s->txn && !s->txn_ready)
+        prc = bs_txn_start(s, err, sizeof(err)); /* an earlier one failed */
+    if (prc == BS_FATAL) {
         bs_stage_fatal(s, "%s", err);
+        return;
+    }
+    if (prc != BS_OK) {
+        /* The broker did not answer init_transactions (it is away): no
+         * partition is processed until a later round's retry can. */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+        for (size_t i = 0; i < s->nparts; i++) {
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORING);
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORE_PENDING);
+        }
+        s->dr_failed = 0;
+        bs_deliveries_unconfirmed(s, "%s", err); /* the next round retries */
+        bs_publish(s);
         return;
     }
     size_t n = s->nparts;
@@ -218,6 +244,8 @@ static void rollback(bs_stage *s, bool pending)
     s->dr_failed = 0;
     s->dr_error[0] = '\0';
     s->since_ckpt = 0;
+    if (s->state != BS_STAGE_FATAL)
+        (void)bs_txn_begin(s); /* a failure: the next round rolls back */
     bs_publish(s);
 }
 
@@ -244,13 +272,13 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
 /* Commits the offsets in `commit`; a partition whose commit succeeded
  * records it.  A failed commit is safe (the checkpoints are durable and
  * ahead of the committed offsets) and made again by the next round. */
-static void commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
     if (cerr) {
         bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
                rd_kafka_err2name(cerr), commit->cnt);
-        return;
+        return false;
     }
     for (int i = 0; i < commit->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &commit->elems[i];
@@ -263,14 +291,51 @@ static void commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
         part *p = bs_part_find(s, e->topic, e->partition);
         if (p)
             p->committed = e->offset;
-        /* The store may drop the states a restore can no longer need. */
-        char err[512];
-        if (bs_store_committed(s->store, e->topic, e->partition, e->offset,
-                               err, sizeof(err)) != 0)
-            bs_log(BS_LOG_WARN, "checkpoint store cleanup failed", "topic=%s "
-                   "partition=%d error=%s", e->topic, (int)e->partition, err);
     }
     BS_INC(s->ctr.commits);
+    return true;
+}
+
+/* After the commit of `commit` (the entries without an error): the store
+ * may let go of the states before them. */
+static void store_committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    char err[600];
+    for (int i = 0; i < commit->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &commit->elems[i];
+        if (e->err)
+            continue;
+        if (bs_store_committed(s->store, e->topic, e->partition, e->offset,
+                               err, sizeof(err)) != 0) {
+            part *p = bs_part_find(s, e->topic, e->partition);
+            bs_log_ckpt_failed(p, err); /* only older states stay behind */
+        }
+    }
+    bs_crash_point(BS_CRASH_AFTER_STORE_COMMITTED);
+}
+
+/* Transactions: sends the offsets and commits the transaction that holds
+ * the round's output.  false: not committed; rolled back (everything since
+ * the last committed state is processed again). */
+static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    char err[1024];
+    if (bs_txn_commit(s, commit, err, sizeof(err)) != BS_OK) {
+        bs_log_ckpt_failed(NULL, err);
+        BS_INC(s->ctr.checkpoint_failures);
+        bs_deliveries_unconfirmed(s, "transaction not committed: %s", err);
+        bs_rollback(s, false);
+        return false;
+    }
+    for (int i = 0; i < commit->cnt; i++) {
+        part *p = bs_part_find(s, commit->elems[i].topic,
+                               commit->elems[i].partition);
+        if (p)
+            p->committed = commit->elems[i].offset;
+    }
+    BS_INC(s->ctr.commits);
+    (void)bs_txn_begin(s); /* a failure: the next round rolls back */
+    return true;
 }
 
 /* The body of a round, in CHECKPOINTING. */
@@ -278,10 +343,14 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                         const char *why, double t0)
 {
     if (restore_pending(s)) {
-        rollback(s, true);
+        bs_rollback(s, true);
         if (restore_pending(s) || s->state == BS_STAGE_FATAL)
             return BS_RETRY;
     }
+    /* Transactions: a commit makes everything the open transaction holds
+     * visible, every partition's output, so a round covers them all. */
+    if (s->txn)
+        only = NULL;
     /* exactly_once partitions still without a first checkpoint. */
     bool waiting = false;
     char err[1024];
@@ -301,10 +370,11 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     if (!flush_producer(s) || s->dr_failed) {
         if (!s->dr_failed)
             bs_deliveries_unconfirmed(s, "flush interrupted");
-        rollback(s, false);
+        bs_rollback(s, false);
         BS_INC(s->ctr.checkpoint_failures);
         return BS_RETRY;
     }
+    bs_crash_point(BS_CRASH_AFTER_FLUSH);
     bs_ckpt_wm *wm = NULL;
     uint32_t nwm = 0;
     if (bs_exactly_once(s)) {
@@ -333,6 +403,8 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         nwritten++;
         put_bytes += bs_store_last_bytes(s->store, NULL);
     }
+    if (nwritten)
+        bs_crash_point(BS_CRASH_AFTER_CKPT_WRITE);
     /* Durable only now (the directory's fsync, the Kafka store's
      * manifests): nothing of this round is committed if that fails. */
     if (!written || bs_store_sync(s->store, err, sizeof(err)) != 0) {
@@ -341,6 +413,13 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         rc = BS_RETRY;
         nwritten = 0;
     }
+    if (nwritten)
+        bs_crash_point(BS_CRASH_AFTER_STORE_SYNC);
+    /* Transactions: a partition whose checkpoint could not be written
+     * holds records in the transaction too; nothing is committed then
+     * (the transaction stays open; the next round writes again). */
+    if (s->txn && rc != BS_OK)
+        nwritten = 0;
     rd_kafka_topic_partition_list_t *commit =
         rd_kafka_topic_partition_list_new((int)n);
     uint64_t bytes = 0;
@@ -363,7 +442,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                 ->offset = p->ckpt_offset;
         } else if (in_list(only, p) && p->ckpt_offset >= 0 &&
                    p->committed < p->ckpt_offset &&
-                   p->state != BS_PART_WAITING_FIRST) {
+                   p->state != BS_PART_WAITING_FIRST && !s->txn) {
             /* A commit that failed earlier is made again even when nothing
              * new was checkpointed since (its checkpoint is durable). */
             rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
@@ -371,13 +450,21 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         }
     }
     if (commit->cnt > 0) {
-        commit_offsets(s, commit);
-        double dt = bs_now() - t0;
-        BS_SET(s->ctr.checkpoint_bytes, bytes);
-        bs_report_round(s, dt);
-        bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu"
-               " seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
-               dt);
+        bool ok = s->txn ? commit_txn(s, commit) : commit_offsets(s, commit);
+        if (ok) {
+            if (!s->txn)
+                bs_crash_point(BS_CRASH_AFTER_COMMIT);
+            store_committed(s, commit);
+            double dt = bs_now() - t0;
+            BS_SET(s->ctr.checkpoint_bytes, bytes);
+            bs_report_round(s, dt);
+            bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d "
+                   "bytes=%llu seconds=%.3f", why, commit->cnt,
+                   (unsigned long long)bytes, dt);
+        } else if (s->txn) {
+            rc = BS_RETRY; /* rolled back; a failed plain commit is not a
+                              failed round (made again by the next) */
+        }
     }
     rd_kafka_topic_partition_list_destroy(commit);
     free(written);

@@ -154,6 +154,12 @@ static void get_CKPT_STORE(const bs_config *cfg, const char *key,
     *out = (bs_ckpt_store_kind)bs_config_get_enum(cfg, key);
 }
 
+static void get_EOS_METHOD(const bs_config *cfg, const char *key,
+                           bs_eos_method *out)
+{
+    *out = (bs_eos_method)bs_config_get_enum(cfg, key);
+}
+
 /* log.level's constants to log.h's levels, by name. */
 static void get_LOG_LEVEL(const bs_config *cfg, const char *key,
                           bs_log_level *out)
@@ -184,6 +190,7 @@ static bool set_KEYSPEC(const bs_config_keyspec *const *v)
 #define set_MISSING_KEY(v) true
 #define set_LATE(v) true
 #define set_CKPT_STORE(v) true
+#define set_EOS_METHOD(v) true
 #define set_LOG_LEVEL(v) true
 
 static int get_start_at(const bs_config *cfg, bs_start_at *out, char *errstr,

@@ -72,7 +72,7 @@ typedef enum bs_start_at {
  *   COUNT       uint64_t                       int, range starting >= 0
  *   MS          int64_t milliseconds           int
  *   SIZE        uint64_t bytes                 size
- *   GUARANTEE, MISSING_KEY, LATE, CKPT_STORE   enum, config.h's lists
+ *   GUARANTEE, MISSING_KEY, LATE, CKPT_STORE, EOS_METHOD   enum, config.h's lists
  *   LOG_LEVEL   bs_log_level (log.h), mapped by name from log.level */
 #define BS_SETTINGS_CTYPE_TOPICS bs_topic_list
 #define BS_SETTINGS_CTYPE_STRING const char *
@@ -86,6 +86,7 @@ typedef enum bs_start_at {
 #define BS_SETTINGS_CTYPE_MISSING_KEY bs_missing_key_policy
 #define BS_SETTINGS_CTYPE_LATE bs_late_policy
 #define BS_SETTINGS_CTYPE_CKPT_STORE bs_ckpt_store_kind
+#define BS_SETTINGS_CTYPE_EOS_METHOD bs_eos_method
 #define BS_SETTINGS_CTYPE_LOG_LEVEL bs_log_level
 
 /* X(key, field, kind): one line per table key the engine or CLI reads. */
@@ -112,6 +113,8 @@ typedef enum bs_start_at {
     X("checkpoint.delta.max", checkpoint_delta_max, COUNT)                  \
     X("checkpoint.delta.ratio", checkpoint_delta_ratio, DOUBLE)             \
     X("processing.guarantee", guarantee, GUARANTEE)                         \
+    X("exactly_once.method", eos_method, EOS_METHOD)                        \
+    X("exactly_once.transactional.id", transactional_id, OPT_STRING)        \
     X("consumer.group.id", group_id, STRING)                                \
     X("metrics.listen", metrics_listen, OPT_STRING)                         \
     X("log.level", log_level, LOG_LEVEL)                                    \

@@ -20,12 +20,16 @@
  *   record_path.c  per record: keys, blocklists, dedup, produce
  *   report.c       counters, published partition view, stats line, ready
  *   blocklist_feed.c  live blocklists: their topics read, then followed
+ *   txn.c          exactly_once by Kafka transactions: the producer's
+ *                  transaction around each round
+ *   crash_point.c  test-only: exit abruptly at a named point of a round
  */
 #ifndef BLOOMSTAGE_STAGE_INT_H
 #define BLOOMSTAGE_STAGE_INT_H
 
 #include "blocklist.h"
 #include "checkpoint.h"
+#include "crash_point.h"
 #include "counters.h"
 #include "dedup_filter.h"
 #include "fetch_wake.h"
@@ -119,6 +123,13 @@ struct bs_stage {
 
     /* Clients (clients.c). */
     rd_kafka_t *consumer, *producer;
+    /* exactly_once by transactions (txn.c): decided once at start-up
+     * (exactly_once.method); the producer is transactional and a
+     * transaction is open whenever txn_open. */
+    bool txn;
+    bool txn_ready; /* the producer's init_transactions succeeded */
+    bool txn_open;
+    char txn_id[300];
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
@@ -179,6 +190,13 @@ static inline bool bs_exactly_once(const bs_stage *s)
     return s->set.guarantee == BS_CONFIG_EXACTLY_ONCE;
 }
 
+/* exactly_once by output-tail replay (replay.h): exactly_once without
+ * transactions. */
+static inline bool bs_replay_mode(const bs_stage *s)
+{
+    return bs_exactly_once(s) && !s->txn;
+}
+
 /* -- state.c -------------------------------------------------------------- */
 
 const char *bs_stage_state_name(bs_stage_state st);
@@ -202,7 +220,9 @@ void bs_clients_destroy(bs_stage *s);
 /* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
 void bs_consumer_close(bs_stage *s);
 /* A new idempotent producer (and topic handles) in place of the current
- * one, whose leftovers are purged. */
+ * one, whose leftovers are purged; with s->txn a transactional one, whose
+ * transactions are initialised and one begun (bs_txn_start's outcome: the
+ * producer is in place even then). */
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.
@@ -269,6 +289,43 @@ void bs_backoff_start(bs_stage *s);
 void bs_pause_all(bs_stage *s, bool pause);
 /* Log lines for a failed checkpoint step, one shape everywhere. */
 void bs_log_ckpt_failed(const part *p, const char *err);
+
+/* Every partition back to the last state it committed (invariant 3):
+ * with transactions the open one is aborted first.  Logs `why`. */
+void bs_rollback(bs_stage *s, bool pending);
+
+/* -- txn.c ------------------------------------------------------------------ */
+
+/* After the producer is made (bs_producer_recreate): with s->txn, its
+ * transactions initialised (this fences an earlier producer with the same
+ * transactional.id and aborts what it left open) and one begun.  With
+ * errstr: BS_RETRY if the broker did not answer (retried for a minute
+ * first), BS_FATAL if it refused. */
+bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size);
+/* s->txn_id from exactly_once.transactional.id, else derived (keys.c). */
+void bs_txn_id(bs_stage *s);
+/* Begins a transaction unless one is open.  false: the producer cannot
+ * (it is fatal; the next round rolls back and replaces it). */
+bool bs_txn_begin(bs_stage *s);
+/* Sends `offsets` with the consumer group's metadata and commits the
+ * open transaction.  BS_OK: committed.  Otherwise errstr says why and the
+ * transaction is not committed: the caller rolls back (bs_rollback aborts
+ * it).  Crash points after-send-offsets and after-commit are here. */
+bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
+                    char *errstr, size_t errstr_size);
+/* Aborts the open transaction.  false: it could not be (the producer is
+ * then to be replaced). */
+bool bs_txn_abort(bs_stage *s);
+/* Whether a librdkafka error means this instance was fenced: another one
+ * owns its partitions now, or its transaction timed out. */
+bool bs_txn_fenced_error(rd_kafka_resp_err_t err);
+
+/* -- crash_point.c ---------------------------------------------------------- */
+
+/* The named points of a round (test-only: BLOOMSTAGE_CRASH_AT;
+ * crash_point.h names them). */
+extern const char *const bs_crash_points[]; /* NULL-terminated */
+void bs_crash_point(const char *name);
 
 /* -- rebalance.c ---------------------------------------------------------- */
 

@@ -58,6 +58,23 @@
  *   6. In BACKOFF nothing is processed (consumption is paused; a record
  *      polled anyway comes again after the resume's seek).
  *   7. FATAL is final: nothing is processed or committed after it.
+ *
+ * With transactions (exactly_once.method, txn.c) the same states, and:
+ *
+ *   1. reads "committed" as committed by a transaction together with the
+ *      output and rejected records produced before it, and ckpt_offset
+ *      moves to a round's offsets only once that transaction committed;
+ *      a restore loads the state whose offset is the group's committed
+ *      one (bs_store_get at_offset), which the store keeps until the next
+ *      is committed.
+ *   3. a failed delivery, or a transaction that cannot commit (fenced,
+ *      timed out, aborted), aborts the transaction and rolls every
+ *      partition back to its committed state: what the transaction held
+ *      is invisible to read_committed readers and is produced again.
+ *   8. Records are processed only inside an open transaction: RUNNING with
+ *      transactions means one is open, unless a failure is noted for the
+ *      next round (which rolls back and begins one).  A round covers every
+ *      partition (its commit makes all of the transaction visible).
  */
 #include "stage_int.h"
 #include "log.h"
@@ -159,6 +176,10 @@ void bs_stage_check_invariants(const bs_stage *s)
             p->ckpt_offset < 0)
             violated("4: exactly_once: an active partition has a checkpoint",
                      d);
+        if (s->txn && s->state == BS_STAGE_RUNNING && !s->txn_open &&
+            !s->dr_failed)
+            violated("8: transactions: records are processed only inside "
+                     "an open transaction", d);
         if (p->next_offset >= 0 &&
             ((p->base_offset >= 0 && p->base_offset > p->next_offset) ||
              (p->ckpt_offset >= 0 && p->ckpt_offset > p->next_offset)))

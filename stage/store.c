@@ -51,7 +51,8 @@ struct bs_store {
     const char *topic;
     size_t chunk;
     int nparts;
-    rd_kafka_t *producer;
+    rd_kafka_t *producer; /* the one records go through: own, or lent */
+    rd_kafka_t *own;      /* the store's own (bs_store_new) */
     rd_kafka_t *reader;
     pending *pend; /* in ticket order */
     size_t npend, cappend;
@@ -386,8 +387,12 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
         if (!m)
             continue;
         bool end = false;
+        /* read_committed: the end is the last stable offset, which an
+         * open transaction (another instance's, a zombie's until it is
+         * aborted) holds below the high watermark; what lies beyond is
+         * not committed yet.  Without transactions the two are equal. */
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            end = m->offset >= hi;
+            end = true;
         else if (!m->err) {
             if (fn(m, op) != 0)
                 end = true;
@@ -710,8 +715,8 @@ bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
     rd_kafka_conf_set_log_cb(producer_conf, bs_log_rdkafka);
     char err[512];
-    st->producer = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf, err,
-                                sizeof(err));
+    st->producer = st->own = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf,
+                                          err, sizeof(err));
     if (!st->producer) {
         rd_kafka_conf_destroy(producer_conf);
         snprintf(errstr, errstr_size, "checkpoint store producer: %s", err);
@@ -725,9 +730,9 @@ void bs_store_destroy(bs_store *st)
 {
     if (!st)
         return;
-    if (st->producer) {
-        rd_kafka_flush(st->producer, BS_TIMEOUT_STORE_ADMIN_MS);
-        rd_kafka_destroy(st->producer);
+    if (st->own) {
+        rd_kafka_flush(st->own, BS_TIMEOUT_STORE_ADMIN_MS);
+        rd_kafka_destroy(st->own);
     }
     bs_dirstore_destroy(st->ds);
     free(st->pend);
@@ -792,3 +797,18 @@ uint64_t bs_store_last_bytes(const bs_store *st, bool *delta)
 }
 
 const char *bs_store_describe(const bs_store *st) { return st->desc; }
+
+void bs_store_use_producer(bs_store *st, rd_kafka_t *producer)
+{
+    if (st->kind == BS_CONFIG_STORE_KAFKA)
+        st->producer = producer ? producer : st->own;
+}
+
+bool bs_store_delivery(bs_store *st, const rd_kafka_message_t *m)
+{
+    if (st->kind != BS_CONFIG_STORE_KAFKA || st->producer == st->own ||
+        strcmp(rd_kafka_topic_name(m->rkt), st->topic) != 0)
+        return false;
+    kafka_dr(st->producer, m, st);
+    return true;
+}

@@ -20,7 +20,12 @@
  *
  * A checkpoint round: bs_store_put for each changed partition, then
  * bs_store_sync; only when sync returns 0 are the offsets of that round
- * covered by durable state.
+ * covered by durable state; after the commit, bs_store_committed.
+ *
+ * dir keeps two files a partition: TOPIC-PARTITION.ckpt (the newest) and,
+ * until the newest is committed, the state before it in
+ * TOPIC-PARTITION.ckpt.prev (a whole-file stand-in for the versions the
+ * incremental store keeps; bs_store_get at_offset chooses between them).
  */
 #ifndef BLOOMSTAGE_STORE_H
 #define BLOOMSTAGE_STORE_H
@@ -84,6 +89,15 @@ int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
 /* Bytes the last bs_store_put wrote and whether that was a delta (dir
  * store; the kafka store writes whole checkpoints). */
 uint64_t bs_store_last_bytes(const bs_store *st, bool *delta);
+
+/* Transactions: the kafka store's records go through `producer` (the
+ * stage's transactional one; NULL: its own again), so they commit or abort
+ * with the round's transaction, and a restore, which reads at
+ * read_committed, finds the checkpoint the committed offsets were
+ * committed with.  The producer's delivery reports for checkpoint.topic
+ * must then be passed to bs_store_delivery (true: it was the store's). */
+void bs_store_use_producer(bs_store *st, rd_kafka_t *producer);
+bool bs_store_delivery(bs_store *st, const rd_kafka_message_t *m);
 
 /* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
 const char *bs_store_describe(const bs_store *st);

@@ -9,6 +9,10 @@
 #define BS_TIMEOUT_BROKER_MS 10000  /* one metadata, watermark, committed
                                        or seek request */
 #define BS_TIMEOUT_REPLAY_MS 120000 /* reading an output tail to its end */
+#define BS_TIMEOUT_TXN_STABLE_MS 90000 /* transactions: committed offsets a
+                                          previous owner's open transaction
+                                          holds back (its
+                                          transaction.timeout.ms ends it) */
 #define BS_TIMEOUT_FINAL_FLUSH_MS 10000 /* the producer, after the drain */
 #define BS_TIMEOUT_PURGE_FLUSH_MS 1000  /* a fatal producer's leftovers */
 #define BS_FLUSH_STEP_MS 500        /* a flush is waited for in steps */

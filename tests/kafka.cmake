@@ -57,6 +57,15 @@ if(TARGET bloomstage)
   set_tests_properties(test_kafka_cluster PROPERTIES
     RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+  # test_kafka_txn: exactly_once by transactions on a 1-node cluster: a
+  # crash at every named crash point (BLOOMSTAGE_CRASH_AT) and kill -9,
+  # the zombie twice (SIGSTOP past the session, SIGCONT: fenced), a
+  # transaction that times out, the broker restarted mid-transaction.
+  bs_add_cmocka_test(test_kafka_txn SOURCES test_kafka_txn.c
+                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+  set_tests_properties(test_kafka_txn PROPERTIES
+    RESOURCE_LOCK kafka_broker
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
   # test_kafka_window: dedup.window.ms on a 1-node cluster: kill -9 at four
   # moments under exactly_once, a rebalance and a kill on the Kafka store,
   # late records rejected; the read_committed output against the window's

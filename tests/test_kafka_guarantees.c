@@ -72,22 +72,11 @@ static h_proc *stage_start(env *e, const char *const *xs)
 #define SAID_REPLAYED "msg=\"output tail replayed\""
 #define SAID_CKPT "msg=checkpoint "
 
-/* The group's committed offsets are the input's end. */
-static void assert_committed_end(env *e)
-{
-    int64_t c[NPARTS];
-    H_CHECK(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, c, 30000));
-    for (int p = 0; p < NPARTS; p++)
-        if (c[p] != e->st->next[p])
-            fail_msg("%s [%d]: the group %s committed %lld, want the input's "
-                     "end %lld", e->in, p, e->group, (long long)c[p],
-                     (long long)e->st->next[p]);
-}
+static void assert_committed_end(env *e) { h_kenv_committed_end(e); }
 
 static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
 {
-    h_wait_committed_tolerant(e->h.bs, e->group, e->in, NPARTS,
-                              e->st->next, procs, timeout_ms);
+    h_kenv_wait_committed_end(e, procs, timeout_ms);
 }
 
 /* The `partition assigned` lines of p for e->in: checkpoint_offset per
@@ -111,86 +100,14 @@ static void assigned_at(env *e, h_proc *p, long long *ck)
     }
 }
 
-/* Every unique key of the stream exactly once in the output (read at
- * read_committed); returns the records (owned by e->st). */
 static h_outrec *expect_exactly_once(env *e, size_t *n, const char *why)
 {
-    h_outrec *o = h_read_out_committed(e->st, e->h.bs, e->out, e->in, n);
-    unsigned *c = h_count_copies(e->st, e->in, e->st->n, NULL);
-    h_expect_once(e->st, c, e->in, e->out, e->st->n, why);
-    assert_int_equal(*n, e->st->nids);
-    return o;
+    return h_kenv_expect_once(e, n, why);
 }
 
-/*
- * The rejected topic (read_committed): every record a copy of an input
- * record (key, value, bloomstage-src) with bloomstage-reason duplicate;
- * every input record that is not its key's first is there at least once,
- * no first record is.  Returns how many records it holds; *extra gets the
- * copies beyond one per record.
- */
 static size_t expect_rejected(env *e, size_t *extra)
 {
-    h_stream *st = e->st;
-    h_record_list l = {0};
-    int rc = h_consume_all_conf(e->h.bs, e->rej, H_CONSUME_MS,
-                                H_READ_COMMITTED, &l);
-    if (rc)
-        h_record_list_free(&l);
-    H_CHECK(rc);
-    free(e->scratch);
-    uint8_t *seen = e->scratch = h_xcalloc(st->n, 1);
-    char bad[512] = "";
-    size_t x = 0;
-    for (size_t k = 0; k < l.n && !bad[0]; k++) {
-        const h_record *r = &l.recs[k];
-        const char *v = r->value;
-        char *end = NULL;
-        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
-        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
-            strcmp(r->key, st->key[i])) {
-            snprintf(bad, sizeof(bad), "%s %d:%lld is no input record",
-                     e->rej, (int)r->partition, (long long)r->offset);
-            break;
-        }
-        const h_header *src = h_header_last(r, "bloomstage-src");
-        const h_header *why = h_header_last(r, "bloomstage-reason");
-        char want[128];
-        snprintf(want, sizeof(want), "%s:%d:%lld", e->in, (int)st->part[i],
-                 (long long)st->off[i]);
-        if (!src || !src->value || strcmp(src->value, want) || !why ||
-            !why->value || strcmp(why->value, "duplicate"))
-            snprintf(bad, sizeof(bad), "%s %d:%lld (input record %zu, %s): "
-                     "bloomstage-src '%s' reason '%s', want that place "
-                     "and 'duplicate'", e->rej, (int)r->partition,
-                     (long long)r->offset, i, want,
-                     src && src->value ? (const char *)src->value : "(none)",
-                     why && why->value ? (const char *)why->value : "(none)");
-        else if (st->first[st->id[i]] == i)
-            snprintf(bad, sizeof(bad), "%s %d:%lld: input record %zu (%s), "
-                     "the first of key k%07u, was rejected as a duplicate",
-                     e->rej, (int)r->partition, (long long)r->offset, i,
-                     want, st->id[i]);
-        else if (seen[i]++)
-            x++;
-    }
-    size_t n = l.n;
-    h_record_list_free(&l);
-    if (bad[0])
-        fail_msg("%s", bad);
-    size_t missing = 0, first_missing = 0;
-    for (size_t i = 0; i < st->n; i++)
-        if (st->first[st->id[i]] != i && !seen[i] && missing++ == 0)
-            first_missing = i;
-    if (missing)
-        fail_msg("%zu duplicates of the input are not in %s (neither "
-                 "forwarded nor rejected: lost), e.g. record %zu at %s:%d:%lld",
-                 missing, e->rej, first_missing, e->in,
-                 (int)st->part[first_missing],
-                 (long long)st->off[first_missing]);
-    if (extra)
-        *extra = x;
-    return n;
+    return h_kenv_expect_rejected(e, extra);
 }
 
 /* ---- 1. graceful stop, restart keeps the dedup state --------------------- */
@@ -283,7 +200,10 @@ static void test_kill9_exactly_once(void **state)
     h_stream_add(e->st, N, 50);
     h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
     h_feed_start(e->h.bs, e->in, e->st, N0);
-    const char *const xs[] = {"processing.guarantee=exactly_once", NULL};
+    /* The output-tail replay (test_kafka_txn kills the transactional
+     * route at every crash point). */
+    const char *const xs[] = {"processing.guarantee=exactly_once",
+                              "exactly_once.method=replay", NULL};
     size_t replays = 0;
     for (size_t k = 0; k <= NKILLS; k++) {
         int64_t out0 = h_topic_end(e->q, e->out, NPARTS, NULL);
@@ -514,8 +434,8 @@ static void test_broker_restart(void **state)
  * the dead one's session to time out (30 s here); and a second live
  * instance with the same id fences the first, which stops with a fatal
  * error while the second goes on.  Exactly once throughout.  (The second
- * instance comes while the input is idle: a fenced instance that still has
- * records in flight is the zombie exactly_once does not cover yet.)
+ * instance comes while the input is idle; a zombie with records in flight
+ * is test_kafka_txn's.)
  */
 static void test_static_membership(void **state)
 {

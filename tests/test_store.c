@@ -177,6 +177,80 @@ static void test_dir_round_trip(void **state)
     bf_filter_destroy(f1);
 }
 
+/* The state at a committed offset (transactions): a state stays until one
+ * after it is committed, so a crash between a checkpoint's write and its
+ * commit still finds the committed one -- from the files alone after a
+ * restart -- and a restore at an offset drops the states after it (never
+ * committed: the next checkpoint builds on the one restored). */
+static void expect_at(bs_store *st, int64_t at, int64_t want)
+{
+    bs_checkpoint c;
+    char err[1024] = "";
+    int r = bs_store_get(st, "in", 0, at, &c, err, sizeof(err));
+    if (r < 0)
+        fail_msg("get at %lld: %s", (long long)at, err);
+    if (want < 0) {
+        if (r != 0)
+            fail_msg("get at %lld: found %lld, want none", (long long)at,
+                     (long long)c.next_offset);
+        return;
+    }
+    if (r != 1)
+        fail_msg("get at %lld: none, want %lld", (long long)at,
+                 (long long)want);
+    assert_int_equal(c.next_offset, want);
+    bs_ckpt_free(&c);
+}
+
+/* Puts and syncs; want_delta 1 or 0: the put must have written a delta, or
+ * a snapshot; -1: either. */
+static void put_sync(bs_store *st, int64_t next, bf_filter *f,
+                     int want_delta)
+{
+    char err[1024] = "";
+    if (bs_store_put(st, "in", 0, next, NULL, 0, f, err, sizeof(err)) != 0 ||
+        bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("put %lld: %s", (long long)next, err);
+    bool delta;
+    uint64_t bytes = bs_store_last_bytes(st, &delta);
+    if (want_delta >= 0 && delta != (want_delta == 1))
+        fail_msg("put %lld wrote a %s (%llu bytes), expected a %s",
+                 (long long)next, delta ? "delta" : "snapshot",
+                 (unsigned long long)bytes, want_delta == 1 ? "delta" : "snapshot");
+}
+
+
+static void test_dir_state_at_committed_offset(void **state)
+{
+    (void)state;
+    bs_config *cfg;
+    bs_store *st = dir_store(&cfg);
+    char err[1024] = "";
+    bf_filter *f = filter_with("k", 100, 1000);
+    put_sync(st, 100, f, -1);
+    assert_int_equal(bs_store_committed(st, "in", 0, 100, err, sizeof(err)),
+                     0);
+    put_sync(st, 200, f, -1); /* written, not committed */
+    put_sync(st, 300, f, -1); /* again not committed */
+    expect_at(st, BS_STORE_NEWEST, 300);
+    /* A restart: nothing in memory. */
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    st = dir_store(&cfg);
+    expect_at(st, 300, 300);
+    expect_at(st, 250, 200); /* 300 is dropped */
+    expect_at(st, BS_STORE_NEWEST, 200);
+    expect_at(st, 150, 100); /* and 200 */
+    expect_at(st, BS_STORE_NEWEST, 100);
+    put_sync(st, 400, f, -1);
+    assert_int_equal(bs_store_committed(st, "in", 0, 400, err, sizeof(err)),
+                     0);
+    expect_at(st, 400, 400);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(f);
+}
+
 static void test_dir_damage_and_crash_leftovers(void **state)
 {
     (void)state;
@@ -289,21 +363,6 @@ static size_t count_files(const char *dir)
     if (d)
         closedir(d);
     return n;
-}
-
-static void put_sync(bs_store *st, int64_t next, bf_filter *f,
-                     bool want_delta)
-{
-    char err[1024] = "";
-    if (bs_store_put(st, "in", 0, next, NULL, 0, f, err, sizeof(err)) != 0 ||
-        bs_store_sync(st, err, sizeof(err)) != 0)
-        fail_msg("put %lld: %s", (long long)next, err);
-    bool delta;
-    uint64_t bytes = bs_store_last_bytes(st, &delta);
-    if (delta != want_delta)
-        fail_msg("put %lld wrote a %s (%llu bytes), expected a %s",
-                 (long long)next, delta ? "delta" : "snapshot",
-                 (unsigned long long)bytes, want_delta ? "delta" : "snapshot");
 }
 
 static void assert_same_filter(const bf_filter *a, const bf_filter *b)
@@ -1180,6 +1239,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_chain_bounds, dir_setup,
                                         dir_teardown),
         cmocka_unit_test_setup_teardown(test_dir_chain_damage_named,
+                                        dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_state_at_committed_offset,
                                         dir_setup, dir_teardown),
         cmocka_unit_test(test_dir_missing_dir),
         cmocka_unit_test(test_manifest_parse),

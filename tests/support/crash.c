@@ -3,8 +3,11 @@
  */
 #include "crash.h"
 #include "stage.h"
+#include "../../stage/crash_point.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void h_ckpt_all(const char *dir, const char *topic, int nparts,
@@ -69,4 +72,38 @@ void h_kill_at(h_proc *p, const h_kill_plan *k, const h_kill_ctx *ctx)
     if (k->ms)
         h_nap(k->ms);
     h_stage_kill9(p, k->what);
+}
+
+const char *const h_crash_points[] = {BS_CRASH_POINTS(BS_CRASH_POINT_NAME_)
+                                          NULL};
+
+char *const *h_crash_env(const char *name, int pass)
+{
+    static char entry[128];
+    static char *env[2];
+    snprintf(entry, sizeof(entry), "BLOOMSTAGE_CRASH_AT=%s:%d", name, pass);
+    env[0] = entry;
+    env[1] = NULL;
+    return env;
+}
+
+void h_wait_crashed(h_proc *p, const char *name, int timeout_ms)
+{
+    int status = 0;
+    double t0 = h_now_s();
+    /* h_nap's steps: the layer's idle hook (a feeder) keeps running. */
+    while (h_process_wait(p, 0, &status) != 0) {
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(p, "the stage did not stop at crash point %s "
+                         "within %d s", name, timeout_ms / 1000);
+        h_nap(20);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != BS_CRASH_EXIT)
+        h_stage_fail(p, "the stage ended by %s, not at crash point %s (exit "
+                     "%d)", h_status_str(status), name, BS_CRASH_EXIT);
+    char said[160];
+    snprintf(said, sizeof(said), "msg=\"crash point\" point=%s ", name);
+    if (!h_said(p, said))
+        h_stage_fail(p, "the stage exited %d without logging '%s'",
+                     BS_CRASH_EXIT, said);
 }

@@ -1,6 +1,8 @@
 /*
  * crash.h -- kill -9 at a chosen moment of a stage's run (test_stage_faults,
- * test_eos).  Checking helpers (they fail the test, core.h).
+ * test_eos), and the stage's own named crash points (BLOOMSTAGE_CRASH_AT,
+ * stage/crash_point.h: it exits abruptly at a named step of a round;
+ * test_kafka_txn).  Checking helpers (they fail the test, core.h).
  */
 #ifndef BS_SUPPORT_CRASH_H
 #define BS_SUPPORT_CRASH_H
@@ -56,5 +58,18 @@ void h_ckpt_all(const char *dir, const char *topic, int nparts,
                 int64_t *next);
 /* The sum of the entries > 0 of v[0..n). */
 int64_t h_sum_positive(const int64_t *v, int n);
+
+/* ---- named crash points --------------------------------------------- */
+
+/* The engine's crash point names, in the order a round passes them
+ * (NULL-terminated). */
+extern const char *const h_crash_points[];
+/* The environment entry that arms point `name` at its pass-th passing, as
+ * h_stage_start's env wants it: {"BLOOMSTAGE_CRASH_AT=NAME:PASS", NULL}
+ * (static storage, overwritten by the next call). */
+char *const *h_crash_env(const char *name, int pass);
+/* p must stop at crash point `name` within timeout_ms: exit with the
+ * engine's crash status, having logged that point. */
+void h_wait_crashed(h_proc *p, const char *name, int timeout_ms);
 
 #endif

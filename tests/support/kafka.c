@@ -571,6 +571,57 @@ int h_consume_all(const char *bootstraps, const char *topic, int timeout_ms,
     return h_consume_all_conf(bootstraps, topic, timeout_ms, NULL, out);
 }
 
+/* read_committed: until every transaction on topic has ended (committed,
+ * or aborted by its coordinator: a crashed writer's by its
+ * transaction.timeout.ms): the last stable offsets (what rk, reading at
+ * read_committed, is told) reach the high watermarks, so a read to them
+ * is all of what was written so far.  0, or -1 (h_fail) at the deadline. */
+static int wait_stable(const char *bootstraps, rd_kafka_t *rk,
+                       const char *topic, int nparts, int64_t deadline)
+{
+    static const char *const uncommitted[] = {
+        "isolation.level=read_uncommitted", NULL};
+    char *group = random_group();
+    rd_kafka_t *ru = new_consumer(bootstraps, group, uncommitted);
+    free(group);
+    if (!ru)
+        return -1;
+    int rc = -1;
+    for (;;) {
+        int p, busy = -1;
+        int64_t lo, lso = 0, hw = 0;
+        for (p = 0; p < nparts && busy < 0; p++) {
+            if (rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &lso,
+                                                 H_REQUEST_MS) ||
+                rd_kafka_query_watermark_offsets(ru, topic, p, &lo, &hw,
+                                                 H_REQUEST_MS) ||
+                lso < hw)
+                busy = p;
+        }
+        if (busy < 0) {
+            rc = 0;
+            break;
+        }
+        if (h_now_ms() >= deadline) {
+            h_fail("%s [%d]: its last stable offset %lld is still below its "
+                   "high watermark %lld (a transaction stays open)", topic,
+                   busy, (long long)lso, (long long)hw);
+            break;
+        }
+        h_nap(200);
+    }
+    close_consumer(ru);
+    return rc;
+}
+
+static bool reads_committed(const char *const *conf_kv)
+{
+    for (size_t i = 0; conf_kv && conf_kv[i]; i++)
+        if (!strcmp(conf_kv[i], "isolation.level=read_committed"))
+            return true;
+    return false;
+}
+
 int h_consume_all_conf(const char *bootstraps, const char *topic,
                        int timeout_ms, const char *const *conf_kv,
                        h_record_list *out)
@@ -589,6 +640,9 @@ int h_consume_all_conf(const char *bootstraps, const char *topic,
     char last_error[512] = "";
 
     if (topic_partition_count(rk, topic, &nparts))
+        goto done;
+    if (reads_committed(conf_kv) &&
+        wait_stable(bootstraps, rk, topic, nparts, deadline))
         goto done;
     high = h_xcalloc((size_t)nparts, sizeof(*high));
     next = h_xcalloc((size_t)nparts, sizeof(*next));

@@ -150,8 +150,11 @@ void h_producer_abandon(h_producer *p);
 int h_consume_all(const char *bootstraps, const char *topic, int timeout_ms,
                   h_record_list *out) H_WARN_UNUSED;
 /* The same with extra consumer settings ("key=value", NULL-terminated),
- * e.g. H_READ_COMMITTED: then the end is the last stable offset and only
- * committed transactional records are read. */
+ * e.g. H_READ_COMMITTED: then only committed transactional records are
+ * read, and the read first waits (within timeout_ms) for every transaction
+ * on the topic to end (the last stable offsets reach the high watermarks:
+ * a crashed writer's open transaction is aborted by its timeout), so it
+ * reads all that was written. */
 int h_consume_all_conf(const char *bootstraps, const char *topic,
                        int timeout_ms, const char *const *conf_kv,
                        h_record_list *out) H_WARN_UNUSED;

@@ -552,6 +552,108 @@ void h_kenv_free(h_kenv *e)
     (void)h_kfixture_teardown(NULL);
 }
 
+/* ---- checking a test's outcome ----------------------------------------- */
+
+/* The group's committed offsets are the input's end. */
+void h_kenv_committed_end(h_kenv *e)
+{
+    int64_t c[256];
+    H_MUST(h_committed_retry(e->h.bs, e->group, e->in, e->st->nparts, c, 30000));
+    for (int p = 0; p < e->st->nparts; p++)
+        if (c[p] != e->st->next[p])
+            h_test_fail("%s [%d]: the group %s committed %lld, want the "
+                        "input's end %lld", e->in, p, e->group, (long long)c[p],
+                     (long long)e->st->next[p]);
+}
+
+void h_kenv_wait_committed_end(h_kenv *e, h_proc *const *procs,
+                               int timeout_ms)
+{
+    h_wait_committed_tolerant(e->h.bs, e->group, e->in, e->st->nparts,
+                              e->st->next, procs, timeout_ms);
+}
+
+/* Every unique key of the stream exactly once in the output (read at
+ * read_committed); returns the records (owned by e->st). */
+h_outrec *h_kenv_expect_once(h_kenv *e, size_t *n, const char *why)
+{
+    h_outrec *o = h_read_out_committed(e->st, e->h.bs, e->out, e->in, n);
+    unsigned *c = h_count_copies(e->st, e->in, e->st->n, NULL);
+    h_expect_once(e->st, c, e->in, e->out, e->st->n, why);
+    if (*n != e->st->nids)
+        h_test_fail("%s: %zu records in %s, want %zu (one per key)", why, *n,
+                    e->out, e->st->nids);
+    return o;
+}
+
+/*
+ * The rejected topic (read_committed): every record a copy of an input
+ * record (key, value, bloomstage-src) with bloomstage-reason duplicate;
+ * every input record that is not its key's first is there at least once,
+ * no first record is.  Returns how many records it holds; *extra gets the
+ * copies beyond one per record.
+ */
+size_t h_kenv_expect_rejected(h_kenv *e, size_t *extra)
+{
+    h_stream *st = e->st;
+    h_record_list l = {0};
+    int rc = h_consume_all_conf(e->h.bs, e->rej, H_CONSUME_MS,
+                                H_READ_COMMITTED, &l);
+    if (rc)
+        h_record_list_free(&l);
+    H_MUST(rc);
+    free(e->scratch);
+    uint8_t *seen = e->scratch = h_xcalloc(st->n, 1);
+    char bad[512] = "";
+    size_t x = 0;
+    for (size_t k = 0; k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        size_t i = h_stream_which(st, r);
+        if (i >= st->n) {
+            snprintf(bad, sizeof(bad), "%s %d:%lld is no input record",
+                     e->rej, (int)r->partition, (long long)r->offset);
+            break;
+        }
+        const h_header *src = h_header_last(r, "bloomstage-src");
+        const h_header *why = h_header_last(r, "bloomstage-reason");
+        char want[128];
+        snprintf(want, sizeof(want), "%s:%d:%lld", e->in, (int)st->part[i],
+                 (long long)st->off[i]);
+        if (!src || !src->value || strcmp(src->value, want) || !why ||
+            !why->value || strcmp(why->value, "duplicate"))
+            snprintf(bad, sizeof(bad), "%s %d:%lld (input record %zu, %s): "
+                     "bloomstage-src '%s' reason '%s', want that place "
+                     "and 'duplicate'", e->rej, (int)r->partition,
+                     (long long)r->offset, i, want,
+                     src && src->value ? (const char *)src->value : "(none)",
+                     why && why->value ? (const char *)why->value : "(none)");
+        else if (st->first[st->id[i]] == i)
+            snprintf(bad, sizeof(bad), "%s %d:%lld: input record %zu (%s), "
+                     "the first of key k%07u, was rejected as a duplicate",
+                     e->rej, (int)r->partition, (long long)r->offset, i,
+                     want, st->id[i]);
+        else if (seen[i]++)
+            x++;
+    }
+    size_t n = l.n;
+    h_record_list_free(&l);
+    if (bad[0])
+        h_test_fail("%s", bad);
+    size_t missing = 0, first_missing = 0;
+    for (size_t i = 0; i < st->n; i++)
+        if (st->first[st->id[i]] != i && !seen[i] && missing++ == 0)
+            first_missing = i;
+    if (missing)
+        h_test_fail("%zu duplicates of the input are not in %s (neither "
+                 "forwarded nor rejected: lost), e.g. record %zu at %s:%d:%lld",
+                 missing, e->rej, first_missing, e->in,
+                 (int)st->part[first_missing],
+                 (long long)st->off[first_missing]);
+    if (extra)
+        *extra = x;
+    return n;
+}
+
 static h_kcluster *g_group_cluster;
 
 static int kgroup_setup(int nodes)

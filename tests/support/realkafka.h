@@ -127,6 +127,20 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o);
 /* Ends a test that went well: h_kfixture_teardown. */
 void h_kenv_free(h_kenv *e);
 
+/* Checks of a test's outcome on e->st (they fail the test): the group's
+ * committed offsets are the input's end (now; or polled for, procs alive);
+ * every unique key exactly once in NAME-out read at read_committed (the
+ * records returned, owned by e->st; why is said on failure); NAME-rej
+ * (read_committed) holds only copies of input records with
+ * bloomstage-reason duplicate, every record that is not its key's first at
+ * least once and no first one -- returns its size, *extra the copies
+ * beyond one per record (may be NULL). */
+void h_kenv_committed_end(h_kenv *e);
+void h_kenv_wait_committed_end(h_kenv *e, h_proc *const *procs,
+                               int timeout_ms);
+h_outrec *h_kenv_expect_once(h_kenv *e, size_t *n, const char *why);
+size_t h_kenv_expect_rejected(h_kenv *e, size_t *extra);
+
 /* cmocka group setup and teardown of a test file that runs on one
  * cluster: 1 or 3 nodes started, then stopped; h_kgroup_cluster() is it. */
 int h_kgroup_setup1(void **state);

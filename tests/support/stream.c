@@ -197,6 +197,17 @@ void h_stream_produce(const h_stream *st, const char *bootstraps,
     }
 }
 
+size_t h_stream_which(const h_stream *st, const h_record *r)
+{
+    const char *v = r->value;
+    char *end = NULL;
+    size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
+    if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
+        strcmp(r->key, st->key[i]))
+        return st->n;
+    return i;
+}
+
 h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
                           const char *out_topic, const char *in_topic,
                           const char *const *conf_kv, size_t *n)
@@ -214,10 +225,8 @@ h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
     for (size_t k = 0; k < l.n && !bad[0]; k++) {
         const h_record *r = &l.recs[k];
         const char *v = r->value;
-        char *end = NULL;
-        size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
-        if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
-            strcmp(r->key, st->key[i])) {
+        size_t i = h_stream_which(st, r);
+        if (i >= st->n) {
             snprintf(bad, sizeof(bad), "%s %d:%lld: key '%s' value '%s' is "
                      "no input record", out_topic, (int)r->partition,
                      (long long)r->offset,

@@ -13,6 +13,7 @@
 #define BS_SUPPORT_STREAM_H
 
 #include "core.h"
+#include "kafka.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -104,6 +105,9 @@ h_outrec *h_read_out(h_stream *st, const char *bootstraps,
                      const char *out_topic, const char *in_topic, size_t *n);
 /* The same reading with extra consumer settings (h_consume_all_conf),
  * e.g. H_READ_COMMITTED. */
+/* Which input record of st the record r (read from an output or rejected
+ * topic) is a copy of, by its key and its value "vN"; st->n if none. */
+size_t h_stream_which(const h_stream *st, const h_record *r);
 h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
                           const char *out_topic, const char *in_topic,
                           const char *const *conf_kv, size_t *n);

@@ -1,0 +1,521 @@
+/*
+ * txn.c -- bench_txn: what exactly_once by Kafka transactions costs in
+ * rate and in latency, on a real Apache Kafka broker (bench/txn: this
+ * starts a 1-node one with scripts/kafka, or --bootstrap LIST uses one that
+ * runs).
+ *
+ *   bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]
+ *             [--intervals MS,MS,...] [--rounds K]
+ *             [--bootstrap LIST] [--bloomstage PATH]
+ *
+ * Rate: for each round, N records (each key twice) are loaded into a fresh
+ * input, then `bloomstage run` (checkpoint.interval.ms=1000) with
+ * at_least_once, exactly_once by replay and by transactions; the rate is N
+ * over the time from its assignment until the group's committed offsets
+ * reach the input's end (with transactions the output is then visible);
+ * the commits come once a second, so N should take several seconds.
+ *
+ * Latency: for each round and each configuration -- at_least_once and
+ * replay with a 1000 ms checkpoint interval (the baselines: their output
+ * is visible as soon as it is produced), then
+ * exactly_once.method=transactions with each checkpoint interval -- it
+ * creates an input and an output topic (4 partitions),
+ * starts `bloomstage run` on them, and once the stage has its partitions
+ * appends R records/s of distinct keys for S seconds, each with its append
+ * time as the record timestamp (which the stage forwards).  A
+ * read_committed consumer on the output takes each record's latency: the
+ * time it was read minus its timestamp (one clock: all on this machine),
+ * except for the records of the first WARMUP_S seconds (the clients'
+ * start-up; they are checked like the others).  The stage learns its
+ * output's partitions within 0.1 s, as in bench/e2e.
+ * It prints p50, p99 and the maximum per configuration and round, and the
+ * median over rounds; every record of the input must arrive once.
+ *
+ * Owns its topics and its stage processes; the broker is the support
+ * layer's (tests/support/realkafka.h) when it starts one.
+ */
+#include "support.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NPARTS 4
+#define MAX_CONF 8
+#define MAX_ROUNDS 9
+#define WARMUP_S 3.0 /* latency: the first seconds' records not timed */
+
+typedef struct conf {
+    const char *method; /* exactly_once.method; NULL: at_least_once */
+    int interval_ms;
+    bool rate_too;      /* also in the rate comparison */
+    double p50[MAX_ROUNDS], p99[MAX_ROUNDS], max[MAX_ROUNDS];
+    double rate[MAX_ROUNDS];
+} conf;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof(*s));
+    qsort(s, (size_t)n, sizeof(*s), cmp_d);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* Topics NAME-in and NAME-out, and `bloomstage run` on them as the
+ * configuration says, assigned its partitions.  0, or -1 with a message. */
+typedef struct stage_run {
+    char in[64], out[64], group[64];
+    char *log_path;
+    h_proc *proc;
+} stage_run;
+
+static int stage_setup(stage_run *r, const char *bs, const char *name)
+{
+    memset(r, 0, sizeof(*r));
+    snprintf(r->in, sizeof(r->in), "%s-in", name);
+    snprintf(r->out, sizeof(r->out), "%s-out", name);
+    snprintf(r->group, sizeof(r->group), "%s", name);
+    if (h_create_topic(bs, r->in, NPARTS, 1, NULL) ||
+        h_create_topic(bs, r->out, NPARTS, 1, NULL)) {
+        fprintf(stderr, "bench_txn: %s\n", h_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int stage_start(stage_run *r, const char *bs, const char *bin,
+                       const char *dir, const conf *c)
+{
+    char *conf_path = h_strdupf("%s/%s.conf", dir, r->group);
+    char *text = h_strdupf(
+        "input.topics=%s\noutput.topic=%s\nconsumer.group.id=%s\n"
+        "kafka.bootstrap.servers=%s\ncheckpoint.dir=%s/%s\n"
+        "checkpoint.interval.ms=%d\nprocessing.guarantee=%s\n"
+        "exactly_once.method=%s\n"
+        "consumer.fetch.wait.max.ms=10\nlog.stats.interval.ms=0\n"
+        /* the first-record lag (bench/e2e.c): the output topic's
+         * partitions learnt within 0.1 s */
+        "producer.topic.metadata.refresh.interval.ms=100\n",
+        r->in, r->out, r->group, bs, dir, r->group, c->interval_ms,
+        c->method ? "exactly_once" : "at_least_once",
+        c->method ? c->method : "auto");
+    int rc = h_write_file(conf_path, text);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "bench_txn: %s\n", h_last_error());
+        free(conf_path);
+        return -1;
+    }
+    r->log_path = h_strdupf("%s/%s.log", dir, r->group);
+    char *const argv[] = {(char *)bin, "run", "-c", conf_path, NULL};
+    h_spawn_opts so = {.log_path = r->log_path};
+    rc = h_process_spawn_opts(argv, &so, &r->proc);
+    free(conf_path);
+    if (rc) {
+        fprintf(stderr, "bench_txn: cannot start the stage: %s\n",
+                h_last_error());
+        return -1;
+    }
+    /* The stage has its partitions: its log says so. */
+    for (double t0 = h_now_s();;) {
+        char *l = NULL;
+        size_t llen = 0;
+        bool ok = h_read_file(r->log_path, &l, &llen) == 0 && l &&
+                  strstr(l, "msg=\"partition assigned\"");
+        free(l);
+        if (ok)
+            return 0;
+        int st;
+        if (h_process_wait(r->proc, 0, &st) == 0 || h_now_s() - t0 > 120) {
+            fprintf(stderr, "bench_txn: the stage was not assigned its "
+                    "partitions (log %s)\n", r->log_path);
+            return -1;
+        }
+        h_nap(20);
+    }
+}
+
+/* SIGTERM: it must drain and exit 0.  0 or -1. */
+static int stage_stop(stage_run *r)
+{
+    int rc = 0;
+    if (r->proc) {
+        int st = 0;
+        if (h_process_terminate(r->proc, 30000, &st) != 0 || !WIFEXITED(st) ||
+            WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "bench_txn: the stage did not stop cleanly (log "
+                    "%s)\n", r->log_path);
+            rc = -1;
+        }
+        h_process_free(r->proc);
+    }
+    free(r->log_path);
+    memset(r, 0, sizeof(*r));
+    return rc;
+}
+
+static void conf_name(const conf *c, int round, const char *phase,
+                      char *buf, size_t size)
+{
+    snprintf(buf, size, "bt-%s-%s%d-%d", phase,
+             c->method ? c->method : "alo", c->interval_ms, round);
+}
+
+/* Rate: n records (each key twice, the second copy later) loaded first,
+ * then the stage started; from its assignment until the group's committed
+ * offsets reach the input's end (with transactions: the output committed
+ * and visible). */
+static int rate_one(const char *bs, const char *bin, const char *dir,
+                    conf *c, int round, size_t n)
+{
+    char name[64];
+    conf_name(c, round, "rate", name, sizeof(name));
+    stage_run r;
+    if (stage_setup(&r, bs, name))
+        return -1;
+    rd_kafka_conf_t *pc = h_kafka_conf(bs);
+    rd_kafka_conf_set(pc, "linger.ms", "20", NULL, 0);
+    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, NULL, 0);
+    if (!prod)
+        return -1;
+    size_t half = (n + 1) / 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i < half ? i : i - half;
+        char key[32];
+        int klen = snprintf(key, sizeof(key), "k%09zu", k);
+        while (rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(r.in),
+                                 RD_KAFKA_V_PARTITION((int32_t)(k % NPARTS)),
+                                 RD_KAFKA_V_KEY(key, (size_t)klen),
+                                 RD_KAFKA_V_VALUE(key, (size_t)klen),
+                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                 RD_KAFKA_V_END) ==
+               RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(prod, 10);
+    }
+    rd_kafka_flush(prod, 60000);
+    int64_t end[NPARTS];
+    for (int p = 0; p < NPARTS; p++) {
+        int64_t lo;
+        if (rd_kafka_query_watermark_offsets(prod, r.in, p, &lo, &end[p],
+                                             10000)) {
+            rd_kafka_destroy(prod);
+            return -1;
+        }
+    }
+    rd_kafka_destroy(prod);
+    int rc = stage_start(&r, bs, bin, dir, c);
+    double t0 = h_now_s();
+    while (rc == 0) {
+        int64_t got[NPARTS];
+        bool done = h_committed(bs, r.group, r.in, NPARTS, got) == 0;
+        for (int p = 0; done && p < NPARTS; p++)
+            done = got[p] == end[p];
+        if (done)
+            break;
+        if (h_now_s() - t0 > 600) {
+            fprintf(stderr, "bench_txn: %s: not committed to the end in "
+                    "600 s\n", name);
+            rc = -1;
+        }
+        h_nap(20);
+    }
+    double dt = h_now_s() - t0;
+    if (stage_stop(&r))
+        rc = -1;
+    if (rc == 0)
+        c->rate[round] = (double)n / dt;
+    return rc;
+}
+
+/* Latency: rate records/s appended for `seconds` while the stage runs. */
+static int latency_one(const char *bs, const char *bin, const char *dir,
+                       conf *c, int round, double rate, double seconds)
+{
+    char name[64];
+    conf_name(c, round, "lat", name, sizeof(name));
+    stage_run r;
+    if (stage_setup(&r, bs, name))
+        return -1;
+    int rc = -1;
+    rd_kafka_t *prod = NULL, *cons = NULL;
+    size_t total = (size_t)(rate * seconds);
+    int64_t *lat = calloc(total ? total : 1, sizeof(*lat));
+    uint8_t *seen = calloc(total ? total : 1, 1);
+    if (!lat || !seen || stage_start(&r, bs, bin, dir, c))
+        goto out;
+    rd_kafka_conf_t *pc = h_kafka_conf(bs);
+    rd_kafka_conf_set(pc, "linger.ms", "0", NULL, 0);
+    prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, NULL, 0);
+    rd_kafka_conf_t *cc = h_kafka_conf(bs);
+    char cgroup[80];
+    snprintf(cgroup, sizeof(cgroup), "%s-reader", r.group);
+    rd_kafka_conf_set(cc, "group.id", cgroup, NULL, 0);
+    rd_kafka_conf_set(cc, "auto.offset.reset", "earliest", NULL, 0);
+    rd_kafka_conf_set(cc, "isolation.level", "read_committed", NULL, 0);
+    rd_kafka_conf_set(cc, "fetch.wait.max.ms", "10", NULL, 0);
+    cons = rd_kafka_new(RD_KAFKA_CONSUMER, cc, NULL, 0);
+    if (!prod || !cons) {
+        fprintf(stderr, "bench_txn: cannot create the clients\n");
+        goto out;
+    }
+    rd_kafka_poll_set_consumer(cons);
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, r.out, RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(cons, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    size_t sent = 0, got = 0, nlat = 0;
+    double start = h_now_s(), deadline = start + seconds + 60;
+    while (got < total && h_now_s() < deadline) {
+        double now = h_now_s();
+        while (sent < total && sent < (size_t)((now - start) * rate)) {
+            char key[32];
+            int klen = snprintf(key, sizeof(key), "k%09zu", sent);
+            int64_t ts = (int64_t)(h_wall_s() * 1000);
+            rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(r.in),
+                              RD_KAFKA_V_PARTITION((int32_t)(sent % NPARTS)),
+                              RD_KAFKA_V_KEY(key, (size_t)klen),
+                              RD_KAFKA_V_VALUE(key, (size_t)klen),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_TIMESTAMP(ts), RD_KAFKA_V_END);
+            sent++;
+        }
+        rd_kafka_poll(prod, 0);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 1);
+        if (!m)
+            continue;
+        if (!m->err && m->key_len > 1) {
+            int64_t now_ms = (int64_t)(h_wall_s() * 1000);
+            size_t i = strtoul((const char *)m->key + 1, NULL, 10);
+            if (i < total && !seen[i]++) {
+                got++;
+                /* Records appended in the first WARMUP_S seconds are
+                 * checked, not timed: the clients' start-up. */
+                if ((double)i >= WARMUP_S * rate)
+                    lat[nlat++] = now_ms - rd_kafka_message_timestamp(m, NULL);
+            } else if (i < total) {
+                fprintf(stderr, "bench_txn: %s: key %zu twice\n", r.out, i);
+                rd_kafka_message_destroy(m);
+                goto out;
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    if (got < total) {
+        fprintf(stderr, "bench_txn: %s: %zu of %zu records arrived\n", r.out,
+                got, total);
+        goto out;
+    }
+    if (nlat == 0) {
+        fprintf(stderr, "bench_txn: --seconds must exceed the %g s "
+                "warm-up\n", WARMUP_S);
+        goto out;
+    }
+    qsort(lat, nlat, sizeof(*lat), cmp_i64);
+    c->p50[round] = (double)lat[nlat / 2];
+    c->p99[round] = (double)lat[(nlat * 99) / 100];
+    c->max[round] = (double)lat[nlat - 1];
+    rc = 0;
+out:
+    if (cons) {
+        rd_kafka_consumer_close(cons);
+        rd_kafka_destroy(cons);
+    }
+    if (prod) {
+        rd_kafka_flush(prod, 10000);
+        rd_kafka_destroy(prod);
+    }
+    if (stage_stop(&r))
+        rc = -1;
+    free(lat);
+    free(seen);
+    return rc;
+}
+
+static const char USAGE[] =
+    "usage: bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]\n"
+    "                 [--intervals MS,MS,...] [--rounds K]\n"
+    "                 [--bootstrap LIST] [--bloomstage PATH]\n"
+    "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
+    "transactions (and by replay) against at_least_once (N records loaded\n"
+    "first, checkpoint.interval.ms=1000), and the latency append -> visible\n"
+    "to a read_committed consumer (R records/s for S s, the first 3 s not\n"
+    "timed) at each checkpoint\n"
+    "interval with transactions, against at_least_once and replay.\n";
+
+static const char *conf_label(const conf *c)
+{
+    return c->method ? c->method : "at_least_once";
+}
+
+static void spread(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    double rate = 2000, seconds = 20;
+    size_t records = 1000000;
+    int rounds = 3;
+    const char *intervals = "100,1000,5000";
+    const char *bs = NULL;
+    bool latency = true;
+    const char *bin = getenv("BLOOMSTAGE_BIN");
+    if (!bin)
+        bin = BENCH_BLOOMSTAGE_PATH;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--no-latency")) {
+            latency = false;
+            continue;
+        }
+        if (!v) {
+            fputs(USAGE, stderr);
+            return 2;
+        }
+        if (!strcmp(a, "--records"))
+            records = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--rate"))
+            rate = atof(v);
+        else if (!strcmp(a, "--seconds"))
+            seconds = atof(v);
+        else if (!strcmp(a, "--intervals"))
+            intervals = v;
+        else if (!strcmp(a, "--rounds"))
+            rounds = atoi(v);
+        else if (!strcmp(a, "--bootstrap"))
+            bs = v;
+        else if (!strcmp(a, "--bloomstage"))
+            bin = v;
+        else {
+            fputs(USAGE, stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (rate <= 0 || seconds <= 0 || records < 2 || rounds < 1 ||
+        rounds > MAX_ROUNDS) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    h_env_scrub("BLOOMSTAGE_");
+    conf confs[MAX_CONF] = {
+        {.method = NULL, .interval_ms = 1000, .rate_too = true},
+        {.method = "replay", .interval_ms = 1000, .rate_too = true},
+    };
+    int nconf = 2;
+    for (const char *p = intervals; *p && nconf < MAX_CONF;) {
+        conf *c = &confs[nconf++];
+        c->method = "transactions";
+        c->interval_ms = atoi(p);
+        c->rate_too = c->interval_ms == 1000;
+        if (c->interval_ms <= 0) {
+            fputs(USAGE, stderr);
+            return 2;
+        }
+        p = strchr(p, ',');
+        if (!p)
+            break;
+        p++;
+    }
+    h_kcluster *cluster = NULL;
+    if (!bs) {
+        if (h_kcluster_start(1, &cluster)) {
+            fprintf(stderr, "bench_txn: %s\n", h_last_error());
+            return 1;
+        }
+        bs = h_kcluster_bootstraps(cluster);
+    }
+    char *dir = NULL;
+    if (h_tmpdir_new(&dir)) {
+        fprintf(stderr, "bench_txn: %s\n", h_last_error());
+        return 1;
+    }
+    printf("bench_txn: rate: %zu records (each key twice) loaded, then the "
+           "stage, checkpoint.interval.ms=1000, until the committed offsets "
+           "are the input's end; latency: %g records/s of new keys for %g s, "
+           "read (read_committed) - append, the first %g s not timed; %d "
+           "partitions, %d rounds\n",
+           records, rate, seconds, WARMUP_S, NPARTS, rounds);
+    int rc = 0;
+    for (int r = 0; r < rounds && rc == 0; r++) {
+        for (int k = 0; k < nconf && rc == 0; k++) {
+            if (!confs[k].rate_too)
+                continue;
+            rc = rate_one(bs, bin, dir, &confs[k], r, records);
+            if (rc == 0)
+                printf("round %d rate    %-13s interval %5d ms: %8.0f "
+                       "records/s\n", r + 1, conf_label(&confs[k]),
+                       confs[k].interval_ms, confs[k].rate[r]);
+            fflush(stdout);
+        }
+        for (int k = 0; latency && k < nconf && rc == 0; k++) {
+            rc = latency_one(bs, bin, dir, &confs[k], r, rate, seconds);
+            if (rc == 0)
+                printf("round %d latency %-13s interval %5d ms: p50 %6.0f  "
+                       "p99 %6.0f  max %6.0f ms\n", r + 1,
+                       conf_label(&confs[k]), confs[k].interval_ms,
+                       confs[k].p50[r], confs[k].p99[r], confs[k].max[r]);
+            fflush(stdout);
+        }
+    }
+    if (rc == 0) {
+        printf("median over %d rounds (min-max):\n", rounds);
+        const conf *alo = &confs[0];
+        for (int k = 0; k < nconf; k++) {
+            const conf *c = &confs[k];
+            double lo, hi;
+            if (c->rate_too) {
+                double ratio[MAX_ROUNDS];
+                for (int r = 0; r < rounds; r++)
+                    ratio[r] = c->rate[r] / alo->rate[r];
+                spread(ratio, rounds, &lo, &hi);
+                printf("  rate    %-13s: %8.0f records/s, %.2fx "
+                       "at_least_once's (%.2f-%.2f)\n", conf_label(c),
+                       median(c->rate, rounds), median(ratio, rounds), lo,
+                       hi);
+            }
+        }
+        for (int k = 0; latency && k < nconf; k++) {
+            const conf *c = &confs[k];
+            double lo50, hi50, lo99, hi99;
+            spread(c->p50, rounds, &lo50, &hi50);
+            spread(c->p99, rounds, &lo99, &hi99);
+            printf("  latency %-13s interval %5d ms: p50 %6.0f ms "
+                   "(%.0f-%.0f)  p99 %6.0f ms (%.0f-%.0f)\n", conf_label(c),
+                   c->interval_ms, median(c->p50, rounds), lo50, hi50,
+                   median(c->p99, rounds), lo99, hi99);
+        }
+    }
+    h_tmpdir_remove(dir);
+    free(dir);
+    if (cluster && h_kcluster_stop(cluster))
+        fprintf(stderr, "bench_txn: stopping the broker: %s\n",
+                h_last_error());
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,13 @@
+# bench_txn: the latency exactly_once by Kafka transactions adds (append ->
+# visible to a read_committed consumer, p50/p99) at several checkpoint
+# intervals, against at_least_once, on a real Apache Kafka broker
+# (bench/txn.c; bench/txn starts the broker, builds a Release tree and runs
+# it).  Like bench_e2e it runs the bloomstage binary and links the support
+# layer (tests/support, bstestsupport).
+include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+add_executable(bench_txn ${CMAKE_CURRENT_LIST_DIR}/txn.c)
+target_link_libraries(bench_txn PRIVATE bstestsupport PkgConfig::RDKAFKA
+  Threads::Threads m)
+target_compile_definitions(bench_txn PRIVATE
+  BENCH_BLOOMSTAGE_PATH="$<TARGET_FILE:bloomstage>")
+add_dependencies(bench_txn bloomstage)

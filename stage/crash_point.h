@@ -1,0 +1,29 @@
+/*
+ * crash_point.h -- the names of the points of a checkpoint round where
+ * BLOOMSTAGE_CRASH_AT=NAME[:N] makes the stage exit abruptly (test-only,
+ * crash_point.c), and the exit status it then has.  Header-only, so the
+ * test support layer (tests/support/crash.h) shares the one list without
+ * linking the engine.  Owned by the engine; tests only read it.
+ *
+ * In the order a round passes them (after-send-offsets with transactions
+ * only; after-commit is after the transaction's commit, or the consumer's):
+ */
+#ifndef BLOOMSTAGE_CRASH_POINT_H
+#define BLOOMSTAGE_CRASH_POINT_H
+
+#define BS_CRASH_POINTS(X)                                                   \
+    X(AFTER_FLUSH, "after-flush")                                            \
+    X(AFTER_CKPT_WRITE, "after-checkpoint-write")                            \
+    X(AFTER_STORE_SYNC, "after-store-sync")                                  \
+    X(AFTER_SEND_OFFSETS, "after-send-offsets")                              \
+    X(AFTER_COMMIT, "after-commit")                                          \
+    X(AFTER_STORE_COMMITTED, "after-store-committed")
+
+#define BS_CRASH_POINT_NAME_(id, name) name,
+#define BS_CRASH_POINT_DEFINE_(id, name) static const char *const BS_CRASH_##id = name;
+BS_CRASH_POINTS(BS_CRASH_POINT_DEFINE_)
+
+/* The exit status of a stage that stopped at a crash point. */
+#define BS_CRASH_EXIT 86
+
+#endif

@@ -1,0 +1,321 @@
+/*
+ * test_kafka_txn.c -- exactly_once by Kafka transactions
+ * (exactly_once.method=transactions), shown against Apache Kafka itself
+ * (one KRaft node from scripts/kafka, started once for the binary; each
+ * test with topics and a group of its own), every topic read as downstream
+ * consumers read it (isolation.level=read_committed):
+ *
+ *   1. the stage stopped abruptly at every named crash point of a round
+ *      (BLOOMSTAGE_CRASH_AT: after the flush, the checkpoint write, the
+ *      store's sync, send_offsets, the commit, the store's release), and
+ *      killed -9 at two moments, restarting each time with the input fed
+ *      meanwhile: every unique key exactly once in the output, and -- the
+ *      rejected records being in the transaction too -- every other input
+ *      record exactly once in the rejected topic;
+ *   2. the zombie, twice: an instance SIGSTOPped past its session timeout
+ *      while a second one takes its partitions, then SIGCONTed with records
+ *      in flight; it logs that it was fenced, rejoins, and nothing is lost
+ *      or doubled (the Kafka store, whose records are in the transaction);
+ *   3. a transaction that times out (producer.transaction.timeout.ms far
+ *      below a stall of the stage, the session timeout above it): rolled
+ *      back, then exactly once;
+ *   4. the broker stopped and started again mid-transaction: exactly once.
+ *
+ * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
+ * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
+ * prints every stage's stderr; BS_KT_STAGE_X="k=v ..." adds -X settings.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define NPARTS 4
+
+#define SAID_ASSIGNED "msg=\"partition assigned\""
+#define SAID_TXN "msg=\"exactly_once method\" method=transactions"
+#define SAID_FENCED "msg=\"fenced:"
+
+/* Every stage here: transactions, and a transaction timeout short enough
+ * that one left open by a killed instance (a restart has the same
+ * transactional.id and aborts it at once; a second instance does not) ends
+ * within the test's waits. */
+#define TXN_X "exactly_once.method=transactions"
+#define TXN_TIMEOUT_X "producer.transaction.timeout.ms=10000"
+
+static h_kenv *env_new(const char *name, bool kafka_store, int ckpt_ms)
+{
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .ckdir = !kafka_store,
+                     .kafka_store = kafka_store, .checkpoint_ms = ckpt_ms,
+                     .capacity = 30000};
+    return h_kenv_new(h_kgroup_cluster(), name, &o);
+}
+
+/* The run used transactions (start-up says so). */
+static void expect_txn(h_proc *p)
+{
+    if (!h_said(p, SAID_TXN))
+        h_stage_fail(p, "the stage did not log '%s'", SAID_TXN);
+}
+
+/* e->st: n records (dup_pct of them copies of earlier keys), the first n0
+ * in the input already, the rest fed from the wait loops once
+ * h_feed_rate says how fast. */
+static void stream_fed(h_kenv *e, size_t n, size_t n0, uint64_t seed,
+                       unsigned dup_pct)
+{
+    e->st = h_stream_new(n, NPARTS, seed);
+    h_stream_add(e->st, n, dup_pct);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, n0, NULL);
+    h_feed_start(e->h.bs, e->in, e->st, n0);
+}
+
+/* A stage with -X xs (and env), assigned its partitions, on transactions. */
+static h_proc *start_txn(h_kenv *e, const char *const *xs, char *const *env)
+{
+    h_proc *p = h_stage_start(e->conf, xs, env);
+    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    expect_txn(p);
+    return p;
+}
+
+/* Records in p's open transaction: the output holds out_min records, a
+ * round committed, then 300 ms of input processed after it. */
+static void mid_transaction(h_kenv *e, h_proc *p, int64_t out_min)
+{
+    h_proc *const procs[] = {p, NULL};
+    h_wait_out(e->q, e->out, NPARTS, procs, out_min, 60000);
+    h_wait_said(p, "msg=checkpoint ", h_count_said(p, "msg=checkpoint ") + 1,
+                60000);
+    h_nap(300);
+}
+
+/* The end of a test: every unique key once in the output, every other
+ * record once in the rejected topic, the offsets at the input's end. */
+static void expect_all_once(h_kenv *e, const char *why)
+{
+    h_kenv_committed_end(e);
+    size_t n = 0, extra = 0;
+    h_kenv_expect_once(e, &n, why);
+    size_t nrej = h_kenv_expect_rejected(e, &extra);
+    if (extra)
+        fail_msg("%s: %zu records are in %s more than once (the rejected "
+                 "records are in the transaction)", why, extra, e->rej);
+    print_message("%s: %zu records, %zu keys once in %s, %zu duplicates once "
+                  "in %s\n", why, e->st->n, n, e->out, nrej, e->rej);
+}
+
+/* ---- 1. a crash at every named point, kill -9 at two moments ----------- */
+
+static const h_kill_plan KILLS[] = {
+    {.out_delta = 3000, .what = "mid-batch"},
+    {.out_delta = 1500, .log = "msg=checkpoint ", .log_next = true, .ms = 7,
+     .what = "7 ms after a checkpoint"},
+};
+#define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
+
+static void test_crash_points(void **state)
+{
+    (void)state;
+    h_kenv *e = env_new("kt-crash", false, 500);
+    size_t npoints = 0;
+    while (h_crash_points[npoints])
+        npoints++;
+    stream_fed(e, 150000, 10000, 211, 50);
+    const char *const xs[] = {TXN_X, TXN_TIMEOUT_X, NULL};
+    size_t runs = npoints + NKILLS;
+    for (size_t k = 0; k <= runs; k++) {
+        int64_t out0 = h_topic_end(e->q, e->out, NPARTS, NULL);
+        const char *point = k < npoints ? h_crash_points[k] : NULL;
+        /* The third round of the run: partitions restored, records in
+         * flight. */
+        h_proc *p = start_txn(e, xs, point ? h_crash_env(point, 3) : NULL);
+        const char *what;
+        if (point) {
+            h_feed_rate(3000);
+            h_wait_crashed(p, point, 120000);
+            h_feed_rate(0);
+            what = point;
+        } else if (k < runs) {
+            h_feed_rate(3000);
+            const h_kill_ctx at = {.q = e->q, .out_topic = e->out,
+                                   .out_parts = NPARTS, .out0 = out0};
+            h_kill_at(p, &KILLS[k - npoints], &at);
+            h_feed_rate(0);
+            what = KILLS[k - npoints].what;
+        } else {
+            h_feed_finish(120000);
+            h_proc *const procs[] = {p, NULL};
+            h_kenv_wait_committed_end(e, procs, 180000);
+            h_stage_stop(p);
+            what = "drained on SIGTERM";
+        }
+        print_message("run %zu (%s): output %lld -> %lld (read_uncommitted "
+                      "ends), %zu rollbacks\n", k + 1, what, (long long)out0,
+                      (long long)h_topic_end(e->q, e->out, NPARTS, NULL),
+                      h_count_said(p, "rolling back"));
+        h_proc_release(p);
+    }
+    expect_all_once(e, "transactions, a crash at every named point");
+    h_kenv_free(e);
+}
+
+/* ---- 2. the zombie ------------------------------------------------------ */
+
+/* How many of e->in's partitions p has had assigned (its log). */
+static size_t assigned(h_kenv *e, h_proc *p)
+{
+    char pat[128];
+    snprintf(pat, sizeof(pat), SAID_ASSIGNED " topic=%s ", e->in);
+    return h_count_said(p, pat);
+}
+
+/*
+ * z is stopped past its session timeout (6 s) and its transaction timeout
+ * (10 s, with the broker's 10 s check) while the feed goes on: `other`
+ * takes its partitions.  Then z resumes with records in flight.
+ */
+static void zombie(h_kenv *e, h_proc *z, h_proc *other, const char *zname)
+{
+    h_proc *const both[] = {z, other, NULL};
+    size_t before = assigned(e, other);
+    int64_t out0 = h_topic_end(e->q, e->out, NPARTS, NULL);
+    h_wait_out(e->q, e->out, NPARTS, both, out0 + 2000, 60000);
+    H_CHECK(h_process_kill(z, SIGSTOP));
+    double t0 = h_now_s();
+    /* The other takes z's partitions once z's session has timed out. */
+    while (assigned(e, other) == before) {
+        if (h_now_s() - t0 > 90)
+            h_stage_fail(other, "%s stopped 90 s ago; the other instance "
+                         "was given none of its partitions", zname);
+        h_stage_alive(other, "while the zombie was stopped");
+        h_nap(200);
+    }
+    double taken = h_now_s() - t0;
+    h_nap(12000); /* and beyond z's transaction timeout */
+    size_t fenced0 = h_count_said(z, SAID_FENCED);
+    H_CHECK(h_process_kill(z, SIGCONT));
+    h_wait_said(z, SAID_FENCED, fenced0 + 1, 60000);
+    h_stages_alive(both, "after the zombie resumed");
+    print_message("%s stopped: the other instance had its partitions %.1f s "
+                  "later; resumed after %.1f s, it logged it was fenced\n",
+                  zname, taken, h_now_s() - t0);
+}
+
+static void test_zombie_twice(void **state)
+{
+    (void)state;
+    h_kenv *e = env_new("kt-zombie", true, 1000);
+    stream_fed(e, 120000, 10000, 221, 50);
+    char *cka = h_strdupf("checkpoint.dir=%s/a", e->h.dir);
+    char *ckb = h_strdupf("checkpoint.dir=%s/b", e->h.dir);
+    const char *const xa[] = {TXN_X, TXN_TIMEOUT_X, cka, NULL};
+    const char *const xb[] = {TXN_X, TXN_TIMEOUT_X, ckb, NULL};
+    h_proc *a = start_txn(e, xa, NULL);
+    h_feed_rate(2000);
+    h_proc *b = start_txn(e, xb, NULL);
+    zombie(e, a, b, "instance a");
+    /* a rejoined: the group gives it partitions again. */
+    size_t a0 = assigned(e, a);
+    h_proc *const both[] = {a, b, NULL};
+    double t0 = h_now_s();
+    while (assigned(e, a) == a0) {
+        if (h_now_s() - t0 > 90)
+            h_stage_fail(a, "the fenced instance was given no partition "
+                         "again within 90 s");
+        h_stages_alive(both, "while the fenced instance rejoined");
+        h_nap(200);
+    }
+    zombie(e, b, a, "instance b");
+    h_feed_finish(180000);
+    h_kenv_wait_committed_end(e, both, 240000);
+    h_stage_stop(a);
+    h_stage_stop(b);
+    expect_all_once(e, "transactions, two zombies");
+    free(cka);
+    free(ckb);
+    h_kenv_free(e);
+}
+
+/* ---- 3. a transaction that times out ------------------------------------ */
+
+static void test_txn_timeout(void **state)
+{
+    (void)state;
+    h_kenv *e = env_new("kt-timeout", false, 500);
+    stream_fed(e, 40000, 5000, 231, 40);
+    /* The stall (SIGSTOP, 16 s) outlasts the transaction (2 s, ended by
+     * the broker's check every 10 s), not the session (45 s). */
+    const char *const xs[] = {TXN_X, "producer.transaction.timeout.ms=2000",
+                              "consumer.session.timeout.ms=45000", NULL};
+    h_proc *p = start_txn(e, xs, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(3000);
+    mid_transaction(e, p, 3000);
+    H_CHECK(h_process_kill(p, SIGSTOP));
+    h_nap(16000);
+    H_CHECK(h_process_kill(p, SIGCONT));
+    h_wait_said(p, "rolling back", 1, 60000);
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 180000);
+    print_message("after a 16 s stall with a 2 s transaction timeout: %zu "
+                  "rollbacks, %zu 'fenced' lines\n",
+                  h_count_said(p, "rolling back"),
+                  h_count_said(p, SAID_FENCED));
+    h_stage_stop(p);
+    expect_all_once(e, "transactions, a transaction timed out");
+    h_kenv_free(e);
+}
+
+/* ---- 4. the broker restarted mid-transaction ---------------------------- */
+
+static void test_broker_restart_mid_txn(void **state)
+{
+    (void)state;
+    h_kenv *e = env_new("kt-broker", false, 1000);
+    stream_fed(e, 50000, 5000, 241, 40);
+    const char *const xs[] = {TXN_X, NULL};
+    h_proc *p = start_txn(e, xs, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(3000);
+    mid_transaction(e, p, 5000);
+    double t0 = h_now_s();
+    H_CHECK(h_kcluster_stop_node(h_kgroup_cluster(), 1));
+    h_nap(3000);
+    H_CHECK(h_kcluster_start_node(h_kgroup_cluster(), 1));
+    double away = h_now_s() - t0;
+    h_feed_finish(180000);
+    h_kenv_wait_committed_end(e, procs, 240000);
+    print_message("broker away %.1f s mid-transaction: %zu rollbacks, %zu "
+                  "failed checkpoints\n", away,
+                  h_count_said(p, "rolling back"),
+                  h_count_said(p, "msg=\"checkpoint failed\""));
+    h_stage_stop(p);
+    expect_all_once(e, "transactions, the broker restarted");
+    h_kenv_free(e);
+}
+
+int main(void)
+{
+    h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
+                "BS_KT_STAGE_X");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_crash_points, h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_zombie_twice, h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_txn_timeout, h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_broker_restart_mid_txn,
+                                  h_kfixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, h_kgroup_setup1, h_kgroup_teardown);
+}
