@@ -268,7 +268,8 @@ const bs_config_row bs_config_rows[] = {
              "since (every record carries a bloomstage-src header); it "
              "does not fence an instance paused past its session timeout "
              "that then resumes.  auto: transactions when the broker "
-             "accepts them, else replay (start-up logs which)."},
+             "accepts them, else (and on librdkafka's mock cluster) replay; "
+             "start-up logs which."},
     {.name = "exactly_once.transactional.id", .type = BS_CT_STRING,
      .section = SEC_PROC, .def = "",
      .help = "The producer's transactional.id with exactly_once.method "
