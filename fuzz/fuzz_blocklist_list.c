@@ -12,6 +12,7 @@
  * bs_list_entry counts them; a failure must name the blocklist.  A broken
  * promise aborts.
  */
+#include "fuzz_check.h"
 #include <blocklist.h>
 #include <config.h>
 #include <settings.h>
@@ -25,15 +26,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_blocklist_list: %s:%d: check failed: %s\n",  \
-                    __FILE__, __LINE__, #cond);                                \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
 
 /* Every entry of the list is in the filter, and there are bl->entries of them. */
 static void check_entries(const uint8_t *data, size_t size,

@@ -17,6 +17,7 @@
  * end every model entry is in the set and in the filter (never a false
  * negative).  A broken promise aborts.
  */
+#include "fuzz_check.h"
 #include <blocklist.h>
 #include <config.h>
 #include <settings.h>
@@ -29,15 +30,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_blocklist_topic: %s:%d: check failed: %s\n", \
-                    __FILE__, __LINE__, #cond);                                \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
 
 typedef struct entry {
     const uint8_t *key;

@@ -13,6 +13,7 @@
  * decode to the same fields, and must encode to the same bytes but for the
  * time written and the checksum.  A broken promise aborts.
  */
+#include "fuzz_check.h"
 #include "fuzz_ckpt.h"
 
 #include <checkpoint.h>
@@ -22,15 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_checkpoint: %s:%d: check failed: %s\n",      \
-                    __FILE__, __LINE__, #cond);                                \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
 
 #define FIXED FUZZ_CKPT_FIXED
 #define TIME_OFF 24u

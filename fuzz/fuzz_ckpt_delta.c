@@ -15,6 +15,7 @@
  *   - an applied delta leaves a filter that serializes, loads back to the
  *     same bytes, has no changes pending and is at the delta's id.
  */
+#include "fuzz_check.h"
 #include "ckpt_delta_base.h"
 #include "fuzz_ckpt.h"
 
@@ -23,15 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_ckpt_delta: %s:%d: check failed: %s\n",      \
-                    __FILE__, __LINE__, #cond);                                \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
 
 static bf_membuf serialize(const bf_filter *f)
 {

@@ -22,6 +22,7 @@
  * must say why; a value the configuration holds must read back.  A broken
  * promise aborts.
  */
+#include "fuzz_check.h"
 #include <config.h>
 #include <config_int.h>
 
@@ -31,15 +32,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_config: %s:%d: check failed: %s\n",          \
-                    __FILE__, __LINE__, #cond);                                \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
 
 static FILE *devnull;
 

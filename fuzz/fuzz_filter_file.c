@@ -21,6 +21,7 @@
  * stage caps its dedup filters) and must round-trip again.  Any broken promise aborts, which libFuzzer reports as
  * a crash with the input.
  */
+#include "fuzz_check.h"
 #include <bloomfilters.h>
 
 #include <stdint.h>
@@ -28,15 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_filter_file: %s:%d: check failed: %s\n",     \
-                    __FILE__, __LINE__, #cond);                                \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
 
 /* The filter's serialization; a filter that loaded must serialize. */
 static bf_membuf serialize(const bf_filter *f)
