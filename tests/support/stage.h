@@ -121,9 +121,14 @@ int h_ckpt_next(const char *dir, const char *topic, int partition,
 
 /* ---- what it produces and commits -------------------------------------- */
 
+/* The records of topic a read_committed consumer reads now (transaction
+ * markers and aborted records not counted). */
+int64_t h_count_committed(const char *bootstraps, const char *topic);
+
 /* Polls (150 ms) until every topics[i] holds want[i] records, failing at
  * once if one holds more (records never disappear), and if the stage exits
- * or H_OUTPUT_MS passes first. */
+ * or H_OUTPUT_MS passes first.  Records: as read at read_committed, once
+ * the offsets reach want[i]. */
 void h_wait_totals(h_proc *p, const char *bootstraps,
                    const char *const *topics, const int64_t *want, int n);
 
