@@ -194,7 +194,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const bs_config_blocklist *bl;
         size_t n = bs_config_blocklists(cfg, &bl);
         for (size_t i = 0; i < n; i++)
-            CHECK(bl[i].name[0] != '\0' && bl[i].path && bl[i].path[0] &&
+            /* A list has a file, a topic (a live list), or both. */
+            CHECK(bl[i].name[0] != '\0' &&
+                  ((bl[i].path && bl[i].path[0]) ||
+                   (bl[i].topic && bl[i].topic[0])) &&
                   bl[i].key != NULL && bl[i].fpr > 0);
         get_all(cfg);
     } else {
