@@ -127,6 +127,8 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
                 : bs_store_get(s->store, p->topic, p->partition,
                                s->txn ? at : BS_STORE_NEWEST, &c, errstr,
                                errstr_size);
+    if (r == BS_STORE_AHEAD)
+        return BS_RETRY;
     if (r < 0)
         return BS_FATAL;
     bf_filter_destroy(p->filter);
@@ -354,7 +356,19 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     for (size_t i = 0; i < n; i++) {
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
-        if (part_load(s, p, at[i], errstr, errstr_size) != BS_OK ||
+        bs_rc lr = part_load(s, p, at[i], errstr, errstr_size);
+        if (lr == BS_RETRY) {
+            /* Its state is ahead of the commit (another owner went on):
+             * it waits, unprocessed, for a retry or its revocation. */
+            char q[1100];
+            bs_log(BS_LOG_WARN, "restore deferred", "topic=%s partition=%d "
+                   "error=%s", p->topic, (int)p->partition,
+                   bs_log_quote(errstr, q, sizeof(q)));
+            bs_part_set_state(s, p, BS_PART_RESTORE_PENDING);
+            rc = BS_RETRY;
+            continue;
+        }
+        if (lr != BS_OK ||
             await_committed_checkpoint(s, p, at[i], errstr, errstr_size) !=
                 BS_OK) {
             rc = BS_FATAL;
@@ -388,10 +402,12 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     }
     double t0 = bs_now();
     /* A tail that cannot be read is the broker, not the state: retried. */
-    if (nt > 0 &&
+    bool tail_failed =
+        nt > 0 &&
         bs_replay_tail(s->tail, s->set.output_topic, s->set.dedup_key,
                        s->fparams.seed, t, nt, BS_TIMEOUT_REPLAY_MS, errstr,
-                       errstr_size) != 0)
+                       errstr_size) != 0;
+    if (tail_failed)
         rc = BS_RETRY;
     uint64_t total = 0;
     for (size_t i = 0, k = 0; i < n; i++) {
@@ -406,12 +422,12 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             if (s->txn)
                 p->committed = p->ckpt_offset; /* not moved back */
         }
-        if (rc != BS_OK && replay[i])
+        if (tail_failed && replay[i])
             bs_part_set_state(s, p, BS_PART_RESTORE_PENDING);
         else if (p->state == BS_PART_RESTORING)
             bs_part_set_state(s, p, BS_PART_ACTIVE);
     }
-    if (rc == BS_OK && total > 0)
+    if (!tail_failed && total > 0)
         bs_log(BS_LOG_INFO, "output tail replayed", "partitions=%zu "
                "records=%llu seconds=%.3f", nt, (unsigned long long)total,
                bs_now() - t0);

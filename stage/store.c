@@ -606,7 +606,7 @@ static int kafka_get(bs_store *st, const char *topic, int32_t part,
                  "%lld, past the committed %lld, and no older one is kept",
                  name, (long long)out->next_offset, (long long)at_offset);
         bs_ckpt_free(out);
-        rc = -1;
+        rc = BS_STORE_AHEAD;
     }
     if (rc == 1) {
         known *k = known_find(st, topic, part, true);

@@ -71,8 +71,12 @@ int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
  * committed): the newest durable state whose next_offset <= at_offset.  1
  * loaded, 0 none, -1 unreadable or damaged (errstr says which and where).
  * The dir store removes the states newer than the one loaded (written,
- * never committed).  The kafka store keeps one state: it fails when that
- * one is past at_offset. */
+ * never committed).  The kafka store keeps one state: BS_STORE_AHEAD when
+ * that one is past at_offset. */
+/* bs_store_get's answer when the kafka store's one state is past
+ * at_offset: another owner went on, or its commit is not visible yet; the
+ * state is not damaged, and asking again later may find it matching. */
+#define BS_STORE_AHEAD (-2)
 int bs_store_get(bs_store *st, const char *topic, int32_t partition,
                  int64_t at_offset, bs_checkpoint *out, char *errstr,
                  size_t errstr_size) __attribute__((warn_unused_result));
