@@ -312,7 +312,7 @@ static void test_rebalance_moves_generations(void **state)
     h_nap(1500);
     h_stage_kill9(a, "after B joined");
     finish(e, b);
-    size_t moved = h_count_restored(b);
+    size_t moved = h_count_restored(b, IN);
     print_message("B was assigned %zu partitions with their checkpoint "
                   "(generations and stream time)\n", moved);
     if (moved == 0)

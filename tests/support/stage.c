@@ -503,20 +503,11 @@ unsigned h_assigned_mask(h_proc *p, const char *topic, bool ever)
     return m;
 }
 
-size_t h_count_restored(h_proc *p)
+size_t h_count_restored(h_proc *p, const char *topic)
 {
-    static const char said[] = "msg=\"partition assigned\"";
-    size_t n = 0;
-    for (const char *s = h_process_stderr(p); (s = strstr(s, said));
-         s += sizeof(said) - 1) {
-        const char *eol = strchr(s, '\n');
-        char line[512];
-        size_t len = eol ? (size_t)(eol - s) : strlen(s);
-        if (len >= sizeof(line))
-            len = sizeof(line) - 1;
-        memcpy(line, s, len);
-        line[len] = '\0';
-        n += h_log_int(line, "checkpoint_offset") > 0;
-    }
-    return n;
+    h_assigned a[1024];
+    size_t n = h_parse_assigned(p, topic, a, 1024), restored = 0;
+    for (size_t i = 0; i < n && i < 1024; i++)
+        restored += !a[i].revoked && a[i].ckpt > 0;
+    return restored;
 }

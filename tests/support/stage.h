@@ -86,9 +86,10 @@ void h_wait_said(h_proc *p, const char *needle, size_t n, int timeout_ms);
 
 /* The integer value of key=N in a logfmt line (bare), or -1 if absent. */
 long long h_log_int(const char *line, const char *key);
-/* How many of p's `partition assigned` lines restored a checkpoint
- * (checkpoint_offset > 0): partitions that came with their state. */
-size_t h_count_restored(h_proc *p);
+/* How many of p's `partition assigned` lines of topic restored a
+ * checkpoint (checkpoint_offset > 0): partitions that came with their
+ * state. */
+size_t h_count_restored(h_proc *p, const char *topic);
 
 /* One `partition assigned` (revoked = false) or `partition revoked` line
  * of p's log. */
