@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 part *bs_part_find(bs_stage *s, const char *topic, int32_t partition)
 {
@@ -186,7 +187,10 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
 /* Transactions: the group's committed offsets of parts[0..n) into at[]
  * (-1 none).  Asked as stable offsets (read_committed: KIP-447), which a
  * transaction still open with offsets for them holds back until it ends;
- * librdkafka retries meanwhile, this waits up to BS_TIMEOUT_TXN_STABLE_MS.
+ * asked again after a doubling pause (50 ms .. 1 s) up to
+ * BS_TIMEOUT_TXN_STABLE_MS.  Not asked again once the consumer is being
+ * closed (_DESTROY: a rebalance delivered by rd_kafka_consumer_close
+ * cannot be served, and asking again would spin) or a stop is requested.
  * BS_RETRY with errstr if they cannot be had. */
 static bs_rc committed_offsets(bs_stage *s, part **parts, size_t n,
                                int64_t *at, char *errstr, size_t errstr_size)
@@ -197,16 +201,23 @@ static bs_rc committed_offsets(bs_stage *s, part **parts, size_t n,
         rd_kafka_topic_partition_list_add(l, parts[i]->topic,
                                           parts[i]->partition);
     double t0 = bs_now();
+    unsigned pause_ms = 50;
     rd_kafka_resp_err_t err;
     for (int attempt = 1;; attempt++) {
         err = rd_kafka_committed(s->consumer, l, BS_TIMEOUT_BROKER_MS);
         for (int i = 0; !err && i < l->cnt; i++)
             err = l->elems[i].err;
-        if (!err || (bs_now() - t0) * 1000 >= BS_TIMEOUT_TXN_STABLE_MS)
+        if (!err || err == RD_KAFKA_RESP_ERR__DESTROY ||
+            atomic_load(&s->stop) ||
+            (bs_now() - t0) * 1000 >= BS_TIMEOUT_TXN_STABLE_MS)
             break;
-        bs_log(BS_LOG_INFO, "waiting for the committed offsets (a previous "
-               "owner's transaction may still be open)", "attempt=%d "
-               "error=%s", attempt, rd_kafka_err2name(err));
+        if (attempt == 1 || attempt % 10 == 0)
+            bs_log(BS_LOG_INFO, "waiting for the committed offsets (a "
+                   "previous owner's transaction may still be open)",
+                   "attempt=%d error=%s", attempt, rd_kafka_err2name(err));
+        usleep(pause_ms * 1000u);
+        if (pause_ms < 1000)
+            pause_ms *= 2;
     }
     if (err) {
         snprintf(errstr, errstr_size, "committed offsets: %s",
@@ -313,7 +324,7 @@ static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
            "committed=%lld readable=%lld", p->topic, (int)p->partition,
            (long long)at, (long long)p->ckpt_offset);
     double t0 = bs_now();
-    while (at > p->ckpt_offset &&
+    while (at > p->ckpt_offset && !atomic_load(&s->stop) &&
            (bs_now() - t0) * 1000 < BS_TIMEOUT_TXN_STABLE_MS) {
         struct timespec ts = {0, 500 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -343,8 +354,15 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         return BS_FATAL;
     }
     bs_rc rc = BS_OK;
-    if (s->txn && committed_offsets(s, parts, n, at, errstr, errstr_size) !=
-                      BS_OK) {
+    /* A stop requested: partitions assigned while the group is left (a
+     * rebalance delivered by the drain or the close) are not restored. */
+    bool defer = atomic_load(&s->stop);
+    if (defer)
+        snprintf(errstr, errstr_size, "the stage is stopping");
+    else if (s->txn)
+        defer = committed_offsets(s, parts, n, at, errstr, errstr_size) !=
+                BS_OK;
+    if (defer) {
         /* Nothing loaded: they wait, unprocessed, for a retry. */
         for (size_t i = 0; i < n; i++) {
             bs_part_set_state(s, parts[i], BS_PART_RESTORING);
