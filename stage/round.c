@@ -405,6 +405,10 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         if (!in_list(only, p) || p->next_offset < 0 ||
             p->next_offset == p->ckpt_offset)
             continue;
+        if (ckpt_wm(p, wm) != wm)
+            bs_log(BS_LOG_DEBUG, "checkpoint keeps the replay's watermarks",
+                   "topic=%s partition=%d skip_entries_left=%zu", p->topic,
+                   (int)p->partition, p->nskip - p->skip_i);
         if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
                          ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
                          p->filter, err, sizeof(err)) != 0) {

@@ -22,7 +22,11 @@
  *   4. /metrics shows the window gauges; a restart with another window
  *      keeps the checkpoints' own and logs that it does;
  *   5. over 120 windows the stage's filter memory (/metrics) and resident
- *      memory stay flat, where an unwindowed stage's filters grow.
+ *      memory stay flat, where an unwindowed stage's filters grow;
+ *   6. the replay's watermark rule: a kill right after a round taken
+ *      while a restored partition's skip entries are not yet consumed
+ *      (the engine's crash point) loses nothing and forwards nothing
+ *      twice.
  *
  * The model is exact at dedup.fpr 1e-6 on these few thousand keys (a
  * false positive has probability ~1e-2 over the whole file, and the seeds
@@ -49,6 +53,7 @@
 #define REJ "rej"
 #define CKT "bloomstage-checkpoints"
 #define NPARTS 4
+#define IN1 "in1" /* one partition: test_replay_watermark_rule */
 #define T0 INT64_C(1767225600000) /* 2026-01-01T00:00:00Z */
 #define WINDOW_MS 60000
 #define STEP_MS 100 /* record i at T0 + i*100 ms: 600 records a window */
@@ -57,6 +62,8 @@ typedef struct wenv {
     h_fixture h;
     char *conf;
     char group[64];
+    const char *in; /* the input topic (IN) and its partitions */
+    int nin;
     rd_kafka_t *q;
     h_stream *st;
     bool *fwd; /* the model's answer */
@@ -75,11 +82,13 @@ static int wenv_cleanup(h_fixture *fx)
 
 static wenv *wenv_new(void **state, const char *late_policy)
 {
-    static const char *const topics[] = {IN ":4", OUT ":4", REJ ":2",
-                                         CKT ":3", NULL};
+    static const char *const topics[] = {IN ":4", IN1 ":1", OUT ":4",
+                                         REJ ":2", CKT ":3", NULL};
     H_CHECK(h_fixture_setup_sized(state, 1, topics, sizeof(wenv),
                                   wenv_cleanup));
     wenv *e = *state;
+    e->in = IN;
+    e->nin = NPARTS;
     static unsigned seq;
     snprintf(e->group, sizeof(e->group), "bs-window-%d-%u", (int)getpid(),
              ++seq);
@@ -135,7 +144,7 @@ static int64_t out_total(wenv *e)
 static void finish(wenv *e, h_proc *p)
 {
     h_proc *const procs[] = {p, NULL};
-    h_wait_committed(e->h.bs, e->group, IN, NPARTS, e->st->next, procs,
+    h_wait_committed(e->h.bs, e->group, e->in, e->nin, e->st->next, procs,
                      180000, NULL, NULL);
     h_stage_alive(p, "before SIGTERM");
     h_stage_stop(p);
@@ -145,7 +154,7 @@ static void finish(wenv *e, h_proc *p)
 static void expect_model(wenv *e, const char *why)
 {
     size_t n = 0, want = 0;
-    h_read_out(e->st, e->h.bs, OUT, IN, &n);
+    h_read_out(e->st, e->h.bs, OUT, e->in, &n);
     for (size_t i = 0; i < e->st->n; i++)
         want += e->fwd[i];
     h_expect_window_output(e->st, e->fwd, e->st->n, why);
@@ -219,6 +228,76 @@ static void test_contract_kill9(void **state)
     print_message("checkpoint info:\n%s", out);
     assert_true(gens >= NPARTS && gens <= NPARTS * 5);
     h_proc_release(c);
+    free(ckdir);
+}
+
+/* The replay's watermark rule (round.c ckpt_wm), deterministically: a
+ * checkpoint taken while a restored partition still has skip entries that
+ * consumption has not reached keeps the watermarks its replay read from.
+ * A windowed filter takes a replayed key only when consumption reaches
+ * its record, so such a checkpoint holds neither those keys nor, with the
+ * round's watermarks, the records' place in the tail: a restore from it
+ * would forward them again.  A forwards a long tail past its only
+ * checkpoint (the first, at assignment) and is killed -9; B restores (the
+ * tail becomes skip entries), takes a round within its first 500 records
+ * and dies at that round's after-store-sync, having logged that the rule
+ * applied; C runs to the end.  The output is the model's.  One input
+ * partition: partitions restored together replay the tail once, from the
+ * lowest watermarks any of them recorded, so another partition's older
+ * checkpoint would hide the mistake (with the rule broken on purpose, the
+ * test fails: records twice in the output). */
+static void test_replay_watermark_rule(void **state)
+{
+    wenv *e = wenv_new(state, "forward");
+    e->in = IN1;
+    e->nin = 1;
+    const size_t N = 60000; /* 100 windows */
+    e->st = h_stream_new(N, 1, 11);
+    h_stream_add_timed(e->st, N, T0, STEP_MS, WINDOW_MS / STEP_MS);
+    size_t late = 0;
+    e->fwd = h_stream_window_model(e->st, N, WINDOW_MS, 4, false, &late);
+    assert_int_equal(late, 0);
+    h_stream_produce(e->st, e->h.bs, IN1, 0, N, NULL);
+    char *ckdir = h_strdupf("%s/ck", e->h.dir);
+
+    const char *const rare[] = {"input.topics=" IN1,
+                                "checkpoint.interval.ms=3600000",
+                                "checkpoint.records=0", NULL};
+    h_proc *a = stage_start(e, ckdir, rare);
+    h_wait_said(a, "msg=\"partition assigned\"", 1, 120000);
+    const h_kill_plan k = {.out_delta = 10000, .what = "10000 records out"};
+    const h_kill_ctx at = {.q = e->q, .out_topic = OUT,
+                           .out_parts = NPARTS, .out0 = 0};
+    h_kill_at(a, &k, &at);
+    h_proc_release(a);
+    int64_t tail = out_total(e);
+
+    char *ck = h_strdupf("checkpoint.dir=%s", ckdir);
+    const char *const soon[] = {ck, "input.topics=" IN1,
+                                "checkpoint.interval.ms=3600000",
+                                "checkpoint.records=500", NULL};
+    h_proc *b = h_stage_start(e->conf, soon,
+                              h_crash_env("after-store-sync", 1));
+    free(ck);
+    h_wait_crashed(b, "after-store-sync", 120000);
+    if (!h_said(b, "msg=\"output tail replayed\""))
+        h_stage_fail(b, "the restart did not replay the output tail");
+    if (!h_said(b, "msg=\"checkpoint keeps the replay's watermarks\""))
+        h_stage_fail(b, "the first round after the replay came after every "
+                     "skip entry was consumed: the rule was not exercised");
+    print_message("A forwarded %lld records past its first checkpoint; B's "
+                  "first round kept the replay's watermarks for %zu "
+                  "partition(s)\n", (long long)tail,
+                  h_count_said(b, "msg=\"checkpoint keeps the replay's "
+                               "watermarks\""));
+    h_proc_release(b);
+
+    const char *const in1[] = {"input.topics=" IN1, NULL};
+    h_proc *c = stage_start(e, ckdir, in1);
+    finish(e, c);
+    h_proc_release(c);
+    expect_model(e, "a kill right after a round that kept the replay's "
+                    "watermarks");
     free(ckdir);
 }
 
@@ -497,6 +576,8 @@ int main(void)
     h_test_main("test_window", "BS_WINDOW_ONLY", "BS_WINDOW_VERBOSE", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_contract_kill9, h_fixture_teardown),
+        cmocka_unit_test_teardown(test_replay_watermark_rule,
+                                  h_fixture_teardown),
         cmocka_unit_test_teardown(test_late_reject, h_fixture_teardown),
         cmocka_unit_test_teardown(test_late_forward, h_fixture_teardown),
         cmocka_unit_test_teardown(test_rebalance_moves_generations,
