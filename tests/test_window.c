@@ -163,6 +163,18 @@ static void expect_model(wenv *e, const char *why)
     assert_int_equal(n, want);
 }
 
+/* n records in order, a record every STEP_MS of record time, each key
+ * copied within a window, on e->in; the model's answer in e->fwd. */
+static void timed_stream(wenv *e, size_t n, uint64_t seed)
+{
+    e->st = h_stream_new(n, e->nin, seed);
+    h_stream_add_timed(e->st, n, T0, STEP_MS, WINDOW_MS / STEP_MS);
+    size_t late = 0;
+    e->fwd = h_stream_window_model(e->st, n, WINDOW_MS, 4, false, &late);
+    assert_int_equal(late, 0);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, n, NULL);
+}
+
 /* -- 1. the contract, across kill -9 --------------------------------------- */
 
 static const h_kill_plan KILLS[] = {
@@ -178,13 +190,7 @@ static const h_kill_plan KILLS[] = {
 static void test_contract_kill9(void **state)
 {
     wenv *e = wenv_new(state, "forward");
-    const size_t N = 120000; /* 200 windows of record time */
-    e->st = h_stream_new(N, NPARTS, 7);
-    h_stream_add_timed(e->st, N, T0, STEP_MS, WINDOW_MS / STEP_MS);
-    size_t late = 0;
-    e->fwd = h_stream_window_model(e->st, N, WINDOW_MS, 4, false, &late);
-    assert_int_equal(late, 0);
-    h_stream_produce(e->st, e->h.bs, IN, 0, N, NULL);
+    timed_stream(e, 120000, 7); /* 200 windows of record time */
     char *ckdir = h_strdupf("%s/ck", e->h.dir);
     size_t nk = sizeof(KILLS) / sizeof(KILLS[0]), replays = 0;
     /* Rounds every 50 ms: a kill "after a checkpoint" comes before the
@@ -251,13 +257,7 @@ static void test_replay_watermark_rule(void **state)
     wenv *e = wenv_new(state, "forward");
     e->in = IN1;
     e->nin = 1;
-    const size_t N = 60000; /* 100 windows */
-    e->st = h_stream_new(N, 1, 11);
-    h_stream_add_timed(e->st, N, T0, STEP_MS, WINDOW_MS / STEP_MS);
-    size_t late = 0;
-    e->fwd = h_stream_window_model(e->st, N, WINDOW_MS, 4, false, &late);
-    assert_int_equal(late, 0);
-    h_stream_produce(e->st, e->h.bs, IN1, 0, N, NULL);
+    timed_stream(e, 60000, 11); /* 100 windows */
     char *ckdir = h_strdupf("%s/ck", e->h.dir);
 
     const char *const rare[] = {"input.topics=" IN1,
