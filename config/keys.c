@@ -232,18 +232,19 @@ const bs_config_row bs_config_rows[] = {
              "fsync per partition."},
     {.name = "checkpoint.delta.max", .type = BS_CT_INT, .section = SEC_CKPT,
      .def = "32", IRANGE(0, 100000),
-     .help = "With checkpoint.store=dir: a checkpoint writes only the filter "
-             "blocks changed since the previous one (a delta), until this "
-             "many deltas follow the last full snapshot; then it writes a "
-             "snapshot again.  A restore reads the snapshot and its deltas. "
-             " 0: every checkpoint is a full snapshot."},
+     .help = "A checkpoint writes only the filter blocks changed since the "
+             "previous one (a delta: files in checkpoint.dir, or records "
+             "in checkpoint.topic), until this many deltas follow the last "
+             "full snapshot; then it writes a snapshot again.  A restore "
+             "reads the snapshot and its deltas.  0: every checkpoint is a "
+             "full snapshot.  A windowed filter is always written whole."},
     {.name = "checkpoint.delta.ratio", .type = BS_CT_DOUBLE,
      .section = SEC_CKPT, .def = "0.15", DRANGE(0, 100, BS_CF_MIN_OPEN),
-     .help = "With checkpoint.store=dir: a full snapshot is written instead "
-             "of a delta once the deltas since the last snapshot would pass "
-             "this fraction of its size, so a restore reads at most (1 + "
-             "this) snapshots' worth of bytes (a delta's byte costs about "
-             "twice a snapshot's to restore: its blocks are scattered)."},
+     .help = "A full snapshot is written instead of a delta once the "
+             "deltas since the last snapshot would pass this fraction of "
+             "its size, so a restore reads at most (1 + this) snapshots' "
+             "worth of bytes (a delta's byte costs three to four times a "
+             "snapshot's to restore: its blocks are scattered)."},
 
     /* Processing ------------------------------------------------------- */
     {.name = "processing.guarantee", .type = BS_CT_ENUM, .section = SEC_PROC,

@@ -1,23 +1,27 @@
 /*
  * fuzz_store_kafka.c -- libFuzzer target for the Kafka checkpoint store's
  * decoding (stage/store.c): a manifest record's value
- * (bs_store_manifest_parse), then records of the checkpoint topic offered
- * as its chunks (bs_store_chunks_add), then the checkpoint they make
- * (bs_store_chunks_decode, which ends in bs_ckpt_decode).  No broker: the
- * same functions bs_store_get runs on what it reads.
+ * (bs_store_manifest_parse: version 1, one state, or 2, a chain), then
+ * records of the checkpoint topic offered to the chain as its chunks
+ * (bs_store_chain_add), then the state they make (bs_store_chain_decode:
+ * the snapshot's bs_ckpt_decode, then each delta decoded and applied by
+ * bs_ckpt_apply).  No broker: the same functions bs_store_get runs on what
+ * it reads.
  *
  * Input: the manifest's JSON up to the first '\n', then records, each
  *   u8 key length, key, u16 value length (little-endian; 0xffff = a
  *   tombstone, no bytes), value
- * until the input ends.  The manifest key is "bs1/g/t/0", so chunk keys are
- * "bs1/g/t/0/SEQ/I".  Manifests claiming more than 1 MiB are skipped (the
- * decoder allocates the claimed size, up to 1 TiB, by design).  Everything
- * is freed on every call.
+ * until the input ends; the i-th record is at offset i.  The manifest key
+ * is "bs1/g/t/0", so chunk keys are "bs1/g/t/0/SEQ/I".  Manifests whose
+ * states claim more than 1 MiB in all are skipped (the decoder allocates
+ * the claimed sizes, up to 1 TiB a state, by design).  Everything is freed
+ * on every call.
  */
 #include "store.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MANIFEST_KEY "bs1/g/t/0"
@@ -27,19 +31,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const uint8_t *nl = memchr(data, '\n', size);
     size_t mlen = nl ? (size_t)(nl - data) : size;
-    bs_store_manifest m;
-    if (bs_store_manifest_parse(data, mlen, &m) != 0)
+    bs_store_manifest *st;
+    size_t n;
+    if (bs_store_manifest_parse(data, mlen, &st, &n) != 0)
         return 0;
-    if (m.nchunks == 0 || m.size == 0 || m.chunk_bytes == 0 ||
-        m.nchunks != (m.size + m.chunk_bytes - 1) / m.chunk_bytes)
-        __builtin_trap(); /* parse promised these */
-    if (m.size > FUZZ_MAX_SIZE)
-        return 0;
-    bs_store_chunks *g = bs_store_chunks_new(MANIFEST_KEY, &m);
-    if (!g)
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const bs_store_manifest *m = &st[i];
+        if (m->nchunks == 0 || m->size == 0 || m->chunk_bytes == 0 ||
+            m->nchunks != (m->size + m->chunk_bytes - 1) / m->chunk_bytes ||
+            (i > 0 && (m->seq != st[i - 1].seq + 1 || m->first < st[i - 1].first)))
+            __builtin_trap(); /* parse promised these */
+        total += m->size;
+    }
+    bs_store_chain *c = total <= FUZZ_MAX_SIZE && n >= 1
+                            ? bs_store_chain_new(MANIFEST_KEY, st, n)
+                            : NULL;
+    free(st);
+    if (!c)
         return 0;
     const uint8_t *p = nl ? nl + 1 : data + size, *end = data + size;
-    while (end - p >= 1) {
+    for (int64_t offset = 0; end - p >= 1; offset++) {
         size_t klen = p[0];
         if ((size_t)(end - p) < 1 + klen + 2)
             break;
@@ -55,17 +67,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             p += vlen;
         }
-        (void)bs_store_chunks_add(g, key, klen, val, vlen);
+        (void)bs_store_chain_add(c, offset, key, klen, val, vlen);
     }
-    bs_checkpoint c;
+    bs_checkpoint out;
     char err[1024];
-    if (bs_store_chunks_decode(g, "fuzz", &c, err, sizeof(err)) == 1) {
-        if (!c.filter || !c.topic[0] || c.next_offset < 0)
+    if (bs_store_chain_decode(c, "fuzz", &out, err, sizeof(err)) == 1) {
+        if (!out.filter || !out.topic[0] || out.next_offset < 0 || out.delta)
             __builtin_trap();
-        bs_ckpt_free(&c);
+        bs_ckpt_free(&out);
     } else if (!strstr(err, "fuzz")) {
         __builtin_trap(); /* every error names what it read */
     }
-    bs_store_chunks_free(g);
+    bs_store_chain_free(c);
     return 0;
 }

@@ -16,6 +16,10 @@
  *                              layers, a windowed filter), and damaged ones
  *   fuzz/corpus/ckpt_delta/    deltas of the base in ckpt_delta_base.h (a few
  *                              keys, new layers, none), and damaged ones
+ *   fuzz/corpus/store_kafka/chain-*  a version-2 manifest naming that base
+ *                              as a snapshot and a delta after it, with
+ *                              their chunks (the other seeds there, of
+ *                              version 1, are hand-written)
  *   fuzz/fuzz_config.dict      every key of the table (patterns with NAME
  *                              "spam"), its BLOOMSTAGE_ name, enum values,
  *                              the markers fuzz_config.c splits at
@@ -275,6 +279,86 @@ static void delta_seeds(void)
     free(none.buf);
 }
 
+/* One record of fuzz_store_kafka's input: u8 key length, key, u16 value
+ * length, value. */
+static void store_rec(bf_membuf *out, const char *key, const uint8_t *val,
+                      size_t vlen)
+{
+    size_t klen = strlen(key);
+    uint8_t head[3] = {(uint8_t)klen, (uint8_t)vlen, (uint8_t)(vlen >> 8)};
+    if (bf_membuf_write(out, head, 1) != 0 ||
+        bf_membuf_write(out, key, klen) != 0 ||
+        bf_membuf_write(out, head + 1, 2) != 0 ||
+        bf_membuf_write(out, val, vlen) != 0)
+        die("out of memory");
+}
+
+/* A chain in the Kafka store: the base as the snapshot (seq 4), a delta of
+ * 10 keys (seq 5), chunks of 256 bytes, then each damaged in turn. */
+static void store_kafka_seeds(void)
+{
+    const size_t chunk = 256;
+    bf_filter *f = delta_base();
+    if (!f)
+        die("out of memory");
+    bs_ckpt_meta m = {DELTA_BASE_TOPIC, DELTA_BASE_PARTITION, 100, NULL, 0,
+                      DELTA_BASE_SEQ, DELTA_BASE_ID, 0};
+    bf_membuf snap, delta = delta_record(10, 0);
+    char err[512];
+    if (bs_ckpt_encode_record(&m, f, false, &snap.buf, &snap.len, err,
+                              sizeof err) != 0)
+        die("%s", err);
+    put64(snap.buf + 24, UINT64_C(1700000000000));
+    put64(snap.buf + snap.len - 8, XXH3_64bits(snap.buf, snap.len - 8));
+    const bf_membuf *rec[2] = {&snap, &delta};
+    for (int variant = 0; variant < 3; variant++) {
+        bf_membuf out = {NULL, 0, 0};
+        char line[1024];
+        size_t first[2], at = 0;
+        for (int r = 0; r < 2; r++) {
+            first[r] = at;
+            at += (rec[r]->len + chunk - 1) / chunk;
+        }
+        int n = snprintf(line, sizeof line, "{\"v\":2,\"input_offset\":110,"
+                         "\"states\":[");
+        for (int r = 0; r < 2; r++)
+            n += snprintf(line + n, sizeof line - (size_t)n,
+                          "%s{\"seq\":%d,\"chunks\":%zu,\"chunk_bytes\":%zu,"
+                          "\"size\":%zu,\"xxh3\":\"%016llx\",\"first\":%zu}",
+                          r ? "," : "", DELTA_BASE_SEQ + r,
+                          (rec[r]->len + chunk - 1) / chunk, chunk,
+                          rec[r]->len,
+                          (unsigned long long)XXH3_64bits(rec[r]->buf,
+                                                          rec[r]->len),
+                          first[r]);
+        n += snprintf(line + n, sizeof line - (size_t)n, "]}\n");
+        if (bf_membuf_write(&out, line, (size_t)n) != 0)
+            die("out of memory");
+        for (int r = 0; r < 2; r++)
+            for (size_t off = 0, i = 0; off < rec[r]->len; off += chunk, i++) {
+                char key[64];
+                snprintf(key, sizeof key, "bs1/g/t/0/%d/%zu",
+                         DELTA_BASE_SEQ + r, i);
+                size_t len = rec[r]->len - off < chunk ? rec[r]->len - off
+                                                       : chunk;
+                uint8_t buf[256];
+                memcpy(buf, rec[r]->buf + off, len);
+                if (variant == 1 && r == 1 && i == 0)
+                    buf[len / 2] ^= 0x40; /* the delta's checksum fails */
+                if (variant == 2 && r == 1 && i == 0)
+                    continue; /* a chunk of the delta missing */
+                store_rec(&out, key, buf, len);
+            }
+        static const char *const names[] = {"chain-valid", "chain-damaged",
+                                            "chain-missing"};
+        write_file("corpus/store_kafka", names[variant], out.buf, out.len);
+        free(out.buf);
+    }
+    free(snap.buf);
+    free(delta.buf);
+    bf_filter_destroy(f);
+}
+
 static void checkpoint_seeds(void)
 {
     const char *dir = "corpus/checkpoint";
@@ -377,6 +461,7 @@ int main(int argc, char **argv)
     filter_seeds();
     checkpoint_seeds();
     delta_seeds();
+    store_kafka_seeds();
     config_dict();
     return 0;
 }

@@ -21,25 +21,31 @@
 
 #define KEY_PREFIX "bs1"
 
-/* A checkpoint produced in chunks and waiting for its manifest. */
+/* A state produced in chunks and waiting for its manifest. */
 typedef struct pending {
     uintptr_t ticket; /* its chunk 0's message opaque (kafka_dr) */
     char topic[250];
     int32_t partition;
-    int64_t seq;
-    uint32_t nchunks;
-    uint64_t size, xxh;
-    int64_t first_offset; /* of chunk 0 in checkpoint.topic, from its DR */
+    bs_store_manifest rec; /* rec.first from chunk 0's delivery report */
+    bool delta;            /* chains onto the known tip, base_id */
+    uint64_t id, base_id;
     int64_t input_offset;
 } pending;
 
-/* The newest manifest this instance knows of, per partition: its seq and
- * chunk count, for the next seq and the tombstones. */
+/* The newest manifest this instance knows of, per partition: the chain it
+ * names (for the next manifest, the next seq and the tombstones), the
+ * newest state's id (a delta's base) and whether its offsets are
+ * committed. */
 typedef struct known {
     char topic[250];
     int32_t partition;
-    int64_t seq;
-    uint32_t nchunks;
+    bs_store_manifest *chain; /* [0] the snapshot */
+    size_t n, cap;
+    uint64_t tip_id;
+    bool tip_chainable; /* the tip's record seq is its key's (not a v1
+                         * manifest's) and its id is known */
+    int64_t tip_input;  /* the tip's next input offset */
+    bool committed;     /* bs_store_committed reached tip_input */
 } known;
 
 struct bs_store {
@@ -50,6 +56,8 @@ struct bs_store {
     const char *group;
     const char *topic;
     size_t chunk;
+    uint32_t max_chain; /* checkpoint.delta.max */
+    double max_ratio;   /* checkpoint.delta.ratio */
     int nparts;
     rd_kafka_t *producer; /* the one records go through: own, or lent */
     rd_kafka_t *own;      /* the store's own (bs_store_new) */
@@ -62,6 +70,7 @@ struct bs_store {
     uint64_t dr_failed;
     char dr_error[256];
     uint64_t last_bytes;
+    bool last_delta;
 };
 
 /* -- kafka: keys and delivery reports --------------------------------------- */
@@ -134,7 +143,7 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
     if (m->_private && m->_private != OPQ_TOMBSTONE) {
         pending *p = pending_by_ticket(st, (uintptr_t)m->_private);
         if (p)
-            p->first_offset = m->offset;
+            p->rec.first = m->offset;
     }
 }
 
@@ -206,22 +215,39 @@ static int produce_rec(bs_store *st, int32_t part, const char *key,
 
 /* -- kafka: put and sync ------------------------------------------------------ */
 
+/* The filter's changes count from state `id` on (a filter that cannot be
+ * tracked, windowed, stays whole: its next checkpoint is a snapshot). */
+static void track_from(bf_filter *f, uint64_t id)
+{
+    if (bf_filter_track(f, id, NULL, 0) != BF_OK)
+        return;
+}
+
+/* Whether this put may be a delta on the partition's known chain: its
+ * newest state is committed and the filter's changes are tracked from it,
+ * and the chain stays within checkpoint.delta.max and .ratio. */
+static bool chain_onto(const bs_store *st, const known *k,
+                       const bs_ckpt_meta *m, const bf_filter *filter)
+{
+    uint64_t mark;
+    if (!k || k->n == 0 || !k->tip_chainable || !k->committed ||
+        st->max_chain == 0 || !bf_filter_tracked(filter, &mark) ||
+        mark != k->tip_id || k->n - 1 >= st->max_chain)
+        return false;
+    uint64_t bytes = bs_ckpt_size(m, filter, true);
+    for (size_t i = 1; i < k->n; i++)
+        bytes += k->chain[i].size;
+    return (double)bytes <= st->max_ratio * (double)k->chain[0].size;
+}
+
 static int kafka_put(bs_store *st, const char *topic, int32_t part,
                      int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                     const bf_filter *filter, char *errstr,
-                     size_t errstr_size)
+                     bf_filter *filter, char *errstr, size_t errstr_size)
 {
-    uint8_t *buf;
-    size_t len;
-    if (bs_ckpt_encode(topic, part, next_offset, wm, nwm, filter, &buf, &len,
-                       errstr, errstr_size) != 0)
-        return -1;
-    st->last_bytes = len;
     if (st->npend == st->cappend) {
         size_t cap = st->cappend ? st->cappend * 2 : 16;
         pending *np = realloc(st->pend, cap * sizeof(*np));
         if (!np) {
-            free(buf);
             snprintf(errstr, errstr_size, "out of memory");
             return -1;
         }
@@ -229,6 +255,18 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
         st->cappend = cap;
     }
     known *k = known_find(st, topic, part, false);
+    const bs_store_manifest *tip = k && k->n ? &k->chain[k->n - 1] : NULL;
+    bs_ckpt_meta m = {topic, part, next_offset, wm, nwm,
+                      (uint64_t)(tip ? tip->seq + 1 : 1), bs_ckpt_new_id(),
+                      k ? k->tip_id : 0};
+    bool delta = chain_onto(st, k, &m, filter);
+    uint8_t *buf;
+    size_t len;
+    if (bs_ckpt_encode_record(&m, filter, delta, &buf, &len, errstr,
+                              errstr_size) != 0)
+        return -1;
+    st->last_bytes = len;
+    st->last_delta = delta;
     pending *p = &st->pend[st->npend];
     memset(p, 0, sizeof(*p));
     /* Tickets grow, and only the last entry is ever dropped (below): pend
@@ -237,18 +275,22 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     p->ticket = new_ticket(st);
     snprintf(p->topic, sizeof(p->topic), "%s", topic);
     p->partition = part;
-    p->seq = (k ? k->seq : 0) + 1;
-    p->nchunks = (uint32_t)((len + st->chunk - 1) / st->chunk);
-    p->size = len;
-    p->xxh = XXH3_64bits(buf, len);
-    p->first_offset = -1;
+    p->rec.seq = (int64_t)m.seq;
+    p->rec.nchunks = (uint32_t)((len + st->chunk - 1) / st->chunk);
+    p->rec.chunk_bytes = st->chunk;
+    p->rec.size = len;
+    p->rec.xxh3 = XXH3_64bits(buf, len);
+    p->rec.first = -1;
+    p->delta = delta;
+    p->id = m.id;
+    p->base_id = m.prev_id;
     p->input_offset = next_offset;
     st->npend++;
     int32_t cp = ckpt_partition(st, topic, part);
     int rc = 0;
-    for (uint32_t i = 0; i < p->nchunks && rc == 0; i++) {
+    for (uint32_t i = 0; i < p->rec.nchunks && rc == 0; i++) {
         char key[600];
-        chunk_key(st, topic, part, p->seq, i, key, sizeof(key));
+        chunk_key(st, topic, part, p->rec.seq, i, key, sizeof(key));
         size_t off = (size_t)i * st->chunk;
         size_t n = len - off < st->chunk ? len - off : st->chunk;
         rc = produce_rec(st, cp, key, buf + off, n,
@@ -256,10 +298,58 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
                          errstr, errstr_size);
     }
     free(buf);
-    if (rc != 0)
+    if (rc != 0) {
         st->npend--; /* its chunks never get a manifest; a late report of
                       * its chunk 0 finds no ticket (kafka_dr) */
-    return rc;
+        return rc;
+    }
+    /* Changes count from this state on; if its manifest is never written,
+     * the known tip is another id and the next checkpoint a snapshot. */
+    track_from(filter, m.id);
+    return 0;
+}
+
+/* A manifest naming `n` states, chain[0] the snapshot (malloc'd JSON). */
+static char *manifest_json(const bs_store_manifest *chain, size_t n,
+                           int64_t input_offset)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        const bs_store_manifest *r = &chain[i];
+        char hex[17];
+        snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)r->xxh3);
+        if (json_array_append_new(
+                arr, json_pack("{s:I, s:I, s:I, s:I, s:s, s:I}", "seq",
+                               (json_int_t)r->seq, "chunks",
+                               (json_int_t)r->nchunks, "chunk_bytes",
+                               (json_int_t)r->chunk_bytes, "size",
+                               (json_int_t)r->size, "xxh3", hex, "first",
+                               (json_int_t)r->first)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    json_t *j = arr ? json_pack("{s:i, s:I, s:o}", "v", 2, "input_offset",
+                                (json_int_t)input_offset, "states", arr)
+                    : NULL;
+    char *val = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return val;
+}
+
+static bool known_reserve(known *k, size_t n)
+{
+    if (n <= k->cap)
+        return true;
+    size_t cap = k->cap ? k->cap : 4;
+    while (cap < n)
+        cap *= 2;
+    bs_store_manifest *c = realloc(k->chain, cap * sizeof(*c));
+    if (!c)
+        return false;
+    k->chain = c;
+    k->cap = cap;
+    return true;
 }
 
 static int kafka_sync(bs_store *st, char *errstr, size_t errstr_size)
@@ -270,54 +360,70 @@ static int kafka_sync(bs_store *st, char *errstr, size_t errstr_size)
     /* 1. every chunk acknowledged */
     if (!kafka_flush(st, errstr, errstr_size))
         goto out;
-    /* 2. the manifests, which make the checkpoints valid */
+    /* 2. the manifests, which make the states valid: a delta's names the
+     * known chain and the delta, a snapshot's the snapshot alone */
     for (size_t i = 0; i < st->npend; i++) {
         pending *p = &st->pend[i];
-        if (p->first_offset < 0) {
+        if (p->rec.first < 0) {
             snprintf(errstr, errstr_size, "checkpoint of %s [%d]: no offset "
                      "for its first chunk", p->topic, (int)p->partition);
             goto out;
         }
-        char key[600], hex[17];
+        known *k = known_find(st, p->topic, p->partition, true);
+        if (!k || !known_reserve(k, k->n + 1)) {
+            snprintf(errstr, errstr_size, "out of memory");
+            goto out;
+        }
+        if (p->delta && (k->n == 0 || k->tip_id != p->base_id ||
+                         k->chain[k->n - 1].seq + 1 != p->rec.seq)) {
+            snprintf(errstr, errstr_size, "checkpoint of %s [%d]: the chain "
+                     "changed under its delta (seq %lld)", p->topic,
+                     (int)p->partition, (long long)p->rec.seq);
+            goto out;
+        }
+        char key[600];
         manifest_key(st, p->topic, p->partition, key, sizeof(key));
-        snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)p->xxh);
-        json_t *j = json_pack("{s:i, s:I, s:i, s:I, s:I, s:s, s:I, s:I}",
-                              "v", 1, "seq", (json_int_t)p->seq, "chunks",
-                              (int)p->nchunks, "chunk_bytes",
-                              (json_int_t)st->chunk, "size",
-                              (json_int_t)p->size, "xxh3", hex, "first",
-                              (json_int_t)p->first_offset, "input_offset",
-                              (json_int_t)p->input_offset);
-        char *val = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        json_decref(j);
+        k->chain[k->n] = p->rec; /* room reserved; counted below */
+        char *val = p->delta ? manifest_json(k->chain, k->n + 1,
+                                             p->input_offset)
+                             : manifest_json(&p->rec, 1, p->input_offset);
         int r = val ? produce_rec(st, ckpt_partition(st, p->topic,
                                                      p->partition),
                                   key, val, strlen(val), NULL, errstr,
                                   errstr_size)
                     : -1;
+        if (!val)
+            snprintf(errstr, errstr_size, "out of memory");
         free(val);
         if (r != 0)
             goto out;
     }
     if (!kafka_flush(st, errstr, errstr_size))
         goto out;
-    /* 3. the previous checkpoints' chunks are garbage now */
+    /* 3. the known chains move on; a new snapshot's old chain is garbage */
     for (size_t i = 0; i < st->npend; i++) {
         pending *p = &st->pend[i];
         known *k = known_find(st, p->topic, p->partition, true);
         if (!k)
             continue;
-        int32_t cp = ckpt_partition(st, p->topic, p->partition);
-        for (uint32_t c = 0; k->seq > 0 && c < k->nchunks; c++) {
-            char key[600];
-            chunk_key(st, p->topic, p->partition, k->seq, c, key,
-                      sizeof(key));
-            char ignored[64];
-            (void)produce_rec(st, cp, key, NULL, 0, OPQ_TOMBSTONE, ignored,
-                              sizeof(ignored));
+        if (!p->delta) {
+            int32_t cp = ckpt_partition(st, p->topic, p->partition);
+            for (size_t s = 0; s < k->n; s++)
+                for (uint32_t c = 0; c < k->chain[s].nchunks; c++) {
+                    char key[600];
+                    chunk_key(st, p->topic, p->partition, k->chain[s].seq, c,
+                              key, sizeof(key));
+                    char ignored[64];
+                    (void)produce_rec(st, cp, key, NULL, 0, OPQ_TOMBSTONE,
+                                      ignored, sizeof(ignored));
+                }
+            k->n = 0;
         }
-        k->seq = p->seq;
-        k->nchunks = p->nchunks;
+        k->chain[k->n++] = p->rec; /* room reserved in step 2 */
+        k->tip_id = p->id;
+        k->tip_chainable = true;
+        k->tip_input = p->input_offset;
+        k->committed = false;
     }
     rd_kafka_poll(st->producer, 0);
     rc = 0;
@@ -438,36 +544,72 @@ static int on_manifest(const rd_kafka_message_t *m, void *op)
 #define MAX_CHUNK_BYTES (UINT64_C(16) << 20) /* checkpoint.chunk.bytes' */
 #define MAX_CKPT_BYTES (UINT64_C(1) << 40)
 
-int bs_store_manifest_parse(const void *v, size_t len, bs_store_manifest *m)
+/* One state's fields (v1: at the top of the manifest).  0 or -1. */
+static int state_parse(json_t *j, bs_store_manifest *m)
 {
-    json_t *j = json_loadb(v, len, 0, NULL);
-    json_int_t ver = 0, seq = 0, nchunks = 0, chunk = 0, size = 0, first = -1;
+    json_int_t seq = 0, nchunks = 0, chunk = 0, size = 0, first = -1;
     const char *hex = NULL;
     size_t hexlen = 0;
-    int rc = -1;
-    if (!j || json_unpack(j, "{s:I, s:I, s:I, s:I, s:I, s:s%, s:I}", "v",
-                          &ver, "seq", &seq, "chunks", &nchunks,
-                          "chunk_bytes", &chunk, "size", &size, "xxh3", &hex,
-                          &hexlen, "first", &first) != 0)
-        goto out;
-    if (ver != 1 || seq < 1 || first < 0 || chunk < 1 ||
+    if (json_unpack(j, "{s:I, s:I, s:I, s:I, s:s%, s:I}", "seq", &seq,
+                    "chunks", &nchunks, "chunk_bytes", &chunk, "size", &size,
+                    "xxh3", &hex, &hexlen, "first", &first) != 0)
+        return -1;
+    if (seq < 1 || first < 0 || chunk < 1 ||
         (uint64_t)chunk > MAX_CHUNK_BYTES || size < 1 ||
         (uint64_t)size > MAX_CKPT_BYTES || nchunks < 1 ||
         nchunks > (json_int_t)UINT32_MAX || hexlen != 16 ||
         strspn(hex, "0123456789abcdefABCDEF") != 16)
-        goto out;
+        return -1;
     /* exactly as many chunks as the size needs */
     if ((uint64_t)nchunks != ((uint64_t)size + (uint64_t)chunk - 1) /
                                  (uint64_t)chunk)
-        goto out;
+        return -1;
     m->seq = seq;
     m->nchunks = (uint32_t)nchunks;
     m->chunk_bytes = (uint64_t)chunk;
     m->size = (uint64_t)size;
     m->xxh3 = strtoull(hex, NULL, 16);
     m->first = first;
+    return 0;
+}
+
+int bs_store_manifest_parse(const void *v, size_t len,
+                            bs_store_manifest **states, size_t *n)
+{
+    *states = NULL;
+    *n = 0;
+    json_t *j = json_loadb(v, len, 0, NULL), *arr = NULL;
+    json_int_t ver = 0;
+    bs_store_manifest *out = NULL;
+    size_t count = 1;
+    int rc = -1;
+    if (!j || json_unpack(j, "{s:I}", "v", &ver) != 0)
+        goto out;
+    if (ver == 2) {
+        if (json_unpack(j, "{s:o}", "states", &arr) != 0 ||
+            !json_is_array(arr) || (count = json_array_size(arr)) < 1 ||
+            count > BS_STORE_MAX_STATES)
+            goto out;
+    } else if (ver != 1) {
+        goto out;
+    }
+    if (!(out = malloc(count * sizeof(*out))))
+        goto out;
+    for (size_t i = 0; i < count; i++) {
+        if (state_parse(arr ? json_array_get(arr, i) : j, &out[i]) != 0)
+            goto out;
+        /* a chain: seq consecutive, each state written after the one
+         * before it (a restore reads from states[0].first on) */
+        if (i > 0 && (out[i].seq != out[i - 1].seq + 1 ||
+                      out[i].first < out[i - 1].first))
+            goto out;
+    }
+    *states = out;
+    *n = count;
+    out = NULL;
     rc = 0;
 out:
+    free(out);
     json_decref(j);
     return rc;
 }
@@ -557,9 +699,104 @@ void bs_store_chunks_free(bs_store_chunks *g)
     free(g);
 }
 
+struct bs_store_chain {
+    size_t n, complete;
+    bs_store_manifest *states;
+    bs_store_chunks **g;
+};
+
+bs_store_chain *bs_store_chain_new(const char *manifest_key,
+                                   const bs_store_manifest *states, size_t n)
+{
+    bs_store_chain *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->n = n;
+    c->states = malloc((n ? n : 1) * sizeof(*c->states));
+    c->g = calloc(n ? n : 1, sizeof(*c->g));
+    if (!c->states || !c->g) {
+        bs_store_chain_free(c);
+        return NULL;
+    }
+    memcpy(c->states, states, n * sizeof(*states));
+    for (size_t i = 0; i < n; i++)
+        if (!(c->g[i] = bs_store_chunks_new(manifest_key, &states[i]))) {
+            bs_store_chain_free(c);
+            return NULL;
+        }
+    return c;
+}
+
+int bs_store_chain_add(bs_store_chain *c, int64_t offset, const void *key,
+                       size_t klen, const void *val, size_t vlen)
+{
+    for (size_t i = 0; i < c->n; i++)
+        /* A state's chunks are the ones from its chunk 0 on: a put that
+         * failed before its manifest may have left chunks under the same
+         * keys earlier. */
+        if (offset >= c->states[i].first &&
+            bs_store_chunks_add(c->g[i], key, klen, val, vlen) == 1)
+            c->complete++;
+    return c->n && c->complete == c->n;
+}
+
+int bs_store_chain_decode(bs_store_chain *c, const char *name,
+                          bs_checkpoint *out, char *errstr,
+                          size_t errstr_size)
+{
+    memset(out, 0, sizeof(*out));
+    if (c->n == 0) {
+        snprintf(errstr, errstr_size, "%s: a manifest naming no state", name);
+        return -1;
+    }
+    if (bs_store_chunks_decode(c->g[0], name, out, errstr, errstr_size) != 1)
+        return -1;
+    if (out->delta) {
+        snprintf(errstr, errstr_size, "%s: checkpoint %lld is a delta, not "
+                 "the snapshot a chain starts from", name,
+                 (long long)c->states[0].seq);
+        bs_ckpt_free(out);
+        return -1;
+    }
+    for (size_t i = 1; i < c->n; i++) {
+        bs_checkpoint d;
+        char dname[800];
+        snprintf(dname, sizeof(dname), "%s (delta %lld)", name,
+                 (long long)c->states[i].seq);
+        int r = -1;
+        if (bs_store_chunks_decode(c->g[i], dname, &d, errstr,
+                                   errstr_size) == 1) {
+            if (!d.delta)
+                snprintf(errstr, errstr_size, "%s: a snapshot where a delta "
+                         "belongs", dname);
+            else if (bs_ckpt_apply(out, &d, dname, errstr, errstr_size) == 0)
+                r = 1;
+            bs_ckpt_free(&d);
+        }
+        if (r != 1) {
+            bs_ckpt_free(out);
+            return -1;
+        }
+    }
+    track_from(out->filter, out->id);
+    return 1;
+}
+
+void bs_store_chain_free(bs_store_chain *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; c->g && i < c->n; i++)
+        bs_store_chunks_free(c->g[i]);
+    free(c->g);
+    free(c->states);
+    free(c);
+}
+
 static int on_chunk(const rd_kafka_message_t *m, void *op)
 {
-    return bs_store_chunks_add(op, m->key, m->key_len, m->payload, m->len);
+    return bs_store_chain_add(op, m->offset, m->key, m->key_len, m->payload,
+                              m->len);
 }
 
 static int kafka_get(bs_store *st, const char *topic, int32_t part,
@@ -581,40 +818,52 @@ static int kafka_get(bs_store *st, const char *topic, int32_t part,
     }
     if (!f.value)
         return 0;
-    bs_store_manifest m;
-    int parsed = bs_store_manifest_parse(f.value, f.len, &m);
+    bs_store_manifest *states;
+    size_t n;
+    int parsed = bs_store_manifest_parse(f.value, f.len, &states, &n);
     free(f.value);
     if (parsed != 0) {
         snprintf(errstr, errstr_size, "%s: damaged manifest", name);
         return -1;
     }
-    bs_store_chunks *g = bs_store_chunks_new(key, &m);
-    if (!g) {
-        snprintf(errstr, errstr_size, "%s: cannot allocate %llu bytes", name,
-                 (unsigned long long)m.size);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += states[i].size;
+    bs_store_chain *c = bs_store_chain_new(key, states, n);
+    if (!c) {
+        snprintf(errstr, errstr_size, "%s: cannot allocate %llu bytes for "
+                 "%zu states", name, (unsigned long long)bytes, n);
+        free(states);
         return -1;
     }
     int rc = -1;
-    if (read_partition(st, cp, m.first, on_chunk, g, errstr, errstr_size) ==
-        0)
-        rc = bs_store_chunks_decode(g, name, out, errstr, errstr_size);
-    bs_store_chunks_free(g);
+    if (read_partition(st, cp, states[0].first, on_chunk, c, errstr,
+                       errstr_size) == 0)
+        rc = bs_store_chain_decode(c, name, out, errstr, errstr_size);
+    bs_store_chain_free(c);
     if (rc == 1 && at_offset != BS_STORE_NEWEST &&
         out->next_offset > at_offset) {
-        /* The topic keeps one state per partition (compaction). */
+        /* The topic keeps one chain per partition (compaction), restored
+         * to its newest state. */
         snprintf(errstr, errstr_size, "%s: the checkpoint covers up to offset "
                  "%lld, past the committed %lld, and no older one is kept",
                  name, (long long)out->next_offset, (long long)at_offset);
         bs_ckpt_free(out);
         rc = BS_STORE_AHEAD;
     }
-    if (rc == 1) {
-        known *k = known_find(st, topic, part, true);
-        if (k) {
-            k->seq = m.seq;
-            k->nchunks = m.nchunks;
-        }
+    known *k = rc == 1 ? known_find(st, topic, part, true) : NULL;
+    if (k && known_reserve(k, n)) {
+        memcpy(k->chain, states, n * sizeof(*states));
+        k->n = n;
+        k->tip_id = out->id;
+        /* a v1 manifest's snapshot has record seq 0 under key seq >= 1 */
+        k->tip_chainable = (int64_t)out->seq == states[n - 1].seq;
+        k->tip_input = out->next_offset;
+        k->committed = true; /* read at read_committed, or the newest */
+    } else if (k) {
+        k->n = 0; /* the next put is a snapshot and tombstones nothing */
     }
+    free(states);
     return rc;
 }
 
@@ -710,6 +959,8 @@ bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
     st->group = set->group_id;
     st->topic = set->checkpoint_topic;
     st->chunk = (size_t)set->checkpoint_chunk_bytes;
+    st->max_chain = (uint32_t)set->checkpoint_delta_max;
+    st->max_ratio = set->checkpoint_delta_ratio;
     st->reader = reader;
     rd_kafka_conf_set_opaque(producer_conf, st);
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
@@ -736,6 +987,8 @@ void bs_store_destroy(bs_store *st)
     }
     bs_dirstore_destroy(st->ds);
     free(st->pend);
+    for (size_t i = 0; i < st->nknown; i++)
+        free(st->known[i].chain);
     free(st->known);
     free(st);
 }
@@ -779,9 +1032,15 @@ int bs_store_get(bs_store *st, const char *topic, int32_t partition,
 int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
                        int64_t next_offset, char *errstr, size_t errstr_size)
 {
-    /* The kafka store keeps one state per partition: nothing to drop. */
-    if (st->kind == BS_CONFIG_STORE_KAFKA)
+    /* The kafka store keeps one chain per partition, and compaction drops
+     * what its manifests no longer name: a commit only lets the next
+     * checkpoint chain onto the state it covers. */
+    if (st->kind == BS_CONFIG_STORE_KAFKA) {
+        known *k = known_find(st, topic, partition, false);
+        if (k && k->n && k->tip_input <= next_offset)
+            k->committed = true;
         return 0;
+    }
     return bs_dirstore_committed(st->ds, topic, partition, next_offset,
                                  errstr, errstr_size);
 }
@@ -790,7 +1049,7 @@ uint64_t bs_store_last_bytes(const bs_store *st, bool *delta)
 {
     if (st->kind == BS_CONFIG_STORE_KAFKA) {
         if (delta)
-            *delta = false;
+            *delta = st->last_delta;
         return st->last_bytes;
     }
     return bs_dirstore_last_bytes(st->ds, delta);

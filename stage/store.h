@@ -7,14 +7,21 @@
  *          once per round by bs_store_sync;
  *   kafka  the compacted topic checkpoint.topic, so a partition's state
  *          follows the partition to whichever instance of the consumer
- *          group gets it.  A checkpoint is split into chunks under
+ *          group gets it.  Each state (a snapshot or a delta, as the dir
+ *          store writes them) is split into chunks under
  *          checkpoint.chunk.bytes, keyed
  *            bs1/GROUP/TOPIC/PARTITION/SEQ/I
  *          and made valid by a manifest, keyed bs1/GROUP/TOPIC/PARTITION
- *          (compaction keeps the newest), written only after the broker
- *          acknowledged every chunk; a crash mid-write leaves chunks no
- *          manifest names, never a manifest without its chunks.  The
- *          previous checkpoint's chunks are then deleted (tombstones).
+ *          (compaction keeps the newest), naming the snapshot and the
+ *          deltas after it, written only after the broker acknowledged
+ *          every chunk; a crash mid-write leaves chunks no manifest names,
+ *          never a manifest without its chunks.  When a new snapshot's
+ *          manifest is written the old chain's chunks are deleted
+ *          (tombstones), so compaction keeps what a restore reads and no
+ *          more.  The chain's bounds are the dir store's
+ *          (checkpoint.delta.max, checkpoint.delta.ratio); a delta chains
+ *          only onto a state whose offsets were committed
+ *          (bs_store_committed), so an aborted round is never a base.
  *          Every record of one partition's checkpoints goes to one
  *          partition of checkpoint.topic, so a restore reads only that.
  *
@@ -22,10 +29,9 @@
  * bs_store_sync; only when sync returns 0 are the offsets of that round
  * covered by durable state; after the commit, bs_store_committed.
  *
- * dir keeps two files a partition: TOPIC-PARTITION.ckpt (the newest) and,
- * until the newest is committed, the state before it in
- * TOPIC-PARTITION.ckpt.prev (a whole-file stand-in for the versions the
- * incremental store keeps; bs_store_get at_offset chooses between them).
+ * Both mark the filters they are given (bf_filter_track) with the id of
+ * the state written or restored, which is what lets the next checkpoint of
+ * that filter be a delta.
  */
 #ifndef BLOOMSTAGE_STORE_H
 #define BLOOMSTAGE_STORE_H
@@ -55,8 +61,8 @@ void bs_store_destroy(bs_store *st);
 int bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
-/* filter: the partition's filter, marked (bf_filter_mark) once its state
- * is written, so the dir store's next checkpoint of it can be a delta. */
+/* filter: the partition's filter, marked (bf_filter_track) once its state
+ * is written, so the next checkpoint of it can be a delta. */
 int bs_store_put(bs_store *st, const char *topic, int32_t partition,
                  int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
                  bf_filter *filter, char *errstr, size_t errstr_size)
@@ -71,8 +77,8 @@ int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
  * committed): the newest durable state whose next_offset <= at_offset.  1
  * loaded, 0 none, -1 unreadable or damaged (errstr says which and where).
  * The dir store removes the states newer than the one loaded (written,
- * never committed).  The kafka store keeps one state: BS_STORE_AHEAD when
- * that one is past at_offset. */
+ * never committed).  The kafka store keeps one chain, restored to its
+ * newest state: BS_STORE_AHEAD when that one is past at_offset. */
 /* bs_store_get's answer when the kafka store's one state is past
  * at_offset: another owner went on, or its commit is not visible yet; the
  * state is not damaged, and asking again later may find it matching. */
@@ -90,8 +96,8 @@ int bs_store_get(bs_store *st, const char *topic, int32_t partition,
 int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
                        int64_t next_offset, char *errstr, size_t errstr_size);
 
-/* Bytes the last bs_store_put wrote and whether that was a delta (dir
- * store; the kafka store writes whole checkpoints). */
+/* Bytes the last bs_store_put wrote (the record, before chunking) and
+ * whether that was a delta. */
 uint64_t bs_store_last_bytes(const bs_store *st, bool *delta);
 
 /* Transactions: the kafka store's records go through `producer` (the
@@ -110,8 +116,9 @@ const char *bs_store_describe(const bs_store *st);
  * bs_store_get reads with these; tests and fuzz targets call them on bytes
  * of their own.  Nothing here trusts its input. */
 
-/* A manifest: {"v":1, "seq", "chunks", "chunk_bytes", "size", "xxh3" (16
- * hex digits), "first" (offset of chunk 0), "input_offset"}. */
+/* One state a manifest names: its seq, its chunks (count, size of each
+ * but the last, total size, XXH3-64 of the whole) and the offset of its
+ * chunk 0 in the checkpoint topic. */
 typedef struct bs_store_manifest {
     int64_t seq;
     uint32_t nchunks;
@@ -119,15 +126,28 @@ typedef struct bs_store_manifest {
     int64_t first;
 } bs_store_manifest;
 
-/* 0, or -1 when v[0..len) is not a manifest this build wrote: not JSON, a
- * field missing, mistyped or out of range, a chunk count that does not fit
- * the size and chunk size. */
-int bs_store_manifest_parse(const void *v, size_t len, bs_store_manifest *m)
+/* The most states one manifest may name: a snapshot and the longest chain
+ * checkpoint.delta.max allows. */
+#define BS_STORE_MAX_STATES 100001u
+
+/* A manifest's value:
+ *   version 2  {"v":2, "input_offset", "states":[S, ...]}, each S
+ *              {"seq", "chunks", "chunk_bytes", "size", "xxh3" (16 hex
+ *              digits), "first"}: states[0] the snapshot, then the deltas
+ *              after it, seq consecutive, first not decreasing;
+ *   version 1  one S's fields and "input_offset" at the top (a whole
+ *              checkpoint, written before deltas).
+ * *states (malloc'd, the caller frees it) gets the n states.  0, or -1 when
+ * v[0..len) is not a manifest this build wrote: not JSON, a field missing,
+ * mistyped or out of range, a chunk count that does not fit the size and
+ * chunk size, a broken chain. */
+int bs_store_manifest_parse(const void *v, size_t len,
+                            bs_store_manifest **states, size_t *n)
     __attribute__((warn_unused_result));
 
-/* The chunks one manifest names, gathered from the records of the
- * checkpoint topic in any order.  new: NULL when out of memory (it
- * allocates the checkpoint's size). */
+/* The chunks one state names, gathered from the records of the checkpoint
+ * topic in any order.  new: NULL when out of memory (it allocates the
+ * state's size). */
 typedef struct bs_store_chunks bs_store_chunks;
 bs_store_chunks *bs_store_chunks_new(const char *manifest_key,
                                      const bs_store_manifest *m);
@@ -136,12 +156,35 @@ bs_store_chunks *bs_store_chunks_new(const char *manifest_key,
  * different key, a duplicate, the wrong size). */
 int bs_store_chunks_add(bs_store_chunks *g, const void *key, size_t klen,
                         const void *val, size_t vlen);
-/* The checkpoint the chunks make: 1, or -1 with errstr (missing chunks,
- * checksum, or bs_ckpt_decode's reasons; `name` in every message). */
+/* The record the chunks make: 1, or -1 with errstr (missing chunks,
+ * checksum, or bs_ckpt_decode's reasons; `name` in every message).  A
+ * delta comes out as bs_ckpt_decode gives it (out->delta). */
 int bs_store_chunks_decode(bs_store_chunks *g, const char *name,
                            bs_checkpoint *out, char *errstr,
                            size_t errstr_size)
     __attribute__((warn_unused_result));
 void bs_store_chunks_free(bs_store_chunks *g);
+
+/* Every state of one manifest gathered at once (a restore reads the
+ * topic once from states[0].first), then made into the newest state: the
+ * snapshot with each delta applied in order (bs_ckpt_apply, which refuses
+ * a broken link by name).  new: NULL when out of memory. */
+typedef struct bs_store_chain bs_store_chain;
+bs_store_chain *bs_store_chain_new(const char *manifest_key,
+                                   const bs_store_manifest *states,
+                                   size_t n);
+/* As bs_store_chunks_add, offered to every state whose chunk 0 is at or
+ * before `offset` (the record's in the checkpoint topic): 1 once every
+ * state is complete. */
+int bs_store_chain_add(bs_store_chain *c, int64_t offset, const void *key,
+                       size_t klen, const void *val, size_t vlen);
+/* 1 with *out the newest state (its filter tracked from its id), or -1
+ * with errstr naming `name` and the state at fault (missing chunks, a
+ * checksum, a snapshot that is a delta, a delta that does not apply). */
+int bs_store_chain_decode(bs_store_chain *c, const char *name,
+                          bs_checkpoint *out, char *errstr,
+                          size_t errstr_size)
+    __attribute__((warn_unused_result));
+void bs_store_chain_free(bs_store_chain *c);
 
 #endif

@@ -668,10 +668,22 @@ static void test_dir_missing_dir(void **state)
 
 /* -- the Kafka store's records without a broker --------------------------- */
 
+/* Parses a manifest that must name one state (into *m), or none (-1). */
 static int parse_str(const char *json, bs_store_manifest *m)
 {
-    return bs_store_manifest_parse(json, strlen(json), m);
+    bs_store_manifest *states;
+    size_t n;
+    if (bs_store_manifest_parse(json, strlen(json), &states, &n) != 0)
+        return -1;
+    assert_int_equal(n, 1);
+    *m = states[0];
+    free(states);
+    return 0;
 }
+
+#define STATE_JSON(seq, first)                                                \
+    "{\"seq\":" #seq ",\"chunks\":2,\"chunk_bytes\":1024,\"size\":1500,"     \
+    "\"xxh3\":\"00000000deadbeef\",\"first\":" #first "}"
 
 static void test_manifest_parse(void **state)
 {
@@ -722,10 +734,40 @@ static void test_manifest_parse(void **state)
         "\"size\":17592186044416,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
         "{\"v\":1,\"seq\":3,\"chunks\":1,\"chunk_bytes\":33554432,"
         "\"size\":33554432,\"xxh3\":\"00000000deadbeef\",\"first\":7}",
+        /* version 2: a chain, seq consecutive, first not decreasing */
+        "{\"v\":2,\"states\":[]}",
+        "{\"v\":2,\"states\":{}}",
+        "{\"v\":2}",
+        "{\"v\":3,\"states\":[" STATE_JSON(3, 7) "]}",
+        "{\"v\":2,\"states\":[" STATE_JSON(3, 7) "," STATE_JSON(5, 9) "]}",
+        "{\"v\":2,\"states\":[" STATE_JSON(3, 7) "," STATE_JSON(3, 9) "]}",
+        "{\"v\":2,\"states\":[" STATE_JSON(3, 7) "," STATE_JSON(4, 6) "]}",
+        "{\"v\":2,\"states\":[" STATE_JSON(3, 7) ",{\"seq\":4}]}",
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if (parse_str(bad[i], &m) == 0)
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        bs_store_manifest *states = NULL;
+        size_t n = 99;
+        if (bs_store_manifest_parse(bad[i], strlen(bad[i]), &states, &n) ==
+            0)
             fail_msg("accepted as a manifest: %s", bad[i]);
+        assert_null(states);
+        assert_int_equal(n, 0);
+    }
+    /* version 2's chain */
+    const char *v2 = "{\"v\":2,\"input_offset\":9,\"states\":["
+                     STATE_JSON(3, 7) "," STATE_JSON(4, 7) ","
+                     STATE_JSON(5, 12) "]}";
+    bs_store_manifest *states;
+    size_t n;
+    assert_int_equal(bs_store_manifest_parse(v2, strlen(v2), &states, &n), 0);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(states[i].seq, 3 + (int64_t)i);
+        assert_int_equal(states[i].nchunks, 2);
+        assert_int_equal(states[i].xxh3, 0xdeadbeefULL);
+    }
+    assert_int_equal(states[2].first, 12);
+    free(states);
 }
 
 /* Encodes a checkpoint and cuts it into chunks of `chunk` bytes. */
@@ -808,6 +850,129 @@ static void test_chunks_gather(void **state)
     free(buf);
 }
 
+/* One state's manifest entry for a record of len bytes in chunks of
+ * `chunk`, its chunk 0 at offset `first`. */
+static bs_store_manifest state_of(int64_t seq, const uint8_t *buf,
+                                  size_t len, size_t chunk, int64_t first)
+{
+    bs_store_manifest m = {seq, (uint32_t)((len + chunk - 1) / chunk), chunk,
+                           len, XXH3_64bits(buf, len), first};
+    return m;
+}
+
+/* Offers a record's chunks (keys PREFIX/SEQ/I) to a chain at offsets from
+ * `first` on; returns the chain's last answer. */
+static int offer_chunks(bs_store_chain *c, const char *prefix, int64_t seq,
+                        const uint8_t *buf, size_t len, size_t chunk,
+                        int64_t first)
+{
+    int r = 0;
+    for (size_t off = 0, i = 0; off < len; off += chunk, i++) {
+        char key[128];
+        snprintf(key, sizeof(key), "%s/%lld/%zu", prefix, (long long)seq, i);
+        size_t n = len - off < chunk ? len - off : chunk;
+        r = bs_store_chain_add(c, first + (int64_t)i, key, strlen(key),
+                               buf + off, n);
+    }
+    return r;
+}
+
+/* A chain without a broker: a snapshot and a delta gathered from chunks in
+ * any order make the filter bit for bit; stale chunks under the same keys
+ * before a state's chunk 0 are passed over; a damaged delta, a chain that
+ * starts with a delta, and a delta on another base are refused by name. */
+static void test_chain_gather(void **state)
+{
+    (void)state;
+    char err[1024] = "";
+    const size_t chunk = 512;
+    bf_filter *f = filter_with("s", 200, 20000);
+    bs_ckpt_meta m1 = {"in", 4, 100, NULL, 0, 1, bs_ckpt_new_id(), 0};
+    uint8_t *snap, *delta, *other;
+    size_t slen, dlen, olen;
+    assert_int_equal(bs_ckpt_encode_record(&m1, f, false, &snap, &slen, err,
+                                           sizeof(err)), 0);
+    assert_int_equal(bf_filter_track(f, m1.id, err, sizeof(err)), BF_OK);
+    add_tagged(f, "d", 30);
+    bs_ckpt_meta m2 = {"in", 4, 130, NULL, 0, 2, bs_ckpt_new_id(), m1.id};
+    assert_int_equal(bs_ckpt_encode_record(&m2, f, true, &delta, &dlen, err,
+                                           sizeof(err)), 0);
+    assert_true(dlen < slen / 10);
+    /* a delta of seq 2 on a base that is not state 1 */
+    bs_ckpt_meta m3 = {"in", 4, 130, NULL, 0, 2, bs_ckpt_new_id(), 777};
+    assert_int_equal(bf_filter_track(f, 777, err, sizeof(err)), BF_OK);
+    add_tagged(f, "o", 5);
+    assert_int_equal(bs_ckpt_encode_record(&m3, f, true, &other, &olen, err,
+                                           sizeof(err)), 0);
+    bs_store_manifest st[2] = {state_of(1, snap, slen, chunk, 10),
+                               state_of(2, delta, dlen, chunk, 40)};
+
+    /* the delta's chunks first, a stale copy of it (garbage) before its
+     * chunk 0, then the snapshot's */
+    bs_store_chain *c = bs_store_chain_new("bs1/g/in/4", st, 2);
+    assert_non_null(c);
+    uint8_t *junk = calloc(1, dlen);
+    assert_int_equal(offer_chunks(c, "bs1/g/in/4", 2, junk, dlen, chunk, 20),
+                     0);
+    assert_int_equal(offer_chunks(c, "bs1/g/in/4", 2, delta, dlen, chunk,
+                                  40), 0);
+    assert_int_equal(offer_chunks(c, "bs1/g/in/4", 1, snap, slen, chunk, 10),
+                     1);
+    bs_checkpoint out;
+    assert_int_equal(bs_store_chain_decode(c, "NAME", &out, err,
+                                           sizeof(err)), 1);
+    assert_int_equal(out.next_offset, 130);
+    assert_int_equal(out.seq, 2);
+    assert_int_equal(out.id, m2.id);
+    assert_int_equal(holds_count(out.filter, "s", 200), 200);
+    assert_int_equal(holds_count(out.filter, "d", 30), 30);
+    uint64_t mark;
+    assert_true(bf_filter_tracked(out.filter, &mark));
+    assert_int_equal(mark, m2.id); /* the next checkpoint chains onto it */
+    bs_ckpt_free(&out);
+    bs_store_chain_free(c);
+
+    /* a damaged delta */
+    c = bs_store_chain_new("bs1/g/in/4", st, 2);
+    delta[dlen / 2] ^= 1;
+    (void)offer_chunks(c, "bs1/g/in/4", 1, snap, slen, chunk, 10);
+    assert_int_equal(offer_chunks(c, "bs1/g/in/4", 2, delta, dlen, chunk,
+                                  40), 1);
+    delta[dlen / 2] ^= 1;
+    assert_int_equal(bs_store_chain_decode(c, "NAME", &out, err,
+                                           sizeof(err)), -1);
+    if (!strstr(err, "NAME (delta 2)") || !strstr(err, "checksum"))
+        fail_msg("not named: %s", err);
+    bs_store_chain_free(c);
+
+    /* a delta where the snapshot belongs */
+    bs_store_manifest d1 = state_of(2, delta, dlen, chunk, 40);
+    c = bs_store_chain_new("bs1/g/in/4", &d1, 1);
+    assert_int_equal(offer_chunks(c, "bs1/g/in/4", 2, delta, dlen, chunk,
+                                  40), 1);
+    assert_int_equal(bs_store_chain_decode(c, "NAME", &out, err,
+                                           sizeof(err)), -1);
+    assert_non_null(strstr(err, "is a delta, not the snapshot"));
+    bs_store_chain_free(c);
+
+    /* a delta on another base */
+    bs_store_manifest so[2] = {st[0], state_of(2, other, olen, chunk, 40)};
+    c = bs_store_chain_new("bs1/g/in/4", so, 2);
+    (void)offer_chunks(c, "bs1/g/in/4", 1, snap, slen, chunk, 10);
+    assert_int_equal(offer_chunks(c, "bs1/g/in/4", 2, other, olen, chunk,
+                                  40), 1);
+    assert_int_equal(bs_store_chain_decode(c, "NAME", &out, err,
+                                           sizeof(err)), -1);
+    if (!strstr(err, "NAME (delta 2)") || !strstr(err, "base mismatch"))
+        fail_msg("not named: %s", err);
+    bs_store_chain_free(c);
+    free(junk);
+    free(snap);
+    free(delta);
+    free(other);
+    bf_filter_destroy(f);
+}
+
 /* -- the Kafka store ------------------------------------------------------ */
 
 typedef struct kfx {
@@ -816,8 +981,10 @@ typedef struct kfx {
     rd_kafka_t *reader;
 } kfx;
 
-/* A cluster of `brokers` with the checkpoint topic (nparts partitions). */
-static void kfx_start(kfx *k, int brokers, int nparts)
+/* A cluster of `brokers` with the checkpoint topic (nparts partitions);
+ * extra: NULL or more configuration, name, value pairs. */
+static void kfx_start(kfx *k, int brokers, int nparts,
+                      const char *const *extra)
 {
     memset(k, 0, sizeof(*k));
     im_start(&k->c, brokers);
@@ -826,6 +993,11 @@ static void kfx_start(kfx *k, int brokers, int nparts)
                         GROUP, "checkpoint.topic", CKTOPIC,
                         "checkpoint.chunk.bytes", "1024", NULL};
     k->cfg = store_config(kv);
+    char err[512];
+    for (size_t i = 0; extra && extra[i]; i += 2)
+        if (bs_config_set(k->cfg, extra[i], extra[i + 1], "test", err,
+                          sizeof(err)))
+            fail_msg("%s: %s", extra[i], err);
     k->reader = im_consumer(&k->c, NULL);
 }
 
@@ -886,7 +1058,7 @@ static void test_kafka_round_trip_and_chunks(void **state)
 {
     (void)state;
     kfx k;
-    kfx_start(&k, 1, 3);
+    kfx_start(&k, 1, 3, NULL);
     bs_store *st = kafka_store(&k, NULL);
     assert_non_null(strstr(bs_store_describe(st), CKTOPIC));
     char err[1024] = "";
@@ -948,14 +1120,18 @@ static void test_kafka_round_trip_and_chunks(void **state)
     json_error_t jerr;
     json_t *j = json_loadb(manifest->value, manifest->value_len, 0, &jerr);
     assert_non_null(j);
-    assert_int_equal(json_integer_value(json_object_get(j, "chunks")),
-                     (json_int_t)nchunks);
-    assert_int_equal(json_integer_value(json_object_get(j, "first")), first);
-    assert_int_equal(json_integer_value(json_object_get(j, "seq")), 1);
-    assert_int_equal(json_integer_value(json_object_get(j, "size")),
-                     (json_int_t)enc_len);
+    assert_int_equal(json_integer_value(json_object_get(j, "v")), 2);
     assert_int_equal(
         json_integer_value(json_object_get(j, "input_offset")), 2000);
+    json_t *states = json_object_get(j, "states");
+    assert_int_equal(json_array_size(states), 1); /* a snapshot */
+    json_t *s0 = json_array_get(states, 0);
+    assert_int_equal(json_integer_value(json_object_get(s0, "chunks")),
+                     (json_int_t)nchunks);
+    assert_int_equal(json_integer_value(json_object_get(s0, "first")), first);
+    assert_int_equal(json_integer_value(json_object_get(s0, "seq")), 1);
+    assert_int_equal(json_integer_value(json_object_get(s0, "size")),
+                     (json_int_t)enc_len);
     json_decref(j);
     h_record_list_free(&l);
     bs_store_destroy(st);
@@ -967,7 +1143,7 @@ static void test_kafka_newer_manifest_wins_and_tombstones(void **state)
 {
     (void)state;
     kfx k;
-    kfx_start(&k, 1, 2);
+    kfx_start(&k, 1, 2, NULL);
     bs_store *st = kafka_store(&k, NULL);
     char err[1024] = "";
     bf_filter *f1 = filter_with("first", 1000, 4000);
@@ -1035,13 +1211,127 @@ static void test_kafka_newer_manifest_wins_and_tombstones(void **state)
     kfx_stop(&k);
 }
 
+/* The Kafka store's chains: a snapshot, deltas up to checkpoint.delta.max
+ * (each manifest naming the snapshot and every delta since), a snapshot
+ * again whose manifest is followed by tombstones for every chunk of the
+ * chain before it; a delta only onto a committed state (an uncommitted
+ * one, as after an aborted transaction, is followed by a snapshot); a
+ * fresh instance restores the newest state bit for bit and chains onto
+ * it. */
+static void test_kafka_chain(void **state)
+{
+    (void)state;
+    kfx k;
+    const char *extra[] = {"checkpoint.delta.max", "3",
+                           "checkpoint.delta.ratio", "10", NULL};
+    kfx_start(&k, 1, 2, extra);
+    bs_store *st = kafka_store(&k, NULL);
+    char err[1024] = "", tag[16];
+    bf_filter *f = filter_with("r0", 50, 20000);
+    /* seq 1 snapshot, 2-4 deltas, 5 snapshot, 6-8 deltas, 9 snapshot, 10
+     * a delta never committed, so 11 is a snapshot */
+    const bool want_delta[12] = {false, false, true, true, true, false,
+                                 true, true, true, false, true, false};
+    uint64_t snap_bytes = 0, delta_bytes = 0;
+    for (int seq = 1; seq <= 11; seq++) {
+        snprintf(tag, sizeof(tag), "r%d", seq);
+        if (seq > 1)
+            add_tagged(f, tag, 50);
+        if (bs_store_put(st, "in", 0, 100 * seq, NULL, 0, f, err,
+                         sizeof(err)) != 0 ||
+            bs_store_sync(st, err, sizeof(err)) != 0)
+            fail_msg("seq %d: %s", seq, err);
+        bool delta;
+        uint64_t bytes = bs_store_last_bytes(st, &delta);
+        if (delta != want_delta[seq])
+            fail_msg("seq %d written as a %s", seq,
+                     delta ? "delta" : "snapshot");
+        if (delta)
+            delta_bytes = bytes;
+        else
+            snap_bytes = bytes;
+        if (seq != 10)
+            assert_int_equal(bs_store_committed(st, "in", 0, 100 * seq, err,
+                                                sizeof(err)), 0);
+    }
+    if (delta_bytes * 10 > snap_bytes)
+        fail_msg("a 50-key delta is %llu bytes, the snapshot %llu",
+                 (unsigned long long)delta_bytes,
+                 (unsigned long long)snap_bytes);
+    bs_store_destroy(st); /* flushes the tombstones */
+
+    /* The records: each manifest names the chain so far; every chunk of
+     * seq 1-10 has a tombstone after it, seq 11's none. */
+    h_record_list l = {0};
+    H_CHECK(h_consume_all(k.c.bootstraps, CKTOPIC, 10000, &l));
+    const size_t want_states[] = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 1};
+    size_t manifests = 0, chunks[12] = {0}, tombs[12] = {0};
+    for (size_t i = 0; i < l.n; i++) {
+        const h_record *r = &l.recs[i];
+        if (key_is(r, "bs1/" GROUP "/in/0")) {
+            assert_true(manifests < 11);
+            json_t *j = json_loadb(r->value, r->value_len, 0, NULL);
+            assert_non_null(j);
+            json_t *states = json_object_get(j, "states");
+            if (json_array_size(states) != want_states[manifests])
+                fail_msg("manifest %zu names %zu states", manifests + 1,
+                         json_array_size(states));
+            json_t *last = json_array_get(states, json_array_size(states) - 1);
+            assert_int_equal(json_integer_value(json_object_get(last, "seq")),
+                             (json_int_t)manifests + 1);
+            json_decref(j);
+            manifests++;
+            continue;
+        }
+        int seq = -1;
+        assert_int_equal(sscanf(r->key, "bs1/" GROUP "/in/0/%d/", &seq), 1);
+        assert_true(seq >= 1 && seq <= 11);
+        r->value ? chunks[seq]++ : tombs[seq]++;
+    }
+    assert_int_equal(manifests, 11);
+    for (int seq = 1; seq <= 11; seq++) {
+        assert_true(chunks[seq] >= 1);
+        if (tombs[seq] != (seq < 11 ? chunks[seq] : 0))
+            fail_msg("seq %d: %zu chunks, %zu tombstones", seq, chunks[seq],
+                     tombs[seq]);
+    }
+    h_record_list_free(&l);
+
+    /* A fresh instance restores state 11 bit for bit, and its next
+     * checkpoint of the restored filter is a delta on it. */
+    st = kafka_store(&k, NULL);
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)), 1);
+    assert_int_equal(c.next_offset, 1100);
+    assert_int_equal(c.seq, 11);
+    assert_same_filter(f, c.filter);
+    add_tagged(c.filter, "after", 40);
+    assert_int_equal(bs_store_put(st, "in", 0, 1200, NULL, 0, c.filter, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    bool delta;
+    (void)bs_store_last_bytes(st, &delta);
+    assert_true(delta);
+    bs_store_destroy(st);
+    st = kafka_store(&k, NULL);
+    bs_checkpoint c2;
+    assert_int_equal(get(st, "in", 0, &c2, err, sizeof(err)), 1);
+    assert_int_equal(c2.seq, 12);
+    assert_same_filter(c.filter, c2.filter);
+    bs_ckpt_free(&c2);
+    bs_ckpt_free(&c);
+    bs_store_destroy(st);
+    bf_filter_destroy(f);
+    kfx_stop(&k);
+}
+
 /* A chunk the broker refuses: sync fails and writes no manifest, so the
  * previous checkpoint stands. */
 static void test_kafka_no_manifest_without_every_chunk(void **state)
 {
     (void)state;
     kfx k;
-    kfx_start(&k, 1, 1);
+    kfx_start(&k, 1, 1, NULL);
     bs_store *st = kafka_store(&k, NULL);
     char err[1024] = "";
     bf_filter *f1 = filter_with("old", 500, 4000);
@@ -1136,7 +1426,7 @@ static void test_kafka_late_report_of_failed_put(void **state)
 {
     (void)state;
     kfx k;
-    kfx_start(&k, 2, 2);
+    kfx_start(&k, 2, 2, NULL);
     assert_int_equal(rd_kafka_mock_partition_set_leader(k.c.mc, CKTOPIC, 0,
                                                         1), 0);
     assert_int_equal(rd_kafka_mock_partition_set_leader(k.c.mc, CKTOPIC, 1,
@@ -1214,7 +1504,7 @@ static void test_kafka_damaged_manifest(void **state)
 {
     (void)state;
     kfx k;
-    kfx_start(&k, 1, 1);
+    kfx_start(&k, 1, 1, NULL);
     h_record r = h_rec("bs1/" GROUP "/in/0", "{\"v\":1,\"seq\":\"x\"}");
     H_CHECK(h_produce(k.c.bootstraps, CKTOPIC, 0, &r, 1));
     bs_store *st = kafka_store(&k, NULL);
@@ -1245,8 +1535,10 @@ int main(void)
         cmocka_unit_test(test_dir_missing_dir),
         cmocka_unit_test(test_manifest_parse),
         cmocka_unit_test(test_chunks_gather),
+        cmocka_unit_test(test_chain_gather),
         cmocka_unit_test(test_kafka_round_trip_and_chunks),
         cmocka_unit_test(test_kafka_newer_manifest_wins_and_tombstones),
+        cmocka_unit_test(test_kafka_chain),
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
         cmocka_unit_test(test_kafka_damaged_manifest),
         cmocka_unit_test(test_kafka_late_report_of_failed_put),
