@@ -1,10 +1,14 @@
 /*
  * bench/ckpt_delta.c -- incremental checkpoints against whole ones, for
  * checkpoint.store=dir (temp file, fsync, rename, fsync of the directory:
- * bs_store_put + bs_store_sync, the stage's round).  A benchmark, not a
- * test: it prints a table.
+ * bs_store_put + bs_store_sync, the stage's round) or, with --kafka,
+ * checkpoint.store=kafka (chunks, acknowledged, then the manifest, on a
+ * 1-node Apache Kafka started by scripts/kafka, or the one --bootstrap
+ * names; each store its own compacted topic, read back at read_committed
+ * for the restores).  A benchmark, not a test: it prints a table.
  *
- *   bench_ckpt_delta [--dir DIR] [--rounds R] [KEYS...]
+ *   bench_ckpt_delta [--dir DIR] [--rounds R] [--kafka | --bootstrap LIST]
+ *                    [KEYS...]
  *
  * For each KEYS (default 1e6 1e7 1e8) one filter is built once (dedup.fpr
  * 1e-6, one layer sized for KEYS plus every key the run adds, so no layer
@@ -26,6 +30,7 @@
 #include "checkpoint.h"
 #include "log.h"
 #include "store.h"
+#include "support.h"
 #include "util.h"
 
 #include <bloomfilters.h>
@@ -53,16 +58,56 @@ static void add_keys(bf_filter *f, uint64_t n)
     }
 }
 
+/* --kafka / --bootstrap: the broker the Kafka stores use (NULL: dir). */
+static const char *kafka;
+
+/* The Kafka store's reader of each store made (it must outlive its
+ * store): destroyed by drop(). */
+static struct {
+    bs_store *st;
+    rd_kafka_t *reader;
+} readers[16];
+
+/* The checkpoint topic standing for directory `dir`: its path with '/' as
+ * '.', so every store of a run has its own. */
+static void topic_of(const char *dir, char *out, size_t size)
+{
+    snprintf(out, size, "ckd%s", dir);
+    for (char *c = out; *c; c++)
+        if (*c == '/')
+            *c = '.';
+}
+
+/* A client configuration for the broker with the stage's settings for its
+ * checkpoint clients (stage/clients.c): name, value pairs. */
+static rd_kafka_conf_t *kconf(const char *const *kv)
+{
+    rd_kafka_conf_t *conf = h_kafka_conf(kafka);
+    char err[512];
+    for (size_t i = 0; kv[i]; i += 2)
+        if (rd_kafka_conf_set(conf, kv[i], kv[i + 1], err, sizeof(err)) !=
+            RD_KAFKA_CONF_OK) {
+            fprintf(stderr, "%s: %s\n", kv[i], err);
+            exit(1);
+        }
+    return conf;
+}
+
 static bs_store *store(const char *dir, const char *max, bs_config **cfg)
 {
-    char err[512];
+    char err[512], topic[600];
+    topic_of(dir, topic, sizeof(topic));
     bs_config *c = bs_config_new();
     bs_settings set;
     if (!c || bs_config_set(c, "checkpoint.dir", dir, NULL, err, sizeof(err)) ||
         bs_config_set(c, "checkpoint.delta.max", max, NULL, err,
                       sizeof(err)) ||
-        bs_config_set(c, "kafka.bootstrap.servers", "localhost:1", NULL, err,
-                      sizeof(err)) ||
+        bs_config_set(c, "kafka.bootstrap.servers",
+                      kafka ? kafka : "localhost:1", NULL, err, sizeof(err)) ||
+        (kafka && (bs_config_set(c, "checkpoint.store", "kafka", NULL, err,
+                                 sizeof(err)) ||
+                   bs_config_set(c, "checkpoint.topic", topic, NULL, err,
+                                 sizeof(err)))) ||
         bs_config_set(c, "input.topics", "in", NULL, err, sizeof(err)) ||
         bs_config_set(c, "output.topic", "out", NULL, err, sizeof(err)) ||
         bs_config_validate(c, err, sizeof(err)) ||
@@ -70,13 +115,52 @@ static bs_store *store(const char *dir, const char *max, bs_config **cfg)
         fprintf(stderr, "config: %s\n", err);
         exit(1);
     }
-    bs_store *st = bs_store_new(&set, NULL, NULL, err, sizeof(err));
+    rd_kafka_t *reader = NULL;
+    rd_kafka_conf_t *pconf = NULL;
+    if (kafka) {
+        static const char *const rkv[] = {
+            "group.id", "bench-ckpt-delta", "enable.auto.commit", "false",
+            "enable.partition.eof", "true", "isolation.level",
+            "read_committed", "fetch.wait.max.ms", "10", NULL};
+        static const char *const pkv[] = {
+            "enable.idempotence", "true", "acks", "all", "linger.ms", "1",
+            "message.max.bytes", "20000000", NULL};
+        reader = rd_kafka_new(RD_KAFKA_CONSUMER, kconf(rkv), err,
+                              sizeof(err));
+        if (!reader) {
+            fprintf(stderr, "reader: %s\n", err);
+            exit(1);
+        }
+        rd_kafka_poll_set_consumer(reader);
+        pconf = kconf(pkv);
+    }
+    bs_store *st = bs_store_new(&set, reader, pconf, err, sizeof(err));
     if (!st || bs_store_check(st, err, sizeof(err))) {
-        fprintf(stderr, "store %s: %s\n", dir, err);
+        fprintf(stderr, "store %s: %s\n", kafka ? topic : dir, err);
         exit(1);
     }
+    for (size_t i = 0; reader && i < sizeof(readers) / sizeof(readers[0]);
+         i++)
+        if (!readers[i].st) {
+            readers[i].st = st;
+            readers[i].reader = reader;
+            break;
+        }
     *cfg = c;
     return st;
+}
+
+/* A store made by store(), and its configuration. */
+static void drop(bs_store *st, bs_config *cfg)
+{
+    bs_store_destroy(st);
+    for (size_t i = 0; i < sizeof(readers) / sizeof(readers[0]); i++)
+        if (readers[i].st == st) {
+            rd_kafka_consumer_close(readers[i].reader);
+            rd_kafka_destroy(readers[i].reader);
+            readers[i].st = NULL;
+        }
+    bs_config_destroy(cfg);
 }
 
 /* One checkpoint round of partition 0: put + sync.  Seconds; *bytes and
@@ -121,8 +205,7 @@ static double restore(const char *dir, int64_t want_next)
         exit(1);
     }
     bs_ckpt_free(&c);
-    bs_store_destroy(st);
-    bs_config_destroy(cfg);
+    drop(st, cfg);
     return dt;
 }
 
@@ -210,13 +293,17 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             snprintf(dir, sizeof(dir), "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--bootstrap") && i + 1 < argc)
+            kafka = argv[++i];
+        else if (!strcmp(argv[i], "--kafka"))
+            kafka = "";
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (nsizes < 8 && strtod(argv[i], NULL) >= 1e4)
             sizes[nsizes++] = (uint64_t)strtod(argv[i], NULL);
         else {
             fprintf(stderr, "usage: bench_ckpt_delta [--dir DIR] [--rounds "
-                    "R] [KEYS...]\n");
+                    "R] [--kafka | --bootstrap LIST] [KEYS...]\n");
             return 2;
         }
     }
@@ -236,9 +323,23 @@ int main(int argc, char **argv)
         }
     }
     bs_log_set_level(BS_LOG_WARN);
-    printf("incremental vs full checkpoints, checkpoint.store=dir in %s "
-           "(fsync'd), dedup.fpr 1e-6, %d rounds; ms as median (min-max)\n",
-           dir, rounds);
+    h_kcluster *cluster = NULL;
+    if (kafka && !kafka[0]) {
+        if (h_kcluster_start(1, &cluster)) {
+            fprintf(stderr, "could not start Apache Kafka (scripts/kafka)\n");
+            return 1;
+        }
+        kafka = h_kcluster_bootstraps(cluster);
+    }
+    if (kafka)
+        printf("incremental vs full checkpoints, checkpoint.store=kafka on "
+               "Apache Kafka at %s (a compacted topic a store; acks=all, "
+               "idempotent), dedup.fpr 1e-6, %d rounds; ms as median "
+               "(min-max)\n", kafka, rounds);
+    else
+        printf("incremental vs full checkpoints, checkpoint.store=dir in %s "
+               "(fsync'd), dedup.fpr 1e-6, %d rounds; ms as median "
+               "(min-max)\n", dir, rounds);
     tracking_cost(10000000, rounds);
     for (size_t s = 0; s < nsizes; s++) {
         uint64_t n = sizes[s];
@@ -266,9 +367,13 @@ int main(int argc, char **argv)
         fflush(stdout);
 
         char ddir[600], fdir[600], cdir[600];
-        sub(ddir, sizeof(ddir), dir, "delta");
-        sub(fdir, sizeof(fdir), dir, "full");
-        sub(cdir, sizeof(cdir), dir, "chain");
+        char dname[64], fname[64], cname[64];
+        snprintf(dname, sizeof(dname), "delta-%llu", (unsigned long long)n);
+        snprintf(fname, sizeof(fname), "full-%llu", (unsigned long long)n);
+        snprintf(cname, sizeof(cname), "chain-%llu", (unsigned long long)n);
+        sub(ddir, sizeof(ddir), dir, dname);
+        sub(fdir, sizeof(fdir), dir, fname);
+        sub(cdir, sizeof(cdir), dir, cname);
         bs_config *dcfg, *fcfg, *ccfg;
         bs_store *dst = store(ddir, "32", &dcfg);
         bs_store *fst = store(fdir, "0", &fcfg);
@@ -346,8 +451,7 @@ int main(int argc, char **argv)
                 DELTA_RATIO * (double)snap_bytes)
                 break;
         }
-        bs_store_destroy(cst);
-        bs_config_destroy(ccfg);
+        drop(cst, ccfg);
         /* one full snapshot of the same filter */
         (void)round_once(fst, f, off++, &full_bytes, &delta);
         double rfull[MAX_ROUNDS], rchain[MAX_ROUNDS];
@@ -365,15 +469,15 @@ int main(int argc, char **argv)
                bs_human_bytes(chain_bytes, (char[32]){0}, 32),
                spread_ms(rchain, rounds, b, sizeof(b)), mc / mf);
         fflush(stdout);
-        bs_store_destroy(dst);
-        bs_store_destroy(fst);
-        bs_config_destroy(dcfg);
-        bs_config_destroy(fcfg);
+        drop(dst, dcfg);
+        drop(fst, fcfg);
         bf_filter_destroy(f);
         rm_dir(ddir);
         rm_dir(fdir);
         rm_dir(cdir);
     }
     rmdir(dir);
+    if (cluster && h_kcluster_stop(cluster))
+        fprintf(stderr, "Apache Kafka did not stop cleanly\n");
     return 0;
 }

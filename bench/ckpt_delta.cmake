@@ -1,5 +1,8 @@
-# bench_ckpt_delta: incremental vs full checkpoints of the dir store by
-# filter size and keys added, and the restore of a chain vs one snapshot
-# (included from bench/CMakeLists.txt).
+# bench_ckpt_delta: incremental vs full checkpoints by filter size and keys
+# added, and the restore of a chain vs one snapshot, for the dir store or
+# (--kafka) the Kafka store on a real broker (included from
+# bench/CMakeLists.txt).  It links the support layer (tests/support,
+# bstestsupport) for the broker.
+include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(bench_ckpt_delta ckpt_delta.c)
-target_link_libraries(bench_ckpt_delta PRIVATE bsengine)
+target_link_libraries(bench_ckpt_delta PRIVATE bstestsupport bsengine)
