@@ -452,11 +452,20 @@ int main(int argc, char **argv)
                 break;
         }
         drop(cst, ccfg);
-        /* one full snapshot of the same filter */
-        (void)round_once(fst, f, off++, &full_bytes, &delta);
+        /* One full snapshot of the same filter, alone in a store of its
+         * own: the full store's topic (--kafka) still holds every round's
+         * snapshot until compaction runs, and a restore reads the
+         * partition from its start to find the newest manifest. */
+        char sdir[600], sname[64];
+        snprintf(sname, sizeof(sname), "snap-%llu", (unsigned long long)n);
+        sub(sdir, sizeof(sdir), dir, sname);
+        bs_config *scfg;
+        bs_store *sst = store(sdir, "0", &scfg);
+        (void)round_once(sst, f, off, &full_bytes, &delta);
+        drop(sst, scfg);
         double rfull[MAX_ROUNDS], rchain[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) {
-            rfull[r] = restore(fdir, off - 1);
+            rfull[r] = restore(sdir, off);
             rchain[r] = restore(cdir, coff - 1);
         }
         double mf = median(rfull, rounds), mc = median(rchain, rounds);
@@ -475,6 +484,7 @@ int main(int argc, char **argv)
         rm_dir(ddir);
         rm_dir(fdir);
         rm_dir(cdir);
+        rm_dir(sdir);
     }
     rmdir(dir);
     if (cluster && h_kcluster_stop(cluster))

@@ -237,6 +237,21 @@ static void ckpt(const char *name, const char *topic, int32_t partition,
         free(m.buf);
 }
 
+/* A checkpoint record (snapshot or delta) with the time written fixed, so
+ * the seeds regenerate identically. */
+static bf_membuf record_fixed(const bs_ckpt_meta *m, const bf_filter *f,
+                              bool delta)
+{
+    bf_membuf out;
+    char err[512];
+    if (bs_ckpt_encode_record(m, f, delta, &out.buf, &out.len, err,
+                              sizeof err) != 0)
+        die("%s", err);
+    put64(out.buf + 24, UINT64_C(1700000000000));
+    put64(out.buf + out.len - 8, XXH3_64bits(out.buf, out.len - 8));
+    return out;
+}
+
 /* A delta of the base after `more` keys, as the file a checkpoint writes. */
 static bf_membuf delta_record(uint64_t more, uint32_t nwm)
 {
@@ -248,13 +263,7 @@ static bf_membuf delta_record(uint64_t more, uint32_t nwm)
     bs_ckpt_meta m = {DELTA_BASE_TOPIC, DELTA_BASE_PARTITION, 100 + (int64_t)more,
                       wm, nwm, DELTA_BASE_SEQ + 1, UINT64_C(0xfedcba9876543210),
                       DELTA_BASE_ID};
-    bf_membuf out;
-    char err[512];
-    if (bs_ckpt_encode_record(&m, f, true, &out.buf, &out.len, err,
-                              sizeof err) != 0)
-        die("%s", err);
-    put64(out.buf + 24, UINT64_C(1700000000000));
-    put64(out.buf + out.len - 8, XXH3_64bits(out.buf, out.len - 8));
+    bf_membuf out = record_fixed(&m, f, true);
     bf_filter_destroy(f);
     return out;
 }
@@ -303,13 +312,7 @@ static void store_kafka_seeds(void)
         die("out of memory");
     bs_ckpt_meta m = {DELTA_BASE_TOPIC, DELTA_BASE_PARTITION, 100, NULL, 0,
                       DELTA_BASE_SEQ, DELTA_BASE_ID, 0};
-    bf_membuf snap, delta = delta_record(10, 0);
-    char err[512];
-    if (bs_ckpt_encode_record(&m, f, false, &snap.buf, &snap.len, err,
-                              sizeof err) != 0)
-        die("%s", err);
-    put64(snap.buf + 24, UINT64_C(1700000000000));
-    put64(snap.buf + snap.len - 8, XXH3_64bits(snap.buf, snap.len - 8));
+    bf_membuf snap = record_fixed(&m, f, false), delta = delta_record(10, 0);
     const bf_membuf *rec[2] = {&snap, &delta};
     for (int variant = 0; variant < 3; variant++) {
         bf_membuf out = {NULL, 0, 0};
