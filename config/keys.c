@@ -235,9 +235,11 @@ const bs_config_row bs_config_rows[] = {
      .help = "A checkpoint writes only the filter blocks changed since the "
              "previous one (a delta: files in checkpoint.dir, or records "
              "in checkpoint.topic), until this many deltas follow the last "
-             "full snapshot; then it writes a snapshot again.  A restore "
-             "reads the snapshot and its deltas.  0: every checkpoint is a "
-             "full snapshot.  A windowed filter is always written whole."},
+             "full snapshot; then it writes a snapshot again (the Kafka "
+             "store after 1000 at most: its manifest names every delta).  "
+             "A restore reads the snapshot and its deltas.  0: every "
+             "checkpoint is a full snapshot.  A windowed filter is always "
+             "written whole."},
     {.name = "checkpoint.delta.ratio", .type = BS_CT_DOUBLE,
      .section = SEC_CKPT, .def = "0.15", DRANGE(0, 100, BS_CF_MIN_OPEN),
      .help = "A full snapshot is written instead of a delta once the "

@@ -223,6 +223,11 @@ static void track_from(bf_filter *f, uint64_t id)
         return;
 }
 
+/* The longest chain the Kafka store writes, whatever checkpoint.delta.max
+ * says: a manifest names every state in ~120 bytes of JSON, and must stay
+ * under the broker's message.max.bytes (1 MiB by default). */
+#define KAFKA_MAX_CHAIN 1000u
+
 /* Whether this put may be a delta on the partition's known chain: its
  * newest state is committed and the filter's changes are tracked from it,
  * and the chain stays within checkpoint.delta.max and .ratio. */
@@ -232,7 +237,8 @@ static bool chain_onto(const bs_store *st, const known *k,
     uint64_t mark;
     if (!k || k->n == 0 || !k->tip_chainable || !k->committed ||
         st->max_chain == 0 || !bf_filter_tracked(filter, &mark) ||
-        mark != k->tip_id || k->n - 1 >= st->max_chain)
+        mark != k->tip_id || k->n - 1 >= st->max_chain ||
+        k->n - 1 >= KAFKA_MAX_CHAIN)
         return false;
     uint64_t bytes = bs_ckpt_size(m, filter, true);
     for (size_t i = 1; i < k->n; i++)

@@ -36,8 +36,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "support.h"
 
 #define NPARTS 6
@@ -98,39 +96,6 @@ static h_outrec *expect_exactly_once(env *e, size_t *n, const char *why)
     h_expect_once(e->st, c, e->in, e->out, e->st->n, why);
     assert_int_equal(*n, e->st->nids);
     return o;
-}
-
-/* The Kafka store's manifests in NAME-ckpt, read at read_committed: how
- * many there are, how many name a chain (a snapshot and deltas), the
- * longest chain's states, and the chunk bytes of deltas and snapshots. */
-static void ckpt_chains(env *e, size_t *manifests, size_t *chains,
-                        size_t *longest)
-{
-    h_record_list l = {0};
-    H_CHECK(h_consume_all_conf(e->h.bs, e->ckt, 60000, H_READ_COMMITTED, &l));
-    *manifests = *chains = *longest = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        const h_record *r = &l.recs[i];
-        size_t slashes = 0;
-        for (size_t k = 0; k < r->key_len; k++)
-            slashes += ((const char *)r->key)[k] == '/';
-        if (slashes != 3 || !r->value) /* chunks: .../SEQ/I */
-            continue;
-        json_t *j = json_loadb(r->value, r->value_len, 0, NULL);
-        if (!j)
-            fail_msg("a manifest that is not JSON: %.*s", (int)r->value_len,
-                     (const char *)r->value);
-        size_t n = json_array_size(json_object_get(j, "states"));
-        json_decref(j);
-        if (n < 1)
-            fail_msg("a manifest naming no state: %.*s", (int)r->value_len,
-                     (const char *)r->value);
-        (*manifests)++;
-        *chains += n > 1;
-        if (n > *longest)
-            *longest = n;
-    }
-    h_record_list_free(&l);
 }
 
 /* ---- 5. one broker of three killed and restarted ------------------------- */
@@ -260,11 +225,10 @@ static void test_two_instances_kill9(void **state)
     assert_committed_end(e);
     /* The store's checkpoints were incremental: rounds of one second each
      * added a delta to their partition's chain. */
-    size_t manifests, chains, longest;
-    ckpt_chains(e, &manifests, &chains, &longest);
-    if (chains == 0)
-        fail_msg("none of the %zu manifests in %s names a delta", manifests,
-                 e->ckt);
+    h_ckpt_chains ch = h_kenv_ckpt_chains(e);
+    if (ch.chains == 0)
+        fail_msg("none of the %zu manifests in %s names a delta",
+                 ch.manifests, e->ckt);
     print_message("shared after %.1f s (A 0x%x, B 0x%x); A killed with %lld "
                   "output records, %zu of %zu fed; B had A's partitions %.1f "
                   "s later, from the store; %zu input records B processed "
@@ -272,7 +236,7 @@ static void test_two_instances_kill9(void **state)
                   "records, every key exactly once; %zu of %zu manifests "
                   "name a chain, the longest %zu states\n", shared, ma, mb,
                   (long long)out_kill, fed_kill, N, takeover, seen_again, n,
-                  chains, manifests, longest);
+                  ch.chains, ch.manifests, ch.longest);
     h_kenv_free(e);
 }
 

@@ -7,6 +7,7 @@
 #include "stage.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -913,4 +914,39 @@ void h_feed_abandon(void)
     free(f->bs);
     free(f->topic);
     free(f);
+}
+
+h_ckpt_chains h_kenv_ckpt_chains(h_kenv *e)
+{
+    h_record_list l = {0};
+    int rc = h_consume_all_conf(e->h.bs, e->ckt, H_CONSUME_MS,
+                                H_READ_COMMITTED, &l);
+    if (rc)
+        h_record_list_free(&l);
+    H_MUST(rc);
+    h_ckpt_chains c = {0, 0, 0};
+    char bad[300] = "";
+    for (size_t i = 0; i < l.n && !bad[0]; i++) {
+        const h_record *r = &l.recs[i];
+        size_t slashes = 0; /* bs1/GROUP/TOPIC/P; chunks have two more */
+        for (size_t k = 0; k < r->key_len; k++)
+            slashes += ((const char *)r->key)[k] == '/';
+        if (slashes != 3 || !r->value)
+            continue;
+        json_t *j = json_loadb(r->value, r->value_len, 0, NULL);
+        size_t n = json_array_size(json_object_get(j, "states"));
+        json_decref(j);
+        if (n < 1)
+            snprintf(bad, sizeof(bad), "%s %d:%lld: a manifest naming no "
+                     "state (or no JSON): %.120s", e->ckt, (int)r->partition,
+                     (long long)r->offset, (const char *)r->value);
+        c.manifests++;
+        c.chains += n > 1;
+        if (n > c.longest)
+            c.longest = n;
+    }
+    h_record_list_free(&l);
+    if (bad[0])
+        h_test_fail("%s", bad);
+    return c;
 }

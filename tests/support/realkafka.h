@@ -141,6 +141,15 @@ void h_kenv_wait_committed_end(h_kenv *e, h_proc *const *procs,
 h_outrec *h_kenv_expect_once(h_kenv *e, size_t *n, const char *why);
 size_t h_kenv_expect_rejected(h_kenv *e, size_t *extra);
 
+/* The Kafka store's manifests in NAME-ckpt, read at read_committed (fails
+ * the test on one that is not JSON or names no state): how many there are,
+ * how many name a chain (a snapshot and deltas after it), and the longest
+ * chain's states. */
+typedef struct h_ckpt_chains {
+    size_t manifests, chains, longest;
+} h_ckpt_chains;
+h_ckpt_chains h_kenv_ckpt_chains(h_kenv *e);
+
 /* cmocka group setup and teardown of a test file that runs on one
  * cluster: 1 or 3 nodes started, then stopped; h_kgroup_cluster() is it. */
 int h_kgroup_setup1(void **state);
