@@ -587,6 +587,19 @@ h_outrec *h_kenv_expect_once(h_kenv *e, size_t *n, const char *why)
     return o;
 }
 
+/* Every record of `topic` at read_committed (fails the test if it cannot
+ * be read); the caller frees the list. */
+static h_record_list read_committed_all(h_kenv *e, const char *topic)
+{
+    h_record_list l = {0};
+    int rc = h_consume_all_conf(e->h.bs, topic, H_CONSUME_MS,
+                                H_READ_COMMITTED, &l);
+    if (rc)
+        h_record_list_free(&l);
+    H_MUST(rc);
+    return l;
+}
+
 /*
  * The rejected topic (read_committed): every record a copy of an input
  * record (key, value, bloomstage-src) with bloomstage-reason duplicate;
@@ -597,12 +610,7 @@ h_outrec *h_kenv_expect_once(h_kenv *e, size_t *n, const char *why)
 size_t h_kenv_expect_rejected(h_kenv *e, size_t *extra)
 {
     h_stream *st = e->st;
-    h_record_list l = {0};
-    int rc = h_consume_all_conf(e->h.bs, e->rej, H_CONSUME_MS,
-                                H_READ_COMMITTED, &l);
-    if (rc)
-        h_record_list_free(&l);
-    H_MUST(rc);
+    h_record_list l = read_committed_all(e, e->rej);
     free(e->scratch);
     uint8_t *seen = e->scratch = h_xcalloc(st->n, 1);
     char bad[512] = "";
@@ -918,12 +926,7 @@ void h_feed_abandon(void)
 
 h_ckpt_chains h_kenv_ckpt_chains(h_kenv *e)
 {
-    h_record_list l = {0};
-    int rc = h_consume_all_conf(e->h.bs, e->ckt, H_CONSUME_MS,
-                                H_READ_COMMITTED, &l);
-    if (rc)
-        h_record_list_free(&l);
-    H_MUST(rc);
+    h_record_list l = read_committed_all(e, e->ckt);
     h_ckpt_chains c = {0, 0, 0};
     char bad[300] = "";
     for (size_t i = 0; i < l.n && !bad[0]; i++) {
