@@ -449,19 +449,16 @@ static bool unknown_yet(rd_kafka_resp_err_t err)
            err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
 }
 
-/* Reads partition cp of the topic from `from` to its end as it is now,
- * calling fn for each record until it returns non-zero. */
-static int read_partition(bs_store *st, int32_t cp, int64_t from,
-                          int (*fn)(const rd_kafka_message_t *m, void *op),
-                          void *op, char *errstr, size_t errstr_size)
+/* Partition cp's low and high watermarks. */
+static int bounds(bs_store *st, int32_t cp, int64_t *lo, int64_t *hi,
+                  char *errstr, size_t errstr_size)
 {
-    int64_t lo, hi;
     rd_kafka_resp_err_t err;
     /* A topic created a moment ago (by this store, or beside it) is not
      * yet known to every broker: those answer that it does not exist. */
     double known_by = bs_now() + BS_TIMEOUT_TOPIC_KNOWN_MS / 1000.0;
     while ((err = rd_kafka_query_watermark_offsets(
-                st->reader, st->topic, cp, &lo, &hi, BS_TIMEOUT_BROKER_MS)) &&
+                st->reader, st->topic, cp, lo, hi, BS_TIMEOUT_BROKER_MS)) &&
            unknown_yet(err) && bs_now() < known_by) {
         bs_log(BS_LOG_INFO, "checkpoint topic not known yet, retrying",
                "topic=%s partition=%d error=%s", st->topic, (int)cp,
@@ -473,13 +470,20 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
                  st->topic, (int)cp, rd_kafka_err2str(err));
         return -1;
     }
-    if (from < lo)
-        from = lo;
-    if (from >= hi)
+    return 0;
+}
+
+/* Reads partition cp of the topic over offsets [from, to), calling fn for
+ * each record until it returns non-zero. */
+static int read_range(bs_store *st, int32_t cp, int64_t from, int64_t to,
+                      int (*fn)(const rd_kafka_message_t *m, void *op),
+                      void *op, char *errstr, size_t errstr_size)
+{
+    if (from >= to)
         return 0;
     rd_kafka_topic_partition_list_t *a = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(a, st->topic, cp)->offset = from;
-    err = rd_kafka_assign(st->reader, a);
+    rd_kafka_resp_err_t err = rd_kafka_assign(st->reader, a);
     rd_kafka_topic_partition_list_destroy(a);
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s: assign: %s",
@@ -502,14 +506,18 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
         /* read_committed: the end is the last stable offset, which an
          * open transaction (another instance's, a zombie's until it is
          * aborted) holds below the high watermark; what lies beyond is
-         * not committed yet.  Without transactions the two are equal. */
+         * not committed yet.  Without transactions the two are equal.  A
+         * compacted topic has gaps: the first record at or past `to`
+         * ends the range unread. */
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            end = true;
+        else if (!m->err && m->offset >= to)
             end = true;
         else if (!m->err) {
             if (fn(m, op) != 0)
                 end = true;
             else
-                end = m->offset + 1 >= hi;
+                end = m->offset + 1 >= to;
         }
         rd_kafka_message_destroy(m);
         if (end)
@@ -519,9 +527,46 @@ static int read_partition(bs_store *st, int32_t cp, int64_t from,
     return rc;
 }
 
+/* Reads partition cp of the topic from `from` to its end as it is now. */
+static int read_partition(bs_store *st, int32_t cp, int64_t from,
+                          int (*fn)(const rd_kafka_message_t *m, void *op),
+                          void *op, char *errstr, size_t errstr_size)
+{
+    int64_t lo, hi;
+    if (bounds(st, cp, &lo, &hi, errstr, errstr_size) != 0)
+        return -1;
+    return read_range(st, cp, from < lo ? lo : from, hi, fn, op, errstr,
+                      errstr_size);
+}
+
+/* The manifest is rewritten every round its partition is checkpointed, so
+ * the newest is near the end: ranges are read backwards from the end,
+ * each twice the one after it, until one holds the key (*seen); the last
+ * record of the key in that range is the newest.  The rest of the
+ * partition (older states, not yet compacted away) is never read. */
+#define FIND_FIRST_RANGE 64
+
+static int find_newest(bs_store *st, int32_t cp,
+                       int (*fn)(const rd_kafka_message_t *m, void *op),
+                       void *op, const bool *seen, char *errstr,
+                       size_t errstr_size)
+{
+    int64_t lo, hi;
+    if (bounds(st, cp, &lo, &hi, errstr, errstr_size) != 0)
+        return -1;
+    for (int64_t to = hi, w = FIND_FIRST_RANGE; to > lo && !*seen; w *= 2) {
+        int64_t from = to - lo > w ? to - w : lo;
+        if (read_range(st, cp, from, to, fn, op, errstr, errstr_size) != 0)
+            return -1;
+        to = from;
+    }
+    return 0;
+}
+
 typedef struct find_manifest {
     const char *key;
     size_t keylen;
+    bool seen;   /* a record with the key, a tombstone too */
     char *value; /* newest; NULL if none or deleted */
     size_t len;
     bool oom;
@@ -531,6 +576,7 @@ static int on_manifest(const rd_kafka_message_t *m, void *op)
 {
     find_manifest *f = op;
     if (m->key_len == f->keylen && !memcmp(m->key, f->key, f->keylen)) {
+        f->seen = true;
         free(f->value);
         f->value = NULL;
         f->len = 0;
@@ -813,8 +859,8 @@ static int kafka_get(bs_store *st, const char *topic, int32_t part,
     int klen = manifest_key(st, topic, part, key, sizeof(key));
     snprintf(name, sizeof(name), "%s:%s", st->topic, key);
     int32_t cp = ckpt_partition(st, topic, part);
-    find_manifest f = {key, (size_t)klen, NULL, 0, false};
-    if (read_partition(st, cp, 0, on_manifest, &f, errstr, errstr_size)) {
+    find_manifest f = {key, (size_t)klen, false, NULL, 0, false};
+    if (find_newest(st, cp, on_manifest, &f, &f.seen, errstr, errstr_size)) {
         free(f.value);
         return -1;
     }

@@ -1325,6 +1325,53 @@ static void test_kafka_chain(void **state)
     kfx_stop(&k);
 }
 
+/* The newest manifest is looked for backwards from the end of the
+ * partition in growing ranges: found when other partitions' checkpoints
+ * (thousands of records) were written after it, and the newest of two
+ * (the second range holds both) wins. */
+static void test_kafka_manifest_far_back(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 1, NULL);
+    bs_store *st = kafka_store(&k, NULL);
+    char err[1024] = "";
+    bf_filter *f0 = filter_with("zero", 500, 2000);
+    bf_filter *f1 = filter_with("one", 500, 2000);
+    bf_filter *big = filter_with("big", 100, 20000); /* ~100 chunks */
+    assert_int_equal(bs_store_put(st, "in", 0, 10, NULL, 0, f0, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    assert_int_equal(bs_store_put(st, "in", 0, 20, NULL, 0, f1, err,
+                                  sizeof(err)), 0);
+    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(bs_store_put(st, "in", 1 + i % 3, 100 + i, NULL, 0,
+                                      big, err, sizeof(err)), 0);
+        if (bs_store_sync(st, err, sizeof(err)) != 0)
+            fail_msg("sync: %s", err);
+    }
+    bs_store_destroy(st);
+    h_record_list l = {0};
+    H_CHECK(h_consume_all(k.c.bootstraps, CKTOPIC, 10000, &l));
+    size_t after = 0;
+    for (size_t i = l.n; i-- > 0 && !key_is(&l.recs[i], "bs1/" GROUP "/in/0");)
+        after++;
+    if (after < 1000)
+        fail_msg("only %zu records after in [0]'s manifest", after);
+    h_record_list_free(&l);
+    st = kafka_store(&k, NULL);
+    expect_ckpt(st, "in", 0, 20, "one", 500);
+    expect_ckpt(st, "in", 3, 117, "big", 100); /* i = 17 */
+    bs_checkpoint c;
+    assert_int_equal(get(st, "in", 4, &c, err, sizeof(err)), 0); /* none */
+    bs_store_destroy(st);
+    bf_filter_destroy(f0);
+    bf_filter_destroy(f1);
+    bf_filter_destroy(big);
+    kfx_stop(&k);
+}
+
 /* A chunk the broker refuses: sync fails and writes no manifest, so the
  * previous checkpoint stands. */
 static void test_kafka_no_manifest_without_every_chunk(void **state)
@@ -1539,6 +1586,7 @@ int main(void)
         cmocka_unit_test(test_kafka_round_trip_and_chunks),
         cmocka_unit_test(test_kafka_newer_manifest_wins_and_tombstones),
         cmocka_unit_test(test_kafka_chain),
+        cmocka_unit_test(test_kafka_manifest_far_back),
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
         cmocka_unit_test(test_kafka_damaged_manifest),
         cmocka_unit_test(test_kafka_late_report_of_failed_put),
