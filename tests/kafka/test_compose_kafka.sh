@@ -209,12 +209,12 @@ while :; do
 done
 ok "group $group committed all $N input offsets"
 
-# Everything there: no --max-messages, the read ends 10 s after the last
+# Everything there: no --max-messages, the read ends 20 s after the last
 # record.  HEADERS TAB KEY TAB VALUE: the key, and the reason of a rejected
 # one.
 read_topic() {
   "$KAFKA" tool console-consumer --topic "$1" --from-beginning \
-    --timeout-ms 10000 --isolation-level read_committed --dir "$K" \
+    --timeout-ms 20000 --isolation-level read_committed --dir "$K" \
     --property print.key=true --property print.headers=true 2>"$T/read-$1.err"
 }
 read_topic events-unique | cut -f 2 | sort >"$T/got-out.txt"
