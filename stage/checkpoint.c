@@ -22,6 +22,12 @@ static const char DMAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'D', 0};
 #define DVERSION 1u /* deltas */
 #define FIXED 40u
 
+void bs_ckpt_track_from(bf_filter *f, uint64_t id)
+{
+    if (bf_filter_track(f, id, NULL, 0) != BF_OK)
+        return;
+}
+
 uint64_t bs_ckpt_new_id(void)
 {
     static uint64_t counter;

@@ -82,6 +82,12 @@ typedef struct bs_ckpt_meta {
 /* A fresh state id (random enough never to repeat: time, pid, counter). */
 uint64_t bs_ckpt_new_id(void);
 
+/* The filter's changes count from state `id` on, so its next checkpoint
+ * can be a delta on that state.  A filter that cannot be tracked
+ * (windowed), or whose bitmaps cannot be allocated, is not: its next
+ * checkpoint is whole. */
+void bs_ckpt_track_from(bf_filter *f, uint64_t id);
+
 /* Writes a snapshot (delta false) or a delta (true: the filter's changes
  * since its mark, which must be m->prev_id) to `path` atomically, with
  * bf_write_file_atomic_flags's flags.  0, or -1 with errstr. */

@@ -215,14 +215,6 @@ static int produce_rec(bs_store *st, int32_t part, const char *key,
 
 /* -- kafka: put and sync ------------------------------------------------------ */
 
-/* The filter's changes count from state `id` on (a filter that cannot be
- * tracked, windowed, stays whole: its next checkpoint is a snapshot). */
-static void track_from(bf_filter *f, uint64_t id)
-{
-    if (bf_filter_track(f, id, NULL, 0) != BF_OK)
-        return;
-}
-
 /* The longest chain the Kafka store writes, whatever checkpoint.delta.max
  * says: a manifest names every state in ~120 bytes of JSON, and must stay
  * under the broker's message.max.bytes (1 MiB by default). */
@@ -311,7 +303,7 @@ static int kafka_put(bs_store *st, const char *topic, int32_t part,
     }
     /* Changes count from this state on; if its manifest is never written,
      * the known tip is another id and the next checkpoint a snapshot. */
-    track_from(filter, m.id);
+    bs_ckpt_track_from(filter, m.id);
     return 0;
 }
 
@@ -830,7 +822,7 @@ int bs_store_chain_decode(bs_store_chain *c, const char *name,
             return -1;
         }
     }
-    track_from(out->filter, out->id);
+    bs_ckpt_track_from(out->filter, out->id);
     return 1;
 }
 

@@ -318,15 +318,6 @@ int bs_dirstore_check(bs_dirstore *ds, char *errstr, size_t errstr_size)
 
 /* -- put and sync -------------------------------------------------------- */
 
-/* The filter's changes count from state `id` on.  A filter that cannot be
- * tracked (windowed), or whose bitmaps cannot be allocated, is not: its
- * checkpoints are whole, as before deltas. */
-static void track_from(bf_filter *f, uint64_t id)
-{
-    if (bf_filter_track(f, id, NULL, 0) != BF_OK)
-        return;
-}
-
 int bs_dirstore_put(bs_dirstore *ds, const char *topic, int32_t partition,
                     int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
                     bf_filter *filter, char *errstr, size_t errstr_size)
@@ -405,7 +396,7 @@ int bs_dirstore_put(bs_dirstore *ds, const char *topic, int32_t partition,
     }
     /* The filter's changes count from this state on.  A filter that
      * cannot be tracked (windowed) stays whole. */
-    track_from(filter, m.id);
+    bs_ckpt_track_from(filter, m.id);
     p->force_full = false;
     p->unsynced = true;
     ds->dirty = true;
@@ -514,7 +505,7 @@ int bs_dirstore_get(bs_dirstore *ds, const char *topic, int32_t partition,
     }
     /* Restored: its changes count from here (a windowed filter is not
      * tracked, and its checkpoints stay whole). */
-    track_from(out->filter, out->id);
+    bs_ckpt_track_from(out->filter, out->id);
     if ((size_t)t + 1 < p->n) {
         /* Newer states were written but never committed: a dead branch
          * now, which the next checkpoint must not chain onto. */

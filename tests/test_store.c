@@ -1237,15 +1237,9 @@ static void test_kafka_chain(void **state)
         snprintf(tag, sizeof(tag), "r%d", seq);
         if (seq > 1)
             add_tagged(f, tag, 50);
-        if (bs_store_put(st, "in", 0, 100 * seq, NULL, 0, f, err,
-                         sizeof(err)) != 0 ||
-            bs_store_sync(st, err, sizeof(err)) != 0)
-            fail_msg("seq %d: %s", seq, err);
+        put_sync(st, 100 * seq, f, want_delta[seq]);
         bool delta;
         uint64_t bytes = bs_store_last_bytes(st, &delta);
-        if (delta != want_delta[seq])
-            fail_msg("seq %d written as a %s", seq,
-                     delta ? "delta" : "snapshot");
         if (delta)
             delta_bytes = bytes;
         else
@@ -1306,12 +1300,7 @@ static void test_kafka_chain(void **state)
     assert_int_equal(c.seq, 11);
     assert_same_filter(f, c.filter);
     add_tagged(c.filter, "after", 40);
-    assert_int_equal(bs_store_put(st, "in", 0, 1200, NULL, 0, c.filter, err,
-                                  sizeof(err)), 0);
-    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
-    bool delta;
-    (void)bs_store_last_bytes(st, &delta);
-    assert_true(delta);
+    put_sync(st, 1200, c.filter, true);
     bs_store_destroy(st);
     st = kafka_store(&k, NULL);
     bs_checkpoint c2;
@@ -1339,12 +1328,8 @@ static void test_kafka_manifest_far_back(void **state)
     bf_filter *f0 = filter_with("zero", 500, 2000);
     bf_filter *f1 = filter_with("one", 500, 2000);
     bf_filter *big = filter_with("big", 100, 20000); /* ~100 chunks */
-    assert_int_equal(bs_store_put(st, "in", 0, 10, NULL, 0, f0, err,
-                                  sizeof(err)), 0);
-    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
-    assert_int_equal(bs_store_put(st, "in", 0, 20, NULL, 0, f1, err,
-                                  sizeof(err)), 0);
-    assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
+    put_sync(st, 10, f0, -1);
+    put_sync(st, 20, f1, -1);
     for (int i = 0; i < 20; i++) {
         assert_int_equal(bs_store_put(st, "in", 1 + i % 3, 100 + i, NULL, 0,
                                       big, err, sizeof(err)), 0);
