@@ -1,12 +1,12 @@
 /*
  * fuzz_store_kafka.c -- libFuzzer target for the Kafka checkpoint store's
- * decoding (stage/store.c): a manifest record's value
+ * decoding (stage/store_kafka_records.c): a manifest record's value
  * (bs_store_manifest_parse: version 1, one state, or 2, a chain), then
  * records of the checkpoint topic offered to the chain as its chunks
  * (bs_store_chain_add), then the state they make (bs_store_chain_decode:
  * the snapshot's bs_ckpt_decode, then each delta decoded and applied by
- * bs_ckpt_apply).  No broker: the same functions bs_store_get runs on what
- * it reads.
+ * bs_ckpt_apply).  No broker: the same functions bs_kafkastore_get runs
+ * on what it reads.
  *
  * Input: the manifest's JSON up to the first '\n', then records, each
  *   u8 key length, key, u16 value length (little-endian; 0xffff = a
@@ -17,7 +17,7 @@
  * the claimed sizes, up to 1 TiB a state, by design).  Everything is freed
  * on every call.
  */
-#include "store.h"
+#include "store_kafka.h"
 
 #include <stdint.h>
 #include <stdio.h>

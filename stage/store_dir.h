@@ -8,15 +8,11 @@
 #ifndef BLOOMSTAGE_STORE_DIR_H
 #define BLOOMSTAGE_STORE_DIR_H
 
-#include "checkpoint.h"
+#include "store.h" /* the contract it implements, BS_STORE_* */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-#ifndef BS_STORE_NEWEST
-#define BS_STORE_NEWEST (-1)
-#endif
 
 typedef struct bs_dirstore bs_dirstore;
 

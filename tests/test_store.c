@@ -1,8 +1,9 @@
 /*
- * test_store.c -- store.c, both kinds.  The directory store: a round of
- * puts made durable by sync, read back by get; a damaged file stops
- * bs_store_check and get with its name; temp files a crash left are removed
- * by check; a partition never checkpointed reads as "none".  The Kafka
+ * test_store.c -- the checkpoint stores (store.c), both kinds.  The
+ * directory store: a round of puts made durable by sync, read back by get;
+ * a damaged file stops bs_store_check and get with its name; temp files a
+ * crash left are removed by check; a partition never checkpointed reads as
+ * "none".  The Kafka
  * store against librdkafka's mock cluster in process: the round trip, the
  * chunking under checkpoint.chunk.bytes, the manifest written only after
  * every chunk was acknowledged, the previous checkpoint's chunks
@@ -19,6 +20,7 @@
 #include "inproc_mock.h"
 #include "settings.h"
 #include "store.h"
+#include "store_kafka.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
