@@ -1,5 +1,7 @@
 /*
- * config.c -- the configuration store: layers, loaders, validation, getters.
+ * config.c -- the configuration store: layers, loaders, getters (the
+ * checks across keys are validate.c's, the effective-configuration print
+ * print.c's).
  *
  * A bs_config is a list of entries in the order their keys were first set;
  * every plain table key has one from the start (its default, or no value if
@@ -23,30 +25,10 @@
 
 enum layer { LAYER_DEFAULT = 0, LAYER_FILE, LAYER_ENV, LAYER_ARG };
 
-typedef struct entry {
-    char *key;
-    const bs_config_row *row;
-    char *value;  /* NULL: no value (a required key nobody set) */
-    char *origin;
-    int layer;
-    bs_value v;   /* parsed from value */
-} entry;
-
-struct bs_config {
-    entry *entries;
-    size_t n, cap;
-    bs_config_blocklist *bl; /* after a successful validate */
-    char **bl_names;
-    size_t nbl;
-};
-
 /* Values longer than this are cut in messages. */
 #define SHOW_MAX 64
 
-static void fail(char *errstr, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fail(char *errstr, size_t n, const char *fmt, ...)
+void bs_config_fail(char *errstr, size_t n, const char *fmt, ...)
 {
     if (!errstr || n == 0)
         return;
@@ -85,7 +67,7 @@ static const char *trim(const char *s, size_t *len)
     return s;
 }
 
-static void entry_free(entry *e)
+static void entry_free(bs_config_entry *e)
 {
     free(e->key);
     free(e->value);
@@ -93,7 +75,7 @@ static void entry_free(entry *e)
     bs_value_free(&e->v);
 }
 
-static void drop_blocklists(bs_config *cfg)
+void bs_config_drop_blocklists(bs_config *cfg)
 {
     for (size_t i = 0; i < cfg->nbl; i++)
         free(cfg->bl_names[i]);
@@ -104,7 +86,7 @@ static void drop_blocklists(bs_config *cfg)
     cfg->nbl = 0;
 }
 
-static entry *find_entry(const bs_config *cfg, const char *key)
+bs_config_entry *bs_config_find_entry(const bs_config *cfg, const char *key)
 {
     for (size_t i = 0; i < cfg->n; i++)
         if (strcmp(cfg->entries[i].key, key) == 0)
@@ -119,7 +101,7 @@ void bs_config_destroy(bs_config *cfg)
     for (size_t i = 0; i < cfg->n; i++)
         entry_free(&cfg->entries[i]);
     free(cfg->entries);
-    drop_blocklists(cfg);
+    bs_config_drop_blocklists(cfg);
     free(cfg);
 }
 
@@ -136,7 +118,7 @@ bs_config *bs_config_new(void)
         const bs_config_row *row = &bs_config_rows[i];
         if (bs_config_row_is_pattern(row))
             continue;
-        entry *e = &cfg->entries[cfg->n++];
+        bs_config_entry *e = &cfg->entries[cfg->n++];
         e->row = row;
         e->layer = LAYER_DEFAULT;
         e->key = strdup(row->name);
@@ -165,20 +147,18 @@ static void unknown_key(const char *where, const char *key, int layer,
 {
     char sugg[BS_CONFIG_MAX_KEY + 1], env[3 * BS_CONFIG_MAX_KEY + 16];
     if (why[0]) {
-        fail(errstr, n, "%s: key '%s': %s", where, key, why);
+        bs_config_fail(errstr, n, "%s: key '%s': %s", where, key, why);
     } else if (!bs_config_suggest(key, sugg, sizeof sugg)) {
-        fail(errstr, n,
-             "%s: unknown key '%s' (`bloomstage config --list` shows every "
-             "key)",
-             where, key);
+        bs_config_fail(errstr, n, "%s: unknown key '%s' (`bloomstage config "
+                       "--list` shows every key)", where, key);
     } else if (layer == LAYER_ENV &&
                bs_config_env_encode(sugg, env, sizeof env) == 0) {
-        fail(errstr, n, "%s: unknown key '%s' (did you mean '%s', set as "
-                        "%s%s?)",
-             where, key, sugg, BS_CONFIG_ENV_PREFIX, env);
+        bs_config_fail(errstr, n, "%s: unknown key '%s' (did you mean '%s', "
+                       "set as %s%s?)", where, key, sugg,
+                       BS_CONFIG_ENV_PREFIX, env);
     } else {
-        fail(errstr, n, "%s: unknown key '%s' (did you mean '%s'?)", where,
-             key, sugg);
+        bs_config_fail(errstr, n, "%s: unknown key '%s' (did you mean '%s'?)",
+                       where, key, sugg);
     }
 }
 
@@ -192,19 +172,19 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
     const char *val = trim(rawval, &vallen);
     char key[BS_CONFIG_MAX_KEY + 1];
     if (keylen == 0) {
-        fail(errstr, n, "%s: empty key", where);
+        bs_config_fail(errstr, n, "%s: empty key", where);
         return -1;
     }
     if (keylen > BS_CONFIG_MAX_KEY) {
-        fail(errstr, n, "%s: key '%.*s...' longer than %d bytes", where,
-             SHOW_MAX - 3, k, BS_CONFIG_MAX_KEY);
+        bs_config_fail(errstr, n, "%s: key '%.*s...' longer than %d bytes",
+                       where, SHOW_MAX - 3, k, BS_CONFIG_MAX_KEY);
         return -1;
     }
     memcpy(key, k, keylen);
     key[keylen] = '\0';
     if (vallen > BS_CONFIG_MAX_LINE) {
-        fail(errstr, n, "%s: key '%s': value longer than %d bytes", where,
-             key, BS_CONFIG_MAX_LINE);
+        bs_config_fail(errstr, n, "%s: key '%s': value longer than %d bytes",
+                       where, key, BS_CONFIG_MAX_LINE);
         return -1;
     }
 
@@ -215,18 +195,19 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
         return -1;
     }
 
-    entry e = {.row = row, .layer = layer};
+    bs_config_entry e = {.row = row, .layer = layer};
     e.value = strndup(val, vallen);
     if (!e.value)
         goto nomem;
     if (bs_value_parse(row, e.value, &e.v, why, sizeof why) != 0) {
-        fail(errstr, n, "%s: key '%s': value '%.*s%s' %s", where, key,
-             show_len(e.value), e.value, show_more(e.value), why);
+        bs_config_fail(errstr, n, "%s: key '%s': value '%.*s%s' %s", where,
+                       key, show_len(e.value), e.value, show_more(e.value),
+                       why);
         entry_free(&e);
         return -1;
     }
 
-    entry *old = find_entry(cfg, key);
+    bs_config_entry *old = bs_config_find_entry(cfg, key);
     if (old && old->layer > layer) { /* a higher layer already set it */
         entry_free(&e);
         return 0;
@@ -241,8 +222,8 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
         *old = e;
     } else {
         if (cfg->n >= BS_CONFIG_MAX_KEYS) {
-            fail(errstr, n, "%s: key '%s': more than %d keys", where, key,
-                 BS_CONFIG_MAX_KEYS);
+            bs_config_fail(errstr, n, "%s: key '%s': more than %d keys", where,
+                           key, BS_CONFIG_MAX_KEYS);
             entry_free(&e);
             return -1;
         }
@@ -251,7 +232,8 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
             goto nomem;
         if (cfg->n == cfg->cap) {
             size_t cap = cfg->cap * 2;
-            entry *grown = realloc(cfg->entries, cap * sizeof *grown);
+            bs_config_entry *grown =
+                realloc(cfg->entries, cap * sizeof *grown);
             if (!grown)
                 goto nomem;
             cfg->entries = grown;
@@ -259,11 +241,11 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
         }
         cfg->entries[cfg->n++] = e;
     }
-    drop_blocklists(cfg);
+    bs_config_drop_blocklists(cfg);
     return 0;
 nomem:
     entry_free(&e);
-    fail(errstr, n, "%s: key '%s': out of memory", where, key);
+    bs_config_fail(errstr, n, "%s: key '%s': out of memory", where, key);
     return -1;
 }
 
@@ -287,8 +269,8 @@ int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,
     char where[BS_CONFIG_MAX_KEY + SHOW_MAX + 16];
     const char *eq = strchr(arg, '=');
     if (!eq) {
-        fail(errstr, errstr_size, "-X %.*s%s: expected key=value",
-             show_len(arg), arg, show_more(arg));
+        bs_config_fail(errstr, errstr_size, "-X %.*s%s: expected key=value",
+                       show_len(arg), arg, show_more(arg));
         return -1;
     }
     size_t keylen = (size_t)(eq - arg);
@@ -310,20 +292,20 @@ static int read_line(FILE *f, char *buf, size_t *len, const char *path,
     int c;
     while ((c = getc(f)) != EOF && c != '\n') {
         if (o == BS_CONFIG_MAX_LINE) {
-            fail(errstr, n, "%s:%lu: line longer than %d bytes", path,
-                 lineno, BS_CONFIG_MAX_LINE);
+            bs_config_fail(errstr, n, "%s:%lu: line longer than %d bytes",
+                           path, lineno, BS_CONFIG_MAX_LINE);
             return -1;
         }
         if (c == '\0') {
-            fail(errstr, n, "%s:%lu: NUL byte in line (not a text file?)",
-                 path, lineno);
+            bs_config_fail(errstr, n, "%s:%lu: NUL byte in line (not a text "
+                           "file?)", path, lineno);
             return -1;
         }
         buf[o++] = (char)c;
     }
     if (c == EOF && ferror(f)) {
-        fail(errstr, n, "%s:%lu: read error: %s", path, lineno,
-             strerror(errno));
+        bs_config_fail(errstr, n, "%s:%lu: read error: %s", path, lineno,
+                       strerror(errno));
         return -1;
     }
     buf[o] = '\0';
@@ -336,14 +318,14 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        fail(errstr, errstr_size, "%s: cannot open config file: %s", path,
-             strerror(errno));
+        bs_config_fail(errstr, errstr_size, "%s: cannot open config file: %s",
+                       path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fail(errstr, errstr_size, "%s: cannot read config file: %s", path,
-             strerror(EISDIR));
+        bs_config_fail(errstr, errstr_size, "%s: cannot read config file: %s",
+                       path, strerror(EISDIR));
         fclose(f);
         return -1;
     }
@@ -351,7 +333,7 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
     char *line = malloc(BS_CONFIG_MAX_LINE + 1);
     char *where = malloc(strlen(path) + 32);
     if (!line || !where) {
-        fail(errstr, errstr_size, "%s: out of memory", path);
+        bs_config_fail(errstr, errstr_size, "%s: out of memory", path);
         goto out;
     }
     for (unsigned long lineno = 1;; lineno++) {
@@ -372,15 +354,17 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
         sprintf(where, "%s:%lu", path, lineno);
         const char *eq = memchr(s, '=', len);
         if (!eq) {
-            fail(errstr, errstr_size, "%s: expected key=value, got '%.*s%s'",
-                 where, len > SHOW_MAX ? SHOW_MAX - 3 : (int)len, s,
-                 len > SHOW_MAX ? "..." : "");
+            bs_config_fail(errstr, errstr_size,
+                           "%s: expected key=value, got '%.*s%s'", where,
+                           len > SHOW_MAX ? SHOW_MAX - 3 : (int)len, s,
+                           len > SHOW_MAX ? "..." : "");
             goto out;
         }
         size_t keylen = (size_t)(eq - s);
         (void)trim(s, &keylen);
         if (keylen == 0) {
-            fail(errstr, errstr_size, "%s: empty key before '='", where);
+            bs_config_fail(errstr, errstr_size, "%s: empty key before '='",
+                           where);
             goto out;
         }
         if (set_layer(cfg, LAYER_FILE, s, (size_t)(eq - s), eq + 1,
@@ -419,8 +403,8 @@ int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
         if (skip)
             continue;
         if (namelen > plen + 3 * BS_CONFIG_MAX_KEY) {
-            fail(errstr, errstr_size, "env %.*s...: name too long",
-                 SHOW_MAX - 3, var);
+            bs_config_fail(errstr, errstr_size, "env %.*s...: name too long",
+                           SHOW_MAX - 3, var);
             return -1;
         }
         char name[3 * BS_CONFIG_MAX_KEY + 32], where[sizeof name + 8];
@@ -429,7 +413,7 @@ int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
         name[namelen] = '\0';
         snprintf(where, sizeof where, "env %s", name);
         if (bs_config_env_decode(name + plen, key, sizeof key) != 0) {
-            fail(errstr, errstr_size, "%s: name too long", where);
+            bs_config_fail(errstr, errstr_size, "%s: name too long", where);
             return -1;
         }
         if (set_layer(cfg, LAYER_ENV, key, strlen(key), eq + 1,
@@ -440,249 +424,11 @@ int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Validation                                                                */
-
-/* Middle-'*' rows sharing the text up to and including the '*'
- * ("blocklist.*") form a group: one NAME, several keys. */
-static bool same_group(const bs_config_row *a, const bs_config_row *b)
-{
-    const char *sa = strchr(a->name, '*'), *sb = strchr(b->name, '*');
-    return sa && sb && sa[1] != '\0' && sb[1] != '\0' &&
-           sa - a->name == sb - b->name &&
-           strncmp(a->name, b->name, (size_t)(sa - a->name)) == 0;
-}
-
-/* The first row of its group in the table: where groups are handled. */
-static bool group_leader(const bs_config_row *row)
-{
-    for (const bs_config_row *r = bs_config_rows; r < row; r++)
-        if (same_group(r, row))
-            return false;
-    return same_group(row, row);
-}
-
-/* The NAMEs of middle-'*' rows sharing `row`'s prefix, in order of first
- * appearance: calls fn for each distinct one.  Returns fn's first non-zero
- * result. */
-static int foreach_name(const bs_config *cfg, const bs_config_row *row,
-                        int (*fn)(const bs_config *, const bs_config_row *,
-                                  const char *name, const entry *first,
-                                  void *), void *opaque)
-{
-    for (size_t i = 0; i < cfg->n; i++) {
-        const entry *e = &cfg->entries[i];
-        char name[BS_CONFIG_MAX_KEY + 1], prev[BS_CONFIG_MAX_KEY + 1];
-        if (!same_group(e->row, row) ||
-            !bs_config_row_name_of(e->row, e->key, name, sizeof name))
-            continue;
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) {
-            const entry *p = &cfg->entries[j];
-            seen = same_group(p->row, row) &&
-                   bs_config_row_name_of(p->row, p->key, prev, sizeof prev) &&
-                   strcmp(prev, name) == 0;
-        }
-        if (seen)
-            continue;
-        int rc = fn(cfg, row, name, e, opaque);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* The key of pattern `row` for NAME. */
-static void instantiate(const bs_config_row *row, const char *name, char *buf,
-                        size_t n)
-{
-    const char *star = strchr(row->name, '*');
-    snprintf(buf, n, "%.*s%s%s", (int)(star - row->name), row->name, name,
-             star + 1);
-}
-
-struct vctx {
-    char *errstr;
-    size_t n;
-};
-
-/* A NAME group: every required row of its prefix must have a value. */
-static int check_group(const bs_config *cfg, const bs_config_row *first_row,
-                       const char *name, const entry *first, void *opaque)
-{
-    struct vctx *v = opaque;
-    for (size_t i = 0; i < bs_config_nrows; i++) {
-        const bs_config_row *row = &bs_config_rows[i];
-        if (!(row->flags & BS_CF_REQUIRED) || !same_group(row, first_row))
-            continue;
-        char key[2 * BS_CONFIG_MAX_KEY + 2];
-        instantiate(row, name, key, sizeof key);
-        const entry *e = find_entry(cfg, key);
-        if (!e || !e->value || !e->value[0]) {
-            fail(v->errstr, v->n,
-                 "%s: key '%s' is set, so '%s' is required but %s",
-                 first->origin, first->key, key, e ? "empty" : "not set");
-            return -1;
-        }
-    }
-    /* BS_CF_ANY_OF rows: one of them at least (blocklist.NAME.path or
-     * .topic), none of them empty. */
-    char names[4 * BS_CONFIG_MAX_KEY + 16] = "";
-    size_t nl = 0;
-    bool any_of = false, any_set = false;
-    for (size_t i = 0; i < bs_config_nrows; i++) {
-        const bs_config_row *row = &bs_config_rows[i];
-        if (!(row->flags & BS_CF_ANY_OF) || !same_group(row, first_row))
-            continue;
-        char key[2 * BS_CONFIG_MAX_KEY + 2];
-        instantiate(row, name, key, sizeof key);
-        any_of = true;
-        if (nl < sizeof names)
-            nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s'%s'",
-                                   nl ? " or " : "", key);
-        const entry *e = find_entry(cfg, key);
-        if (e && e->value && !e->value[0]) {
-            fail(v->errstr, v->n, "%s: key '%s' is set, so '%s' is required "
-                 "but empty", e->origin, key, key);
-            return -1;
-        }
-        any_set |= e && e->value;
-    }
-    if (any_of && !any_set) {
-        fail(v->errstr, v->n, "%s: key '%s' is set, so %s is required but "
-             "neither is set", first->origin, first->key, names);
-        return -1;
-    }
-    return 0;
-}
-
-/* opaque: the bs_config being validated, the one foreach_name walks. */
-static int add_blocklist(const bs_config *ccfg, const bs_config_row *row,
-                         const char *name, const entry *first, void *opaque)
-{
-    (void)ccfg;
-    (void)row;
-    (void)first;
-    bs_config *cfg = opaque;
-    char key[2 * BS_CONFIG_MAX_KEY + 16];
-    char *copy = strdup(name);
-    if (!copy)
-        return -1;
-    bs_config_blocklist *b = &cfg->bl[cfg->nbl];
-    cfg->bl_names[cfg->nbl++] = copy;
-    b->name = copy;
-    snprintf(key, sizeof key, "blocklist.%s.path", name);
-    b->path = bs_config_get_str(cfg, key);
-    snprintf(key, sizeof key, "blocklist.%s.key", name);
-    b->key = bs_config_get_keyspec(cfg, key);
-    snprintf(key, sizeof key, "blocklist.%s.fpr", name);
-    b->fpr = bs_config_get_double(cfg, key);
-    snprintf(key, sizeof key, "blocklist.%s.topic", name);
-    b->topic = bs_config_get_str(cfg, key);
-    snprintf(key, sizeof key, "blocklist.%s.capacity", name);
-    b->capacity = (uint64_t)bs_config_get_int(cfg, key);
-    if (b->path && !b->path[0])
-        b->path = NULL;
-    if (b->topic && !b->topic[0])
-        b->topic = NULL;
-    return 0;
-}
-
-/* output.topic / rejected.topic must not be consumed by the stage itself. */
-static int check_not_input(const bs_config *cfg, const char *key,
-                           char *errstr, size_t n)
-{
-    const entry *e = find_entry(cfg, key);
-    const entry *in = find_entry(cfg, "input.topics");
-    if (!e || !e->value || !e->value[0] || !in)
-        return 0;
-    for (size_t i = 0; i < in->v.ntopics; i++) {
-        if (strcmp(in->v.topics[i], e->value) == 0) {
-            fail(errstr, n,
-                 "%s: key '%s': topic '%s' is also in input.topics (%s): the "
-                 "stage would consume its own output",
-                 e->origin, key, e->value, in->origin);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
-{
-    drop_blocklists(cfg);
-    for (size_t i = 0; i < bs_config_nrows; i++) {
-        const bs_config_row *row = &bs_config_rows[i];
-        if (!(row->flags & BS_CF_REQUIRED) || bs_config_row_is_pattern(row))
-            continue;
-        const entry *e = find_entry(cfg, row->name);
-        char env[3 * BS_CONFIG_MAX_KEY + 1];
-        if (e && e->value && e->value[0])
-            continue;
-        if (e && e->value) {
-            fail(errstr, errstr_size, "%s: key '%s': must not be empty",
-                 e->origin, row->name);
-            return -1;
-        }
-        if (bs_config_env_encode(row->name, env, sizeof env) != 0)
-            env[0] = '\0';
-        fail(errstr, errstr_size,
-             "required key '%s' is not set (set it in the config file, as "
-             "%s%s or with -X %s=...)",
-             row->name, BS_CONFIG_ENV_PREFIX, env, row->name);
-        return -1;
-    }
-
-    struct vctx v = {errstr, errstr_size};
-    for (size_t i = 0; i < bs_config_nrows; i++)
-        if (group_leader(&bs_config_rows[i]) &&
-            foreach_name(cfg, &bs_config_rows[i], check_group, &v) != 0)
-            return -1;
-
-    if (check_not_input(cfg, "output.topic", errstr, errstr_size) != 0 ||
-        check_not_input(cfg, "rejected.topic", errstr, errstr_size) != 0)
-        return -1;
-    const entry *out = find_entry(cfg, "output.topic");
-    const entry *rej = find_entry(cfg, "rejected.topic");
-    if (out && rej && out->value && rej->value &&
-        strcmp(out->value, rej->value) == 0) {
-        fail(errstr, errstr_size,
-             "%s: key 'rejected.topic': same topic as output.topic (%s): "
-             "dropped records would be forwarded",
-             rej->origin, out->origin);
-        return -1;
-    }
-
-    /* reject routes to rejected.topic: without one it would be a silent
-     * drop, which the stage never does. */
-    const entry *miss = find_entry(cfg, "dedup.on.missing.key");
-    if (miss && miss->value && !strcmp(miss->value, "reject") &&
-        (!rej || !rej->value || !*rej->value)) {
-        fail(errstr, errstr_size,
-             "%s: key 'dedup.on.missing.key': 'reject' needs rejected.topic "
-             "(records without a key would otherwise be dropped silently)",
-             miss->origin);
-        return -1;
-    }
-
-    /* The blocklist array: at most one per entry, so size it by entries. */
-    const bs_config_row *path_row = bs_config_row_by_name("blocklist.*.path");
-    cfg->bl = calloc(cfg->n ? cfg->n : 1, sizeof *cfg->bl);
-    cfg->bl_names = calloc(cfg->n ? cfg->n : 1, sizeof *cfg->bl_names);
-    if (!cfg->bl || !cfg->bl_names ||
-        foreach_name(cfg, path_row, add_blocklist, cfg) != 0) {
-        drop_blocklists(cfg);
-        fail(errstr, errstr_size, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Getters                                                                   */
 
 const char *bs_config_get_str(const bs_config *cfg, const char *key)
 {
-    const entry *e = find_entry(cfg, key);
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
     if (e)
         return e->value;
     const bs_config_row *row = bs_config_row_find(key, NULL, 0);
@@ -695,7 +441,7 @@ const char *bs_config_get_str(const bs_config *cfg, const char *key)
 
 const char *bs_config_origin(const bs_config *cfg, const char *key)
 {
-    const entry *e = find_entry(cfg, key);
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
     if (e)
         return e->value ? e->origin : NULL;
     return bs_config_get_str(cfg, key) ? "default" : NULL;
@@ -721,11 +467,11 @@ static const bs_value *typed_value(const bs_config *cfg,
                                    const bs_config_row *row, const char *key,
                                    bs_value *tmp)
 {
-    const entry *e = find_entry(cfg, key);
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
     if (e)
         return e->value ? &e->v : NULL;
     if (row->def_from) {
-        e = find_entry(cfg, row->def_from);
+        e = bs_config_find_entry(cfg, row->def_from);
         return e && e->value ? &e->v : NULL;
     }
     char why[256];
@@ -816,7 +562,7 @@ int bs_config_foreach(const bs_config *cfg, const char *prefix,
 {
     size_t plen = strlen(prefix);
     for (size_t i = 0; i < cfg->n; i++) {
-        const entry *e = &cfg->entries[i];
+        const bs_config_entry *e = &cfg->entries[i];
         if (!e->value || strncmp(e->key, prefix, plen) != 0)
             continue;
         int rc = cb(e->key + plen, e->value, opaque);
@@ -824,104 +570,4 @@ int bs_config_foreach(const bs_config *cfg, const char *prefix,
             return rc;
     }
     return 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The effective configuration                                               */
-
-static bool secret_key(const char *key)
-{
-    static const char *const marks[] = {"password", "secret", "jaas",
-                                        "key.pem", "oauthbearer.config",
-                                        "ssl_key", NULL};
-    for (size_t i = 0; marks[i]; i++)
-        if (strstr(key, marks[i]))
-            return true;
-    return false;
-}
-
-/* "key = value  # origin", the value padded to a column and with control
- * characters escaped (a PEM from the environment has newlines). */
-static int print_kv(FILE *out, const char *key, const char *value,
-                    const char *origin)
-{
-    if (!value)
-        value = "(unset)";
-    else if (secret_key(key) && value[0])
-        value = "[redacted]";
-    int w = fprintf(out, "%-28s = ", key);
-    size_t vlen = 0;
-    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-        if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
-            fputc('\\', out);
-            fputc(*p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\',
-                  out);
-            vlen += 2;
-        } else if (*p < 0x20 || *p == 0x7f) {
-            fprintf(out, "\\x%02x", *p);
-            vlen += 4;
-        } else {
-            fputc(*p, out);
-            vlen++;
-        }
-    }
-    return w < 0 ? -1
-                 : fprintf(out, "%*s  # %s\n", vlen < 24 ? (int)(24 - vlen) : 0,
-                           "", origin);
-}
-
-struct pctx {
-    FILE *out;
-    int rc;
-};
-
-/* Every middle-'*' row of the group, for one NAME, set or derived. */
-static int print_group(const bs_config *cfg, const bs_config_row *first_row,
-                       const char *name, const entry *first, void *opaque)
-{
-    (void)first;
-    struct pctx *p = opaque;
-    for (size_t i = 0; i < bs_config_nrows; i++) {
-        const bs_config_row *row = &bs_config_rows[i];
-        if (!same_group(row, first_row))
-            continue;
-        char key[2 * BS_CONFIG_MAX_KEY + 2], origin[BS_CONFIG_MAX_KEY + 32];
-        instantiate(row, name, key, sizeof key);
-        const entry *e = find_entry(cfg, key);
-        const char *o = e ? e->origin : "default";
-        if (!e && row->def_from) {
-            snprintf(origin, sizeof origin, "default (%s)", row->def_from);
-            o = origin;
-        }
-        if (print_kv(p->out, key, bs_config_get_str(cfg, key), o) < 0)
-            p->rc = -1;
-    }
-    return 0;
-}
-
-int bs_config_print_effective(const bs_config *cfg, FILE *out)
-{
-    struct pctx p = {out, 0};
-    for (size_t i = 0; i < bs_config_nrows; i++) {
-        const bs_config_row *row = &bs_config_rows[i];
-        const char *star = strchr(row->name, '*');
-        if (!star) {
-            const entry *e = find_entry(cfg, row->name);
-            if (print_kv(out, row->name, e ? e->value : NULL,
-                         e && e->value ? e->origin : "no default") < 0)
-                p.rc = -1;
-        } else if (star[1] == '\0') {
-            for (size_t j = 0; j < cfg->n; j++) {
-                const entry *e = &cfg->entries[j];
-                if (e->row == row && print_kv(out, e->key, e->value,
-                                              e->origin) < 0)
-                    p.rc = -1;
-            }
-        } else if (group_leader(row)) {
-            (void)foreach_name(cfg, row, print_group, &p);
-        }
-    }
-    if (fflush(out) != 0 || ferror(out))
-        p.rc = -1;
-    return p.rc;
 }

@@ -1,6 +1,7 @@
 /*
  * config_int.h -- what the config/ files share and config.h hides: the key
- * table's row type, parsed values, and the helpers the tests reach into.
+ * table's row type, parsed values, the helpers the tests reach into, and
+ * the store's insides its own files share.
  * Not part of the API; only the config/ sources and the tests that check
  * the table (tests/test_config.c, tests/test_settings.c) include it.
  *
@@ -115,5 +116,52 @@ const char *bs_ctype_name(bs_ctype type);
 void bs_config_format_range(const bs_config_row *row, char *buf, size_t n);
 /* A row's name for documents: a middle '*' shown as NAME. */
 void bs_config_display_name(const bs_config_row *row, char *buf, size_t n);
+
+/* -- the store's insides, shared by config.c (layers, loaders, getters),
+ * validate.c and print.c (the effective configuration) ------------------ */
+
+/* One key set: copies of its key, value text and origin ("default",
+ * "FILE:LINE", "env NAME", "-X key=value"), the value parsed from the text
+ * and the layer that set it. */
+typedef struct bs_config_entry {
+    char *key;
+    const bs_config_row *row;
+    char *value; /* NULL: no value (a required key nobody set) */
+    char *origin;
+    int layer;
+    bs_value v; /* parsed from value */
+} bs_config_entry;
+
+struct bs_config {
+    bs_config_entry *entries; /* in the order their keys were first set */
+    size_t n, cap;
+    bs_config_blocklist *bl; /* after a successful validate */
+    char **bl_names;
+    size_t nbl;
+};
+
+/* printf into errstr, if there is one. */
+void bs_config_fail(char *errstr, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bs_config_entry *bs_config_find_entry(const bs_config *cfg, const char *key);
+/* Drops the blocklist array validate built (any change makes it stale). */
+void bs_config_drop_blocklists(bs_config *cfg);
+
+/* Middle-'*' rows sharing the text up to and including the '*'
+ * ("blocklist.*") form a group: one NAME, several keys (validate.c). */
+bool bs_config_same_group(const bs_config_row *a, const bs_config_row *b);
+/* The first row of its group in the table: where groups are handled. */
+bool bs_config_group_leader(const bs_config_row *row);
+/* The NAMEs set in `row`'s group, in order of first appearance: fn for
+ * each distinct one, with the first entry that named it.  Returns fn's
+ * first non-zero result. */
+typedef int (*bs_config_name_fn)(const bs_config *cfg,
+                                 const bs_config_row *row, const char *name,
+                                 const bs_config_entry *first, void *opaque);
+int bs_config_foreach_name(const bs_config *cfg, const bs_config_row *row,
+                           bs_config_name_fn fn, void *opaque);
+/* The key of pattern `row` for NAME. */
+void bs_config_instantiate(const bs_config_row *row, const char *name,
+                           char *buf, size_t n);
 
 #endif

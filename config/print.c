@@ -1,8 +1,10 @@
 /*
  * print.c -- the documents the key table drives: `bloomstage config --list`
- * (a table for reading) and `bloomstage config --sample` (the commented
+ * (a table for reading), `bloomstage config --sample` (the commented
  * sample file; config/bloomstage.conf is exactly its output, a test diffs
- * them).  Both write to a caller's stream and report a failed write.
+ * them) and `bloomstage config` (the effective configuration, each value
+ * with where it came from, secrets redacted).  All write to a caller's
+ * stream and report a failed write.
  */
 #include "config_int.h"
 
@@ -204,4 +206,104 @@ int bs_config_print_sample(FILE *out)
             fprintf(out, "#%s=%s\n", row->name, row->def ? row->def : "");
     }
     return finish(out);
+}
+
+/* -- the effective configuration (`bloomstage config`) ------------------- */
+
+static bool secret_key(const char *key)
+{
+    static const char *const marks[] = {"password", "secret", "jaas",
+                                        "key.pem", "oauthbearer.config",
+                                        "ssl_key", NULL};
+    for (size_t i = 0; marks[i]; i++)
+        if (strstr(key, marks[i]))
+            return true;
+    return false;
+}
+
+/* "key = value  # origin", the value padded to a column and with control
+ * characters escaped (a PEM from the environment has newlines). */
+static int print_kv(FILE *out, const char *key, const char *value,
+                    const char *origin)
+{
+    if (!value)
+        value = "(unset)";
+    else if (secret_key(key) && value[0])
+        value = "[redacted]";
+    int w = fprintf(out, "%-28s = ", key);
+    size_t vlen = 0;
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
+            fputc('\\', out);
+            fputc(*p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\',
+                  out);
+            vlen += 2;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            fprintf(out, "\\x%02x", *p);
+            vlen += 4;
+        } else {
+            fputc(*p, out);
+            vlen++;
+        }
+    }
+    return w < 0 ? -1
+                 : fprintf(out, "%*s  # %s\n", vlen < 24 ? (int)(24 - vlen) : 0,
+                           "", origin);
+}
+
+struct pctx {
+    FILE *out;
+    int rc;
+};
+
+/* Every middle-'*' row of the group, for one NAME, set or derived. */
+static int print_group(const bs_config *cfg, const bs_config_row *first_row,
+                       const char *name, const bs_config_entry *first,
+                       void *opaque)
+{
+    (void)first;
+    struct pctx *p = opaque;
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!bs_config_same_group(row, first_row))
+            continue;
+        char key[2 * BS_CONFIG_MAX_KEY + 2], origin[BS_CONFIG_MAX_KEY + 32];
+        bs_config_instantiate(row, name, key, sizeof key);
+        const bs_config_entry *e = bs_config_find_entry(cfg, key);
+        const char *o = e ? e->origin : "default";
+        if (!e && row->def_from) {
+            snprintf(origin, sizeof origin, "default (%s)", row->def_from);
+            o = origin;
+        }
+        if (print_kv(p->out, key, bs_config_get_str(cfg, key), o) < 0)
+            p->rc = -1;
+    }
+    return 0;
+}
+
+int bs_config_print_effective(const bs_config *cfg, FILE *out)
+{
+    struct pctx p = {out, 0};
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        const char *star = strchr(row->name, '*');
+        if (!star) {
+            const bs_config_entry *e = bs_config_find_entry(cfg, row->name);
+            if (print_kv(out, row->name, e ? e->value : NULL,
+                         e && e->value ? e->origin : "no default") < 0)
+                p.rc = -1;
+        } else if (star[1] == '\0') {
+            for (size_t j = 0; j < cfg->n; j++) {
+                const bs_config_entry *e = &cfg->entries[j];
+                if (e->row == row && print_kv(out, e->key, e->value,
+                                              e->origin) < 0)
+                    p.rc = -1;
+            }
+        } else if (bs_config_group_leader(row)) {
+            (void)bs_config_foreach_name(cfg, row, print_group, &p);
+        }
+    }
+    if (fflush(out) != 0 || ferror(out))
+        p.rc = -1;
+    return p.rc;
 }

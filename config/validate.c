@@ -1,0 +1,248 @@
+/*
+ * validate.c -- bs_config_validate: what no single value can say (config.c
+ * parses each one as it is set).  Required keys set and non-empty; every
+ * blocklist.NAME group complete (its required keys, and a path or a topic);
+ * the output and rejected topics neither consumed by the stage nor the
+ * same; `reject` only with somewhere to reject to.  Then the blocklist
+ * array bs_config_blocklists hands out, pointing into the entries.  Also
+ * the NAME-group walk the effective-configuration print shares (print.c).
+ */
+#include "config_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool bs_config_same_group(const bs_config_row *a, const bs_config_row *b)
+{
+    const char *sa = strchr(a->name, '*'), *sb = strchr(b->name, '*');
+    return sa && sb && sa[1] != '\0' && sb[1] != '\0' &&
+           sa - a->name == sb - b->name &&
+           strncmp(a->name, b->name, (size_t)(sa - a->name)) == 0;
+}
+
+bool bs_config_group_leader(const bs_config_row *row)
+{
+    for (const bs_config_row *r = bs_config_rows; r < row; r++)
+        if (bs_config_same_group(r, row))
+            return false;
+    return bs_config_same_group(row, row);
+}
+
+int bs_config_foreach_name(const bs_config *cfg, const bs_config_row *row,
+                           bs_config_name_fn fn, void *opaque)
+{
+    for (size_t i = 0; i < cfg->n; i++) {
+        const bs_config_entry *e = &cfg->entries[i];
+        char name[BS_CONFIG_MAX_KEY + 1], prev[BS_CONFIG_MAX_KEY + 1];
+        if (!bs_config_same_group(e->row, row) ||
+            !bs_config_row_name_of(e->row, e->key, name, sizeof name))
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) {
+            const bs_config_entry *p = &cfg->entries[j];
+            seen = bs_config_same_group(p->row, row) &&
+                   bs_config_row_name_of(p->row, p->key, prev, sizeof prev) &&
+                   strcmp(prev, name) == 0;
+        }
+        if (seen)
+            continue;
+        int rc = fn(cfg, row, name, e, opaque);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void bs_config_instantiate(const bs_config_row *row, const char *name,
+                           char *buf, size_t n)
+{
+    const char *star = strchr(row->name, '*');
+    snprintf(buf, n, "%.*s%s%s", (int)(star - row->name), row->name, name,
+             star + 1);
+}
+
+struct vctx {
+    char *errstr;
+    size_t n;
+};
+
+/* A NAME group: every required row of its prefix must have a value. */
+static int check_group(const bs_config *cfg, const bs_config_row *first_row,
+                       const char *name, const bs_config_entry *first,
+                       void *opaque)
+{
+    struct vctx *v = opaque;
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!(row->flags & BS_CF_REQUIRED) ||
+            !bs_config_same_group(row, first_row))
+            continue;
+        char key[2 * BS_CONFIG_MAX_KEY + 2];
+        bs_config_instantiate(row, name, key, sizeof key);
+        const bs_config_entry *e = bs_config_find_entry(cfg, key);
+        if (!e || !e->value || !e->value[0]) {
+            bs_config_fail(v->errstr, v->n,
+                 "%s: key '%s' is set, so '%s' is required but %s",
+                 first->origin, first->key, key, e ? "empty" : "not set");
+            return -1;
+        }
+    }
+    /* BS_CF_ANY_OF rows: one of them at least (blocklist.NAME.path or
+     * .topic), none of them empty. */
+    char names[4 * BS_CONFIG_MAX_KEY + 16] = "";
+    size_t nl = 0;
+    bool any_of = false, any_set = false;
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!(row->flags & BS_CF_ANY_OF) ||
+            !bs_config_same_group(row, first_row))
+            continue;
+        char key[2 * BS_CONFIG_MAX_KEY + 2];
+        bs_config_instantiate(row, name, key, sizeof key);
+        any_of = true;
+        if (nl < sizeof names)
+            nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s'%s'",
+                                   nl ? " or " : "", key);
+        const bs_config_entry *e = bs_config_find_entry(cfg, key);
+        if (e && e->value && !e->value[0]) {
+            bs_config_fail(v->errstr, v->n, "%s: key '%s' is set, so '%s' is "
+                           "required but empty", e->origin, key, key);
+            return -1;
+        }
+        any_set |= e && e->value;
+    }
+    if (any_of && !any_set) {
+        bs_config_fail(v->errstr, v->n, "%s: key '%s' is set, so %s is "
+                       "required but neither is set", first->origin,
+                       first->key, names);
+        return -1;
+    }
+    return 0;
+}
+
+/* opaque: the bs_config being validated, the one foreach_name walks. */
+static int add_blocklist(const bs_config *ccfg, const bs_config_row *row,
+                         const char *name, const bs_config_entry *first,
+                         void *opaque)
+{
+    (void)ccfg;
+    (void)row;
+    (void)first;
+    bs_config *cfg = opaque;
+    char key[2 * BS_CONFIG_MAX_KEY + 16];
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    bs_config_blocklist *b = &cfg->bl[cfg->nbl];
+    cfg->bl_names[cfg->nbl++] = copy;
+    b->name = copy;
+    snprintf(key, sizeof key, "blocklist.%s.path", name);
+    b->path = bs_config_get_str(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.key", name);
+    b->key = bs_config_get_keyspec(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.fpr", name);
+    b->fpr = bs_config_get_double(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.topic", name);
+    b->topic = bs_config_get_str(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.capacity", name);
+    b->capacity = (uint64_t)bs_config_get_int(cfg, key);
+    if (b->path && !b->path[0])
+        b->path = NULL;
+    if (b->topic && !b->topic[0])
+        b->topic = NULL;
+    return 0;
+}
+
+/* output.topic / rejected.topic must not be consumed by the stage itself. */
+static int check_not_input(const bs_config *cfg, const char *key,
+                           char *errstr, size_t n)
+{
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
+    const bs_config_entry *in = bs_config_find_entry(cfg, "input.topics");
+    if (!e || !e->value || !e->value[0] || !in)
+        return 0;
+    for (size_t i = 0; i < in->v.ntopics; i++) {
+        if (strcmp(in->v.topics[i], e->value) == 0) {
+            bs_config_fail(errstr, n,
+                 "%s: key '%s': topic '%s' is also in input.topics (%s): the "
+                 "stage would consume its own output",
+                 e->origin, key, e->value, in->origin);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
+{
+    bs_config_drop_blocklists(cfg);
+    for (size_t i = 0; i < bs_config_nrows; i++) {
+        const bs_config_row *row = &bs_config_rows[i];
+        if (!(row->flags & BS_CF_REQUIRED) || bs_config_row_is_pattern(row))
+            continue;
+        const bs_config_entry *e = bs_config_find_entry(cfg, row->name);
+        char env[3 * BS_CONFIG_MAX_KEY + 1];
+        if (e && e->value && e->value[0])
+            continue;
+        if (e && e->value) {
+            bs_config_fail(errstr, errstr_size,
+                           "%s: key '%s': must not be empty", e->origin,
+                           row->name);
+            return -1;
+        }
+        if (bs_config_env_encode(row->name, env, sizeof env) != 0)
+            env[0] = '\0';
+        bs_config_fail(errstr, errstr_size,
+             "required key '%s' is not set (set it in the config file, as "
+             "%s%s or with -X %s=...)",
+             row->name, BS_CONFIG_ENV_PREFIX, env, row->name);
+        return -1;
+    }
+
+    struct vctx v = {errstr, errstr_size};
+    for (size_t i = 0; i < bs_config_nrows; i++)
+        if (bs_config_group_leader(&bs_config_rows[i]) &&
+            bs_config_foreach_name(cfg, &bs_config_rows[i], check_group,
+                                   &v) != 0)
+            return -1;
+
+    if (check_not_input(cfg, "output.topic", errstr, errstr_size) != 0 ||
+        check_not_input(cfg, "rejected.topic", errstr, errstr_size) != 0)
+        return -1;
+    const bs_config_entry *out = bs_config_find_entry(cfg, "output.topic");
+    const bs_config_entry *rej = bs_config_find_entry(cfg, "rejected.topic");
+    if (out && rej && out->value && rej->value &&
+        strcmp(out->value, rej->value) == 0) {
+        bs_config_fail(errstr, errstr_size,
+             "%s: key 'rejected.topic': same topic as output.topic (%s): "
+             "dropped records would be forwarded",
+             rej->origin, out->origin);
+        return -1;
+    }
+
+    /* reject routes to rejected.topic: without one it would be a silent
+     * drop, which the stage never does. */
+    const bs_config_entry *miss =
+        bs_config_find_entry(cfg, "dedup.on.missing.key");
+    if (miss && miss->value && !strcmp(miss->value, "reject") &&
+        (!rej || !rej->value || !*rej->value)) {
+        bs_config_fail(errstr, errstr_size,
+             "%s: key 'dedup.on.missing.key': 'reject' needs rejected.topic "
+             "(records without a key would otherwise be dropped silently)",
+             miss->origin);
+        return -1;
+    }
+
+    /* The blocklist array: at most one per entry, so size it by entries. */
+    const bs_config_row *path_row = bs_config_row_by_name("blocklist.*.path");
+    cfg->bl = calloc(cfg->n ? cfg->n : 1, sizeof *cfg->bl);
+    cfg->bl_names = calloc(cfg->n ? cfg->n : 1, sizeof *cfg->bl_names);
+    if (!cfg->bl || !cfg->bl_names ||
+        bs_config_foreach_name(cfg, path_row, add_blocklist, cfg) != 0) {
+        bs_config_drop_blocklists(cfg);
+        bs_config_fail(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    return 0;
+}
