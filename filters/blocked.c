@@ -392,18 +392,20 @@ AVX2_INLINE void lanes_pattern_avx2(bf_hash h, uint32_t k, __m256i *p0,
          * products of rounds 0 (low half) and 1 (high half), lanes 0-3 in
          * one multiply and 4-7 in the other.  Three instructions fewer
          * than two rounds of lanes_round8_avx2, the same bits. */
-        const __m256i one = _mm256_set1_epi64x(1), six = _mm256_set1_epi64x(63);
+        const __m256i one = _mm256_set1_epi64x(1);
+        const __m256i six = _mm256_set1_epi64x(63);
+        const __m256i *salt = (const __m256i *)lane_salt_pair[0];
         __m256i x = _mm256_set1_epi64x((long long)h.hi);
-        __m256i m0 = _mm256_mullo_epi32(
-            x, _mm256_load_si256((const __m256i *)lane_salt_pair[0]));
-        __m256i m1 = _mm256_mullo_epi32(
-            x, _mm256_load_si256((const __m256i *)lane_salt_pair[0] + 1));
-        *p0 = _mm256_or_si256(
-            _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srli_epi64(m0, 26), six)),
-            _mm256_sllv_epi64(one, _mm256_srli_epi64(m0, 58)));
-        *p1 = _mm256_or_si256(
-            _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srli_epi64(m1, 26), six)),
-            _mm256_sllv_epi64(one, _mm256_srli_epi64(m1, 58)));
+        __m256i m0 = _mm256_mullo_epi32(x, _mm256_load_si256(salt));
+        __m256i m1 = _mm256_mullo_epi32(x, _mm256_load_si256(salt + 1));
+        __m256i lo0 = _mm256_and_si256(_mm256_srli_epi64(m0, 26), six);
+        __m256i lo1 = _mm256_and_si256(_mm256_srli_epi64(m1, 26), six);
+        __m256i hi0 = _mm256_srli_epi64(m0, 58);
+        __m256i hi1 = _mm256_srli_epi64(m1, 58);
+        *p0 = _mm256_or_si256(_mm256_sllv_epi64(one, lo0),
+                              _mm256_sllv_epi64(one, hi0));
+        *p1 = _mm256_or_si256(_mm256_sllv_epi64(one, lo1),
+                              _mm256_sllv_epi64(one, hi1));
         return;
     }
     __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
@@ -671,14 +673,12 @@ static const uint8_t kernel_map[3][4] = {
  * (set_level), so that a public function is a byte load and a table jump
  * (three instructions, not seven: one at a time, fewer instructions a key
  * are more keys' cache misses in flight). */
-static contains_fn contains_cur[4] = {contains_scalar, contains_scalar, contains_scalar,
-                                 contains_scalar};
-static add_fn add_cur[4] = {add_scalar, add_scalar, add_scalar,
-                                 add_scalar};
-static contains_many_fn contains_many_cur[4] = {contains_many_scalar, contains_many_scalar, contains_many_scalar,
-                                 contains_many_scalar};
-static add_many_fn add_many_cur[4] = {add_many_scalar, add_many_scalar, add_many_scalar,
-                                 add_many_scalar};
+#define SCALAR4(fn) {fn##_scalar, fn##_scalar, fn##_scalar, fn##_scalar}
+static contains_fn contains_cur[4] = SCALAR4(contains);
+static add_fn add_cur[4] = SCALAR4(add);
+static contains_many_fn contains_many_cur[4] = SCALAR4(contains_many);
+static add_many_fn add_many_cur[4] = SCALAR4(add_many);
+#undef SCALAR4
 
 static void set_level(unsigned level)
 {
