@@ -654,7 +654,9 @@ int bs_kafkastore_check(bs_kafkastore *ks, char *errstr, size_t errstr_size)
             rd_kafka_AdminOptions_set_request_timeout(
                 o, BS_TIMEOUT_STORE_ADMIN_MS, NULL, 0);
             rd_kafka_CreateTopics(ks->producer, &nt, 1, o, q);
-            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 7000);
+            /* The request's own timeout, and a little for the reply. */
+            rd_kafka_event_t *ev =
+                rd_kafka_queue_poll(q, BS_TIMEOUT_STORE_ADMIN_MS + 2000);
             if (ev) {
                 const rd_kafka_CreateTopics_result_t *res =
                     rd_kafka_event_CreateTopics_result(ev);
