@@ -495,18 +495,6 @@ static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
     return rc;
 }
 
-/* Reads partition cp of the topic from `from` to its end as it is now. */
-static int read_partition(bs_kafkastore *ks, int32_t cp, int64_t from,
-                          int (*fn)(const rd_kafka_message_t *m, void *op),
-                          void *op, char *errstr, size_t errstr_size)
-{
-    int64_t lo, hi;
-    if (bounds(ks, cp, &lo, &hi, errstr, errstr_size) != 0)
-        return -1;
-    return read_range(ks, cp, from < lo ? lo : from, hi, fn, op, errstr,
-                      errstr_size);
-}
-
 /* The manifest is rewritten every round its partition is checkpointed, so
  * the newest is near the end: ranges are read backwards from the end,
  * each twice the one after it, until one holds the key (*seen); the last
@@ -514,14 +502,11 @@ static int read_partition(bs_kafkastore *ks, int32_t cp, int64_t from,
  * partition (older states, not yet compacted away) is never read. */
 #define FIND_FIRST_RANGE 64
 
-static int find_newest(bs_kafkastore *ks, int32_t cp,
+static int find_newest(bs_kafkastore *ks, int32_t cp, int64_t lo, int64_t hi,
                        int (*fn)(const rd_kafka_message_t *m, void *op),
                        void *op, const bool *seen, char *errstr,
                        size_t errstr_size)
 {
-    int64_t lo, hi;
-    if (bounds(ks, cp, &lo, &hi, errstr, errstr_size) != 0)
-        return -1;
     for (int64_t to = hi, w = FIND_FIRST_RANGE; to > lo && !*seen; w *= 2) {
         int64_t from = to - lo > w ? to - w : lo;
         if (read_range(ks, cp, from, to, fn, op, errstr, errstr_size) != 0)
@@ -575,8 +560,14 @@ int bs_kafkastore_get(bs_kafkastore *ks, const char *topic, int32_t part,
     int klen = manifest_key(ks, topic, part, key, sizeof(key));
     snprintf(name, sizeof(name), "%s:%s", ks->topic, key);
     int32_t cp = ckpt_partition(ks, topic, part);
+    /* One look at the partition's bounds: the manifest is searched for
+     * below hi, and the chunks it names lie below it too. */
+    int64_t lo, hi;
+    if (bounds(ks, cp, &lo, &hi, errstr, errstr_size) != 0)
+        return -1;
     find_manifest f = {key, (size_t)klen, false, NULL, 0, false};
-    if (find_newest(ks, cp, on_manifest, &f, &f.seen, errstr, errstr_size)) {
+    if (find_newest(ks, cp, lo, hi, on_manifest, &f, &f.seen, errstr,
+                    errstr_size)) {
         free(f.value);
         return -1;
     }
@@ -605,8 +596,8 @@ int bs_kafkastore_get(bs_kafkastore *ks, const char *topic, int32_t part,
         return -1;
     }
     int rc = -1;
-    if (read_partition(ks, cp, states[0].first, on_chunk, c, errstr,
-                       errstr_size) == 0)
+    if (read_range(ks, cp, states[0].first < lo ? lo : states[0].first, hi,
+                   on_chunk, c, errstr, errstr_size) == 0)
         rc = bs_store_chain_decode(c, name, out, errstr, errstr_size);
     bs_store_chain_free(c);
     if (rc == 1 && at_offset != BS_STORE_NEWEST &&
