@@ -1094,6 +1094,19 @@ static void test_tail_unreadable_at_assign(void **state)
     read_out(e, &n);
     assert_exactly_once(e, n, "a tail unreadable at the assignment, read "
                         "by a later round");
+    /* The assignment said the restore was deferred, not "no checkpoint";
+     * each partition's "partition restored" says where its state ended. */
+    if (h_count_said(p, "restore=pending") == 0)
+        h_stage_fail(p, "no assignment said restore=pending");
+    h_assigned as[64];
+    size_t na = h_parse_assigned(p, IN, as, 64);
+    unsigned from_state = 0;
+    for (size_t i = 0; i < na && i < 64; i++)
+        if (!as[i].revoked && as[i].ckpt >= 0)
+            from_state |= 1u << as[i].partition;
+    if (from_state != 0x3f)
+        h_stage_fail(p, "partitions restored from their checkpoints: 0x%x, "
+                     "want 0x3f", from_state);
     print_message("restore retried %zu times before the tail (%llu records) "
                   "was read; %zu output records, every key exactly once\n",
                   h_count_said(p, "msg=\"retrying the restore\""),

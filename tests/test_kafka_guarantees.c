@@ -79,25 +79,17 @@ static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
     h_kenv_wait_committed_end(e, procs, timeout_ms);
 }
 
-/* The `partition assigned` lines of p for e->in: checkpoint_offset per
- * partition, the last one logged (-2: none). */
+/* checkpoint_offset per partition of e->in, as p's assignment lines said
+ * it last (-2: never assigned). */
 static void assigned_at(env *e, h_proc *p, long long *ck)
 {
     for (int i = 0; i < NPARTS; i++)
         ck[i] = -2;
-    const char *s = h_process_stderr(p);
-    char pat[128];
-    snprintf(pat, sizeof(pat), SAID_ASSIGNED " topic=%s partition=", e->in);
-    while ((s = strstr(s, pat))) {
-        s += strlen(pat);
-        int part;
-        long long off;
-        if (sscanf(s, "%d checkpoint_offset=%lld", &part, &off) != 2 ||
-            part < 0 || part >= NPARTS)
-            h_stage_fail(p, "a 'partition assigned' line does not parse: "
-                         "%.100s", s);
-        ck[part] = off;
-    }
+    h_assigned as[1024];
+    size_t n = h_parse_assigned(p, e->in, as, 1024);
+    for (size_t i = 0; i < n && i < 1024; i++)
+        if (!as[i].revoked && as[i].partition < NPARTS)
+            ck[as[i].partition] = as[i].ckpt;
 }
 
 static h_outrec *expect_exactly_once(env *e, size_t *n, const char *why)

@@ -463,22 +463,30 @@ size_t h_parse_assigned(h_proc *p, const char *topic, h_assigned *out,
     for (const char *s = h_process_stderr(p); (s = strstr(s, said));
          s += sizeof(said) - 1) {
         const char *w = s + sizeof(said) - 1;
-        bool revoked = !strncmp(w, "revoked\"", 8);
-        if (!revoked && strncmp(w, "assigned\"", 9) != 0)
+        static const char *const verbs[] = {"revoked\"", "assigned\"",
+                                            "restored\""};
+        size_t v = 0;
+        while (v < 3 && strncmp(w, verbs[v], strlen(verbs[v])) != 0)
+            v++;
+        if (v == 3)
             continue;
-        w += revoked ? 8 : 9;
+        bool revoked = v == 0;
+        w += strlen(verbs[v]);
         if (strncmp(w, tp, strlen(tp)) != 0)
             continue; /* another topic's */
         w += strlen(tp);
         h_assigned a = {.revoked = revoked, .ckpt = -1};
-        int part;
+        int part, end = 0;
         bool ok = revoked ? sscanf(w, "%d", &part) == 1
                           : sscanf(w, "%d checkpoint_offset=%lld "
                                       "already_forwarded=%zu",
                                    &part, &a.ckpt, &a.fwd) == 3;
+        if (!ok && v == 1 &&
+            sscanf(w, "%d restore=pending%n", &part, &end) == 1 && end > 0)
+            continue; /* its "partition restored" line says where */
         if (!ok || part < 0)
-            h_stage_fail(p, "a 'partition %s' line does not parse: %.120s",
-                         revoked ? "revoked" : "assigned", s);
+            h_stage_fail(p, "a 'partition %.*s' line does not parse: "
+                         "%.120s", (int)strlen(verbs[v]) - 1, verbs[v], s);
         a.partition = part;
         if (n < max)
             out[n] = a;

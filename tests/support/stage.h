@@ -100,8 +100,11 @@ typedef struct h_assigned {
     size_t fwd;     /* already_forwarded (assigned lines) */
 } h_assigned;
 /* p's assignment lines for topic, in the order logged, at most max into
- * out; returns how many there are.  A line that does not parse fails the
- * test. */
+ * out; returns how many there are.  An assignment whose restore was
+ * deferred ("partition assigned ... restore=pending") counts where its
+ * "partition restored" line is, with that line's offsets; one revoked
+ * before that never counts as assigned.  A line that does not parse fails
+ * the test. */
 size_t h_parse_assigned(h_proc *p, const char *topic, h_assigned *out,
                         size_t max);
 /* topic's partitions (< 32) p holds now -- assigned and not revoked since
