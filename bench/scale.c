@@ -249,8 +249,9 @@ static bool sample_of(unsigned port, sample *s)
 }
 
 /* The sum of checkpoint_offset= over the "partition assigned" lines of a
- * log: where the restarted stage resumes, so it has consumed everything
- * once its records_in reaches n minus that.  -1 if not all are there. */
+ * log (a deferred one's "partition restored" line instead): where the
+ * restarted stage resumes, so it has consumed everything once its
+ * records_in reaches n minus that.  -1 if not all are there. */
 static double resume_offsets(const char *path, int nparts)
 {
     FILE *f = fopen(path, "r");
@@ -260,7 +261,9 @@ static double resume_offsets(const char *path, int nparts)
     double sum = 0;
     int got = 0;
     while (fgets(line, sizeof(line), f))
-        if (strstr(line, "msg=\"partition assigned\"")) {
+        if ((strstr(line, "msg=\"partition assigned\"") &&
+             !strstr(line, "restore=pending")) ||
+            strstr(line, "msg=\"partition restored\"")) {
             long long o = h_log_int(line, "checkpoint_offset");
             sum += o > 0 ? (double)o : 0;
             got++;
