@@ -340,6 +340,17 @@ static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
     return BS_OK;
 }
 
+void bs_part_log_restored(const part *p, const char *msg)
+{
+    if (p->state == BS_PART_RESTORE_PENDING)
+        bs_log(BS_LOG_INFO, msg, "topic=%s partition=%d restore=pending",
+               p->topic, (int)p->partition);
+    else
+        bs_log(BS_LOG_INFO, msg, "topic=%s partition=%d "
+               "checkpoint_offset=%lld already_forwarded=%zu", p->topic,
+               (int)p->partition, (long long)p->ckpt_offset, p->nskip);
+}
+
 bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
                        size_t errstr_size)
 {

@@ -61,16 +61,7 @@ static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
          * may lag it, never lead it: invariant 1). */
         if (p->ckpt_offset >= 0)
             tp->offset = p->ckpt_offset;
-        if (p->state == BS_PART_RESTORE_PENDING) /* "partition restored"
-                                                    follows (round.c) */
-            bs_log(BS_LOG_INFO, "partition assigned", "topic=%s "
-                   "partition=%d restore=pending", tp->topic,
-                   (int)tp->partition);
-        else
-            bs_log(BS_LOG_INFO, "partition assigned", "topic=%s "
-                   "partition=%d checkpoint_offset=%lld "
-                   "already_forwarded=%zu", tp->topic, (int)tp->partition,
-                   (long long)p->ckpt_offset, p->nskip);
+        bs_part_log_restored(p, "partition assigned");
     }
     free(chosen);
     bs_publish(s);

@@ -214,12 +214,8 @@ void bs_rollback(bs_stage *s, bool pending)
     n = m;
     bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
     for (size_t i = 0; pending && r != BS_FATAL && i < n; i++)
-        if (chosen[i]->state != BS_PART_RESTORE_PENDING) /* as on_assign */
-            bs_log(BS_LOG_INFO, "partition restored", "topic=%s "
-                   "partition=%d checkpoint_offset=%lld "
-                   "already_forwarded=%zu", chosen[i]->topic,
-                   (int)chosen[i]->partition,
-                   (long long)chosen[i]->ckpt_offset, chosen[i]->nskip);
+        if (chosen[i]->state != BS_PART_RESTORE_PENDING)
+            bs_part_log_restored(chosen[i], "partition restored");
     if (r == BS_FATAL) {
         bs_stage_fatal(s, "rollback: %s", err);
     } else if (r == BS_RETRY) {
