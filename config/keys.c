@@ -222,7 +222,10 @@ const bs_config_row bs_config_rows[] = {
              "under the broker's message.max.bytes."},
     {.name = "checkpoint.interval.ms", .type = BS_CT_INT,
      .section = SEC_CKPT, .def = "5000", IRANGE(10, 86400000),
-     .help = "Time between checkpoints, in milliseconds."},
+     .help = "Time between checkpoints, in milliseconds, from the end of "
+             "one checkpoint to the start of the next: a checkpoint slower "
+             "than this (a loaded cluster) still leaves this long for "
+             "records."},
     {.name = "checkpoint.records", .type = BS_CT_INT, .section = SEC_CKPT,
      .def = "1000000", IRANGE(0, TERA),
      .help = "Records processed between checkpoints, whichever of this and "

@@ -391,6 +391,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         return BS_RETRY;
     }
     bs_crash_point(BS_CRASH_AFTER_FLUSH);
+    double t_flushed = bs_now();
     bs_ckpt_wm *wm = NULL;
     uint32_t nwm = 0;
     if (bs_exactly_once(s)) {
@@ -436,6 +437,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     }
     if (nwritten)
         bs_crash_point(BS_CRASH_AFTER_STORE_SYNC);
+    double t_stored = bs_now();
     /* Transactions: a partition whose checkpoint could not be written
      * holds records in the transaction too; nothing is committed then
      * (the transaction stays open; the next round writes again). */
@@ -476,12 +478,14 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
             if (!s->txn)
                 bs_crash_point(BS_CRASH_AFTER_COMMIT);
             store_committed(s, commit);
-            double dt = bs_now() - t0;
+            double now = bs_now(), dt = now - t0;
             BS_SET(s->ctr.checkpoint_bytes, bytes);
             bs_report_round(s, dt);
             bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d "
-                   "bytes=%llu seconds=%.3f", why, commit->cnt,
-                   (unsigned long long)bytes, dt);
+                   "bytes=%llu seconds=%.3f flush_seconds=%.3f "
+                   "store_seconds=%.3f commit_seconds=%.3f", why,
+                   commit->cnt, (unsigned long long)bytes, dt,
+                   t_flushed - t0, t_stored - t_flushed, now - t_stored);
         } else if (s->txn) {
             rc = BS_RETRY; /* rolled back; a failed plain commit is not a
                               failed round (made again by the next) */
@@ -499,11 +503,14 @@ bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                     const char *why)
 {
     double t0 = bs_now();
-    s->last_ckpt = t0;
     if (s->state == BS_STAGE_FATAL)
         return BS_RETRY;
     bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_CHECKPOINTING);
     bs_rc rc = round_body(s, only, why, t0);
+    /* The interval runs from the round's end: a round slower than
+     * checkpoint.interval.ms (a loaded cluster's acks=all round trips)
+     * must not start the next at once, leaving no time for records. */
+    s->last_ckpt = bs_now();
     if (rc == BS_OK)
         s->since_ckpt = 0;
     bs_publish(s);

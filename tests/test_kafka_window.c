@@ -37,6 +37,7 @@
 #include "support.h"
 
 #define NPARTS 4
+#define ALLP ((1u << NPARTS) - 1)
 /* Record time starts a day before now: a real broker deletes segments
  * whose records are older than retention.ms (7 days) by their timestamps,
  * so a fixed date would see the input and output vanish (found so). */
@@ -161,19 +162,33 @@ static void test_rebalance_moves_generations(void **state)
 {
     (void)state;
     h_kenv *e = kenv_new("kw-rebalance", "forward");
-    /* A takes the first half alone; B joins; the second half (copies of
-     * the first half's keys within the window among them) comes once the
-     * partitions moved; then A is killed and B has them all. */
+    /* A takes the first half alone and checkpoints every partition; B
+     * joins; the second half (copies of the first half's keys within the
+     * window among them) comes once the partitions moved; then A is
+     * killed and B has them all.  Without the wait for A's commits, B got
+     * partitions A had read nothing of yet (CI: no state moved). */
     stream(e, 60000, 22, 30000);
     char *da = h_strdupf("%s/a", e->h.dir), *db = h_strdupf("%s/b", e->h.dir);
     h_proc *a = stage_start(e, da, "checkpoint.store=kafka");
     h_proc *const pa[] = {a, NULL};
     h_wait_out(e->q, e->out, NPARTS, pa, 1000, 120000);
+    int64_t one[NPARTS];
+    for (int p = 0; p < NPARTS; p++)
+        one[p] = 1;
+    h_wait_committed_past(e->h.bs, e->group, e->in, NPARTS, one, pa, 120000);
     h_proc *b = stage_start(e, db, "checkpoint.store=kafka");
     h_wait_said(b, SAID_ASSIGNED, 1, 120000);
     h_stream_produce(e->st, e->h.bs, e->in, 30000, 60000, NULL);
     h_nap(1000);
     h_stage_kill9(a, "after B joined and the second half came");
+    double t0 = h_now_s();
+    for (unsigned m; (m = h_assigned_mask(b, e->in, false)) != ALLP;) {
+        h_stage_alive(b, "while taking A's partitions over");
+        if (h_now_s() - t0 > 90)
+            h_stage_fail(b, "B did not get every partition within 90 s "
+                         "of A's kill (holds 0x%x)", m);
+        h_nap(50);
+    }
     finish(e, b);
     size_t moved = h_count_restored(b, e->in);
     print_message("B was assigned %zu partitions with their checkpoint "

@@ -716,36 +716,60 @@ int h_committed_retry(const char *bootstraps, const char *group,
     }
 }
 
-void h_wait_committed_tolerant(const char *bootstraps, const char *group,
-                               const char *topic, int nparts,
-                               const int64_t *want, h_proc *const *procs,
-                               int timeout_ms)
+/* h_wait_committed_tolerant and h_wait_committed_past: committed offsets
+ * equal to want[], or at least want[]. */
+static void wait_committed(const char *bootstraps, const char *group,
+                           const char *topic, int nparts, const int64_t *want,
+                           bool at_least, h_proc *const *procs,
+                           int timeout_ms)
 {
     int64_t c[H_STREAM_MAXP];
     if (nparts < 1 || nparts > H_STREAM_MAXP)
-        h_test_fail("h_wait_committed_tolerant: %d partitions", nparts);
+        h_test_fail("waiting for %s's commits: %d partitions", group, nparts);
     double t0 = h_now_s();
     char last[512] = "no answer yet";
     for (;;) {
         int p = -1;
         if (h_committed(bootstraps, group, topic, nparts, c) == 0) {
             p = 0;
-            while (p < nparts && c[p] == want[p])
+            while (p < nparts &&
+                   (at_least ? c[p] >= want[p] : c[p] == want[p]))
                 p++;
             if (p == nparts)
                 return;
             snprintf(last, sizeof(last), "%s [%d] committed at %lld, want "
-                     "%lld", topic, p, (long long)c[p], (long long)want[p]);
+                     "%s%lld", topic, p, (long long)c[p],
+                     at_least ? "at least " : "", (long long)want[p]);
         } else {
             snprintf(last, sizeof(last), "%s", h_last_error());
         }
-        h_stages_alive(procs, "before committing the end of the input");
+        h_stages_alive(procs, at_least ? "before committing"
+                                       : "before committing the end of the "
+                                         "input");
         if ((h_now_s() - t0) * 1000 > timeout_ms)
             h_stage_fail(procs ? procs[0] : NULL, "the group %s did not "
-                         "commit the input's end within %d ms: %s", group,
+                         "commit %s within %d ms: %s", group,
+                         at_least ? "that far" : "the input's end",
                          timeout_ms, last);
         h_nap(200);
     }
+}
+
+void h_wait_committed_tolerant(const char *bootstraps, const char *group,
+                               const char *topic, int nparts,
+                               const int64_t *want, h_proc *const *procs,
+                               int timeout_ms)
+{
+    wait_committed(bootstraps, group, topic, nparts, want, false, procs,
+                   timeout_ms);
+}
+
+void h_wait_committed_past(const char *bootstraps, const char *group,
+                           const char *topic, int nparts, const int64_t *want,
+                           h_proc *const *procs, int timeout_ms)
+{
+    wait_committed(bootstraps, group, topic, nparts, want, true, procs,
+                   timeout_ms);
 }
 
 /* ---- watermarks with a broker away ------------------------------------- */

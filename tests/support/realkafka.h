@@ -174,6 +174,10 @@ void h_wait_committed_tolerant(const char *bootstraps, const char *group,
                                const char *topic, int nparts,
                                const int64_t *want, h_proc *const *procs,
                                int timeout_ms);
+/* The same until they are at least want[] (a checkpoint covers that far). */
+void h_wait_committed_past(const char *bootstraps, const char *group,
+                           const char *topic, int nparts, const int64_t *want,
+                           h_proc *const *procs, int timeout_ms);
 
 /* ---- watermarks with a broker away ------------------------------------- */
 
