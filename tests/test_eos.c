@@ -236,11 +236,6 @@ static void stage_stop(h_proc *p)
     h_stage_stop(p);
 }
 
-#define SAID_ASSIGNED "msg=\"partition assigned\""
-#define SAID_REPLAYED "msg=\"output tail replayed\""
-#define SAID_CKPT "msg=checkpoint " /* log.level=debug, one per round */
-#define SAID_ROLLBACK "delivery failed, rolling back"
-
 /* `output tail replayed` lines: their records= and seconds= summed;
  * returns how many. */
 static size_t parse_replayed(h_proc *p, uint64_t *records, double *seconds)
@@ -249,8 +244,8 @@ static size_t parse_replayed(h_proc *p, uint64_t *records, double *seconds)
     uint64_t r = 0;
     double sec = 0;
     const char *s = h_process_stderr(p);
-    while ((s = strstr(s, SAID_REPLAYED))) {
-        s += strlen(SAID_REPLAYED);
+    while ((s = strstr(s, H_SAID_REPLAYED))) {
+        s += strlen(H_SAID_REPLAYED);
         size_t parts;
         unsigned long long rec;
         double secs;
@@ -375,15 +370,15 @@ static void assert_exactly_once(env *e, size_t n, const char *why)
  * much in this run; then at the next `msg=checkpoint` line; then so many
  * ms later (h_kill_at). */
 static const h_kill_plan KILLS[] = {
-    {.log = SAID_ASSIGNED, .what = "right after the assignment"},
+    {.log = H_SAID_ASSIGNED, .what = "right after the assignment"},
     {.out_delta = 3000, .what = "mid-batch"},
-    {.out_delta = 2000, .log = SAID_CKPT, .log_next = true,
+    {.out_delta = 2000, .log = H_SAID_CKPT, .log_next = true,
      .what = "right after a checkpoint"},
-    {.out_delta = 2000, .log = SAID_CKPT, .log_next = true, .ms = 7,
+    {.out_delta = 2000, .log = H_SAID_CKPT, .log_next = true, .ms = 7,
      .what = "7 ms after a checkpoint"},
-    {.log = SAID_ASSIGNED, .ms = 250, .what = "250 ms after the assignment"},
+    {.log = H_SAID_ASSIGNED, .ms = 250, .what = "250 ms after the assignment"},
     {.out_delta = 12000, .what = "mid-batch, later in the run"},
-    {.out_delta = 1000, .log = SAID_CKPT, .log_next = true, .ms = 90,
+    {.out_delta = 1000, .log = H_SAID_CKPT, .log_next = true, .ms = 90,
      .what = "90 ms after a checkpoint"},
 };
 #define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
@@ -419,7 +414,7 @@ static void kill_restart(bool exactly_once)
         int64_t out0 = out_total(e);
         h_proc *p = stage_start(e, ckdir, extra);
         if (k < NKILLS) {
-            h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+            h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
             h_feed_rate(FEED);
             const h_kill_ctx at = {.q = e->q, .out_topic = OUT,
                                    .out_parts = e->out_parts, .out0 = out0};
@@ -458,7 +453,7 @@ static void kill_restart(bool exactly_once)
     if (exactly_once) {
         if (replays == 0)
             fail_msg("no restart logged '%s': the replay path never ran",
-                     SAID_REPLAYED);
+                     H_SAID_REPLAYED);
         assert_exactly_once(e, n, "exactly_once after kill -9 and "
                             "restart");
         print_message("exactly_once: %zu records, %zu unique keys, %zu "
@@ -470,7 +465,7 @@ static void kill_restart(bool exactly_once)
         count_copies(e, &extra_copies);
         if (replays != 0)
             fail_msg("at_least_once logged '%s' %zu times: it must not read "
-                     "the output", SAID_REPLAYED, replays);
+                     "the output", H_SAID_REPLAYED, replays);
         print_message("at_least_once (control): %zu records, %zu unique keys,"
                       " %zu output records, %zu duplicates after %zu kills\n",
                       N, e->st->nids, n, extra_copies, NKILLS);
@@ -526,7 +521,7 @@ static void delivery_failures(const char *inject, const char *clear,
     wait_committed_end(e, procs, 120000);
     for (size_t r = 1; r <= ROUNDS; r++) {
         int64_t out0 = out_total(e);
-        size_t before = h_count_said(p, SAID_ROLLBACK);
+        size_t before = h_count_said(p, H_SAID_ROLLBACK);
         if (ahead_ms) {
             H_CHECK(h_broker_control(e->h.broker, inject));
             h_nap(ahead_ms);
@@ -540,7 +535,7 @@ static void delivery_failures(const char *inject, const char *clear,
             wait_out(e, procs, out0 + 2000, 60000);
             H_CHECK(h_broker_control(e->h.broker, inject));
         }
-        h_wait_said(p, SAID_ROLLBACK, before + 1, 60000);
+        h_wait_said(p, H_SAID_ROLLBACK, before + 1, 60000);
         double dt = h_now_s() - t0;
         int64_t out_at = out_total(e);
         H_CHECK(h_broker_control(e->h.broker, clear));
@@ -553,7 +548,7 @@ static void delivery_failures(const char *inject, const char *clear,
     stage_stop(p);
     uint64_t replayed = 0;
     size_t replays = parse_replayed(p, &replayed, NULL);
-    size_t rollbacks = h_count_said(p, SAID_ROLLBACK);
+    size_t rollbacks = h_count_said(p, H_SAID_ROLLBACK);
     size_t failures = h_count_said(p, "msg=\"checkpoint failed\"");
     check_nothing_dropped(e);
 
@@ -637,7 +632,7 @@ static void busy_together(env *e, h_proc *a, h_proc *b)
     double t0 = h_now_s();
     for (;;) {
         unsigned mb = held(b);
-        if (h_count_said(a, SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
+        if (h_count_said(a, H_SAID_ASSIGNED) > 0 && mb != 0 && mb != 0x3f)
             break;
         h_stages_alive(both, "before both instances had partitions");
         if (h_now_s() - t0 > 60)
@@ -645,7 +640,7 @@ static void busy_together(env *e, h_proc *a, h_proc *b)
                          "within 60 s (B has mask 0x%x)", mb);
         h_nap(5);
     }
-    h_wait_said(a, SAID_CKPT, 2, 120000);
+    h_wait_said(a, H_SAID_CKPT, 2, 120000);
     wait_out(e, both, (int64_t)(e->st->nids * 2 / 5), 120000);
 }
 
@@ -781,7 +776,7 @@ static bool lost_not_by_mock(h_proc *p, size_t *mock)
         const char *c = NULL, *a = NULL;
         for (const char *x = s; (x = strstr(x, failed)) && x < l; x++)
             c = x;
-        for (const char *x = s; (x = strstr(x, SAID_ASSIGNED)) && x < l; x++)
+        for (const char *x = s; (x = strstr(x, H_SAID_ASSIGNED)) && x < l; x++)
             a = x;
         if (c && (!a || a < c) &&
             !strncmp(c + strlen(failed), " error=ILLEGAL_GENERATION", 25))
@@ -830,7 +825,7 @@ static void rebalance(bool busy)
     double b_assigned_at = -1;
     size_t fed_then = 0;
     while (h_feed_next() < N1 + N2 || b_assigned_at < 0) {
-        if (b_assigned_at < 0 && h_count_said(b, SAID_ASSIGNED) > 0) {
+        if (b_assigned_at < 0 && h_count_said(b, H_SAID_ASSIGNED) > 0) {
             b_assigned_at = h_now_s() - t0;
             fed_then = h_feed_next() - N1;
         }
@@ -1084,7 +1079,7 @@ static void test_tail_unreadable_at_assign(void **state)
     p = stage_start(e, ckdir, normal);
     h_proc *const again[] = {p, NULL};
     h_wait_said(p, "msg=\"restore incomplete, will retry\"", 1, 60000);
-    h_wait_said(p, SAID_REPLAYED, 1, 60000);
+    h_wait_said(p, H_SAID_REPLAYED, 1, 60000);
     wait_committed_end(e, again, 60000);
     stage_stop(p);
     assert_committed_end(e);
@@ -1149,7 +1144,7 @@ static void replay_row_run(size_t K, replay_row *row)
     h_proc *const procs[] = {p, NULL};
     wait_out(e, procs, (int64_t)K, 600000);
     row->run1 = h_now_s() - t0;
-    if (h_count_said(p, SAID_CKPT) != 0)
+    if (h_count_said(p, H_SAID_CKPT) != 0)
         h_stage_fail(p, "a regular checkpoint happened");
     h_stage_kill9(p, "with every record forwarded");
     h_proc_release(p);
@@ -1162,7 +1157,7 @@ static void replay_row_run(size_t K, replay_row *row)
     row->assigned = row->first_new = -1;
     for (;;) {
         double t = h_now_s() - t0;
-        if (row->assigned < 0 && h_count_said(p, SAID_ASSIGNED) > 0)
+        if (row->assigned < 0 && h_count_said(p, H_SAID_ASSIGNED) > 0)
             row->assigned = t;
         if (out_total(e) > (int64_t)K) {
             row->first_new = t;
@@ -1178,7 +1173,7 @@ static void replay_row_run(size_t K, replay_row *row)
     stage_stop(p); /* the drain checkpoints and commits */
     assert_committed_end(e);
     if (parse_replayed(p, &row->r, &row->s) != 1)
-        h_stage_fail(p, "want exactly one '%s' line", SAID_REPLAYED);
+        h_stage_fail(p, "want exactly one '%s' line", H_SAID_REPLAYED);
     row->k = K;
     check_nothing_dropped(e);
     size_t n = 0;

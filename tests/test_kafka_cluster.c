@@ -67,9 +67,6 @@ static h_proc *stage_start(env *e, int i)
     return p;
 }
 
-#define SAID_ASSIGNED "msg=\"partition assigned\""
-#define SAID_CKPT "msg=checkpoint "
-
 /* The partitions of IN that p holds now. */
 static unsigned held(env *e, h_proc *p)
 {
@@ -115,7 +112,7 @@ static void test_broker_killed_restarted(void **state)
     h_feed_start(e->h.bs, e->in, e->st, N0);
     h_proc *p = stage_start(e, 0);
     h_proc *const procs[] = {p, NULL};
-    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
     h_feed_rate(3000);
     h_wait_out(e->q, e->out, NPARTS, procs, 8000, 120000);
 
@@ -179,7 +176,7 @@ static void test_two_instances_kill9(void **state)
     /* Enough output that A forwarded keys B must not forward again, well
      * before the feed ends (a quarter of the keys took the whole feed on
      * a loaded CI machine). */
-    h_wait_said(a, SAID_CKPT, 2, 120000);
+    h_wait_said(a, H_SAID_CKPT, 2, 120000);
     h_wait_out(e->q, e->out, NPARTS, both, 10000, 120000);
     h_nap(300);
     unsigned ma = held(e, a), mb = held(e, b);
@@ -281,7 +278,7 @@ static void test_scale_out_in(void **state)
     h_proc *a = stage_start(e, 0);
     h_proc *const only_a[] = {a, NULL};
     h_feed_start(e->h.bs, e->in, e->st, 0);
-    h_wait_said(a, SAID_ASSIGNED, NPARTS, 120000);
+    h_wait_said(a, H_SAID_ASSIGNED, NPARTS, 120000);
     h_feed_rate(2000);
     h_wait_out(e->q, e->out, NPARTS, only_a, 5000, 120000);
 

@@ -68,10 +68,6 @@ static h_proc *stage_start(env *e, const char *const *xs)
     return h_stage_start(e->conf, xs, NULL);
 }
 
-#define SAID_ASSIGNED "msg=\"partition assigned\""
-#define SAID_REPLAYED "msg=\"output tail replayed\""
-#define SAID_CKPT "msg=checkpoint "
-
 static void assert_committed_end(env *e) { h_kenv_committed_end(e); }
 
 static void wait_committed_end(env *e, h_proc *const *procs, int timeout_ms)
@@ -118,7 +114,7 @@ static void test_graceful_stop_restart(void **state)
     double t0 = h_now_s();
     h_proc *p = stage_start(e, NULL);
     h_proc *const procs[] = {p, NULL};
-    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
     double joined = h_now_s() - t0;
     wait_committed_end(e, procs, 120000);
     h_stage_stop(p); /* SIGTERM: exits 0 */
@@ -139,7 +135,7 @@ static void test_graceful_stop_restart(void **state)
     h_stream_add(e->st, NNEW, 0);
     p = stage_start(e, NULL);
     h_proc *const procs2[] = {p, NULL};
-    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
     h_stream_produce(e->st, e->h.bs, e->in, old_end, e->st->n, NULL);
     wait_committed_end(e, procs2, 120000);
     long long ck[NPARTS];
@@ -169,15 +165,15 @@ static void test_graceful_stop_restart(void **state)
 /* ---- 2. kill -9 at many moments, exactly_once ------------------------------ */
 
 static const h_kill_plan KILLS[] = {
-    {.log = SAID_ASSIGNED, .what = "right after the assignment"},
+    {.log = H_SAID_ASSIGNED, .what = "right after the assignment"},
     {.out_delta = 3000, .what = "mid-batch"},
-    {.out_delta = 1500, .log = SAID_CKPT, .log_next = true,
+    {.out_delta = 1500, .log = H_SAID_CKPT, .log_next = true,
      .what = "right after a checkpoint"},
-    {.out_delta = 1500, .log = SAID_CKPT, .log_next = true, .ms = 7,
+    {.out_delta = 1500, .log = H_SAID_CKPT, .log_next = true, .ms = 7,
      .what = "7 ms after a checkpoint"},
-    {.log = SAID_ASSIGNED, .ms = 250, .what = "250 ms after the assignment"},
+    {.log = H_SAID_ASSIGNED, .ms = 250, .what = "250 ms after the assignment"},
     {.out_delta = 6000, .what = "mid-batch, later in the run"},
-    {.out_delta = 1000, .log = SAID_CKPT, .log_next = true, .ms = 90,
+    {.out_delta = 1000, .log = H_SAID_CKPT, .log_next = true, .ms = 90,
      .what = "90 ms after a checkpoint"},
 };
 #define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
@@ -203,7 +199,7 @@ static void test_kill9_exactly_once(void **state)
         h_proc *p = stage_start(e, xs);
         double joined = -1;
         if (k < NKILLS) {
-            h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+            h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
             joined = h_now_s() - t0;
             h_feed_rate(FEED);
             const h_kill_ctx at = {.q = e->q, .out_topic = e->out,
@@ -211,14 +207,14 @@ static void test_kill9_exactly_once(void **state)
             h_kill_at(p, &KILLS[k], &at);
             h_feed_rate(0);
         } else {
-            h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+            h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
             joined = h_now_s() - t0;
             h_feed_finish(120000);
             h_proc *const procs[] = {p, NULL};
             wait_committed_end(e, procs, 180000);
             h_stage_stop(p);
         }
-        size_t nr = h_count_said(p, SAID_REPLAYED);
+        size_t nr = h_count_said(p, H_SAID_REPLAYED);
         replays += nr;
         print_message("run %zu (%s): output %lld -> %lld, assigned %.1f s "
                       "after the start, tail replayed %zu times\n", k + 1,
@@ -231,7 +227,7 @@ static void test_kill9_exactly_once(void **state)
     assert_committed_end(e);
     if (replays == 0)
         fail_msg("no restart logged '%s': the replay path never ran",
-                 SAID_REPLAYED);
+                 H_SAID_REPLAYED);
     size_t n = 0, extra = 0;
     expect_exactly_once(e, &n, "exactly_once after kill -9 and restart");
     size_t nrej = expect_rejected(e, &extra);
@@ -279,7 +275,7 @@ static void output_topic_missing(const char *name, const char *guarantee)
     if (!said[0])
         h_stage_fail(p, "no error line names the output topic %s as "
                      "missing", e->out);
-    if (h_said(p, SAID_ASSIGNED))
+    if (h_said(p, H_SAID_ASSIGNED))
         h_stage_fail(p, "the stage had partitions assigned before failing");
     int64_t c[NPARTS];
     H_CHECK(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, c, 30000));
@@ -441,7 +437,7 @@ static void test_static_membership(void **state)
     const char *const xs[] = {"consumer.group.instance.id=kg-static-1",
                               "consumer.session.timeout.ms=30000", NULL};
     h_proc *a = stage_start(e, xs);
-    h_wait_said(a, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(a, H_SAID_ASSIGNED, 1, 120000);
     h_feed_rate(4000);
     h_nap(3000);
     h_stage_kill9(a, "mid-stream");
@@ -449,7 +445,7 @@ static void test_static_membership(void **state)
 
     double t0 = h_now_s();
     h_proc *a2 = stage_start(e, xs);
-    h_wait_said(a2, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(a2, H_SAID_ASSIGNED, 1, 120000);
     double back = h_now_s() - t0;
     if (back >= 20.0)
         fail_msg("the restart with the same group.instance.id was assigned "
@@ -475,7 +471,7 @@ static void test_static_membership(void **state)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         fail_msg("the fenced instance exited 0");
     h_expect_said(a2, "fenced");
-    h_wait_said(b, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(b, H_SAID_ASSIGNED, 1, 120000);
     h_feed_finish(120000);
     h_proc *const procs2[] = {b, NULL};
     wait_committed_end(e, procs2, 180000);

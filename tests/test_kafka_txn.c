@@ -45,10 +45,6 @@
 
 #define NPARTS 4
 
-#define SAID_ASSIGNED "msg=\"partition assigned\""
-#define SAID_TXN "msg=\"exactly_once method\" method=transactions"
-#define SAID_FENCED "msg=\"fenced:"
-
 /* Every stage here: transactions, and a transaction timeout short enough
  * that one left open by a killed instance (a restart has the same
  * transactional.id and aborts it at once; a second instance does not) ends
@@ -67,8 +63,8 @@ static h_kenv *env_new(const char *name, bool kafka_store, int ckpt_ms)
 /* The run used transactions (start-up says so). */
 static void expect_txn(h_proc *p)
 {
-    if (!h_said(p, SAID_TXN))
-        h_stage_fail(p, "the stage did not log '%s'", SAID_TXN);
+    if (!h_said(p, H_SAID_TXN))
+        h_stage_fail(p, "the stage did not log '%s'", H_SAID_TXN);
 }
 
 /* e->st: n records (dup_pct of them copies of earlier keys), the first n0
@@ -87,7 +83,7 @@ static void stream_fed(h_kenv *e, size_t n, size_t n0, uint64_t seed,
 static h_proc *start_txn(h_kenv *e, const char *const *xs, char *const *env)
 {
     h_proc *p = h_stage_start(e->conf, xs, env);
-    h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
     expect_txn(p);
     return p;
 }
@@ -99,7 +95,7 @@ static void mid_transaction(h_kenv *e, h_proc *p, int64_t out_min)
 {
     h_proc *const procs[] = {p, NULL};
     h_wait_out(e->q, e->out, NPARTS, procs, out_min, 60000);
-    h_wait_said(p, "msg=checkpoint ", h_count_said(p, "msg=checkpoint ") + 1,
+    h_wait_said(p, H_SAID_CKPT, h_count_said(p, H_SAID_CKPT) + 1,
                 60000);
     int64_t end = h_topic_end(e->q, e->out, NPARTS, NULL);
     h_wait_out(e->q, e->out, NPARTS, procs, end + 200, 60000);
@@ -124,7 +120,7 @@ static void expect_all_once(h_kenv *e, const char *why)
 
 static const h_kill_plan KILLS[] = {
     {.out_delta = 3000, .what = "mid-batch"},
-    {.out_delta = 1500, .log = "msg=checkpoint ", .log_next = true, .ms = 7,
+    {.out_delta = 1500, .log = H_SAID_CKPT, .log_next = true, .ms = 7,
      .what = "7 ms after a checkpoint"},
 };
 #define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
@@ -204,7 +200,7 @@ static void test_crash_points_kafka_store(void **state)
 static size_t assigned(h_kenv *e, h_proc *p)
 {
     char pat[128];
-    snprintf(pat, sizeof(pat), SAID_ASSIGNED " topic=%s ", e->in);
+    snprintf(pat, sizeof(pat), H_SAID_ASSIGNED " topic=%s ", e->in);
     return h_count_said(p, pat);
 }
 
@@ -231,9 +227,9 @@ static void zombie(h_kenv *e, h_proc *z, h_proc *other, const char *zname)
     }
     double taken = h_now_s() - t0;
     h_nap(12000); /* and beyond z's transaction timeout */
-    size_t fenced0 = h_count_said(z, SAID_FENCED);
+    size_t fenced0 = h_count_said(z, H_SAID_FENCED);
     H_CHECK(h_process_kill(z, SIGCONT));
-    h_wait_said(z, SAID_FENCED, fenced0 + 1, 60000);
+    h_wait_said(z, H_SAID_FENCED, fenced0 + 1, 60000);
     h_stages_alive(both, "after the zombie resumed");
     print_message("%s stopped: the other instance had its partitions %.1f s "
                   "later; resumed after %.1f s, it logged it was fenced\n",
@@ -319,7 +315,7 @@ static void test_txn_timeout(void **state)
     print_message("after %zu stall(s) of 16 s with a 2 s transaction "
                   "timeout: %zu rollbacks, %zu 'fenced' lines\n", stalls,
                   h_count_said(p, "rolling back"),
-                  h_count_said(p, SAID_FENCED));
+                  h_count_said(p, H_SAID_FENCED));
     h_stage_stop(p);
     expect_all_once(e, "transactions, a transaction timed out");
     h_kenv_free(e);

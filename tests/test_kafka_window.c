@@ -44,8 +44,6 @@
 static int64_t T0;
 #define WINDOW_MS 60000
 #define STEP_MS 100 /* 600 records a window */
-#define SAID_ASSIGNED "msg=\"partition assigned\""
-#define SAID_CKPT "msg=checkpoint "
 
 /* The support layer's real-broker environment (h_kenv_new): NAME-in,
  * -out, -rej (rejected.topic) and a compacted NAME-ckpt named by
@@ -118,10 +116,10 @@ static void expect_model(h_kenv *e, const char *why)
 /* ---- 1. kill -9 mid-window ----------------------------------------------- */
 
 static const h_kill_plan KILLS[] = {
-    {.log = SAID_ASSIGNED, .what = "right after the assignment"},
+    {.log = H_SAID_ASSIGNED, .what = "right after the assignment"},
     {.out_delta = 3000, .what = "mid-stream"},
-    {.log = SAID_CKPT, .log_next = true, .what = "right after a checkpoint"},
-    {.log = SAID_CKPT, .log_next = true, .ms = 7,
+    {.log = H_SAID_CKPT, .log_next = true, .what = "right after a checkpoint"},
+    {.log = H_SAID_CKPT, .log_next = true, .ms = 7,
      .what = "7 ms after a checkpoint"},
 };
 #define NKILLS (sizeof(KILLS) / sizeof(KILLS[0]))
@@ -136,7 +134,7 @@ static void test_kill9_mid_window(void **state)
     for (size_t k = 0; k <= NKILLS; k++) {
         int64_t out0 = out_total(e);
         h_proc *p = stage_start(e, ckdir, NULL);
-        h_wait_said(p, SAID_ASSIGNED, 1, 120000);
+        h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
         if (k < NKILLS) {
             const h_kill_ctx at = {.q = e->q, .out_topic = e->out,
                                    .out_parts = NPARTS, .out0 = out0};
@@ -144,7 +142,7 @@ static void test_kill9_mid_window(void **state)
         } else {
             finish(e, p);
         }
-        replays += h_count_said(p, "msg=\"output tail replayed\"");
+        replays += h_count_said(p, H_SAID_REPLAYED);
         print_message("run %zu (%s): output %lld -> %lld\n", k + 1,
                       k < NKILLS ? KILLS[k].what : "drained",
                       (long long)out0, (long long)out_total(e));
@@ -177,7 +175,7 @@ static void test_rebalance_moves_generations(void **state)
         one[p] = 1;
     h_wait_committed_past(e->h.bs, e->group, e->in, NPARTS, one, pa, 120000);
     h_proc *b = stage_start(e, db, "checkpoint.store=kafka");
-    h_wait_said(b, SAID_ASSIGNED, 1, 120000);
+    h_wait_said(b, H_SAID_ASSIGNED, 1, 120000);
     h_stream_produce(e->st, e->h.bs, e->in, 30000, 60000, NULL);
     h_nap(1000);
     h_stage_kill9(a, "after B joined and the second half came");

@@ -344,7 +344,7 @@ static size_t delta_files(const fx *f)
 static const h_kill_plan KILLS[] = {
     {.ms = 150, .what = "right after start"},
     {.ms = 1500, .what = "during the group join"},
-    {.log = "msg=\"partition assigned\"", .ms = 30,
+    {.log = H_SAID_ASSIGNED, .ms = 30,
      .what = "just after the assignment"},
     {.ckpt_frac = 0.15, .what = "right after a checkpoint"},
     {.ckpt_frac = 0.35, .ms = 4, .what = "4 ms after a checkpoint"},
@@ -1054,7 +1054,7 @@ static void assigned_while_unwritable(fx *f, const char *guarantee)
     const char *const extra[] = {"dedup.capacity=1000", g, NULL};
     h_proc *p = stage_start(f, extra);
     free(g);
-    member_poll_until(rk, p, "msg=\"partition assigned\"", 1,
+    member_poll_until(rk, p, H_SAID_ASSIGNED, 1,
                       "joining second");
     /* Its first checkpoint covers some records. */
     double t0 = h_now_s();
@@ -1065,7 +1065,7 @@ static void assigned_while_unwritable(fx *f, const char *guarantee)
         if (h_now_s() - t0 > 60)
             h_stage_fail(p, "no checkpoint with records within 60 s");
     } while (h_sum_positive(k, NPART) == 0);
-    size_t had = h_count_said(p, "msg=\"partition assigned\"");
+    size_t had = h_count_said(p, H_SAID_ASSIGNED);
     if (!block_writes(f, BLOCK_READONLY)) {
         print_message("chattr +i failed on %s: skipped\n", f->ckdir);
         skip();
@@ -1073,7 +1073,7 @@ static void assigned_while_unwritable(fx *f, const char *guarantee)
     member_free(f);
     /* The others come to the stage while it cannot write a checkpoint. */
     t0 = h_now_s();
-    while (h_count_said(p, "msg=\"partition assigned\"") < NPART) {
+    while (h_count_said(p, H_SAID_ASSIGNED) < NPART) {
         h_stage_alive(p, "when given partitions while the checkpoint "
                          "directory is unwritable");
         if (h_now_s() - t0 > 60)

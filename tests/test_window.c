@@ -178,12 +178,12 @@ static void timed_stream(wenv *e, size_t n, uint64_t seed)
 /* -- 1. the contract, across kill -9 --------------------------------------- */
 
 static const h_kill_plan KILLS[] = {
-    {.log = "msg=\"partition assigned\"", .what = "right after the "
+    {.log = H_SAID_ASSIGNED, .what = "right after the "
                                                   "assignment"},
     {.out_delta = 3000, .what = "mid-stream"},
-    {.out_delta = 2000, .log = "msg=checkpoint ", .log_next = true,
+    {.out_delta = 2000, .log = H_SAID_CKPT, .log_next = true,
      .what = "right after a checkpoint"},
-    {.out_delta = 2000, .log = "msg=checkpoint ", .log_next = true, .ms = 20,
+    {.out_delta = 2000, .log = H_SAID_CKPT, .log_next = true, .ms = 20,
      .what = "20 ms after a checkpoint"},
 };
 
@@ -200,14 +200,14 @@ static void test_contract_kill9(void **state)
         int64_t out0 = out_total(e);
         h_proc *p = stage_start(e, ckdir, fast);
         if (k < nk) {
-            h_wait_said(p, "msg=\"partition assigned\"", 1, 120000);
+            h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
             const h_kill_ctx at = {.q = e->q, .out_topic = OUT,
                                    .out_parts = NPARTS, .out0 = out0};
             h_kill_at(p, &KILLS[k], &at);
         } else {
             finish(e, p);
         }
-        replays += h_count_said(p, "msg=\"output tail replayed\"");
+        replays += h_count_said(p, H_SAID_REPLAYED);
         print_message("run %zu (%s): output %lld -> %lld\n", k + 1,
                       k < nk ? KILLS[k].what : "drained",
                       (long long)out0, (long long)out_total(e));
@@ -264,7 +264,7 @@ static void test_replay_watermark_rule(void **state)
                                 "checkpoint.interval.ms=3600000",
                                 "checkpoint.records=0", NULL};
     h_proc *a = stage_start(e, ckdir, rare);
-    h_wait_said(a, "msg=\"partition assigned\"", 1, 120000);
+    h_wait_said(a, H_SAID_ASSIGNED, 1, 120000);
     const h_kill_plan k = {.out_delta = 10000, .what = "10000 records out"};
     const h_kill_ctx at = {.q = e->q, .out_topic = OUT,
                            .out_parts = NPARTS, .out0 = 0};
@@ -280,7 +280,7 @@ static void test_replay_watermark_rule(void **state)
                               h_crash_env("after-store-sync", 1));
     free(ck);
     h_wait_crashed(b, "after-store-sync", 120000);
-    if (!h_said(b, "msg=\"output tail replayed\""))
+    if (!h_said(b, H_SAID_REPLAYED))
         h_stage_fail(b, "the restart did not replay the output tail");
     if (!h_said(b, "msg=\"checkpoint keeps the replay's watermarks\""))
         h_stage_fail(b, "the first round after the replay came after every "
@@ -386,7 +386,7 @@ static void test_rebalance_moves_generations(void **state)
     h_proc *const pa[] = {a, NULL};
     h_wait_out(e->q, OUT, NPARTS, pa, 1000, 120000);
     h_proc *b = stage_start(e, db, kstore);
-    h_wait_said(b, "msg=\"partition assigned\"", 1, 120000);
+    h_wait_said(b, H_SAID_ASSIGNED, 1, 120000);
     h_stream_produce(e->st, e->h.bs, IN, N / 2, N, NULL);
     h_nap(1500);
     h_stage_kill9(a, "after B joined");

@@ -75,6 +75,14 @@ void h_stage_kill9(h_proc *p, const char *when);
 
 /* ---- its log ----------------------------------------------------------- */
 
+/* The lines tests wait for and count (README "Logs"). */
+#define H_SAID_ASSIGNED "msg=\"partition assigned\""
+#define H_SAID_CKPT "msg=checkpoint " /* log.level=debug, one per round */
+#define H_SAID_REPLAYED "msg=\"output tail replayed\""
+#define H_SAID_ROLLBACK "delivery failed, rolling back"
+#define H_SAID_TXN "msg=\"exactly_once method\" method=transactions"
+#define H_SAID_FENCED "msg=\"fenced:"
+
 /* Whether p's stderr holds needle; how many times. */
 bool h_said(h_proc *p, const char *needle);
 size_t h_count_said(h_proc *p, const char *needle);
