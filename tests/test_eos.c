@@ -648,14 +648,7 @@ static void busy_together(env *e, h_proc *a, h_proc *b)
  * out). */
 static void wait_takeover(h_proc *b, unsigned ma)
 {
-    double t0 = h_now_s();
-    while ((held(b) & ma) != ma) {
-        h_stage_alive(b, "while taking A's partitions over");
-        if (h_now_s() - t0 > 60)
-            h_stage_fail(b, "B did not get A's partitions (0x%x) within 60 s",
-                         ma);
-        h_nap(20);
-    }
+    h_wait_holds(b, IN, ma, 60000, "B");
 }
 
 /*

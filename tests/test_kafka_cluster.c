@@ -194,13 +194,7 @@ static void test_two_instances_kill9(void **state)
     int64_t out_kill = h_topic_end(e->q, e->out, NPARTS, hw_kill);
 
     double t1 = h_now_s();
-    while ((held(e, b) & ma) != ma) {
-        h_stage_alive(b, "while taking A's partitions over");
-        if (h_now_s() - t1 > 90)
-            h_stage_fail(b, "B did not get A's partitions (0x%x) within 90 s",
-                         ma);
-        h_nap(50);
-    }
+    h_wait_holds(b, e->in, ma, 90000, "B");
     double takeover = h_now_s() - t1;
     h_assigned as[1024];
     size_t nas = h_parse_assigned(b, e->in, as, 1024);
@@ -303,13 +297,7 @@ static void test_scale_out_in(void **state)
     h_stage_stop(b);
     h_stage_stop(c);
     double t1 = h_now_s();
-    for (unsigned got; (got = held(e, a)) != ALLP;) {
-        h_stage_alive(a, "while taking the partitions back");
-        if (h_now_s() - t1 > 120)
-            h_stage_fail(a, "A did not get every partition back within "
-                         "120 s (holds 0x%x)", got);
-        h_nap(50);
-    }
+    h_wait_holds(a, e->in, ALLP, 120000, "A");
     double scale_in = h_now_s() - t1;
     size_t fed_in = h_feed_next();
     if (fed_in >= N1)

@@ -179,14 +179,7 @@ static void test_rebalance_moves_generations(void **state)
     h_stream_produce(e->st, e->h.bs, e->in, 30000, 60000, NULL);
     h_nap(1000);
     h_stage_kill9(a, "after B joined and the second half came");
-    double t0 = h_now_s();
-    for (unsigned m; (m = h_assigned_mask(b, e->in, false)) != ALLP;) {
-        h_stage_alive(b, "while taking A's partitions over");
-        if (h_now_s() - t0 > 90)
-            h_stage_fail(b, "B did not get every partition within 90 s "
-                         "of A's kill (holds 0x%x)", m);
-        h_nap(50);
-    }
+    h_wait_holds(b, e->in, ALLP, 90000, "B");
     finish(e, b);
     size_t moved = h_count_restored(b, e->in);
     print_message("B was assigned %zu partitions with their checkpoint "

@@ -511,6 +511,22 @@ unsigned h_assigned_mask(h_proc *p, const char *topic, bool ever)
     return m;
 }
 
+void h_wait_holds(h_proc *p, const char *topic, unsigned want,
+                  int timeout_ms, const char *who)
+{
+    double t0 = h_now_s();
+    for (unsigned m; ((m = h_assigned_mask(p, topic, false)) & want) != want;) {
+        char while_[160];
+        snprintf(while_, sizeof(while_), "while %s took partitions 0x%x of "
+                 "%s over", who, want, topic);
+        h_stage_alive(p, while_);
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(p, "%s did not get partitions 0x%x of %s within %d "
+                         "ms (holds 0x%x)", who, want, topic, timeout_ms, m);
+        h_nap(20);
+    }
+}
+
 size_t h_count_restored(h_proc *p, const char *topic)
 {
     h_assigned a[1024];

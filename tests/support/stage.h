@@ -118,6 +118,11 @@ size_t h_parse_assigned(h_proc *p, const char *topic, h_assigned *out,
 /* topic's partitions (< 32) p holds now -- assigned and not revoked since
  * -- as a mask; `ever`: every one it was ever assigned. */
 unsigned h_assigned_mask(h_proc *p, const char *topic, bool ever);
+/* Waits (h_nap) until p holds every partition in `want` of topic (a
+ * takeover: after a member's kill or stop); p must stay alive meanwhile.
+ * Fails after timeout_ms, naming p as `who`. */
+void h_wait_holds(h_proc *p, const char *topic, unsigned want,
+                  int timeout_ms, const char *who);
 /* A line's leading "ts=2024-01-02T03:04:05.678Z" as seconds since the
  * epoch, or 0. */
 double h_log_time(const char *line);
