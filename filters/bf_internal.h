@@ -16,8 +16,8 @@
 #define BF_MAX_BLOCKS (UINT64_C(1) << 40)
 
 /* The code a blocked filter's operations run (blocked.c): the scalar
- * forms (either scheme), or the lane scheme's AVX2 forms for any k, for
- * k = 8 and for k = 16. */
+ * forms (either scheme), or the lane scheme's SIMD forms for any k, for
+ * k = 8 and for k = 16 (blocked_simd.c; AVX-512 has the last two). */
 enum { BF_KERNEL_SCALAR, BF_KERNEL_AVX2, BF_KERNEL_AVX2_K8,
        BF_KERNEL_AVX2_K16 };
 
@@ -77,6 +77,41 @@ static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)
 {
     return (uint64_t)(((unsigned __int128)h.lo * nblocks) >> 64);
 }
+
+/* The words of the block a hash falls in. */
+static inline uint64_t *bf_block_words(const bf_blocked *bf, bf_hash h)
+{
+    return bf->words + bf_block_of(h, bf->nblocks) * BF_BLOCK_WORDS;
+}
+
+/* A blocked filter's four operations in one scheme, k and instruction set
+ * (a kernel): blocked.c's scalar forms, blocked_simd.c's SIMD ones.  The
+ * batches prefetch the blocks of the keys BF_AHEAD ahead, so several
+ * cache misses are in flight: 16 beat 8 at n = 1e8 (bench/filters), a
+ * lookup being short enough that 8 did not cover a miss. */
+typedef bool (*bf_contains_fn)(const bf_blocked *, bf_hash);
+typedef bool (*bf_add_fn)(bf_blocked *, bf_hash);
+typedef void (*bf_contains_many_fn)(const bf_blocked *, const bf_hash *,
+                                    size_t, bool *);
+typedef size_t (*bf_add_many_fn)(bf_blocked *, const bf_hash *, size_t,
+                                 bool *);
+typedef struct bf_kernels {
+    bf_contains_fn contains;
+    bf_add_fn add;
+    bf_contains_many_fn contains_many;
+    bf_add_many_fn add_many;
+} bf_kernels;
+enum { BF_AHEAD = 16 };
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BF_HAVE_AVX2_CODE 1
+/* blocked_simd.c: the lane scheme's kernels in AVX2 (any k, k = 8, k =
+ * 16) and AVX-512 (k = 8, k = 16), and the salt tables they load, filled
+ * by bf_simd_init (blocked.c calls it before choosing an instruction set). */
+extern const bf_kernels bf_kernels_avx2[3];
+extern const bf_kernels bf_kernels_avx512[2];
+void bf_simd_init(void);
+#endif
 
 /* In-block probes: consecutive 9-bit (or 7-bit) slices of the key's high
  * hash word, then of splitmix64 outputs seeded from it, so every probe gets
