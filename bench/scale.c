@@ -251,7 +251,8 @@ static bool sample_of(unsigned port, sample *s)
 /* The sum of checkpoint_offset= over the "partition assigned" lines of a
  * log (a deferred one's "partition restored" line instead): where the
  * restarted stage resumes, so it has consumed everything once its
- * records_in reaches n minus that.  -1 if not all are there. */
+ * records_in reaches n minus that (the lines read by the tests' own
+ * h_partition_line).  -1 if not all are there, or one does not parse. */
 static double resume_offsets(const char *path, int nparts)
 {
     FILE *f = fopen(path, "r");
@@ -260,14 +261,20 @@ static double resume_offsets(const char *path, int nparts)
     char line[4096];
     double sum = 0;
     int got = 0;
-    while (fgets(line, sizeof(line), f))
-        if ((strstr(line, "msg=\"partition assigned\"") &&
-             !strstr(line, "restore=pending")) ||
-            strstr(line, "msg=\"partition restored\"")) {
-            long long o = h_log_int(line, "checkpoint_offset");
-            sum += o > 0 ? (double)o : 0;
+    while (fgets(line, sizeof(line), f)) {
+        h_assigned a;
+        h_line_kind kind = h_partition_line(line, T_IN, &a);
+        if (kind == H_LINE_BAD) {
+            fprintf(stderr, "bench/scale: %s: a 'partition' line does not "
+                    "parse: %s", path, line);
+            got = -1;
+            break;
+        }
+        if (kind == H_LINE_PARTITION && !a.revoked) {
+            sum += a.ckpt > 0 ? (double)a.ckpt : 0;
             got++;
         }
+    }
     fclose(f);
     return got >= nparts ? sum : -1;
 }

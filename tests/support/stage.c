@@ -453,41 +453,61 @@ void h_wait_committed(const char *bootstraps, const char *group,
     }
 }
 
+h_line_kind h_partition_line(const char *text, const char *topic,
+                             h_assigned *out)
+{
+    static const char said[] = "msg=\"partition ";
+    static const char *const verbs[] = {"revoked\"", "assigned\"",
+                                        "restored\""};
+    const char *w = strstr(text, said);
+    if (!w)
+        return H_LINE_OTHER;
+    w += sizeof(said) - 1;
+    size_t v = 0;
+    while (v < 3 && strncmp(w, verbs[v], strlen(verbs[v])) != 0)
+        v++;
+    if (v == 3)
+        return H_LINE_OTHER;
+    w += strlen(verbs[v]);
+    char tp[300];
+    snprintf(tp, sizeof(tp), " topic=%s partition=", topic);
+    if (strncmp(w, tp, strlen(tp)) != 0)
+        return H_LINE_OTHER; /* another topic's */
+    w += strlen(tp);
+    bool revoked = v == 0;
+    *out = (h_assigned){.revoked = revoked, .ckpt = -1};
+    int part, end = 0;
+    bool ok = revoked ? sscanf(w, "%d", &part) == 1
+                      : sscanf(w, "%d checkpoint_offset=%lld "
+                                  "already_forwarded=%zu",
+                               &part, &out->ckpt, &out->fwd) == 3;
+    if (!ok && v == 1 &&
+        sscanf(w, "%d restore=pending%n", &part, &end) == 1 && end > 0)
+        return H_LINE_PENDING;
+    if (!ok || part < 0)
+        return H_LINE_BAD;
+    out->partition = part;
+    return H_LINE_PARTITION;
+}
+
 size_t h_parse_assigned(h_proc *p, const char *topic, h_assigned *out,
                         size_t max)
 {
-    static const char said[] = "msg=\"partition ";
-    char tp[300];
-    snprintf(tp, sizeof(tp), " topic=%s partition=", topic);
     size_t n = 0;
-    for (const char *s = h_process_stderr(p); (s = strstr(s, said));
-         s += sizeof(said) - 1) {
-        const char *w = s + sizeof(said) - 1;
-        static const char *const verbs[] = {"revoked\"", "assigned\"",
-                                            "restored\""};
-        size_t v = 0;
-        while (v < 3 && strncmp(w, verbs[v], strlen(verbs[v])) != 0)
-            v++;
-        if (v == 3)
+    /* From each partition message on: h_partition_line reads that one. */
+    for (const char *s = h_process_stderr(p);
+         (s = strstr(s, "msg=\"partition ")); s++) {
+        h_assigned a;
+        switch (h_partition_line(s, topic, &a)) {
+        case H_LINE_OTHER:
+        case H_LINE_PENDING: /* its "partition restored" line says where */
             continue;
-        bool revoked = v == 0;
-        w += strlen(verbs[v]);
-        if (strncmp(w, tp, strlen(tp)) != 0)
-            continue; /* another topic's */
-        w += strlen(tp);
-        h_assigned a = {.revoked = revoked, .ckpt = -1};
-        int part, end = 0;
-        bool ok = revoked ? sscanf(w, "%d", &part) == 1
-                          : sscanf(w, "%d checkpoint_offset=%lld "
-                                      "already_forwarded=%zu",
-                                   &part, &a.ckpt, &a.fwd) == 3;
-        if (!ok && v == 1 &&
-            sscanf(w, "%d restore=pending%n", &part, &end) == 1 && end > 0)
-            continue; /* its "partition restored" line says where */
-        if (!ok || part < 0)
-            h_stage_fail(p, "a 'partition %.*s' line does not parse: "
-                         "%.120s", (int)strlen(verbs[v]) - 1, verbs[v], s);
-        a.partition = part;
+        case H_LINE_BAD:
+            h_stage_fail(p, "a 'partition' line of %s does not parse: "
+                         "%.120s", topic, s);
+        case H_LINE_PARTITION:
+            break;
+        }
         if (n < max)
             out[n] = a;
         n++;

@@ -107,6 +107,20 @@ typedef struct h_assigned {
     long long ckpt; /* checkpoint_offset (assigned lines) */
     size_t fwd;     /* already_forwarded (assigned lines) */
 } h_assigned;
+/* What h_partition_line found in a log line. */
+typedef enum {
+    H_LINE_OTHER,     /* no partition message, or another topic's */
+    H_LINE_PENDING,   /* assigned with its restore deferred (restore=pending):
+                         its "partition restored" line says where */
+    H_LINE_BAD,       /* the topic's partition message, not parsing */
+    H_LINE_PARTITION, /* *out filled: assigned, restored or revoked */
+} h_line_kind;
+/* The first `partition revoked`, `assigned` or `restored` message in text
+ * (a log line, or a log from that line on), if it is topic's.  The one
+ * reading of those lines, for the tests (h_parse_assigned) and the benches
+ * that read a stage's log file. */
+h_line_kind h_partition_line(const char *text, const char *topic,
+                             h_assigned *out);
 /* p's assignment lines for topic, in the order logged, at most max into
  * out; returns how many there are.  An assignment whose restore was
  * deferred ("partition assigned ... restore=pending") counts where its
