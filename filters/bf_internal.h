@@ -33,7 +33,9 @@ struct bf_blocked {
     uint64_t capacity; /* keys it was sized for (0 if built by geometry) */
     double fpr;        /* target it was sized for (0 if by geometry) */
     uint64_t inserts;  /* adds that set at least one new bit */
-    uint64_t bits_set;
+    uint64_t bits_set; /* read through bf_blocked_bits */
+    bool bits_stale;   /* a one-key add (bf_blocked_add_h) set bits without
+                          counting them; the next bf_blocked_bits recounts */
     uint64_t *dirty;   /* change tracking (delta.c): one bit per block
                           changed since the mark, or NULL when changes are
                           not tracked */
@@ -78,6 +80,28 @@ static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)
     return (uint64_t)(((unsigned __int128)h.lo * nblocks) >> 64);
 }
 
+/* Functions that popcount many words: the library is built for the
+ * baseline x86-64, where __builtin_popcountll is a libgcc call (8% of a
+ * restore); they get a popcnt clone chosen at load. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define POPCNT_CLONES
+#endif
+
+/* The bits set in w[0..n). */
+uint64_t bf_popcount_words(const uint64_t *w, uint64_t n);
+
+/* The bits a blocked filter has set (bits_set), recounted first if a
+ * one-key add left it stale: O(filter) then, once. */
+uint64_t bf_blocked_bits(const bf_blocked *bf);
+
+/* bf_blocked_add_h that also keeps bits_set exact: the new bits counted
+ * and added in, which waits for the key's block.  For a caller that has
+ * just looked the key up, so the block is in cache and the count costs
+ * nothing (bf_scalable_add_if_absent_h: the stage's, dedup's path). */
+bool bf_blocked_add_counted_h(bf_blocked *bf, bf_hash h);
+
 /* The words of the block a hash falls in. */
 static inline uint64_t *bf_block_words(const bf_blocked *bf, bf_hash h)
 {
@@ -97,9 +121,10 @@ typedef size_t (*bf_add_many_fn)(bf_blocked *, const bf_hash *, size_t,
                                  bool *);
 typedef struct bf_kernels {
     bf_contains_fn contains;
-    bf_add_fn add;
+    bf_add_fn add;         /* bf_blocked_add_h: bits_set left stale */
+    bf_add_fn add_counted; /* bf_blocked_add_counted_h: bits_set kept */
     bf_contains_many_fn contains_many;
-    bf_add_many_fn add_many;
+    bf_add_many_fn add_many; /* counts in registers: bits_set kept */
 } bf_kernels;
 enum { BF_AHEAD = 16 };
 

@@ -212,6 +212,28 @@ static inline unsigned or_pattern(uint64_t *block, const uint64_t pat[8])
     return added;
 }
 
+POPCNT_CLONES uint64_t bf_popcount_words(const uint64_t *w, uint64_t n)
+{
+    uint64_t c = 0;
+    for (uint64_t i = 0; i < n; i++)
+        c += (uint64_t)__builtin_popcountll(w[i]);
+    return c;
+}
+
+uint64_t bf_blocked_bits(const bf_blocked *bf)
+{
+    if (bf->bits_stale) {
+        /* A cache of the count, not of the filter's contents: the one
+         * place a const filter changes (read-only filters never go
+         * stale, nothing adds to them). */
+        bf_blocked *w = (bf_blocked *)bf;
+        w->bits_set = bf_popcount_words(bf->words,
+                                        bf->nblocks * BF_BLOCK_WORDS);
+        w->bits_stale = false;
+    }
+    return bf->bits_set;
+}
+
 /* The scalar forms of every operation, either scheme: out of line, so
  * that the public functions stay a few compares and a tail jump. */
 __attribute__((noinline)) static bool contains_scalar(const bf_blocked *bf, bf_hash h)
@@ -223,18 +245,35 @@ __attribute__((noinline)) static bool contains_scalar(const bf_blocked *bf, bf_h
     return covered(block, pat);
 }
 
-__attribute__((noinline)) static bool add_scalar(bf_blocked *bf, bf_hash h)
+/* The one-key add, counted (bits_set kept) or not (marked stale), as the
+ * SIMD kernels do it (blocked_simd.c). */
+static inline bool add_one_scalar(bf_blocked *bf, bf_hash h, bool counted)
 {
     uint64_t *block = bf_block_words(bf, h);
     __builtin_prefetch(block, 1);
     uint64_t pat[8];
     pattern(bf, h, pat);
     unsigned added = or_pattern(block, pat);
-    if (added)
-        bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
-    bf->bits_set += added;
-    bf->inserts += added != 0;
-    return added != 0;
+    if (!added)
+        return false;
+    bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
+    bf->inserts++;
+    if (counted)
+        bf->bits_set += added;
+    else
+        bf->bits_stale = true;
+    return true;
+}
+
+__attribute__((noinline)) static bool add_scalar(bf_blocked *bf, bf_hash h)
+{
+    return add_one_scalar(bf, h, false);
+}
+
+__attribute__((noinline)) static bool add_counted_scalar(bf_blocked *bf,
+                                                         bf_hash h)
+{
+    return add_one_scalar(bf, h, true);
 }
 
 __attribute__((noinline)) static void contains_many_scalar(const bf_blocked *bf, const bf_hash *h,
@@ -287,6 +326,7 @@ __attribute__((noinline)) static size_t add_many_scalar(bf_blocked *bf, const bf
 
 /* The scalar kernels: either scheme, any instruction set. */
 static const bf_kernels scalar_kernels = {contains_scalar, add_scalar,
+                                          add_counted_scalar,
                                           contains_many_scalar,
                                           add_many_scalar};
 
@@ -316,6 +356,7 @@ static const bf_kernels *kernels_for(unsigned level, unsigned kernel)
 #define SCALAR4(fn) {fn##_scalar, fn##_scalar, fn##_scalar, fn##_scalar}
 static bf_contains_fn contains_cur[4] = SCALAR4(contains);
 static bf_add_fn add_cur[4] = SCALAR4(add);
+static bf_add_fn add_counted_cur[4] = SCALAR4(add_counted);
 static bf_contains_many_fn contains_many_cur[4] = SCALAR4(contains_many);
 static bf_add_many_fn add_many_cur[4] = SCALAR4(add_many);
 #undef SCALAR4
@@ -327,6 +368,7 @@ static void set_level(unsigned level)
         const bf_kernels *t = kernels_for(level, i);
         contains_cur[i] = t->contains;
         add_cur[i] = t->add;
+        add_counted_cur[i] = t->add_counted;
         contains_many_cur[i] = t->contains_many;
         add_many_cur[i] = t->add_many;
     }
@@ -357,6 +399,11 @@ size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 {
     return add_cur[bf->kernel](bf, h);
+}
+
+bool bf_blocked_add_counted_h(bf_blocked *bf, bf_hash h)
+{
+    return add_counted_cur[bf->kernel](bf, h);
 }
 
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h)
@@ -432,7 +479,7 @@ static double est_keys(const bf_blocked *bf, uint64_t set)
 
 double bf_blocked_est_fpr(const bf_blocked *bf)
 {
-    double n = est_keys(bf, bf->bits_set);
+    double n = est_keys(bf, bf_blocked_bits(bf));
     if (isinf(n))
         return 1.0;
     return bf_fpr_expected_scheme(bf->scheme, bf->nblocks, BF_BLOCK_BITS,
@@ -453,9 +500,9 @@ void bf_blocked_info(const bf_blocked *bf, bf_info *out)
     out->cells = bf->nblocks * BF_BLOCK_BITS;
     out->bytes = bf->nblocks * BF_BLOCK_BYTES;
     out->inserts = bf->inserts;
-    out->cells_set = bf->bits_set;
-    out->fill = (double)bf->bits_set / (double)out->cells;
-    out->est_keys = est_keys(bf, bf->bits_set);
+    out->cells_set = bf_blocked_bits(bf);
+    out->fill = (double)out->cells_set / (double)out->cells;
+    out->est_keys = est_keys(bf, out->cells_set);
     out->est_fpr = bf_blocked_est_fpr(bf);
 }
 
@@ -484,14 +531,6 @@ static bf_err check_compatible(const bf_blocked *a, const bf_blocked *b,
     return BF_OK;
 }
 
-static uint64_t popcount_words(const uint64_t *w, uint64_t n)
-{
-    uint64_t c = 0;
-    for (uint64_t i = 0; i < n; i++)
-        c += (uint64_t)__builtin_popcountll(w[i]);
-    return c;
-}
-
 bf_err bf_blocked_merge(bf_blocked *dst, const bf_blocked *src, char *errstr,
                         size_t errstr_size)
 {
@@ -509,7 +548,8 @@ bf_err bf_blocked_merge(bf_blocked *dst, const bf_blocked *src, char *errstr,
             bf_blocked_touch(dst, i / BF_BLOCK_WORDS);
         dst->words[i] |= src->words[i];
     }
-    dst->bits_set = popcount_words(dst->words, n);
+    dst->bits_set = bf_popcount_words(dst->words, n);
+    dst->bits_stale = false;
     /* Keys inserted into the union: estimated, since overlap is unknown. */
     double est = est_keys(dst, dst->bits_set);
     dst->inserts = isinf(est) ? dst->inserts + src->inserts : (uint64_t)llround(est);
@@ -540,7 +580,8 @@ bf_err bf_blocked_estimate_intersection(const bf_blocked *a,
     bf_err err = bf_blocked_estimate_union(a, b, &u, errstr, errstr_size);
     if (err)
         return err;
-    double x = est_keys(a, a->bits_set) + est_keys(b, b->bits_set) - u;
+    double x = est_keys(a, bf_blocked_bits(a)) +
+               est_keys(b, bf_blocked_bits(b)) - u;
     *out = x > 0 ? x : 0;
     return BF_OK;
 }

@@ -218,6 +218,22 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
     return or_avx2(block, p0, p1, k);
 }
 
+/* ORs the key's pattern into its block; true if that set a new bit, the
+ * bits not counted (bf_blocked_add_h): nothing after the block's load but
+ * an andnot, an or and a test. */
+AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
+{
+    __m256i p0, p1;
+    lanes_pattern_avx2(h, k, &p0, &p1);
+    __m256i b0 = _mm256_load_si256((const __m256i *)block);
+    __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
+    _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
+    _mm256_store_si256((__m256i *)block + 1, _mm256_or_si256(b1, p1));
+    __m256i x = _mm256_or_si256(_mm256_andnot_si256(b0, p0),
+                                _mm256_andnot_si256(b1, p1));
+    return !_mm256_testz_si256(x, x);
+}
+
 /* The kernels of one instruction set ISA (avx2, avx512: its key_covered_ISA
  * and key_or_ISA) for k = K, written once.  They are instantiated for k =
  * 8 and 16 (constants: the pattern is straight-line code) and, in AVX2,
@@ -225,9 +241,13 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
  * too), so the public functions reach them by a tail jump: no frame, no
  * second call, few instructions a key, which is what lets the CPU keep
  * many keys' cache misses in flight when the caller loops over keys.  The
- * batches prefetch BF_AHEAD keys ahead.  The one-key add turns off GCC's SLP
- * vectorizer, which would make the two counter updates a 128-bit load,
- * insert, add and store (six instructions for two adds). */
+ * batches prefetch BF_AHEAD keys ahead.  The one-key add only tests for
+ * a new bit: counting them into bits_set is a read-modify-write of the
+ * filter's struct whose value waits on the block's cache miss, which cost
+ * it 1.5x (bench/README.md), so it marks bits_set stale instead; the
+ * counted add, for a block the caller has just read, keeps it.  That one
+ * turns off GCC's SLP vectorizer, which would make its two counter updates
+ * a 128-bit load, insert, add and store (six instructions for two adds). */
 #define NOINLINE __attribute__((noinline))
 #if defined(__clang__)
 #define NOSLP /* clang has no such attribute, nor the habit */
@@ -241,8 +261,18 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
     {                                                                         \
         return key_covered_##ISA(bf_block_words(bf, h), h, K);                \
     }                                                                         \
-    ATTR NOINLINE NOSLP static bool add_##ISA##_##SUFFIX(bf_blocked *bf,      \
-                                                         bf_hash h)           \
+    ATTR NOINLINE static bool add_##ISA##_##SUFFIX(bf_blocked *bf, bf_hash h) \
+    {                                                                         \
+        uint64_t b = bf_block_of(h, bf->nblocks);                             \
+        if (!key_set_##ISA(bf->words + b * BF_BLOCK_WORDS, h, K))             \
+            return false;                                                     \
+        bf_blocked_touch(bf, b); /* change tracking (delta.c) */              \
+        bf->inserts++;                                                        \
+        bf->bits_stale = true;                                                \
+        return true;                                                          \
+    }                                                                         \
+    ATTR NOINLINE NOSLP static bool add_counted_##ISA##_##SUFFIX(             \
+        bf_blocked *bf, bf_hash h)                                            \
     {                                                                         \
         unsigned added = key_or_##ISA(bf_block_words(bf, h), h, K);           \
         if (added) /* change tracking (delta.c) */                            \
@@ -255,11 +285,11 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
         const bf_blocked *bf, const bf_hash *h, size_t n, bool *out)          \
     {                                                                         \
         const uint64_t *words = bf->words, nblocks = bf->nblocks;             \
-        for (size_t i = 0; i < n && i < BF_AHEAD; i++)                           \
+        for (size_t i = 0; i < n && i < BF_AHEAD; i++)                        \
             __builtin_prefetch(BLOCK(i));                                     \
         for (size_t i = 0; i < n; i++) {                                      \
-            if (i + BF_AHEAD < n)                                                \
-                __builtin_prefetch(BLOCK(i + BF_AHEAD));                         \
+            if (i + BF_AHEAD < n)                                             \
+                __builtin_prefetch(BLOCK(i + BF_AHEAD));                      \
             out[i] = key_covered_##ISA(BLOCK(i), h[i], K);                    \
         }                                                                     \
     }                                                                         \
@@ -270,11 +300,11 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
         uint64_t *words = bf->words, nblocks = bf->nblocks, bits = 0;         \
         uint64_t *dirty = bf->dirty;                                          \
         size_t added_keys = 0;                                                \
-        for (size_t i = 0; i < n && i < BF_AHEAD; i++)                           \
+        for (size_t i = 0; i < n && i < BF_AHEAD; i++)                        \
             __builtin_prefetch(BLOCK(i), 1);                                  \
         for (size_t i = 0; i < n; i++) {                                      \
-            if (i + BF_AHEAD < n)                                                \
-                __builtin_prefetch(BLOCK(i + BF_AHEAD), 1);                      \
+            if (i + BF_AHEAD < n)                                             \
+                __builtin_prefetch(BLOCK(i + BF_AHEAD), 1);                   \
             unsigned added = key_or_##ISA(BLOCK(i), h[i], K);                 \
             if (dirty && added) {                                             \
                 uint64_t b = bf_block_of(h[i], nblocks);                      \
@@ -343,6 +373,15 @@ AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k)
         nz | (unsigned)_mm512_test_epi64_mask(y, y) << 8);
 }
 
+AVX512_INLINE bool key_set_avx512(uint64_t *block, bf_hash h, uint32_t k)
+{
+    __m512i p = lanes_pattern_avx512(h, k);
+    __m512i b = _mm512_load_si512(block);
+    _mm512_store_si512(block, _mm512_or_si512(b, p));
+    __m512i x = _mm512_andnot_si512(b, p);
+    return _mm512_test_epi64_mask(x, x) != 0;
+}
+
 LANE_KERNELS(AVX512, avx512, k8, 8)
 LANE_KERNELS(AVX512, avx512, k16, 16)
 
@@ -351,7 +390,8 @@ LANE_KERNELS(AVX512, avx512, k16, 16)
 
 #define KERNELS(ISA, SUFFIX)                                                  \
     {contains_##ISA##_##SUFFIX, add_##ISA##_##SUFFIX,                         \
-     contains_many_##ISA##_##SUFFIX, add_many_##ISA##_##SUFFIX}
+     add_counted_##ISA##_##SUFFIX, contains_many_##ISA##_##SUFFIX,            \
+     add_many_##ISA##_##SUFFIX}
 const bf_kernels bf_kernels_avx2[3] = {KERNELS(avx2, kany), KERNELS(avx2, k8),
                                        KERNELS(avx2, k16)};
 const bf_kernels bf_kernels_avx512[2] = {KERNELS(avx512, k8),

@@ -22,15 +22,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-/* Popcounts of the bitmaps and of changed blocks: the library is built
- * for the baseline x86-64, where __builtin_popcountll is a libgcc call
- * (8% of a restore); these functions get a popcnt clone chosen at load. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
-#else
-#define POPCNT_CLONES
-#endif
-
 #define D_HDR 64u
 #define D_DESC 64u
 #define D_TRAILER 8u
@@ -224,7 +215,7 @@ bf_err bf_filter_delta_serialize(const bf_filter *f, uint64_t new_mark,
         bf_put64(desc + 16, bf->capacity);
         bf_putf64(desc + 24, bf->fpr);
         bf_put64(desc + 32, bf->inserts);
-        bf_put64(desc + 40, bf->bits_set);
+        bf_put64(desc + 40, bf_blocked_bits(bf));
         bf_put64(desc + 48, dirty_count(bf));
         if (hwrite(&h, desc, sizeof(desc)))
             goto out;
@@ -498,7 +489,7 @@ POPCNT_CLONES static bf_err apply_old_layer(bf_blocked *bf, const dlayer *l,
                                            size_t *u, uint64_t *set,
                                            char *errstr, size_t errstr_size)
 {
-    uint64_t bits = bf->bits_set;
+    uint64_t bits = bf_blocked_bits(bf);
     for (uint64_t j = 0; j < l->n; j++) {
         uint64_t b = block_at(bf, l, j);
         uint64_t *old = bf->words + b * BF_BLOCK_WORDS, nw[BF_BLOCK_WORDS];
@@ -623,6 +614,7 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         bf->fpr = l->fpr;
         bf->inserts = l->inserts;
         bf->bits_set = bits[i];
+        bf->bits_stale = false;
     }
     f->mark = p->info.new_mark;
     f->mark_layers = want;

@@ -52,7 +52,7 @@ static void view_blocked(const bf_blocked *bf, layer_view *v)
     v->capacity = bf->capacity;
     v->fpr = bf->fpr;
     v->inserts = bf->inserts;
-    v->cells_set = bf->bits_set;
+    v->cells_set = bf_blocked_bits(bf);
     v->cells = bf->words;
 }
 
@@ -393,10 +393,7 @@ static bf_blocked *build_blocked(const layer_view *v, uint64_t seed,
     /* Counted, not taken from the file: statistics must not be forgeable
      * (the count was checked against the cells when the file was
      * checksummed, but NOVERIFY skips that). */
-    uint64_t set = 0;
-    for (uint64_t i = 0; i < v->nblocks * BF_BLOCK_WORDS; i++)
-        set += (uint64_t)__builtin_popcountll(bf->words[i]);
-    bf->bits_set = set;
+    bf->bits_set = bf_popcount_words(bf->words, v->nblocks * BF_BLOCK_WORDS);
     return bf;
 }
 

@@ -193,7 +193,11 @@ uint64_t bf_blocked_seed(const bf_blocked *bf);
 
 /* Adds a key; returns true if it set at least one new bit (the key was not
  * already "maybe present").  Never fails.  Must not be called on a filter
- * loaded read-only in place (bf_filter with BF_LOAD_INPLACE). */
+ * loaded read-only in place (bf_filter with BF_LOAD_INPLACE).  It counts
+ * the key (bf_info.inserts) but not the bits it set: the next reader of
+ * the bit count (bf_blocked_info, the estimates, serialization, a delta)
+ * recounts them, once, in time linear in the filter's size; the batched
+ * add and the scalable filter's add keep the count as they go. */
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h);
 bool bf_blocked_add(bf_blocked *bf, const void *key, size_t len);
 /* True if the key may be present; false means certainly absent. */
