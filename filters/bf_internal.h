@@ -16,17 +16,20 @@
 #define BF_MAX_BLOCKS (UINT64_C(1) << 40)
 
 /* The code a blocked filter's operations run (blocked.c): the scalar
- * forms (either scheme), or the lane scheme's SIMD forms for any k, for
- * k = 8 and for k = 16 (blocked_simd.c; AVX-512 has the last two). */
-enum { BF_KERNEL_SCALAR, BF_KERNEL_AVX2, BF_KERNEL_AVX2_K8,
-       BF_KERNEL_AVX2_K16 };
+ * forms (any scheme), or the SIMD forms (blocked_simd.c) of the 64-bit lane
+ * scheme for any k, k = 8 and k = 16, and of the 32-bit lane scheme for
+ * any k and k = 16.  Set once, from scheme and k, when the filter is made;
+ * the SIMD tables are indexed by kernel - 1. */
+enum { BF_KERNEL_SCALAR, BF_KERNEL_L64, BF_KERNEL_L64_K8, BF_KERNEL_L64_K16,
+       BF_KERNEL_L32, BF_KERNEL_L32_K16, BF_NKERNELS };
 
 struct bf_blocked {
     uint64_t *words;   /* nblocks * 8 words, 64-byte aligned */
     uint64_t nblocks;
     uint32_t k;
-    uint32_t scheme;   /* BF_SCHEME_LANES, or BF_SCHEME_DISTINCT if loaded
-                          from a version-1 file */
+    uint32_t scheme;   /* BF_SCHEME_LANES32 or BF_SCHEME_LANES, or
+                          BF_SCHEME_DISTINCT if loaded from a version-1
+                          file */
     uint8_t kernel;    /* BF_KERNEL_*, from scheme and k, when AVX2 is used */
     bool owns_words;   /* false when used in place from a file */
     uint64_t seed;
@@ -130,11 +133,13 @@ enum { BF_AHEAD = 16 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define BF_HAVE_AVX2_CODE 1
-/* blocked_simd.c: the lane scheme's kernels in AVX2 (any k, k = 8, k =
- * 16) and AVX-512 (k = 8, k = 16), and the salt tables they load, filled
- * by bf_simd_init (blocked.c calls it before choosing an instruction set). */
-extern const bf_kernels bf_kernels_avx2[3];
-extern const bf_kernels bf_kernels_avx512[2];
+/* blocked_simd.c: the lane schemes' kernels, one table an instruction
+ * set indexed by BF_KERNEL_* - 1 (AVX-512 has its own forms of the k = 8
+ * and 16 kernels and uses AVX2's for any other k), and the salt table they
+ * load, filled by bf_simd_init (blocked.c calls it before choosing an
+ * instruction set). */
+extern const bf_kernels bf_kernels_avx2[BF_NKERNELS - 1];
+extern const bf_kernels bf_kernels_avx512[BF_NKERNELS - 1];
 void bf_simd_init(void);
 #endif
 
@@ -205,12 +210,14 @@ static inline unsigned bf_probe_next(bf_probe *p, unsigned bits)
  * Eight probes are eight independent multiply-shifts, no branches and no
  * duplicate check: one SIMD multiply, shift and variable shift each (the
  * split-block filter's idea, Parquet BloomFilter.md, with 64-bit lanes in
- * a 512-bit block and k = 8c instead of 256 bits and fixed k = 8).  The
- * sizing chooses k in {8, 16, 24, ...}; any k from 1 to 64 works, lanes
- * below k mod 8 then taking one probe more.  The salts are odd constants
- * >= 2^30 from splitmix64 (seed "lanes"), fixed for ever: they are part of
- * the file format. */
-static const uint32_t BF_LANE_SALT[8][8] = {
+ * a 512-bit block and k = 8c instead of 256 bits and fixed k = 8).  New
+ * filters use it for k = 8, 24, 40 ... (the sizing chooses k in {8, 16,
+ * 24, ...}, and a multiple of 16 takes the 32-bit lanes below); any k from
+ * 1 to 64 works, lanes below k mod 8 then taking one probe more.  The
+ * salts are odd constants >= 2^30 from splitmix64 (seed "lanes"), fixed
+ * for ever: they are part of the file format.  64-byte aligned: the SIMD
+ * kernels load a row (AVX2) or two (AVX-512) as one vector. */
+static const uint32_t BF_LANE_SALT[8][8] __attribute__((aligned(64))) = {
     {0xa5f4956fu, 0xf49fbdefu, 0xde24d799u, 0x985ecfe3u, 0xd3bda3d3u, 0x71456645u, 0xa834bf3fu, 0xb447a58fu},
     {0xfcd97d93u, 0x4daf00ddu, 0x806e8a77u, 0xeccb9ca1u, 0x7b9a599bu, 0x8562f469u, 0x45469ed7u, 0x821cb2efu},
     {0x9b086423u, 0x7e66662bu, 0x7ebabd6fu, 0xa70f9249u, 0x9e61a6b9u, 0x4cfe8adbu, 0x9912cf2bu, 0x4d28674du},
@@ -231,6 +238,39 @@ static inline void bf_lanes_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
     for (uint32_t j = 0; j < k; j++) {
         uint32_t r = j >> 3, l = j & 7;
         pat[l] |= UINT64_C(1) << ((x[r & 3] * BF_LANE_SALT[r][l]) >> 26);
+    }
+}
+
+/* The 32-bit lane scheme (BF_SCHEME_LANES32), for k a multiple of 16: the
+ * block is sixteen 32-bit lanes, lane l bits 32 (l mod 2) .. + 31 of word
+ * l / 2 (the little-endian order of the file); probe j = 16 r + l sets one
+ * bit of lane l, at
+ *
+ *   (x * SALT[2r + l / 8][l mod 8]) >> 27,
+ *
+ * the top 5 bits of a multiply of a 32-bit hash word by an odd salt (the
+ * salts of the 64-bit scheme, rounds 2r and 2r + 1 side by side), x the
+ * low (even l) or high (odd l) half of h.hi in even rounds and of h.lo in
+ * odd ones (only k > 16 reaches h.lo, which also picks the block).  This
+ * is the split-block filter's own probe, a 32-bit lane each, in 512 bits:
+ * sixteen probes are one 64-bit broadcast, then a multiply, a shift and a
+ * variable shift of each half of the block (of the whole one in AVX-512),
+ * where the 64-bit lanes' two probes a lane take two shifts, a mask and
+ * two variable shifts more a half; one at a time the insert's fewer
+ * instructions keep more keys' cache misses in flight (bench/README.md).
+ * The rate costs 0.6% more bits than two probes in a 64-bit lane (39.24
+ * against 39.01 bits a key at 1e-6: sizing.c).  Part of the file format,
+ * like the salts. */
+static inline void bf_lanes32_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
+{
+    for (unsigned w = 0; w < 8; w++)
+        pat[w] = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t r = j >> 4, l = j & 15;
+        uint64_t word = r & 1 ? h.lo : h.hi;
+        uint32_t x = (uint32_t)(l & 1 ? word >> 32 : word);
+        uint32_t salt = BF_LANE_SALT[(2 * r + (l >> 3)) & 7][l & 7];
+        pat[l >> 1] |= UINT64_C(1) << (32 * (l & 1) + ((x * salt) >> 27));
     }
 }
 
@@ -271,6 +311,12 @@ bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
 bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
                                 unsigned flags, bf_kind *kind, char *errstr,
                                 size_t errstr_size);
+
+/* Whether a layer of `scheme` with k probes in blocks of block_cells cells
+ * exists (sizing.c): the lane schemes need 512 cells, and the 32-bit lanes
+ * k a multiple of 16; distinct probes k <= block_cells.  The loaders check
+ * every layer they read with it. */
+bool bf_scheme_ok(uint32_t scheme, uint32_t block_cells, uint32_t k);
 
 /* Expected fpr of a blocked layer at its current estimated key count. */
 double bf_blocked_est_fpr(const bf_blocked *bf);

@@ -2,13 +2,15 @@
  * blocked.c -- the blocked Bloom filter: 512-bit blocks, k probes inside one
  * block, so an insert or a lookup touches one cache line.
  *
- * Two probe schemes (bf_internal.h): the lane scheme of every new filter,
- * branch-free, with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run
- * time (the library is built for the baseline x86-64, never -march=native:
- * the SIMD functions carry their own target attribute and run only when
- * the CPU reports the instructions) and a scalar one everywhere else; and
- * the distinct-probe scheme of version-1 files, kept so they answer as
- * they did.  This file owns the filter, the choice of instruction set and
+ * Three probe schemes (bf_internal.h): the two lane schemes of new filters
+ * (sixteen 32-bit lanes for k a multiple of 16, eight 64-bit lanes
+ * otherwise; older files also hold k = 16 in 64-bit lanes), branch-free,
+ * with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run time (the
+ * library is built for the baseline x86-64, never -march=native: the SIMD
+ * functions carry their own target attribute and run only when the CPU
+ * reports the instructions) and a scalar one everywhere else; and the
+ * distinct-probe scheme of version-1 files, kept so they answer as they
+ * did.  This file owns the filter, the choice of instruction set and
  * the scalar kernels; blocked_simd.c owns the SIMD ones.  Every operation
  * is a table jump from the public function into a kernel for the filter's
  * k and the instruction set (set_level).
@@ -88,10 +90,14 @@ bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
     bf->nblocks = nblocks;
     bf->k = k;
     bf->scheme = scheme;
-    bf->kernel = scheme != BF_SCHEME_LANES ? BF_KERNEL_SCALAR
-                 : k == 8                  ? BF_KERNEL_AVX2_K8
-                 : k == 16                 ? BF_KERNEL_AVX2_K16
-                                           : BF_KERNEL_AVX2;
+    if (scheme == BF_SCHEME_LANES32)
+        bf->kernel = k == 16 ? BF_KERNEL_L32_K16 : BF_KERNEL_L32;
+    else if (scheme == BF_SCHEME_LANES)
+        bf->kernel = k == 8    ? BF_KERNEL_L64_K8
+                     : k == 16 ? BF_KERNEL_L64_K16
+                               : BF_KERNEL_L64;
+    else
+        bf->kernel = BF_KERNEL_SCALAR;
     bf->owns_words = owns;
     bf->seed = seed;
     return bf;
@@ -115,8 +121,8 @@ bf_blocked *bf_blocked_new_geometry(uint64_t nblocks, uint32_t k,
                   (unsigned long long)(nblocks * BF_BLOCK_BYTES));
         return NULL;
     }
-    bf_blocked *bf =
-        bf_blocked_wrap(words, nblocks, k, BF_SCHEME_LANES, true, seed);
+    bf_blocked *bf = bf_blocked_wrap(
+        words, nblocks, k, bf_scheme_for(BF_BLOCK_BITS, k), true, seed);
     if (!bf) {
         free(words);
         bf_seterr(errstr, errstr_size, "out of memory");
@@ -195,7 +201,9 @@ static inline bool distinct_probe_block(const uint64_t *block, bf_hash h,
 
 static inline void pattern(const bf_blocked *bf, bf_hash h, uint64_t pat[8])
 {
-    if (bf->scheme == BF_SCHEME_LANES)
+    if (bf->scheme == BF_SCHEME_LANES32)
+        bf_lanes32_pattern(h, bf->k, pat);
+    else if (bf->scheme == BF_SCHEME_LANES)
         bf_lanes_pattern(h, bf->k, pat);
     else
         distinct_pattern(h, bf->k, pat);
@@ -234,7 +242,7 @@ uint64_t bf_blocked_bits(const bf_blocked *bf)
     return bf->bits_set;
 }
 
-/* The scalar forms of every operation, either scheme: out of line, so
+/* The scalar forms of every operation, any scheme: out of line, so
  * that the public functions stay a few compares and a tail jump. */
 __attribute__((noinline)) static bool contains_scalar(const bf_blocked *bf, bf_hash h)
 {
@@ -285,9 +293,9 @@ __attribute__((noinline)) static void contains_many_scalar(const bf_blocked *bf,
         if (i + BF_AHEAD < n)
             __builtin_prefetch(bf_block_words(bf, h[i + BF_AHEAD]));
         const uint64_t *block = bf_block_words(bf, h[i]);
-        if (bf->scheme == BF_SCHEME_LANES) {
+        if (bf->scheme != BF_SCHEME_DISTINCT) {
             uint64_t pat[8];
-            bf_lanes_pattern(h[i], bf->k, pat);
+            pattern(bf, h[i], pat);
             out[i] = covered(block, pat);
         } else {
             /* The block is (nearly) in cache: an absent key costs a
@@ -324,23 +332,21 @@ __attribute__((noinline)) static size_t add_many_scalar(bf_blocked *bf, const bf
 
 /* -- the operations ------------------------------------------------------ */
 
-/* The scalar kernels: either scheme, any instruction set. */
+/* The scalar kernels: any scheme, any instruction set. */
 static const bf_kernels scalar_kernels = {contains_scalar, add_scalar,
                                           add_counted_scalar,
                                           contains_many_scalar,
                                           add_many_scalar};
 
 /* The kernels a filter of kernel `kernel` (BF_KERNEL_*, chosen by scheme
- * and k when it is made) runs at instruction set `level`: AVX-512 has
- * forms for k = 8 and 16, other k run AVX2's. */
+ * and k when it is made) runs at instruction set `level`. */
 static const bf_kernels *kernels_for(unsigned level, unsigned kernel)
 {
 #ifdef BF_HAVE_AVX2_CODE
     if (level == SIMD_SCALAR || kernel == BF_KERNEL_SCALAR)
         return &scalar_kernels;
-    if (level == SIMD_AVX512 && kernel != BF_KERNEL_AVX2)
-        return &bf_kernels_avx512[kernel - BF_KERNEL_AVX2_K8];
-    return &bf_kernels_avx2[kernel - BF_KERNEL_AVX2];
+    return level == SIMD_AVX512 ? &bf_kernels_avx512[kernel - 1]
+                                : &bf_kernels_avx2[kernel - 1];
 #else
     (void)level;
     (void)kernel;
@@ -353,18 +359,16 @@ static const bf_kernels *kernels_for(unsigned level, unsigned kernel)
  * (set_level), one array an operation, so that a public function is a
  * byte load and a table jump (three instructions, not seven: one at a
  * time, fewer instructions a key are more keys' cache misses in flight). */
-#define SCALAR4(fn) {fn##_scalar, fn##_scalar, fn##_scalar, fn##_scalar}
-static bf_contains_fn contains_cur[4] = SCALAR4(contains);
-static bf_add_fn add_cur[4] = SCALAR4(add);
-static bf_add_fn add_counted_cur[4] = SCALAR4(add_counted);
-static bf_contains_many_fn contains_many_cur[4] = SCALAR4(contains_many);
-static bf_add_many_fn add_many_cur[4] = SCALAR4(add_many);
-#undef SCALAR4
+static bf_contains_fn contains_cur[BF_NKERNELS];
+static bf_add_fn add_cur[BF_NKERNELS];
+static bf_add_fn add_counted_cur[BF_NKERNELS];
+static bf_contains_many_fn contains_many_cur[BF_NKERNELS];
+static bf_add_many_fn add_many_cur[BF_NKERNELS];
 
 static void set_level(unsigned level)
 {
     simd_level = level;
-    for (unsigned i = 0; i < 4; i++) {
+    for (unsigned i = 0; i < BF_NKERNELS; i++) {
         const bf_kernels *t = kernels_for(level, i);
         contains_cur[i] = t->contains;
         add_cur[i] = t->add;
@@ -440,10 +444,8 @@ double bf_estimate_count(uint64_t cells, uint64_t set, uint32_t k)
 double bf_estimate_count_blocked(uint64_t nblocks, uint32_t block_cells,
                                  uint64_t set, uint32_t k)
 {
-    return bf_estimate_count_scheme(block_cells == BF_BLOCK_BITS
-                                        ? BF_SCHEME_LANES
-                                        : BF_SCHEME_DISTINCT,
-                                    nblocks, block_cells, set, k);
+    return bf_estimate_count_scheme(bf_scheme_for(block_cells, k), nblocks,
+                                    block_cells, set, k);
 }
 
 double bf_estimate_count_scheme(uint32_t scheme, uint64_t nblocks,
@@ -456,15 +458,17 @@ double bf_estimate_count_scheme(uint32_t scheme, uint64_t nblocks,
     if (set >= cells)
         return INFINITY;
     /* q: the chance one key landing in a block sets a given cell of it.
-     * k distinct cells: k/B.  Lanes: 1 - (63/64)^c for a lane taking c
-     * probes a key, averaged over the lanes (exact for k = 8c, when every
-     * lane takes the same).  With Poisson loads a cell stays clear with
-     * probability exp(-lambda q). */
+     * k distinct cells: k/B.  L lanes of W bits: 1 - (1 - 1/W)^c for a
+     * lane taking c probes a key, averaged over the lanes (exact for k =
+     * Lc, when every lane takes the same).  With Poisson loads a cell
+     * stays clear with probability exp(-lambda q). */
     double q;
-    if (scheme == BF_SCHEME_LANES && block_cells == BF_BLOCK_BITS) {
-        uint32_t c = k / 8, d = k % 8;
-        q = ((8.0 - d) * -expm1((double)c * log1p(-1.0 / 64)) +
-             d * -expm1((double)(c + 1) * log1p(-1.0 / 64))) / 8.0;
+    if ((scheme == BF_SCHEME_LANES || scheme == BF_SCHEME_LANES32) &&
+        block_cells == BF_BLOCK_BITS) {
+        double L = scheme == BF_SCHEME_LANES ? 8 : 16, W = 512 / L;
+        uint32_t c = k / (uint32_t)L, d = k % (uint32_t)L;
+        q = ((L - d) * -expm1((double)c * log1p(-1.0 / W)) +
+             d * -expm1((double)(c + 1) * log1p(-1.0 / W))) / L;
     } else {
         q = (double)k / (double)block_cells;
     }
@@ -518,8 +522,8 @@ static bf_err check_compatible(const bf_blocked *a, const bf_blocked *b,
     }
     if (a->scheme != b->scheme) {
         bf_seterr(errstr, errstr_size,
-                  "different probe schemes: %u vs %u (a filter of format "
-                  "version 1 and a newer one)", a->scheme, b->scheme);
+                  "different probe schemes: %u vs %u (files written by "
+                  "different versions of bloomstage)", a->scheme, b->scheme);
         return BF_ERR_INCOMPATIBLE;
     }
     if (a->seed != b->seed) {

@@ -1,10 +1,12 @@
 /*
- * blocked_simd.c -- the blocked filter's lane-scheme kernels in AVX2 (any
- * k, and k = 8 and 16 as constants) and AVX-512 (k = 8 and 16): one
- * bf_kernels table (bf_internal.h) for each, which blocked.c maps its
- * filters onto once the instruction set is chosen.  They set exactly the
- * bits of the scalar lane pattern (bf_lanes_pattern; test_blocked compares
- * them bit for bit).  This file is built for the baseline x86-64 like the
+ * blocked_simd.c -- the blocked filter's lane-scheme kernels, for 64-bit
+ * lanes in AVX2 (any k, and k = 8 and 16 as constants) and AVX-512 (k = 8
+ * and 16), and for 32-bit lanes in AVX2 (any k, and k = 16) and AVX-512 (k
+ * = 16): one bf_kernels table (bf_internal.h) for each instruction set,
+ * which blocked.c maps its filters onto once the instruction set is
+ * chosen.  They set exactly the bits of the scalar patterns
+ * (bf_lanes_pattern, bf_lanes32_pattern; test_blocked compares them bit
+ * for bit).  This file is built for the baseline x86-64 like the
  * rest: each function carries its own target attribute, and runs only when
  * blocked.c has seen the CPU report the instructions.  It owns the
  * interleaved salt tables the kernels load (filled by bf_simd_init).
@@ -95,12 +97,45 @@ static inline uint32_t lane_word(bf_hash h, uint32_t r)
     }
 }
 
-/* The whole pattern.  Inlined into kernels whose k is a constant (8 and
- * 16, what the sizing picks from 1e-1 to 1e-7) it is straight-line code
- * with no lane mask; other k loop over rounds. */
-AVX2_INLINE void lanes_pattern_avx2(bf_hash h, uint32_t k, __m256i *p0,
-                                    __m256i *p1)
+/* The 32-bit lanes' pattern (bf_lanes32_pattern), k a multiple of 16:
+ * a round is one broadcast of its 64-bit hash word, whose two halves
+ * alternate along the lanes as the scheme has them, and per half of the
+ * block a multiply by that round's row of salts, a shift and a variable
+ * shift: the split-block filter's mask, twice. */
+AVX2_INLINE void lanes32_pattern_avx2(bf_hash h, uint32_t k, __m256i *p0,
+                                      __m256i *p1)
 {
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+    for (uint32_t r = 0; r < k / 16; r++) {
+        __m256i x = _mm256_set1_epi64x((long long)(r & 1 ? h.lo : h.hi));
+        const __m256i *salt = (const __m256i *)BF_LANE_SALT[2 * r];
+        a = _mm256_or_si256(
+            a, _mm256_sllv_epi32(
+                   one, _mm256_srli_epi32(
+                            _mm256_mullo_epi32(x, _mm256_load_si256(salt)),
+                            27)));
+        b = _mm256_or_si256(
+            b, _mm256_sllv_epi32(
+                   one, _mm256_srli_epi32(
+                            _mm256_mullo_epi32(x, _mm256_load_si256(salt + 1)),
+                            27)));
+    }
+    *p0 = a;
+    *p1 = b;
+}
+
+/* The whole pattern, of the 32-bit lanes (l32) or the 64-bit ones.
+ * Inlined into kernels whose k and l32 are constants (k = 8 and 16, what
+ * the sizing picks from 1e-1 to 1e-7) it is straight-line code with no
+ * lane mask; other k loop over rounds. */
+AVX2_INLINE void lanes_pattern_avx2(bf_hash h, uint32_t k, bool l32,
+                                    __m256i *p0, __m256i *p1)
+{
+    if (l32) {
+        lanes32_pattern_avx2(h, k, p0, p1);
+        return;
+    }
     if (k == 16) {
         /* Both rounds from one broadcast of h.hi and the AVX-512 form's
          * paired salts (lane_salt_pair[0]): 64-bit lane l holds lane l's
@@ -202,29 +237,33 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
     return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
 }
 
-/* One key in the block it falls in: covered, and ORed in (the new bits). */
+/* One key in the block it falls in: covered, and ORed in (the new bits:
+ * or_avx2 counts by bits a 64-bit lane, which the 32-bit lanes' k / 16
+ * probes a lane make k / 8). */
 AVX2_INLINE bool key_covered_avx2(const uint64_t *block, bf_hash h,
-                                  uint32_t k)
+                                  uint32_t k, bool l32)
 {
     __m256i p0, p1;
-    lanes_pattern_avx2(h, k, &p0, &p1);
+    lanes_pattern_avx2(h, k, l32, &p0, &p1);
     return covered_avx2(block, p0, p1);
 }
 
-AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k)
+AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
+                                 bool l32)
 {
     __m256i p0, p1;
-    lanes_pattern_avx2(h, k, &p0, &p1);
+    lanes_pattern_avx2(h, k, l32, &p0, &p1);
     return or_avx2(block, p0, p1, k);
 }
 
 /* ORs the key's pattern into its block; true if that set a new bit, the
  * bits not counted (bf_blocked_add_h): nothing after the block's load but
  * an andnot, an or and a test. */
-AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
+AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
+                              bool l32)
 {
     __m256i p0, p1;
-    lanes_pattern_avx2(h, k, &p0, &p1);
+    lanes_pattern_avx2(h, k, l32, &p0, &p1);
     __m256i b0 = _mm256_load_si256((const __m256i *)block);
     __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
     _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
@@ -235,9 +274,9 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
 }
 
 /* The kernels of one instruction set ISA (avx2, avx512: its key_covered_ISA
- * and key_or_ISA) for k = K, written once.  They are instantiated for k =
- * 8 and 16 (constants: the pattern is straight-line code) and, in AVX2,
- * for any k.  The one-key forms are whole operations (the counts updated
+ * and key_or_ISA) for k = K in the 32-bit lanes (L32 true) or the 64-bit
+ * ones, written once.  They are instantiated for k = 8 and 16 (constants:
+ * the pattern is straight-line code) and, in AVX2, for any k.  The one-key forms are whole operations (the counts updated
  * too), so the public functions reach them by a tail jump: no frame, no
  * second call, few instructions a key, which is what lets the CPU keep
  * many keys' cache misses in flight when the caller loops over keys.  The
@@ -255,16 +294,16 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
 #define NOSLP __attribute__((optimize("no-tree-slp-vectorize")))
 #endif
 #define BLOCK(i) (words + bf_block_of(h[i], nblocks) * BF_BLOCK_WORDS)
-#define LANE_KERNELS(ATTR, ISA, SUFFIX, K)                                    \
+#define LANE_KERNELS(ATTR, ISA, SUFFIX, K, L32)                               \
     ATTR NOINLINE static bool contains_##ISA##_##SUFFIX(const bf_blocked *bf, \
                                                         bf_hash h)            \
     {                                                                         \
-        return key_covered_##ISA(bf_block_words(bf, h), h, K);                \
+        return key_covered_##ISA(bf_block_words(bf, h), h, K, L32);           \
     }                                                                         \
     ATTR NOINLINE static bool add_##ISA##_##SUFFIX(bf_blocked *bf, bf_hash h) \
     {                                                                         \
         uint64_t b = bf_block_of(h, bf->nblocks);                             \
-        if (!key_set_##ISA(bf->words + b * BF_BLOCK_WORDS, h, K))             \
+        if (!key_set_##ISA(bf->words + b * BF_BLOCK_WORDS, h, K, L32))        \
             return false;                                                     \
         bf_blocked_touch(bf, b); /* change tracking (delta.c) */              \
         bf->inserts++;                                                        \
@@ -274,7 +313,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
     ATTR NOINLINE NOSLP static bool add_counted_##ISA##_##SUFFIX(             \
         bf_blocked *bf, bf_hash h)                                            \
     {                                                                         \
-        unsigned added = key_or_##ISA(bf_block_words(bf, h), h, K);           \
+        unsigned added = key_or_##ISA(bf_block_words(bf, h), h, K, L32);      \
         if (added) /* change tracking (delta.c) */                            \
             bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));                \
         bf->bits_set += added;                                                \
@@ -290,7 +329,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
         for (size_t i = 0; i < n; i++) {                                      \
             if (i + BF_AHEAD < n)                                             \
                 __builtin_prefetch(BLOCK(i + BF_AHEAD));                      \
-            out[i] = key_covered_##ISA(BLOCK(i), h[i], K);                    \
+            out[i] = key_covered_##ISA(BLOCK(i), h[i], K, L32);               \
         }                                                                     \
     }                                                                         \
     ATTR NOINLINE static size_t add_many_##ISA##_##SUFFIX(                    \
@@ -305,7 +344,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
         for (size_t i = 0; i < n; i++) {                                      \
             if (i + BF_AHEAD < n)                                             \
                 __builtin_prefetch(BLOCK(i + BF_AHEAD), 1);                   \
-            unsigned added = key_or_##ISA(BLOCK(i), h[i], K);                 \
+            unsigned added = key_or_##ISA(BLOCK(i), h[i], K, L32);            \
             if (dirty && added) {                                             \
                 uint64_t b = bf_block_of(h[i], nblocks);                      \
                 dirty[b >> 6] |= UINT64_C(1) << (b & 63);                     \
@@ -319,9 +358,11 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k)
         bf->inserts += added_keys;                                            \
         return added_keys;                                                    \
     }
-LANE_KERNELS(AVX2, avx2, k8, 8)
-LANE_KERNELS(AVX2, avx2, k16, 16)
-LANE_KERNELS(AVX2, avx2, kany, bf->k)
+LANE_KERNELS(AVX2, avx2, k8, 8, false)
+LANE_KERNELS(AVX2, avx2, k16, 16, false)
+LANE_KERNELS(AVX2, avx2, kany, bf->k, false)
+LANE_KERNELS(AVX2, avx2, l32_k16, 16, true)
+LANE_KERNELS(AVX2, avx2, l32_kany, bf->k, true)
 
 /* -- the lane scheme in AVX-512 (k = 8 and 16) --------------------------- */
 
@@ -335,9 +376,19 @@ LANE_KERNELS(AVX2, avx2, kany, bf->k)
 #define AVX512 __attribute__((target("avx512f,avx512dq,avx2,popcnt")))
 #define AVX512_INLINE AVX512 __attribute__((always_inline)) static inline
 
-/* k = 8 or 16: the rounds 0 and 1 from the words of h.hi. */
-AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k)
+/* k = 8 or 16: the rounds 0 and 1 from the words of h.hi; or, for the
+ * 32-bit lanes (k = 16), the split-block filter's mask over the whole
+ * block: a multiply by rows 0 and 1 of the salts, a shift and a variable
+ * shift. */
+AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k, bool l32)
 {
+    if (l32)
+        return _mm512_sllv_epi32(
+            _mm512_set1_epi32(1),
+            _mm512_srli_epi32(
+                _mm512_mullo_epi32(_mm512_set1_epi64((long long)h.hi),
+                                   _mm512_load_si512(BF_LANE_SALT[0])),
+                27));
     const __m512i one = _mm512_set1_epi64(1);
     __m512i m = _mm512_mullo_epi32(
         _mm512_set1_epi64((long long)h.hi),
@@ -350,21 +401,25 @@ AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k)
 }
 
 /* One key, as key_covered_avx2 and key_or_avx2; the new bits are counted
- * as in or_avx2, from the lanes' masks. */
+ * as in or_avx2, from the lanes' masks (for the 32-bit lanes, one bit at
+ * most in each). */
 AVX512_INLINE bool key_covered_avx512(const uint64_t *block, bf_hash h,
-                                      uint32_t k)
+                                      uint32_t k, bool l32)
 {
-    __m512i p = lanes_pattern_avx512(h, k);
+    __m512i p = lanes_pattern_avx512(h, k, l32);
     __m512i miss = _mm512_andnot_si512(_mm512_load_si512(block), p);
     return _mm512_test_epi64_mask(miss, miss) == 0;
 }
 
-AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k)
+AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k,
+                                     bool l32)
 {
-    __m512i p = lanes_pattern_avx512(h, k);
+    __m512i p = lanes_pattern_avx512(h, k, l32);
     __m512i b = _mm512_load_si512(block);
     _mm512_store_si512(block, _mm512_or_si512(b, p));
     __m512i x = _mm512_andnot_si512(b, p);
+    if (l32)
+        return (unsigned)__builtin_popcount(_mm512_test_epi32_mask(x, x));
     unsigned nz = _mm512_test_epi64_mask(x, x);
     if (k == 8)
         return (unsigned)__builtin_popcount(nz);
@@ -373,17 +428,19 @@ AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k)
         nz | (unsigned)_mm512_test_epi64_mask(y, y) << 8);
 }
 
-AVX512_INLINE bool key_set_avx512(uint64_t *block, bf_hash h, uint32_t k)
+AVX512_INLINE bool key_set_avx512(uint64_t *block, bf_hash h, uint32_t k,
+                                   bool l32)
 {
-    __m512i p = lanes_pattern_avx512(h, k);
+    __m512i p = lanes_pattern_avx512(h, k, l32);
     __m512i b = _mm512_load_si512(block);
     _mm512_store_si512(block, _mm512_or_si512(b, p));
     __m512i x = _mm512_andnot_si512(b, p);
     return _mm512_test_epi64_mask(x, x) != 0;
 }
 
-LANE_KERNELS(AVX512, avx512, k8, 8)
-LANE_KERNELS(AVX512, avx512, k16, 16)
+LANE_KERNELS(AVX512, avx512, k8, 8, false)
+LANE_KERNELS(AVX512, avx512, k16, 16, false)
+LANE_KERNELS(AVX512, avx512, l32_k16, 16, true)
 
 #undef LANE_KERNELS
 #undef BLOCK
@@ -392,10 +449,13 @@ LANE_KERNELS(AVX512, avx512, k16, 16)
     {contains_##ISA##_##SUFFIX, add_##ISA##_##SUFFIX,                         \
      add_counted_##ISA##_##SUFFIX, contains_many_##ISA##_##SUFFIX,            \
      add_many_##ISA##_##SUFFIX}
-const bf_kernels bf_kernels_avx2[3] = {KERNELS(avx2, kany), KERNELS(avx2, k8),
-                                       KERNELS(avx2, k16)};
-const bf_kernels bf_kernels_avx512[2] = {KERNELS(avx512, k8),
-                                         KERNELS(avx512, k16)};
+/* In BF_KERNEL_* order, from BF_KERNEL_L64. */
+const bf_kernels bf_kernels_avx2[BF_NKERNELS - 1] = {
+    KERNELS(avx2, kany), KERNELS(avx2, k8), KERNELS(avx2, k16),
+    KERNELS(avx2, l32_kany), KERNELS(avx2, l32_k16)};
+const bf_kernels bf_kernels_avx512[BF_NKERNELS - 1] = {
+    KERNELS(avx2, kany), KERNELS(avx512, k8), KERNELS(avx512, k16),
+    KERNELS(avx2, l32_kany), KERNELS(avx512, l32_k16)};
 #undef KERNELS
 #else
 typedef int bf_no_simd_code; /* ISO C: a translation unit is not empty */

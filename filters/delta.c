@@ -326,9 +326,9 @@ static bf_err parse(const uint8_t *buf, size_t len, parsed *p, char *errstr,
         if (l->k == 0 || l->k > BF_MAX_K)
             FAIL(BF_ERR_FORMAT, "layer %u: k %u out of range 1..%u", i, l->k,
                  BF_MAX_K);
-        if (l->scheme != BF_SCHEME_LANES && l->scheme != BF_SCHEME_DISTINCT)
-            FAIL(BF_ERR_FORMAT, "layer %u: unknown probe scheme %u", i,
-                 l->scheme);
+        if (!bf_scheme_ok(l->scheme, BF_BLOCK_BITS, l->k))
+            FAIL(BF_ERR_FORMAT, "layer %u: no probe scheme %u with k %u", i,
+                 l->scheme, l->k);
         if (!(l->fpr >= 0 && l->fpr <= 0.5))
             FAIL(BF_ERR_FORMAT, "layer %u: fpr %g out of range", i, l->fpr);
         if (l->cells_set > l->nblocks * BF_BLOCK_BITS)
@@ -448,7 +448,7 @@ POPCNT_CLONES static bf_err check_against(const bf_filter *f,
             if (bf_scalable_layer_geometry(f->u.s, i, &nb, &k, &cap, &fpr) !=
                     BF_OK ||
                 l->nblocks != nb || l->k != k || l->capacity != cap ||
-                l->fpr != fpr || l->scheme != BF_SCHEME_LANES)
+                l->fpr != fpr || l->scheme != bf_scheme_for(BF_BLOCK_BITS, k))
                 FAIL(BF_ERR_INCOMPATIBLE, "base mismatch: new layer %u is "
                      "%llu blocks k=%u for %llu keys at %g in the delta; "
                      "this filter grows it as %llu blocks k=%u for %llu keys "

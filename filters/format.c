@@ -328,10 +328,9 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
         if (v->k == 0 || v->k > BF_MAX_K)
             FAIL(BF_ERR_FORMAT, "layer %u: k %u out of range 1..%u", i, v->k,
                  BF_MAX_K);
-        if (v->scheme != BF_SCHEME_DISTINCT &&
-            (v->scheme != BF_SCHEME_LANES || kind == BF_KIND_COUNTING))
-            FAIL(BF_ERR_FORMAT, "layer %u: unknown probe scheme %u for a %s "
-                 "filter", i, v->scheme, bf_kind_name(kind));
+        if (!bf_scheme_ok(v->scheme, want_cells, v->k))
+            FAIL(BF_ERR_FORMAT, "layer %u: no probe scheme %u with k %u for "
+                 "a %s filter", i, v->scheme, v->k, bf_kind_name(kind));
         if (v->block_cells != want_cells)
             FAIL(BF_ERR_FORMAT, "layer %u: %u cells per block, expected %u",
                  i, v->block_cells, want_cells);

@@ -20,20 +20,23 @@
  * searches, for each k, the fewest blocks meeting the target and keeps the
  * smallest filter (the smaller k on a tie, as it is faster).
  *
- * The lane scheme (bf_internal.h) has its own exact in-block rate: the
- * eight 64-bit lanes fill independently, lane l taking c_l probes per key
- * (c_l = k/8, one more for l < k mod 8) at independent uniform positions
- * (repeats allowed), so after i keys lane l holds X_l set bits, X_l the
- * occupancy of c_l*i throws into 64 cells, and
+ * The lane schemes (bf_internal.h) have their own exact in-block rate:
+ * the L lanes of W bits (eight of 64, or sixteen of 32) fill
+ * independently, lane l taking c_l probes per key (c_l = k/L, one more for
+ * l < k mod L) at independent uniform positions (repeats allowed), so
+ * after i keys lane l holds X_l set bits, X_l the occupancy of c_l*i
+ * throws into W cells, and
  *
- *   f[i] = prod_l E[ (X_l / 64)^c_l ].
+ *   f[i] = prod_l E[ (X_l / W)^c_l ].
  *
- * Its sizing tries k = 8, 16, 24, ...: with one probe more in some lanes
- * than others the rate at equal size was computed worse than at the
- * multiple of 8 below or above it, and whole rounds are what SIMD does.
- * Lanes cost a little against free positions (15.72 bits a key at 1e-3
- * against 15.5, 39.0 against 38.5 at 1e-6) and stay far below the
- * split-block filter's 256-bit blocks with fixed k = 8 (16.9 and 64.7).
+ * Their sizing tries k = 8, 16, 24, ... (bf_size_for: 32-bit lanes for the
+ * multiples of 16, bf_scheme_for): with one probe more in some lanes than
+ * others the rate at equal size was computed worse than at the multiple
+ * of 8 below or above it, and whole rounds are what SIMD does.  Lanes cost
+ * a little against free positions (15.72 bits a key at 1e-3 against 15.5;
+ * at 1e-6 39.01 in 64-bit lanes and 39.24 in 32-bit ones against 38.5)
+ * and stay far below the split-block filter's 256-bit blocks with fixed
+ * k = 8 (16.9 and 64.7).
  */
 #include "bf_internal.h"
 
@@ -122,21 +125,21 @@ static bool block_rate_table(uint32_t B, uint32_t k, long imax, double *f)
 }
 
 /* One more uniform throw into a lane of W cells: occ[x] = P(x set). */
-static void lane_throw(double *occ, int W)
+static void lane_throw(double *occ, uint32_t W)
 {
-    for (int x = W; x >= 0; x--) {
+    for (uint32_t x = W + 1; x-- > 0;) {
         double stay = occ[x] * (double)x / W;
         double from = x > 0 ? occ[x - 1] * (double)(W - x + 1) / W : 0.0;
         occ[x] = stay + from;
     }
 }
 
-/* The lane scheme's f[i] for i = 0..imax (see the top of the file): the
- * occupancy of a lane taking c probes a key and of one taking c + 1 are
- * carried from key to key. */
-static bool lanes_rate_table(uint32_t k, long imax, double *f)
+/* A lane scheme's f[i] for i = 0..imax, L lanes of W bits (see the top
+ * of the file): the occupancy of a lane taking c probes a key and of one
+ * taking c + 1 are carried from key to key. */
+static bool lanes_rate_table(uint32_t L, uint32_t W, uint32_t k, long imax,
+                             double *f)
 {
-    enum { W = 64, L = 8 };
     uint32_t c = k / L, d = k % L; /* lanes l < d take c + 1 probes */
     double *occ = calloc(2 * (W + 1), sizeof(double));
     if (!occ)
@@ -151,11 +154,11 @@ static bool lanes_rate_table(uint32_t k, long imax, double *f)
                 for (uint32_t t = 0; t < cc; t++)
                     lane_throw(o[h], W);
             double sum = 0.0;
-            for (int x = 0; x <= W; x++)
+            for (uint32_t x = 0; x <= W; x++)
                 sum += o[h][x] * pow((double)x / W, cc);
             e[h] = sum;
         }
-        f[i] = pow(e[0], L - d) * pow(e[1], d);
+        f[i] = pow(e[0], (double)(L - d)) * pow(e[1], (double)d);
     }
     free(occ);
     return true;
@@ -193,7 +196,7 @@ static long imax_for(double lambda)
  * lock; tables are never freed while in use: a caller gets a copy of the
  * rate it asked for, computed under the lock).  A table is rebuilt larger
  * when a bigger imax is needed. */
-#define CACHE_SLOTS 192 /* two block sizes and two schemes, every k */
+#define CACHE_SLOTS 256 /* two block sizes and three schemes, every k */
 typedef struct rate_cache {
     uint32_t scheme, block_cells, k;
     long imax;
@@ -223,7 +226,9 @@ static const double *cached_table(uint32_t scheme, uint32_t B, uint32_t k,
     long want = imax + imax / 4 + 16; /* room to grow without a rebuild */
     double *f = malloc(((size_t)want + 1) * sizeof(double));
     bool ok = f && (scheme == BF_SCHEME_LANES
-                        ? lanes_rate_table(k, want, f)
+                        ? lanes_rate_table(8, 64, k, want, f)
+                    : scheme == BF_SCHEME_LANES32
+                        ? lanes_rate_table(16, 32, k, want, f)
                         : block_rate_table(B, k, want, f));
     if (!ok) {
         free(f);
@@ -237,23 +242,26 @@ static const double *cached_table(uint32_t scheme, uint32_t B, uint32_t k,
     return f;
 }
 
-/* The scheme bf_size_for and the public formulas use for a block size. */
-static uint32_t scheme_for(uint32_t block_cells)
+uint32_t bf_scheme_for(uint32_t block_cells, uint32_t k)
 {
-    return block_cells == BF_BLOCK_BITS ? BF_SCHEME_LANES : BF_SCHEME_DISTINCT;
+    if (block_cells != BF_BLOCK_BITS)
+        return BF_SCHEME_DISTINCT;
+    return k % 16 == 0 ? BF_SCHEME_LANES32 : BF_SCHEME_LANES;
 }
 
-static bool scheme_ok(uint32_t scheme, uint32_t block_cells, uint32_t k)
+bool bf_scheme_ok(uint32_t scheme, uint32_t block_cells, uint32_t k)
 {
     if (scheme == BF_SCHEME_LANES)
         return block_cells == BF_BLOCK_BITS && k <= BF_MAX_K;
+    if (scheme == BF_SCHEME_LANES32)
+        return block_cells == BF_BLOCK_BITS && k % 16 == 0 && k <= BF_MAX_K;
     return scheme == BF_SCHEME_DISTINCT && k <= block_cells;
 }
 
 double bf_blocked_fpr_expected(uint64_t nblocks, uint32_t block_cells,
                                uint32_t k, double n)
 {
-    return bf_fpr_expected_scheme(scheme_for(block_cells), nblocks,
+    return bf_fpr_expected_scheme(bf_scheme_for(block_cells, k), nblocks,
                                   block_cells, k, n);
 }
 
@@ -261,7 +269,7 @@ double bf_fpr_expected_scheme(uint32_t scheme, uint64_t nblocks,
                               uint32_t block_cells, uint32_t k, double n)
 {
     if (nblocks == 0 || block_cells == 0 || k == 0 ||
-        !scheme_ok(scheme, block_cells, k))
+        !bf_scheme_ok(scheme, block_cells, k))
         return 1.0;
     if (n <= 0)
         return 0.0;
@@ -274,21 +282,21 @@ double bf_fpr_expected_scheme(uint32_t scheme, uint64_t nblocks,
     return r;
 }
 
-bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
-                   uint64_t *nblocks, uint32_t *k)
-{
-    return bf_size_for_scheme(scheme_for(block_cells), capacity, fpr,
-                              block_cells, nblocks, k);
-}
-
-bf_err bf_size_for_scheme(uint32_t scheme, uint64_t capacity, double fpr,
+/* bf_size_for_scheme's search; scheme BY_K: each k in bf_scheme_for's
+ * scheme (bf_size_for). */
+#define BY_K UINT32_MAX
+static bf_err size_search(uint32_t scheme, uint64_t capacity, double fpr,
                           uint32_t block_cells, uint64_t *nblocks,
                           uint32_t *k)
 {
+    uint32_t step = scheme == BF_SCHEME_LANES32 ? 16
+                    : scheme == BF_SCHEME_DISTINCT ||
+                            (scheme == BY_K && block_cells != BF_BLOCK_BITS)
+                        ? 1
+                        : 8;
     if (capacity == 0 || !(fpr > 0.0 && fpr <= 0.5) || block_cells < 8 ||
-        !scheme_ok(scheme, block_cells, 1))
+        (scheme != BY_K && !bf_scheme_ok(scheme, block_cells, step)))
         return BF_ERR_INVALID;
-    uint32_t step = scheme == BF_SCHEME_LANES ? 8 : 1;
     uint64_t best_blocks = 0;
     uint32_t best_k = 0;
     /* Below half the classic optimum log2(1/p) no k is ever best (and the
@@ -307,7 +315,9 @@ bf_err bf_size_for_scheme(uint32_t scheme, uint64_t capacity, double fpr,
         double n = (double)capacity;
         long imax = imax_for(2.0 * n / (double)lo);
         pthread_mutex_lock(&cache_lock);
-        const double *f = cached_table(scheme, block_cells, kk, imax);
+        const double *f = cached_table(
+            scheme == BY_K ? bf_scheme_for(block_cells, kk) : scheme,
+            block_cells, kk, imax);
         if (!f) {
             pthread_mutex_unlock(&cache_lock);
             return BF_ERR_NOMEM;
@@ -342,4 +352,19 @@ bf_err bf_size_for_scheme(uint32_t scheme, uint64_t capacity, double fpr,
     *nblocks = best_blocks;
     *k = best_k;
     return BF_OK;
+}
+
+bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
+                   uint64_t *nblocks, uint32_t *k)
+{
+    return size_search(BY_K, capacity, fpr, block_cells, nblocks, k);
+}
+
+bf_err bf_size_for_scheme(uint32_t scheme, uint64_t capacity, double fpr,
+                          uint32_t block_cells, uint64_t *nblocks,
+                          uint32_t *k)
+{
+    if (scheme == BY_K)
+        return BF_ERR_INVALID;
+    return size_search(scheme, capacity, fpr, block_cells, nblocks, k);
 }

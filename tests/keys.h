@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "bloomfilters.h"
 
 /* First number of the "never inserted" range; inserted keys stay below. */
@@ -280,6 +282,14 @@ static inline bool keys_fpr_within(const char *what, uint64_t fp, uint64_t n,
 static inline size_t keys_desc_off(uint32_t layer)
 {
     return KEYS_HDR_SIZE + (size_t)KEYS_DESC_SIZE * layer;
+}
+
+/* Recomputes the trailer of a serialized filter, delta or checkpoint:
+ * XXH3-64 (seed 0) of all bytes but the last 8, little-endian. */
+static inline void keys_reseal(void *buf, size_t len)
+{
+    unsigned char *b = (unsigned char *)buf;
+    keys_put_le(b + len - 8, 8, XXH3_64bits(b, len - 8));
 }
 
 /* Serializes f into m (which it resets first). */

@@ -180,13 +180,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void reseal(uint8_t *d, size_t len)
-{
-    uint64_t h = XXH3_64bits(d, len - 8);
-    for (int i = 0; i < 8; i++)
-        d[len - 8 + i] = (uint8_t)(h >> (8 * i));
-}
-
 static void test_damage_named(void **state)
 {
     fx *x = *state;
@@ -210,18 +203,18 @@ static void test_damage_named(void **state)
     /* structure forged with a valid checksum: still named */
     memcpy(d, x->d.buf, len);
     d[64 + 48] ^= 1; /* layer 0's changed-block count */
-    reseal(d, len);
+    keys_reseal(d, len);
     refused(x->c, d, len, "layer 0");
     /* Found by fuzz_ckpt_delta: a new layer of 2^32 blocks and no changed
      * block, a 4 GiB allocation from a few hundred bytes.  A new layer
      * must be the one the filter's own growth makes. */
     memcpy(d, x->d.buf, len);
     d[64 + 64 + 4] = 1; /* layer 1's nblocks += 2^32 */
-    reseal(d, len);
+    keys_reseal(d, len);
     refused(x->c, d, len, "new layer 1");
     memcpy(d, x->d.buf, len);
     d[8] = 9; /* a future version */
-    reseal(d, len);
+    keys_reseal(d, len);
     refused(x->c, d, len, "version");
     free(d);
     /* the intact delta still applies after all that */

@@ -105,10 +105,14 @@ static void test_estimate_formulas(void **state)
                                  (unsigned long long)x, k, got, want);
                     if (Bs[b] != BF_BLOCK_BITS || k % 8)
                         continue;
-                    /* Lanes, k = 8c: a cell of a lane stays clear with
-                     * (63/64)^c per key, exp(-lambda(1-(63/64)^c)). */
+                    /* Lanes, k = 8c in 64-bit lanes: a cell of a lane
+                     * stays clear with (63/64)^c per key,
+                     * exp(-lambda(1-(63/64)^c)); k = 16c in 32-bit ones
+                     * (bf_scheme_for), with (31/32)^c. */
+                    double keep = k % 16 ? pow(63.0 / 64.0, k / 8)
+                                         : pow(31.0 / 32.0, k / 16);
                     want = -(double)nb * log1p(-(double)x / (double)cells) /
-                           (1.0 - pow(63.0 / 64.0, k / 8));
+                           (1.0 - keep);
                     got = bf_estimate_count_blocked(nb, Bs[b], x, k);
                     if (rel_err(got, want) > 1e-7)
                         fail_msg("bf_estimate_count_blocked(%llu, %u, %llu, "

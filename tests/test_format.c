@@ -131,13 +131,6 @@ static unsigned char *exact_copy(const unsigned char *buf, size_t len)
     return p;
 }
 
-/* Recomputes the trailer: XXH3-64 (seed 0) of all bytes but the last 8. */
-static void fix_checksum(unsigned char *buf, size_t len)
-{
-    assert_true(len >= 8);
-    keys_put_le(buf + len - 8, 8, XXH3_64bits(buf, len - 8));
-}
-
 static uint32_t layer_count(const unsigned char *buf)
 {
     return (uint32_t)keys_get_le(buf + KEYS_OFF_LAYERS, 4);
@@ -718,7 +711,7 @@ static unsigned char *forge(uint16_t kind, uint64_t seed, double P, double s,
             memcpy(b + off, ly[i].data, size);
         off += size;
     }
-    fix_checksum(b, len);
+    keys_reseal(b, len);
     *len_out = len;
     return b;
 }
@@ -782,11 +775,13 @@ static void test_layout_matches_documentation(void **state)
             uint64_t off = keys_get_le(d + KEYS_D_DATA_OFF, 8);
             uint64_t size = keys_get_le(d + KEYS_D_DATA_SIZE, 8);
             uint64_t nb = keys_get_le(d + KEYS_D_NBLOCKS, 8);
-            /* New filters: lanes, but for the counting filter. */
+            /* New filters: lanes of the width their k takes, but for
+             * the counting filter. */
+            uint32_t k = (uint32_t)keys_get_le(d + KEYS_D_K, 2);
             assert_int_equal(keys_get_le(d + KEYS_D_SCHEME, 2),
-                             kinds[ki] == BF_KIND_COUNTING
-                                 ? BF_SCHEME_DISTINCT
-                                 : BF_SCHEME_LANES);
+                             kinds[ki] == BF_KIND_COUNTING ? BF_SCHEME_DISTINCT
+                             : k % 16 == 0                 ? BF_SCHEME_LANES32
+                                                           : BF_SCHEME_LANES);
             assert_int_equal(off % 64, 0);
             assert_true(off >= prev_end);
             assert_true(off + size <= m.len - 8);
@@ -981,7 +976,7 @@ static void expect_forged_fails(bf_filter *f, forge_fn fn, bf_err code,
     keys_membuf m = serialize(f);
     unsigned char *b = exact_copy(m.data, m.len);
     fn(b, m.len);
-    fix_checksum(b, m.len);
+    keys_reseal(b, m.len);
     char msg[160];
     const unsigned flags[] = {BF_LOAD_COPY, BF_LOAD_INPLACE,
                               BF_LOAD_COPY | BF_LOAD_NOVERIFY,
@@ -1211,7 +1206,13 @@ static void f_k_huge(unsigned char *b, size_t l)
 static void f_scheme_unknown(unsigned char *b, size_t l)
 {
     (void)l;
-    keys_put_le(last_desc(b) + KEYS_D_SCHEME, 2, 2);
+    keys_put_le(last_desc(b) + KEYS_D_SCHEME, 2, 3);
+}
+static void f_scheme_lanes32_k24(unsigned char *b, size_t l)
+{
+    (void)l;
+    keys_put_le(last_desc(b) + KEYS_D_SCHEME, 2, BF_SCHEME_LANES32);
+    keys_put_le(last_desc(b) + KEYS_D_K, 2, 24);
 }
 static void f_scheme_lanes(unsigned char *b, size_t l)
 {
@@ -1344,8 +1345,10 @@ static void test_forged_headers(void **state)
         expect_forged_fails(f, f_k65, BF_ERR_FORMAT, "k 65", "k", NULL, NULL);
         expect_forged_fails(f, f_k_huge, BF_ERR_FORMAT, "k 2^16-1", "k", NULL,
                             NULL);
-        expect_forged_fails(f, f_scheme_unknown, BF_ERR_FORMAT, "scheme 2",
+        expect_forged_fails(f, f_scheme_unknown, BF_ERR_FORMAT, "scheme 3",
                             "scheme", NULL, NULL);
+        expect_forged_fails(f, f_scheme_lanes32_k24, BF_ERR_FORMAT,
+                            "32-bit lanes with k 24", "scheme", "k 24", NULL);
         if (kinds[ki] == BF_KIND_COUNTING)
             expect_forged_fails(f, f_scheme_lanes, BF_ERR_FORMAT,
                                 "counting filter with lane scheme", "scheme",

@@ -2,17 +2,20 @@
  * test_legacy_files.c -- filter files written by an earlier bloomstage keep
  * loading and answering exactly as they did.
  *
- * tests/data/{blocked,scalable,counting}_v1.bf were written by
- * tests/data/make_v1_filters.c with the library of format version 1 (probe
- * scheme 0: k distinct 9-bit probes per key), before the lane scheme of
- * format version 2 existed; tests/data/v1_answers.txt lists, per file,
- * every key number i < 20000 (key "key-<i>") that answered "maybe present"
- * then.  Inserted keys are 0..1999 (the counting filter then had every
- * fourth one removed), so the list holds the present keys and the old
- * scheme's false positives; both must come out identical, loaded by copy
- * and in place, and a loaded filter must keep working (a key added to it
- * is found, by the old scheme).  The files are never regenerated: they
- * are the record of what version 1 wrote.
+ * tests/data/make_filters.c wrote, with the library of each time:
+ *   - {blocked,scalable,counting}_v1.bf: format version 1 (probe scheme 0:
+ *     k distinct 9-bit probes per key), before the lane schemes;
+ *   - {blocked,scalable}_v2.bf (k = 8) and {blocked16,scalable16}_v2.bf
+ *     (k = 16 and more, p = 1e-6): format version 2 with every layer in
+ *     64-bit lanes (scheme 1), before k = 16 moved to 32-bit lanes.
+ * tests/data/<version>_answers.txt lists, per file, every key number i <
+ * 20000 (key "key-<i>") that answered "maybe present" then.  Inserted keys
+ * are 0..1999 (the counting filter then had every fourth one removed), so
+ * the list holds the present keys and the old scheme's false positives;
+ * both must come out identical, loaded by copy and in place, and a loaded
+ * filter must keep working (a key added to it is found, by the old scheme,
+ * and a scalable filter grows today's layers on top).  The files are never
+ * regenerated: they are the record of what each version wrote.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,11 +32,15 @@
 
 #define NQUERY 20000
 
-/* The answers file's line for `name`: yes[i] for i < NQUERY. */
+/* The answers file's line for `name` (<kind>_<version>.bf, its answers in
+ * <version>_answers.txt): yes[i] for i < NQUERY. */
 static void expected(const char *name, bool *yes)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/v1_answers.txt", BS_TEST_DATA_DIR);
+    const char *v = strrchr(name, '_');
+    assert_non_null(v);
+    snprintf(path, sizeof path, "%s/%.*s_answers.txt", BS_TEST_DATA_DIR,
+             (int)strcspn(v + 1, "."), v + 1);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     memset(yes, 0, NQUERY * sizeof(bool));
@@ -66,7 +73,7 @@ static bf_filter *load(const char *name, unsigned flags)
     return f;
 }
 
-static void check_answers(const char *name, bf_kind kind)
+static void check_answers(const char *name, bf_kind kind, uint32_t scheme)
 {
     static bool yes[NQUERY];
     expected(name, yes);
@@ -76,7 +83,7 @@ static void check_answers(const char *name, bf_kind kind)
         assert_int_equal(bf_filter_kind(f), kind);
         bf_info info;
         bf_filter_info(f, &info);
-        assert_int_equal(info.scheme, BF_SCHEME_DISTINCT);
+        assert_int_equal(info.scheme, scheme);
         unsigned yes_count = 0, wrong = 0;
         for (unsigned i = 0; i < NQUERY; i++) {
             char key[32];
@@ -84,7 +91,7 @@ static void check_answers(const char *name, bf_kind kind)
             bool got = bf_filter_contains(f, key, (size_t)n);
             yes_count += got;
             if (got != yes[i] && wrong++ < 5)
-                print_error("%s: key-%u answered %d, version 1 said %d\n",
+                print_error("%s: key-%u answered %d, its version said %d\n",
                             name, i, got, yes[i]);
         }
         assert_int_equal(wrong, 0);
@@ -96,35 +103,61 @@ static void check_answers(const char *name, bf_kind kind)
 static void test_blocked_v1(void **state)
 {
     (void)state;
-    check_answers("blocked_v1.bf", BF_KIND_BLOCKED);
+    check_answers("blocked_v1.bf", BF_KIND_BLOCKED, BF_SCHEME_DISTINCT);
 }
 
 static void test_scalable_v1(void **state)
 {
     (void)state;
-    check_answers("scalable_v1.bf", BF_KIND_SCALABLE);
+    check_answers("scalable_v1.bf", BF_KIND_SCALABLE, BF_SCHEME_DISTINCT);
 }
 
 static void test_counting_v1(void **state)
 {
     (void)state;
-    check_answers("counting_v1.bf", BF_KIND_COUNTING);
+    check_answers("counting_v1.bf", BF_KIND_COUNTING, BF_SCHEME_DISTINCT);
 }
 
-/* A version-1 filter loaded by copy keeps taking keys (a checkpoint of
- * the old version restored and continued): new keys are found, old ones
- * still are, and saved again it loads with the same answers. */
-static void test_v1_keeps_working(void **state)
+static void test_v2_64bit_lanes(void **state)
 {
     (void)state;
-    const char *names[] = {"blocked_v1.bf", "scalable_v1.bf"};
-    for (unsigned t = 0; t < 2; t++) {
+    check_answers("blocked_v2.bf", BF_KIND_BLOCKED, BF_SCHEME_LANES);
+    check_answers("scalable_v2.bf", BF_KIND_SCALABLE, BF_SCHEME_LANES);
+    check_answers("blocked16_v2.bf", BF_KIND_BLOCKED, BF_SCHEME_LANES);
+    check_answers("scalable16_v2.bf", BF_KIND_SCALABLE, BF_SCHEME_LANES);
+    /* blocked16 is k = 16 in 64-bit lanes, what new filters no longer
+     * are. */
+    bf_filter *f = load("blocked16_v2.bf", BF_LOAD_COPY);
+    bf_info info;
+    bf_filter_info(f, &info);
+    assert_int_equal(info.k, 16);
+    assert_int_equal(bf_scheme_for(BF_BLOCK_BITS, 16), BF_SCHEME_LANES32);
+    bf_filter_destroy(f);
+}
+
+/* An old filter loaded by copy keeps taking keys (a checkpoint of the old
+ * version restored and continued): new keys are found, old ones still
+ * are, and saved again it loads with the same answers. */
+static void test_old_files_keep_working(void **state)
+{
+    (void)state;
+    const char *names[] = {"blocked_v1.bf", "scalable_v1.bf",
+                           "blocked16_v2.bf", "scalable16_v2.bf"};
+    for (unsigned t = 0; t < sizeof names / sizeof names[0]; t++) {
         bf_filter *f = load(names[t], BF_LOAD_COPY);
+        bf_info before, after;
+        bf_filter_info(f, &before);
         for (unsigned i = 0; i < 3000; i++) {
             char key[32];
             int n = snprintf(key, sizeof key, "new-%u", i);
             int rc = bf_filter_add(f, key, (size_t)n);
             assert_true(rc >= 0);
+        }
+        bf_filter_info(f, &after);
+        if (after.kind == BF_KIND_SCALABLE) { /* grown in today's schemes */
+            assert_true(after.layers > before.layers);
+            assert_int_equal(after.scheme,
+                             bf_scheme_for(BF_BLOCK_BITS, after.k));
         }
         bf_membuf mb = {0};
         assert_int_equal(bf_filter_serialize(f, bf_membuf_write, &mb), BF_OK);
@@ -159,7 +192,8 @@ int main(void)
         cmocka_unit_test(test_blocked_v1),
         cmocka_unit_test(test_scalable_v1),
         cmocka_unit_test(test_counting_v1),
-        cmocka_unit_test(test_v1_keeps_working),
+        cmocka_unit_test(test_v2_64bit_lanes),
+        cmocka_unit_test(test_old_files_keep_working),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

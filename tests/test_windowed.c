@@ -394,11 +394,6 @@ static bf_membuf sample_bytes(void)
     return m;
 }
 
-static void fix_checksum(unsigned char *b, size_t len)
-{
-    keys_put_le(b + len - 8, 8, XXH3_64bits(b, len - 8));
-}
-
 static void expect_rejected(const unsigned char *b, size_t len, unsigned flags,
                             const char *what, ...)
 {
@@ -524,7 +519,7 @@ static void test_format_damage(void **state)
             memset(b + 40, 0, 8);
         else
             keys_put_le(b + forged[i].off, forged[i].width, forged[i].value);
-        fix_checksum(b, m.len);
+        keys_reseal(b, m.len);
         char what[64];
         snprintf(what, sizeof what, "forged byte %zu", forged[i].off);
         expect_rejected(b, m.len, BF_LOAD_COPY, what, forged[i].says, NULL);
@@ -533,7 +528,7 @@ static void test_format_damage(void **state)
     memcpy(b, m.buf, m.len);
     uint64_t off1 = keys_get_le(b + 128 + 32 + 8, 8);
     b[off1 - 1] = 1;
-    fix_checksum(b, m.len);
+    keys_reseal(b, m.len);
     expect_rejected(b, m.len, BF_LOAD_COPY, "padding", "padding", NULL);
     /* A generation with another fpr or seed than the window's share. */
     uint64_t off0 = keys_get_le(b + 128 + 8, 8);
@@ -544,15 +539,15 @@ static void test_format_damage(void **state)
         else
             b[off0 + 16] ^= 1; /* its seed */
         uint64_t size0 = keys_get_le(b + 128 + 16, 8);
-        fix_checksum(b + off0, (size_t)size0);
-        fix_checksum(b, m.len);
+        keys_reseal(b + off0, (size_t)size0);
+        keys_reseal(b, m.len);
         expect_rejected(b, m.len, BF_LOAD_COPY, "generation params",
                         "generation 0", NULL);
     }
     /* A generation damaged inside (its own structure). */
     memcpy(b, m.buf, m.len);
     keys_put_le(b + off0 + 32, 4, 0); /* its layer count */
-    fix_checksum(b, m.len);
+    keys_reseal(b, m.len);
     expect_rejected(b, m.len, BF_LOAD_COPY, "inner damage", "generation 0",
                     NULL);
     free(b);
@@ -572,8 +567,8 @@ static void test_huge_insert_count_still_round_trips(void **state)
     uint64_t off2 = keys_get_le(b + 128 + 64 + 8, 8);
     uint64_t size2 = keys_get_le(b + 128 + 64 + 16, 8);
     keys_put_le(b + off2 + 64 + 32, 8, UINT64_C(1) << 62);
-    fix_checksum(b + off2, (size_t)size2);
-    fix_checksum(b, m.len);
+    keys_reseal(b + off2, (size_t)size2);
+    keys_reseal(b, m.len);
     bf_filter *f = NULL;
     char err[256] = "";
     assert_int_equal(bf_filter_load_mem(b, m.len, BF_LOAD_COPY, &f, err,

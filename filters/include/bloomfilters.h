@@ -17,14 +17,15 @@
  * has an `_h` form taking that hash, so a caller checking one key against a
  * dedup filter and several blocklists hashes it once.  The low 64 bits pick
  * the block (multiply-shift, no modulo), the high 64 bits drive the
- * in-block probes.  Blocked filters (and scalable layers) use the lane
- * scheme: the block is eight 64-bit lanes and probe j sets one bit of lane
- * j mod 8 chosen by a 32-bit multiply-shift of a hash word, k = 8, 16, 24
- * ... -- branch-free, one SIMD pass (AVX-512 or AVX2 when the CPU has it,
- * chosen at run time; scalar otherwise).  Filters loaded from version-1 files keep the
- * scheme they were written with (k distinct 9-bit probes from slices of
- * the hash and splitmix64 outputs), and so does the counting filter
- * (7-bit probes).
+ * in-block probes.  Blocked filters (and scalable layers) use a lane
+ * scheme: the block is eight 64-bit lanes (k = 8, 24, ...) or sixteen
+ * 32-bit lanes (k = 16, 32, ...), and probe j sets one bit of lane j mod 8
+ * (or 16) chosen by a 32-bit multiply-shift of a hash word -- branch-free,
+ * one SIMD pass (AVX-512 or AVX2 when the CPU has it, chosen at run time;
+ * scalar otherwise).  A loaded filter keeps the scheme it was written with:
+ * k = 16 in 64-bit lanes from files of before the 32-bit lanes, k distinct
+ * 9-bit probes (slices of the hash and splitmix64 outputs) from version-1
+ * files; the counting filter always uses distinct (7-bit) probes.
  *
  *   bf_windowed   a ring of time-sliced generations of scalable filters that
  *                 forgets a key a window after it was added: "drop a repeat
@@ -120,7 +121,12 @@ const char *bf_kind_name(bf_kind kind);
                                  counting filters, and blocked filters of
                                  format-version-1 files */
 #define BF_SCHEME_LANES 1u    /* one bit per probe in lane j mod 8 of eight
-                                 64-bit lanes: every new blocked filter */
+                                 64-bit lanes: new blocked filters whose k
+                                 is not a multiple of 16 (k = 8, 24, ...),
+                                 and k = 16 in files of before 2026-11-26 */
+#define BF_SCHEME_LANES32 2u  /* one bit per probe in lane j mod 16 of
+                                 sixteen 32-bit lanes: new blocked filters
+                                 whose k is a multiple of 16 */
 
 typedef struct bf_info {
     bf_kind kind;
@@ -152,20 +158,29 @@ typedef struct bf_info {
  * `block_cells` cells give a false-positive rate <= fpr by the blocked-filter
  * formula (Poisson-distributed block loads, the exact in-block rate of the
  * probe scheme: sizing.c).  block_cells BF_BLOCK_BITS sizes a blocked
- * filter of today's scheme (BF_SCHEME_LANES, k a multiple of 8); other
+ * filter of today's schemes (k a multiple of 8, in BF_SCHEME_LANES32 when
+ * it is one of 16 and BF_SCHEME_LANES otherwise: bf_scheme_for); other
  * block sizes (BF_COUNTING_BLOCK_CELLS) use BF_SCHEME_DISTINCT.
  * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, 0.5], or a size
  * beyond 2^40 blocks. */
 bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
                    uint64_t *nblocks, uint32_t *k) BF_WARN_UNUSED;
-/* The same for an explicit scheme (BF_SCHEME_LANES needs 512 cells). */
+/* The same for an explicit scheme (the lane schemes need 512 cells;
+ * BF_SCHEME_LANES tries k = 8, 16, 24 ..., BF_SCHEME_LANES32 k = 16, 32
+ * ...). */
 bf_err bf_size_for_scheme(uint32_t scheme, uint64_t capacity, double fpr,
                           uint32_t block_cells, uint64_t *nblocks,
                           uint32_t *k) BF_WARN_UNUSED;
 
+/* The scheme a new filter of blocks of `block_cells` cells and k probes
+ * uses: BF_SCHEME_LANES32 for 512 cells and k a multiple of 16,
+ * BF_SCHEME_LANES for 512 cells otherwise, BF_SCHEME_DISTINCT for other
+ * block sizes. */
+uint32_t bf_scheme_for(uint32_t block_cells, uint32_t k);
+
 /* The blocked-filter formula itself: expected false-positive rate of a
  * filter of `nblocks` blocks of `block_cells` cells, k probes, holding n
- * keys, in the scheme bf_size_for uses for that block size. */
+ * keys, in the scheme bf_scheme_for gives. */
 double bf_blocked_fpr_expected(uint64_t nblocks, uint32_t block_cells,
                                uint32_t k, double n);
 /* The same for an explicit scheme (1.0 for a scheme or geometry that does
@@ -182,8 +197,8 @@ typedef struct bf_blocked bf_blocked;
  * and writes why into errstr on bad parameters or allocation failure. */
 bf_blocked *bf_blocked_new(uint64_t capacity, double fpr, uint64_t seed,
                            char *errstr, size_t errstr_size);
-/* A filter with explicit geometry (nblocks >= 1, 1 <= k <= BF_MAX_K),
- * BF_SCHEME_LANES. */
+/* A filter with explicit geometry (nblocks >= 1, 1 <= k <= BF_MAX_K), in
+ * the scheme bf_scheme_for(BF_BLOCK_BITS, k) gives. */
 bf_blocked *bf_blocked_new_geometry(uint64_t nblocks, uint32_t k,
                                     uint64_t seed, char *errstr,
                                     size_t errstr_size);
@@ -429,9 +444,9 @@ void bf_windowed_info(const bf_windowed *w, bf_info *out);
 double bf_estimate_count(uint64_t cells, uint64_t set, uint32_t k);
 
 /* The same for a blocked filter of nblocks blocks of block_cells cells, in
- * the scheme bf_size_for uses for that block size.  A key sets a given
- * cell of its block with probability q (k/B for k distinct probes,
- * 1 - (63/64)^(k/8) for lanes), so a cell stays clear with probability
+ * the scheme bf_scheme_for gives.  A key sets a given cell of its block
+ * with probability q (k/B for k distinct probes, 1 - (1 - 1/W)^(k/L) for L
+ * lanes of W bits), so a cell stays clear with probability
  * exp(-lambda q) under Poisson block loads: n = -nblocks ln(1 - X/m) / q,
  * exactly the plain formula for distinct probes.  bf_info.est_keys and the
  * union/intersection estimates use it. */
@@ -521,10 +536,12 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
  * Version 1 is the same but for the descriptor's u16 k, u16 scheme, which
  * was one u32 k (k <= 64, so its high half, where version 2 keeps the
  * scheme, was 0): every layer of a version-1 file is BF_SCHEME_DISTINCT.
- * A blocked layer may be of either scheme (a scalable filter loaded from a
- * version-1 file grows lane-scheme layers on top of its old ones); a
- * counting filter is always BF_SCHEME_DISTINCT.  Files are written as
- * version 2.
+ * A blocked layer may be of any scheme (a scalable filter loaded from an
+ * older file grows layers of today's schemes on top of its old ones), the
+ * 32-bit lanes only with k a multiple of 16; a counting filter is always
+ * BF_SCHEME_DISTINCT.  Files are written as version 2: the 32-bit lanes
+ * (scheme 2) came without a new version, since a reader that does not
+ * know them refuses the layer by its scheme.
  * A windowed filter (kind 4) shares the first 32 bytes and the trailer and
  * holds its generations as whole scalable filters in this same format:
  *
