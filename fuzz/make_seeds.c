@@ -3,14 +3,15 @@
  * config dictionary with the project's own code, so they match the formats
  * the product writes today:
  *
- *   fuzz/corpus/filter_file/   small filter files of every kind (blocked,
+ *   fuzz/corpus/filter_file/   small filter files of every kind (blocked
+ *                              at k = 8 and at k = 16, in 32-bit lanes,
  *                              counting, scalable with 1 and 3 layers and
  *                              with its newest layer full; windowed with
  *                              3 generations, and empty), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum, probe scheme; truncated; a header
- *                              only); files of format version 1 are the
- *                              hand-copied v1-*.bf (from tests/data/)
+ *                              only); older files are the hand-copied
+ *                              v1-*.bf and v2-*.bf (from tests/data/)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
  *                              layers, a windowed filter), and damaged ones
@@ -162,6 +163,15 @@ static void filter_seeds(void)
         die("filters: %s", err);
     add_keys(b, 0, 10);
     add_keys(c, 0, 10);
+    bf_filter *b16 = bf_filter_from_blocked(
+        bf_blocked_new(20, 1e-6, BF_DEFAULT_SEED, err, sizeof err));
+    if (!b16)
+        die("filters: %s", err);
+    add_keys(b16, 0, 10);
+    bf_membuf mb16 = serialize(b16);
+    write_file(dir, "blocked-k16.bf", mb16.buf, mb16.len);
+    free(mb16.buf);
+    bf_filter_destroy(b16);
     bf_filter *s1 = scalable(16, 5), *s3 = scalable(4, 40);
     if (bf_scalable_layers(bf_filter_scalable(s3)) < 3)
         die("the 3-layer seed has %u layers",
@@ -198,7 +208,8 @@ static void filter_seeds(void)
 
     damaged(dir, "bad-magic.bf", &mb, mb.len, 0, "BLMFLTX", 7, 1);
     damaged(dir, "bad-version.bf", &mb, mb.len, 8, "\x03\x00", 2, 1);
-    /* Layer 0's probe scheme (descriptor at 64, scheme at +10) unknown. */
+    /* Layer 0's probe scheme (descriptor at 64, scheme at +10): 32-bit
+     * lanes, which k = 8 cannot have. */
     damaged(dir, "bad-scheme.bf", &mb, mb.len, 74, "\x02\x00", 2, 1);
     damaged(dir, "bad-kind.bf", &mb, mb.len, 10, "\x09\x00", 2, 1);
     damaged(dir, "bad-checksum.bf", &mb, mb.len, mb.len - 1, "\xff", 1, 0);
