@@ -199,12 +199,13 @@ AVX2_INLINE __m256i popcount_avx2(__m256i v)
 }
 
 /* ORs the pattern into the block; returns the bits that were new.  With
- * one probe a lane (k <= 8) a lane's new bits are its being non-zero: two
- * compares and one popcnt of their masks.  With at most two (k <= 16) a
- * lane's new bits x are counted as (x != 0) + (x & (x - 1) != 0).  More
- * probes a lane take the nibble-table popcount. */
+ * one probe a lane (k <= 8 in 64-bit lanes, k = 16 in 32-bit ones) a
+ * lane's new bits are its being non-zero: two compares and one popcnt of
+ * their masks.  With at most two in a 64-bit lane (k <= 16) a lane's new
+ * bits x are counted as (x != 0) + (x & (x - 1) != 0).  More probes a lane
+ * take the nibble-table popcount. */
 AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
-                             uint32_t k)
+                             uint32_t k, bool l32)
 {
     __m256i b0 = _mm256_load_si256((const __m256i *)block);
     __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
@@ -216,6 +217,11 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
     (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v, z)))
     if (k <= 8)
         return 8u - (unsigned)__builtin_popcount(ZMASK(x0) | ZMASK(x1) << 4);
+    if (l32 && k == 16) { /* the compares packed to bytes, two a lane */
+        unsigned zero2 = (unsigned)_mm256_movemask_epi8(_mm256_packs_epi32(
+            _mm256_cmpeq_epi32(x0, z), _mm256_cmpeq_epi32(x1, z)));
+        return 16u - (unsigned)__builtin_popcount(zero2) / 2;
+    }
     if (k <= 16) {
         const __m256i m1 = _mm256_set1_epi64x(-1);
         __m256i y0 = _mm256_and_si256(x0, _mm256_add_epi64(x0, m1));
@@ -237,9 +243,7 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
     return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
 }
 
-/* One key in the block it falls in: covered, and ORed in (the new bits:
- * or_avx2 counts by bits a 64-bit lane, which the 32-bit lanes' k / 16
- * probes a lane make k / 8). */
+/* One key in the block it falls in: covered, and ORed in (the new bits). */
 AVX2_INLINE bool key_covered_avx2(const uint64_t *block, bf_hash h,
                                   uint32_t k, bool l32)
 {
@@ -253,7 +257,7 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
 {
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, l32, &p0, &p1);
-    return or_avx2(block, p0, p1, k);
+    return or_avx2(block, p0, p1, k, l32);
 }
 
 /* ORs the key's pattern into its block; true if that set a new bit, the
