@@ -55,6 +55,19 @@ const char *bf_kind_name(bf_kind kind)
     return "unknown";
 }
 
+const char *bf_scheme_name(uint32_t scheme)
+{
+    switch (scheme) {
+    case BF_SCHEME_DISTINCT:
+        return "distinct probes";
+    case BF_SCHEME_LANES:
+        return "64-bit lanes";
+    case BF_SCHEME_LANES32:
+        return "32-bit lanes";
+    }
+    return "unknown";
+}
+
 void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
 {
     if (!errstr || errstr_size == 0)

@@ -329,7 +329,8 @@ void bf_windowed_info(const bf_windowed *w, bf_info *out)
     bf_generation_info g;
     for (uint32_t i = 0; bf_windowed_generation_info(w, i, &g); i++) {
         out->capacity += g.info.capacity;
-        out->k = g.info.k;
+        out->k = g.info.k; /* and scheme: of the newest generation's */
+        out->scheme = g.info.scheme; /* newest layer */
         out->layers += g.info.layers;
         out->cells += g.info.cells;
         out->bytes += g.info.bytes;

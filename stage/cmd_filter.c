@@ -270,9 +270,10 @@ done:
 static const char INFO_HELP[] =
     "usage: bloomstage filter info FILE\n"
     "\n"
-    "Kind, parameters, memory, keys inserted, estimated distinct keys, fill\n"
-    "ratio and estimated false-positive rate of a filter file (and of each\n"
-    "layer of a scalable one).  The file is verified (checksum, structure)\n"
+    "Kind, parameters (k and the probe scheme among them), memory, keys\n"
+    "inserted, estimated distinct keys, fill ratio and estimated\n"
+    "false-positive rate of a filter file (and of each layer of a scalable\n"
+    "one).  The file is verified (checksum, structure)\n"
     "first.  Exit 0, or 1 if the file cannot be read or is damaged.\n";
 
 static void print_info(const char *path, const bf_info *in, uint64_t fsize)
@@ -285,6 +286,9 @@ static void print_info(const char *path, const bf_info *in, uint64_t fsize)
     printf("capacity           %llu keys\n", (unsigned long long)in->capacity);
     printf("target fpr         %g\n", in->fpr_target);
     printf("probes (k)         %u%s\n", in->k,
+           in->layers > 1 ? " (newest layer)" : "");
+    printf("probe scheme       %s%s\n",
+           in->k ? bf_scheme_name(in->scheme) : "- (no layer yet)",
            in->layers > 1 ? " (newest layer)" : "");
     printf("layers             %u\n", in->layers);
     printf("%-18s %llu\n", in->kind == BF_KIND_COUNTING ? "counters" : "bits",

@@ -326,6 +326,9 @@ static void test_memory_flat(void **state)
      * window and 1.25 windows of keys. */
     assert_true(wi.est_keys > 0.95 * (double)K &&
                 wi.est_keys < 1.3 * (double)K);
+    /* k and scheme are the newest layer's, as for a scalable filter. */
+    assert_true(wi.k >= 16);
+    assert_int_equal(wi.scheme, bf_scheme_for(BF_BLOCK_BITS, wi.k));
     bf_scalable_destroy(sb);
     bf_windowed_destroy(w);
 }

@@ -128,6 +128,9 @@ const char *bf_kind_name(bf_kind kind);
                                  sixteen 32-bit lanes: new blocked filters
                                  whose k is a multiple of 16 */
 
+/* "distinct probes", "64-bit lanes", "32-bit lanes" (or "unknown"). */
+const char *bf_scheme_name(uint32_t scheme);
+
 typedef struct bf_info {
     bf_kind kind;
     uint32_t hash_id;

@@ -236,6 +236,8 @@ check "info: memory line: size and bytes" \
 check "info: fill ratio in (0, 1)" num_in "$(field 'fill ratio')" 0.0001 0.9999
 check "info: estimated fpr <= target" num_in "$(field 'estimated fpr')" 0 1e-6
 check "info: probes k >= 1" num_in "$(field 'probes (k)')" 1 64
+check "info: k = 16 at 1e-6, in 32-bit lanes" \
+    eq "$(field 'probes (k)')/$(field 'probe scheme')" "16/32-bit lanes"
 check "info: stderr empty" test ! -s err
 
 bs 0 "build an empty list (comments only)" filter build --fpr 1e-6 -o empty-list.bf < <(printf '# nothing\n\n')
