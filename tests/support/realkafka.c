@@ -32,8 +32,26 @@ static const char *script(void)
     return s && *s ? s : H_KAFKA_SCRIPT_DEFAULT;
 }
 
+/* The last non-empty line of text (its length in *len, no newline): the
+ * script's own verdict, which a failure names first -- cmocka cuts a
+ * message at about 1000 bytes, and the lines before the verdict (a
+ * node's log) would fill them. */
+static const char *last_line(const char *text, int *len)
+{
+    size_t end = strlen(text);
+    while (end > 0 && text[end - 1] == '\n')
+        end--;
+    size_t start = end;
+    while (start > 0 && text[start - 1] != '\n')
+        start--;
+    *len = (int)(end - start);
+    return text + start;
+}
+
 /* Runs `scripts/kafka ARGS... --dir DIR` to its end (timeout_ms); 0 iff it
- * exited 0, with its stdout copied to out (if not NULL; malloc'd). */
+ * exited 0, with its stdout copied to out (if not NULL; malloc'd).  A
+ * failure names the script's last line of stderr, then the stderr's
+ * tail. */
 static int run_script(const char *dir, const char *const *args,
                       int timeout_ms, char **out)
 {
@@ -48,17 +66,20 @@ static int run_script(const char *dir, const char *const *args,
     h_proc *p = NULL;
     if (h_process_spawn((char *const *)argv, NULL, &p))
         return -1;
-    int status = 0, rc = h_process_wait(p, timeout_ms, &status);
+    int status = 0, rc = h_process_wait(p, timeout_ms, &status), n = 0;
     if (rc == 1) {
-        h_fail("%s %s: still running after %d ms; its stderr: %s", argv[0],
-               args[0], timeout_ms, h_process_stderr_tail(p, 1500));
+        const char *line = last_line(h_process_stderr(p), &n);
+        h_fail("%s %s: still running after %d ms; its stderr's last line: "
+               "%.*s; its stderr ends: %s", argv[0], args[0], timeout_ms, n,
+               line, h_process_stderr_tail(p, 500));
         h_process_free(p);
         return -1;
     }
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        h_fail("%s %s%s%s: %s; its stderr: %s", argv[0], args[0],
+        const char *line = last_line(h_process_stderr(p), &n);
+        h_fail("%s %s%s%s: %s: %.*s; its stderr ends: %s", argv[0], args[0],
                args[1] ? " " : "", args[1] ? args[1] : "",
-               h_status_str(status), h_process_stderr_tail(p, 1500));
+               h_status_str(status), n, line, h_process_stderr_tail(p, 500));
         rc = -1;
     }
     if (rc == 0 && out)
