@@ -241,6 +241,16 @@ static inline void bf_lanes_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
     }
 }
 
+/* The lanes a lane scheme splits the block into (8 of 64 bits, 16 of 32),
+ * or 0 for a scheme without lanes: the sizing's rate and the estimates
+ * both read the geometry here. */
+static inline uint32_t bf_scheme_lanes(uint32_t scheme)
+{
+    return scheme == BF_SCHEME_LANES     ? 8
+           : scheme == BF_SCHEME_LANES32 ? 16
+                                         : 0;
+}
+
 /* The 32-bit lane scheme (BF_SCHEME_LANES32), for k a multiple of 16: the
  * block is sixteen 32-bit lanes, lane l bits 32 (l mod 2) .. + 31 of word
  * l / 2 (the little-endian order of the file); probe j = 16 r + l sets one

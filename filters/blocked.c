@@ -463,10 +463,10 @@ double bf_estimate_count_scheme(uint32_t scheme, uint64_t nblocks,
      * Lc, when every lane takes the same).  With Poisson loads a cell
      * stays clear with probability exp(-lambda q). */
     double q;
-    if ((scheme == BF_SCHEME_LANES || scheme == BF_SCHEME_LANES32) &&
-        block_cells == BF_BLOCK_BITS) {
-        double L = scheme == BF_SCHEME_LANES ? 8 : 16, W = 512 / L;
-        uint32_t c = k / (uint32_t)L, d = k % (uint32_t)L;
+    uint32_t lanes = bf_scheme_lanes(scheme);
+    if (lanes && block_cells == BF_BLOCK_BITS) {
+        double L = lanes, W = (double)(BF_BLOCK_BITS / lanes);
+        uint32_t c = k / lanes, d = k % lanes;
         q = ((L - d) * -expm1((double)c * log1p(-1.0 / W)) +
              d * -expm1((double)(c + 1) * log1p(-1.0 / W))) / L;
     } else {

@@ -225,11 +225,9 @@ static const double *cached_table(uint32_t scheme, uint32_t B, uint32_t k,
     c->f = NULL;
     long want = imax + imax / 4 + 16; /* room to grow without a rebuild */
     double *f = malloc(((size_t)want + 1) * sizeof(double));
-    bool ok = f && (scheme == BF_SCHEME_LANES
-                        ? lanes_rate_table(8, 64, k, want, f)
-                    : scheme == BF_SCHEME_LANES32
-                        ? lanes_rate_table(16, 32, k, want, f)
-                        : block_rate_table(B, k, want, f));
+    uint32_t L = bf_scheme_lanes(scheme);
+    bool ok = f && (L ? lanes_rate_table(L, B / L, k, want, f)
+                      : block_rate_table(B, k, want, f));
     if (!ok) {
         free(f);
         return NULL;
