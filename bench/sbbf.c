@@ -25,12 +25,11 @@ bool sbbf_init(sbbf *s, uint64_t nblocks)
     s->nblocks = nblocks < 1 ? 1 : nblocks;
     if (s->nblocks >= (UINT64_C(1) << 32))
         return false;
-    size_t bytes = (size_t)s->nblocks * 32;
-    bytes = (bytes + 63) / 64 * 64;
-    s->words = aligned_alloc(64, bytes);
+    /* the memory the library gives its own filters (huge pages): the two
+     * are compared as designs, not as page sizes */
+    s->words = bf_alloc_aligned(s->nblocks * 32);
     if (!s->words)
         return false;
-    memset(s->words, 0, bytes);
     s->avx2 = strcmp(bf_simd_name(), "scalar") != 0;
     return true;
 }

@@ -15,7 +15,9 @@
  * multiply, shift, variable shift: the form Impala and Arrow use) and a
  * scalar one; sbbf_init picks what the library picked (bf_simd_name), so
  * both filters run on the same instruction set.  Only the bench uses it.
- * The struct owns its words; sbbf_free releases them.
+ * Its words are memory as the library gives its own filters
+ * (bf_alloc_aligned: huge pages), so the two differ in design only.  The
+ * struct owns its words; sbbf_free releases them.
  */
 #ifndef BENCH_SBBF_H
 #define BENCH_SBBF_H

@@ -288,9 +288,6 @@ static inline void bf_lanes32_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
 void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* 64-byte aligned zeroed memory, freed with free(). */
-void *bf_alloc_aligned(uint64_t bytes);
-
 /* Builders the loader uses: a filter around existing cell memory. */
 bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
                             uint32_t scheme, bool owns, uint64_t seed);

@@ -79,8 +79,7 @@ void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
 }
 
 /* Large arrays are aligned to 2 MiB and offered to the kernel as huge
- * pages: a lookup in a filter far larger than the caches then costs one
- * cache miss, not also a page-table walk for its TLB miss. */
+ * pages (bloomfilters.h). */
 #define HUGE_PAGE (2u << 20)
 
 void *bf_alloc_aligned(uint64_t bytes)

@@ -103,6 +103,14 @@ bf_hash bf_hash_key(const void *key, size_t len, uint64_t seed);
 const char *bf_simd_name(void);
 bool bf_simd_use(const char *name);
 
+/* Zeroed memory as the filters take it for their cells, freed with free():
+ * 64-byte aligned, and from 4 MiB on aligned to 2 MiB and offered to the
+ * kernel as huge pages (so a lookup in a filter far larger than the caches
+ * is one cache miss, not also a page-table walk).  NULL for 0 bytes or
+ * when out of memory.  For arrays that are looked up like a filter's: the
+ * bench gives its baseline filter the same memory. */
+void *bf_alloc_aligned(uint64_t bytes);
+
 /* ------------------------------------------------------------------------ */
 /* Statistics, common to every kind                                          */
 
