@@ -31,18 +31,38 @@ struct bf_blocked {
                           BF_SCHEME_DISTINCT if loaded from a version-1
                           file */
     uint8_t kernel;    /* BF_KERNEL_*, from scheme and k, when AVX2 is used */
+    uint8_t add_slot;  /* the one-key add's entry in blocked.c's table:
+                          kernel, or BF_NKERNELS + kernel while changes are
+                          tracked (the counted add, which marks the block);
+                          kept by bf_blocked_set_dirty */
     bool owns_words;   /* false when used in place from a file */
     uint64_t seed;
     uint64_t capacity; /* keys it was sized for (0 if built by geometry) */
     double fpr;        /* target it was sized for (0 if by geometry) */
-    uint64_t inserts;  /* adds that set at least one new bit */
+    uint64_t inserts;  /* adds that set at least one new bit, but for
+                          those in uncounted: read through
+                          bf_blocked_inserts */
     uint64_t bits_set; /* read through bf_blocked_bits */
-    bool bits_stale;   /* a one-key add (bf_blocked_add_h) set bits without
-                          counting them; the next bf_blocked_bits recounts */
+    uint64_t uncounted; /* one-key adds (bf_blocked_add_h) that set new
+                          bits not yet in bits_set: the next
+                          bf_blocked_bits recounts the bits and moves
+                          these into inserts.  One counter, so that such
+                          an add stores nothing else */
     uint64_t *dirty;   /* change tracking (delta.c): one bit per block
                           changed since the mark, or NULL when changes are
-                          not tracked */
+                          not tracked; set through bf_blocked_set_dirty */
 };
+
+/* Adds that set at least one new bit, counted or not. */
+static inline uint64_t bf_blocked_inserts(const bf_blocked *bf)
+{
+    return bf->inserts + bf->uncounted;
+}
+
+/* Starts (a zeroed bitmap of nblocks bits) or ends (NULL) change tracking:
+ * the filter takes the bitmap, and its one-key adds mark blocks from
+ * then on. */
+void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty);
 
 struct bf_counting {
     uint8_t *cells; /* nblocks * 64 bytes: 128 nibbles per block */

@@ -98,6 +98,7 @@ bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
                                : BF_KERNEL_L64;
     else
         bf->kernel = BF_KERNEL_SCALAR;
+    bf->add_slot = bf->kernel;
     bf->owns_words = owns;
     bf->seed = seed;
     return bf;
@@ -159,6 +160,13 @@ void bf_blocked_destroy(bf_blocked *bf)
         free(bf->words);
     free(bf->dirty);
     free(bf);
+}
+
+void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty)
+{
+    free(bf->dirty);
+    bf->dirty = dirty;
+    bf->add_slot = (uint8_t)(bf->kernel + (dirty ? BF_NKERNELS : 0));
 }
 
 uint64_t bf_blocked_seed(const bf_blocked *bf) { return bf->seed; }
@@ -230,14 +238,16 @@ POPCNT_CLONES uint64_t bf_popcount_words(const uint64_t *w, uint64_t n)
 
 uint64_t bf_blocked_bits(const bf_blocked *bf)
 {
-    if (bf->bits_stale) {
+    if (bf->uncounted) {
         /* A cache of the count, not of the filter's contents: the one
          * place a const filter changes (read-only filters never go
-         * stale, nothing adds to them). */
+         * stale, nothing adds to them); bf_blocked_inserts stays what it
+         * was. */
         bf_blocked *w = (bf_blocked *)bf;
         w->bits_set = bf_popcount_words(bf->words,
                                         bf->nblocks * BF_BLOCK_WORDS);
-        w->bits_stale = false;
+        w->inserts += w->uncounted;
+        w->uncounted = 0;
     }
     return bf->bits_set;
 }
@@ -253,7 +263,8 @@ __attribute__((noinline)) static bool contains_scalar(const bf_blocked *bf, bf_h
     return covered(block, pat);
 }
 
-/* The one-key add, counted (bits_set kept) or not (marked stale), as the
+/* The one-key add, counted (bits_set kept, the block marked if tracked)
+ * or not (in uncounted; never a tracked filter's, see add_slot), as the
  * SIMD kernels do it (blocked_simd.c). */
 static inline bool add_one_scalar(bf_blocked *bf, bf_hash h, bool counted)
 {
@@ -264,12 +275,13 @@ static inline bool add_one_scalar(bf_blocked *bf, bf_hash h, bool counted)
     unsigned added = or_pattern(block, pat);
     if (!added)
         return false;
-    bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
-    bf->inserts++;
-    if (counted)
+    if (counted) {
+        bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));
+        bf->inserts++;
         bf->bits_set += added;
-    else
-        bf->bits_stale = true;
+    } else {
+        bf->uncounted++;
+    }
     return true;
 }
 
@@ -360,7 +372,8 @@ static const bf_kernels *kernels_for(unsigned level, unsigned kernel)
  * byte load and a table jump (three instructions, not seven: one at a
  * time, fewer instructions a key are more keys' cache misses in flight). */
 static bf_contains_fn contains_cur[BF_NKERNELS];
-static bf_add_fn add_cur[BF_NKERNELS];
+static bf_add_fn add_cur[2 * BF_NKERNELS]; /* by add_slot: the counted
+                                              adds in the second half */
 static bf_add_fn add_counted_cur[BF_NKERNELS];
 static bf_contains_many_fn contains_many_cur[BF_NKERNELS];
 static bf_add_many_fn add_many_cur[BF_NKERNELS];
@@ -372,7 +385,7 @@ static void set_level(unsigned level)
         const bf_kernels *t = kernels_for(level, i);
         contains_cur[i] = t->contains;
         add_cur[i] = t->add;
-        add_counted_cur[i] = t->add_counted;
+        add_cur[BF_NKERNELS + i] = add_counted_cur[i] = t->add_counted;
         contains_many_cur[i] = t->contains_many;
         add_many_cur[i] = t->add_many;
     }
@@ -402,7 +415,7 @@ size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
 
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 {
-    return add_cur[bf->kernel](bf, h);
+    return add_cur[bf->add_slot](bf, h);
 }
 
 bool bf_blocked_add_counted_h(bf_blocked *bf, bf_hash h)
@@ -503,7 +516,7 @@ void bf_blocked_info(const bf_blocked *bf, bf_info *out)
     out->layers = 1;
     out->cells = bf->nblocks * BF_BLOCK_BITS;
     out->bytes = bf->nblocks * BF_BLOCK_BYTES;
-    out->inserts = bf->inserts;
+    out->inserts = bf_blocked_inserts(bf);
     out->cells_set = bf_blocked_bits(bf);
     out->fill = (double)out->cells_set / (double)out->cells;
     out->est_keys = est_keys(bf, out->cells_set);
@@ -553,10 +566,12 @@ bf_err bf_blocked_merge(bf_blocked *dst, const bf_blocked *src, char *errstr,
         dst->words[i] |= src->words[i];
     }
     dst->bits_set = bf_popcount_words(dst->words, n);
-    dst->bits_stale = false;
     /* Keys inserted into the union: estimated, since overlap is unknown. */
     double est = est_keys(dst, dst->bits_set);
-    dst->inserts = isinf(est) ? dst->inserts + src->inserts : (uint64_t)llround(est);
+    dst->inserts = isinf(est)
+                       ? bf_blocked_inserts(dst) + bf_blocked_inserts(src)
+                       : (uint64_t)llround(est);
+    dst->uncounted = 0;
     if (dst->capacity < src->capacity)
         dst->capacity = src->capacity;
     return BF_OK;

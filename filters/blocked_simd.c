@@ -34,8 +34,15 @@ static uint32_t lane_salt_il[8][8] __attribute__((aligned(32)));
  * rounds. */
 static uint32_t lane_salt_pair[4][16] __attribute__((aligned(64)));
 
+/* Sixteen 32-bit ones, the bit the 32-bit lanes shift: filled at run time
+ * too, so that the compiler loads them (one instruction) rather than
+ * building them from an immediate (three). */
+static uint32_t ones32[16] __attribute__((aligned(64)));
+
 void bf_simd_init(void)
 {
+    for (unsigned i = 0; i < 16; i++)
+        ones32[i] = 1;
     for (unsigned r = 0; r < 8; r++)
         for (unsigned i = 0; i < 4; i++) {
             lane_salt_il[r][2 * i] = BF_LANE_SALT[r][i];
@@ -48,18 +55,23 @@ void bf_simd_init(void)
         }
 }
 
+/* The top six bits of each 64-bit lane's low 32-bit product: two shifts,
+ * no mask to load. */
+AVX2_INLINE __m256i low_top6(__m256i m)
+{
+    return _mm256_srli_epi64(_mm256_slli_epi64(m, 32), 58);
+}
+
 /* One full round (8 probes, one a lane) ORed into the pattern's halves
  * (lanes 0-3, 4-7). */
 AVX2_INLINE void lanes_round8_avx2(uint32_t x, uint32_t r, __m256i *a,
                                    __m256i *b)
 {
-    const __m256i one = _mm256_set1_epi64x(1), six = _mm256_set1_epi64x(63);
+    const __m256i one = _mm256_set1_epi64x(1);
     __m256i m =
         _mm256_mullo_epi32(_mm256_set1_epi32((int)x),
                            _mm256_load_si256((const __m256i *)lane_salt_il[r]));
-    *a = _mm256_or_si256(
-        *a, _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srli_epi64(m, 26),
-                                                    six)));
+    *a = _mm256_or_si256(*a, _mm256_sllv_epi64(one, low_top6(m)));
     *b = _mm256_or_si256(*b, _mm256_sllv_epi64(one, _mm256_srli_epi64(m, 58)));
 }
 
@@ -105,7 +117,7 @@ static inline uint32_t lane_word(bf_hash h, uint32_t r)
 AVX2_INLINE void lanes32_pattern_avx2(bf_hash h, uint32_t k, __m256i *p0,
                                       __m256i *p1)
 {
-    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i one = _mm256_load_si256((const __m256i *)ones32);
     __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
     for (uint32_t r = 0; r < k / 16; r++) {
         __m256i x = _mm256_set1_epi64x((long long)(r & 1 ? h.lo : h.hi));
@@ -143,13 +155,11 @@ AVX2_INLINE void lanes_pattern_avx2(bf_hash h, uint32_t k, bool l32,
          * one multiply and 4-7 in the other.  Three instructions fewer
          * than two rounds of lanes_round8_avx2, the same bits. */
         const __m256i one = _mm256_set1_epi64x(1);
-        const __m256i six = _mm256_set1_epi64x(63);
         const __m256i *salt = (const __m256i *)lane_salt_pair[0];
         __m256i x = _mm256_set1_epi64x((long long)h.hi);
         __m256i m0 = _mm256_mullo_epi32(x, _mm256_load_si256(salt));
         __m256i m1 = _mm256_mullo_epi32(x, _mm256_load_si256(salt + 1));
-        __m256i lo0 = _mm256_and_si256(_mm256_srli_epi64(m0, 26), six);
-        __m256i lo1 = _mm256_and_si256(_mm256_srli_epi64(m1, 26), six);
+        __m256i lo0 = low_top6(m0), lo1 = low_top6(m1);
         __m256i hi0 = _mm256_srli_epi64(m0, 58);
         __m256i hi1 = _mm256_srli_epi64(m1, 58);
         *p0 = _mm256_or_si256(_mm256_sllv_epi64(one, lo0),
@@ -285,12 +295,15 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
  * second call, few instructions a key, which is what lets the CPU keep
  * many keys' cache misses in flight when the caller loops over keys.  The
  * batches prefetch BF_AHEAD keys ahead.  The one-key add only tests for
- * a new bit: counting them into bits_set is a read-modify-write of the
- * filter's struct whose value waits on the block's cache miss, which cost
- * it 1.5x (bench/README.md), so it marks bits_set stale instead; the
- * counted add, for a block the caller has just read, keeps it.  That one
- * turns off GCC's SLP vectorizer, which would make its two counter updates
- * a 128-bit load, insert, add and store (six instructions for two adds). */
+ * a new bit and stores one counter, branch-free (bf->uncounted: the bits
+ * are recounted by their next reader): counting the bits into bits_set is
+ * a read-modify-write whose value waits on the block's cache miss, which
+ * cost it 1.5x, and each further store or branch is one fewer key in
+ * flight (bench/README.md).  It never marks a block: a tracked filter's
+ * one-key add is the counted add (add_slot, bf_internal.h), which, for a
+ * block the caller has just read, keeps bits_set too.  That one turns off
+ * GCC's SLP vectorizer, which would make its two counter updates a 128-bit
+ * load, insert, add and store (six instructions for two adds). */
 #define NOINLINE __attribute__((noinline))
 #if defined(__clang__)
 #define NOSLP /* clang has no such attribute, nor the habit */
@@ -306,20 +319,20 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
     }                                                                         \
     ATTR NOINLINE static bool add_##ISA##_##SUFFIX(bf_blocked *bf, bf_hash h) \
     {                                                                         \
-        uint64_t b = bf_block_of(h, bf->nblocks);                             \
-        if (!key_set_##ISA(bf->words + b * BF_BLOCK_WORDS, h, K, L32))        \
-            return false;                                                     \
-        bf_blocked_touch(bf, b); /* change tracking (delta.c) */              \
-        bf->inserts++;                                                        \
-        bf->bits_stale = true;                                                \
-        return true;                                                          \
+        unsigned added = key_set_##ISA(bf_block_words(bf, h), h, K, L32);     \
+        bf->uncounted += added;                                               \
+        return added;                                                         \
     }                                                                         \
     ATTR NOINLINE NOSLP static bool add_counted_##ISA##_##SUFFIX(             \
         bf_blocked *bf, bf_hash h)                                            \
     {                                                                         \
-        unsigned added = key_or_##ISA(bf_block_words(bf, h), h, K, L32);      \
+        /* the block's index once: the store into the block could alias  \
+         * bf->nblocks, so the compiler would compute it again */         \
+        uint64_t b = bf_block_of(h, bf->nblocks);                             \
+        unsigned added = key_or_##ISA(bf->words + b * BF_BLOCK_WORDS, h, K,   \
+                                      L32);                                   \
         if (added) /* change tracking (delta.c) */                            \
-            bf_blocked_touch(bf, bf_block_of(h, bf->nblocks));                \
+            bf_blocked_touch(bf, b);                                          \
         bf->bits_set += added;                                                \
         bf->inserts += added != 0;                                            \
         return added != 0;                                                    \
@@ -388,7 +401,7 @@ AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k, bool l32)
 {
     if (l32)
         return _mm512_sllv_epi32(
-            _mm512_set1_epi32(1),
+            _mm512_load_si512(ones32),
             _mm512_srli_epi32(
                 _mm512_mullo_epi32(_mm512_set1_epi64((long long)h.hi),
                                    _mm512_load_si512(BF_LANE_SALT[0])),

@@ -81,16 +81,16 @@ bf_err bf_filter_track(bf_filter *f, uint64_t mark, char *errstr,
     uint32_t n = nlayers(f);
     for (uint32_t i = 0; i < n; i++) {
         bf_blocked *bf = layer(f, i);
-        if (!(bf->dirty = bf_dirty_new(bf->nblocks))) {
-            for (uint32_t j = 0; j < i; j++) {
-                free(layer(f, j)->dirty);
-                layer(f, j)->dirty = NULL;
-            }
+        uint64_t *dirty = bf_dirty_new(bf->nblocks);
+        if (!dirty) {
+            for (uint32_t j = 0; j < i; j++)
+                bf_blocked_set_dirty(layer(f, j), NULL);
             bf_seterr(errstr, errstr_size, "out of memory for the change "
                       "bitmap of a %llu-block layer",
                       (unsigned long long)bf->nblocks);
             return BF_ERR_NOMEM;
         }
+        bf_blocked_set_dirty(bf, dirty);
     }
     if (f->kind == BF_KIND_SCALABLE)
         f->u.s->track = true;
@@ -214,7 +214,7 @@ bf_err bf_filter_delta_serialize(const bf_filter *f, uint64_t new_mark,
         bf_put16(desc + 10, (uint16_t)bf->scheme);
         bf_put64(desc + 16, bf->capacity);
         bf_putf64(desc + 24, bf->fpr);
-        bf_put64(desc + 32, bf->inserts);
+        bf_put64(desc + 32, bf_blocked_inserts(bf));
         bf_put64(desc + 40, bf_blocked_bits(bf));
         bf_put64(desc + 48, dirty_count(bf));
         if (hwrite(&h, desc, sizeof(desc)))
@@ -552,11 +552,13 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         fresh[i] = bf_blocked_new_geometry(l->nblocks, l->k,
                                            bf_filter_seed(f), errstr,
                                            errstr_size);
-        if (!fresh[i] || !(fresh[i]->dirty = bf_dirty_new(l->nblocks))) {
+        uint64_t *dirty = fresh[i] ? bf_dirty_new(l->nblocks) : NULL;
+        if (!dirty) {
             bf_seterr(errstr, errstr_size, "out of memory for new layer %u "
                       "(%llu blocks)", i, (unsigned long long)l->nblocks);
             goto out;
         }
+        bf_blocked_set_dirty(fresh[i], dirty);
     }
     if (want > have) {
         bf_blocked **nl = realloc(f->u.s->layers, want * sizeof(*nl));
@@ -614,7 +616,7 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         bf->fpr = l->fpr;
         bf->inserts = l->inserts;
         bf->bits_set = bits[i];
-        bf->bits_stale = false;
+        bf->uncounted = 0;
     }
     f->mark = p->info.new_mark;
     f->mark_layers = want;

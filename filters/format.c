@@ -51,7 +51,7 @@ static void view_blocked(const bf_blocked *bf, layer_view *v)
     v->block_cells = BF_BLOCK_BITS;
     v->capacity = bf->capacity;
     v->fpr = bf->fpr;
-    v->inserts = bf->inserts;
+    v->inserts = bf_blocked_inserts(bf);
     v->cells_set = bf_blocked_bits(bf);
     v->cells = bf->words;
 }

@@ -132,11 +132,15 @@ static bf_err add_layer(bf_scalable *sb, char *errstr, size_t errstr_size)
         return BF_ERR_NOMEM;
     /* A tracked filter's new layer is all changes from the mark on: its
      * blocks are written as they fill (delta.c), never the empty rest. */
-    if (sb->track && !(bf->dirty = bf_dirty_new(nblocks))) {
-        bf_blocked_destroy(bf);
-        bf_seterr(errstr, errstr_size, "out of memory for layer %u's "
-                  "change bitmap", sb->nlayers);
-        return BF_ERR_NOMEM;
+    if (sb->track) {
+        uint64_t *dirty = bf_dirty_new(nblocks);
+        if (!dirty) {
+            bf_blocked_destroy(bf);
+            bf_seterr(errstr, errstr_size, "out of memory for layer %u's "
+                      "change bitmap", sb->nlayers);
+            return BF_ERR_NOMEM;
+        }
+        bf_blocked_set_dirty(bf, dirty);
     }
     bf->capacity = capacity;
     bf->fpr = fpr;
@@ -209,7 +213,7 @@ int bf_scalable_add_if_absent_h(bf_scalable *sb, bf_hash h)
     if (bf_scalable_contains_h(sb, h))
         return 0;
     bf_blocked *top = sb->layers[sb->nlayers - 1];
-    if (top->inserts >= top->capacity) {
+    if (bf_blocked_inserts(top) >= top->capacity) {
         if (add_layer(sb, NULL, 0) != BF_OK)
             return -BF_ERR_NOMEM;
         top = sb->layers[sb->nlayers - 1];

@@ -164,7 +164,7 @@ static uint64_t gen_inserts(const bf_scalable *sb)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < sb->nlayers; i++) {
-        uint64_t x = sb->layers[i]->inserts;
+        uint64_t x = bf_blocked_inserts(sb->layers[i]);
         n = x > W_MAX_HINT - n ? W_MAX_HINT : n + x;
     }
     return n;
