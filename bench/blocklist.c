@@ -31,19 +31,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void stats(const char *what, double *v, int n, const char *unit)
 {
     double s[64];
     memcpy(s, v, (size_t)n * sizeof(double));
-    qsort(s, (size_t)n, sizeof(double), cmp_d);
-    printf("  %-44s median %8.3f %s  (min %.3f, max %.3f)\n", what,
-           s[n / 2], unit, s[0], s[n - 1]);
+    double m = h_sort_median(s, (size_t)n);
+    printf("  %-44s median %8.3f %s  (min %.3f, max %.3f)\n", what, m,
+           unit, s[0], s[n - 1]);
 }
 
 int main(int argc, char **argv)

@@ -209,31 +209,19 @@ static double restore(const char *dir, int64_t want_next)
     return dt;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* "median (min-max)" of v[0..n) seconds in units of 1/scale, sorting
  * v. */
 static const char *spread(double *v, int n, double scale, char *buf,
                           size_t size)
 {
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    snprintf(buf, size, "%.1f (%.1f-%.1f)", v[n / 2] * scale, v[0] * scale,
+    double m = h_sort_median(v, (size_t)n);
+    snprintf(buf, size, "%.1f (%.1f-%.1f)", m * scale, v[0] * scale,
              v[n - 1] * scale);
     return buf;
 }
 
 #define spread_ms(v, n, buf, size) spread(v, n, 1e3, buf, size)
 #define spread_ns(v, n, buf, size) spread(v, n, 1e9, buf, size)
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return v[n / 2];
-}
 
 static void sub(char *out, size_t size, const char *dir, const char *name)
 {
@@ -277,7 +265,8 @@ static void tracking_cost(uint64_t n, int rounds)
         }
     }
     char a[64], b[64];
-    double m0 = median(t[0], rounds), m1 = median(t[1], rounds);
+    double m0 = h_sort_median(t[0], (size_t)rounds),
+           m1 = h_sort_median(t[1], (size_t)rounds);
     printf("insert of %llu new keys (lookup + add, hashing included), ns a "
            "key: untracked %s, tracked %s: %.3fx\n",
            (unsigned long long)n, spread_ns(t[0], rounds, a, sizeof(a)),
@@ -407,7 +396,7 @@ int main(int argc, char **argv)
         }
         printf("  %-22s %12s %26s %12s %10s\n", "checkpoint", "bytes",
                "ms", "bytes ratio", "ms ratio");
-        double mfull = median(tfull, rounds);
+        double mfull = h_sort_median(tfull, (size_t)rounds);
         printf("  %-22s %12s %26s %12s %10s\n", "full", bs_human_bytes(
                full_bytes, hb, sizeof(hb)), spread_ms(tfull, rounds, a,
                sizeof(a)), "1", "1");
@@ -415,7 +404,7 @@ int main(int argc, char **argv)
             char label[64];
             snprintf(label, sizeof(label), "delta, %llu keys added",
                      (unsigned long long)adds[k]);
-            double md = median(tdelta[k], rounds);
+            double md = h_sort_median(tdelta[k], (size_t)rounds);
             char br[32], tr[32];
             snprintf(br, sizeof(br), "1/%.0f",
                      (double)full_bytes / (double)bdelta[k]);
@@ -471,7 +460,8 @@ int main(int argc, char **argv)
             rchain[r] = restore(cdir, coff - 1);
             rold[r] = restore(fdir, full_next);
         }
-        double mf = median(rfull, rounds), mc = median(rchain, rounds);
+        double mf = h_sort_median(rfull, (size_t)rounds),
+               mc = h_sort_median(rchain, (size_t)rounds);
         printf("  restore: one snapshot (%s) %s ms; snapshot (%s) + %llu "
                "deltas of %llu keys (%s) %s ms: %.2fx\n",
                bs_human_bytes(full_bytes, hb, sizeof(hb)),
@@ -485,7 +475,7 @@ int main(int argc, char **argv)
          * backwards from the end, so they should cost nothing. */
         printf("  restore: one snapshot after %d older ones %s ms: %.2fx "
                "one snapshot alone\n", rounds - 1, spread_ms(rold, rounds, a,
-               sizeof(a)), median(rold, rounds) / mf);
+               sizeof(a)), h_sort_median(rold, (size_t)rounds) / mf);
         fflush(stdout);
         drop(dst, dcfg);
         drop(fst, fcfg);

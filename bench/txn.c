@@ -63,18 +63,11 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(const double *v, int n)
 {
     double s[MAX_ROUNDS];
     memcpy(s, v, (size_t)n * sizeof(*s));
-    qsort(s, (size_t)n, sizeof(*s), cmp_d);
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    return h_sort_median(s, (size_t)n);
 }
 
 /* Topics NAME-in and NAME-out, and `bloomstage run` on them as the

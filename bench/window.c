@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "bloomfilters.h"
+#include "core.h"   /* h_sort_median (tests/support) */
 #include "stream.h" /* h_traffic_days, h_mix64 (tests/support) */
 
 #define DAY_MS INT64_C(86400000)
@@ -298,12 +299,6 @@ static round_res run(kind k, const stream *s, uint64_t per_day, check *ck)
     return r;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     uint64_t per_day = 2000000;
@@ -352,8 +347,7 @@ int main(int argc, char **argv)
         double ns[15];
         for (int r = 0; r < rounds; r++)
             ns[r] = res[k][r].ns;
-        qsort(ns, (size_t)rounds, sizeof(double), cmp_d);
-        double med = ns[rounds / 2];
+        double med = h_sort_median(ns, (size_t)rounds);
         if (k == K_EXACT) {
             base_ns = med;
             base_peak = res[k][0].peak;

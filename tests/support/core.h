@@ -112,6 +112,11 @@ void h_sleep_ms(int ms);
 void h_nap(int ms);
 void h_set_idle_hook(void (*hook)(void *arg), void *arg);
 
+/* Sorts v[0..n) ascending and returns its median (the middle value, the
+ * mean of the two middle ones for even n, 0 for none): the benches print
+ * it with v[0] and v[n - 1] as the spread of their rounds. */
+double h_sort_median(double *v, size_t n);
+
 /* ---- random numbers ---------------------------------------------------- */
 
 /* splitmix64 of x (the state advanced once, then mixed). */
