@@ -372,9 +372,9 @@ static const bf_kernels *kernels_for(unsigned level, unsigned kernel)
  * byte load and a table jump (three instructions, not seven: one at a
  * time, fewer instructions a key are more keys' cache misses in flight). */
 static bf_contains_fn contains_cur[BF_NKERNELS];
-static bf_add_fn add_cur[2 * BF_NKERNELS]; /* by add_slot: the counted
-                                              adds in the second half */
-static bf_add_fn add_counted_cur[BF_NKERNELS];
+static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
+                                              counted ones: by add_slot,
+                                              or BF_NKERNELS + kernel */
 static bf_contains_many_fn contains_many_cur[BF_NKERNELS];
 static bf_add_many_fn add_many_cur[BF_NKERNELS];
 
@@ -385,7 +385,7 @@ static void set_level(unsigned level)
         const bf_kernels *t = kernels_for(level, i);
         contains_cur[i] = t->contains;
         add_cur[i] = t->add;
-        add_cur[BF_NKERNELS + i] = add_counted_cur[i] = t->add_counted;
+        add_cur[BF_NKERNELS + i] = t->add_counted;
         contains_many_cur[i] = t->contains_many;
         add_many_cur[i] = t->add_many;
     }
@@ -420,7 +420,7 @@ bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 
 bool bf_blocked_add_counted_h(bf_blocked *bf, bf_hash h)
 {
-    return add_counted_cur[bf->kernel](bf, h);
+    return add_cur[BF_NKERNELS + bf->kernel](bf, h);
 }
 
 bool bf_blocked_add_if_absent_h(bf_blocked *bf, bf_hash h)

@@ -110,20 +110,6 @@ char *h_strdupf(const char *fmt, ...)
 
 /* ---- the clock --------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double h_sort_median(double *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double h_now_s(void)
 {
     struct timespec ts;
@@ -174,6 +160,22 @@ void h_nap(int ms)
         if (left > 0)
             h_sleep_ms(left > 0.002 ? 2 : (int)(left * 1000) + 1);
     } while (h_now_s() < until);
+}
+
+/* ---- the benches' statistics ------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double h_sort_median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- random numbers ---------------------------------------------------- */

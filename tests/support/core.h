@@ -1,7 +1,7 @@
 /*
  * core.h -- the support layer's ground floor: errors, memory, the clock,
- * random numbers, the environment, how a helper fails the running test, and
- * every timeout the layer waits with.
+ * the benches' median, random numbers, the environment, how a helper fails
+ * the running test, and every timeout the layer waits with.
  *
  * Conventions, for the whole layer (tests/support/):
  *   - an h_ function returning int returns 0 on success and -1 on failure
@@ -111,6 +111,8 @@ void h_sleep_ms(int ms);
  * checking helpers sleeps with it. */
 void h_nap(int ms);
 void h_set_idle_hook(void (*hook)(void *arg), void *arg);
+
+/* ---- the benches' statistics ------------------------------------------- */
 
 /* Sorts v[0..n) ascending and returns its median (the middle value, the
  * mean of the two middle ones for even n, 0 for none): the benches print
