@@ -23,6 +23,10 @@
 enum { BF_KERNEL_SCALAR, BF_KERNEL_L64, BF_KERNEL_L64_K8, BF_KERNEL_L64_K16,
        BF_KERNEL_L32, BF_KERNEL_L32_K16, BF_NKERNELS };
 
+/* A one-key operation's kernel (and the batches', below). */
+typedef bool (*bf_contains_fn)(const bf_blocked *, bf_hash);
+typedef bool (*bf_add_fn)(bf_blocked *, bf_hash);
+
 struct bf_blocked {
     uint64_t *words;   /* nblocks * 8 words, 64-byte aligned */
     uint64_t nblocks;
@@ -31,10 +35,14 @@ struct bf_blocked {
                           BF_SCHEME_DISTINCT if loaded from a version-1
                           file */
     uint8_t kernel;    /* BF_KERNEL_*, from scheme and k, when AVX2 is used */
-    uint8_t add_slot;  /* the one-key add's entry in blocked.c's table:
-                          kernel, or BF_NKERNELS + kernel while changes are
-                          tracked (the counted add, which marks the block);
-                          kept by bf_blocked_set_dirty */
+    /* The one-key operations' entries in blocked.c's tables of the kernels
+     * the current instruction set runs (which bf_simd_use rewrites, so
+     * they follow it): the lookup's is kernel's; the add's is kernel's,
+     * or while changes are tracked the counted add's (which marks the
+     * block), kept by bf_blocked_set_dirty.  Pointers, not indexes, so
+     * that a public one-key function is a load and a jump. */
+    const bf_contains_fn *contains_entry;
+    const bf_add_fn *add_entry;
     bool owns_words;   /* false when used in place from a file */
     uint64_t seed;
     uint64_t capacity; /* keys it was sized for (0 if built by geometry) */
@@ -131,13 +139,11 @@ static inline uint64_t *bf_block_words(const bf_blocked *bf, bf_hash h)
     return bf->words + bf_block_of(h, bf->nblocks) * BF_BLOCK_WORDS;
 }
 
-/* A blocked filter's four operations in one scheme, k and instruction set
+/* A blocked filter's operations in one scheme, k and instruction set
  * (a kernel): blocked.c's scalar forms, blocked_simd.c's SIMD ones.  The
  * batches prefetch the blocks of the keys BF_AHEAD ahead, so several
  * cache misses are in flight: 16 beat 8 at n = 1e8 (bench/filters), a
  * lookup being short enough that 8 did not cover a miss. */
-typedef bool (*bf_contains_fn)(const bf_blocked *, bf_hash);
-typedef bool (*bf_add_fn)(bf_blocked *, bf_hash);
 typedef void (*bf_contains_many_fn)(const bf_blocked *, const bf_hash *,
                                     size_t, bool *);
 typedef size_t (*bf_add_many_fn)(bf_blocked *, const bf_hash *, size_t,

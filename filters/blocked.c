@@ -12,8 +12,9 @@
  * distinct-probe scheme of version-1 files, kept so they answer as they
  * did.  This file owns the filter, the choice of instruction set and
  * the scalar kernels; blocked_simd.c owns the SIMD ones.  Every operation
- * is a table jump from the public function into a kernel for the filter's
- * k and the instruction set (set_level).
+ * is a jump from the public function into a kernel for the filter's k and
+ * the instruction set (set_level), through the filter's pointers into the
+ * tables of the current kernels for the one-key ones.
  *
  * The filter owns its word array unless it was wrapped around memory the
  * loader maps from a file (owns_words false: the bf_filter that loaded it
@@ -45,6 +46,21 @@ static bool cpu_has(unsigned level)
            __builtin_cpu_supports("avx512dq");
 }
 #endif
+
+/* The kernels the current instruction set runs, by the filter's kernel
+ * (BF_KERNEL_*): kernels_for applied once, when the level is chosen
+ * (set_level), one array an operation.  A filter points at its entries
+ * of the one-key arrays (contains_entry, add_entry), so that a public
+ * one-key function is a pointer load and a jump: one at a time, fewer
+ * instructions a key are more keys' cache misses in flight, and the
+ * byte load, table address and indexed jump this replaced cost the
+ * one-key add 12-15% (bench/README.md). */
+static bf_contains_fn contains_cur[BF_NKERNELS];
+static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
+                                              counted ones (BF_NKERNELS +
+                                              kernel) */
+static bf_contains_many_fn contains_many_cur[BF_NKERNELS];
+static bf_add_many_fn add_many_cur[BF_NKERNELS];
 
 static void set_level(unsigned level);
 
@@ -98,7 +114,8 @@ bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
                                : BF_KERNEL_L64;
     else
         bf->kernel = BF_KERNEL_SCALAR;
-    bf->add_slot = bf->kernel;
+    bf->contains_entry = &contains_cur[bf->kernel];
+    bf->add_entry = &add_cur[bf->kernel];
     bf->owns_words = owns;
     bf->seed = seed;
     return bf;
@@ -166,7 +183,7 @@ void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty)
 {
     free(bf->dirty);
     bf->dirty = dirty;
-    bf->add_slot = (uint8_t)(bf->kernel + (dirty ? BF_NKERNELS : 0));
+    bf->add_entry = &add_cur[bf->kernel + (dirty ? BF_NKERNELS : 0)];
 }
 
 uint64_t bf_blocked_seed(const bf_blocked *bf) { return bf->seed; }
@@ -264,7 +281,7 @@ __attribute__((noinline)) static bool contains_scalar(const bf_blocked *bf, bf_h
 }
 
 /* The one-key add, counted (bits_set kept, the block marked if tracked)
- * or not (in uncounted; never a tracked filter's, see add_slot), as the
+ * or not (in uncounted; never a tracked filter's, see add_entry), as the
  * SIMD kernels do it (blocked_simd.c). */
 static inline bool add_one_scalar(bf_blocked *bf, bf_hash h, bool counted)
 {
@@ -366,18 +383,6 @@ static const bf_kernels *kernels_for(unsigned level, unsigned kernel)
 #endif
 }
 
-/* The kernels the current instruction set runs, by the filter's kernel
- * (BF_KERNEL_*): kernels_for applied once, when the level is chosen
- * (set_level), one array an operation, so that a public function is a
- * byte load and a table jump (three instructions, not seven: one at a
- * time, fewer instructions a key are more keys' cache misses in flight). */
-static bf_contains_fn contains_cur[BF_NKERNELS];
-static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
-                                              counted ones: by add_slot,
-                                              or BF_NKERNELS + kernel */
-static bf_contains_many_fn contains_many_cur[BF_NKERNELS];
-static bf_add_many_fn add_many_cur[BF_NKERNELS];
-
 static void set_level(unsigned level)
 {
     simd_level = level;
@@ -393,7 +398,7 @@ static void set_level(unsigned level)
 
 bool bf_blocked_contains_h(const bf_blocked *bf, bf_hash h)
 {
-    return contains_cur[bf->kernel](bf, h);
+    return (*bf->contains_entry)(bf, h);
 }
 
 void bf_blocked_prefetch_h(const bf_blocked *bf, bf_hash h)
@@ -415,7 +420,7 @@ size_t bf_blocked_add_many_h(bf_blocked *bf, const bf_hash *h, size_t n,
 
 bool bf_blocked_add_h(bf_blocked *bf, bf_hash h)
 {
-    return add_cur[bf->add_slot](bf, h);
+    return (*bf->add_entry)(bf, h);
 }
 
 bool bf_blocked_add_counted_h(bf_blocked *bf, bf_hash h)

@@ -253,13 +253,18 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
     return (unsigned)_mm_cvtsi128_si64(_mm_add_epi64(d, _mm_unpackhi_epi64(d, d)));
 }
 
-/* One key in the block it falls in: covered, and ORed in (the new bits). */
-AVX2_INLINE bool key_covered_avx2(const uint64_t *block, bf_hash h,
-                                  uint32_t k, bool l32)
+/* One key in the block it falls in: covered, and ORed in (the new bits).
+ * The lookup (and key_set_avx2 below) takes the filter's words and finds
+ * the block after the pattern: GCC then reads the hash's pattern word
+ * into a vector before the block's multiply takes its register, rather
+ * than keep a copy (one instruction a key). */
+AVX2_INLINE bool key_covered_avx2(const uint64_t *words, uint64_t nblocks,
+                                  bf_hash h, uint32_t k, bool l32)
 {
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, l32, &p0, &p1);
-    return covered_avx2(block, p0, p1);
+    return covered_avx2(words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS, p0,
+                        p1);
 }
 
 AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
@@ -272,19 +277,24 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
 
 /* ORs the key's pattern into its block; true if that set a new bit, the
  * bits not counted (bf_blocked_add_h): nothing after the block's load but
- * an andnot, an or and a test. */
-AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
-                              bool l32)
+ * an andnot, an or and a test.  The test is the carry of a test against
+ * zero (CF: no bit of the misses outside zero's complement, i.e. none),
+ * so that the caller's counter is one sbb of that flag and its return one
+ * setae: three instructions fewer than a zero flag's two setne and a
+ * zero extension. */
+AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
+                              uint32_t k, bool l32)
 {
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, l32, &p0, &p1);
+    uint64_t *block = words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS;
     __m256i b0 = _mm256_load_si256((const __m256i *)block);
     __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
     _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
     _mm256_store_si256((__m256i *)block + 1, _mm256_or_si256(b1, p1));
     __m256i x = _mm256_or_si256(_mm256_andnot_si256(b0, p0),
                                 _mm256_andnot_si256(b1, p1));
-    return !_mm256_testz_si256(x, x);
+    return !_mm256_testc_si256(_mm256_setzero_si256(), x);
 }
 
 /* The kernels of one instruction set ISA (avx2, avx512: its key_covered_ISA
@@ -300,7 +310,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
  * a read-modify-write whose value waits on the block's cache miss, which
  * cost it 1.5x, and each further store or branch is one fewer key in
  * flight (bench/README.md).  It never marks a block: a tracked filter's
- * one-key add is the counted add (add_slot, bf_internal.h), which, for a
+ * one-key add is the counted add (add_entry, bf_internal.h), which, for a
  * block the caller has just read, keeps bits_set too.  That one turns off
  * GCC's SLP vectorizer, which would make its two counter updates a 128-bit
  * load, insert, add and store (six instructions for two adds). */
@@ -315,11 +325,11 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
     ATTR NOINLINE static bool contains_##ISA##_##SUFFIX(const bf_blocked *bf, \
                                                         bf_hash h)            \
     {                                                                         \
-        return key_covered_##ISA(bf_block_words(bf, h), h, K, L32);           \
+        return key_covered_##ISA(bf->words, bf->nblocks, h, K, L32);          \
     }                                                                         \
     ATTR NOINLINE static bool add_##ISA##_##SUFFIX(bf_blocked *bf, bf_hash h) \
     {                                                                         \
-        unsigned added = key_set_##ISA(bf_block_words(bf, h), h, K, L32);     \
+        bool added = key_set_##ISA(bf->words, bf->nblocks, h, K, L32);        \
         bf->uncounted += added;                                               \
         return added;                                                         \
     }                                                                         \
@@ -346,7 +356,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *block, bf_hash h, uint32_t k,
         for (size_t i = 0; i < n; i++) {                                      \
             if (i + BF_AHEAD < n)                                             \
                 __builtin_prefetch(BLOCK(i + BF_AHEAD));                      \
-            out[i] = key_covered_##ISA(BLOCK(i), h[i], K, L32);               \
+            out[i] = key_covered_##ISA(words, nblocks, h[i], K, L32);         \
         }                                                                     \
     }                                                                         \
     ATTR NOINLINE static size_t add_many_##ISA##_##SUFFIX(                    \
@@ -420,11 +430,14 @@ AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k, bool l32)
 /* One key, as key_covered_avx2 and key_or_avx2; the new bits are counted
  * as in or_avx2, from the lanes' masks (for the 32-bit lanes, one bit at
  * most in each). */
-AVX512_INLINE bool key_covered_avx512(const uint64_t *block, bf_hash h,
-                                      uint32_t k, bool l32)
+AVX512_INLINE bool key_covered_avx512(const uint64_t *words,
+                                      uint64_t nblocks, bf_hash h, uint32_t k,
+                                      bool l32)
 {
     __m512i p = lanes_pattern_avx512(h, k, l32);
-    __m512i miss = _mm512_andnot_si512(_mm512_load_si512(block), p);
+    __m512i miss = _mm512_andnot_si512(
+        _mm512_load_si512(words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS),
+        p);
     return _mm512_test_epi64_mask(miss, miss) == 0;
 }
 
@@ -445,10 +458,11 @@ AVX512_INLINE unsigned key_or_avx512(uint64_t *block, bf_hash h, uint32_t k,
         nz | (unsigned)_mm512_test_epi64_mask(y, y) << 8);
 }
 
-AVX512_INLINE bool key_set_avx512(uint64_t *block, bf_hash h, uint32_t k,
-                                   bool l32)
+AVX512_INLINE bool key_set_avx512(uint64_t *words, uint64_t nblocks,
+                                   bf_hash h, uint32_t k, bool l32)
 {
     __m512i p = lanes_pattern_avx512(h, k, l32);
+    uint64_t *block = words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS;
     __m512i b = _mm512_load_si512(block);
     _mm512_store_si512(block, _mm512_or_si512(b, p));
     __m512i x = _mm512_andnot_si512(b, p);
