@@ -52,9 +52,10 @@ static bool cpu_has(unsigned level)
  * (set_level), one array an operation.  A filter points at its entries
  * of the one-key arrays (contains_entry, add_entry), so that a public
  * one-key function is a pointer load and a jump: one at a time, fewer
- * instructions a key are more keys' cache misses in flight, and the
- * byte load, table address and indexed jump this replaced cost the
- * one-key add 12-15% (bench/README.md). */
+ * instructions a key are more keys' cache misses in flight: the byte
+ * load, table address and indexed jump this replaced cost a k = 8 one-key
+ * add 4-19% (about 12% in the median of six runs), the pointer's load and
+ * jump 0-3% (bench/README.md part 1, "The one-key path"). */
 static bf_contains_fn contains_cur[BF_NKERNELS];
 static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
                                               counted ones (BF_NKERNELS +

@@ -277,11 +277,11 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
 
 /* ORs the key's pattern into its block; true if that set a new bit, the
  * bits not counted (bf_blocked_add_h): nothing after the block's load but
- * an andnot, an or and a test.  The test is the carry of a test against
- * zero (CF: no bit of the misses outside zero's complement, i.e. none),
- * so that the caller's counter is one sbb of that flag and its return one
- * setae: three instructions fewer than a zero flag's two setne and a
- * zero extension. */
+ * an andnot, an or and a test.  The test is vptest's carry against zero
+ * (CF = ((~0 & misses) == 0): no bit missing), so that the caller's
+ * counter is one sbb of that flag and its return one setae: with the
+ * zero, four instructions where the zero flag took five (two setne, a
+ * zero extension and an add). */
 AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
                               uint32_t k, bool l32)
 {
