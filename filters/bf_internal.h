@@ -133,10 +133,18 @@ uint64_t bf_blocked_bits(const bf_blocked *bf);
  * nothing (bf_scalable_add_if_absent_h: the stage's, dedup's path). */
 bool bf_blocked_add_counted_h(bf_blocked *bf, bf_hash h);
 
-/* The words of the block a hash falls in. */
+/* The words of the block a hash falls in, among nblocks blocks at words
+ * (the SIMD kernels pass a filter's fields, or locals of them in a
+ * batch), or in a filter. */
+static inline uint64_t *bf_block_at(uint64_t *words, uint64_t nblocks,
+                                    bf_hash h)
+{
+    return words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS;
+}
+
 static inline uint64_t *bf_block_words(const bf_blocked *bf, bf_hash h)
 {
-    return bf->words + bf_block_of(h, bf->nblocks) * BF_BLOCK_WORDS;
+    return bf_block_at(bf->words, bf->nblocks, h);
 }
 
 /* A blocked filter's operations in one scheme, k and instruction set

@@ -258,13 +258,12 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
  * the block after the pattern: GCC then reads the hash's pattern word
  * into a vector before the block's multiply takes its register, rather
  * than keep a copy (one instruction a key). */
-AVX2_INLINE bool key_covered_avx2(const uint64_t *words, uint64_t nblocks,
+AVX2_INLINE bool key_covered_avx2(uint64_t *words, uint64_t nblocks,
                                   bf_hash h, uint32_t k, bool l32)
 {
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, l32, &p0, &p1);
-    return covered_avx2(words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS, p0,
-                        p1);
+    return covered_avx2(bf_block_at(words, nblocks, h), p0, p1);
 }
 
 AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
@@ -287,7 +286,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
 {
     __m256i p0, p1;
     lanes_pattern_avx2(h, k, l32, &p0, &p1);
-    uint64_t *block = words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS;
+    uint64_t *block = bf_block_at(words, nblocks, h);
     __m256i b0 = _mm256_load_si256((const __m256i *)block);
     __m256i b1 = _mm256_load_si256((const __m256i *)block + 1);
     _mm256_store_si256((__m256i *)block, _mm256_or_si256(b0, p0));
@@ -320,7 +319,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
 #else
 #define NOSLP __attribute__((optimize("no-tree-slp-vectorize")))
 #endif
-#define BLOCK(i) (words + bf_block_of(h[i], nblocks) * BF_BLOCK_WORDS)
+#define BLOCK(i) bf_block_at(words, nblocks, h[i])
 #define LANE_KERNELS(ATTR, ISA, SUFFIX, K, L32)                               \
     ATTR NOINLINE static bool contains_##ISA##_##SUFFIX(const bf_blocked *bf, \
                                                         bf_hash h)            \
@@ -350,7 +349,7 @@ AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
     ATTR NOINLINE static void contains_many_##ISA##_##SUFFIX(                 \
         const bf_blocked *bf, const bf_hash *h, size_t n, bool *out)          \
     {                                                                         \
-        const uint64_t *words = bf->words, nblocks = bf->nblocks;             \
+        uint64_t *words = bf->words, nblocks = bf->nblocks;                   \
         for (size_t i = 0; i < n && i < BF_AHEAD; i++)                        \
             __builtin_prefetch(BLOCK(i));                                     \
         for (size_t i = 0; i < n; i++) {                                      \
@@ -430,14 +429,12 @@ AVX512_INLINE __m512i lanes_pattern_avx512(bf_hash h, uint32_t k, bool l32)
 /* One key, as key_covered_avx2 and key_or_avx2; the new bits are counted
  * as in or_avx2, from the lanes' masks (for the 32-bit lanes, one bit at
  * most in each). */
-AVX512_INLINE bool key_covered_avx512(const uint64_t *words,
-                                      uint64_t nblocks, bf_hash h, uint32_t k,
-                                      bool l32)
+AVX512_INLINE bool key_covered_avx512(uint64_t *words, uint64_t nblocks,
+                                      bf_hash h, uint32_t k, bool l32)
 {
     __m512i p = lanes_pattern_avx512(h, k, l32);
-    __m512i miss = _mm512_andnot_si512(
-        _mm512_load_si512(words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS),
-        p);
+    __m512i miss =
+        _mm512_andnot_si512(_mm512_load_si512(bf_block_at(words, nblocks, h)), p);
     return _mm512_test_epi64_mask(miss, miss) == 0;
 }
 
@@ -462,7 +459,7 @@ AVX512_INLINE bool key_set_avx512(uint64_t *words, uint64_t nblocks,
                                    bf_hash h, uint32_t k, bool l32)
 {
     __m512i p = lanes_pattern_avx512(h, k, l32);
-    uint64_t *block = words + bf_block_of(h, nblocks) * BF_BLOCK_WORDS;
+    uint64_t *block = bf_block_at(words, nblocks, h);
     __m512i b = _mm512_load_si512(block);
     _mm512_store_si512(block, _mm512_or_si512(b, p));
     __m512i x = _mm512_andnot_si512(b, p);
