@@ -21,6 +21,7 @@
  * at most BS_BLOCKLIST_MAX_ENTRY bytes): a bad one is a usage error.
  */
 #include "blocklist.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "kafka_util.h"
 #include "settings.h"
@@ -265,12 +266,8 @@ static int load(sender *sd, const char *path, uint64_t *entries)
 
 int cmd_blocklist(int argc, char **argv)
 {
-    const char *file = NULL;
-    char *xs[256];
-    int nx = 0;
-    /* GNU getopt permutes: options may follow the operands. */
-    int rc0 = bs_cmd_config_opts(argc, argv, "blocklist", HELP, &file, xs,
-                                 (int)(sizeof(xs) / sizeof(xs[0])), &nx);
+    cli_config_opts o;
+    int rc0 = cli_config_opts_parse(argc, argv, "blocklist", HELP, &o);
     if (rc0 >= 0)
         return rc0;
     int nargs = argc - optind;
@@ -289,18 +286,11 @@ int cmd_blocklist(int argc, char **argv)
                 verb, ld ? "one FILE" : "at least one ENTRY");
         return BS_EXIT_USAGE;
     }
-    if (!file) {
-        fprintf(stderr, "bloomstage blocklist: -c FILE is required (the "
-                "stage's configuration)\n");
-        return BS_EXIT_USAGE;
-    }
     const char *name = args[1];
-    char err[1024];
-    bs_config *cfg = bs_settings_load(file, xs, nx, err, sizeof(err));
-    if (!cfg) {
-        fprintf(stderr, "bloomstage: %s\n", err);
+    bs_config *cfg = cli_config_opts_load(&o, "blocklist",
+                                          "the stage's configuration");
+    if (!cfg)
         return BS_EXIT_USAGE;
-    }
     const bs_config_blocklist *bls;
     size_t nbl = bs_config_blocklists(cfg, &bls);
     const char *topic = NULL;
@@ -314,7 +304,8 @@ int cmd_blocklist(int argc, char **argv)
         fprintf(stderr, "bloomstage blocklist: %s\n",
                 known ? "blocklist has no topic: set blocklist.NAME.topic"
                       : "no such blocklist in the configuration");
-        fprintf(stderr, "  (blocklist '%s', configuration %s)\n", name, file);
+        fprintf(stderr, "  (blocklist '%s', configuration %s)\n", name,
+                o.file);
         bs_config_destroy(cfg);
         return BS_EXIT_USAGE;
     }

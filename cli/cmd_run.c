@@ -6,6 +6,7 @@
  * batch is finished, the producer flushed, checkpoints written, offsets
  * committed, the group left; then exit 0.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "log.h"
 #include "metrics.h"
@@ -43,48 +44,10 @@ static void on_signal(int sig)
         bs_stage_stop(running);
 }
 
-int bs_cmd_config_opts(int argc, char **argv, const char *cmd,
-                       const char *help, const char **file, char **xs,
-                       int max, int *nx)
-{
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0}};
-    int c;
-    *file = NULL;
-    *nx = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            *file = optarg;
-            break;
-        case 'X':
-            if (*nx == max) {
-                fprintf(stderr, "bloomstage %s: too many -X options\n", cmd);
-                return BS_EXIT_USAGE;
-            }
-            xs[(*nx)++] = optarg;
-            break;
-        case 'h':
-            fputs(help, stdout);
-            return BS_EXIT_OK;
-        default:
-            fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
-            return BS_EXIT_USAGE;
-        }
-    }
-    return -1;
-}
-
 int cmd_run(int argc, char **argv)
 {
-    const char *file = NULL;
-    char *xs[256];
-    int nx = 0;
-    int rc = bs_cmd_config_opts(argc, argv, "run", RUN_HELP, &file, xs,
-                                (int)(sizeof(xs) / sizeof(xs[0])), &nx);
+    cli_config_opts o;
+    int rc = cli_config_opts_parse(argc, argv, "run", RUN_HELP, &o);
     if (rc >= 0)
         return rc;
     if (optind < argc) {
@@ -92,17 +55,12 @@ int cmd_run(int argc, char **argv)
                 argv[optind]);
         return BS_EXIT_USAGE;
     }
-    if (!file) {
-        fprintf(stderr, "bloomstage run: -c FILE is required (an empty file "
-                "will do when everything is set by BLOOMSTAGE_* or -X)\n");
+    bs_config *cfg = cli_config_opts_load(
+        &o, "run", "an empty file will do when everything is set by "
+                   "BLOOMSTAGE_* or -X");
+    if (!cfg)
         return BS_EXIT_USAGE;
-    }
     char err[1024];
-    bs_config *cfg = bs_settings_load(file, xs, nx, err, sizeof(err));
-    if (!cfg) {
-        fprintf(stderr, "bloomstage: %s\n", err);
-        return BS_EXIT_USAGE;
-    }
     bs_settings set;
     if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
         fprintf(stderr, "bloomstage: %s\n", err);

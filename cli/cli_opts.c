@@ -1,0 +1,60 @@
+/*
+ * cli_opts.c -- the configuration options that run and blocklist share
+ * (cli_opts.h): parsing -c/-X/-h, and loading what they name.
+ */
+#include "cli_opts.h"
+#include "commands.h"
+#include "settings.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+int cli_config_opts_parse(int argc, char **argv, const char *cmd,
+                          const char *help, cli_config_opts *o)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    o->file = NULL;
+    o->nx = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            o->file = optarg;
+            break;
+        case 'X':
+            if (o->nx == CLI_MAX_X) {
+                fprintf(stderr, "bloomstage %s: too many -X options\n", cmd);
+                return BS_EXIT_USAGE;
+            }
+            o->xs[o->nx++] = optarg;
+            break;
+        case 'h':
+            fputs(help, stdout);
+            return BS_EXIT_OK;
+        default:
+            fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
+            return BS_EXIT_USAGE;
+        }
+    }
+    return -1;
+}
+
+bs_config *cli_config_opts_load(const cli_config_opts *o, const char *cmd,
+                                const char *need)
+{
+    if (!o->file) {
+        fprintf(stderr, "bloomstage %s: -c FILE is required (%s)\n", cmd,
+                need);
+        return NULL;
+    }
+    char err[1024];
+    bs_config *cfg = bs_settings_load(o->file, o->xs, o->nx, err,
+                                      sizeof(err));
+    if (!cfg)
+        fprintf(stderr, "bloomstage: %s\n", err);
+    return cfg;
+}
