@@ -107,7 +107,7 @@ static int out_line(out_buf *o, const char *line, size_t len)
     return 0;
 }
 
-/* Lines read ahead of the one being looked up (see cmd_dedup). */
+/* Lines read ahead of the one being looked up (see dedup_stream). */
 #define DEDUP_AHEAD 8
 
 /* A line read ahead: its own copy (the reader's buffer moves on), its hash
@@ -136,7 +136,86 @@ static bool pending_set(pending *p, const char *line, size_t len)
     return true;
 }
 
-int cmd_dedup(int argc, char **argv)
+/* The options, as read and checked. */
+typedef struct dedup_opts {
+    bf_scalable_params params; /* --fpr, --capacity, --max-memory */
+    bool stats, capacity_given;
+    uint64_t window, generations; /* 0: not given */
+} dedup_opts;
+
+/* --max-memory's byte size, read as the config reads dedup.max.bytes:
+ * false after a message. */
+static bool parse_max_memory(const char *arg, uint64_t *max_bytes)
+{
+    const char *why;
+    if (bs_config_parse_size(arg, max_bytes, &why) != 0) {
+        fprintf(stderr, "bloomstage dedup: --max-memory '%s' %s\n", arg, why);
+        return false;
+    }
+    if (*max_bytes == 0) {
+        fprintf(stderr, "bloomstage dedup: --max-memory '%s' must be at "
+                "least 1 byte\n", arg);
+        return false;
+    }
+    return true;
+}
+
+/* One option c with its argument arg into o: -1 to go on, else the exit
+ * status. */
+static int dedup_option(int c, const char *arg, dedup_opts *o)
+{
+    switch (c) {
+    case 'p':
+        if (!bs_parse_double(arg, &o->params.fpr) ||
+            !(o->params.fpr > 0 && o->params.fpr <= 0.1)) {
+            fprintf(stderr, "bloomstage dedup: --fpr '%s' must be a number "
+                    "in (0, 0.1]\n", arg);
+            return BS_EXIT_USAGE;
+        }
+        return -1;
+    case 'n':
+        if (!bs_parse_count(arg, &o->params.initial_capacity) ||
+            o->params.initial_capacity == 0) {
+            fprintf(stderr, "bloomstage dedup: --capacity '%s' must be a "
+                    "whole number >= 1\n", arg);
+            return BS_EXIT_USAGE;
+        }
+        o->capacity_given = true;
+        return -1;
+    case 'w':
+        if (!bs_parse_count(arg, &o->window) || o->window == 0 ||
+            o->window > (UINT64_C(1) << 62)) {
+            fprintf(stderr, "bloomstage dedup: --window-lines '%s' must be a "
+                    "whole number in 1..2^62\n", arg);
+            return BS_EXIT_USAGE;
+        }
+        return -1;
+    case 'g':
+        if (!bs_parse_count(arg, &o->generations) || o->generations == 0 ||
+            o->generations > BF_WINDOWED_MAX_GENERATIONS) {
+            fprintf(stderr, "bloomstage dedup: --generations '%s' must be a "
+                    "whole number in 1..%u\n", arg,
+                    BF_WINDOWED_MAX_GENERATIONS);
+            return BS_EXIT_USAGE;
+        }
+        return -1;
+    case 'm':
+        return parse_max_memory(arg, &o->params.max_bytes) ? -1
+                                                           : BS_EXIT_USAGE;
+    case 's':
+        o->stats = true;
+        return -1;
+    case 'h':
+        fputs(DEDUP_HELP, stdout);
+        return BS_EXIT_OK;
+    default:
+        fprintf(stderr, "(see 'bloomstage dedup --help')\n");
+        return BS_EXIT_USAGE;
+    }
+}
+
+/* Reads the command line into o: -1 to go on, else the exit status. */
+static int dedup_parse(int argc, char **argv, dedup_opts *o)
 {
     static const struct option opts[] = {
         {"fpr", required_argument, NULL, 'p'},
@@ -147,226 +226,217 @@ int cmd_dedup(int argc, char **argv)
         {"generations", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    bf_scalable_params params;
-    bf_scalable_params_default(&params);
-    params.initial_capacity = 1000000;
-    bool stats = false, capacity_given = false;
-    uint64_t window = 0, generations = 0;
-    int c;
+    memset(o, 0, sizeof(*o));
+    bf_scalable_params_default(&o->params);
+    o->params.initial_capacity = 1000000;
+    int c, rc;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            if (!bs_parse_double(optarg, &params.fpr) ||
-                !(params.fpr > 0 && params.fpr <= 0.1)) {
-                fprintf(stderr, "bloomstage dedup: --fpr '%s' must be a "
-                        "number in (0, 0.1]\n", optarg);
-                return BS_EXIT_USAGE;
-            }
-            break;
-        case 'n':
-            if (!bs_parse_count(optarg, &params.initial_capacity) ||
-                params.initial_capacity == 0) {
-                fprintf(stderr, "bloomstage dedup: --capacity '%s' must be a "
-                        "whole number >= 1\n", optarg);
-                return BS_EXIT_USAGE;
-            }
-            capacity_given = true;
-            break;
-        case 'w':
-            if (!bs_parse_count(optarg, &window) || window == 0 ||
-                window > (UINT64_C(1) << 62)) {
-                fprintf(stderr, "bloomstage dedup: --window-lines '%s' must "
-                        "be a whole number in 1..2^62\n", optarg);
-                return BS_EXIT_USAGE;
-            }
-            break;
-        case 'g':
-            if (!bs_parse_count(optarg, &generations) || generations == 0 ||
-                generations > BF_WINDOWED_MAX_GENERATIONS) {
-                fprintf(stderr, "bloomstage dedup: --generations '%s' must "
-                        "be a whole number in 1..%u\n", optarg,
-                        BF_WINDOWED_MAX_GENERATIONS);
-                return BS_EXIT_USAGE;
-            }
-            break;
-        case 'm': {
-            /* A byte size, read as the config reads dedup.max.bytes. */
-            const char *why;
-            if (bs_config_parse_size(optarg, &params.max_bytes, &why) != 0) {
-                fprintf(stderr, "bloomstage dedup: --max-memory '%s' %s\n",
-                        optarg, why);
-                return BS_EXIT_USAGE;
-            }
-            if (params.max_bytes == 0) {
-                fprintf(stderr, "bloomstage dedup: --max-memory '%s' must be "
-                        "at least 1 byte\n", optarg);
-                return BS_EXIT_USAGE;
-            }
-            break;
-        }
-        case 's':
-            stats = true;
-            break;
-        case 'h':
-            fputs(DEDUP_HELP, stdout);
-            return BS_EXIT_OK;
-        default:
-            fprintf(stderr, "(see 'bloomstage dedup --help')\n");
-            return BS_EXIT_USAGE;
-        }
-    }
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
+        if ((rc = dedup_option(c, optarg, o)) >= 0)
+            return rc;
     if (optind < argc) {
         fprintf(stderr, "bloomstage dedup: unexpected argument '%s': input "
                 "is standard input\n", argv[optind]);
         return BS_EXIT_USAGE;
     }
-
-    if (generations && !window) {
+    if (o->generations && !o->window) {
         fprintf(stderr, "bloomstage dedup: --generations needs "
                 "--window-lines\n");
         return BS_EXIT_USAGE;
     }
+    return -1;
+}
 
+/* One run: the filter (scalable, or windowed with --window-lines), the
+ * ring of lines read ahead, the input and the output. */
+typedef struct dedup {
+    const dedup_opts *o;
+    bf_scalable *sb;
+    bf_windowed *wf;
+    pending ring[DEDUP_AHEAD];
+    size_t head, queued;
+    bs_lines *lr;
+    out_buf out;
+    uint64_t written;
+} dedup;
+
+/* Creates the filter the options ask for: -1 after a message. */
+static int dedup_filter_new(dedup *d)
+{
+    const dedup_opts *o = d->o;
     char err[256];
-    bf_scalable *sb = NULL;
-    bf_windowed *wf = NULL;
-    if (window) {
+    if (o->window) {
         bf_windowed_params wp;
         bf_windowed_params_default(&wp);
         /* Time = line number: lines b - a <= N apart share a window of
          * N + 1. */
-        wp.window = (int64_t)window + 1;
-        wp.generations = generations ? (uint32_t)generations : 4;
+        wp.window = (int64_t)o->window + 1;
+        wp.generations = o->generations ? (uint32_t)o->generations : 4;
         if (wp.window < (int64_t)wp.generations) /* tiny N: 1-line slices */
             wp.generations = (uint32_t)wp.window;
-        wp.fpr = params.fpr;
-        wp.seed = params.seed;
-        wp.max_bytes = params.max_bytes;
+        wp.fpr = o->params.fpr;
+        wp.seed = o->params.seed;
+        wp.max_bytes = o->params.max_bytes;
         /* A slice holds at most its width of lines. */
         uint64_t width = ((uint64_t)wp.window + wp.generations - 1) /
                          wp.generations;
-        wp.initial_capacity = capacity_given || params.initial_capacity <
-                                                    width
-                                  ? params.initial_capacity
-                                  : width;
-        wf = bf_windowed_new(&wp, err, sizeof(err));
+        wp.initial_capacity =
+            o->capacity_given || o->params.initial_capacity < width
+                ? o->params.initial_capacity
+                : width;
+        d->wf = bf_windowed_new(&wp, err, sizeof(err));
     } else {
-        sb = bf_scalable_new(&params, err, sizeof(err));
+        d->sb = bf_scalable_new(&o->params, err, sizeof(err));
     }
-    if (!sb && !wf) {
+    if (!d->sb && !d->wf) {
         fprintf(stderr, "bloomstage dedup: %s\n", err);
-        return BS_EXIT_FAIL;
+        return -1;
     }
-    pending ring[DEDUP_AHEAD];
-    memset(ring, 0, sizeof(ring));
-    bs_lines *lr = bs_lines_new(STDIN_FILENO, MAX_LINE);
-    out_buf out = {malloc(OUT_BUF), 0};
-    int rc = BS_EXIT_FAIL;
-    if (!lr || !out.buf) {
-        fprintf(stderr, "bloomstage dedup: out of memory\n");
-        goto done;
+    return 0;
+}
+
+/* Queues a line just read at the ring's end: copied, hashed and its
+ * blocks in every layer prefetched.  -1 without memory. */
+static int dedup_queue(dedup *d, const char *line, size_t len)
+{
+    pending *p = &d->ring[(d->head + d->queued) % DEDUP_AHEAD];
+    if (!pending_set(p, line, len))
+        return -1;
+    p->lineno = bs_lines_number(d->lr);
+    p->h = bf_hash_key(line, len, d->o->params.seed);
+    if (d->wf)
+        bf_windowed_prefetch_h(d->wf, p->h);
+    else
+        bf_scalable_prefetch_h(d->sb, p->h);
+    d->queued++;
+    return 0;
+}
+
+/* The oldest queued line's turn: looked up and added, written if it is
+ * new.  0; -1 when the filter cannot grow (after a message, the output
+ * flushed); -2 when writing fails. */
+static int dedup_turn(dedup *d)
+{
+    pending *p = &d->ring[d->head];
+    d->head = (d->head + 1) % DEDUP_AHEAD;
+    d->queued--;
+    int added;
+    if (d->wf) {
+        /* Line numbers only grow: never late.  A line's own number, not
+         * the read-ahead's: the window is counted in lines. */
+        (void)bf_windowed_advance(d->wf, (int64_t)p->lineno);
+        added = bf_windowed_add_if_absent_h(d->wf, p->h);
+    } else {
+        added = bf_scalable_add_if_absent_h(d->sb, p->h);
     }
-    /* Lines go through a ring of DEDUP_AHEAD: a line is read, copied,
-     * hashed and its blocks in every layer prefetched (bf_scalable_prefetch_h)
-     * DEDUP_AHEAD lines before it is looked up and added, so the cache
-     * misses of several lines overlap instead of one line's stalling the
-     * loop.  Output order is input order. */
-    size_t head = 0, queued = 0;
-    uint64_t written = 0;
+    if (added < 0) {
+        char hb[32];
+        out_flush(&d->out);
+        fprintf(stderr, "bloomstage dedup: line %llu: the filter cannot grow "
+                "past %s (--max-memory); output is complete up to the line "
+                "before\n", (unsigned long long)p->lineno,
+                bs_human_bytes(d->o->params.max_bytes, hb, sizeof(hb)));
+        return -1;
+    }
+    if (added) {
+        d->written++;
+        if (out_line(&d->out, p->buf, p->len))
+            return -2;
+    }
+    return 0;
+}
+
+/* Standard input to standard output, each line the first time it is
+ * seen: the exit status, after a message on a failure.
+ *
+ * Lines go through a ring of DEDUP_AHEAD: a line is read, copied, hashed
+ * and its blocks in every layer prefetched (bf_scalable_prefetch_h)
+ * DEDUP_AHEAD lines before it is looked up and added, so the cache misses
+ * of several lines overlap instead of one line's stalling the loop.
+ * Output order is input order. */
+static int dedup_stream(dedup *d)
+{
     const char *line;
     size_t len;
-    int r = 1, rerr = 0;
-    bool werr = false;
-    while (r > 0 || queued > 0) {
-        if (r > 0 && (r = bs_lines_next(lr, &line, &len)) < 0)
+    int r = 1, rerr = 0, t = 0;
+    while (r > 0 || d->queued > 0) {
+        if (r > 0 && (r = bs_lines_next(d->lr, &line, &len)) < 0)
             rerr = errno; /* reported once the lines before are out */
-        if (r > 0) {
-            pending *p = &ring[(head + queued) % DEDUP_AHEAD];
-            if (!pending_set(p, line, len)) {
-                fprintf(stderr, "bloomstage dedup: out of memory\n");
-                out_flush(&out);
-                goto done;
-            }
-            p->lineno = bs_lines_number(lr);
-            p->h = bf_hash_key(line, len, params.seed);
-            if (wf)
-                bf_windowed_prefetch_h(wf, p->h);
-            else
-                bf_scalable_prefetch_h(sb, p->h);
-            queued++;
+        if (r > 0 && dedup_queue(d, line, len) != 0) {
+            fprintf(stderr, "bloomstage dedup: out of memory\n");
+            out_flush(&d->out);
+            return BS_EXIT_FAIL;
         }
         /* Full, or no more input (end or error): the oldest line's turn. */
-        if (queued == 0 || (r > 0 && queued < DEDUP_AHEAD))
+        if (d->queued == 0 || (r > 0 && d->queued < DEDUP_AHEAD))
             continue;
-        pending *p = &ring[head];
-        head = (head + 1) % DEDUP_AHEAD;
-        queued--;
-        int added;
-        if (wf) {
-            /* Line numbers only grow: never late.  A line's own number,
-             * not the read-ahead's: the window is counted in lines. */
-            (void)bf_windowed_advance(wf, (int64_t)p->lineno);
-            added = bf_windowed_add_if_absent_h(wf, p->h);
-        } else {
-            added = bf_scalable_add_if_absent_h(sb, p->h);
-        }
-        if (added < 0) {
-            out_flush(&out);
-            fprintf(stderr, "bloomstage dedup: line %llu: the filter cannot "
-                    "grow past %s (--max-memory); output is complete up to "
-                    "the line before\n",
-                    (unsigned long long)p->lineno,
-                    bs_human_bytes(params.max_bytes, err, sizeof(err)));
-            goto done;
-        }
-        if (added) {
-            written++;
-            if (out_line(&out, p->buf, p->len)) {
-                werr = true;
-                break;
-            }
-        }
+        if ((t = dedup_turn(d)) == -1)
+            return BS_EXIT_FAIL;
+        if (t == -2)
+            break;
     }
-    if (!werr && r < 0) {
+    if (t != -2 && r < 0) {
         fprintf(stderr, "bloomstage dedup: reading line %llu: %s\n",
-                (unsigned long long)bs_lines_number(lr) + 1,
+                (unsigned long long)bs_lines_number(d->lr) + 1,
                 rerr == E2BIG ? "line longer than 64 MiB" : strerror(rerr));
-        out_flush(&out);
-        goto done;
+        out_flush(&d->out);
+        return BS_EXIT_FAIL;
     }
-    if (werr || out_flush(&out)) {
+    if (t == -2 || out_flush(&d->out)) {
         fprintf(stderr, "bloomstage dedup: writing output: %s\n",
                 strerror(errno));
-        goto done;
+        return BS_EXIT_FAIL;
     }
-    rc = BS_EXIT_OK;
-    if (stats) {
-        bf_info in;
-        char hb[32];
-        if (wf)
-            bf_windowed_info(wf, &in);
-        else
-            bf_scalable_info(sb, &in);
-        uint64_t lines = bs_lines_number(lr);
-        fprintf(stderr,
-                "lines %llu, written %llu, dropped %llu, layers %u, memory %s,"
-                " estimated fpr %.3g (bound %g)",
-                (unsigned long long)lines, (unsigned long long)written,
-                (unsigned long long)(lines - written), in.layers,
-                bs_human_bytes(in.bytes, hb, sizeof(hb)), in.est_fpr,
-                params.fpr);
-        if (wf)
-            fprintf(stderr, ", generations %u, estimated lines in the "
-                    "window %.0f", bf_windowed_generations(wf), in.est_keys);
-        fputc('\n', stderr);
+    return BS_EXIT_OK;
+}
+
+/* --stats: lines read, written, dropped, and the filter, on stderr. */
+static void dedup_print_stats(const dedup *d)
+{
+    bf_info in;
+    char hb[32];
+    if (d->wf)
+        bf_windowed_info(d->wf, &in);
+    else
+        bf_scalable_info(d->sb, &in);
+    uint64_t lines = bs_lines_number(d->lr);
+    fprintf(stderr,
+            "lines %llu, written %llu, dropped %llu, layers %u, memory %s,"
+            " estimated fpr %.3g (bound %g)",
+            (unsigned long long)lines, (unsigned long long)d->written,
+            (unsigned long long)(lines - d->written), in.layers,
+            bs_human_bytes(in.bytes, hb, sizeof(hb)), in.est_fpr,
+            d->o->params.fpr);
+    if (d->wf)
+        fprintf(stderr, ", generations %u, estimated lines in the window "
+                "%.0f", bf_windowed_generations(d->wf), in.est_keys);
+    fputc('\n', stderr);
+}
+
+int cmd_dedup(int argc, char **argv)
+{
+    dedup_opts o;
+    int rc = dedup_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    dedup d = {.o = &o};
+    if (dedup_filter_new(&d) != 0)
+        return BS_EXIT_FAIL;
+    d.lr = bs_lines_new(STDIN_FILENO, MAX_LINE);
+    d.out.buf = malloc(OUT_BUF);
+    if (!d.lr || !d.out.buf) {
+        fprintf(stderr, "bloomstage dedup: out of memory\n");
+        rc = BS_EXIT_FAIL;
+    } else {
+        rc = dedup_stream(&d);
+        if (rc == BS_EXIT_OK && o.stats)
+            dedup_print_stats(&d);
     }
-done:
     for (size_t i = 0; i < DEDUP_AHEAD; i++)
-        free(ring[i].buf);
-    free(out.buf);
-    bs_lines_destroy(lr);
-    bf_scalable_destroy(sb);
-    bf_windowed_destroy(wf);
+        free(d.ring[i].buf);
+    free(d.out.buf);
+    bs_lines_destroy(d.lr);
+    bf_scalable_destroy(d.sb);
+    bf_windowed_destroy(d.wf);
     return rc;
 }
