@@ -1,6 +1,7 @@
 /*
- * cli_opts.c -- the configuration options that run and blocklist share
- * (cli_opts.h): parsing -c/-X/-h, and loading what they name.
+ * cli_opts.c -- the option parsing commands share (cli_opts.h): -h and a
+ * refused option for all of them; for run and blocklist, -c/-X and the
+ * configuration they name.
  */
 #include "cli_opts.h"
 #include "commands.h"
@@ -8,6 +9,16 @@
 
 #include <getopt.h>
 #include <stdio.h>
+
+int cli_opts_help(int c, const char *cmd, const char *help)
+{
+    if (c == 'h') {
+        fputs(help, stdout);
+        return BS_EXIT_OK;
+    }
+    fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
+    return BS_EXIT_USAGE;
+}
 
 int cli_config_opts_parse(int argc, char **argv, const char *cmd,
                           const char *help, cli_config_opts *o)
@@ -32,12 +43,8 @@ int cli_config_opts_parse(int argc, char **argv, const char *cmd,
             }
             o->xs[o->nx++] = optarg;
             break;
-        case 'h':
-            fputs(help, stdout);
-            return BS_EXIT_OK;
         default:
-            fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
-            return BS_EXIT_USAGE;
+            return cli_opts_help(c, cmd, help);
         }
     }
     return -1;

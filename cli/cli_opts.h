@@ -1,7 +1,8 @@
 /*
  * cli_opts.h -- option parsing that more than one command shares.
  *
- * The commands that read the stage's configuration (run, blocklist) take
+ * Every command answers -h and a refused option alike.  The commands that
+ * read the stage's configuration (run, blocklist) take
  * the same options: -c FILE, -X key=value (repeatable), -h.  They parse
  * them here and load the configuration here, so that each command file
  * depends on the engine and on this file only, never on another command.
@@ -12,6 +13,12 @@
 #include <config.h>
 
 #define CLI_MAX_X 256
+
+/* What every command's getopt loop does with -h and with an option it
+ * refused: c 'h' prints help on stdout and is BS_EXIT_OK; any other c
+ * (getopt has said what was wrong) points to cmd's --help on stderr and
+ * is BS_EXIT_USAGE. */
+int cli_opts_help(int c, const char *cmd, const char *help);
 
 /* -c and -X as given; xs point into argv. */
 typedef struct cli_config_opts {

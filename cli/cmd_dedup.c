@@ -13,6 +13,7 @@
  * again, and memory follows the distinct lines of one window however long
  * the input is.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "util.h"
 
@@ -205,12 +206,8 @@ static int dedup_option(int c, const char *arg, dedup_opts *o)
     case 's':
         o->stats = true;
         return -1;
-    case 'h':
-        fputs(DEDUP_HELP, stdout);
-        return BS_EXIT_OK;
     default:
-        fprintf(stderr, "(see 'bloomstage dedup --help')\n");
-        return BS_EXIT_USAGE;
+        return cli_opts_help(c, "dedup", DEDUP_HELP);
     }
 }
 

@@ -7,6 +7,7 @@
  * summary; then the output topic is read back and checked against what the
  * generator knows should be there.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "log.h"
 #include "stage.h"
@@ -286,12 +287,8 @@ static int demo_parse(demo *d, int argc, char **argv)
         case 'S':
             print_spam_list(stdout);
             return BS_EXIT_OK;
-        case 'h':
-            fputs(DEMO_HELP, stdout);
-            return BS_EXIT_OK;
         default:
-            fprintf(stderr, "(see 'bloomstage demo --help')\n");
-            return BS_EXIT_USAGE;
+            return cli_opts_help(c, "demo", DEMO_HELP);
         }
     }
     return -1;
