@@ -60,6 +60,106 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The snapshot files in dir, sorted by name, into *names and *n (a name
+ * is NULL where it could not be copied; the caller frees each and the
+ * array).  -1 after a message if dir cannot be read. */
+static int list_snapshots(const char *dir, char ***names, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        perror(dir);
+        return -1;
+    }
+    size_t cap = 0;
+    struct dirent *e;
+    *names = NULL;
+    *n = 0;
+    while ((e = readdir(d))) {
+        /* Snapshots: the newest (.ckpt) and those set aside (.ckps), which
+         * anchor a partition whose newest one a crash left unwritten. */
+        size_t len = strlen(e->d_name);
+        if (!bs_ckpt_is_file_name(e->d_name) &&
+            !(bs_dirstore_is_state_name(e->d_name) &&
+              !strcmp(e->d_name + len - 5, ".ckps")))
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            char **nn = realloc(*names, cap * sizeof(*nn));
+            if (!nn)
+                break;
+            *names = nn;
+        }
+        (*names)[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n > 1)
+        qsort(*names, *n, sizeof(**names), by_name);
+    return 0;
+}
+
+/* A partition already listed: the snapshots set aside name it again. */
+typedef struct shown_part {
+    char topic[250];
+    int32_t partition;
+} shown_part;
+
+/* The newest state (the snapshot and its deltas) of the partition whose
+ * snapshot file in dir is name, into *c; *snap_seq is that snapshot's own
+ * state.  1 loaded, 2 when the partition is in shown already (or shown
+ * is NULL), 0 when a file vanished while read, -1 with the reason in
+ * err.  A partition loaded is added to shown. */
+static int load_newest(const char *dir, const char *name, shown_part *shown,
+                       size_t *nshown, bs_checkpoint *c, uint64_t *snap_seq,
+                       char *err, size_t err_size)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int r = name ? bs_ckpt_load(path, c, err, err_size) : -1;
+    *snap_seq = r == 1 ? c->seq : 0;
+    if (r != 1)
+        return r;
+    char topic[sizeof(c->topic)];
+    int32_t part = c->partition;
+    snprintf(topic, sizeof(topic), "%s", c->topic);
+    bs_ckpt_free(c);
+    bool seen = false;
+    for (size_t j = 0; shown && j < *nshown && !seen; j++)
+        seen = shown[j].partition == part && !strcmp(shown[j].topic, topic);
+    if (seen || !shown)
+        return 2;
+    snprintf(shown[*nshown].topic, sizeof(shown[*nshown].topic), "%s",
+             topic);
+    shown[(*nshown)++].partition = part;
+    bs_dirstore *ds = bs_dirstore_new(dir, 0, 0);
+    r = ds ? bs_dirstore_get(ds, topic, part, BS_STORE_NEWEST, c, err,
+                             err_size)
+           : -1;
+    bs_dirstore_destroy(ds);
+    return r;
+}
+
+/* A partition's line (and its state and window lines) for its newest
+ * state c, which builds on the snapshot of state snap_seq. */
+static void print_state(const bs_checkpoint *c, uint64_t snap_seq)
+{
+    bf_info in;
+    bf_filter_info(c->filter, &in);
+    time_t t = (time_t)(c->written_ms / 1000);
+    struct tm tm;
+    char when[32], hb[32];
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+    printf("%-24s %-9d %-12lld %-20s %-6u %-10s %-12.0f %-9.2g yes\n",
+           c->topic, (int)c->partition, (long long)c->next_offset, when,
+           in.layers, bs_human_bytes(in.bytes, hb, sizeof(hb)), in.est_keys,
+           in.est_fpr);
+    if (c->seq > snap_seq)
+        printf("  state %llu: the snapshot (state %llu) and %llu deltas\n",
+               (unsigned long long)c->seq, (unsigned long long)snap_seq,
+               (unsigned long long)(c->seq - snap_seq));
+    print_window(bf_filter_windowed(c->filter));
+}
+
 int cmd_checkpoint(int argc, char **argv)
 {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -72,97 +172,30 @@ int cmd_checkpoint(int argc, char **argv)
         return BS_EXIT_USAGE;
     }
     const char *dir = argv[2];
-    DIR *d = opendir(dir);
-    if (!d) {
-        perror(dir);
+    char **names;
+    size_t n;
+    if (list_snapshots(dir, &names, &n) != 0)
         return BS_EXIT_FAIL;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        /* Snapshots: the newest (.ckpt) and those set aside (.ckps), which
-         * anchor a partition whose newest one a crash left unwritten. */
-        size_t len = strlen(e->d_name);
-        if (!bs_ckpt_is_file_name(e->d_name) &&
-            !(bs_dirstore_is_state_name(e->d_name) &&
-              !strcmp(e->d_name + len - 5, ".ckps")))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            char **nn = realloc(names, cap * sizeof(*nn));
-            if (!nn)
-                break;
-            names = nn;
-        }
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    if (n > 1)
-        qsort(names, n, sizeof(*names), by_name);
     printf("%-24s %-9s %-12s %-20s %-6s %-10s %-12s %-9s %s\n", "topic",
            "partition", "next_offset", "written (UTC)", "layers", "memory",
            "est. keys", "est. fpr", "verifies");
     int bad = 0;
-    struct {
-        char topic[250];
-        int32_t partition;
-    } *shown = calloc(n ? n : 1, sizeof(*shown));
+    shown_part *shown = calloc(n ? n : 1, sizeof(*shown));
     size_t nshown = 0;
     for (size_t i = 0; i < n; i++) {
-        char path[4096], err[1024];
-        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        char err[1024];
         bs_checkpoint c;
-        int r = names[i] ? bs_ckpt_load(path, &c, err, sizeof(err)) : -1;
-        uint64_t snap_seq = r == 1 ? c.seq : 0;
-        if (r == 1) {
-            /* The newest state: the snapshot and its deltas. */
-            char topic[sizeof(c.topic)];
-            int32_t part = c.partition;
-            snprintf(topic, sizeof(topic), "%s", c.topic);
-            bs_ckpt_free(&c);
-            bool seen = false;
-            for (size_t j = 0; shown && j < nshown && !seen; j++)
-                seen = shown[j].partition == part &&
-                       !strcmp(shown[j].topic, topic);
-            if (seen || !shown) {
-                free(names[i]);
-                continue;
-            }
-            snprintf(shown[nshown].topic, sizeof(shown[nshown].topic), "%s",
-                     topic);
-            shown[nshown++].partition = part;
-            bs_dirstore *ds = bs_dirstore_new(dir, 0, 0);
-            r = ds ? bs_dirstore_get(ds, topic, part, BS_STORE_NEWEST, &c,
-                                     err, sizeof(err))
-                   : -1;
-            bs_dirstore_destroy(ds);
-        }
+        uint64_t snap_seq;
+        int r = load_newest(dir, names[i], shown, &nshown, &c, &snap_seq,
+                            err, sizeof(err));
         if (r <= 0) {
             printf("%-24s %s\n", names[i] ? names[i] : "?",
                    r == 0 ? "vanished while read" : err);
             bad++;
-            free(names[i]);
-            continue;
+        } else if (r == 1) {
+            print_state(&c, snap_seq);
+            bs_ckpt_free(&c);
         }
-        bf_info in;
-        bf_filter_info(c.filter, &in);
-        time_t t = (time_t)(c.written_ms / 1000);
-        struct tm tm;
-        char when[32], hb[32];
-        gmtime_r(&t, &tm);
-        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-        printf("%-24s %-9d %-12lld %-20s %-6u %-10s %-12.0f %-9.2g yes\n",
-               c.topic, (int)c.partition, (long long)c.next_offset, when,
-               in.layers, bs_human_bytes(in.bytes, hb, sizeof(hb)),
-               in.est_keys, in.est_fpr);
-        if (c.seq > snap_seq)
-            printf("  state %llu: the snapshot (state %llu) and %llu "
-                   "deltas\n", (unsigned long long)c.seq,
-                   (unsigned long long)snap_seq,
-                   (unsigned long long)(c.seq - snap_seq));
-        print_window(bf_filter_windowed(c.filter));
-        bs_ckpt_free(&c);
         free(names[i]);
     }
     free(names);
