@@ -44,6 +44,47 @@ static void on_signal(int sig)
         bs_stage_stop(running);
 }
 
+/* Starts the stage on cfg (with its metrics endpoint when set asks for
+ * one) and runs it until a signal drains it or it fails: the exit
+ * status. */
+static int run_stage(const bs_config *cfg, const bs_settings *set)
+{
+    char err[1024];
+    bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
+    if (!s) {
+        char q[1100];
+        bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
+               bs_log_quote(err, q, sizeof(q)));
+        fprintf(stderr, "bloomstage run: %s\n", err);
+        return BS_EXIT_FAIL;
+    }
+    bs_metrics *metrics = NULL;
+    if (set->metrics_listen) {
+        metrics = bs_metrics_start(set->metrics_listen, s, err, sizeof(err));
+        if (!metrics) {
+            fprintf(stderr, "bloomstage run: %s\n", err);
+            bs_stage_destroy(s);
+            return BS_EXIT_FAIL;
+        }
+    }
+    running = s;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = bs_stage_run(s, err, sizeof(err));
+    if (rc != 0)
+        fprintf(stderr, "bloomstage run: %s\n", err);
+    running = NULL;
+    bs_metrics_stop(metrics);
+    bs_stage_destroy(s);
+    return rc == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
+}
+
 int cmd_run(int argc, char **argv)
 {
     cli_config_opts o;
@@ -64,45 +105,11 @@ int cmd_run(int argc, char **argv)
     bs_settings set;
     if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
         fprintf(stderr, "bloomstage: %s\n", err);
-        bs_config_destroy(cfg);
-        return BS_EXIT_USAGE;
+        rc = BS_EXIT_USAGE;
+    } else {
+        bs_log_set_level(set.log_level);
+        rc = run_stage(cfg, &set);
     }
-    bs_log_set_level(set.log_level);
-
-    bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
-    if (!s) {
-        char q[1100];
-        bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
-               bs_log_quote(err, q, sizeof(q)));
-        fprintf(stderr, "bloomstage run: %s\n", err);
-        bs_config_destroy(cfg);
-        return BS_EXIT_FAIL;
-    }
-    bs_metrics *metrics = NULL;
-    if (set.metrics_listen) {
-        metrics = bs_metrics_start(set.metrics_listen, s, err, sizeof(err));
-        if (!metrics) {
-            fprintf(stderr, "bloomstage run: %s\n", err);
-            bs_stage_destroy(s);
-            bs_config_destroy(cfg);
-            return BS_EXIT_FAIL;
-        }
-    }
-    running = s;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    rc = bs_stage_run(s, err, sizeof(err));
-    if (rc != 0)
-        fprintf(stderr, "bloomstage run: %s\n", err);
-    running = NULL;
-    bs_metrics_stop(metrics);
-    bs_stage_destroy(s);
     bs_config_destroy(cfg);
-    return rc == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
+    return rc;
 }
