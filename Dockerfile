@@ -24,10 +24,11 @@ COPY CMakeLists.txt ./
 COPY filters filters
 COPY config config
 COPY stage stage
+COPY cli cli
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBLOOMSTAGE_TESTS=OFF \
       -DBLOOMSTAGE_WERROR=ON \
  && cmake --build build -j"$(nproc)" --target bloomstage \
- && strip build/stage/bloomstage
+ && strip build/cli/bloomstage
 
 FROM debian:12-slim
 RUN apt-get update \
@@ -38,7 +39,7 @@ RUN apt-get update \
       --shell /usr/sbin/nologin bloomstage \
  && mkdir -p /var/lib/bloomstage /etc/bloomstage \
  && chown bloomstage:bloomstage /var/lib/bloomstage
-COPY --from=build /src/build/stage/bloomstage /usr/local/bin/bloomstage
+COPY --from=build /src/build/cli/bloomstage /usr/local/bin/bloomstage
 COPY config/bloomstage.conf config/spam-senders.txt /etc/bloomstage/
 
 ENV BLOOMSTAGE_CHECKPOINT_DIR=/var/lib/bloomstage \

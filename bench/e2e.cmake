@@ -18,14 +18,14 @@ target_compile_definitions(bench_e2e PRIVATE
 add_dependencies(bench_e2e bloomstage)
 
 # bench_e2e_je: the same source linked with jemalloc, as bloomstage is
-# (stage/CMakeLists.txt), run by bench_e2e as a child for its
+# (cli/CMakeLists.txt), run by bench_e2e as a child for its
 # pass-through-je phase (--pass-child): the pass-through on bloomstage's
 # allocator, so that the allocator's share of the ratio shows.  Without
 # jemalloc in the tree (BLOOMSTAGE_JEMALLOC=OFF, the sanitizers) it is not
 # built and bench_e2e skips that phase, saying why.
 if(TARGET PkgConfig::JEMALLOC)
   add_executable(bench_e2e_je ${CMAKE_CURRENT_LIST_DIR}/e2e.c
-    ${PROJECT_SOURCE_DIR}/stage/malloc_conf.c)
+    ${PROJECT_SOURCE_DIR}/cli/malloc_conf.c)
   target_link_libraries(bench_e2e_je PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
     PkgConfig::JEMALLOC Threads::Threads)
   target_compile_definitions(bench_e2e_je PRIVATE BENCH_E2E_JE=1)

@@ -6,6 +6,7 @@
  * batch is finished, the producer flushed, checkpoints written, offsets
  * committed, the group left; then exit 0.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "log.h"
 #include "metrics.h"
@@ -43,90 +44,26 @@ static void on_signal(int sig)
         bs_stage_stop(running);
 }
 
-int bs_cmd_config_opts(int argc, char **argv, const char *cmd,
-                       const char *help, const char **file, char **xs,
-                       int max, int *nx)
+/* Starts the stage on cfg (with its metrics endpoint when set asks for
+ * one) and runs it until a signal drains it or it fails: the exit
+ * status. */
+static int run_stage(const bs_config *cfg, const bs_settings *set)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0}};
-    int c;
-    *file = NULL;
-    *nx = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            *file = optarg;
-            break;
-        case 'X':
-            if (*nx == max) {
-                fprintf(stderr, "bloomstage %s: too many -X options\n", cmd);
-                return BS_EXIT_USAGE;
-            }
-            xs[(*nx)++] = optarg;
-            break;
-        case 'h':
-            fputs(help, stdout);
-            return BS_EXIT_OK;
-        default:
-            fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
-            return BS_EXIT_USAGE;
-        }
-    }
-    return -1;
-}
-
-int cmd_run(int argc, char **argv)
-{
-    const char *file = NULL;
-    char *xs[256];
-    int nx = 0;
-    int rc = bs_cmd_config_opts(argc, argv, "run", RUN_HELP, &file, xs,
-                                (int)(sizeof(xs) / sizeof(xs[0])), &nx);
-    if (rc >= 0)
-        return rc;
-    if (optind < argc) {
-        fprintf(stderr, "bloomstage run: unexpected argument '%s'\n",
-                argv[optind]);
-        return BS_EXIT_USAGE;
-    }
-    if (!file) {
-        fprintf(stderr, "bloomstage run: -c FILE is required (an empty file "
-                "will do when everything is set by BLOOMSTAGE_* or -X)\n");
-        return BS_EXIT_USAGE;
-    }
     char err[1024];
-    bs_config *cfg = bs_settings_load(file, xs, nx, err, sizeof(err));
-    if (!cfg) {
-        fprintf(stderr, "bloomstage: %s\n", err);
-        return BS_EXIT_USAGE;
-    }
-    bs_settings set;
-    if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
-        fprintf(stderr, "bloomstage: %s\n", err);
-        bs_config_destroy(cfg);
-        return BS_EXIT_USAGE;
-    }
-    bs_log_set_level(set.log_level);
-
     bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
     if (!s) {
         char q[1100];
         bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
                bs_log_quote(err, q, sizeof(q)));
         fprintf(stderr, "bloomstage run: %s\n", err);
-        bs_config_destroy(cfg);
         return BS_EXIT_FAIL;
     }
     bs_metrics *metrics = NULL;
-    if (set.metrics_listen) {
-        metrics = bs_metrics_start(set.metrics_listen, s, err, sizeof(err));
+    if (set->metrics_listen) {
+        metrics = bs_metrics_start(set->metrics_listen, s, err, sizeof(err));
         if (!metrics) {
             fprintf(stderr, "bloomstage run: %s\n", err);
             bs_stage_destroy(s);
-            bs_config_destroy(cfg);
             return BS_EXIT_FAIL;
         }
     }
@@ -139,12 +76,40 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rc = bs_stage_run(s, err, sizeof(err));
+    int rc = bs_stage_run(s, err, sizeof(err));
     if (rc != 0)
         fprintf(stderr, "bloomstage run: %s\n", err);
     running = NULL;
     bs_metrics_stop(metrics);
     bs_stage_destroy(s);
-    bs_config_destroy(cfg);
     return rc == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    cli_config_opts o;
+    int rc = cli_config_opts_parse(argc, argv, "run", RUN_HELP, &o);
+    if (rc >= 0)
+        return rc;
+    if (optind < argc) {
+        fprintf(stderr, "bloomstage run: unexpected argument '%s'\n",
+                argv[optind]);
+        return BS_EXIT_USAGE;
+    }
+    bs_config *cfg = cli_config_opts_load(
+        &o, "run", "an empty file will do when everything is set by "
+                   "BLOOMSTAGE_* or -X");
+    if (!cfg)
+        return BS_EXIT_USAGE;
+    char err[1024];
+    bs_settings set;
+    if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bloomstage: %s\n", err);
+        rc = BS_EXIT_USAGE;
+    } else {
+        bs_log_set_level(set.log_level);
+        rc = run_stage(cfg, &set);
+    }
+    bs_config_destroy(cfg);
+    return rc;
 }

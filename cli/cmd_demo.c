@@ -7,6 +7,7 @@
  * summary; then the output topic is read back and checked against what the
  * generator knows should be there.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "log.h"
 #include "stage.h"
@@ -248,17 +249,18 @@ static void remove_workdir(const char *dir, const char *ckpt_dir,
     rmdir(dir);
 }
 
-static int set(bs_config *cfg, const char *k, const char *v)
-{
-    char err[512];
-    if (bs_config_set(cfg, k, v, "demo", err, sizeof(err))) {
-        fprintf(stderr, "bloomstage demo: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
+/* One run of the demo, from its options to its clean-up. */
+typedef struct demo {
+    uint64_t events;  /* --events */
+    const char *keep; /* --keep DIR, or NULL: a temporary directory */
+    char dir[256], spam_path[512], ckpt_dir[512];
+    rd_kafka_t *prod; /* the input's producer; the cluster lives in it */
+    const char *bootstraps;
+    gen g;
+} demo;
 
-int cmd_demo(int argc, char **argv)
+/* Reads the options into d: -1 to go on, else the exit status. */
+static int demo_parse(demo *d, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"events", required_argument, NULL, 'n'},
@@ -266,15 +268,13 @@ int cmd_demo(int argc, char **argv)
         {"print-spam-list", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    uint64_t n = 100000;
-    const char *keep = NULL;
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (!bs_parse_count(optarg, &n) || n < 1000 ||
-                n > MAX_EVENTS) {
+            if (!bs_parse_count(optarg, &d->events) || d->events < 1000 ||
+                d->events > MAX_EVENTS) {
                 fprintf(stderr, "bloomstage demo: --events '%s' must be a "
                         "count from 1000 to %d (the mock broker keeps 5 MiB "
                         "a partition)\n", optarg, MAX_EVENTS);
@@ -282,49 +282,56 @@ int cmd_demo(int argc, char **argv)
             }
             break;
         case 'k':
-            keep = optarg;
+            d->keep = optarg;
             break;
         case 'S':
             print_spam_list(stdout);
             return BS_EXIT_OK;
-        case 'h':
-            fputs(DEMO_HELP, stdout);
-            return BS_EXIT_OK;
         default:
-            fprintf(stderr, "(see 'bloomstage demo --help')\n");
-            return BS_EXIT_USAGE;
+            return cli_opts_help(c, "demo", DEMO_HELP);
         }
     }
-    bs_log_set_level(BS_LOG_WARN);
-    char dir[256];
-    if (keep) {
-        snprintf(dir, sizeof(dir), "%s", keep);
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "bloomstage demo: %s: %s\n", dir, strerror(errno));
-            return BS_EXIT_FAIL;
+    return -1;
+}
+
+/* Creates the working directory (--keep's, or a temporary one) and writes
+ * the spam list into it.  -1 after a message. */
+static int demo_workdir(demo *d)
+{
+    if (d->keep) {
+        snprintf(d->dir, sizeof(d->dir), "%s", d->keep);
+        if (mkdir(d->dir, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "bloomstage demo: %s: %s\n", d->dir,
+                    strerror(errno));
+            return -1;
         }
     } else {
-        snprintf(dir, sizeof(dir), "/tmp/bloomstage-demo.XXXXXX");
-        if (!mkdtemp(dir)) {
+        snprintf(d->dir, sizeof(d->dir), "/tmp/bloomstage-demo.XXXXXX");
+        if (!mkdtemp(d->dir)) {
             perror("bloomstage demo: mkdtemp");
-            return BS_EXIT_FAIL;
+            return -1;
         }
     }
-    char spam_path[512], ckpt_dir[512];
-    snprintf(spam_path, sizeof(spam_path), "%s/spam-senders.txt", dir);
-    snprintf(ckpt_dir, sizeof(ckpt_dir), "%s/checkpoints", dir);
-    FILE *f = fopen(spam_path, "w");
+    snprintf(d->spam_path, sizeof(d->spam_path), "%s/spam-senders.txt",
+             d->dir);
+    snprintf(d->ckpt_dir, sizeof(d->ckpt_dir), "%s/checkpoints", d->dir);
+    FILE *f = fopen(d->spam_path, "w");
     if (!f) {
-        perror(spam_path);
-        return BS_EXIT_FAIL;
+        perror(d->spam_path);
+        return -1;
     }
     print_spam_list(f);
     if (fclose(f) != 0) {
-        perror(spam_path);
-        return BS_EXIT_FAIL;
+        perror(d->spam_path);
+        return -1;
     }
+    return 0;
+}
 
-    /* The cluster, and a producer for the input stream. */
+/* Starts the mock cluster inside a producer for the input stream and
+ * creates the demo's topics on it.  -1 after a message. */
+static int demo_cluster(demo *d)
+{
     char err[512];
     rd_kafka_conf_t *pconf = rd_kafka_conf_new();
     rd_kafka_conf_set_dr_msg_cb(pconf, demo_dr);
@@ -337,62 +344,193 @@ int cmd_demo(int argc, char **argv)
                           err, sizeof(err))) {
         fprintf(stderr, "bloomstage demo: %s\n", err);
         rd_kafka_conf_destroy(pconf);
-        return BS_EXIT_FAIL;
+        return -1;
     }
-    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err,
-                                    sizeof(err));
-    if (!prod) {
+    d->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof(err));
+    if (!d->prod) {
         fprintf(stderr, "bloomstage demo: %s\n", err);
-        return BS_EXIT_FAIL;
+        return -1;
     }
-    rd_kafka_mock_cluster_t *mc = rd_kafka_handle_mock_cluster(prod);
+    rd_kafka_mock_cluster_t *mc = rd_kafka_handle_mock_cluster(d->prod);
     if (!mc) {
         fprintf(stderr, "bloomstage demo: cannot start the mock cluster\n");
-        rd_kafka_destroy(prod);
-        return BS_EXIT_FAIL;
+        rd_kafka_destroy(d->prod);
+        return -1;
     }
-    const char *bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
+    d->bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
     rd_kafka_mock_topic_create(mc, IN_TOPIC, PARTITIONS, 1);
     rd_kafka_mock_topic_create(mc, OUT_TOPIC, PARTITIONS, 1);
     rd_kafka_mock_topic_create(mc, REJ_TOPIC, PARTITIONS, 1);
+    return 0;
+}
 
+/* Says where the demo runs, then produces the input stream and says what
+ * is in it.  -1 after a message. */
+static int demo_input(demo *d)
+{
     printf("bloomstage demo\n");
     printf("  mock Kafka cluster   %s (librdkafka's, in this process)\n",
-           bootstraps);
+           d->bootstraps);
     printf("  input                %s, %d partitions\n", IN_TOPIC, PARTITIONS);
-    printf("  working directory    %s\n\n", dir);
+    printf("  working directory    %s\n\n", d->dir);
     printf("generating %llu events (retries, late replays, spam senders)...\n",
-           (unsigned long long)n);
+           (unsigned long long)d->events);
     fflush(stdout);
-    gen g = {0};
-    if (generate(prod, n, &g) != 0) {
+    if (generate(d->prod, d->events, &d->g) != 0) {
         fprintf(stderr, "bloomstage demo: producing the input failed\n");
-        free(g.is_spam);
-        goto fail_cluster;
+        return -1;
     }
     printf("  %llu unique events, %llu producer retries, %llu replayed, "
            "%llu from spam senders\n\n",
-           (unsigned long long)g.unique, (unsigned long long)g.retries,
-           (unsigned long long)g.replays, (unsigned long long)g.spam_unique);
+           (unsigned long long)d->g.unique, (unsigned long long)d->g.retries,
+           (unsigned long long)d->g.replays,
+           (unsigned long long)d->g.spam_unique);
+    return 0;
+}
 
+/* Sets one key of the demo's configuration: -1 after a message. */
+static int set(bs_config *cfg, const char *k, const char *v)
+{
+    char err[512];
+    if (bs_config_set(cfg, k, v, "demo", err, sizeof(err))) {
+        fprintf(stderr, "bloomstage demo: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The stage's configuration for the demo's cluster and files, validated:
+ * NULL after a message (or without memory). */
+static bs_config *demo_config(const demo *d)
+{
+    char err[512];
     bs_config *cfg = bs_config_new();
-    int rc = BS_EXIT_FAIL;
-    if (!cfg || set(cfg, "kafka.bootstrap.servers", bootstraps) ||
+    if (!cfg)
+        return NULL;
+    if (set(cfg, "kafka.bootstrap.servers", d->bootstraps) ||
         set(cfg, "input.topics", IN_TOPIC) ||
         set(cfg, "output.topic", OUT_TOPIC) ||
         set(cfg, "rejected.topic", REJ_TOPIC) ||
         set(cfg, "dedup.key", "json:/id") ||
         set(cfg, "dedup.capacity", "20000") ||
-        set(cfg, "blocklist.spam.path", spam_path) ||
+        set(cfg, "blocklist.spam.path", d->spam_path) ||
         set(cfg, "blocklist.spam.key", "json:/from") ||
-        set(cfg, "checkpoint.dir", ckpt_dir) ||
+        set(cfg, "checkpoint.dir", d->ckpt_dir) ||
         set(cfg, "checkpoint.interval.ms", "1000") ||
-        set(cfg, "log.stats.interval.ms", "0") ||
-        bs_config_validate(cfg, err, sizeof(err))) {
-        if (cfg)
-            fprintf(stderr, "bloomstage demo: %s\n", err);
-        goto done;
+        set(cfg, "log.stats.interval.ms", "0")) {
+        bs_config_destroy(cfg);
+        return NULL;
     }
+    if (bs_config_validate(cfg, err, sizeof(err))) {
+        fprintf(stderr, "bloomstage demo: %s\n", err);
+        bs_config_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* Runs the stage on a thread until it has read all total records (or
+ * stalls for 120 s), showing progress on a terminal, then drains it.  st:
+ * its counters at the end; at_end: as they were before the drain gave the
+ * partitions up; secs: from its first record to its last.  -1 after a
+ * message if the thread cannot start. */
+static int demo_run_to_end(runner *r, uint64_t total, bs_stage_stats *st,
+                           bs_stage_stats *at_end, double *secs)
+{
+    pthread_t th;
+    double t_start = bs_now(), t_first = 0, t_last = 0;
+    if (pthread_create(&th, NULL, run_stage, r) != 0) {
+        fprintf(stderr, "bloomstage demo: cannot start a thread\n");
+        return -1;
+    }
+    bool tty = isatty(STDOUT_FILENO);
+    for (;;) {
+        usleep(20000);
+        bs_stage_stats_get(r->stage, st);
+        if (st->records_in && !t_first)
+            t_first = bs_now();
+        if (tty)
+            printf("\r  %llu/%llu records processed", (unsigned long long)
+                   st->records_in, (unsigned long long)total);
+        if (st->records_in >= total) {
+            t_last = bs_now();
+            break;
+        }
+        if (bs_now() - t_start > 120) {
+            fprintf(stderr, "\nbloomstage demo: the stage stalled at %llu "
+                    "records\n", (unsigned long long)st->records_in);
+            break;
+        }
+    }
+    /* Partition gauges now, before the drain gives the partitions up. */
+    bs_stage_stats_get(r->stage, at_end);
+    bs_stage_stop(r->stage);
+    pthread_join(th, NULL);
+    if (tty)
+        printf("\r\033[K");
+    bs_stage_stats_get(r->stage, st);
+    *secs = t_last > t_first ? t_last - t_first : 0;
+    return 0;
+}
+
+/* Prints what the stage did: counts, rate, filters, checkpoints. */
+static void print_summary(bs_stage *s, const bs_stage_stats *st,
+                          const bs_stage_stats *at_end, double secs)
+{
+    char hb[32];
+    printf("\nsummary\n");
+    printf("  records in           %llu\n", (unsigned long long)st->records_in);
+    printf("  forwarded            %llu  -> %s\n",
+           (unsigned long long)st->records_out, OUT_TOPIC);
+    printf("  duplicates dropped   %llu  -> %s (header bloomstage-reason)\n",
+           (unsigned long long)st->dropped_duplicate, REJ_TOPIC);
+    for (size_t i = 0; i < bs_stage_blocklists(s); i++)
+        printf("  blocked (%s)       %llu\n", bs_stage_blocklist_name(s, i),
+               (unsigned long long)bs_stage_blocklist_drops(s, i));
+    printf("  missing key          %llu\n",
+           (unsigned long long)st->missing_key);
+    if (secs > 0)
+        printf("  rate                 %.0f records/s (first to last record, "
+               "one core, mock broker)\n", (double)st->records_in / secs);
+    printf("  dedup filters        %s in %u layers over %u partitions\n",
+           bs_human_bytes(at_end->filter_bytes, hb, sizeof(hb)),
+           (unsigned)at_end->filter_layers, (unsigned)at_end->partitions);
+    printf("  checkpoints          %llu written, %llu commits, last %s\n",
+           (unsigned long long)st->checkpoints,
+           (unsigned long long)st->commits,
+           bs_human_bytes(st->checkpoint_bytes, hb, sizeof(hb)));
+}
+
+/* Reads the output back and prints whether every unique non-spam event
+ * is there exactly once: the exit status. */
+static int demo_check(const demo *d)
+{
+    const gen *g = &d->g;
+    uint64_t expect = g->unique - g->spam_unique, got, dups, spam_out;
+    if (verify(d->bootstraps, g, expect, &got, &dups, &spam_out) != 0)
+        return BS_EXIT_FAIL;
+    printf("\ncheck (output read back)\n");
+    printf("  unique non-spam events expected   %llu\n",
+           (unsigned long long)expect);
+    printf("  found in %s          %llu, %llu twice, %llu spam\n",
+           OUT_TOPIC, (unsigned long long)got, (unsigned long long)dups,
+           (unsigned long long)spam_out);
+    /* A Bloom filter may drop a new event as a false positive with
+     * probability <= dedup.fpr (1e-6): allow for that, say it. */
+    if (dups == 0 && spam_out == 0 && got <= expect &&
+        expect - got <= 1 + expect / 100000) {
+        printf("  %s\n", got == expect ? "OK: every unique event exactly once"
+                                       : "OK within the false-positive bound");
+        return BS_EXIT_OK;
+    }
+    printf("  MISMATCH\n");
+    return BS_EXIT_FAIL;
+}
+
+/* Runs the stage on the generated input with cfg, prints its summary and
+ * the check of its output: the exit status. */
+static int demo_stage(const demo *d, bs_config *cfg)
+{
     printf("running the stage: dedup.key=json:/id, blocklist.spam.key="
            "json:/from, checkpoint every 1 s...\n");
     fflush(stdout);
@@ -400,99 +538,45 @@ int cmd_demo(int argc, char **argv)
     r.stage = bs_stage_new(cfg, r.err, sizeof(r.err));
     if (!r.stage) {
         fprintf(stderr, "bloomstage demo: %s\n", r.err);
-        goto done;
-    }
-    pthread_t th;
-    double t_start = bs_now(), t_first = 0, t_last = 0;
-    if (pthread_create(&th, NULL, run_stage, &r) != 0) {
-        fprintf(stderr, "bloomstage demo: cannot start a thread\n");
-        bs_stage_destroy(r.stage);
-        goto done;
+        return BS_EXIT_FAIL;
     }
     bs_stage_stats st, at_end;
-    bool tty = isatty(STDOUT_FILENO);
-    for (;;) {
-        usleep(20000);
-        bs_stage_stats_get(r.stage, &st);
-        if (st.records_in && !t_first)
-            t_first = bs_now();
-        if (tty)
-            printf("\r  %llu/%llu records processed", (unsigned long long)
-                   st.records_in, (unsigned long long)g.total);
-        if (st.records_in >= g.total) {
-            t_last = bs_now();
-            break;
-        }
-        if (bs_now() - t_start > 120) {
-            fprintf(stderr, "\nbloomstage demo: the stage stalled at %llu "
-                    "records\n", (unsigned long long)st.records_in);
-            break;
-        }
+    double secs;
+    if (demo_run_to_end(&r, d->g.total, &st, &at_end, &secs) != 0) {
+        bs_stage_destroy(r.stage);
+        return BS_EXIT_FAIL;
     }
-    /* Partition gauges now, before the drain gives the partitions up. */
-    bs_stage_stats_get(r.stage, &at_end);
-    bs_stage_stop(r.stage);
-    pthread_join(th, NULL);
-    if (tty)
-        printf("\r\033[K");
-    bs_stage_stats_get(r.stage, &st);
-    char hb[32];
-    double secs = t_last > t_first ? t_last - t_first : 0;
-    printf("\nsummary\n");
-    printf("  records in           %llu\n", (unsigned long long)st.records_in);
-    printf("  forwarded            %llu  -> %s\n",
-           (unsigned long long)st.records_out, OUT_TOPIC);
-    printf("  duplicates dropped   %llu  -> %s (header bloomstage-reason)\n",
-           (unsigned long long)st.dropped_duplicate, REJ_TOPIC);
-    for (size_t i = 0; i < bs_stage_blocklists(r.stage); i++)
-        printf("  blocked (%s)       %llu\n", bs_stage_blocklist_name(r.stage,
-               i), (unsigned long long)bs_stage_blocklist_drops(r.stage, i));
-    printf("  missing key          %llu\n", (unsigned long long)st.missing_key);
-    if (secs > 0)
-        printf("  rate                 %.0f records/s (first to last record, "
-               "one core, mock broker)\n", (double)st.records_in / secs);
-    printf("  dedup filters        %s in %u layers over %u partitions\n",
-           bs_human_bytes(at_end.filter_bytes, hb, sizeof(hb)),
-           (unsigned)at_end.filter_layers, (unsigned)at_end.partitions);
-    printf("  checkpoints          %llu written, %llu commits, last %s\n",
-           (unsigned long long)st.checkpoints, (unsigned long long)st.commits,
-           bs_human_bytes(st.checkpoint_bytes, hb, sizeof(hb)));
+    print_summary(r.stage, &st, &at_end, secs);
     if (r.rc != 0)
         fprintf(stderr, "bloomstage demo: the stage failed: %s\n", r.err);
     bs_stage_destroy(r.stage);
-
-    uint64_t expect = g.unique - g.spam_unique, got, dups, spam_out;
-    if (r.rc == 0 &&
-        verify(bootstraps, &g, expect, &got, &dups, &spam_out) == 0) {
-        printf("\ncheck (output read back)\n");
-        printf("  unique non-spam events expected   %llu\n",
-               (unsigned long long)expect);
-        printf("  found in %s          %llu, %llu twice, %llu spam\n",
-               OUT_TOPIC, (unsigned long long)got, (unsigned long long)dups,
-               (unsigned long long)spam_out);
-        /* A Bloom filter may drop a new event as a false positive with
-         * probability <= dedup.fpr (1e-6): allow for that, say it. */
-        if (dups == 0 && spam_out == 0 && got <= expect &&
-            expect - got <= 1 + expect / 100000) {
-            printf("  %s\n", got == expect
-                                 ? "OK: every unique event exactly once"
-                                 : "OK within the false-positive bound");
-            rc = BS_EXIT_OK;
-        } else {
-            printf("  MISMATCH\n");
-        }
-    }
-    if (keep)
+    int rc = r.rc == 0 ? demo_check(d) : BS_EXIT_FAIL;
+    if (d->keep)
         printf("\ncheckpoints kept: bloomstage checkpoint info %s\n",
-               ckpt_dir);
-done:
-    if (!keep)
-        remove_workdir(dir, ckpt_dir, spam_path);
-    bs_config_destroy(cfg);
-    free(g.is_spam);
-    rd_kafka_destroy(prod);
+               d->ckpt_dir);
     return rc;
-fail_cluster:
-    rd_kafka_destroy(prod);
-    return BS_EXIT_FAIL;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    demo d = {.events = 100000};
+    int rc = demo_parse(&d, argc, argv);
+    if (rc >= 0)
+        return rc;
+    bs_log_set_level(BS_LOG_WARN);
+    if (demo_workdir(&d) != 0 || demo_cluster(&d) != 0)
+        return BS_EXIT_FAIL;
+    if (demo_input(&d) != 0) {
+        free(d.g.is_spam);
+        rd_kafka_destroy(d.prod);
+        return BS_EXIT_FAIL;
+    }
+    bs_config *cfg = demo_config(&d);
+    rc = cfg ? demo_stage(&d, cfg) : BS_EXIT_FAIL;
+    if (!d.keep)
+        remove_workdir(d.dir, d.ckpt_dir, d.spam_path);
+    bs_config_destroy(cfg);
+    free(d.g.is_spam);
+    rd_kafka_destroy(d.prod);
+    return rc;
 }

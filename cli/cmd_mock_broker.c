@@ -34,6 +34,7 @@
  * then takes a few milliseconds, occasionally about one second: that is
  * rd_kafka_mock_cluster_destroy() in 2.0.2 waiting on its own thread.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "util.h"
 
@@ -217,6 +218,126 @@ static int create_topic(rd_kafka_mock_cluster_t *mc, const char *topic,
     return 0;
 }
 
+/* A control command's arguments, tok[1..] (their count checked), acted
+ * on; the answer ("ok" already, or "error: ...") in reply. */
+typedef void control_fn(rd_kafka_mock_cluster_t *mc, char **tok, char *reply,
+                        size_t reply_size);
+
+/* create-topic TOPIC PARTITIONS */
+static void control_create_topic(rd_kafka_mock_cluster_t *mc, char **tok,
+                                 char *reply, size_t reply_size)
+{
+    long v;
+    char why[300];
+    if (!valid_topic(tok[1], strlen(tok[1])))
+        snprintf(reply, reply_size, "error: invalid topic name '%s'", tok[1]);
+    else if (!parse_int(tok[2], 1, MAX_PARTITIONS, &v))
+        snprintf(reply, reply_size, "error: partitions '%s' must be 1..%d",
+                 tok[2], MAX_PARTITIONS);
+    else if (create_topic(mc, tok[1], v, why, sizeof(why)))
+        snprintf(reply, reply_size, "error: %s", why);
+}
+
+/* push-errors API COUNT ERRNAME */
+static void control_push_errors(rd_kafka_mock_cluster_t *mc, char **tok,
+                                char *reply, size_t reply_size)
+{
+    long v;
+    int16_t api;
+    rd_kafka_resp_err_t err;
+    if (!parse_api(tok[1], &api)) {
+        snprintf(reply, reply_size, "error: unknown API '%s'", tok[1]);
+    } else if (!parse_int(tok[2], 1, MAX_ERROR_COUNT, &v)) {
+        snprintf(reply, reply_size, "error: count '%s' must be 1..%d",
+                 tok[2], MAX_ERROR_COUNT);
+    } else if (!parse_err(tok[3], &err)) {
+        snprintf(reply, reply_size, "error: unknown error name '%s'", tok[3]);
+    } else {
+        rd_kafka_resp_err_t *errs = malloc((size_t)v * sizeof(*errs));
+        if (!errs) {
+            snprintf(reply, reply_size, "error: out of memory");
+            return;
+        }
+        for (long i = 0; i < v; i++)
+            errs[i] = err;
+        rd_kafka_mock_push_request_errors_array(mc, api, (size_t)v, errs);
+        free(errs);
+    }
+}
+
+/* clear-errors API */
+static void control_clear_errors(rd_kafka_mock_cluster_t *mc, char **tok,
+                                 char *reply, size_t reply_size)
+{
+    int16_t api;
+    if (!parse_api(tok[1], &api))
+        snprintf(reply, reply_size, "error: unknown API '%s'", tok[1]);
+    else
+        rd_kafka_mock_clear_request_errors(mc, api);
+}
+
+/* topic-error TOPIC ERRNAME */
+static void control_topic_error(rd_kafka_mock_cluster_t *mc, char **tok,
+                                char *reply, size_t reply_size)
+{
+    rd_kafka_resp_err_t err;
+    if (!valid_topic(tok[1], strlen(tok[1])))
+        snprintf(reply, reply_size, "error: invalid topic name '%s'", tok[1]);
+    else if (!parse_err(tok[2], &err))
+        snprintf(reply, reply_size, "error: unknown error name '%s'", tok[2]);
+    else
+        rd_kafka_mock_topic_set_error(mc, tok[1], err);
+}
+
+/* broker-down ID or broker-up ID, as down says. */
+static void control_broker_set(rd_kafka_mock_cluster_t *mc, char **tok,
+                               char *reply, size_t reply_size, bool down)
+{
+    long v;
+    if (!parse_int(tok[1], -1, INT32_MAX, &v) || v == 0) {
+        snprintf(reply, reply_size,
+                 "error: broker id '%s' must be >= 1, or -1 for all", tok[1]);
+        return;
+    }
+    rd_kafka_resp_err_t err =
+        down ? rd_kafka_mock_broker_set_down(mc, (int32_t)v)
+             : rd_kafka_mock_broker_set_up(mc, (int32_t)v);
+    if (err)
+        snprintf(reply, reply_size, "error: broker %ld: %s", v,
+                 rd_kafka_err2name(err));
+}
+
+/* broker-down ID */
+static void control_broker_down(rd_kafka_mock_cluster_t *mc, char **tok,
+                                char *reply, size_t reply_size)
+{
+    control_broker_set(mc, tok, reply, reply_size, true);
+}
+
+/* broker-up ID */
+static void control_broker_up(rd_kafka_mock_cluster_t *mc, char **tok,
+                              char *reply, size_t reply_size)
+{
+    control_broker_set(mc, tok, reply, reply_size, false);
+}
+
+/* The control commands: name, argument count, usage, handler (NULL for
+ * quit). */
+static const struct control_cmd {
+    const char *name;
+    int nargs;
+    const char *synopsis;
+    control_fn *fn;
+} CONTROL_CMDS[] = {
+    {"quit", 0, "quit", NULL},
+    {"create-topic", 2, "create-topic TOPIC PARTITIONS", control_create_topic},
+    {"push-errors", 3, "push-errors API COUNT ERRNAME", control_push_errors},
+    {"clear-errors", 1, "clear-errors API", control_clear_errors},
+    {"topic-error", 2, "topic-error TOPIC ERRNAME", control_topic_error},
+    {"broker-down", 1, "broker-down ID", control_broker_down},
+    {"broker-up", 1, "broker-up ID", control_broker_up},
+};
+
 /*
  * One control command: tokens are split on blanks (topic names have none).
  * Writes "ok" or "error: ..." to `reply`; returns 1 for quit, else 0.
@@ -240,95 +361,24 @@ static int control_command(rd_kafka_mock_cluster_t *mc, char *line,
         snprintf(reply, reply_size, "error: empty command");
         return 0;
     }
-
-    const char *cmd = tok[0];
-    long v;
-    int16_t api;
-    rd_kafka_resp_err_t err;
-
-#define NEED_ARGS(k, synopsis)                                               \
-    do {                                                                     \
-        if (n != (k) + 1) {                                                  \
-            snprintf(reply, reply_size, "error: usage: %s", synopsis);       \
-            return 0;                                                        \
-        }                                                                    \
-    } while (0)
-
-    if (!strcmp(cmd, "quit")) {
-        NEED_ARGS(0, "quit");
-        return 1;
-    } else if (!strcmp(cmd, "create-topic")) {
-        NEED_ARGS(2, "create-topic TOPIC PARTITIONS");
-        if (!valid_topic(tok[1], strlen(tok[1])))
-            snprintf(reply, reply_size, "error: invalid topic name '%s'",
-                     tok[1]);
-        else if (!parse_int(tok[2], 1, MAX_PARTITIONS, &v))
-            snprintf(reply, reply_size,
-                     "error: partitions '%s' must be 1..%d", tok[2],
-                     MAX_PARTITIONS);
-        else {
-            char why[300];
-            if (create_topic(mc, tok[1], v, why, sizeof(why)))
-                snprintf(reply, reply_size, "error: %s", why);
+    for (size_t i = 0; i < sizeof(CONTROL_CMDS) / sizeof(CONTROL_CMDS[0]);
+         i++) {
+        const struct control_cmd *c = &CONTROL_CMDS[i];
+        if (strcmp(tok[0], c->name))
+            continue;
+        if (n != c->nargs + 1) {
+            snprintf(reply, reply_size, "error: usage: %s", c->synopsis);
+            return 0;
         }
-    } else if (!strcmp(cmd, "push-errors")) {
-        NEED_ARGS(3, "push-errors API COUNT ERRNAME");
-        if (!parse_api(tok[1], &api))
-            snprintf(reply, reply_size, "error: unknown API '%s'", tok[1]);
-        else if (!parse_int(tok[2], 1, MAX_ERROR_COUNT, &v))
-            snprintf(reply, reply_size, "error: count '%s' must be 1..%d",
-                     tok[2], MAX_ERROR_COUNT);
-        else if (!parse_err(tok[3], &err))
-            snprintf(reply, reply_size, "error: unknown error name '%s'",
-                     tok[3]);
-        else {
-            rd_kafka_resp_err_t *errs = malloc((size_t)v * sizeof(*errs));
-            if (!errs) {
-                snprintf(reply, reply_size, "error: out of memory");
-                return 0;
-            }
-            for (long i = 0; i < v; i++)
-                errs[i] = err;
-            rd_kafka_mock_push_request_errors_array(mc, api, (size_t)v, errs);
-            free(errs);
-        }
-    } else if (!strcmp(cmd, "clear-errors")) {
-        NEED_ARGS(1, "clear-errors API");
-        if (!parse_api(tok[1], &api))
-            snprintf(reply, reply_size, "error: unknown API '%s'", tok[1]);
-        else
-            rd_kafka_mock_clear_request_errors(mc, api);
-    } else if (!strcmp(cmd, "topic-error")) {
-        NEED_ARGS(2, "topic-error TOPIC ERRNAME");
-        if (!valid_topic(tok[1], strlen(tok[1])))
-            snprintf(reply, reply_size, "error: invalid topic name '%s'",
-                     tok[1]);
-        else if (!parse_err(tok[2], &err))
-            snprintf(reply, reply_size, "error: unknown error name '%s'",
-                     tok[2]);
-        else
-            rd_kafka_mock_topic_set_error(mc, tok[1], err);
-    } else if (!strcmp(cmd, "broker-down") || !strcmp(cmd, "broker-up")) {
-        bool down = !strcmp(cmd, "broker-down");
-        NEED_ARGS(1, down ? "broker-down ID" : "broker-up ID");
-        if (!parse_int(tok[1], -1, INT32_MAX, &v) || v == 0)
-            snprintf(reply, reply_size,
-                     "error: broker id '%s' must be >= 1, or -1 for all",
-                     tok[1]);
-        else {
-            err = down ? rd_kafka_mock_broker_set_down(mc, (int32_t)v)
-                       : rd_kafka_mock_broker_set_up(mc, (int32_t)v);
-            if (err)
-                snprintf(reply, reply_size, "error: broker %ld: %s", v,
-                         rd_kafka_err2name(err));
-        }
-    } else {
-        snprintf(reply, reply_size,
-                 "error: unknown command '%s' (create-topic, push-errors, "
-                 "clear-errors, topic-error, broker-down, broker-up, quit)",
-                 cmd);
+        if (!c->fn)
+            return 1;
+        c->fn(mc, tok, reply, reply_size);
+        return 0;
     }
-#undef NEED_ARGS
+    snprintf(reply, reply_size,
+             "error: unknown command '%s' (create-topic, push-errors, "
+             "clear-errors, topic-error, broker-down, broker-up, quit)",
+             tok[0]);
     return 0;
 }
 
@@ -338,6 +388,43 @@ static int reply_line(const char *reply)
         fprintf(stderr, "bloomstage mock-broker: cannot write stdout: %s\n",
                 strerror(errno));
         return -1;
+    }
+    return 0;
+}
+
+/* Answers every complete line in buf[0..*used) and keeps the incomplete
+ * rest at the start of buf; a full buffer with no newline starts
+ * discarding an over-long line.  1 after quit (answered), 0 to go on, -1
+ * if stdout fails. */
+static int control_lines(rd_kafka_mock_cluster_t *mc, char *buf,
+                         size_t *used, bool *discarding)
+{
+    char *start = buf;
+    char *nl;
+    while ((nl = memchr(start, '\n', *used - (size_t)(start - buf)))) {
+        *nl = '\0';
+        char reply[512];
+        int quit = 0;
+        if (*discarding) {
+            snprintf(reply, sizeof(reply),
+                     "error: line longer than %d bytes", CONTROL_LINE_MAX);
+            *discarding = false;
+        } else if (memchr(start, '\0', (size_t)(nl - start))) {
+            snprintf(reply, sizeof(reply), "error: NUL byte in command");
+        } else {
+            quit = control_command(mc, start, reply, sizeof(reply));
+        }
+        if (quit)
+            return reply_line("ok") ? -1 : 1;
+        if (reply_line(reply))
+            return -1;
+        start = nl + 1;
+    }
+    *used -= (size_t)(start - buf);
+    memmove(buf, start, *used);
+    if (*used == CONTROL_LINE_MAX) { /* no newline in a full buffer */
+        *discarding = true;
+        *used = 0;
     }
     return 0;
 }
@@ -375,39 +462,82 @@ static int control_loop(rd_kafka_mock_cluster_t *mc)
         if (got == 0) /* EOF: our controller is gone */
             return BS_EXIT_OK;
         used += (size_t)got;
-
-        char *start = buf;
-        char *nl;
-        while ((nl = memchr(start, '\n', used - (size_t)(start - buf)))) {
-            *nl = '\0';
-            char reply[512];
-            int quit = 0;
-            if (discarding) {
-                snprintf(reply, sizeof(reply),
-                         "error: line longer than %d bytes", CONTROL_LINE_MAX);
-                discarding = false;
-            } else if (memchr(start, '\0', (size_t)(nl - start))) {
-                snprintf(reply, sizeof(reply), "error: NUL byte in command");
-            } else {
-                quit = control_command(mc, start, reply, sizeof(reply));
-            }
-            if (!quit && reply_line(reply))
-                return BS_EXIT_FAIL;
-            if (quit)
-                return reply_line("ok") ? BS_EXIT_FAIL : BS_EXIT_OK;
-            start = nl + 1;
-        }
-        used -= (size_t)(start - buf);
-        memmove(buf, start, used);
-        if (used == CONTROL_LINE_MAX) { /* no newline in a full buffer */
-            discarding = true;
-            used = 0;
-        }
+        int q = control_lines(mc, buf, &used, &discarding);
+        if (q != 0)
+            return q > 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
     }
     return BS_EXIT_OK;
 }
 
-int cmd_mock_broker(int argc, char **argv)
+/* The options, as read and checked. */
+typedef struct mock_opts {
+    long brokers;
+    bool control;
+    /* -t T:P, validated while parsing and created once the cluster
+     * exists: names cut out of T:P into `names`, NUL-separated. */
+    const char **topics;
+    long *partitions;
+    int ntopics;
+    char *names;
+    size_t names_used;
+} mock_opts;
+
+/* Room in o for every -t that argv can hold: -1 after a message. */
+static int mock_opts_alloc(mock_opts *o, int argc, char **argv)
+{
+    o->topics = calloc((size_t)argc + 1, sizeof(*o->topics));
+    o->partitions = calloc((size_t)argc + 1, sizeof(*o->partitions));
+    size_t names_cap = 0;
+    for (int i = 0; i < argc; i++)
+        names_cap += strlen(argv[i]) + 1;
+    if (o->topics && o->partitions)
+        o->names = malloc(names_cap + 1);
+    if (!o->names) {
+        fprintf(stderr, "bloomstage mock-broker: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Frees what mock_opts_alloc allocated. */
+static void mock_opts_free(mock_opts *o)
+{
+    free(o->names);
+    free(o->partitions);
+    free(o->topics);
+}
+
+/* Adds -t T:P to o: false after a message. */
+static bool mock_add_topic(mock_opts *o, const char *arg)
+{
+    const char *colon = strrchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : 0;
+    long p;
+    if (!colon || !valid_topic(arg, len) ||
+        !parse_int(colon + 1, 1, MAX_PARTITIONS, &p)) {
+        fprintf(stderr, "bloomstage mock-broker: -t '%s' must be "
+                "TOPIC:PARTITIONS (topic of [A-Za-z0-9._-], at most %d "
+                "characters; partitions 1..%d)\n", arg, MAX_TOPIC_LEN,
+                MAX_PARTITIONS);
+        return false;
+    }
+    char *name = o->names + o->names_used;
+    memcpy(name, arg, len);
+    name[len] = '\0';
+    o->names_used += len + 1;
+    for (int i = 0; i < o->ntopics; i++)
+        if (!strcmp(o->topics[i], name)) {
+            fprintf(stderr, "bloomstage mock-broker: topic '%s' given "
+                    "twice\n", name);
+            return false;
+        }
+    o->topics[o->ntopics] = name;
+    o->partitions[o->ntopics++] = p;
+    return true;
+}
+
+/* Reads the command line into o: -1 to go on, else the exit status. */
+static int mock_parse(mock_opts *o, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"brokers", required_argument, NULL, 'b'},
@@ -415,104 +545,60 @@ int cmd_mock_broker(int argc, char **argv)
         {"control", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    long brokers = 1;
-    bool control = false;
     int c;
-
-    /* Topics are validated while parsing and created once the cluster
-     * exists; argv outlives this function's use of it. */
-    const char **topics = calloc((size_t)argc + 1, sizeof(*topics));
-    long *partitions = calloc((size_t)argc + 1, sizeof(*partitions));
-    int ntopics = 0;
-    int rc = BS_EXIT_USAGE;
-    rd_kafka_t *rk = NULL;
-    rd_kafka_mock_cluster_t *mc = NULL;
-    char *names = NULL; /* topic names cut out of T:P, NUL-separated */
-    size_t names_used = 0;
-    if (!topics || !partitions) {
-        fprintf(stderr, "bloomstage mock-broker: out of memory\n");
-        rc = BS_EXIT_FAIL;
-        goto out;
-    }
-    size_t names_cap = 0;
-    for (int i = 0; i < argc; i++)
-        names_cap += strlen(argv[i]) + 1;
-    if (!(names = malloc(names_cap + 1))) {
-        fprintf(stderr, "bloomstage mock-broker: out of memory\n");
-        rc = BS_EXIT_FAIL;
-        goto out;
-    }
-
     optind = 0;
     while ((c = getopt_long(argc, argv, "b:t:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
-            if (!parse_int(optarg, 1, MAX_BROKERS, &brokers)) {
+            if (!parse_int(optarg, 1, MAX_BROKERS, &o->brokers)) {
                 fprintf(stderr, "bloomstage mock-broker: -b '%s' must be a "
                         "broker count 1..%d\n", optarg, MAX_BROKERS);
-                goto out;
+                return BS_EXIT_USAGE;
             }
             break;
-        case 't': {
-            const char *colon = strrchr(optarg, ':');
-            size_t len = colon ? (size_t)(colon - optarg) : 0;
-            long p;
-            if (!colon || !valid_topic(optarg, len) ||
-                !parse_int(colon + 1, 1, MAX_PARTITIONS, &p)) {
-                fprintf(stderr, "bloomstage mock-broker: -t '%s' must be "
-                        "TOPIC:PARTITIONS (topic of [A-Za-z0-9._-], at most "
-                        "%d characters; partitions 1..%d)\n", optarg,
-                        MAX_TOPIC_LEN, MAX_PARTITIONS);
-                goto out;
-            }
-            char *name = names + names_used;
-            memcpy(name, optarg, len);
-            name[len] = '\0';
-            names_used += len + 1;
-            for (int i = 0; i < ntopics; i++)
-                if (!strcmp(topics[i], name)) {
-                    fprintf(stderr, "bloomstage mock-broker: topic '%s' "
-                            "given twice\n", name);
-                    goto out;
-                }
-            topics[ntopics] = name;
-            partitions[ntopics++] = p;
+        case 't':
+            if (!mock_add_topic(o, optarg))
+                return BS_EXIT_USAGE;
             break;
-        }
         case 'C':
-            control = true;
+            o->control = true;
             break;
-        case 'h':
-            fputs(MOCK_HELP, stdout);
-            rc = BS_EXIT_OK;
-            goto out;
         default:
-            fprintf(stderr, "(see 'bloomstage mock-broker --help')\n");
-            goto out;
+            return cli_opts_help(c, "mock-broker", MOCK_HELP);
         }
     }
     if (optind < argc) {
         fprintf(stderr, "bloomstage mock-broker: unexpected argument '%s'\n"
                 "(see 'bloomstage mock-broker --help')\n", argv[optind]);
-        goto out;
+        return BS_EXIT_USAGE;
     }
+    return -1;
+}
 
-    rc = BS_EXIT_FAIL;
-    /* librdkafka's threads (and the mock's) inherit this mask: the signals
-     * can only land on the main thread, which is the one that polls. */
-    sigset_t sigs, old;
+/* Blocks SIGINT and SIGTERM (the mask before in *old) and handles them:
+ * librdkafka's threads (and the mock's) inherit this mask, so the signals
+ * can only land on the main thread, which is the one that polls. */
+static void mock_signals(sigset_t *old)
+{
+    sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    pthread_sigmask(SIG_BLOCK, &sigs, old);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error */
+}
 
+/* Starts the cluster o asks for, creates its topics and prints its
+ * bootstrap servers.  *rk and *mc are the caller's to destroy, also on
+ * failure; -1 after a message. */
+static int mock_start(const mock_opts *o, rd_kafka_t **rk,
+                      rd_kafka_mock_cluster_t **mc)
+{
     char errstr[512];
-    bool started = false;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     /* The handle only hosts the cluster; it talks to no broker itself.
      * Warnings and errors from the mock still reach stderr. */
@@ -522,52 +608,64 @@ int cmd_mock_broker(int argc, char **argv)
             RD_KAFKA_CONF_OK) {
         fprintf(stderr, "bloomstage mock-broker: %s\n", errstr);
         rd_kafka_conf_destroy(conf);
-        goto unblock;
+        return -1;
     }
-    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-    if (!rk) {
+    *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (!*rk) {
         fprintf(stderr, "bloomstage mock-broker: %s\n", errstr);
         rd_kafka_conf_destroy(conf);
-        goto unblock;
+        return -1;
     }
-    mc = rd_kafka_mock_cluster_new(rk, (int)brokers);
-    if (!mc) {
+    *mc = rd_kafka_mock_cluster_new(*rk, (int)o->brokers);
+    if (!*mc) {
         fprintf(stderr, "bloomstage mock-broker: cannot start a mock cluster "
-                "of %ld broker(s)\n", brokers);
-        goto unblock;
+                "of %ld broker(s)\n", o->brokers);
+        return -1;
     }
-    for (int i = 0; i < ntopics; i++)
-        if (create_topic(mc, topics[i], partitions[i], errstr,
+    for (int i = 0; i < o->ntopics; i++)
+        if (create_topic(*mc, o->topics[i], o->partitions[i], errstr,
                          sizeof(errstr))) {
             fprintf(stderr, "bloomstage mock-broker: %s\n", errstr);
-            goto unblock;
+            return -1;
         }
-    if (reply_line(rd_kafka_mock_cluster_bootstraps(mc)))
-        goto unblock;
-    started = true;
+    return reply_line(rd_kafka_mock_cluster_bootstraps(*mc));
+}
 
-unblock:
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!started)
-        goto out; /* rc is BS_EXIT_FAIL */
+/* Serves until a signal, or with control until the control channel ends:
+ * the exit status. */
+static int mock_serve(rd_kafka_mock_cluster_t *mc, bool control)
+{
+    int rc = BS_EXIT_OK;
     if (control) {
         rc = control_loop(mc);
     } else {
         while (!stop_signal)
             poll(NULL, 0, 500); /* interrupted at once by the signal */
-        rc = BS_EXIT_OK;
     }
     if (stop_signal)
         fprintf(stderr, "bloomstage mock-broker: %s, stopping\n",
                 strsignal(stop_signal));
+    return rc;
+}
 
-out:
-    if (mc)
-        rd_kafka_mock_cluster_destroy(mc);
-    if (rk)
-        rd_kafka_destroy(rk);
-    free(names);
-    free(partitions);
-    free(topics);
+int cmd_mock_broker(int argc, char **argv)
+{
+    mock_opts o = {.brokers = 1};
+    int rc = mock_opts_alloc(&o, argc, argv) != 0 ? BS_EXIT_FAIL
+                                                  : mock_parse(&o, argc, argv);
+    if (rc < 0) {
+        rd_kafka_t *rk = NULL;
+        rd_kafka_mock_cluster_t *mc = NULL;
+        sigset_t old;
+        mock_signals(&old);
+        bool started = mock_start(&o, &rk, &mc) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        rc = started ? mock_serve(mc, o.control) : BS_EXIT_FAIL;
+        if (mc)
+            rd_kafka_mock_cluster_destroy(mc);
+        if (rk)
+            rd_kafka_destroy(rk);
+    }
+    mock_opts_free(&o);
     return rc;
 }

@@ -21,6 +21,7 @@
  * at most BS_BLOCKLIST_MAX_ENTRY bytes): a bad one is a usage error.
  */
 #include "blocklist.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "kafka_util.h"
 #include "settings.h"
@@ -189,6 +190,57 @@ static bool entry_ok(const char *e, size_t len, const char *where)
     return false;
 }
 
+/* One pass over the list's lines at fd: pass 0 checks every entry, pass 1
+ * checks and sends each, with a progress bar over size bytes (0:
+ * unknown).  *n: the entries taken.  The exit status so far. */
+static int load_pass(sender *sd, int fd, const char *path, int pass,
+                     uint64_t size, uint64_t *n)
+{
+    bool in = !strcmp(path, "-");
+    *n = 0;
+    bs_lines *lr = bs_lines_new(fd, MAX_LINE);
+    if (!lr)
+        return BS_EXIT_FAIL;
+    bs_progress bar;
+    if (pass == 1)
+        bs_progress_start(&bar, "loading", size);
+    const char *line;
+    size_t len;
+    int r, rc = BS_EXIT_OK;
+    while ((r = bs_lines_next(lr, &line, &len)) > 0) {
+        if (!bs_list_entry(&line, &len))
+            continue;
+        char where[600];
+        snprintf(where, sizeof(where), "%s:%llu", in ? "stdin" : path,
+                 (unsigned long long)bs_lines_number(lr));
+        if (!entry_ok(line, len, where)) {
+            if (pass == 1 && *n)
+                fprintf(stderr, "bloomstage blocklist: the %llu entries "
+                        "before it were sent\n", (unsigned long long)*n);
+            rc = BS_EXIT_USAGE;
+            break;
+        }
+        (*n)++;
+        if (pass == 1) {
+            if (send_one(sd, line, len, true) != 0) {
+                rc = BS_EXIT_FAIL;
+                break;
+            }
+            bs_progress_update(&bar, bs_lines_bytes(lr), *n);
+        }
+    }
+    if (r < 0 && rc == BS_EXIT_OK) {
+        fprintf(stderr, "bloomstage blocklist: %s:%llu: %s\n", path,
+                (unsigned long long)bs_lines_number(lr) + 1,
+                errno == E2BIG ? "line longer than 1 MiB" : strerror(errno));
+        rc = BS_EXIT_FAIL;
+    }
+    if (pass == 1)
+        bs_progress_end(&bar);
+    bs_lines_destroy(lr);
+    return rc;
+}
+
 /* The text list at path (or stdin for "-"): checked whole first when it
  * is a regular file (a bad line sends nothing), then sent. */
 static int load(sender *sd, const char *path, uint64_t *entries)
@@ -210,75 +262,24 @@ static int load(sender *sd, const char *path, uint64_t *entries)
             rc = BS_EXIT_FAIL;
             break;
         }
-        bs_lines *lr = bs_lines_new(fd, MAX_LINE);
-        if (!lr) {
-            rc = BS_EXIT_FAIL;
-            break;
-        }
-        bs_progress bar;
+        uint64_t n;
+        rc = load_pass(sd, fd, path, pass,
+                       regular ? (uint64_t)stt.st_size : 0, &n);
         if (pass == 1)
-            bs_progress_start(&bar, "loading", regular ? (uint64_t)stt.st_size
-                                                       : 0);
-        const char *line;
-        size_t len;
-        int r;
-        uint64_t n = 0;
-        while ((r = bs_lines_next(lr, &line, &len)) > 0) {
-            if (!bs_list_entry(&line, &len))
-                continue;
-            char where[600];
-            snprintf(where, sizeof(where), "%s:%llu", in ? "stdin" : path,
-                     (unsigned long long)bs_lines_number(lr));
-            if (!entry_ok(line, len, where)) {
-                if (pass == 1 && n)
-                    fprintf(stderr, "bloomstage blocklist: the %llu entries "
-                            "before it were sent\n", (unsigned long long)n);
-                rc = BS_EXIT_USAGE;
-                break;
-            }
-            n++;
-            if (pass == 1) {
-                if (send_one(sd, line, len, true) != 0) {
-                    rc = BS_EXIT_FAIL;
-                    break;
-                }
-                bs_progress_update(&bar, bs_lines_bytes(lr), n);
-            }
-        }
-        if (r < 0 && rc == BS_EXIT_OK) {
-            fprintf(stderr, "bloomstage blocklist: %s:%llu: %s\n", path,
-                    (unsigned long long)bs_lines_number(lr) + 1,
-                    errno == E2BIG ? "line longer than 1 MiB"
-                                   : strerror(errno));
-            rc = BS_EXIT_FAIL;
-        }
-        if (pass == 1) {
-            bs_progress_end(&bar);
             *entries = n;
-        }
-        bs_lines_destroy(lr);
     }
     if (!in)
         close(fd);
     return rc;
 }
 
-int cmd_blocklist(int argc, char **argv)
+/* The operands after the options: add|remove NAME ENTRY... or load NAME
+ * FILE.  -1 to go on, else the exit status after a message. */
+static int check_operands(int nargs, char **args)
 {
-    const char *file = NULL;
-    char *xs[256];
-    int nx = 0;
-    /* GNU getopt permutes: options may follow the operands. */
-    int rc0 = bs_cmd_config_opts(argc, argv, "blocklist", HELP, &file, xs,
-                                 (int)(sizeof(xs) / sizeof(xs[0])), &nx);
-    if (rc0 >= 0)
-        return rc0;
-    int nargs = argc - optind;
-    char **args = argv + optind;
     const char *verb = nargs > 0 ? args[0] : "";
-    bool add = !strcmp(verb, "add"), rm = !strcmp(verb, "remove"),
-         ld = !strcmp(verb, "load");
-    if (!add && !rm && !ld) {
+    bool ld = !strcmp(verb, "load");
+    if (strcmp(verb, "add") && strcmp(verb, "remove") && !ld) {
         fprintf(stderr, "bloomstage blocklist: expected add, remove or load"
                 "%s%s\n(see 'bloomstage blocklist --help')\n",
                 nargs ? ", not " : "", verb);
@@ -289,18 +290,14 @@ int cmd_blocklist(int argc, char **argv)
                 verb, ld ? "one FILE" : "at least one ENTRY");
         return BS_EXIT_USAGE;
     }
-    if (!file) {
-        fprintf(stderr, "bloomstage blocklist: -c FILE is required (the "
-                "stage's configuration)\n");
-        return BS_EXIT_USAGE;
-    }
-    const char *name = args[1];
-    char err[1024];
-    bs_config *cfg = bs_settings_load(file, xs, nx, err, sizeof(err));
-    if (!cfg) {
-        fprintf(stderr, "bloomstage: %s\n", err);
-        return BS_EXIT_USAGE;
-    }
+    return -1;
+}
+
+/* The topic of blocklist name in cfg (read from file): NULL after a
+ * message when there is no such blocklist or it has no topic. */
+static const char *blocklist_topic(const bs_config *cfg, const char *name,
+                                   const char *file)
+{
     const bs_config_blocklist *bls;
     size_t nbl = bs_config_blocklists(cfg, &bls);
     const char *topic = NULL;
@@ -315,18 +312,30 @@ int cmd_blocklist(int argc, char **argv)
                 known ? "blocklist has no topic: set blocklist.NAME.topic"
                       : "no such blocklist in the configuration");
         fprintf(stderr, "  (blocklist '%s', configuration %s)\n", name, file);
-        bs_config_destroy(cfg);
-        return BS_EXIT_USAGE;
     }
-    for (int i = 2; !ld && i < nargs; i++) {
-        char where[64];
-        snprintf(where, sizeof(where), "entry %d", i - 1);
-        if (!entry_ok(args[i], strlen(args[i]), where)) {
-            bs_config_destroy(cfg);
-            return BS_EXIT_USAGE;
-        }
-    }
+    return topic;
+}
 
+/* The n ENTRY operands, each checked before anything is sent: false after
+ * a message. */
+static bool entries_ok(int n, char **entries)
+{
+    for (int i = 0; i < n; i++) {
+        char where[64];
+        snprintf(where, sizeof(where), "entry %d", i + 1);
+        if (!entry_ok(entries[i], strlen(entries[i]), where))
+            return false;
+    }
+    return true;
+}
+
+/* Sends what the operands say to topic (the entries, or the list's) and
+ * says what was sent once every record is acknowledged: the exit
+ * status. */
+static int blocklist_send(const bs_config *cfg, const char *topic,
+                          int nargs, char **args)
+{
+    bool rm = !strcmp(args[0], "remove"), ld = !strcmp(args[0], "load");
     sender sd = {0};
     double t0 = bs_now();
     uint64_t entries = 0;
@@ -336,7 +345,7 @@ int cmd_blocklist(int argc, char **argv)
             rc = load(&sd, args[2], &entries);
         } else {
             for (int i = 2; i < nargs && rc == BS_EXIT_OK; i++)
-                if (send_one(&sd, args[i], strlen(args[i]), add) != 0)
+                if (send_one(&sd, args[i], strlen(args[i]), !rm) != 0)
                     rc = BS_EXIT_FAIL;
             entries = (uint64_t)(nargs - 2);
         }
@@ -346,8 +355,31 @@ int cmd_blocklist(int argc, char **argv)
         fprintf(stderr, "bloomstage blocklist: %s %llu %s %s blocklist %s "
                 "(topic %s) in %.2f s\n", rm ? "removed" : "added",
                 (unsigned long long)entries,
-                entries == 1 ? "entry" : "entries", rm ? "from" : "to", name,
-                topic, bs_now() - t0);
+                entries == 1 ? "entry" : "entries", rm ? "from" : "to",
+                args[1], topic, bs_now() - t0);
+    return rc;
+}
+
+int cmd_blocklist(int argc, char **argv)
+{
+    cli_config_opts o;
+    int rc = cli_config_opts_parse(argc, argv, "blocklist", HELP, &o);
+    if (rc >= 0)
+        return rc;
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    if ((rc = check_operands(nargs, args)) >= 0)
+        return rc;
+    bs_config *cfg = cli_config_opts_load(&o, "blocklist",
+                                          "the stage's configuration");
+    if (!cfg)
+        return BS_EXIT_USAGE;
+    const char *topic = blocklist_topic(cfg, args[1], o.file);
+    if (!topic || (strcmp(args[0], "load") &&
+                   !entries_ok(nargs - 2, args + 2)))
+        rc = BS_EXIT_USAGE;
+    else
+        rc = blocklist_send(cfg, topic, nargs, args);
     bs_config_destroy(cfg);
     return rc;
 }

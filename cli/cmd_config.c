@@ -73,15 +73,53 @@ static int check(const char *path, char **xargs, int nx)
     return rc;
 }
 
-int cmd_config(int argc, char **argv)
-{
-    enum mode { NONE, LIST, SAMPLE, CHECK } mode = NONE;
-    const char *path = NULL;
-    /* -X arguments, applied in order after the file and the environment. */
-    enum { MAX_X = 256 };
-    char *xargs[MAX_X];
-    int nx = 0;
+enum mode { NONE, LIST, SAMPLE, CHECK };
 
+/* config's command line. */
+typedef struct config_args {
+    enum mode mode;
+    const char *path;
+    /* -X arguments, applied in order after the file and the environment. */
+    char *xargs[256];
+    int nx;
+} config_args;
+
+/* -c FILE, --config=FILE or -X key=value at argv[*i] into o (*i moves
+ * past a value given as the next argument): -1 to go on, else the exit
+ * status. */
+static int config_file_or_x(int argc, char **argv, int *i, config_args *o)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+        if (*i + 1 >= argc)
+            return usage_error("%s needs a FILE", a);
+        if (o->path)
+            return usage_error("%s: only one config file", a);
+        o->path = argv[++*i];
+    } else if (strncmp(a, "--config=", 9) == 0) {
+        if (o->path)
+            return usage_error("%s: only one config file", a);
+        o->path = a + 9;
+    } else if (strncmp(a, "-X", 2) == 0) {
+        if (o->nx == (int)(sizeof(o->xargs) / sizeof(o->xargs[0])))
+            return usage_error("%s: too many -X (at most 256)", a);
+        if (a[2] != '\0') {
+            o->xargs[o->nx++] = argv[*i] + 2; /* -Xkey=value, as kcat takes */
+        } else if (*i + 1 < argc) {
+            o->xargs[o->nx++] = argv[++*i];
+        } else {
+            return usage_error("%s needs key=value", a);
+        }
+    } else {
+        return usage_error("unknown argument '%s'", a);
+    }
+    return -1;
+}
+
+/* Reads config's command line into o: -1 to go on, else the exit
+ * status. */
+static int config_parse(int argc, char **argv, config_args *o)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         enum mode m = NONE;
@@ -92,62 +130,40 @@ int cmd_config(int argc, char **argv)
         else if (strcmp(a, "--check") == 0)
             m = CHECK;
         if (m != NONE) {
-            if (mode != NONE && mode != m)
+            if (o->mode != NONE && o->mode != m)
                 return usage_error("%s: only one of --list, --sample, "
                                    "--check",
                                    a);
-            mode = m;
+            o->mode = m;
             continue;
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             return fflush(stdout) == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
         }
-        if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
-            if (i + 1 >= argc)
-                return usage_error("%s needs a FILE", a);
-            if (path)
-                return usage_error("%s: only one config file", a);
-            path = argv[++i];
-        } else if (strncmp(a, "--config=", 9) == 0) {
-            if (path)
-                return usage_error("%s: only one config file", a);
-            path = a + 9;
-        } else if (strncmp(a, "-X", 2) == 0) {
-            if (nx == MAX_X)
-                return usage_error("%s: too many -X (at most 256)", a);
-            if (a[2] != '\0') {
-                xargs[nx++] = argv[i] + 2; /* -Xkey=value, as kcat takes */
-            } else if (i + 1 < argc) {
-                xargs[nx++] = argv[++i];
-            } else {
-                return usage_error("%s needs key=value", a);
-            }
-        } else {
-            return usage_error("unknown argument '%s'", a);
-        }
+        int rc = config_file_or_x(argc, argv, &i, o);
+        if (rc >= 0)
+            return rc;
     }
-
-    if (mode == NONE)
+    if (o->mode == NONE)
         return usage_error("give --list, --sample or --check");
-    if (mode != CHECK && (path || nx > 0))
+    if (o->mode != CHECK && (o->path || o->nx > 0))
         return usage_error("-c and -X go with --check only");
-    if (path && path[0] == '\0')
+    if (o->path && o->path[0] == '\0')
         return usage_error("-c needs a non-empty FILE");
+    return -1;
+}
 
-    int rc = 0;
-    switch (mode) {
-    case LIST:
-        rc = bs_config_print_list(stdout);
-        break;
-    case SAMPLE:
-        rc = bs_config_print_sample(stdout);
-        break;
-    case CHECK:
-        return check(path, xargs, nx);
-    case NONE:
-        break;
-    }
+int cmd_config(int argc, char **argv)
+{
+    config_args o = {.mode = NONE};
+    int rc = config_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (o.mode == CHECK)
+        return check(o.path, o.xargs, o.nx);
+    rc = o.mode == LIST ? bs_config_print_list(stdout)
+                        : bs_config_print_sample(stdout);
     if (rc != 0) {
         perror("bloomstage config: writing to stdout");
         return BS_EXIT_FAIL;

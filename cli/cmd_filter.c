@@ -160,7 +160,20 @@ static int64_t list_pass(int fd, const char *name, bf_filter *f,
     return entries;
 }
 
-static int filter_build(int argc, char **argv)
+/* filter build's options and operand. */
+typedef struct build_opts {
+    double fpr;        /* --fpr, required */
+    uint64_t capacity; /* --capacity; 0: the entries in the list */
+    uint64_t seed;
+    bool counting;
+    const char *out;  /* -o OUT.bf, required */
+    const char *list; /* LIST, "-" for stdin */
+    const char *name; /* the list in messages */
+} build_opts;
+
+/* Reads filter build's command line into o: -1 to go on, else the exit
+ * status. */
+static int build_parse(int argc, char **argv, build_opts *o)
 {
     static const struct option opts[] = {
         {"fpr", required_argument, NULL, 'p'},
@@ -170,34 +183,32 @@ static int filter_build(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    double fpr = 0;
-    uint64_t capacity = 0, seed = BF_DEFAULT_SEED;
-    bool counting = false;
-    const char *out = NULL;
+    *o = (build_opts){.seed = BF_DEFAULT_SEED};
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-            if (!bs_parse_double(optarg, &fpr) || !(fpr > 0 && fpr <= 0.1))
+            if (!bs_parse_double(optarg, &o->fpr) ||
+                !(o->fpr > 0 && o->fpr <= 0.1))
                 return usage_error("build", "--fpr '%s' must be a number in "
                                    "(0, 0.1]", optarg);
             break;
         case 'n':
-            if (!bs_parse_count(optarg, &capacity) || capacity == 0)
+            if (!bs_parse_count(optarg, &o->capacity) || o->capacity == 0)
                 return usage_error("build", "--capacity '%s' must be a whole "
                                    "number >= 1", optarg);
             break;
         case 'C':
-            counting = true;
+            o->counting = true;
             break;
         case 's':
-            if (!bs_parse_u64(optarg, &seed))
+            if (!bs_parse_u64(optarg, &o->seed))
                 return usage_error("build", "--seed '%s' must be a whole "
                                    "number", optarg);
             break;
         case 'o':
-            out = optarg;
+            o->out = optarg;
             break;
         case 'h':
             fputs(BUILD_HELP, stdout);
@@ -206,60 +217,89 @@ static int filter_build(int argc, char **argv)
             return usage_error("build", "%s", "unknown option");
         }
     }
-    if (fpr == 0)
+    if (o->fpr == 0)
         return usage_error("build", "%s", "--fpr is required");
-    if (!out)
+    if (!o->out)
         return usage_error("build", "%s", "-o OUT.bf is required");
     if (argc - optind > 1)
         return usage_error("build", "one LIST at most, got '%s' too",
                            argv[optind + 1]);
-    const char *list = optind < argc ? argv[optind] : "-";
-    const char *name = strcmp(list, "-") ? list : "<stdin>";
+    o->list = optind < argc ? argv[optind] : "-";
+    o->name = strcmp(o->list, "-") ? o->list : "<stdin>";
+    return -1;
+}
 
-    char err[512];
-    int fd = open_list(list, err, sizeof(err));
-    if (fd < 0) {
-        fprintf(stderr, "bloomstage filter build: %s\n", err);
-        return BS_EXIT_FAIL;
-    }
-    int rc = BS_EXIT_FAIL;
-    bf_filter *f = NULL;
-    if (capacity == 0) {
-        int64_t n = list_pass(fd, name, NULL, "counting", err, sizeof(err));
+/* The filter of the list open at fd: sized by a first pass that counts
+ * the entries when o has no capacity (o->capacity is then that count),
+ * filled by a second; *entries is how many it took.  NULL with the
+ * reason in err. */
+static bf_filter *build_filter(int fd, build_opts *o, int64_t *entries,
+                               char *err, size_t errsz)
+{
+    if (o->capacity == 0) {
+        int64_t n = list_pass(fd, o->name, NULL, "counting", err, errsz);
         if (n < 0)
-            goto fail;
-        capacity = n > 0 ? (uint64_t)n : 1;
+            return NULL;
+        o->capacity = n > 0 ? (uint64_t)n : 1;
     }
-    f = counting ? bf_filter_from_counting(bf_counting_new(
-                       capacity, fpr, seed, err, sizeof(err)))
-                 : bf_filter_from_blocked(bf_blocked_new(capacity, fpr, seed,
-                                                         err, sizeof(err)));
+    bf_filter *f =
+        o->counting
+            ? bf_filter_from_counting(bf_counting_new(o->capacity, o->fpr,
+                                                      o->seed, err, errsz))
+            : bf_filter_from_blocked(bf_blocked_new(o->capacity, o->fpr,
+                                                    o->seed, err, errsz));
     if (!f)
-        goto fail;
-    int64_t entries = list_pass(fd, name, f, "building", err, sizeof(err));
-    if (entries < 0)
-        goto fail;
-    if (bf_filter_save_file(f, out, err, sizeof(err)) != BF_OK)
-        goto fail;
+        return NULL;
+    *entries = list_pass(fd, o->name, f, "building", err, errsz);
+    if (*entries < 0) {
+        bf_filter_destroy(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* What was built, on stderr, and a warning when the list held more
+ * entries than the filter's capacity. */
+static void build_report(const build_opts *o, const bf_filter *f,
+                         int64_t entries)
+{
     bf_info info;
     bf_filter_info(f, &info);
     char hb[32];
     fprintf(stderr,
             "%s: %s filter, %lld entries (%.0f distinct estimated), "
             "capacity %llu, fpr %g, k=%u, %s\n",
-            out, bf_kind_name(info.kind), (long long)entries, info.est_keys,
-            (unsigned long long)info.capacity, fpr, info.k,
+            o->out, bf_kind_name(info.kind), (long long)entries,
+            info.est_keys, (unsigned long long)info.capacity, o->fpr, info.k,
             bs_human_bytes(bf_filter_serialized_size(f), hb, sizeof(hb)));
-    if ((uint64_t)entries > capacity)
+    if ((uint64_t)entries > o->capacity)
         fprintf(stderr, "warning: %lld entries exceed --capacity %llu: the "
                 "false-positive rate is above %g (estimated %.3g)\n",
-                (long long)entries, (unsigned long long)capacity, fpr,
+                (long long)entries, (unsigned long long)o->capacity, o->fpr,
                 info.est_fpr);
-    rc = BS_EXIT_OK;
-    goto done;
-fail:
-    fprintf(stderr, "bloomstage filter build: %s\n", err);
-done:
+}
+
+static int filter_build(int argc, char **argv)
+{
+    build_opts o;
+    int rc = build_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char err[512];
+    int fd = open_list(o.list, err, sizeof(err));
+    if (fd < 0) {
+        fprintf(stderr, "bloomstage filter build: %s\n", err);
+        return BS_EXIT_FAIL;
+    }
+    int64_t entries;
+    bf_filter *f = build_filter(fd, &o, &entries, err, sizeof(err));
+    if (!f || bf_filter_save_file(f, o.out, err, sizeof(err)) != BF_OK) {
+        fprintf(stderr, "bloomstage filter build: %s\n", err);
+        rc = BS_EXIT_FAIL;
+    } else {
+        build_report(&o, f, entries);
+        rc = BS_EXIT_OK;
+    }
     bf_filter_destroy(f);
     close(fd);
     return rc;

@@ -13,14 +13,6 @@
 #define BS_EXIT_FAIL 1
 #define BS_EXIT_USAGE 2
 
-/* The options of the commands that read the stage's configuration (run,
- * blocklist): -c FILE, -X key=value (up to max), -h (prints help).  cmd
- * names the command in messages.  Leaves the operands at argv[optind..].
- * -1 to go on, else the exit status to return at once. */
-int bs_cmd_config_opts(int argc, char **argv, const char *cmd,
-                       const char *help, const char **file, char **xs,
-                       int max, int *nx);
-
 int cmd_filter(int argc, char **argv);      /* filter build|info|query|merge */
 int cmd_dedup(int argc, char **argv);       /* dedup < in > out */
 int cmd_run(int argc, char **argv);         /* run -c FILE [-X k=v]... */

@@ -1,0 +1,67 @@
+/*
+ * cli_opts.c -- the option parsing commands share (cli_opts.h): -h and a
+ * refused option for all of them; for run and blocklist, -c/-X and the
+ * configuration they name.
+ */
+#include "cli_opts.h"
+#include "commands.h"
+#include "settings.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+int cli_opts_help(int c, const char *cmd, const char *help)
+{
+    if (c == 'h') {
+        fputs(help, stdout);
+        return BS_EXIT_OK;
+    }
+    fprintf(stderr, "(see 'bloomstage %s --help')\n", cmd);
+    return BS_EXIT_USAGE;
+}
+
+int cli_config_opts_parse(int argc, char **argv, const char *cmd,
+                          const char *help, cli_config_opts *o)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    o->file = NULL;
+    o->nx = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            o->file = optarg;
+            break;
+        case 'X':
+            if (o->nx == CLI_MAX_X) {
+                fprintf(stderr, "bloomstage %s: too many -X options\n", cmd);
+                return BS_EXIT_USAGE;
+            }
+            o->xs[o->nx++] = optarg;
+            break;
+        default:
+            return cli_opts_help(c, cmd, help);
+        }
+    }
+    return -1;
+}
+
+bs_config *cli_config_opts_load(const cli_config_opts *o, const char *cmd,
+                                const char *need)
+{
+    if (!o->file) {
+        fprintf(stderr, "bloomstage %s: -c FILE is required (%s)\n", cmd,
+                need);
+        return NULL;
+    }
+    char err[1024];
+    bs_config *cfg = bs_settings_load(o->file, o->xs, o->nx, err,
+                                      sizeof(err));
+    if (!cfg)
+        fprintf(stderr, "bloomstage: %s\n", err);
+    return cfg;
+}

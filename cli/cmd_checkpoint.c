@@ -1,0 +1,206 @@
+/*
+ * cmd_checkpoint.c -- `bloomstage checkpoint info DIR`: what is on disk,
+ * per partition, and whether each file verifies.
+ */
+#include "checkpoint.h"
+#include "commands.h"
+#include "store_dir.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char CKPT_HELP[] =
+    "usage: bloomstage checkpoint info DIR\n"
+    "\n"
+    "For every partition with a checkpoint in DIR (a stage's checkpoint.dir):\n"
+    "topic, partition, the next input offset its newest state covers (the\n"
+    "snapshot and the deltas after it), when it was written, the dedup\n"
+    "filter's layers, memory, estimated keys and false-positive rate, and\n"
+    "whether every file of it verifies (checksums, structure, the chain).\n"
+    "Exit 0 if every file verifies, 1 if any does not, 2 on a usage error.\n";
+
+/* A ms timestamp as UTC text, to the millisecond. */
+static const char *utc_ms(int64_t ms, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(buf + n, size - n, ".%03d", (int)(ms % 1000));
+    return buf;
+}
+
+/* dedup.window.ms: the window, the stream time, and each live generation
+ * with the time it covers, under the partition's line. */
+static void print_window(const bf_windowed *w)
+{
+    if (!w)
+        return;
+    bf_windowed_params wp;
+    bf_windowed_params_get(w, &wp);
+    int64_t T = bf_windowed_stream_time(w);
+    char a[40], b[40], hb[32];
+    printf("  window %lld ms in %u generations, stream time %s\n",
+           (long long)wp.window, wp.generations,
+           T < 0 ? "none yet" : utc_ms(T, a, sizeof(a)));
+    bf_generation_info g;
+    for (uint32_t i = 0; bf_windowed_generation_info(w, i, &g); i++)
+        printf("    generation %u: %s .. %s  est. keys %.0f  memory %s  "
+               "layers %u\n", i, utc_ms(g.time_from, a, sizeof(a)),
+               utc_ms(g.time_to, b, sizeof(b)), g.info.est_keys,
+               bs_human_bytes(g.info.bytes, hb, sizeof(hb)), g.info.layers);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The snapshot files in dir, sorted by name, into *names and *n (a name
+ * is NULL where it could not be copied; the caller frees each and the
+ * array).  -1 after a message if dir cannot be read. */
+static int list_snapshots(const char *dir, char ***names, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        perror(dir);
+        return -1;
+    }
+    size_t cap = 0;
+    struct dirent *e;
+    *names = NULL;
+    *n = 0;
+    while ((e = readdir(d))) {
+        /* Snapshots: the newest (.ckpt) and those set aside (.ckps), which
+         * anchor a partition whose newest one a crash left unwritten. */
+        size_t len = strlen(e->d_name);
+        if (!bs_ckpt_is_file_name(e->d_name) &&
+            !(bs_dirstore_is_state_name(e->d_name) &&
+              !strcmp(e->d_name + len - 5, ".ckps")))
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            char **nn = realloc(*names, cap * sizeof(*nn));
+            if (!nn)
+                break;
+            *names = nn;
+        }
+        (*names)[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n > 1)
+        qsort(*names, *n, sizeof(**names), by_name);
+    return 0;
+}
+
+/* A partition already listed: the snapshots set aside name it again. */
+typedef struct shown_part {
+    char topic[250];
+    int32_t partition;
+} shown_part;
+
+/* The newest state (the snapshot and its deltas) of the partition whose
+ * snapshot file in dir is name, into *c; *snap_seq is that snapshot's own
+ * state.  1 loaded, 2 when the partition is in shown already (or shown
+ * is NULL), 0 when a file vanished while read, -1 with the reason in
+ * err.  A partition loaded is added to shown. */
+static int load_newest(const char *dir, const char *name, shown_part *shown,
+                       size_t *nshown, bs_checkpoint *c, uint64_t *snap_seq,
+                       char *err, size_t err_size)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int r = name ? bs_ckpt_load(path, c, err, err_size) : -1;
+    *snap_seq = r == 1 ? c->seq : 0;
+    if (r != 1)
+        return r;
+    char topic[sizeof(c->topic)];
+    int32_t part = c->partition;
+    snprintf(topic, sizeof(topic), "%s", c->topic);
+    bs_ckpt_free(c);
+    bool seen = false;
+    for (size_t j = 0; shown && j < *nshown && !seen; j++)
+        seen = shown[j].partition == part && !strcmp(shown[j].topic, topic);
+    if (seen || !shown)
+        return 2;
+    snprintf(shown[*nshown].topic, sizeof(shown[*nshown].topic), "%s",
+             topic);
+    shown[(*nshown)++].partition = part;
+    bs_dirstore *ds = bs_dirstore_new(dir, 0, 0);
+    r = ds ? bs_dirstore_get(ds, topic, part, BS_STORE_NEWEST, c, err,
+                             err_size)
+           : -1;
+    bs_dirstore_destroy(ds);
+    return r;
+}
+
+/* A partition's line (and its state and window lines) for its newest
+ * state c, which builds on the snapshot of state snap_seq. */
+static void print_state(const bs_checkpoint *c, uint64_t snap_seq)
+{
+    bf_info in;
+    bf_filter_info(c->filter, &in);
+    time_t t = (time_t)(c->written_ms / 1000);
+    struct tm tm;
+    char when[32], hb[32];
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+    printf("%-24s %-9d %-12lld %-20s %-6u %-10s %-12.0f %-9.2g yes\n",
+           c->topic, (int)c->partition, (long long)c->next_offset, when,
+           in.layers, bs_human_bytes(in.bytes, hb, sizeof(hb)), in.est_keys,
+           in.est_fpr);
+    if (c->seq > snap_seq)
+        printf("  state %llu: the snapshot (state %llu) and %llu deltas\n",
+               (unsigned long long)c->seq, (unsigned long long)snap_seq,
+               (unsigned long long)(c->seq - snap_seq));
+    print_window(bf_filter_windowed(c->filter));
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(CKPT_HELP, stdout);
+        return BS_EXIT_OK;
+    }
+    if (argc != 3 || strcmp(argv[1], "info") != 0) {
+        fprintf(stderr, "bloomstage checkpoint: expects 'info DIR'\n%s",
+                CKPT_HELP);
+        return BS_EXIT_USAGE;
+    }
+    const char *dir = argv[2];
+    char **names;
+    size_t n;
+    if (list_snapshots(dir, &names, &n) != 0)
+        return BS_EXIT_FAIL;
+    printf("%-24s %-9s %-12s %-20s %-6s %-10s %-12s %-9s %s\n", "topic",
+           "partition", "next_offset", "written (UTC)", "layers", "memory",
+           "est. keys", "est. fpr", "verifies");
+    int bad = 0;
+    shown_part *shown = calloc(n ? n : 1, sizeof(*shown));
+    size_t nshown = 0;
+    for (size_t i = 0; i < n; i++) {
+        char err[1024];
+        bs_checkpoint c;
+        uint64_t snap_seq;
+        int r = load_newest(dir, names[i], shown, &nshown, &c, &snap_seq,
+                            err, sizeof(err));
+        if (r <= 0) {
+            printf("%-24s %s\n", names[i] ? names[i] : "?",
+                   r == 0 ? "vanished while read" : err);
+            bad++;
+        } else if (r == 1) {
+            print_state(&c, snap_seq);
+            bs_ckpt_free(&c);
+        }
+        free(names[i]);
+    }
+    free(names);
+    free(shown);
+    if (n == 0)
+        printf("(no checkpoints in %s)\n", dir);
+    return bad ? BS_EXIT_FAIL : BS_EXIT_OK;
+}
