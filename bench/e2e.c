@@ -1950,37 +1950,36 @@ typedef struct bests {
     long hwm, maxrss;
 } bests;
 
-/* A count option's value in [lo, hi], else its message (range: what it
- * must be, NULL for nothing more) and false. */
-static bool count_opt(const char *flag, const char *arg, uint64_t lo,
-                      uint64_t hi, const char *range, uint64_t *v)
-{
-    if (bench_parse_count(arg, lo, hi, v))
-        return true;
-    fprintf(stderr, "bench_e2e: %s '%s'%s%s\n", flag, arg,
-            range ? ": " : "", range ? range : "");
-    return false;
-}
-
 /* One option from getopt_long: -1 to go on, else main's exit status. */
 static int parse_option(int c, char *arg, bench *b, e2e_run *run)
 {
+    /* The options that name a program or a directory, kept as given. */
+    const char **path = c == 's'   ? &b->bloomstage
+                        : c == 'f' ? &b->perf_dir
+                        : c == 'S' ? &b->streams
+                                   : NULL;
+    if (path) {
+        *path = arg;
+        return -1;
+    }
     switch (c) {
     case 'n':
-        return count_opt("--records", arg, 1000, 100000000,
-                         "a count from 1000 to 100M", &run->n) ? -1 : 2;
+        return bench_count_opt(arg, 1000, 100000000, &run->n,
+                               "bench_e2e: --records '%s': a count from "
+                               "1000 to 100M", arg) ? -1 : 2;
     case 'p':
-        return count_opt("--partitions", arg, 1, 10000, "1 to 10000",
-                         &run->parts) ? -1 : 2;
+        return bench_count_opt(arg, 1, 10000, &run->parts, "bench_e2e: "
+                               "--partitions '%s': 1 to 10000", arg) ? -1 : 2;
     case 'b':
-        return count_opt("--blocklist", arg, 1, 100000000, "1 to 100M",
-                         &run->blocklist) ? -1 : 2;
-    case 'r':
-        return count_opt("--rounds", arg, 1, 20, "1 to 20", &run->rounds)
+        return bench_count_opt(arg, 1, 100000000, &run->blocklist,
+                               "bench_e2e: --blocklist '%s': 1 to 100M", arg)
                    ? -1 : 2;
+    case 'r':
+        return bench_count_opt(arg, 1, 20, &run->rounds, "bench_e2e: "
+                               "--rounds '%s': 1 to 20", arg) ? -1 : 2;
     case 'P':
-        return count_opt("--broker-pid", arg, 1, 1 << 30, NULL,
-                         &run->broker_pid) ? -1 : 2;
+        return bench_count_opt(arg, 1, 1 << 30, &run->broker_pid,
+                               "bench_e2e: --broker-pid '%s'", arg) ? -1 : 2;
     case 'X':
         if (!strchr(arg, '=') || arg[0] == '=') {
             fprintf(stderr, "bench_e2e: -X '%s': key=value\n", arg);
@@ -1997,27 +1996,14 @@ static int parse_option(int c, char *arg, bench *b, e2e_run *run)
         b->real = true;
         snprintf(b->bootstrap, sizeof(b->bootstrap), "%s", arg);
         return -1;
-    case 's':
-        b->bloomstage = arg;
-        return -1;
     case 'k':
         run->keep = true;
-        return -1;
-    case 'f':
-        b->perf_dir = arg;
-        return -1;
-    case 'S':
-        b->streams = arg;
         return -1;
     case 'N':
         run->no_streams = true;
         return -1;
-    case 'h':
-        fputs(USAGE, stdout);
-        return 0;
     default:
-        fputs(USAGE, stderr);
-        return 2;
+        return bench_usage(c, USAGE);
     }
 }
 

@@ -498,16 +498,6 @@ typedef struct scale_run {
     double t_kill, t_restart, t_restored, w_restart, t_end;
 } scale_run;
 
-/* A count option's value in [lo, hi], else its message and false. */
-static bool count_opt(const char *arg, uint64_t lo, uint64_t hi,
-                      const char *msg, uint64_t *v)
-{
-    if (bench_parse_count(arg, lo, hi, v))
-        return true;
-    fprintf(stderr, "%s\n", msg);
-    return false;
-}
-
 /* One option from getopt_long: -1 to go on, else main's exit status. */
 static int parse_option(int c, char *arg, scale_run *r, uint64_t *n,
                         uint64_t *k, uint64_t *parts)
@@ -518,14 +508,14 @@ static int parse_option(int c, char *arg, scale_run *r, uint64_t *n,
         r->sc.bootstrap = arg;
         return -1;
     case 'n':
-        return count_opt(arg, 1000, 1000000000, "--records: 1000 to 1e9", n)
-                   ? -1 : 2;
+        return bench_count_opt(arg, 1000, 1000000000, n,
+                               "--records: 1000 to 1e9") ? -1 : 2;
     case 'k':
-        return count_opt(arg, 1, 4000000000u, "--keys: 1 to 4e9", k) ? -1
-                                                                    : 2;
-    case 'p':
-        return count_opt(arg, 1, 1000, "--partitions: 1 to 1000", parts)
+        return bench_count_opt(arg, 1, 4000000000u, k, "--keys: 1 to 4e9")
                    ? -1 : 2;
+    case 'p':
+        return bench_count_opt(arg, 1, 1000, parts,
+                               "--partitions: 1 to 1000") ? -1 : 2;
     case 'K':
         r->kill_at = strtod(arg, &end);
         if (*end || r->kill_at < 0 || r->kill_at >= 1)
@@ -541,12 +531,8 @@ static int parse_option(int c, char *arg, scale_run *r, uint64_t *n,
     case 'X':
         r->sc.xs[r->sc.nx++] = arg;
         return -1;
-    case 'h':
-        fputs(USAGE, stdout);
-        return 0;
     default:
-        fputs(USAGE, stderr);
-        return 2;
+        return bench_usage(c, USAGE);
     }
 }
 
@@ -685,21 +671,30 @@ static int write_conf(const scale_run *r)
     return 0;
 }
 
+/* A stage spawned on the run's config, its log at log_path, and its
+ * /metrics port; `what` names it in the message if it opens none. */
+static int spawn_stage(scale_run *r, const char *log_path, const char *what)
+{
+    r->st = stage_spawn(&r->sc, log_path);
+    if (!r->st)
+        return -1;
+    r->port = wait_port(r->st, log_path);
+    if (!r->port) {
+        fail("%s did not open /metrics", what);
+        print_tail(log_path);
+        return -1;
+    }
+    return 0;
+}
+
 /* The first run: spawned, its /metrics port, the rows' header. */
 static int start_first(scale_run *r)
 {
     printf("\nrun 1: bloomstage run (exactly_once)%s\n",
            r->kill_at > 0 ? ", kill -9 part way" : "");
     r->t0 = h_now_s();
-    r->st = stage_spawn(&r->sc, r->log1);
-    if (!r->st)
+    if (spawn_stage(r, r->log1, "bloomstage"))
         return -1;
-    r->port = wait_port(r->st, r->log1);
-    if (!r->port) {
-        fail("bloomstage did not open /metrics");
-        print_tail(r->log1);
-        return -1;
-    }
     print_rows_header();
     return 0;
 }
@@ -781,16 +776,8 @@ static int restart_stage(scale_run *r)
 {
     r->t_restart = h_now_s();
     r->w_restart = h_wall_s();
-    r->st = stage_spawn(&r->sc, r->log2);
-    if (!r->st)
-        return -1;
-    r->port = wait_port(r->st, r->log2);
-    if (!r->port) {
-        fail("the restarted bloomstage did not open /metrics");
-        print_tail(r->log2);
-        return -1;
-    }
-    if (wait_restored(r))
+    if (spawn_stage(r, r->log2, "the restarted bloomstage") ||
+        wait_restored(r))
         return -1;
     double resume = resume_offsets(r->log2, r->sc.nparts);
     if (resume < 0)
