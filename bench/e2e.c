@@ -911,14 +911,32 @@ typedef struct pass_run {
     double t_first_in; /* h_now_s() at the first record consumed */
 } pass_run;
 
-static int pass_loop(pass_run *pr)
+/* The pass-through's two clients and its consumer's wake-ups. */
+typedef struct pass_clients {
+    rd_kafka_t *prod, *cons;
+    bs_fetch_wake *wake;
+} pass_clients;
+
+/* Both clients closed, the consumer leaving its group first; what
+ * pass_open did not make is NULL. */
+static void pass_close(pass_clients *pc)
+{
+    bs_fetch_wake_destroy(pc->wake);
+    if (pc->cons) {
+        rd_kafka_consumer_close(pc->cons);
+        rd_kafka_destroy(pc->cons);
+    }
+    if (pc->prod)
+        rd_kafka_destroy(pc->prod);
+}
+
+/* The producer, its delivery reports counted in ps, and the consumer,
+ * subscribed to the input: 0, or -1 with the message and nothing left
+ * open. */
+static int pass_open(const pass_run *pr, pass_state *ps, pass_clients *pc)
 {
     char err[512];
-    pass_state ps;
-    memset(&ps, 0, sizeof(ps));
-    ps.expect = pr->n;
-    pr->consumed = pr->delivered = pr->failed = 0;
-    pr->self_timed = 0;
+    memset(pc, 0, sizeof(*pc));
     /* As bloomstage's producer (clients.c): idempotent, its tuning; the
      * refresh interval as in the stage's config. */
     rd_kafka_conf_t *pconf = h_conf_pairs(
@@ -926,10 +944,9 @@ static int pass_loop(pass_run *pr)
         "enable.idempotence", "true", BS_PRODUCER_TUNING,
         "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
     rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
-    rd_kafka_conf_set_opaque(pconf, &ps);
-    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err,
-                                    sizeof(err));
-    if (!prod) {
+    rd_kafka_conf_set_opaque(pconf, ps);
+    pc->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof(err));
+    if (!pc->prod) {
         rd_kafka_conf_destroy(pconf);
         return fail("%s producer: %s", pr->what, err);
     }
@@ -938,94 +955,124 @@ static int pass_loop(pass_run *pr)
         "group.id", pr->group,
         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
         BS_CONSUMER_TUNING, NULL);
-    rd_kafka_t *cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err,
-                                    sizeof(err));
-    if (!cons) {
+    pc->cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
+    if (!pc->cons) {
         rd_kafka_conf_destroy(cconf);
-        rd_kafka_destroy(prod);
+        pass_close(pc);
         return fail("%s consumer: %s", pr->what, err);
     }
-    rd_kafka_poll_set_consumer(cons);
+    rd_kafka_poll_set_consumer(pc->cons);
     /* As the stage's consumer (stage.c): woken when its read-ahead runs
      * low. */
-    bs_fetch_wake *wake = bs_fetch_wake_new(cons, NULL, err, sizeof(err));
+    pc->wake = bs_fetch_wake_new(pc->cons, NULL, err, sizeof(err));
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, pr->input, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t e = rd_kafka_subscribe(cons, sub);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe(pc->cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
-
     int rc = 0;
-    if (!wake) {
+    if (!pc->wake)
         rc = fail("%s: %s", pr->what, err);
-        goto out;
-    }
-    if (e) {
+    else if (e)
         rc = fail("%s: subscribe: %s", pr->what, rd_kafka_err2str(e));
-        goto out;
-    }
+    if (rc)
+        pass_close(pc);
+    return rc;
+}
 
-    /* The loop: what a minimal consume -> produce program does. */
-    uint64_t consumed = 0, consumed_then = 0;
-    double t_first_produce = 0, moved = h_now_s();
-    while (consumed < pr->n && !interrupted) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 100);
+/* Where the loop is: records consumed, and when it first produced. */
+typedef struct pass_progress {
+    uint64_t consumed;
+    double t_first_produce;
+} pass_progress;
+
+/* One polled message: a record is produced to the output (retried while
+ * the producer's queue is full) and counted; 0, or -1 with the message. */
+static int pass_record(const pass_run *pr, const pass_clients *pc,
+                       const rd_kafka_message_t *m, pass_progress *pg)
+{
+    if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            fprintf(stderr, "bench_e2e: %s: consume: %s\n", pr->what,
+                    rd_kafka_message_errstr(m));
+        return 0;
+    }
+    if (!pg->t_first_produce)
+        pg->t_first_produce = h_now_s();
+    rd_kafka_resp_err_t e;
+    for (;;) {
+        e = rd_kafka_producev(pc->prod, RD_KAFKA_V_TOPIC(pr->topic),
+                              RD_KAFKA_V_KEY(m->key, m->key_len),
+                              RD_KAFKA_V_VALUE(m->payload, m->len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_END);
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        rd_kafka_poll(pc->prod, 50);
+    }
+    if (e)
+        return fail("%s: produce: %s", pr->what, rd_kafka_err2str(e));
+    pg->consumed++;
+    bs_fetch_wake_note(pc->wake, m->key_len + m->len);
+    if ((pg->consumed & 63) == 0) /* as BS_BOOKKEEPING_EVERY */
+        bs_fetch_wake_check(pc->wake);
+    if (pr->every_1k && (pg->consumed & 1023) == 0)
+        pr->every_1k(pr->arg);
+    return 0;
+}
+
+/* The loop: what a minimal consume -> produce program does, until n
+ * records are consumed (or a signal); 0, or -1 with the message. */
+static int pass_move(const pass_run *pr, const pass_clients *pc,
+                     pass_progress *pg)
+{
+    uint64_t consumed_then = 0;
+    double moved = h_now_s();
+    while (pg->consumed < pr->n && !interrupted) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(pc->cons, 100);
         bool got = m != NULL;
         if (m) {
-            if (!m->err) {
-                if (!t_first_produce)
-                    t_first_produce = h_now_s();
-                for (;;) {
-                    e = rd_kafka_producev(
-                        prod, RD_KAFKA_V_TOPIC(pr->topic),
-                        RD_KAFKA_V_KEY(m->key, m->key_len),
-                        RD_KAFKA_V_VALUE(m->payload, m->len),
-                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                        RD_KAFKA_V_END);
-                    if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                        break;
-                    rd_kafka_poll(prod, 50);
-                }
-                if (e) {
-                    rc = fail("%s: produce: %s", pr->what,
-                              rd_kafka_err2str(e));
-                    rd_kafka_message_destroy(m);
-                    break;
-                }
-                consumed++;
-                bs_fetch_wake_note(wake, m->key_len + m->len);
-                if ((consumed & 63) == 0) /* as BS_BOOKKEEPING_EVERY */
-                    bs_fetch_wake_check(wake);
-                if (pr->every_1k && (consumed & 1023) == 0)
-                    pr->every_1k(pr->arg);
-            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                fprintf(stderr, "bench_e2e: %s: consume: %s\n", pr->what,
-                        rd_kafka_message_errstr(m));
-            }
+            int rc = pass_record(pr, pc, m, pg);
             rd_kafka_message_destroy(m);
+            if (rc)
+                return rc;
         }
-        rd_kafka_poll(prod, 0);
+        rd_kafka_poll(pc->prod, 0);
         /* The clock is read only on an empty poll, never per record: the
          * baseline pays only for what a pass-through needs. */
         if (!got) {
-            bs_fetch_wake_check(wake);
+            bs_fetch_wake_check(pc->wake);
             double t = h_now_s();
-            if (consumed != consumed_then) {
-                consumed_then = consumed;
+            if (pg->consumed != consumed_then) {
+                consumed_then = pg->consumed;
                 moved = t;
             }
-            if (t - moved <= STALL_S)
-                continue;
-            rc = fail("%s: nothing consumed for %.0f s (%" PRIu64
-                      " of %" PRIu64 ")", pr->what, STALL_S, consumed,
-                      pr->n);
-            break;
+            if (t - moved > STALL_S)
+                return fail("%s: nothing consumed for %.0f s (%" PRIu64
+                            " of %" PRIu64 ")", pr->what, STALL_S,
+                            pg->consumed, pr->n);
         }
     }
+    return 0;
+}
+
+/* The pass-through itself, as pass_run says: open, move, flush, close. */
+static int pass_loop(pass_run *pr)
+{
+    pass_state ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.expect = pr->n;
+    pr->consumed = pr->delivered = pr->failed = 0;
+    pr->self_timed = 0;
+    pass_clients pc;
+    if (pass_open(pr, &ps, &pc))
+        return -1;
+    pass_progress pg = {0, 0};
+    int rc = pass_move(pr, &pc, &pg);
     if (rc == 0 && !interrupted &&
-        rd_kafka_flush(prod, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_flush(pc.prod, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
         rc = fail("%s: %d records undelivered after 120 s", pr->what,
-                  rd_kafka_outq_len(prod));
+                  rd_kafka_outq_len(pc.prod));
     if (rc == 0 && ps.failed)
         rc = fail("%s: %" PRIu64 " deliveries failed: %s", pr->what,
                   ps.failed, ps.first_error);
@@ -1033,14 +1080,10 @@ static int pass_loop(pass_run *pr)
         rc = fail("interrupted");
     if (rc == 0 && pr->flushed)
         rc = pr->flushed(pr->arg);
-    pr->consumed = consumed;
-    pr->self_timed = ps.t_last_dr - t_first_produce;
-    pr->t_first_in = t_first_produce;
-out:
-    bs_fetch_wake_destroy(wake);
-    rd_kafka_consumer_close(cons);
-    rd_kafka_destroy(cons);
-    rd_kafka_destroy(prod);
+    pr->consumed = pg.consumed;
+    pr->self_timed = ps.t_last_dr - pg.t_first_produce;
+    pr->t_first_in = pg.t_first_produce;
+    pass_close(&pc);
     /* After the producer is gone: no delivery report can come later. */
     pr->delivered = ps.delivered;
     pr->failed = ps.failed;
@@ -1275,21 +1318,14 @@ static bool child_alive(void *arg)
     return h_process_wait(arg, 0, NULL) == 1;
 }
 
-/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
- * default), "alo" with at_least_once: same input, own output and group. */
-static int run_stage(const bench *b, int round, result *r, const char *kind)
+/* The stage's configuration for one phase at conf_path: dedup on the
+ * key, the blocklist, checkpoints in the work directory, the guarantee
+ * of kind ("alo": at_least_once). */
+static int write_stage_conf(const bench *b, const char *kind, int round,
+                            const char *topic, const char *group,
+                            const char *conf_path)
 {
-    const dataset *d = &b->d;
-    char topic[128], group[128];
-    bool alo = !strcmp(kind, "alo");
-    round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
-    memset(r, 0, sizeof(*r));
-    r->name = alo ? "bloomstage-alo" : "bloomstage";
-    char conf_path[700], log_path[700], list_path[700], ckpt[700];
-    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
-             kind, round);
-    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%s-%d.log", b->dir,
-             kind, round);
+    char list_path[700], ckpt[700];
     snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b->dir);
     snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%s-%d", b->dir, kind,
              round);
@@ -1317,14 +1353,21 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
             "producer.topic.metadata.refresh.interval.ms="
             METADATA_REFRESH_MS "\n"
             "%s",
-            alo ? "at_least_once" : "exactly_once", b->bootstrap,
-            b->in_topic, topic, group, list_path, ckpt,
+            !strcmp(kind, "alo") ? "at_least_once" : "exactly_once",
+            b->bootstrap, b->in_topic, topic, group, list_path, ckpt,
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
     if (fclose(f) != 0)
         return fail("%s: %s", conf_path, strerror(errno));
+    return 0;
+}
 
+/* `bloomstage run -c CONF` and the -X settings: started, its output
+ * going to log_path. */
+static int stage_start(const bench *b, const char *conf_path,
+                       const char *log_path, h_proc **c)
+{
     char **argv = calloc((size_t)(5 + 2 * b->nx), sizeof(char *));
     if (!argv)
         return fail("out of memory");
@@ -1332,21 +1375,69 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
     argv[k++] = (char *)b->bloomstage;
     argv[k++] = "run";
     argv[k++] = "-c";
-    argv[k++] = conf_path;
+    argv[k++] = (char *)conf_path;
     for (int i = 0; i < b->nx; i++) {
         argv[k++] = "-X";
         argv[k++] = b->xs[i];
     }
     argv[k] = NULL;
+    int rc = child_start(argv, false, log_path, c);
+    free(argv);
+    return rc ? -1 : 0;
+}
+
+/* A stopped stage's output and its "stopped" line against the data set:
+ * the distinct non-blocklisted keys, at most MAX_MISSING fewer, and its
+ * counters adding up; sets r->out. */
+static int check_stage(const bench *b, result *r, const char *topic)
+{
+    const dataset *d = &b->d;
+    const stage_stats *s = &r->st;
+    uint64_t out = 0;
+    int rc = 0;
+    if (sum_high(b->q, topic, d->nparts, &out))
+        rc = fail("%s: cannot read the high watermarks", topic);
+    else if (out > d->expect_out || out + MAX_MISSING < d->expect_out)
+        rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64
+                  " (at most %d fewer: false positives)", topic, out,
+                  d->expect_out, MAX_MISSING);
+    else if (s->in != d->n || s->out != out || s->missing != 0 ||
+             s->in != s->out + s->dups + s->blocked ||
+             s->blocked < d->blocked_records ||
+             s->blocked > d->blocked_records + 2 * MAX_MISSING)
+        rc = fail("bloomstage's counters do not add up: records_in=%llu "
+                  "(expected %" PRIu64 ") records_out=%llu (topic holds "
+                  "%" PRIu64 ") duplicates=%llu (expected %" PRIu64
+                  ") blocked=%llu (expected %" PRIu64 ") missing_key=%llu",
+                  s->in, d->n, s->out, out, s->dups, d->expect_dups,
+                  s->blocked, d->blocked_records, s->missing);
+    r->out = out;
+    return rc;
+}
+
+/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
+ * default), "alo" with at_least_once: same input, own output and group. */
+static int run_stage(const bench *b, int round, result *r, const char *kind)
+{
+    const dataset *d = &b->d;
+    char topic[128], group[128];
+    round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
+    memset(r, 0, sizeof(*r));
+    r->name = !strcmp(kind, "alo") ? "bloomstage-alo" : "bloomstage";
+    char conf_path[700], log_path[700];
+    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
+             kind, round);
+    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%s-%d.log", b->dir,
+             kind, round);
+    if (write_stage_conf(b, kind, round, topic, group, conf_path))
+        return -1;
     h_proc *c = NULL, *perf = NULL;
     observer o;
     /* The observer samples the stage's CPU time, so it starts after the
      * spawn (nothing reaches the output before the group join anyway). */
     double t_spawn = h_now_s();
     r->wall_spawn = h_wall_s();
-    int rc = child_start(argv, false, log_path, &c);
-    free(argv);
-    if (rc)
+    if (stage_start(b, conf_path, log_path, &c))
         return -1;
     char pname[64];
     snprintf(pname, sizeof(pname), "%s-%d", kind, round);
@@ -1357,9 +1448,9 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
         child_stop(c, 10, NULL);
         return -1;
     }
-    rc = observer_wait(&o, true, child_alive, c,
-                       b->perf_dir ? perf_hook_fire : NULL, &hook,
-                       "bloomstage");
+    int rc = observer_wait(&o, true, child_alive, c,
+                           b->perf_dir ? perf_hook_fire : NULL, &hook,
+                           "bloomstage");
     observer_stop(&o);
     perf_stop(&perf);
     r->hwm_kib = h_proc_status_kib(h_process_pid(c), "VmHWM");
@@ -1381,27 +1472,8 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
                   "status %d)", status);
     if (rc == 0 && !r->st.found)
         rc = fail("bloomstage logged no \"stopped\" line");
-    if (rc == 0) {
-        const stage_stats *s = &r->st;
-        uint64_t out = 0;
-        if (sum_high(b->q, topic, d->nparts, &out))
-            rc = fail("%s: cannot read the high watermarks", topic);
-        else if (out > d->expect_out || out + MAX_MISSING < d->expect_out)
-            rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64
-                      " (at most %d fewer: false positives)", topic, out,
-                      d->expect_out, MAX_MISSING);
-        else if (s->in != d->n || s->out != out || s->missing != 0 ||
-                 s->in != s->out + s->dups + s->blocked ||
-                 s->blocked < d->blocked_records ||
-                 s->blocked > d->blocked_records + 2 * MAX_MISSING)
-            rc = fail("bloomstage's counters do not add up: records_in=%llu "
-                      "(expected %" PRIu64 ") records_out=%llu (topic holds "
-                      "%" PRIu64 ") duplicates=%llu (expected %" PRIu64
-                      ") blocked=%llu (expected %" PRIu64 ") missing_key=%llu",
-                      s->in, d->n, s->out, out, s->dups, d->expect_dups,
-                      s->blocked, d->blocked_records, s->missing);
-        r->out = out;
-    }
+    if (rc == 0)
+        rc = check_stage(b, r, topic);
     if (rc)
         print_tail(log_path, 3000);
     return rc;
@@ -1801,22 +1873,9 @@ static const char *verdict(bool ok) { return ok ? "PASS" : "MISS"; }
 #define TARGET_STREAMS_RATE 3.0
 #define TARGET_STREAMS_RSS 0.1
 
-static int real_run(bench *b, int rounds, const char *load0)
+/* The rows: one per round and contestant that ran. */
+static void print_real_rows(const result *res, int rounds)
 {
-    const dataset *d = &b->d;
-    result *res = calloc((size_t)(R_PHASES * rounds), sizeof(result));
-    if (!res)
-        return fail("out of memory");
-    int rc = 0;
-    for (int r = 1; r <= rounds && rc == 0; r++)
-        rc = real_round(b, r, &res[R_PHASES * (r - 1)]);
-    if (rc) {
-        free(res);
-        return rc;
-    }
-    char load1[160];
-    bk_machine_load(load1, sizeof(load1));
-
     printf("\n%5s  %-15s %11s %12s %8s %12s %11s %10s %10s\n", "round",
            "phase", "records in", "records out", "seconds", "rate (in/s)",
            "client cpu", "broker cpu", "peak RSS");
@@ -1824,13 +1883,16 @@ static int real_run(bench *b, int rounds, const char *load0)
         for (int ph = 0; ph < R_PHASES; ph++)
             if (res[R_PHASES * (r - 1) + ph].name)
                 print_row_real(r, &res[R_PHASES * (r - 1) + ph]);
+}
 
+/* Per contestant over the rounds: best, median, worst, spread, the
+ * median's ratio to the limit's (the jemalloc pass-through's, else the
+ * pass-through's), peak RSS. */
+static void print_real_stats(const rstats *st, int rounds)
+{
     static const char *const label[R_PHASES] = {
         "pass-through", "pass-through-je", "bloomstage", "bloomstage-alo",
         "streams-eos-v2", "streams-alo"};
-    rstats st[R_PHASES];
-    for (int ph = 0; ph < R_PHASES; ph++)
-        st[ph] = stats_of(res, rounds, ph);
     const rstats *lim = st[R_PASSJE].ran ? &st[R_PASSJE] : &st[R_PASS];
     printf("\nover %d rounds (rate in input records/s; ratio: median rate / "
            "the %s's median)\n", rounds,
@@ -1847,7 +1909,13 @@ static int real_run(bench *b, int rounds, const char *load0)
                mib(st[ph].rss_max, m, sizeof(m)));
     }
     printf("\n");
+}
+
+/* bloomstage against the pass-through: the target, on medians. */
+static void print_real_pass(const result *res, int rounds, const rstats *st)
+{
     const rstats *bs = &st[R_STAGE];
+    const rstats *lim = st[R_PASSJE].ran ? &st[R_PASSJE] : &st[R_PASS];
     printf("bloomstage exactly_once / pass-through%s  median %.3f, best "
            "%.3f, per round",
            st[R_PASSJE].ran ? "-je" : "   ", bs->median / lim->median,
@@ -1865,48 +1933,63 @@ static int real_run(bench *b, int rounds, const char *load0)
                bs->best / st[R_PASS].best);
     printf("bloomstage exactly_once / at_least_once       median %.3f\n",
            bs->median / st[R_ALO].median);
-    if (st[R_SEOS].ran) {
-        const rstats *se = &st[R_SEOS];
-        double rr = bs->median / se->median;
-        double mr = (double)bs->rss_max / (double)se->rss_max;
-        printf("bloomstage exactly_once / streams eos-v2 rate median %.2fx, "
-               "best %.2fx, per round",
-               rr, bs->best / se->best);
-        for (int r = 0; r < rounds; r++)
-            printf(" %.2f", rate(&res[R_PHASES * r + R_STAGE]) /
-                                rate(&res[R_PHASES * r + R_SEOS]));
-        printf("   target >= %.0fx: %s\n", TARGET_STREAMS_RATE,
-               verdict(rr >= TARGET_STREAMS_RATE));
-        printf("bloomstage / streams eos-v2 peak RSS          %.3f (%.1f / "
-               "%.1f MiB, the largest of each)   target <= %.2f: %s\n", mr,
-               (double)bs->rss_max / 1024, (double)se->rss_max / 1024,
-               TARGET_STREAMS_RSS, verdict(mr <= TARGET_STREAMS_RSS));
-        printf("streams exactly_once_v2 / at_least_once       median %.3f\n",
-               se->median / st[R_SALO].median);
-        printf("blocklist: Streams has none; bloomstage checks every record "
-               "against its %" PRIu64 "-entry blocklist too\n"
-               "           and outputs %" PRIu64 " records to Streams' %"
-               PRIu32 ": bloomstage does more, the ratio is not in its "
-               "favour\n", d->blocklist_entries, d->expect_out, d->distinct);
-    } else {
+}
+
+/* bloomstage against Kafka Streams: the rate and memory targets. */
+static void print_real_streams(const bench *b, const result *res,
+                               int rounds, const rstats *st)
+{
+    const dataset *d = &b->d;
+    if (!st[R_SEOS].ran) {
         printf("streams: not run (--no-streams, or no bench/streams/run)\n");
+        return;
     }
+    const rstats *bs = &st[R_STAGE], *se = &st[R_SEOS];
+    double rr = bs->median / se->median;
+    double mr = (double)bs->rss_max / (double)se->rss_max;
+    printf("bloomstage exactly_once / streams eos-v2 rate median %.2fx, "
+           "best %.2fx, per round",
+           rr, bs->best / se->best);
+    for (int r = 0; r < rounds; r++)
+        printf(" %.2f", rate(&res[R_PHASES * r + R_STAGE]) /
+                            rate(&res[R_PHASES * r + R_SEOS]));
+    printf("   target >= %.0fx: %s\n", TARGET_STREAMS_RATE,
+           verdict(rr >= TARGET_STREAMS_RATE));
+    printf("bloomstage / streams eos-v2 peak RSS          %.3f (%.1f / "
+           "%.1f MiB, the largest of each)   target <= %.2f: %s\n", mr,
+           (double)bs->rss_max / 1024, (double)se->rss_max / 1024,
+           TARGET_STREAMS_RSS, verdict(mr <= TARGET_STREAMS_RSS));
+    printf("streams exactly_once_v2 / at_least_once       median %.3f\n",
+           se->median / st[R_SALO].median);
+    printf("blocklist: Streams has none; bloomstage checks every record "
+           "against its %" PRIu64 "-entry blocklist too\n"
+           "           and outputs %" PRIu64 " records to Streams' %"
+           PRIu32 ": bloomstage does more, the ratio is not in its "
+           "favour\n", d->blocklist_entries, d->expect_out, d->distinct);
+}
+
+/* The median start-up of phase ph over the rounds. */
+static double startup_median(const result *res, int rounds, int ph)
+{
+    double v[64];
+    int n = 0;
+    for (int r = 0; r < rounds && n < 64; r++)
+        v[n++] = res[R_PHASES * r + ph].startup_s;
+    return median_of(v, n);
+}
+
+/* The closing notes: start-up, what the interval is, the machine. */
+static void print_real_notes(const result *res, int rounds,
+                             const rstats *st, const char *load0,
+                             const char *load1)
+{
     printf("startup (not timed): spawn to first record consumed, medians: "
            "bloomstage");
-    {
-        double v[64];
-        int n = 0;
-        for (int r = 0; r < rounds && n < 64; r++)
-            v[n++] = res[R_PHASES * r + R_STAGE].startup_s;
-        printf(" %.2f s", median_of(v, n));
-        if (st[R_SEOS].ran) {
-            n = 0;
-            for (int r = 0; r < rounds && n < 64; r++)
-                v[n++] = res[R_PHASES * r + R_SEOS].startup_s;
-            printf(", streams %.2f s (JVM, join, stores)", median_of(v, n));
-        }
-        printf("\n");
-    }
+    printf(" %.2f s", startup_median(res, rounds, R_STAGE));
+    if (st[R_SEOS].ran)
+        printf(", streams %.2f s (JVM, join, stores)",
+               startup_median(res, rounds, R_SEOS));
+    printf("\n");
     printf("interval: first input record consumed (pass-throughs: their "
            "own clock at the first poll that\n"
            "  returned a record; bloomstage: first poll of its /metrics, "
@@ -1920,6 +2003,32 @@ static int real_run(bench *b, int rounds, const char *load0)
     printf("machine: at start %s\n         at end   %s\n"
            "         (shared: other jobs on the 2 cores move every number "
            "here)\n", load0, load1);
+}
+
+/* On a real broker: the rounds (real_round), then the rows, the
+ * statistics over the rounds and the targets. */
+static int real_run(bench *b, int rounds, const char *load0)
+{
+    result *res = calloc((size_t)(R_PHASES * rounds), sizeof(result));
+    if (!res)
+        return fail("out of memory");
+    int rc = 0;
+    for (int r = 1; r <= rounds && rc == 0; r++)
+        rc = real_round(b, r, &res[R_PHASES * (r - 1)]);
+    if (rc) {
+        free(res);
+        return rc;
+    }
+    char load1[160];
+    bk_machine_load(load1, sizeof(load1));
+    print_real_rows(res, rounds);
+    rstats st[R_PHASES];
+    for (int ph = 0; ph < R_PHASES; ph++)
+        st[ph] = stats_of(res, rounds, ph);
+    print_real_stats(st, rounds);
+    print_real_pass(res, rounds, st);
+    print_real_streams(b, res, rounds, st);
+    print_real_notes(res, rounds, st, load0, load1);
     free(res);
     return 0;
 }

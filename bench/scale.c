@@ -373,15 +373,11 @@ typedef struct verdict {
     uint64_t records, distinct, dups, unknown, missing;
 } verdict;
 
-static int read_output(const scale *sc, verdict *v)
+/* A read_committed consumer of scale-out, assigned from the beginning
+ * every partition that holds anything (end[p] > 0), or NULL after the
+ * message; *eofs counts the empty ones, already at their end. */
+static rd_kafka_t *verifier(const scale *sc, const int64_t *end, int *eofs)
 {
-    memset(v, 0, sizeof(*v));
-    int64_t end[sc->nparts];
-    if (h_offsets(sc->q, T_OUT, sc->nparts, RD_KAFKA_OFFSET_END, end, 10000))
-        return fail("%s: cannot read the high watermarks", T_OUT);
-    uint8_t *seen = calloc(((size_t)sc->k + 7) / 8, 1);
-    if (!seen)
-        return fail("out of memory");
     char err[512];
     rd_kafka_conf_t *conf = h_conf_pairs(
         NULL, "bootstrap.servers", sc->bootstrap, "client.id",
@@ -391,16 +387,16 @@ static int read_output(const scale *sc, verdict *v)
         "fetch.max.bytes", "104857600", NULL);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (!rk) {
-        free(seen);
-        return fail("verify consumer: %s", err);
+        fail("verify consumer: %s", err);
+        return NULL;
     }
     rd_kafka_poll_set_consumer(rk);
     rd_kafka_topic_partition_list_t *l =
         rd_kafka_topic_partition_list_new(sc->nparts);
-    int eofs = 0;
+    *eofs = 0;
     for (int32_t p = 0; p < sc->nparts; p++) {
         if (end[p] == 0) {
-            eofs++;
+            (*eofs)++;
             continue;
         }
         rd_kafka_topic_partition_list_add(l, T_OUT, p)->offset =
@@ -408,6 +404,46 @@ static int read_output(const scale *sc, verdict *v)
     }
     rd_kafka_assign(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
+    return rk;
+}
+
+/* One output record's key counted: unknown (not user-N for an N < K), a
+ * duplicate, or a distinct key (seen: a bit per key). */
+static void tally(const scale *sc, const rd_kafka_message_t *m,
+                  uint8_t *seen, verdict *v)
+{
+    v->records++;
+    uint32_t key = 0;
+    char kb[32];
+    size_t kl = m->key_len < sizeof(kb) - 1 ? m->key_len : sizeof(kb) - 1;
+    memcpy(kb, m->key ? m->key : "", m->key ? kl : 0);
+    kb[m->key ? kl : 0] = '\0';
+    if (sscanf(kb, "user-%10" SCNu32, &key) != 1 || key >= sc->k) {
+        v->unknown++;
+    } else if (seen[key / 8] & (1u << (key % 8))) {
+        v->dups++;
+    } else {
+        seen[key / 8] |= (uint8_t)(1u << (key % 8));
+        v->distinct++;
+    }
+}
+
+/* scale-out read to its high watermarks, every key tallied into v. */
+static int read_output(const scale *sc, verdict *v)
+{
+    memset(v, 0, sizeof(*v));
+    int64_t end[sc->nparts];
+    if (h_offsets(sc->q, T_OUT, sc->nparts, RD_KAFKA_OFFSET_END, end, 10000))
+        return fail("%s: cannot read the high watermarks", T_OUT);
+    uint8_t *seen = calloc(((size_t)sc->k + 7) / 8, 1);
+    if (!seen)
+        return fail("out of memory");
+    int eofs = 0;
+    rd_kafka_t *rk = verifier(sc, end, &eofs);
+    if (!rk) {
+        free(seen);
+        return -1;
+    }
     bool *at_end = calloc((size_t)sc->nparts, sizeof(bool));
     double t0 = h_now_s(), moved = t0;
     int rc = 0;
@@ -430,21 +466,7 @@ static int read_output(const scale *sc, verdict *v)
         } else if (m->err) {
             rc = fail("verify: %s", rd_kafka_message_errstr(m));
         } else {
-            v->records++;
-            uint32_t key = 0;
-            char kb[32];
-            size_t kl = m->key_len < sizeof(kb) - 1 ? m->key_len
-                                                     : sizeof(kb) - 1;
-            memcpy(kb, m->key ? m->key : "", m->key ? kl : 0);
-            kb[m->key ? kl : 0] = '\0';
-            if (sscanf(kb, "user-%10" SCNu32, &key) != 1 || key >= sc->k) {
-                v->unknown++;
-            } else if (seen[key / 8] & (1u << (key % 8))) {
-                v->dups++;
-            } else {
-                seen[key / 8] |= (uint8_t)(1u << (key % 8));
-                v->distinct++;
-            }
+            tally(sc, m, seen, v);
         }
         rd_kafka_message_destroy(m);
         if (rc)
