@@ -4,7 +4,7 @@
  * brokers scripts/kafka starts have auto.create.topics.enable=false) and
  * reading one counter from bloomstage's /metrics.  Header-only (static
  * inline): each benchmark is one translation unit.  Also the benchmarks'
- * count options, read by the engine's parser.
+ * count options, read by the engine's parser, and their usage answer.
  */
 #ifndef BS_BENCH_KAFKA_H
 #define BS_BENCH_KAFKA_H
@@ -14,6 +14,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,32 @@ static inline bool bench_parse_count(const char *s, uint64_t min,
         return false;
     *out = v;
     return true;
+}
+
+/* bench_parse_count for a command-line option: false after printing the
+ * message (printf's format and arguments; a newline is added) on stderr. */
+static inline bool bench_count_opt(const char *s, uint64_t min, uint64_t max,
+                                   uint64_t *out, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static inline bool bench_count_opt(const char *s, uint64_t min, uint64_t max,
+                                   uint64_t *out, const char *fmt, ...)
+{
+    if (bench_parse_count(s, min, max, out))
+        return true;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return false;
+}
+
+/* getopt_long's answer c was --help ('h') or an unknown option: the usage
+ * on stdout and exit status 0, or on stderr and 2. */
+static inline int bench_usage(int c, const char *usage)
+{
+    fputs(usage, c == 'h' ? stdout : stderr);
+    return c == 'h' ? 0 : 2;
 }
 
 #endif

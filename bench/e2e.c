@@ -911,14 +911,32 @@ typedef struct pass_run {
     double t_first_in; /* h_now_s() at the first record consumed */
 } pass_run;
 
-static int pass_loop(pass_run *pr)
+/* The pass-through's two clients and its consumer's wake-ups. */
+typedef struct pass_clients {
+    rd_kafka_t *prod, *cons;
+    bs_fetch_wake *wake;
+} pass_clients;
+
+/* Both clients closed, the consumer leaving its group first; what
+ * pass_open did not make is NULL. */
+static void pass_close(pass_clients *pc)
+{
+    bs_fetch_wake_destroy(pc->wake);
+    if (pc->cons) {
+        rd_kafka_consumer_close(pc->cons);
+        rd_kafka_destroy(pc->cons);
+    }
+    if (pc->prod)
+        rd_kafka_destroy(pc->prod);
+}
+
+/* The producer, its delivery reports counted in ps, and the consumer,
+ * subscribed to the input: 0, or -1 with the message and nothing left
+ * open. */
+static int pass_open(const pass_run *pr, pass_state *ps, pass_clients *pc)
 {
     char err[512];
-    pass_state ps;
-    memset(&ps, 0, sizeof(ps));
-    ps.expect = pr->n;
-    pr->consumed = pr->delivered = pr->failed = 0;
-    pr->self_timed = 0;
+    memset(pc, 0, sizeof(*pc));
     /* As bloomstage's producer (clients.c): idempotent, its tuning; the
      * refresh interval as in the stage's config. */
     rd_kafka_conf_t *pconf = h_conf_pairs(
@@ -926,10 +944,9 @@ static int pass_loop(pass_run *pr)
         "enable.idempotence", "true", BS_PRODUCER_TUNING,
         "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
     rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
-    rd_kafka_conf_set_opaque(pconf, &ps);
-    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err,
-                                    sizeof(err));
-    if (!prod) {
+    rd_kafka_conf_set_opaque(pconf, ps);
+    pc->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof(err));
+    if (!pc->prod) {
         rd_kafka_conf_destroy(pconf);
         return fail("%s producer: %s", pr->what, err);
     }
@@ -938,94 +955,124 @@ static int pass_loop(pass_run *pr)
         "group.id", pr->group,
         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
         BS_CONSUMER_TUNING, NULL);
-    rd_kafka_t *cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err,
-                                    sizeof(err));
-    if (!cons) {
+    pc->cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
+    if (!pc->cons) {
         rd_kafka_conf_destroy(cconf);
-        rd_kafka_destroy(prod);
+        pass_close(pc);
         return fail("%s consumer: %s", pr->what, err);
     }
-    rd_kafka_poll_set_consumer(cons);
+    rd_kafka_poll_set_consumer(pc->cons);
     /* As the stage's consumer (stage.c): woken when its read-ahead runs
      * low. */
-    bs_fetch_wake *wake = bs_fetch_wake_new(cons, NULL, err, sizeof(err));
+    pc->wake = bs_fetch_wake_new(pc->cons, NULL, err, sizeof(err));
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, pr->input, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t e = rd_kafka_subscribe(cons, sub);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe(pc->cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
-
     int rc = 0;
-    if (!wake) {
+    if (!pc->wake)
         rc = fail("%s: %s", pr->what, err);
-        goto out;
-    }
-    if (e) {
+    else if (e)
         rc = fail("%s: subscribe: %s", pr->what, rd_kafka_err2str(e));
-        goto out;
-    }
+    if (rc)
+        pass_close(pc);
+    return rc;
+}
 
-    /* The loop: what a minimal consume -> produce program does. */
-    uint64_t consumed = 0, consumed_then = 0;
-    double t_first_produce = 0, moved = h_now_s();
-    while (consumed < pr->n && !interrupted) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 100);
+/* Where the loop is: records consumed, and when it first produced. */
+typedef struct pass_progress {
+    uint64_t consumed;
+    double t_first_produce;
+} pass_progress;
+
+/* One polled message: a record is produced to the output (retried while
+ * the producer's queue is full) and counted; 0, or -1 with the message. */
+static int pass_record(const pass_run *pr, const pass_clients *pc,
+                       const rd_kafka_message_t *m, pass_progress *pg)
+{
+    if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            fprintf(stderr, "bench_e2e: %s: consume: %s\n", pr->what,
+                    rd_kafka_message_errstr(m));
+        return 0;
+    }
+    if (!pg->t_first_produce)
+        pg->t_first_produce = h_now_s();
+    rd_kafka_resp_err_t e;
+    for (;;) {
+        e = rd_kafka_producev(pc->prod, RD_KAFKA_V_TOPIC(pr->topic),
+                              RD_KAFKA_V_KEY(m->key, m->key_len),
+                              RD_KAFKA_V_VALUE(m->payload, m->len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_END);
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        rd_kafka_poll(pc->prod, 50);
+    }
+    if (e)
+        return fail("%s: produce: %s", pr->what, rd_kafka_err2str(e));
+    pg->consumed++;
+    bs_fetch_wake_note(pc->wake, m->key_len + m->len);
+    if ((pg->consumed & 63) == 0) /* as BS_BOOKKEEPING_EVERY */
+        bs_fetch_wake_check(pc->wake);
+    if (pr->every_1k && (pg->consumed & 1023) == 0)
+        pr->every_1k(pr->arg);
+    return 0;
+}
+
+/* The loop: what a minimal consume -> produce program does, until n
+ * records are consumed (or a signal); 0, or -1 with the message. */
+static int pass_move(const pass_run *pr, const pass_clients *pc,
+                     pass_progress *pg)
+{
+    uint64_t consumed_then = 0;
+    double moved = h_now_s();
+    while (pg->consumed < pr->n && !interrupted) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(pc->cons, 100);
         bool got = m != NULL;
         if (m) {
-            if (!m->err) {
-                if (!t_first_produce)
-                    t_first_produce = h_now_s();
-                for (;;) {
-                    e = rd_kafka_producev(
-                        prod, RD_KAFKA_V_TOPIC(pr->topic),
-                        RD_KAFKA_V_KEY(m->key, m->key_len),
-                        RD_KAFKA_V_VALUE(m->payload, m->len),
-                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                        RD_KAFKA_V_END);
-                    if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                        break;
-                    rd_kafka_poll(prod, 50);
-                }
-                if (e) {
-                    rc = fail("%s: produce: %s", pr->what,
-                              rd_kafka_err2str(e));
-                    rd_kafka_message_destroy(m);
-                    break;
-                }
-                consumed++;
-                bs_fetch_wake_note(wake, m->key_len + m->len);
-                if ((consumed & 63) == 0) /* as BS_BOOKKEEPING_EVERY */
-                    bs_fetch_wake_check(wake);
-                if (pr->every_1k && (consumed & 1023) == 0)
-                    pr->every_1k(pr->arg);
-            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                fprintf(stderr, "bench_e2e: %s: consume: %s\n", pr->what,
-                        rd_kafka_message_errstr(m));
-            }
+            int rc = pass_record(pr, pc, m, pg);
             rd_kafka_message_destroy(m);
+            if (rc)
+                return rc;
         }
-        rd_kafka_poll(prod, 0);
+        rd_kafka_poll(pc->prod, 0);
         /* The clock is read only on an empty poll, never per record: the
          * baseline pays only for what a pass-through needs. */
         if (!got) {
-            bs_fetch_wake_check(wake);
+            bs_fetch_wake_check(pc->wake);
             double t = h_now_s();
-            if (consumed != consumed_then) {
-                consumed_then = consumed;
+            if (pg->consumed != consumed_then) {
+                consumed_then = pg->consumed;
                 moved = t;
             }
-            if (t - moved <= STALL_S)
-                continue;
-            rc = fail("%s: nothing consumed for %.0f s (%" PRIu64
-                      " of %" PRIu64 ")", pr->what, STALL_S, consumed,
-                      pr->n);
-            break;
+            if (t - moved > STALL_S)
+                return fail("%s: nothing consumed for %.0f s (%" PRIu64
+                            " of %" PRIu64 ")", pr->what, STALL_S,
+                            pg->consumed, pr->n);
         }
     }
+    return 0;
+}
+
+/* The pass-through itself, as pass_run says: open, move, flush, close. */
+static int pass_loop(pass_run *pr)
+{
+    pass_state ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.expect = pr->n;
+    pr->consumed = pr->delivered = pr->failed = 0;
+    pr->self_timed = 0;
+    pass_clients pc;
+    if (pass_open(pr, &ps, &pc))
+        return -1;
+    pass_progress pg = {0, 0};
+    int rc = pass_move(pr, &pc, &pg);
     if (rc == 0 && !interrupted &&
-        rd_kafka_flush(prod, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_flush(pc.prod, 120000) != RD_KAFKA_RESP_ERR_NO_ERROR)
         rc = fail("%s: %d records undelivered after 120 s", pr->what,
-                  rd_kafka_outq_len(prod));
+                  rd_kafka_outq_len(pc.prod));
     if (rc == 0 && ps.failed)
         rc = fail("%s: %" PRIu64 " deliveries failed: %s", pr->what,
                   ps.failed, ps.first_error);
@@ -1033,14 +1080,10 @@ static int pass_loop(pass_run *pr)
         rc = fail("interrupted");
     if (rc == 0 && pr->flushed)
         rc = pr->flushed(pr->arg);
-    pr->consumed = consumed;
-    pr->self_timed = ps.t_last_dr - t_first_produce;
-    pr->t_first_in = t_first_produce;
-out:
-    bs_fetch_wake_destroy(wake);
-    rd_kafka_consumer_close(cons);
-    rd_kafka_destroy(cons);
-    rd_kafka_destroy(prod);
+    pr->consumed = pg.consumed;
+    pr->self_timed = ps.t_last_dr - pg.t_first_produce;
+    pr->t_first_in = pg.t_first_produce;
+    pass_close(&pc);
     /* After the producer is gone: no delivery report can come later. */
     pr->delivered = ps.delivered;
     pr->failed = ps.failed;
@@ -1275,21 +1318,14 @@ static bool child_alive(void *arg)
     return h_process_wait(arg, 0, NULL) == 1;
 }
 
-/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
- * default), "alo" with at_least_once: same input, own output and group. */
-static int run_stage(const bench *b, int round, result *r, const char *kind)
+/* The stage's configuration for one phase at conf_path: dedup on the
+ * key, the blocklist, checkpoints in the work directory, the guarantee
+ * of kind ("alo": at_least_once). */
+static int write_stage_conf(const bench *b, const char *kind, int round,
+                            const char *topic, const char *group,
+                            const char *conf_path)
 {
-    const dataset *d = &b->d;
-    char topic[128], group[128];
-    bool alo = !strcmp(kind, "alo");
-    round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
-    memset(r, 0, sizeof(*r));
-    r->name = alo ? "bloomstage-alo" : "bloomstage";
-    char conf_path[700], log_path[700], list_path[700], ckpt[700];
-    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
-             kind, round);
-    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%s-%d.log", b->dir,
-             kind, round);
+    char list_path[700], ckpt[700];
     snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b->dir);
     snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%s-%d", b->dir, kind,
              round);
@@ -1317,14 +1353,21 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
             "producer.topic.metadata.refresh.interval.ms="
             METADATA_REFRESH_MS "\n"
             "%s",
-            alo ? "at_least_once" : "exactly_once", b->bootstrap,
-            b->in_topic, topic, group, list_path, ckpt,
+            !strcmp(kind, "alo") ? "at_least_once" : "exactly_once",
+            b->bootstrap, b->in_topic, topic, group, list_path, ckpt,
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
     if (fclose(f) != 0)
         return fail("%s: %s", conf_path, strerror(errno));
+    return 0;
+}
 
+/* `bloomstage run -c CONF` and the -X settings: started, its output
+ * going to log_path. */
+static int stage_start(const bench *b, const char *conf_path,
+                       const char *log_path, h_proc **c)
+{
     char **argv = calloc((size_t)(5 + 2 * b->nx), sizeof(char *));
     if (!argv)
         return fail("out of memory");
@@ -1332,21 +1375,69 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
     argv[k++] = (char *)b->bloomstage;
     argv[k++] = "run";
     argv[k++] = "-c";
-    argv[k++] = conf_path;
+    argv[k++] = (char *)conf_path;
     for (int i = 0; i < b->nx; i++) {
         argv[k++] = "-X";
         argv[k++] = b->xs[i];
     }
     argv[k] = NULL;
+    int rc = child_start(argv, false, log_path, c);
+    free(argv);
+    return rc ? -1 : 0;
+}
+
+/* A stopped stage's output and its "stopped" line against the data set:
+ * the distinct non-blocklisted keys, at most MAX_MISSING fewer, and its
+ * counters adding up; sets r->out. */
+static int check_stage(const bench *b, result *r, const char *topic)
+{
+    const dataset *d = &b->d;
+    const stage_stats *s = &r->st;
+    uint64_t out = 0;
+    int rc = 0;
+    if (sum_high(b->q, topic, d->nparts, &out))
+        rc = fail("%s: cannot read the high watermarks", topic);
+    else if (out > d->expect_out || out + MAX_MISSING < d->expect_out)
+        rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64
+                  " (at most %d fewer: false positives)", topic, out,
+                  d->expect_out, MAX_MISSING);
+    else if (s->in != d->n || s->out != out || s->missing != 0 ||
+             s->in != s->out + s->dups + s->blocked ||
+             s->blocked < d->blocked_records ||
+             s->blocked > d->blocked_records + 2 * MAX_MISSING)
+        rc = fail("bloomstage's counters do not add up: records_in=%llu "
+                  "(expected %" PRIu64 ") records_out=%llu (topic holds "
+                  "%" PRIu64 ") duplicates=%llu (expected %" PRIu64
+                  ") blocked=%llu (expected %" PRIu64 ") missing_key=%llu",
+                  s->in, d->n, s->out, out, s->dups, d->expect_dups,
+                  s->blocked, d->blocked_records, s->missing);
+    r->out = out;
+    return rc;
+}
+
+/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
+ * default), "alo" with at_least_once: same input, own output and group. */
+static int run_stage(const bench *b, int round, result *r, const char *kind)
+{
+    const dataset *d = &b->d;
+    char topic[128], group[128];
+    round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
+    memset(r, 0, sizeof(*r));
+    r->name = !strcmp(kind, "alo") ? "bloomstage-alo" : "bloomstage";
+    char conf_path[700], log_path[700];
+    snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
+             kind, round);
+    snprintf(log_path, sizeof(log_path), "%s/bloomstage-%s-%d.log", b->dir,
+             kind, round);
+    if (write_stage_conf(b, kind, round, topic, group, conf_path))
+        return -1;
     h_proc *c = NULL, *perf = NULL;
     observer o;
     /* The observer samples the stage's CPU time, so it starts after the
      * spawn (nothing reaches the output before the group join anyway). */
     double t_spawn = h_now_s();
     r->wall_spawn = h_wall_s();
-    int rc = child_start(argv, false, log_path, &c);
-    free(argv);
-    if (rc)
+    if (stage_start(b, conf_path, log_path, &c))
         return -1;
     char pname[64];
     snprintf(pname, sizeof(pname), "%s-%d", kind, round);
@@ -1357,9 +1448,9 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
         child_stop(c, 10, NULL);
         return -1;
     }
-    rc = observer_wait(&o, true, child_alive, c,
-                       b->perf_dir ? perf_hook_fire : NULL, &hook,
-                       "bloomstage");
+    int rc = observer_wait(&o, true, child_alive, c,
+                           b->perf_dir ? perf_hook_fire : NULL, &hook,
+                           "bloomstage");
     observer_stop(&o);
     perf_stop(&perf);
     r->hwm_kib = h_proc_status_kib(h_process_pid(c), "VmHWM");
@@ -1381,27 +1472,8 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
                   "status %d)", status);
     if (rc == 0 && !r->st.found)
         rc = fail("bloomstage logged no \"stopped\" line");
-    if (rc == 0) {
-        const stage_stats *s = &r->st;
-        uint64_t out = 0;
-        if (sum_high(b->q, topic, d->nparts, &out))
-            rc = fail("%s: cannot read the high watermarks", topic);
-        else if (out > d->expect_out || out + MAX_MISSING < d->expect_out)
-            rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64
-                      " (at most %d fewer: false positives)", topic, out,
-                      d->expect_out, MAX_MISSING);
-        else if (s->in != d->n || s->out != out || s->missing != 0 ||
-                 s->in != s->out + s->dups + s->blocked ||
-                 s->blocked < d->blocked_records ||
-                 s->blocked > d->blocked_records + 2 * MAX_MISSING)
-            rc = fail("bloomstage's counters do not add up: records_in=%llu "
-                      "(expected %" PRIu64 ") records_out=%llu (topic holds "
-                      "%" PRIu64 ") duplicates=%llu (expected %" PRIu64
-                      ") blocked=%llu (expected %" PRIu64 ") missing_key=%llu",
-                      s->in, d->n, s->out, out, s->dups, d->expect_dups,
-                      s->blocked, d->blocked_records, s->missing);
-        r->out = out;
-    }
+    if (rc == 0)
+        rc = check_stage(b, r, topic);
     if (rc)
         print_tail(log_path, 3000);
     return rc;
@@ -1801,22 +1873,9 @@ static const char *verdict(bool ok) { return ok ? "PASS" : "MISS"; }
 #define TARGET_STREAMS_RATE 3.0
 #define TARGET_STREAMS_RSS 0.1
 
-static int real_run(bench *b, int rounds, const char *load0)
+/* The rows: one per round and contestant that ran. */
+static void print_real_rows(const result *res, int rounds)
 {
-    const dataset *d = &b->d;
-    result *res = calloc((size_t)(R_PHASES * rounds), sizeof(result));
-    if (!res)
-        return fail("out of memory");
-    int rc = 0;
-    for (int r = 1; r <= rounds && rc == 0; r++)
-        rc = real_round(b, r, &res[R_PHASES * (r - 1)]);
-    if (rc) {
-        free(res);
-        return rc;
-    }
-    char load1[160];
-    bk_machine_load(load1, sizeof(load1));
-
     printf("\n%5s  %-15s %11s %12s %8s %12s %11s %10s %10s\n", "round",
            "phase", "records in", "records out", "seconds", "rate (in/s)",
            "client cpu", "broker cpu", "peak RSS");
@@ -1824,13 +1883,16 @@ static int real_run(bench *b, int rounds, const char *load0)
         for (int ph = 0; ph < R_PHASES; ph++)
             if (res[R_PHASES * (r - 1) + ph].name)
                 print_row_real(r, &res[R_PHASES * (r - 1) + ph]);
+}
 
+/* Per contestant over the rounds: best, median, worst, spread, the
+ * median's ratio to the limit's (the jemalloc pass-through's, else the
+ * pass-through's), peak RSS. */
+static void print_real_stats(const rstats *st, int rounds)
+{
     static const char *const label[R_PHASES] = {
         "pass-through", "pass-through-je", "bloomstage", "bloomstage-alo",
         "streams-eos-v2", "streams-alo"};
-    rstats st[R_PHASES];
-    for (int ph = 0; ph < R_PHASES; ph++)
-        st[ph] = stats_of(res, rounds, ph);
     const rstats *lim = st[R_PASSJE].ran ? &st[R_PASSJE] : &st[R_PASS];
     printf("\nover %d rounds (rate in input records/s; ratio: median rate / "
            "the %s's median)\n", rounds,
@@ -1847,7 +1909,13 @@ static int real_run(bench *b, int rounds, const char *load0)
                mib(st[ph].rss_max, m, sizeof(m)));
     }
     printf("\n");
+}
+
+/* bloomstage against the pass-through: the target, on medians. */
+static void print_real_pass(const result *res, int rounds, const rstats *st)
+{
     const rstats *bs = &st[R_STAGE];
+    const rstats *lim = st[R_PASSJE].ran ? &st[R_PASSJE] : &st[R_PASS];
     printf("bloomstage exactly_once / pass-through%s  median %.3f, best "
            "%.3f, per round",
            st[R_PASSJE].ran ? "-je" : "   ", bs->median / lim->median,
@@ -1865,48 +1933,63 @@ static int real_run(bench *b, int rounds, const char *load0)
                bs->best / st[R_PASS].best);
     printf("bloomstage exactly_once / at_least_once       median %.3f\n",
            bs->median / st[R_ALO].median);
-    if (st[R_SEOS].ran) {
-        const rstats *se = &st[R_SEOS];
-        double rr = bs->median / se->median;
-        double mr = (double)bs->rss_max / (double)se->rss_max;
-        printf("bloomstage exactly_once / streams eos-v2 rate median %.2fx, "
-               "best %.2fx, per round",
-               rr, bs->best / se->best);
-        for (int r = 0; r < rounds; r++)
-            printf(" %.2f", rate(&res[R_PHASES * r + R_STAGE]) /
-                                rate(&res[R_PHASES * r + R_SEOS]));
-        printf("   target >= %.0fx: %s\n", TARGET_STREAMS_RATE,
-               verdict(rr >= TARGET_STREAMS_RATE));
-        printf("bloomstage / streams eos-v2 peak RSS          %.3f (%.1f / "
-               "%.1f MiB, the largest of each)   target <= %.2f: %s\n", mr,
-               (double)bs->rss_max / 1024, (double)se->rss_max / 1024,
-               TARGET_STREAMS_RSS, verdict(mr <= TARGET_STREAMS_RSS));
-        printf("streams exactly_once_v2 / at_least_once       median %.3f\n",
-               se->median / st[R_SALO].median);
-        printf("blocklist: Streams has none; bloomstage checks every record "
-               "against its %" PRIu64 "-entry blocklist too\n"
-               "           and outputs %" PRIu64 " records to Streams' %"
-               PRIu32 ": bloomstage does more, the ratio is not in its "
-               "favour\n", d->blocklist_entries, d->expect_out, d->distinct);
-    } else {
+}
+
+/* bloomstage against Kafka Streams: the rate and memory targets. */
+static void print_real_streams(const bench *b, const result *res,
+                               int rounds, const rstats *st)
+{
+    const dataset *d = &b->d;
+    if (!st[R_SEOS].ran) {
         printf("streams: not run (--no-streams, or no bench/streams/run)\n");
+        return;
     }
+    const rstats *bs = &st[R_STAGE], *se = &st[R_SEOS];
+    double rr = bs->median / se->median;
+    double mr = (double)bs->rss_max / (double)se->rss_max;
+    printf("bloomstage exactly_once / streams eos-v2 rate median %.2fx, "
+           "best %.2fx, per round",
+           rr, bs->best / se->best);
+    for (int r = 0; r < rounds; r++)
+        printf(" %.2f", rate(&res[R_PHASES * r + R_STAGE]) /
+                            rate(&res[R_PHASES * r + R_SEOS]));
+    printf("   target >= %.0fx: %s\n", TARGET_STREAMS_RATE,
+           verdict(rr >= TARGET_STREAMS_RATE));
+    printf("bloomstage / streams eos-v2 peak RSS          %.3f (%.1f / "
+           "%.1f MiB, the largest of each)   target <= %.2f: %s\n", mr,
+           (double)bs->rss_max / 1024, (double)se->rss_max / 1024,
+           TARGET_STREAMS_RSS, verdict(mr <= TARGET_STREAMS_RSS));
+    printf("streams exactly_once_v2 / at_least_once       median %.3f\n",
+           se->median / st[R_SALO].median);
+    printf("blocklist: Streams has none; bloomstage checks every record "
+           "against its %" PRIu64 "-entry blocklist too\n"
+           "           and outputs %" PRIu64 " records to Streams' %"
+           PRIu32 ": bloomstage does more, the ratio is not in its "
+           "favour\n", d->blocklist_entries, d->expect_out, d->distinct);
+}
+
+/* The median start-up of phase ph over the rounds. */
+static double startup_median(const result *res, int rounds, int ph)
+{
+    double v[64];
+    int n = 0;
+    for (int r = 0; r < rounds && n < 64; r++)
+        v[n++] = res[R_PHASES * r + ph].startup_s;
+    return median_of(v, n);
+}
+
+/* The closing notes: start-up, what the interval is, the machine. */
+static void print_real_notes(const result *res, int rounds,
+                             const rstats *st, const char *load0,
+                             const char *load1)
+{
     printf("startup (not timed): spawn to first record consumed, medians: "
            "bloomstage");
-    {
-        double v[64];
-        int n = 0;
-        for (int r = 0; r < rounds && n < 64; r++)
-            v[n++] = res[R_PHASES * r + R_STAGE].startup_s;
-        printf(" %.2f s", median_of(v, n));
-        if (st[R_SEOS].ran) {
-            n = 0;
-            for (int r = 0; r < rounds && n < 64; r++)
-                v[n++] = res[R_PHASES * r + R_SEOS].startup_s;
-            printf(", streams %.2f s (JVM, join, stores)", median_of(v, n));
-        }
-        printf("\n");
-    }
+    printf(" %.2f s", startup_median(res, rounds, R_STAGE));
+    if (st[R_SEOS].ran)
+        printf(", streams %.2f s (JVM, join, stores)",
+               startup_median(res, rounds, R_SEOS));
+    printf("\n");
     printf("interval: first input record consumed (pass-throughs: their "
            "own clock at the first poll that\n"
            "  returned a record; bloomstage: first poll of its /metrics, "
@@ -1920,11 +2003,121 @@ static int real_run(bench *b, int rounds, const char *load0)
     printf("machine: at start %s\n         at end   %s\n"
            "         (shared: other jobs on the 2 cores move every number "
            "here)\n", load0, load1);
+}
+
+/* On a real broker: the rounds (real_round), then the rows, the
+ * statistics over the rounds and the targets. */
+static int real_run(bench *b, int rounds, const char *load0)
+{
+    result *res = calloc((size_t)(R_PHASES * rounds), sizeof(result));
+    if (!res)
+        return fail("out of memory");
+    int rc = 0;
+    for (int r = 1; r <= rounds && rc == 0; r++)
+        rc = real_round(b, r, &res[R_PHASES * (r - 1)]);
+    if (rc) {
+        free(res);
+        return rc;
+    }
+    char load1[160];
+    bk_machine_load(load1, sizeof(load1));
+    print_real_rows(res, rounds);
+    rstats st[R_PHASES];
+    for (int ph = 0; ph < R_PHASES; ph++)
+        st[ph] = stats_of(res, rounds, ph);
+    print_real_stats(st, rounds);
+    print_real_pass(res, rounds, st);
+    print_real_streams(b, res, rounds, st);
+    print_real_notes(res, rounds, st, load0, load1);
     free(res);
     return 0;
 }
+/* -- main: the steps of a run -------------------------------------------- */
 
-int main(int argc, char **argv)
+/* Per round on the mock: the pass-through, the same on jemalloc,
+ * bloomstage exactly_once, bloomstage at_least_once. */
+enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_ALO, PHASES };
+static const char *const kinds[PHASES] = {"pass", "passje", "stage", "alo"};
+
+/* One run of main: the options bench does not hold, and what main sets
+ * up, prints from and frees at the end. */
+typedef struct e2e_run {
+    uint64_t n, parts, blocklist, rounds, broker_pid;
+    bool no_streams, keep;
+    char load0[160];
+    long ncpu;
+    char list_path[700], mock_log[700];
+    /* which malloc each client runs on: the reason for pass-through-je */
+    char self_malloc[96], je_malloc[96], bs_malloc[300];
+    h_broker *mock;
+    result *res; /* PHASES per round, round 1 first */
+} e2e_run;
+
+/* The best rate of each phase over the rounds, and bloomstage's peaks. */
+typedef struct bests {
+    const result *pass, *passje, *stage, *alo;
+    long hwm, maxrss;
+} bests;
+
+/* One option from getopt_long: -1 to go on, else main's exit status. */
+static int parse_option(int c, char *arg, bench *b, e2e_run *run)
+{
+    /* The options that name a program or a directory, kept as given. */
+    const char **path = c == 's'   ? &b->bloomstage
+                        : c == 'f' ? &b->perf_dir
+                        : c == 'S' ? &b->streams
+                                   : NULL;
+    if (path) {
+        *path = arg;
+        return -1;
+    }
+    switch (c) {
+    case 'n':
+        return bench_count_opt(arg, 1000, 100000000, &run->n,
+                               "bench_e2e: --records '%s': a count from "
+                               "1000 to 100M", arg) ? -1 : 2;
+    case 'p':
+        return bench_count_opt(arg, 1, 10000, &run->parts, "bench_e2e: "
+                               "--partitions '%s': 1 to 10000", arg) ? -1 : 2;
+    case 'b':
+        return bench_count_opt(arg, 1, 100000000, &run->blocklist,
+                               "bench_e2e: --blocklist '%s': 1 to 100M", arg)
+                   ? -1 : 2;
+    case 'r':
+        return bench_count_opt(arg, 1, 20, &run->rounds, "bench_e2e: "
+                               "--rounds '%s': 1 to 20", arg) ? -1 : 2;
+    case 'P':
+        return bench_count_opt(arg, 1, 1 << 30, &run->broker_pid,
+                               "bench_e2e: --broker-pid '%s'", arg) ? -1 : 2;
+    case 'X':
+        if (!strchr(arg, '=') || arg[0] == '=') {
+            fprintf(stderr, "bench_e2e: -X '%s': key=value\n", arg);
+            return 2;
+        }
+        b->xs[b->nx++] = arg;
+        return -1;
+    case 'B':
+        if (strncmp(arg, "127.", 4) && strncmp(arg, "localhost:", 10)) {
+            fprintf(stderr, "bench_e2e: --bootstrap '%s': a broker on "
+                    "loopback only\n", arg);
+            return 2;
+        }
+        b->real = true;
+        snprintf(b->bootstrap, sizeof(b->bootstrap), "%s", arg);
+        return -1;
+    case 'k':
+        run->keep = true;
+        return -1;
+    case 'N':
+        run->no_streams = true;
+        return -1;
+    default:
+        return bench_usage(c, USAGE);
+    }
+}
+
+/* The command line into b and run: -1 to go on, else main's exit status. */
+static int parse_args(int argc, char **argv, bench *b, e2e_run *run)
 {
     static const struct option opts[] = {
         {"records", required_argument, NULL, 'n'},
@@ -1940,204 +2133,124 @@ int main(int argc, char **argv)
         {"no-streams", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    if (argc >= 2 && (!strcmp(argv[1], "--pass-child") ||
-                      !strcmp(argv[1], "--malloc")))
-        return hidden_main(argc, argv);
-#ifdef BENCH_E2E_JE
-    fprintf(stderr, "bench_e2e_je: the pass-through-je phase's child "
-            "(--pass-child); run bench_e2e\n");
-    return 2;
-#endif
-    uint64_t n = 1000000, parts = 0, blocklist = 100000, rounds = 0;
-    uint64_t broker_pid = 0;
-    bool no_streams = false;
-    bench b;
-    memset(&b, 0, sizeof(b));
-    b.bloomstage = getenv("BLOOMSTAGE_BIN");
-    b.xs = calloc((size_t)argc, sizeof(char *));
-    bool keep = false;
-    int c;
-    while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (!bench_parse_count(optarg, 1000, 100000000, &n)) {
-                fprintf(stderr, "bench_e2e: --records '%s': a count from "
-                        "1000 to 100M\n", optarg);
-                return 2;
-            }
-            break;
-        case 'p':
-            if (!bench_parse_count(optarg, 1, 10000, &parts)) {
-                fprintf(stderr, "bench_e2e: --partitions '%s': 1 to "
-                        "10000\n", optarg);
-                return 2;
-            }
-            break;
-        case 'b':
-            if (!bench_parse_count(optarg, 1, 100000000, &blocklist)) {
-                fprintf(stderr, "bench_e2e: --blocklist '%s': 1 to 100M\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'r':
-            if (!bench_parse_count(optarg, 1, 20, &rounds)) {
-                fprintf(stderr, "bench_e2e: --rounds '%s': 1 to 20\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'X':
-            if (!strchr(optarg, '=') || optarg[0] == '=') {
-                fprintf(stderr, "bench_e2e: -X '%s': key=value\n", optarg);
-                return 2;
-            }
-            b.xs[b.nx++] = optarg;
-            break;
-        case 's':
-            b.bloomstage = optarg;
-            break;
-        case 'k':
-            keep = true;
-            break;
-        case 'f':
-            b.perf_dir = optarg;
-            break;
-        case 'B':
-            if (strncmp(optarg, "127.", 4) && strncmp(optarg, "localhost:", 10)) {
-                fprintf(stderr, "bench_e2e: --bootstrap '%s': a broker on "
-                        "loopback only\n", optarg);
-                return 2;
-            }
-            b.real = true;
-            snprintf(b.bootstrap, sizeof(b.bootstrap), "%s", optarg);
-            break;
-        case 'P':
-            if (!bench_parse_count(optarg, 1, 1 << 30, &broker_pid)) {
-                fprintf(stderr, "bench_e2e: --broker-pid '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'S':
-            b.streams = optarg;
-            break;
-        case 'N':
-            no_streams = true;
-            break;
-        case 'h':
-            fputs(USAGE, stdout);
-            return 0;
-        default:
-            fputs(USAGE, stderr);
-            return 2;
-        }
-    }
+    run->n = 1000000;
+    run->blocklist = 100000;
+    b->bloomstage = getenv("BLOOMSTAGE_BIN");
+    b->xs = calloc((size_t)argc, sizeof(char *));
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1)
+        if ((rc = parse_option(c, optarg, b, run)) >= 0)
+            return rc;
     if (optind < argc) {
         fprintf(stderr, "bench_e2e: unexpected argument '%s'\n%s",
                 argv[optind], USAGE);
         return 2;
     }
-    if (!rounds)
-        rounds = b.real ? 3 : 1;
-    if (!b.real && (b.streams || broker_pid || no_streams)) {
+    return -1;
+}
+
+/* The options together, their defaults, and the programs and directory
+ * they name: -1 to go on, else main's exit status. */
+static int check_args(bench *b, e2e_run *run)
+{
+    if (!run->rounds)
+        run->rounds = b->real ? 3 : 1;
+    if (!b->real && (b->streams || run->broker_pid || run->no_streams)) {
         fprintf(stderr, "bench_e2e: --streams, --no-streams and "
                 "--broker-pid go with --bootstrap\n");
         return 2;
     }
-    if (no_streams)
-        b.streams = NULL;
-    if (b.streams && access(b.streams, X_OK) != 0) {
-        fprintf(stderr, "bench_e2e: --streams %s: %s\n", b.streams,
+    if (run->no_streams)
+        b->streams = NULL;
+    if (b->streams && access(b->streams, X_OK) != 0) {
+        fprintf(stderr, "bench_e2e: --streams %s: %s\n", b->streams,
                 strerror(errno));
         return 2;
     }
-    if (b.real && !parts)
-        parts = 8;
-    b.mock = (pid_t)broker_pid; /* real broker: its pid, for CPU; 0: none */
-    snprintf(b.in_topic, sizeof(b.in_topic), "%s", T_IN);
-    if (!b.bloomstage || !*b.bloomstage)
-        b.bloomstage = BENCH_BLOOMSTAGE_PATH;
-    if (!*b.bloomstage || access(b.bloomstage, X_OK) != 0) {
+    if (b->real && !run->parts)
+        run->parts = 8;
+    /* A real broker: its pid, for its CPU seconds; 0: none. */
+    b->mock = (pid_t)run->broker_pid;
+    snprintf(b->in_topic, sizeof(b->in_topic), "%s", T_IN);
+    if (!b->bloomstage || !*b->bloomstage)
+        b->bloomstage = BENCH_BLOOMSTAGE_PATH;
+    if (!*b->bloomstage || access(b->bloomstage, X_OK) != 0) {
         fprintf(stderr, "bench_e2e: no bloomstage binary (%s): pass "
                 "--bloomstage PATH or set BLOOMSTAGE_BIN\n",
-                *b.bloomstage ? b.bloomstage : "none built in");
+                *b->bloomstage ? b->bloomstage : "none built in");
         return 2;
     }
     if (*BENCH_E2E_JE_PATH) {
-        b.je = BENCH_E2E_JE_PATH;
-        if (access(b.je, X_OK) != 0) {
+        b->je = BENCH_E2E_JE_PATH;
+        if (access(b->je, X_OK) != 0) {
             fprintf(stderr, "bench_e2e: %s: %s (build the bench_e2e_je "
-                    "target: bench/e2e does)\n", b.je, strerror(errno));
+                    "target: bench/e2e does)\n", b->je, strerror(errno));
             return 2;
         }
     }
-    if (b.perf_dir && mkdir(b.perf_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "bench_e2e: --perf %s: %s\n", b.perf_dir,
+    if (b->perf_dir && mkdir(b->perf_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench_e2e: --perf %s: %s\n", b->perf_dir,
                 strerror(errno));
         return 2;
     }
+    return -1;
+}
 
-    catch_signals();
-    setvbuf(stdout, NULL, _IOLBF, 0);
-
-    char load0[160], load1[160];
-    bk_machine_load(load0, sizeof(load0));
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-    dataset *d = &b.d;
-    if (dataset_new(d, n, (int32_t)parts, blocklist, b.real)) {
-        dataset_free(d);
-        return 1;
-    }
+/* The work directory under $TMPDIR (or /tmp) and the paths in it. */
+static int make_workdir(bench *b, e2e_run *run)
+{
     const char *tmp = getenv("TMPDIR");
-    char list_path[700], mock_log[700];
-    snprintf(b.dir, sizeof(b.dir), "%s/bench-e2e.XXXXXX",
+    snprintf(b->dir, sizeof(b->dir), "%s/bench-e2e.XXXXXX",
              tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(b.dir)) {
-        fail("mkdtemp %s: %s", b.dir, strerror(errno));
-        dataset_free(d);
-        return 1;
-    }
-    snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b.dir);
-    snprintf(mock_log, sizeof(mock_log), "%s/mock-broker.log", b.dir);
+    if (!mkdtemp(b->dir))
+        return fail("mkdtemp %s: %s", b->dir, strerror(errno));
+    snprintf(run->list_path, sizeof(run->list_path), "%s/blocklist.txt",
+             b->dir);
+    snprintf(run->mock_log, sizeof(run->mock_log), "%s/mock-broker.log",
+             b->dir);
+    return 0;
+}
 
-    /* Which malloc each client runs on: the reason for pass-through-je. */
-    char self_malloc[96], je_malloc[96] = "", bs_malloc[300];
-    this_malloc(self_malloc, sizeof(self_malloc));
-    {
-        char line[256], log[700];
-        const char *mp;
-        char *vargv[] = {(char *)b.bloomstage, "--version", NULL};
-        snprintf(log, sizeof(log), "%s/bloomstage-version.log", b.dir);
-        if (child_first_line(vargv, log, line, sizeof(line)) == 0 &&
-            (mp = strstr(line, "malloc ")))
-            snprintf(bs_malloc, sizeof(bs_malloc), "%.*s",
-                     (int)strcspn(mp + 7, ")"), mp + 7);
-        else
-            snprintf(bs_malloc, sizeof(bs_malloc), "unknown (--version "
-                     "printed '%s')", line);
-        char *jargv[] = {(char *)b.je, "--malloc", NULL};
-        snprintf(log, sizeof(log), "%s/bench_e2e_je-malloc.log", b.dir);
-        if (b.je && (child_first_line(jargv, log, je_malloc,
-                                      sizeof(je_malloc)) ||
-                     strncmp(je_malloc, "jemalloc", 8) != 0)) {
-            fail("%s --malloc: '%s', not jemalloc (log: %s)", b.je,
-                 je_malloc, log);
-            dataset_free(d);
-            return 1;
-        }
-    }
+/* Which malloc each client runs on: this process's, bloomstage's (its
+ * --version) and bench_e2e_je's, which must be jemalloc. */
+static int probe_mallocs(const bench *b, e2e_run *run)
+{
+    char line[256], log[700];
+    const char *mp;
+    char *vargv[] = {(char *)b->bloomstage, "--version", NULL};
+    this_malloc(run->self_malloc, sizeof(run->self_malloc));
+    snprintf(log, sizeof(log), "%s/bloomstage-version.log", b->dir);
+    if (child_first_line(vargv, log, line, sizeof(line)) == 0 &&
+        (mp = strstr(line, "malloc ")))
+        snprintf(run->bs_malloc, sizeof(run->bs_malloc), "%.*s",
+                 (int)strcspn(mp + 7, ")"), mp + 7);
+    else
+        snprintf(run->bs_malloc, sizeof(run->bs_malloc), "unknown "
+                 "(--version printed '%s')", line);
+    char *jargv[] = {(char *)b->je, "--malloc", NULL};
+    snprintf(log, sizeof(log), "%s/bench_e2e_je-malloc.log", b->dir);
+    if (b->je && (child_first_line(jargv, log, run->je_malloc,
+                                   sizeof(run->je_malloc)) ||
+                  strncmp(run->je_malloc, "jemalloc", 8) != 0))
+        return fail("%s --malloc: '%s', not jemalloc (log: %s)", b->je,
+                    run->je_malloc, log);
+    return 0;
+}
 
-    if (b.real)
+/* The header's first part: where it runs, the input and its topics. */
+static void print_header_input(const bench *b, const e2e_run *run)
+{
+    const dataset *d = &b->d;
+    if (b->real)
         printf("bench_e2e: end to end on a real Kafka broker at %s "
-               "(librdkafka %s), %d rounds\n", b.bootstrap,
-               rd_kafka_version_str(), (int)rounds);
+               "(librdkafka %s), %d rounds\n", b->bootstrap,
+               rd_kafka_version_str(), (int)run->rounds);
     else
         printf("bench_e2e: end to end on one mock Kafka cluster "
                "(librdkafka %s)\n", rd_kafka_version_str());
     printf("  machine      %ld cores; at start: %s\n"
            "               (other jobs on the machine move these numbers)\n",
-           ncpu, load0);
+           run->ncpu, run->load0);
     printf("  input        %" PRIu64 " records, %" PRIu32 " distinct keys "
            "(%.1f%% repeats), %" PRIu64 " records (%.2f%%) with a "
            "blocklisted key\n", d->n, d->distinct,
@@ -2146,7 +2259,7 @@ int main(int argc, char **argv)
            100.0 * (double)d->blocked_records / (double)d->n);
     printf("               key user-NNNNNNNNNN (15 B), JSON value (~40 B); "
            "%.1f MB of keys and values\n", (double)d->input_bytes / 1e6);
-    if (b.real)
+    if (b->real)
         printf("  partitions   %d per topic; topics created explicitly, the "
                "input reloaded each round\n", (int)d->nparts);
     else
@@ -2157,6 +2270,12 @@ int main(int argc, char **argv)
     printf("  blocklist    %" PRIu64 " entries, a text list bloomstage builds "
            "into a filter at start-up (blocklist.spam.path)\n",
            d->blocklist_entries);
+}
+
+/* The header's second part: the clients' settings and allocators, the
+ * work directory. */
+static void print_header_clients(const bench *b, const e2e_run *run)
+{
     printf("  producers    all: enable.idempotence=true, the stage's tuning "
            "(stage/client_defaults.h),\n"
            "               topic.metadata.refresh.interval.ms="
@@ -2167,173 +2286,178 @@ int main(int argc, char **argv)
         printf(" %s=%s", ctuning[i], ctuning[i + 1]);
     printf(")\n               and its fetch wake-ups (stage/fetch_wake.h)\n");
     printf("  bloomstage   %s run: dedup.key=key, checkpoint defaults",
-           b.bloomstage);
-    for (int i = 0; i < b.nx; i++)
-        printf("%s-X %s", i ? " " : ", ", b.xs[i]);
+           b->bloomstage);
+    for (int i = 0; i < b->nx; i++)
+        printf("%s-X %s", i ? " " : ", ", b->xs[i]);
     printf("\n");
-    if (!strcmp(self_malloc, "glibc"))
+    if (!strcmp(run->self_malloc, "glibc"))
         printf("  malloc       pass-through: glibc malloc (this process); ");
     else
         printf("  malloc       pass-through: %s (this process); ",
-               self_malloc);
-    if (b.je)
-        printf("pass-through-je: %s (linked);\n", je_malloc);
+               run->self_malloc);
+    if (b->je)
+        printf("pass-through-je: %s (linked);\n", run->je_malloc);
     else
         printf("pass-through-je: skipped,\n"
                "               bench_e2e_je not built (the tree has no "
                "jemalloc: BLOOMSTAGE_JEMALLOC=OFF, or\n"
                "               the sanitizers);\n");
-    printf("               bloomstage: %s (its --version)\n", bs_malloc);
-    printf("  work dir     %s (%s)%s\n", b.dir, fs_type(b.dir),
-           keep ? ", kept" : "");
-    if (b.perf_dir)
+    printf("               bloomstage: %s (its --version)\n", run->bs_malloc);
+    printf("  work dir     %s (%s)%s\n", b->dir, fs_type(b->dir),
+           run->keep ? ", kept" : "");
+    if (b->perf_dir)
         printf("  profiling    perf record into %s: these rates are "
-               "perturbed\n", b.perf_dir);
+               "perturbed\n", b->perf_dir);
+}
 
-    int rc = 1;
-    h_broker *mock = NULL;
-    /* Per round: the pass-through, the same on jemalloc, bloomstage
-     * exactly_once, bloomstage at_least_once. */
-    enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_ALO, PHASES };
-    static const char *const kinds[PHASES] = {"pass", "passje", "stage",
-                                              "alo"};
-    result *res = calloc(PHASES * rounds, sizeof(result));
-    const char **specs = calloc(2 + PHASES * rounds, sizeof(char *));
-    char (*tspecs)[160] = calloc(1 + PHASES * rounds, sizeof(*tspecs));
-    double load_s = 0;
-    if (!res || !specs || !tspecs) {
-        fail("out of memory");
-        goto done;
-    }
-    if (write_blocklist(d, list_path))
-        goto done;
-    if (b.real) {
-        if (b.streams)
-            printf("  streams      %s: Kafka Streams, RocksDB window-store "
-                   "dedup, exactly_once_v2 and at_least_once\n", b.streams);
-        printf("  broker       pid %d%s\n\n", (int)b.mock,
-               b.mock ? "" : " (unknown: no broker cpu; --broker-pid)");
-        b.q = query_client(b.bootstrap);
-        if (!b.q)
-            goto done;
-        rc = real_run(&b, (int)rounds, load0);
-        goto done;
-    }
+/* On a real broker: the rest of the header, then real_run. */
+static int run_real(bench *b, e2e_run *run)
+{
+    if (b->streams)
+        printf("  streams      %s: Kafka Streams, RocksDB window-store "
+               "dedup, exactly_once_v2 and at_least_once\n", b->streams);
+    printf("  broker       pid %d%s\n\n", (int)b->mock,
+           b->mock ? "" : " (unknown: no broker cpu; --broker-pid)");
+    b->q = query_client(b->bootstrap);
+    if (!b->q)
+        return 1;
+    return real_run(b, (int)run->rounds, run->load0);
+}
 
-    int t = 0;
-    snprintf(tspecs[t], sizeof(tspecs[t]), T_IN ":%d", (int)d->nparts);
+/* The mock broker with bench-in and every round's output topics. */
+static int start_mock(bench *b, e2e_run *run)
+{
+    int nt = 1 + PHASES * (int)run->rounds, t = 0;
+    const char **specs = calloc((size_t)nt + 1, sizeof(char *));
+    char (*tspecs)[160] = calloc((size_t)nt, sizeof(*tspecs));
+    int rc = 0;
+    if (!specs || !tspecs) {
+        rc = fail("out of memory");
+        goto out;
+    }
+    snprintf(tspecs[t], sizeof(tspecs[t]), T_IN ":%d", (int)b->d.nparts);
     specs[t] = tspecs[t];
     t++;
-    for (int r = 1; r <= (int)rounds; r++) {
+    for (int r = 1; r <= (int)run->rounds; r++)
         for (int ph = 0; ph < PHASES; ph++) {
             char topic[128], group[128];
             round_names(kinds[ph], r, topic, sizeof(topic), group,
                         sizeof(group));
             snprintf(tspecs[t], sizeof(tspecs[t]), "%s:%d", topic,
-                     (int)d->nparts);
+                     (int)b->d.nparts);
             specs[t] = tspecs[t];
             t++;
         }
+    h_broker_opts mo = {.topic_specs = specs, .log_path = run->mock_log};
+    if (h_broker_start_opts(b->bloomstage, &mo, &run->mock)) {
+        rc = fail("%s", h_last_error());
+        print_tail(run->mock_log, 2000);
+        goto out;
     }
-    specs[t] = NULL;
-    h_broker_opts mo = {.topic_specs = specs, .log_path = mock_log};
-    if (h_broker_start_opts(b.bloomstage, &mo, &mock)) {
-        fail("%s", h_last_error());
-        print_tail(mock_log, 2000);
-        goto done;
-    }
-    b.mock = h_broker_pid(mock);
-    snprintf(b.bootstrap, sizeof(b.bootstrap), "%s",
-             h_broker_bootstraps(mock));
-    printf("  mock broker  pid %d, %s\n\n", (int)b.mock, b.bootstrap);
+    b->mock = h_broker_pid(run->mock);
+    snprintf(b->bootstrap, sizeof(b->bootstrap), "%s",
+             h_broker_bootstraps(run->mock));
+    printf("  mock broker  pid %d, %s\n\n", (int)b->mock, b->bootstrap);
+out:
+    free(specs);
+    free(tspecs);
+    return rc;
+}
 
-    b.q = query_client(b.bootstrap);
-    if (!b.q)
-        goto done;
-    printf("loading %s...", T_IN);
-    fflush(stdout);
-    if (load_input(d, b.bootstrap, b.in_topic, b.q, &load_s))
-        goto done;
-    printf(" %.1f s\n", load_s);
-
-    for (int r = 1; r <= (int)rounds; r++) {
-        result *pass = &res[PHASES * (r - 1) + PH_PASS],
-               *passje = &res[PHASES * (r - 1) + PH_PASSJE],
-               *stage = &res[PHASES * (r - 1) + PH_STAGE],
-               *alo = &res[PHASES * (r - 1) + PH_ALO];
+/* The rounds on the mock, each phase in turn, one progress line each. */
+static int mock_rounds(bench *b, const e2e_run *run)
+{
+    for (int r = 1; r <= (int)run->rounds; r++) {
+        result *res = &run->res[PHASES * (r - 1)];
         printf("round %d: pass-through (group join, then timed)...", r);
         fflush(stdout);
-        if (run_passthrough(&b, r, pass))
-            goto done;
-        printf(" %.2f s;", secs(pass));
-        if (b.je) {
+        if (run_passthrough(b, r, &res[PH_PASS]))
+            return -1;
+        printf(" %.2f s;", secs(&res[PH_PASS]));
+        if (b->je) {
             printf(" pass-through-je...");
             fflush(stdout);
-            if (run_passthrough_je(&b, r, passje))
-                goto done;
-            printf(" %.2f s;", secs(passje));
+            if (run_passthrough_je(b, r, &res[PH_PASSJE]))
+                return -1;
+            printf(" %.2f s;", secs(&res[PH_PASSJE]));
         }
         printf("\n         bloomstage (start-up, join, then timed)...");
         fflush(stdout);
-        if (run_stage(&b, r, stage, "stage"))
-            goto done;
-        printf(" %.2f s; at_least_once...", secs(stage));
+        if (run_stage(b, r, &res[PH_STAGE], "stage"))
+            return -1;
+        printf(" %.2f s; at_least_once...", secs(&res[PH_STAGE]));
         fflush(stdout);
-        if (run_stage(&b, r, alo, "alo"))
-            goto done;
-        printf(" %.2f s\n", secs(alo));
+        if (run_stage(b, r, &res[PH_ALO], "alo"))
+            return -1;
+        printf(" %.2f s\n", secs(&res[PH_ALO]));
     }
-    if (check_nothing_dropped(b.q, T_IN, d->nparts))
-        goto done;
-    for (int r = 1; r <= (int)rounds; r++)
+    return 0;
+}
+
+/* Every topic still starts at offset 0: the mock dropped nothing. */
+static int check_mock_topics(const bench *b, const e2e_run *run)
+{
+    if (check_nothing_dropped(b->q, T_IN, b->d.nparts))
+        return -1;
+    for (int r = 1; r <= (int)run->rounds; r++)
         for (int ph = 0; ph < PHASES; ph++) {
             char topic[128], group[128];
-            if (ph == PH_PASSJE && !b.je)
+            if (ph == PH_PASSJE && !b->je)
                 continue;
             round_names(kinds[ph], r, topic, sizeof(topic), group,
                         sizeof(group));
-            if (check_nothing_dropped(b.q, topic, d->nparts))
-                goto done;
+            if (check_nothing_dropped(b->q, topic, b->d.nparts))
+                return -1;
         }
-    bk_machine_load(load1, sizeof(load1));
+    return 0;
+}
 
+/* The table, a row per phase and round, and the best of each phase. */
+static bests print_mock_table(const e2e_run *run)
+{
+    bests best;
+    memset(&best, 0, sizeof(best));
     printf("\n%5s  %-15s %11s %12s %8s %12s %11s %9s %10s\n", "round",
            "phase", "records in", "records out", "seconds", "rate (in/s)",
            "client cpu", "mock cpu", "peak RSS");
-    const result *best_pass = NULL, *best_passje = NULL, *best_stage = NULL,
-                 *best_alo = NULL;
-    long hwm = 0, maxrss = 0;
-    for (int r = 1; r <= (int)rounds; r++) {
-        const result *pass = &res[PHASES * (r - 1) + PH_PASS],
-                     *passje = &res[PHASES * (r - 1) + PH_PASSJE],
-                     *stage = &res[PHASES * (r - 1) + PH_STAGE],
-                     *alo = &res[PHASES * (r - 1) + PH_ALO];
+    for (int r = 1; r <= (int)run->rounds; r++) {
+        const result *res = &run->res[PHASES * (r - 1)];
+        const result *pass = &res[PH_PASS], *passje = &res[PH_PASSJE],
+                     *stage = &res[PH_STAGE], *alo = &res[PH_ALO];
         print_row(r, pass);
         if (passje->name)
             print_row(r, passje);
         print_row(r, stage);
         print_row(r, alo);
-        if (!best_pass || rate(pass) > rate(best_pass))
-            best_pass = pass;
+        if (!best.pass || rate(pass) > rate(best.pass))
+            best.pass = pass;
         if (passje->name &&
-            (!best_passje || rate(passje) > rate(best_passje)))
-            best_passje = passje;
-        if (!best_stage || rate(stage) > rate(best_stage))
-            best_stage = stage;
-        if (!best_alo || rate(alo) > rate(best_alo))
-            best_alo = alo;
-        if (stage->hwm_kib > hwm)
-            hwm = stage->hwm_kib;
-        if (stage->maxrss_kib > maxrss)
-            maxrss = stage->maxrss_kib;
+            (!best.passje || rate(passje) > rate(best.passje)))
+            best.passje = passje;
+        if (!best.stage || rate(stage) > rate(best.stage))
+            best.stage = stage;
+        if (!best.alo || rate(alo) > rate(best.alo))
+            best.alo = alo;
+        if (stage->hwm_kib > best.hwm)
+            best.hwm = stage->hwm_kib;
+        if (stage->maxrss_kib > best.maxrss)
+            best.maxrss = stage->maxrss_kib;
     }
     printf("\n");
-    double ratio = rate(best_stage) / rate(best_pass);
-    if (rounds > 1) {
+    return best;
+}
+
+/* The ratios: bloomstage against the pass-through (the target), and what
+ * of it is the allocator. */
+static void print_mock_ratios(const e2e_run *run, const bests *best)
+{
+    double ratio = rate(best->stage) / rate(best->pass);
+    if (run->rounds > 1) {
         printf("ratio per round                 ");
-        for (int r = 1; r <= (int)rounds; r++)
-            printf(" %.3f", rate(&res[PHASES * (r - 1) + PH_STAGE]) /
-                                rate(&res[PHASES * (r - 1) + PH_PASS]));
+        for (int r = 1; r <= (int)run->rounds; r++)
+            printf(" %.3f",
+                   rate(&run->res[PHASES * (r - 1) + PH_STAGE]) /
+                       rate(&run->res[PHASES * (r - 1) + PH_PASS]));
         printf("\n");
         printf("ratio of the best rates          %.3f   target >= %.1f: %s\n",
                ratio, TARGET_RATIO, ratio >= TARGET_RATIO ? "PASS" : "MISS");
@@ -2343,70 +2467,152 @@ int main(int argc, char **argv)
     }
     /* The target is against the glibc pass-through (the issue's
      * definition); these two show what of it is the allocator. */
-    if (best_passje) {
+    if (best->passje) {
         printf("bloomstage / pass-through-je     %.3f   (both on jemalloc: "
                "bloomstage's own overhead)\n",
-               rate(best_stage) / rate(best_passje));
+               rate(best->stage) / rate(best->passje));
         printf("pass-through-je / pass-through   %.3f   (the minimal client "
                "on jemalloc against glibc malloc)\n",
-               rate(best_passje) / rate(best_pass));
+               rate(best->passje) / rate(best->pass));
     } else {
         printf("bloomstage / pass-through-je     -       (skipped: "
                "bench_e2e_je not built, no jemalloc in this tree)\n");
     }
     printf("exactly_once / at_least_once    %.3f   (bloomstage's two "
            "guarantees, best rates, same run)\n",
-           rate(best_stage) / rate(best_alo));
+           rate(best->stage) / rate(best->alo));
+}
+
+/* The rest of the summary: bloomstage's memory, counts and start-up, the
+ * self-timed pass-throughs, the machine's load. */
+static void print_mock_details(const bench *b, const e2e_run *run,
+                               const bests *best, const char *load1)
+{
+    const dataset *d = &b->d;
     char m1[32], m2[32];
     printf("bloomstage peak RSS              %s (VmHWM just before SIGTERM); "
            "%s (ru_maxrss, including the drain)\n",
-           mib(hwm, m1, sizeof(m1)), mib(maxrss, m2, sizeof(m2)));
+           mib(best->hwm, m1, sizeof(m1)), mib(best->maxrss, m2, sizeof(m2)));
     printf("bloomstage output                %" PRIu64 " of %" PRIu64
            " expected (distinct non-blocklisted keys; at most %d fewer "
-           "allowed, for false positives)\n", best_stage->out, d->expect_out,
-           MAX_MISSING);
+           "allowed, for false positives)\n", best->stage->out,
+           d->expect_out, MAX_MISSING);
     printf("bloomstage counters              duplicates=%llu blocked=%llu "
-           "(expected %" PRIu64 " and %" PRIu64 ")\n", best_stage->st.dups,
-           best_stage->st.blocked, d->expect_dups, d->blocked_records);
+           "(expected %" PRIu64 " and %" PRIu64 ")\n", best->stage->st.dups,
+           best->stage->st.blocked, d->expect_dups, d->blocked_records);
     printf("pass-through self-timed          %.3f s from first produce to "
-           "last delivery report (%.0f records/s)\n", best_pass->self_timed,
-           best_pass->self_timed > 0
-               ? (double)best_pass->in / best_pass->self_timed
+           "last delivery report (%.0f records/s)\n", best->pass->self_timed,
+           best->pass->self_timed > 0
+               ? (double)best->pass->in / best->pass->self_timed
                : 0);
-    if (best_passje)
+    if (best->passje)
         printf("pass-through-je self-timed       %.3f s, the same in the "
-               "child (%.0f records/s)\n", best_passje->self_timed,
-               best_passje->self_timed > 0
-                   ? (double)best_passje->in / best_passje->self_timed
+               "child (%.0f records/s)\n", best->passje->self_timed,
+               best->passje->self_timed > 0
+                   ? (double)best->passje->in / best->passje->self_timed
                    : 0);
     printf("bloomstage start-up              CPU %.2f s over its whole life "
-           "(timed window: %.2f s)\n", best_stage->cpu_total,
-           best_stage->cpu_client);
-    for (int r = 1; r <= (int)rounds; r++)
-        print_startup(r, &res[PHASES * (r - 1) + PH_STAGE]);
+           "(timed window: %.2f s)\n", best->stage->cpu_total,
+           best->stage->cpu_client);
+    for (int r = 1; r <= (int)run->rounds; r++)
+        print_startup(r, &run->res[PHASES * (r - 1) + PH_STAGE]);
     printf("machine                          at start: %s\n"
            "                                 at end:   %s (%ld cores)\n",
-           load0, load1, ncpu);
+           run->load0, load1, run->ncpu);
     printf("timing: first to last output record of each phase, seen by the "
            "same observer (output high watermarks every %d ms)\n", POLL_MS);
-    rc = 0;
-done:
+}
+
+/* On the mock: start it, load the input, run the rounds, check that
+ * nothing was dropped, print the results. */
+static int run_mock(bench *b, e2e_run *run)
+{
+    double load_s = 0;
+    run->res = calloc(PHASES * run->rounds, sizeof(result));
+    if (!run->res)
+        return fail("out of memory");
+    if (start_mock(b, run))
+        return -1;
+    b->q = query_client(b->bootstrap);
+    if (!b->q)
+        return -1;
+    printf("loading %s...", T_IN);
+    fflush(stdout);
+    if (load_input(&b->d, b->bootstrap, b->in_topic, b->q, &load_s))
+        return -1;
+    printf(" %.1f s\n", load_s);
+    if (mock_rounds(b, run) || check_mock_topics(b, run))
+        return -1;
+    char load1[160];
+    bk_machine_load(load1, sizeof(load1));
+    bests best = print_mock_table(run);
+    print_mock_ratios(run, &best);
+    print_mock_details(b, run, &best, load1);
+    return 0;
+}
+
+/* What the run leaves: the clients and the mock stopped, the work
+ * directory removed after a success unless --keep, the memory freed. */
+static void finish(bench *b, e2e_run *run, int rc)
+{
     if (rc && interrupted)
         fprintf(stderr, "bench_e2e: interrupted\n");
-    if (b.q)
-        rd_kafka_destroy(b.q);
-    if (mock && h_broker_stop(mock))
+    if (b->q)
+        rd_kafka_destroy(b->q);
+    if (run->mock && h_broker_stop(run->mock))
         fprintf(stderr, "bench_e2e: %s\n", h_last_error());
-    if (!keep && rc == 0 && h_tmpdir_remove(b.dir))
-        fprintf(stderr, "bench_e2e: could not remove %s: %s\n", b.dir,
+    if (!run->keep && rc == 0 && h_tmpdir_remove(b->dir))
+        fprintf(stderr, "bench_e2e: could not remove %s: %s\n", b->dir,
                 h_last_error());
     else if (rc)
         fprintf(stderr, "bench_e2e: work directory kept (configs, logs): "
-                "%s\n", b.dir);
-    free(res);
-    free(specs);
-    free(tspecs);
-    free(b.xs);
-    dataset_free(d);
+                "%s\n", b->dir);
+    free(run->res);
+    free(b->xs);
+    dataset_free(&b->d);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--pass-child") ||
+                      !strcmp(argv[1], "--malloc")))
+        return hidden_main(argc, argv);
+#ifdef BENCH_E2E_JE
+    fprintf(stderr, "bench_e2e_je: the pass-through-je phase's child "
+            "(--pass-child); run bench_e2e\n");
+    return 2;
+#endif
+    bench b;
+    e2e_run run;
+    memset(&b, 0, sizeof(b));
+    memset(&run, 0, sizeof(run));
+    int rc = parse_args(argc, argv, &b, &run);
+    if (rc < 0)
+        rc = check_args(&b, &run);
+    if (rc >= 0)
+        return rc;
+
+    catch_signals();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    bk_machine_load(run.load0, sizeof(run.load0));
+    run.ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (dataset_new(&b.d, run.n, (int32_t)run.parts, run.blocklist,
+                    b.real)) {
+        dataset_free(&b.d);
+        return 1;
+    }
+    if (make_workdir(&b, &run) || probe_mallocs(&b, &run)) {
+        dataset_free(&b.d);
+        return 1;
+    }
+    print_header_input(&b, &run);
+    print_header_clients(&b, &run);
+    if (write_blocklist(&b.d, run.list_path))
+        rc = 1;
+    else if (b.real)
+        rc = run_real(&b, &run);
+    else
+        rc = run_mock(&b, &run) ? 1 : 0;
+    finish(&b, &run, rc);
     return rc;
 }

@@ -373,15 +373,11 @@ typedef struct verdict {
     uint64_t records, distinct, dups, unknown, missing;
 } verdict;
 
-static int read_output(const scale *sc, verdict *v)
+/* A read_committed consumer of scale-out, assigned from the beginning
+ * every partition that holds anything (end[p] > 0), or NULL after the
+ * message; *eofs counts the empty ones, already at their end. */
+static rd_kafka_t *verifier(const scale *sc, const int64_t *end, int *eofs)
 {
-    memset(v, 0, sizeof(*v));
-    int64_t end[sc->nparts];
-    if (h_offsets(sc->q, T_OUT, sc->nparts, RD_KAFKA_OFFSET_END, end, 10000))
-        return fail("%s: cannot read the high watermarks", T_OUT);
-    uint8_t *seen = calloc(((size_t)sc->k + 7) / 8, 1);
-    if (!seen)
-        return fail("out of memory");
     char err[512];
     rd_kafka_conf_t *conf = h_conf_pairs(
         NULL, "bootstrap.servers", sc->bootstrap, "client.id",
@@ -391,16 +387,16 @@ static int read_output(const scale *sc, verdict *v)
         "fetch.max.bytes", "104857600", NULL);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (!rk) {
-        free(seen);
-        return fail("verify consumer: %s", err);
+        fail("verify consumer: %s", err);
+        return NULL;
     }
     rd_kafka_poll_set_consumer(rk);
     rd_kafka_topic_partition_list_t *l =
         rd_kafka_topic_partition_list_new(sc->nparts);
-    int eofs = 0;
+    *eofs = 0;
     for (int32_t p = 0; p < sc->nparts; p++) {
         if (end[p] == 0) {
-            eofs++;
+            (*eofs)++;
             continue;
         }
         rd_kafka_topic_partition_list_add(l, T_OUT, p)->offset =
@@ -408,6 +404,46 @@ static int read_output(const scale *sc, verdict *v)
     }
     rd_kafka_assign(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
+    return rk;
+}
+
+/* One output record's key counted: unknown (not user-N for an N < K), a
+ * duplicate, or a distinct key (seen: a bit per key). */
+static void tally(const scale *sc, const rd_kafka_message_t *m,
+                  uint8_t *seen, verdict *v)
+{
+    v->records++;
+    uint32_t key = 0;
+    char kb[32];
+    size_t kl = m->key_len < sizeof(kb) - 1 ? m->key_len : sizeof(kb) - 1;
+    memcpy(kb, m->key ? m->key : "", m->key ? kl : 0);
+    kb[m->key ? kl : 0] = '\0';
+    if (sscanf(kb, "user-%10" SCNu32, &key) != 1 || key >= sc->k) {
+        v->unknown++;
+    } else if (seen[key / 8] & (1u << (key % 8))) {
+        v->dups++;
+    } else {
+        seen[key / 8] |= (uint8_t)(1u << (key % 8));
+        v->distinct++;
+    }
+}
+
+/* scale-out read to its high watermarks, every key tallied into v. */
+static int read_output(const scale *sc, verdict *v)
+{
+    memset(v, 0, sizeof(*v));
+    int64_t end[sc->nparts];
+    if (h_offsets(sc->q, T_OUT, sc->nparts, RD_KAFKA_OFFSET_END, end, 10000))
+        return fail("%s: cannot read the high watermarks", T_OUT);
+    uint8_t *seen = calloc(((size_t)sc->k + 7) / 8, 1);
+    if (!seen)
+        return fail("out of memory");
+    int eofs = 0;
+    rd_kafka_t *rk = verifier(sc, end, &eofs);
+    if (!rk) {
+        free(seen);
+        return -1;
+    }
     bool *at_end = calloc((size_t)sc->nparts, sizeof(bool));
     double t0 = h_now_s(), moved = t0;
     int rc = 0;
@@ -430,21 +466,7 @@ static int read_output(const scale *sc, verdict *v)
         } else if (m->err) {
             rc = fail("verify: %s", rd_kafka_message_errstr(m));
         } else {
-            v->records++;
-            uint32_t key = 0;
-            char kb[32];
-            size_t kl = m->key_len < sizeof(kb) - 1 ? m->key_len
-                                                     : sizeof(kb) - 1;
-            memcpy(kb, m->key ? m->key : "", m->key ? kl : 0);
-            kb[m->key ? kl : 0] = '\0';
-            if (sscanf(kb, "user-%10" SCNu32, &key) != 1 || key >= sc->k) {
-                v->unknown++;
-            } else if (seen[key / 8] & (1u << (key % 8))) {
-                v->dups++;
-            } else {
-                seen[key / 8] |= (uint8_t)(1u << (key % 8));
-                v->distinct++;
-            }
+            tally(sc, m, seen, v);
         }
         rd_kafka_message_destroy(m);
         if (rc)
@@ -477,8 +499,68 @@ static const char USAGE[] =
     "bytes and time, the restore time, and the unique keys missing from the\n"
     "output against the bound dedup.fpr allows.\n";
 
+/* One run of main: the options the stage does not see, the files, and
+ * what the watch over the stage's two lives measures. */
+typedef struct scale_run {
+    scale sc;
+    double kill_at; /* 0: no kill */
+    bool keep;
+    char log1[700], log2[700], ckpt[700];
+    int64_t *in_end;    /* the input's high watermarks once loaded */
+    h_proc *st;         /* the running stage, or NULL */
+    unsigned port;      /* its /metrics port */
+    sample prev, cur;   /* the last row printed, the last sample */
+    double t0;          /* the first run's spawn */
+    double t_first_in;  /* its first record consumed */
+    double in_before;   /* records_in of the killed run */
+    double target_in;   /* records_in of the last run once it consumed all */
+    double t_all_in;    /* when it did */
+    bool killed;        /* killed and restarted, or no kill asked for */
+    long hwm1, hwm2;    /* peak RSS of the killed and the last run, KiB */
+    double t_kill, t_restart, t_restored, w_restart, t_end;
+} scale_run;
 
-int main(int argc, char **argv)
+/* One option from getopt_long: -1 to go on, else main's exit status. */
+static int parse_option(int c, char *arg, scale_run *r, uint64_t *n,
+                        uint64_t *k, uint64_t *parts)
+{
+    char *end;
+    switch (c) {
+    case 'B':
+        r->sc.bootstrap = arg;
+        return -1;
+    case 'n':
+        return bench_count_opt(arg, 1000, 1000000000, n,
+                               "--records: 1000 to 1e9") ? -1 : 2;
+    case 'k':
+        return bench_count_opt(arg, 1, 4000000000u, k, "--keys: 1 to 4e9")
+                   ? -1 : 2;
+    case 'p':
+        return bench_count_opt(arg, 1, 1000, parts,
+                               "--partitions: 1 to 1000") ? -1 : 2;
+    case 'K':
+        r->kill_at = strtod(arg, &end);
+        if (*end || r->kill_at < 0 || r->kill_at >= 1)
+            return fprintf(stderr, "--kill-at: 0 (none) or a fraction "
+                           "below 1\n"), 2;
+        return -1;
+    case 's':
+        r->sc.bloomstage = arg;
+        return -1;
+    case 'e':
+        r->keep = true;
+        return -1;
+    case 'X':
+        r->sc.xs[r->sc.nx++] = arg;
+        return -1;
+    default:
+        return bench_usage(c, USAGE);
+    }
+}
+
+/* The command line into r, checked: -1 to go on, else main's exit
+ * status. */
+static int parse_args(int argc, char **argv, scale_run *r)
 {
     static const struct option opts[] = {
         {"bootstrap", required_argument, NULL, 'B'},
@@ -491,139 +573,104 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     uint64_t n = 20000000, k = 10000000, parts = 10;
-    double kill_at = 0.5;
-    bool keep = false;
-    scale sc;
-    memset(&sc, 0, sizeof(sc));
-    sc.bloomstage = getenv("BLOOMSTAGE_BIN");
-    sc.xs = calloc((size_t)argc, sizeof(char *));
-    int c;
-    while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'B':
-            sc.bootstrap = optarg;
-            break;
-        case 'n':
-            if (!bench_parse_count(optarg, 1000, 1000000000, &n))
-                return fprintf(stderr, "--records: 1000 to 1e9\n"), 2;
-            break;
-        case 'k':
-            if (!bench_parse_count(optarg, 1, 4000000000u, &k))
-                return fprintf(stderr, "--keys: 1 to 4e9\n"), 2;
-            break;
-        case 'p':
-            if (!bench_parse_count(optarg, 1, 1000, &parts))
-                return fprintf(stderr, "--partitions: 1 to 1000\n"), 2;
-            break;
-        case 'K': {
-            char *end;
-            kill_at = strtod(optarg, &end);
-            if (*end || kill_at < 0 || kill_at >= 1)
-                return fprintf(stderr, "--kill-at: 0 (none) or a fraction "
-                               "below 1\n"), 2;
-            break;
-        }
-        case 's':
-            sc.bloomstage = optarg;
-            break;
-        case 'e':
-            keep = true;
-            break;
-        case 'X':
-            sc.xs[sc.nx++] = optarg;
-            break;
-        case 'h':
-            fputs(USAGE, stdout);
-            return 0;
-        default:
-            fputs(USAGE, stderr);
-            return 2;
-        }
-    }
-    if (!sc.bootstrap || optind < argc || k > n) {
+    r->kill_at = 0.5;
+    r->sc.bloomstage = getenv("BLOOMSTAGE_BIN");
+    r->sc.xs = calloc((size_t)argc, sizeof(char *));
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "hX:", opts, NULL)) != -1)
+        if ((rc = parse_option(c, optarg, r, &n, &k, &parts)) >= 0)
+            return rc;
+    if (!r->sc.bootstrap || optind < argc || k > n) {
         fputs(USAGE, stderr);
         return 2;
     }
-    if (strncmp(sc.bootstrap, "127.", 4) &&
-        strncmp(sc.bootstrap, "localhost:", 10))
+    if (strncmp(r->sc.bootstrap, "127.", 4) &&
+        strncmp(r->sc.bootstrap, "localhost:", 10))
         return fprintf(stderr, "--bootstrap: loopback only\n"), 2;
-    if (!sc.bloomstage || !*sc.bloomstage)
-        sc.bloomstage = BENCH_BLOOMSTAGE_PATH;
-    if (!*sc.bloomstage || access(sc.bloomstage, X_OK) != 0)
+    if (!r->sc.bloomstage || !*r->sc.bloomstage)
+        r->sc.bloomstage = BENCH_BLOOMSTAGE_PATH;
+    if (!*r->sc.bloomstage || access(r->sc.bloomstage, X_OK) != 0)
         return fprintf(stderr, "bench_scale: no bloomstage binary: "
                        "--bloomstage PATH\n"), 2;
-    sc.n = n;
-    sc.k = (uint32_t)k;
-    sc.nparts = (int32_t)parts;
+    r->sc.n = n;
+    r->sc.k = (uint32_t)k;
+    r->sc.nparts = (int32_t)parts;
+    return -1;
+}
+
+static void catch_signals(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    setvbuf(stdout, NULL, _IOLBF, 0);
+}
 
+/* The work directory under $TMPDIR (or /tmp) and the paths in it. */
+static int make_workdir(scale_run *r)
+{
+    scale *sc = &r->sc;
     const char *tmp = getenv("TMPDIR");
-    snprintf(sc.dir, sizeof(sc.dir), "%s/bench-scale.XXXXXX",
+    snprintf(sc->dir, sizeof(sc->dir), "%s/bench-scale.XXXXXX",
              tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(sc.dir))
-        return fail("mkdtemp: %s", strerror(errno)), 1;
-    snprintf(sc.conf, sizeof(sc.conf), "%s/bloomstage.conf", sc.dir);
-    char log1[700], log2[700], ckpt[700];
-    snprintf(log1, sizeof(log1), "%s/bloomstage-1.log", sc.dir);
-    snprintf(log2, sizeof(log2), "%s/bloomstage-2.log", sc.dir);
-    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints", sc.dir);
+    if (!mkdtemp(sc->dir))
+        return fail("mkdtemp: %s", strerror(errno));
+    snprintf(sc->conf, sizeof(sc->conf), "%s/bloomstage.conf", sc->dir);
+    snprintf(r->log1, sizeof(r->log1), "%s/bloomstage-1.log", sc->dir);
+    snprintf(r->log2, sizeof(r->log2), "%s/bloomstage-2.log", sc->dir);
+    snprintf(r->ckpt, sizeof(r->ckpt), "%s/checkpoints", sc->dir);
+    return 0;
+}
 
-    int rc = 1;
-    h_proc *st = NULL;
-    uint32_t *order = NULL;
-    int64_t *in_end = NULL;
-    printf("bench_scale: %" PRIu64 " records, %" PRIu64 " distinct keys, %d "
-           "partitions, real broker at %s\n", n, k, (int)parts,
-           sc.bootstrap);
-    printf("  work dir %s\n", sc.dir);
+/* The query client, and scale-in and scale-out created. */
+static int create_topics(scale *sc)
+{
+    sc->q = h_query_client(h_conf_pairs(NULL, "bootstrap.servers",
+                                        sc->bootstrap, "client.id",
+                                        "bench-scale-query", NULL));
+    if (!sc->q)
+        return fail("query client: %s", h_last_error());
+    const char *names[] = {T_IN, T_OUT};
+    /* Nothing deleted by time or size: the stage must see every record
+     * (the broker's data stays a few GB at 20M records). */
+    const char *cfg[] = {"retention.ms", "-1", "retention.bytes", "-1",
+                         NULL};
+    char err[512];
+    if (bk_create_topics(sc->bootstrap, names, 2, sc->nparts, cfg, err,
+                         sizeof(err)))
+        return fail("%s", err);
+    return 0;
+}
 
-    sc.q = h_query_client(h_conf_pairs(NULL, "bootstrap.servers",
-                                       sc.bootstrap, "client.id",
-                                       "bench-scale-query", NULL));
-    if (!sc.q) {
-        fail("query client: %s", h_last_error());
-        goto done;
-    }
-    {
-        const char *names[] = {T_IN, T_OUT};
-        /* Nothing deleted by time or size: the stage must see every
-         * record (the broker's data stays a few GB at 20M records). */
-        const char *cfg[] = {"retention.ms", "-1", "retention.bytes", "-1",
-                             NULL};
-        char err[512];
-        if (bk_create_topics(sc.bootstrap, names, 2, sc.nparts, cfg, err,
-                             sizeof(err))) {
-            fail("%s", err);
-            goto done;
-        }
-    }
-    order = make_order(n, sc.k);
-    if (!order) {
-        fail("out of memory");
-        goto done;
-    }
+/* The input loaded into scale-in, and its high watermarks noted. */
+static int load(scale_run *r)
+{
+    scale *sc = &r->sc;
+    uint32_t *order = make_order(sc->n, sc->k);
+    if (!order)
+        return fail("out of memory");
     printf("loading %s...\n", T_IN);
-    if (load_input(sc.bootstrap, order, n, sc.k, sc.nparts, sc.q))
-        goto done;
+    int rc = load_input(sc->bootstrap, order, sc->n, sc->k, sc->nparts,
+                        sc->q);
     free(order);
-    order = NULL;
-    in_end = calloc((size_t)sc.nparts, sizeof(int64_t));
-    if (!in_end || h_offsets(sc.q, T_IN, sc.nparts, RD_KAFKA_OFFSET_END, in_end, 10000)) {
-        fail("%s: cannot read the high watermarks", T_IN);
-        goto done;
-    }
+    if (rc)
+        return -1;
+    r->in_end = calloc((size_t)sc->nparts, sizeof(int64_t));
+    if (!r->in_end || h_offsets(sc->q, T_IN, sc->nparts,
+                                RD_KAFKA_OFFSET_END, r->in_end, 10000))
+        return fail("%s: cannot read the high watermarks", T_IN);
+    return 0;
+}
 
-    FILE *f = fopen(sc.conf, "w");
-    if (!f) {
-        fail("%s: %s", sc.conf, strerror(errno));
-        goto done;
-    }
+/* The stage's configuration file: dedup on the key, exactly_once. */
+static int write_conf(const scale_run *r)
+{
+    const scale *sc = &r->sc;
+    FILE *f = fopen(sc->conf, "w");
+    if (!f)
+        return fail("%s: %s", sc->conf, strerror(errno));
     fprintf(f,
             "# bench_scale: dedup on the record key, exactly_once, the\n"
             "# product's defaults otherwise (checkpoints every 5 s or 1M\n"
@@ -640,222 +687,268 @@ int main(int argc, char **argv)
             "log.level=info\n"
             "log.stats.interval.ms=10000\n"
             "producer.topic.metadata.refresh.interval.ms=100\n",
-            sc.bootstrap, FPR, ckpt);
-    if (fclose(f) != 0) {
-        fail("%s: %s", sc.conf, strerror(errno));
-        goto done;
-    }
+            sc->bootstrap, FPR, r->ckpt);
+    if (fclose(f) != 0)
+        return fail("%s: %s", sc->conf, strerror(errno));
+    return 0;
+}
 
-    /* -- first run, killed at kill_at * n ------------------------------- */
-    printf("\nrun 1: bloomstage run (exactly_once)%s\n",
-           kill_at > 0 ? ", kill -9 part way" : "");
-    double t0 = h_now_s();
-    st = stage_spawn(&sc, log1);
-    if (!st)
-        goto done;
-    unsigned port = wait_port(st, log1);
-    if (!port) {
-        fail("bloomstage did not open /metrics");
-        print_tail(log1);
-        goto done;
+/* A stage spawned on the run's config, its log at log_path, and its
+ * /metrics port; `what` names it in the message if it opens none. */
+static int spawn_stage(scale_run *r, const char *log_path, const char *what)
+{
+    r->st = stage_spawn(&r->sc, log_path);
+    if (!r->st)
+        return -1;
+    r->port = wait_port(r->st, log_path);
+    if (!r->port) {
+        fail("%s did not open /metrics", what);
+        print_tail(log_path);
+        return -1;
     }
+    return 0;
+}
+
+/* The first run: spawned, its /metrics port, the rows' header. */
+static int start_first(scale_run *r)
+{
+    printf("\nrun 1: bloomstage run (exactly_once)%s\n",
+           r->kill_at > 0 ? ", kill -9 part way" : "");
+    r->t0 = h_now_s();
+    if (spawn_stage(r, r->log1, "bloomstage"))
+        return -1;
     print_rows_header();
-    sample prev, cur;
-    memset(&prev, 0, sizeof(prev));
-    prev.t = h_now_s();
-    double in_before = 0; /* records_in of the killed run */
-    double t_first_in = 0;
-    bool killed = kill_at <= 0;
-    long hwm1 = 0, hwm2 = 0;
-    double t_kill = 0, t_restart = 0, t_restored = 0, w_restart = 0;
-    double target_in = (double)n; /* this process has consumed it all */
-    double t_all_in = 0;
+    return 0;
+}
+
+/* kill -9 of the first run once its records_in reached kill_at * n. */
+static int kill_stage(scale_run *r)
+{
+    r->hwm1 = h_proc_status_kib(h_process_pid(r->st), "VmHWM");
+    print_sample(r->t_first_in, &r->cur, &r->prev, r->in_before);
+    h_process_kill(r->st, SIGKILL);
+    int status;
+    if (h_process_wait(r->st, 10000, &status))
+        return fail("bloomstage survived SIGKILL?");
+    h_process_free(r->st);
+    r->st = NULL;
+    r->t_kill = h_now_s();
+    r->in_before = r->cur.in;
+    printf("  kill -9 at records_in=%.0f (%.1f s into the run; "
+           "peak RSS %.1f MiB); restarting\n", r->cur.in,
+           r->t_kill - r->t_first_in, (double)r->hwm1 / 1024);
+    r->killed = true;
+    return 0;
+}
+
+/* The restarted stage's first record consumed: /metrics every 10 ms. */
+static int wait_restored(scale_run *r)
+{
+    for (;;) {
+        if (!alive(r->st)) {
+            fail("the restarted bloomstage exited");
+            print_tail(r->log2);
+            return -1;
+        }
+        double t = h_now_s();
+        double in = bk_metric(r->port, "bloomstage_records_in_total");
+        if (in > 0) {
+            r->t_restored = t;
+            return 0;
+        }
+        if (t - r->t_restart > 600) {
+            fail("no record consumed 600 s after the restart");
+            print_tail(r->log2);
+            return -1;
+        }
+        h_sleep_ms(10);
+    }
+}
+
+/* Where the restore's time went, from the restarted stage's log. */
+static void print_restore(const scale_run *r, double resume)
+{
+    double w_started = log_time(r->log2, "msg=started"),
+           w_assigned = log_time(r->log2, "msg=\"partition assigned\""),
+           w_replayed = log_time(r->log2, "msg=\"output tail replayed\"");
+    printf("  restored: first record consumed %.2f s after the "
+           "restart's spawn:\n", r->t_restored - r->t_restart);
+    if (w_started > 0 && w_assigned > 0)
+        printf("    %.2f s to \"started\", %.2f s more to \"partition "
+               "assigned\" (the group rebalance: without\n"
+               "    group.instance.id the killed member holds its "
+               "partitions until its session.timeout.ms runs out),\n"
+               "    %.2f s more to \"output tail replayed\",\n"
+               "    %.2f s more to the first record consumed\n",
+               w_started - r->w_restart, w_assigned - w_started,
+               w_replayed > 0 ? w_replayed - w_assigned : 0,
+               (r->t_restored - r->t_restart) -
+                   ((w_replayed > 0 ? w_replayed : w_assigned) -
+                    r->w_restart));
+    printf("  it resumes from the checkpoints at %.0f records "
+           "(%.0f consumed before the kill: %.0f to redo)\n",
+           resume, r->in_before, r->in_before - resume);
+    print_lines(r->log2, "msg=\"output tail replayed\"", 3);
+    print_lines(r->log2, "msg=\"partition assigned\"", 3);
+}
+
+/* A new stage on the same config and checkpoints, timed to its first
+ * record consumed; where it resumes sets the records_in to wait for. */
+static int restart_stage(scale_run *r)
+{
+    r->t_restart = h_now_s();
+    r->w_restart = h_wall_s();
+    if (spawn_stage(r, r->log2, "the restarted bloomstage") ||
+        wait_restored(r))
+        return -1;
+    double resume = resume_offsets(r->log2, r->sc.nparts);
+    if (resume < 0)
+        return fail("the restarted stage logged fewer than %d \"partition "
+                    "assigned\" lines", (int)r->sc.nparts);
+    r->target_in = (double)r->sc.n - resume;
+    print_restore(r, resume);
+    return 0;
+}
+
+/* The stage watched through /metrics until all input is committed: a row
+ * every 10 s, the kill and the restart on the way. */
+static int watch(scale_run *r)
+{
+    memset(&r->prev, 0, sizeof(r->prev));
+    r->prev.t = h_now_s();
+    r->killed = r->kill_at <= 0;
+    r->target_in = (double)r->sc.n; /* this process has consumed it all */
     bool done_all = false;
     uint64_t ticks = 0;
     for (;;) {
-        if (interrupted) {
-            fail("interrupted");
-            goto done;
-        }
-        if (!alive(st)) {
+        if (interrupted)
+            return fail("interrupted");
+        if (!alive(r->st)) {
             fail("bloomstage exited unexpectedly");
-            print_tail(killed && t_restart > 0 ? log2 : log1);
-            goto done;
+            print_tail(r->killed && r->t_restart > 0 ? r->log2 : r->log1);
+            return -1;
         }
         /* Before the first record and around the kill: every 10 ms. */
-        bool fine = t_first_in == 0 || (!killed);
+        bool fine = r->t_first_in == 0 || (!r->killed);
         h_sleep_ms(fine ? 10 : 1000);
-        if (!sample_of(port, &cur))
+        if (!sample_of(r->port, &r->cur))
             continue;
-        if (t_first_in == 0 && cur.in > 0) {
-            t_first_in = cur.t;
+        if (r->t_first_in == 0 && r->cur.in > 0) {
+            r->t_first_in = r->cur.t;
             printf("  first record consumed %.2f s after spawn\n",
-                   cur.t - t0);
-            prev = cur;
-            prev.in = 0;
+                   r->cur.t - r->t0);
+            r->prev = r->cur;
+            r->prev.in = 0;
         }
-        if (!killed && cur.in >= kill_at * (double)n) {
-            hwm1 = h_proc_status_kib(h_process_pid(st), "VmHWM");
-            print_sample(t_first_in, &cur, &prev, in_before);
-            h_process_kill(st, SIGKILL);
-            int status;
-            if (h_process_wait(st, 10000, &status)) {
-                fail("bloomstage survived SIGKILL?");
-                goto done;
-            }
-            h_process_free(st);
-            st = NULL;
-            t_kill = h_now_s();
-            in_before = cur.in;
-            printf("  kill -9 at records_in=%.0f (%.1f s into the run; "
-                   "peak RSS %.1f MiB); restarting\n", cur.in,
-                   t_kill - t_first_in, (double)hwm1 / 1024);
-            killed = true;
-            t_restart = h_now_s();
-            w_restart = h_wall_s();
-            st = stage_spawn(&sc, log2);
-            if (!st)
-                goto done;
-            port = wait_port(st, log2);
-            if (!port) {
-                fail("the restarted bloomstage did not open /metrics");
-                print_tail(log2);
-                goto done;
-            }
-            for (;;) {
-                if (!alive(st)) {
-                    fail("the restarted bloomstage exited");
-                    print_tail(log2);
-                    goto done;
-                }
-                double t = h_now_s();
-                double in = bk_metric(port, "bloomstage_records_in_total");
-                if (in > 0) {
-                    t_restored = t;
-                    break;
-                }
-                if (t - t_restart > 600) {
-                    fail("no record consumed 600 s after the restart");
-                    print_tail(log2);
-                    goto done;
-                }
-                h_sleep_ms(10);
-            }
-            double resume = resume_offsets(log2, sc.nparts);
-            if (resume < 0) {
-                fail("the restarted stage logged fewer than %d \"partition "
-                     "assigned\" lines", (int)sc.nparts);
-                goto done;
-            }
-            target_in = (double)n - resume;
-            double w_started = log_time(log2, "msg=started"),
-                   w_assigned = log_time(log2, "msg=\"partition assigned\""),
-                   w_replayed = log_time(log2, "msg=\"output tail replayed\"");
-            printf("  restored: first record consumed %.2f s after the "
-                   "restart's spawn:\n", t_restored - t_restart);
-            if (w_started > 0 && w_assigned > 0)
-                printf("    %.2f s to \"started\", %.2f s more to \"partition "
-                       "assigned\" (the group rebalance: without\n"
-                       "    group.instance.id the killed member holds its "
-                       "partitions until its session.timeout.ms runs out),\n"
-                       "    %.2f s more to \"output tail replayed\",\n"
-                       "    %.2f s more to the first record consumed\n",
-                       w_started - w_restart, w_assigned - w_started,
-                       w_replayed > 0 ? w_replayed - w_assigned : 0,
-                       (t_restored - t_restart) -
-                           ((w_replayed > 0 ? w_replayed : w_assigned) -
-                            w_restart));
-            printf("  it resumes from the checkpoints at %.0f records "
-                   "(%.0f consumed before the kill: %.0f to redo)\n",
-                   resume, in_before, in_before - resume);
-            print_lines(log2, "msg=\"output tail replayed\"", 3);
-            print_lines(log2, "msg=\"partition assigned\"", 3);
-            memset(&prev, 0, sizeof(prev));
-            prev.t = t_restored;
+        if (!r->killed && r->cur.in >= r->kill_at * (double)r->sc.n) {
+            if (kill_stage(r) || restart_stage(r))
+                return -1;
+            memset(&r->prev, 0, sizeof(r->prev));
+            r->prev.t = r->t_restored;
             ticks = 0;
             continue;
         }
-        if (cur.t - prev.t >= 10) {
-            print_sample(t_first_in, &cur, &prev, in_before);
-            prev = cur;
+        if (r->cur.t - r->prev.t >= 10) {
+            print_sample(r->t_first_in, &r->cur, &r->prev, r->in_before);
+            r->prev = r->cur;
         }
-        if (killed && t_all_in == 0 && cur.in >= target_in) {
-            t_all_in = cur.t;
+        if (r->killed && r->t_all_in == 0 && r->cur.in >= r->target_in) {
+            r->t_all_in = r->cur.t;
             printf("  every input record consumed %.1f s after the first "
                    "(1 s resolution); waiting for the commit\n",
-                   t_all_in - t_first_in);
+                   r->t_all_in - r->t_first_in);
         }
-        if (t_all_in > 0 && ++ticks % 3 == 0) {
-            committed_all(&sc, in_end, &done_all);
+        if (r->t_all_in > 0 && ++ticks % 3 == 0) {
+            committed_all(&r->sc, r->in_end, &done_all);
             if (done_all)
-                break;
+                return 0;
         }
     }
-    double t_end = h_now_s();
-    print_sample(t_first_in, &cur, &prev, in_before);
-    hwm2 = h_proc_status_kib(h_process_pid(st), "VmHWM");
-    sample last = cur;
+}
+
+/* SIGTERM: the stage must drain and exit 0. */
+static int stop_stage(scale_run *r)
+{
+    r->t_end = h_now_s();
+    print_sample(r->t_first_in, &r->cur, &r->prev, r->in_before);
+    r->hwm2 = h_proc_status_kib(h_process_pid(r->st), "VmHWM");
     int status = -1;
-    if (h_process_terminate(st, 120000, &status) != 0)
+    if (h_process_terminate(r->st, 120000, &status) != 0)
         status = -1;
-    h_process_free(st);
-    st = NULL;
+    h_process_free(r->st);
+    r->st = NULL;
     if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fail("bloomstage did not drain and exit 0 on SIGTERM (status %d)",
              status);
-        print_tail(log2);
-        goto done;
+        print_tail(r->log2);
+        return -1;
     }
     printf("  all input committed %.1f s after the first record; stopped "
-           "(exit 0)\n", t_end - t_first_in);
-    print_lines(killed && kill_at > 0 ? log2 : log1, "msg=stopped", 1);
+           "(exit 0)\n", r->t_end - r->t_first_in);
+    print_lines(r->killed && r->kill_at > 0 ? r->log2 : r->log1,
+                "msg=stopped", 1);
+    return 0;
+}
 
-    /* -- the output --------------------------------------------------------- */
-    printf("\nverifying %s...\n", T_OUT);
-    verdict v;
-    if (read_output(&sc, &v))
-        goto done;
-    double lambda = (double)sc.k * FPR;
-    uint64_t bound = h_poisson_upper(lambda, 1e-4);
-    double run1 = kill_at > 0 ? t_kill - t_first_in : 0;
-    double run2 = t_all_in - (kill_at > 0 ? t_restored : t_first_in);
-
+/* The summary: throughput, memory, checkpoints, restore and the output
+ * against the bound dedup.fpr allows. */
+static void print_summary(const scale_run *r, const verdict *v,
+                          double lambda, uint64_t bound)
+{
+    const scale *sc = &r->sc;
+    const sample *last = &r->cur;
+    bool with_kill = r->kill_at > 0;
+    double run1 = with_kill ? r->t_kill - r->t_first_in : 0;
+    double run2 = r->t_all_in - (with_kill ? r->t_restored : r->t_first_in);
     printf("\nsummary\n");
     printf("  input               %" PRIu64 " records, %" PRIu32 " distinct "
-           "keys, %d partitions\n", n, sc.k, (int)sc.nparts);
+           "keys, %d partitions\n", sc->n, sc->k, (int)sc->nparts);
     printf("  throughput          %.0f records/s: %" PRIu64 " records over "
            "%.1f s of processing (first record to every record consumed,\n"
            "                      the restore's %.1f s left out, the %.0f "
            "records redone after the kill in)\n",
-           (double)n / (run1 + run2), n, run1 + run2,
-           kill_at > 0 ? t_restored - t_kill : 0,
-           kill_at > 0 ? in_before + target_in - (double)n : 0);
-    if (kill_at > 0)
+           (double)sc->n / (run1 + run2), sc->n, run1 + run2,
+           with_kill ? r->t_restored - r->t_kill : 0,
+           with_kill ? r->in_before + r->target_in - (double)sc->n : 0);
+    if (with_kill)
         printf("                      before the kill %.0f/s (%.0f records, "
                "%.1f s), after the restart %.0f/s (%.0f records, %.1f s)\n",
-               in_before / run1, in_before, run1, target_in / run2,
-               target_in, run2);
+               r->in_before / run1, r->in_before, run1, r->target_in / run2,
+               r->target_in, run2);
     printf("  filters' memory     %.1f MiB at the end "
            "(bloomstage_filter_memory_bytes), %.2f bits per key\n",
-           last.filter / 1048576.0, 8 * last.filter / (double)sc.k);
+           last->filter / 1048576.0, 8 * last->filter / (double)sc->k);
     printf("  checkpoints         %.0f rounds after the restart, mean %.0f "
-           "ms; last round %.1f MiB\n", last.ckpt_count,
-           last.ckpt_count > 0 ? 1e3 * last.ckpt_sum / last.ckpt_count : 0,
-           last.ckpt_bytes / 1048576.0);
+           "ms; last round %.1f MiB\n", last->ckpt_count,
+           last->ckpt_count > 0 ? 1e3 * last->ckpt_sum / last->ckpt_count
+                                : 0,
+           last->ckpt_bytes / 1048576.0);
     printf("  peak RSS            %.1f MiB (killed run), %.1f MiB (restarted "
-           "run)\n", (double)hwm1 / 1024, (double)hwm2 / 1024);
-    if (kill_at > 0)
+           "run)\n", (double)r->hwm1 / 1024, (double)r->hwm2 / 1024);
+    if (with_kill)
         printf("  restore             %.2f s from the restart's spawn to its "
-               "first record consumed\n", t_restored - t_restart);
+               "first record consumed\n", r->t_restored - r->t_restart);
     printf("  output              %" PRIu64 " records: %" PRIu64
            " distinct keys, %" PRIu64 " duplicates, %" PRIu64
-           " unknown keys\n", v.records, v.distinct, v.dups, v.unknown);
+           " unknown keys\n", v->records, v->distinct, v->dups, v->unknown);
     printf("  wrongly dropped     %" PRIu64 " unique keys missing; dedup.fpr "
            "%g allows on average at most %.1f (K x fpr),\n"
            "                      %" PRIu64 " at the Poisson(%.1f) quantile "
-           "exceeded with probability 1e-4: %s\n", v.missing, FPR, lambda,
-           bound, lambda, v.missing <= bound ? "within" : "EXCEEDED");
-    rc = 0;
+           "exceeded with probability 1e-4: %s\n", v->missing, FPR, lambda,
+           bound, lambda, v->missing <= bound ? "within" : "EXCEEDED");
+}
+
+/* scale-out read back and judged: 0 when it checks out, else 1. */
+static int verify(const scale_run *r)
+{
+    printf("\nverifying %s...\n", T_OUT);
+    verdict v;
+    if (read_output(&r->sc, &v))
+        return 1;
+    double lambda = (double)r->sc.k * FPR;
+    uint64_t bound = h_poisson_upper(lambda, 1e-4);
+    print_summary(r, &v, lambda, bound);
+    int rc = 0;
     if (v.unknown)
         rc = fail("the output holds %" PRIu64 " keys that are not in the "
                   "input", v.unknown);
@@ -865,25 +958,50 @@ int main(int argc, char **argv)
     if (v.missing > bound)
         rc = fail("%" PRIu64 " unique keys missing, more than the bound %"
                   PRIu64, v.missing, bound);
-    if (rc)
-        rc = 1;
-done:
-    if (st) {
+    return rc ? 1 : 0;
+}
+
+/* What the run leaves: the stage stopped, the work directory removed after
+ * a success unless --keep, the memory freed. */
+static void finish(scale_run *r, int rc)
+{
+    if (r->st) {
         int s2;
-        if (h_process_terminate(st, 30000, &s2) != 0)
+        if (h_process_terminate(r->st, 30000, &s2) != 0)
             fprintf(stderr, "bench_scale: bloomstage had to be killed\n");
-        h_process_free(st);
+        h_process_free(r->st);
     }
-    free(order);
-    free(in_end);
-    if (sc.q)
-        rd_kafka_destroy(sc.q);
-    if (rc == 0 && !keep) {
-        if (h_tmpdir_remove(sc.dir))
-            fprintf(stderr, "bench_scale: could not remove %s\n", sc.dir);
+    free(r->in_end);
+    if (r->sc.q)
+        rd_kafka_destroy(r->sc.q);
+    if (rc == 0 && !r->keep) {
+        if (h_tmpdir_remove(r->sc.dir))
+            fprintf(stderr, "bench_scale: could not remove %s\n", r->sc.dir);
     } else {
-        fprintf(stderr, "bench_scale: work directory kept: %s\n", sc.dir);
+        fprintf(stderr, "bench_scale: work directory kept: %s\n", r->sc.dir);
     }
-    free(sc.xs);
+    free(r->sc.xs);
+}
+
+int main(int argc, char **argv)
+{
+    scale_run r;
+    memset(&r, 0, sizeof(r));
+    int rc = parse_args(argc, argv, &r);
+    if (rc >= 0)
+        return rc;
+    catch_signals();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (make_workdir(&r))
+        return 1;
+    printf("bench_scale: %" PRIu64 " records, %" PRIu32 " distinct keys, %d "
+           "partitions, real broker at %s\n", r.sc.n, r.sc.k,
+           (int)r.sc.nparts, r.sc.bootstrap);
+    printf("  work dir %s\n", r.sc.dir);
+    rc = 1;
+    if (!create_topics(&r.sc) && !load(&r) && !write_conf(&r) &&
+        !start_first(&r) && !watch(&r) && !stop_stage(&r))
+        rc = verify(&r);
+    finish(&r, rc);
     return rc;
 }

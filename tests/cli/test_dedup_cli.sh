@@ -26,85 +26,11 @@
 # is fixed, the answer is the same on every run: if it passes once it
 # passes always).  The run at --fpr 1e-2 is checked against a binomial bound.
 
-set -u
-export LC_ALL=C
-
-BIN=${1:?usage: test_dedup_cli.sh path/to/bloomstage}
-case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
-if [ ! -x "$BIN" ]; then
-    echo "not ok - $BIN is not an executable"
-    exit 1
-fi
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/bs-cli-dedup.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' HUP INT TERM
+. "$(dirname "$0")/../lib/tap.sh"
+bs_bin "${1:?usage: test_dedup_cli.sh path/to/bloomstage}"
+tap_scratch bs-cli-dedup
 cd "$T" || exit 1
 
-# Sanitizer builds: die on the first report (CI's own settings, appended
-# after these defaults, win).  Reports are also caught on stderr below.
-export ASAN_OPTIONS="abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-SAN_RE='AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|Sanitizer:DEADLYSIGNAL'
-
-checks=0
-failed=0
-ok() { checks=$((checks + 1)); printf 'ok - %s\n' "$1"; }
-notok() {
-    checks=$((checks + 1))
-    failed=$((failed + 1))
-    printf 'not ok - %s\n' "$1"
-}
-# diag FILE: the first lines of FILE as TAP comments.
-diag() { if [ -s "$1" ]; then head -c 3000 "$1" | head -n 30 | sed 's/^/#   /'; fi; }
-# check DESC CMD...: one check, passing if CMD succeeds.
-check() {
-    local d=$1
-    shift
-    if "$@"; then ok "$d"; else notok "$d"; fi
-}
-
-# bs RC DESC ARGS...: runs `bloomstage ARGS` with the caller's stdin; stdout
-# goes to ./out (or $BS_OUT), stderr to ./err, the status to $rc.  One check:
-# the status is exactly RC and stderr holds no sanitizer report.
-rc=0
-bs() {
-    local want=$1 desc=$2
-    shift 2
-    "$BIN" "$@" >"${BS_OUT:-out}" 2>err
-    rc=$?
-    if [ "$rc" -eq "$want" ] && ! grep -qE "$SAN_RE" err; then
-        ok "$desc (exit $want)"
-    else
-        local why="exit $rc, want $want"
-        grep -qE "$SAN_RE" err && why="$why; a sanitizer report on stderr"
-        notok "$desc: $why"
-        diag err
-    fi
-}
-
-err_has() { # every argument is a substring of ./err
-    local s
-    for s in "$@"; do
-        grep -qF -- "$s" err || { printf '#   stderr lacks "%s":\n' "$s"; diag err; return 1; }
-    done
-}
-err_empty() { [ ! -s err ] || { echo "#   unexpected stderr:"; diag err; return 1; }; }
-out_empty() { [ ! -s out ] || { echo "#   unexpected stdout:"; diag out; return 1; }; }
-err_nonempty() { [ -s err ]; }
-err_lines() { [ "$(wc -l <err)" -eq "$1" ] || { echo "#   stderr:"; diag err; return 1; }; }
-# same A B: byte-identical files (cmp's message as a diagnostic).
-same() { cmp -- "$1" "$2" | sed 's/^/#   /'; cmp -s -- "$1" "$2"; }
-# out_is FMT [ARGS]: stdout is exactly the bytes printf FMT ARGS makes.
-out_is() {
-    printf "$@" >want
-    same out want || { echo "#   got:"; od -c out | head -n 8 | sed 's/^/#   /'; return 1; }
-}
-# num_in X LO HI: LO <= X <= HI (numbers, via awk).
-num_in() {
-    awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x != "" && x + 0 >= lo + 0 && x + 0 <= hi + 0) }' ||
-        { printf '#   %s not in [%s, %s]\n' "$1" "$2" "$3"; return 1; }
-}
 awk_dedup() { awk '!seen[$0]++' "$@"; }
 
 # 200,000 lines of ~57k distinct values, a few of them empty lines; a
@@ -391,6 +317,4 @@ check "--generations 65: says the range" err_has "--generations '65' must be a w
 usage "--generations without --window-lines" dedup --generations 4
 check "--generations alone: says it needs --window-lines" err_has "--generations needs --window-lines"
 
-printf '# %d checks, %d failed\n' "$checks" "$failed"
-printf '1..%d\n' "$checks"
-[ "$failed" -eq 0 ]
+tap_done

@@ -21,96 +21,18 @@
 # answers do not vary from run to run; the fpr argument says why a correct
 # filter passes.
 
-set -u
-export LC_ALL=C
-
-BIN=${1:?usage: test_filter_cli.sh path/to/bloomstage}
-case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
-if [ ! -x "$BIN" ]; then
-    echo "not ok - $BIN is not an executable"
-    exit 1
-fi
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/bs-cli-filter.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' HUP INT TERM
+. "$(dirname "$0")/../lib/tap.sh"
+bs_bin "${1:?usage: test_filter_cli.sh path/to/bloomstage}"
+tap_scratch bs-cli-filter
 cd "$T" || exit 1
 
 # The progress bar is also switched off by this variable; the test wants to
 # see that a non-terminal stderr alone switches it off.
 unset BLOOMSTAGE_NO_PROGRESS
-# Sanitizer builds: die on the first report (CI's own settings, appended
-# after these defaults, win).  Reports are also caught on stderr below.
-export ASAN_OPTIONS="abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-SAN_RE='AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|Sanitizer:DEADLYSIGNAL'
-
-checks=0
-failed=0
-ok() { checks=$((checks + 1)); printf 'ok - %s\n' "$1"; }
-notok() {
-    checks=$((checks + 1))
-    failed=$((failed + 1))
-    printf 'not ok - %s\n' "$1"
-}
-# diag FILE: the first lines of FILE as TAP comments.
-diag() { if [ -s "$1" ]; then head -c 3000 "$1" | head -n 30 | sed 's/^/#   /'; fi; }
-# check DESC CMD...: one check, passing if CMD succeeds.
-check() {
-    local d=$1
-    shift
-    if "$@"; then ok "$d"; else notok "$d"; fi
-}
-
-# bs RC DESC ARGS...: runs `bloomstage ARGS` with the caller's stdin; stdout
-# goes to ./out (or $BS_OUT), stderr to ./err, the status to $rc.  One check:
-# the status is exactly RC and stderr holds no sanitizer report.
-rc=0
-bs() {
-    local want=$1 desc=$2
-    shift 2
-    "$BIN" "$@" >"${BS_OUT:-out}" 2>err
-    rc=$?
-    if [ "$rc" -eq "$want" ] && ! grep -qE "$SAN_RE" err; then
-        ok "$desc (exit $want)"
-    else
-        local why="exit $rc, want $want"
-        grep -qE "$SAN_RE" err && why="$why; a sanitizer report on stderr"
-        notok "$desc: $why"
-        diag err
-    fi
-}
-
-# Assertions on the last run's files.
-err_has() { # every argument is a substring of ./err
-    local s
-    for s in "$@"; do
-        grep -qF -- "$s" err || { printf '#   stderr lacks "%s":\n' "$s"; diag err; return 1; }
-    done
-}
-out_empty() { [ ! -s out ] || { echo "#   unexpected stdout:"; diag out; return 1; }; }
-err_nonempty() { [ -s err ]; }
-# same A B: byte-identical files (cmp's message as a diagnostic).
-same() { cmp -- "$1" "$2" | sed 's/^/#   /'; cmp -s -- "$1" "$2"; }
-# eq GOT WANT: string equality, with a diagnostic.
-eq() { [ "$1" = "$2" ] || { printf '#   got "%s", want "%s"\n' "$1" "$2"; return 1; }; }
-# no_file P: nothing named P or P.<anything> (no leftover temp file either).
-no_file() {
-    local f
-    for f in "$1" "$1".*; do
-        if [ -e "$f" ]; then echo "#   $f exists"; return 1; fi
-    done
-    return 0
-}
 # field NAME [FILE]: the value of a `filter info` line ("%-18s %s").
 field() {
     awk -v k="$1" '{ n = substr($0, 1, 18); sub(/ +$/, "", n) }
                    n == k { print substr($0, 20); exit }' "${2:-out}"
-}
-# num_in X LO HI: LO <= X <= HI (numbers, via awk).
-num_in() {
-    awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x != "" && x + 0 >= lo + 0 && x + 0 <= hi + 0) }' ||
-        { printf '#   %s not in [%s, %s]\n' "$1" "$2" "$3"; return 1; }
 }
 
 # -- lists ------------------------------------------------------------------
@@ -486,6 +408,4 @@ damaged no-such.bf "a missing file" "cannot open" "No such file"
 mkdir adir.bf
 damaged adir.bf "a directory" "not a regular file"
 
-printf '# %d checks, %d failed\n' "$checks" "$failed"
-printf '1..%d\n' "$checks"
-[ "$failed" -eq 0 ]
+tap_done

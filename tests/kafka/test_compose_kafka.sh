@@ -81,20 +81,20 @@ service_volumes() {
     on && /^      - / { v = substr($0, 9); n = split(v, a, ":"); print a[1] "|" a[2] }'
 }
 
-[ -r "$COMPOSE" ] || not_ok "$COMPOSE: not readable"
-service_env bloomstage >"$T/env.raw" || not_ok "the bloomstage service's environment: a line the parser does not understand: $(grep '^BAD' "$T/env.raw")"
-grep -q '^BLOOMSTAGE_INPUT_TOPICS=' "$T/env.raw" || not_ok "no BLOOMSTAGE_INPUT_TOPICS in the bloomstage service's environment"
+[ -r "$COMPOSE" ] || notok "$COMPOSE: not readable"
+service_env bloomstage >"$T/env.raw" || notok "the bloomstage service's environment: a line the parser does not understand: $(grep '^BAD' "$T/env.raw")"
+grep -q '^BLOOMSTAGE_INPUT_TOPICS=' "$T/env.raw" || notok "no BLOOMSTAGE_INPUT_TOPICS in the bloomstage service's environment"
 ok "docker-compose.yml: the bloomstage service sets $(wc -l <"$T/env.raw") BLOOMSTAGE_* variables"
 service_command topics >"$T/topics.sh"
-grep -q 'kafka-topics.sh' "$T/topics.sh" || not_ok "the topics service's command does not run kafka-topics.sh"
+grep -q 'kafka-topics.sh' "$T/topics.sh" || notok "the topics service's command does not run kafka-topics.sh"
 service_command demo-producer >"$T/producer.sh"
-grep -q 'kafka-console-producer.sh' "$T/producer.sh" || not_ok "the demo-producer's command does not run kafka-console-producer.sh"
+grep -q 'kafka-console-producer.sh' "$T/producer.sh" || notok "the demo-producer's command does not run kafka-console-producer.sh"
 
 # -- the broker, and the topics as the init service makes them ----------------
 
 t0=$SECONDS
 bs=$("$KAFKA" start --dir "$K" --owner $$ 2>"$T/kafka.err") ||
-  { cat "$T/kafka.err"; not_ok "scripts/kafka start: a 1-node broker"; }
+  { cat "$T/kafka.err"; notok "scripts/kafka start: a 1-node broker"; }
 ok "a 1-node Apache Kafka at $bs in $((SECONDS - t0)) s"
 mkdir -p "$T/bin"
 cat >"$T/bin/kafka-topics.sh" <<EOF
@@ -113,11 +113,11 @@ fix() {
 }
 fix <"$T/topics.sh" >"$T/topics.run"
 sh "$T/topics.run" >"$T/topics.out" 2>&1 ||
-  { sed 's/^/# /' "$T/topics.out"; not_ok "the topics service's command"; }
+  { sed 's/^/# /' "$T/topics.out"; notok "the topics service's command"; }
 desc=$("$KAFKA" tool topics --describe --dir "$K" 2>/dev/null)
 for t in events events-unique events-rejected; do
   grep -q "Topic: $t	.*PartitionCount: 3" <<<"$desc" ||
-    { echo "$desc" | sed 's/^/# /'; not_ok "topic $t with 3 partitions after the topics service's command"; }
+    { echo "$desc" | sed 's/^/# /'; notok "topic $t with 3 partitions after the topics service's command"; }
 done
 ok "the topics service's command made events, events-unique, events-rejected (3 partitions each)"
 
@@ -126,7 +126,7 @@ ok "the topics service's command made events, events-unique, events-rejected (3 
 # The Dockerfile's ENV first, then the service's environment on top.
 sed -n '/^ENV /,/[^\\]$/p' "$repo/Dockerfile" | sed 's/^ENV //; s/\\$//' |
   tr ' ' '\n' | grep '^BLOOMSTAGE_' >"$T/env.docker"
-grep -q . "$T/env.docker" || not_ok "no BLOOMSTAGE_* ENV in the Dockerfile"
+grep -q . "$T/env.docker" || notok "no BLOOMSTAGE_* ENV in the Dockerfile"
 cat "$T/env.docker" "$T/env.raw" >"$T/env.all"
 mounts=$(service_volumes bloomstage)
 envs=()
@@ -145,7 +145,7 @@ while IFS= read -r kv; do
 done <"$T/env.all"
 printf '%s\n' "${envs[@]}" | sed 's/^/# /'
 for kv in "${envs[@]}"; do
-  case $kv in *=/etc/bloomstage/* | *=/var/lib/* | *kafka:9092*) not_ok "$kv: a container path or host left untranslated" ;; esac
+  case $kv in *=/etc/bloomstage/* | *=/var/lib/* | *kafka:9092*) notok "$kv: a container path or host left untranslated" ;; esac
 done
 env "${envs[@]}" "$BIN" run -c "$repo/config/bloomstage.conf" </dev/null >"$T/stage.out" 2>"$T/stage.err" &
 stage_pid=$!
@@ -154,18 +154,18 @@ port=""
 for _ in $(seq 1 300); do
   port=$(sed -n 's/.*msg="metrics listening".* port=\([0-9]*\).*/\1/p' "$T/stage.err" | head -n 1)
   [ -n "$port" ] && break
-  kill -0 "$stage_pid" 2>/dev/null || not_ok "the stage exited before listening"
+  kill -0 "$stage_pid" 2>/dev/null || notok "the stage exited before listening"
   sleep 0.2
 done
-[ -n "$port" ] || not_ok "no 'metrics listening' line within 60 s"
+[ -n "$port" ] || notok "no 'metrics listening' line within 60 s"
 ok "the stage runs with the compose environment; metrics on 127.0.0.1:$port"
 
 # -- the demo producer's stream ------------------------------------------------
 
 fix <"$T/producer.sh" >"$T/producer.run"
 sh "$T/producer.run" >"$T/producer.out" 2>&1 ||
-  { sed 's/^/# /' "$T/producer.out"; not_ok "the demo-producer's command"; }
-grep -q 'Error when sending' "$T/producer.out" && not_ok "the console producer: $(grep -m1 'Error when sending' "$T/producer.out")"
+  { sed 's/^/# /' "$T/producer.out"; notok "the demo-producer's command"; }
+grep -q 'Error when sending' "$T/producer.out" && notok "the console producer: $(grep -m1 'Error when sending' "$T/producer.out")"
 N=$(wc -l <"$T/input.txt")
 ok "the demo-producer's command produced $N records to events"
 
@@ -183,7 +183,7 @@ want_rej=$(grep -c '^rej' "$T/model.txt")
 want_dup=$(grep -c ' duplicate$' "$T/model.txt")
 want_spam=$(grep -c ' blocklist:spam$' "$T/model.txt")
 [ "$want_out" -gt 10000 ] && [ "$want_dup" -gt 1000 ] && [ "$want_spam" -gt 100 ] ||
-  not_ok "the model: out $want_out, duplicate $want_dup, spam $want_spam"
+  notok "the model: out $want_out, duplicate $want_dup, spam $want_spam"
 
 # The stage is done when its group has committed every input offset (the
 # console producer writes no transaction markers, so the input's end is N);
@@ -201,10 +201,10 @@ committed_sum() {
 }
 deadline=$((SECONDS + 240))
 while :; do
-  kill -0 "$stage_pid" 2>/dev/null || not_ok "the stage exited while processing"
+  kill -0 "$stage_pid" 2>/dev/null || notok "the stage exited while processing"
   c=$(committed_sum) || c=?
   [ "$c" = "$N" ] && break
-  ((SECONDS < deadline)) || not_ok "after 240 s group $group has committed $c of the $N input offsets"
+  ((SECONDS < deadline)) || notok "after 240 s group $group has committed $c of the $N input offsets"
   sleep 1
 done
 ok "group $group committed all $N input offsets"
@@ -224,43 +224,43 @@ read_topic events-rejected |
 o=$(wc -l <"$T/got-out.txt")
 r=$(wc -l <"$T/got-rej.txt")
 [ "$o" = "$want_out" ] && [ "$r" = "$want_rej" ] ||
-  not_ok "events-unique holds $o records (want $want_out), events-rejected $r (want $want_rej), read_committed"
+  notok "events-unique holds $o records (want $want_out), events-rejected $r (want $want_rej), read_committed"
 ok "events-unique holds $o records, events-rejected $r (read_committed)"
 awk '$1 == "out" { print $2 }' "$T/model.txt" | sort >"$T/want-out.txt"
 diff "$T/want-out.txt" "$T/got-out.txt" >"$T/diff-out.txt" ||
-  { head -n 20 "$T/diff-out.txt" | sed 's/^/# /'; not_ok "events-unique is not one record per event id on no list"; }
+  { head -n 20 "$T/diff-out.txt" | sed 's/^/# /'; notok "events-unique is not one record per event id on no list"; }
 ok "events-unique: exactly one record for each of the $want_out event ids on no list (read_committed)"
 awk '$1 == "rej" { print $2, $3 }' "$T/model.txt" | sort >"$T/want-rej.txt"
 diff "$T/want-rej.txt" "$T/got-rej.txt" >"$T/diff-rej.txt" ||
-  { head -n 20 "$T/diff-rej.txt" | sed 's/^/# /'; not_ok "events-rejected does not hold every other record with its reason"; }
+  { head -n 20 "$T/diff-rej.txt" | sed 's/^/# /'; notok "events-rejected does not hold every other record with its reason"; }
 ok "events-rejected: the $want_dup duplicates and $want_spam spam-sender records, each with its reason"
 
 # -- /metrics and /ready ---------------------------------------------------------
 
 metrics=$(curl -s -m 10 -w '\n%{http_code}' "http://127.0.0.1:$port/metrics")
-[ "$(tail -n 1 <<<"$metrics")" = 200 ] || not_ok "/metrics: HTTP $(tail -n 1 <<<"$metrics")"
+[ "$(tail -n 1 <<<"$metrics")" = 200 ] || notok "/metrics: HTTP $(tail -n 1 <<<"$metrics")"
 m() { awk -v s="$1" '$1 == s { print $2 }' <<<"$metrics"; }
 [ "$(m bloomstage_records_in_total)" = "$N" ] &&
   [ "$(m bloomstage_records_out_total)" = "$want_out" ] &&
   [ "$(m 'bloomstage_records_dropped_total{reason="duplicate"}')" = "$want_dup" ] &&
   [ "$(m 'bloomstage_records_dropped_total{reason="blocklist",list="spam"}')" = "$want_spam" ] ||
-  { grep '^bloomstage_records' <<<"$metrics" | sed 's/^/# /'; not_ok "/metrics does not count in $N, out $want_out, duplicate $want_dup, spam $want_spam"; }
+  { grep '^bloomstage_records' <<<"$metrics" | sed 's/^/# /'; notok "/metrics does not count in $N, out $want_out, duplicate $want_dup, spam $want_spam"; }
 ok "/metrics: in $N, out $want_out, dropped duplicate $want_dup and blocklist spam $want_spam"
 ready=$(curl -s -m 10 -w ' %{http_code}' "http://127.0.0.1:$port/ready")
 [ "$ready" = "ready
- 200" ] || not_ok "/ready answered '$ready', want 200 'ready'"
+ 200" ] || notok "/ready answered '$ready', want 200 'ready'"
 ok "/ready: 200 ready"
 
 kill -TERM "$stage_pid"
 deadline=$((SECONDS + 60))
 while kill -0 "$stage_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-kill -0 "$stage_pid" 2>/dev/null && not_ok "the stage still runs 60 s after SIGTERM"
+kill -0 "$stage_pid" 2>/dev/null && notok "the stage still runs 60 s after SIGTERM"
 wait "$stage_pid"
 rc=$?
 stage_pid=""
-[ "$rc" = 0 ] || not_ok "the stage exited $rc after SIGTERM"
+[ "$rc" = 0 ] || notok "the stage exited $rc after SIGTERM"
 ok "SIGTERM: the stage drained and exited 0"
-ls "$T/volumes/checkpoints/"*.ckpt >/dev/null 2>&1 || not_ok "no checkpoint in the checkpoints volume's directory"
+ls "$T/volumes/checkpoints/"*.ckpt >/dev/null 2>&1 || notok "no checkpoint in the checkpoints volume's directory"
 ok "checkpoints in the named volume's directory: $(ls "$T/volumes/checkpoints" | tr '\n' ' ')"
 "$KAFKA" stop --dir "$K" 2>/dev/null
-kt_done
+tap_done

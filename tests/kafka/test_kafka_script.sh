@@ -81,7 +81,7 @@ d=$T/one
 start=$SECONDS
 out=$("$KAFKA" start --dir "$d" --owner $$ 2>"$T/one.err")
 rc=$?
-[ $rc -eq 0 ] || { cat "$T/one.err"; not_ok "1 node: start exits 0 (exit $rc)"; }
+[ $rc -eq 0 ] || { cat "$T/one.err"; notok "1 node: start exits 0 (exit $rc)"; }
 ok "1 node: start exits 0 in $((SECONDS - start)) s"
 check "1 node: stdout is one line 127.0.0.1:PORT ('$out')" \
   grep -qxE '127\.0\.0\.1:[0-9]+' <<<"$out"
@@ -125,7 +125,7 @@ d=$T/three
 start=$SECONDS
 out=$("$KAFKA" start --nodes 3 --dir "$d" --owner $$ 2>"$T/three.err")
 rc=$?
-[ $rc -eq 0 ] || { cat "$T/three.err"; not_ok "3 nodes: start exits 0 (exit $rc)"; }
+[ $rc -eq 0 ] || { cat "$T/three.err"; notok "3 nodes: start exits 0 (exit $rc)"; }
 ok "3 nodes: start exits 0 in $((SECONDS - start)) s"
 check "3 nodes: stdout lists 3 distinct loopback ports ('$out')" bash -c '
   grep -qxE "127\.0\.0\.1:[0-9]+(,127\.0\.0\.1:[0-9]+){2}" <<<"$0" &&
@@ -157,4 +157,4 @@ check "3 nodes: stop exits 0" "$KAFKA" stop --dir "$d"
 check "3 nodes: no JVM left" no_jvm_left "$d"
 check "3 nodes: no watchdog left" bash -c '! [ -e "$0/watchdog.pid" ]' "$d"
 
-kt_done
+tap_done

@@ -63,7 +63,7 @@ read_topic() {
 
 # The senders of config/spam-senders.txt (the stage reads the file itself).
 grep -v '^#' "$repo/config/spam-senders.txt" | grep . >"$T/spam.txt"
-[ -s "$T/spam.txt" ] || not_ok "config/spam-senders.txt lists no sender"
+[ -s "$T/spam.txt" ] || notok "config/spam-senders.txt lists no sender"
 # One line per record, in the order sent: SEQ KEY FROM; input.txt is what
 # the console producer reads (headers TAB key|value); keys.txt the key list.
 awk -v keys="$T/keys.txt" '
@@ -84,7 +84,7 @@ awk -v keys="$T/keys.txt" '
     for (i = 1; i <= 100; i++) rec(i)
   }' "$T/spam.txt" /dev/null >"$T/input.txt" 2>"$T/stream.txt"
 N=$(wc -l <"$T/input.txt")
-[ "$N" = 760 ] || not_ok "the generated stream has $N records, not 760"
+[ "$N" = 760 ] || notok "the generated stream has $N records, not 760"
 
 # The model: blocklists first (spam by sender, keys by key), then dedup by
 # key.  model.txt: SEQ KEY TOPIC [REASON].
@@ -104,13 +104,13 @@ want_keys=$(awk '$4 == "blocklist:keys"' "$T/model.txt" | wc -l)
 # The stream exercises every path.
 [ "$want_out" -gt 400 ] && [ "$want_dup" -gt 100 ] && [ "$want_spam" -gt 20 ] &&
   [ "$want_keys" -gt 5 ] ||
-  not_ok "the model: out=$want_out duplicate=$want_dup spam=$want_spam keys=$want_keys"
+  notok "the model: out=$want_out duplicate=$want_dup spam=$want_spam keys=$want_keys"
 
 # -- the broker and the topics ------------------------------------------------
 
 t0=$SECONDS
 bs=$("$KAFKA" start --dir "$K" --owner $$ 2>"$T/kafka.err") ||
-  { cat "$T/kafka.err"; not_ok "scripts/kafka start: a 1-node broker"; }
+  { cat "$T/kafka.err"; notok "scripts/kafka start: a 1-node broker"; }
 ok "a 1-node Apache Kafka at $bs in $((SECONDS - t0)) s"
 for t in in out rej; do
   check "topic $t created (3 partitions) with kafka-topics" \
@@ -125,7 +125,7 @@ perr=$(kafka_tool console-producer --topic in \
         <"$T/input.txt" 2>&1 >/dev/null)
 if [ $? -ne 0 ] || grep -q 'Error when sending' <<<"$perr"; then
   printf '%s\n' "$perr" | sed 's/^/# /'
-  not_ok "$N records produced to in"
+  notok "$N records produced to in"
 fi
 in_end=$(end_sum in)
 check "$N records produced to in (its end offsets add up to ${in_end:-?})" test "$in_end" = "$N"
@@ -148,7 +148,7 @@ join -j 1 <(sort -k1,1 "$T/model.txt") <(sort -k1,1 "$T/src.txt") |
 sort -o "$T/want-out.txt" "$T/want-out.txt"
 sort -o "$T/want-rej.txt" "$T/want-rej.txt"
 [ "$(wc -l <"$T/want-out.txt")" = "$want_out" ] && [ "$(wc -l <"$T/want-rej.txt")" = "$want_rej" ] ||
-  not_ok "the expected records: $(wc -l <"$T/want-out.txt") out, $(wc -l <"$T/want-rej.txt") rej; want $want_out and $want_rej"
+  notok "the expected records: $(wc -l <"$T/want-out.txt") out, $(wc -l <"$T/want-rej.txt") rej; want $want_out and $want_rej"
 
 # -- the stage -------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ deadline=$((SECONDS + 180))
 while :; do
   kill -0 "$stage_pid" 2>/dev/null || {
     wait "$stage_pid"
-    not_ok "the stage exited ($?) before it had processed the input"
+    notok "the stage exited ($?) before it had processed the input"
   }
   o=$(end_sum out) || o=?
   r=$(end_sum rej) || r=?
@@ -185,7 +185,7 @@ while :; do
     break # more than expected: the checks below say what
   fi
   ((SECONDS < deadline)) ||
-    not_ok "after 180 s out holds $o records (want $want_out), rej $r (want $want_rej)"
+    notok "after 180 s out holds $o records (want $want_out), rej $r (want $want_rej)"
   sleep 1
 done
 ok "the stage processed the input in $((SECONDS - t0)) s (out $o, rej $r)"
@@ -197,7 +197,7 @@ if kill -0 "$stage_pid" 2>/dev/null; then
   kill -KILL "$stage_pid"
   wait "$stage_pid"
   stage_pid=""
-  not_ok "the stage still ran 60 s after SIGTERM (killed)"
+  notok "the stage still ran 60 s after SIGTERM (killed)"
 fi
 wait "$stage_pid"
 rc=$?
@@ -226,7 +226,7 @@ for t in out rej; do
   else
     echo "# --- $t: - expected, + read (HEADERS KEY VALUE), first 40 lines of the diff"
     head -n 40 "$T/diff-$t.txt" | sed 's/^/# /'
-    not_ok "$t does not hold exactly the expected records"
+    notok "$t does not hold exactly the expected records"
   fi
 done
 
@@ -247,8 +247,8 @@ else
   echo "# consumer-groups --describe --group $GROUP:"
   sed 's/^/# /' <<<"$groups"
   echo "# end offsets of in: $(echo $ends)"
-  not_ok "the group's committed offsets on in are not its end offsets"
+  notok "the group's committed offsets on in are not its end offsets"
 fi
 
 check "scripts/kafka stop" "$KAFKA" stop --dir "$K" 2>/dev/null
-kt_done
+tap_done
