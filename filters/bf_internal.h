@@ -39,7 +39,7 @@ struct bf_blocked {
      * the current instruction set runs (which bf_simd_use rewrites, so
      * they follow it): the lookup's is kernel's; the add's is kernel's,
      * or while changes are tracked the counted add's (which marks the
-     * block), kept by bf_blocked_set_dirty.  Pointers, not indexes, so
+     * block), kept by bf_blocked_track.  Pointers, not indexes, so
      * that a public one-key function is a load and a jump. */
     const bf_contains_fn *contains_entry;
     const bf_add_fn *add_entry;
@@ -58,7 +58,7 @@ struct bf_blocked {
                           an add stores nothing else */
     uint64_t *dirty;   /* change tracking (delta.c): one bit per block
                           changed since the mark, or NULL when changes are
-                          not tracked; set through bf_blocked_set_dirty */
+                          not tracked; set through bf_blocked_track */
 };
 
 /* Adds that set at least one new bit, counted or not. */
@@ -67,10 +67,13 @@ static inline uint64_t bf_blocked_inserts(const bf_blocked *bf)
     return bf->inserts + bf->uncounted;
 }
 
-/* Starts (a zeroed bitmap of nblocks bits) or ends (NULL) change tracking:
- * the filter takes the bitmap, and its one-key adds mark blocks from
- * then on. */
-void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty);
+/* Starts change tracking: a fresh zeroed bitmap of one bit per block
+ * (replacing any the filter had), which the filter owns and its adds
+ * mark from then on.  False, and the filter as it was, if the bitmap
+ * cannot be allocated. */
+bool bf_blocked_track(bf_blocked *bf);
+/* Ends change tracking: the bitmap freed. */
+void bf_blocked_untrack(bf_blocked *bf);
 
 struct bf_counting {
     uint8_t *cells; /* nblocks * 64 bytes: 128 nibbles per block */
@@ -95,15 +98,18 @@ struct bf_scalable {
     bool track;          /* new layers get a dirty bitmap (delta.c) */
 };
 
+/* The words of a blocked filter's change bitmap: one bit a block. */
+static inline uint64_t bf_dirty_words(const bf_blocked *bf)
+{
+    return (bf->nblocks + 63) / 64;
+}
+
 /* Marks block `i` of a tracked filter changed (delta.c). */
 static inline void bf_blocked_touch(bf_blocked *bf, uint64_t i)
 {
     if (bf->dirty)
         bf->dirty[i >> 6] |= UINT64_C(1) << (i & 63);
 }
-
-/* A dirty bitmap for a layer of nblocks blocks (zeroed), or NULL. */
-uint64_t *bf_dirty_new(uint64_t nblocks);
 
 /* The block a hash falls in: multiply-shift of the low word, no modulo. */
 static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)

@@ -180,12 +180,25 @@ void bf_blocked_destroy(bf_blocked *bf)
     free(bf);
 }
 
-void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty)
+/* The one-key add's entry follows the bitmap: the counted add (which
+ * marks the block) while changes are tracked, the plain one otherwise. */
+static void set_dirty(bf_blocked *bf, uint64_t *dirty)
 {
     free(bf->dirty);
     bf->dirty = dirty;
     bf->add_entry = &add_cur[bf->kernel + (dirty ? BF_NKERNELS : 0)];
 }
+
+bool bf_blocked_track(bf_blocked *bf)
+{
+    uint64_t *dirty = calloc((size_t)bf_dirty_words(bf), sizeof(uint64_t));
+    if (!dirty)
+        return false;
+    set_dirty(bf, dirty);
+    return true;
+}
+
+void bf_blocked_untrack(bf_blocked *bf) { set_dirty(bf, NULL); }
 
 uint64_t bf_blocked_seed(const bf_blocked *bf) { return bf->seed; }
 
