@@ -343,14 +343,12 @@ bf_err bf_scalable_layer_geometry(const bf_scalable *sb, uint32_t i,
                                   uint64_t *nblocks, uint32_t *k,
                                   uint64_t *capacity, double *fpr);
 
-/* The windowed filter's serialized form (windowed.c), for format.c.
- * bf_windowed_load expects the envelope (magic, version, kind, hash id,
- * file size, checksum) checked already (bf_format_check_envelope). */
-uint64_t bf_windowed_serialized_size(const bf_windowed *w);
-bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
-                             void *opaque);
-bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
-                        bf_windowed **out, char *errstr, size_t errstr_size);
+/* -- the serialized form ---------------------------------------------------
+ *
+ * format.c writes and reads the envelope every kind shares and the layered
+ * form of blocked, counting and scalable filters; windowed.c writes its
+ * ring of generations around scalable filters in the layered form; the
+ * bf_filter handle (filter.c) chooses between them by kind. */
 
 /* The part of a serialized filter every kind shares (format.c): magic,
  * version, file size, checksum (unless BF_LOAD_NOVERIFY), a known kind and
@@ -358,6 +356,45 @@ bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
 bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
                                 unsigned flags, bf_kind *kind, char *errstr,
                                 size_t errstr_size);
+
+/* Maps the filter file at path read-only (format.c): a regular file, at
+ * least a header and a checksum long.  The caller unmaps *map, *len. */
+bf_err bf_format_map_file(const char *path, void **map, size_t *len,
+                          char *errstr, size_t errstr_size);
+
+/* A filter in the layered form: the kind (blocked, scalable or counting)
+ * says which member is set.  It names the filter, and neither owns nor
+ * frees it but through bf_layered_destroy. */
+typedef struct bf_layered {
+    bf_kind kind;
+    union {
+        bf_blocked *b;
+        bf_scalable *s;
+        bf_counting *c;
+    } u;
+} bf_layered;
+
+uint64_t bf_layered_seed(const bf_layered *f);
+void bf_layered_destroy(const bf_layered *f);
+uint64_t bf_layered_serialized_size(const bf_layered *f);
+bf_err bf_layered_serialize(const bf_layered *f, bf_write_fn write,
+                            void *opaque);
+/* Loads a filter in the layered form: the envelope (the checksum unless
+ * BF_LOAD_NOVERIFY), then every header field, descriptor, size and offset,
+ * checked before anything is allocated; a windowed file is refused.  With
+ * BF_LOAD_INPLACE the filter uses buf's cells, which the caller keeps
+ * mapped and 64-byte aligned; else it copies them. */
+bf_err bf_layered_load(const uint8_t *buf, size_t len, unsigned flags,
+                       bf_layered *out, char *errstr, size_t errstr_size);
+
+/* The windowed filter's serialized form (windowed.c), for the handle.
+ * bf_windowed_load expects the envelope checked already
+ * (bf_format_check_envelope). */
+uint64_t bf_windowed_serialized_size(const bf_windowed *w);
+bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
+                             void *opaque);
+bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
+                        bf_windowed **out, char *errstr, size_t errstr_size);
 
 /* Whether a layer of `scheme` with k probes in blocks of block_cells cells
  * exists (sizing.c): the lane schemes need 512 cells, and the 32-bit lanes
