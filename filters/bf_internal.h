@@ -118,8 +118,8 @@ static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)
 }
 
 /* Functions that popcount many words: the library is built for the
- * baseline x86-64, where __builtin_popcountll is a libgcc call (8% of a
- * restore); they get a popcnt clone chosen at load. */
+ * baseline x86-64, where __builtin_popcountll is a call into libgcc for
+ * every word; they get a popcnt clone chosen at load. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
 #else
@@ -156,8 +156,8 @@ static inline uint64_t *bf_block_words(const bf_blocked *bf, bf_hash h)
 /* A blocked filter's operations in one scheme, k and instruction set
  * (a kernel): blocked.c's scalar forms, blocked_simd.c's SIMD ones.  The
  * batches prefetch the blocks of the keys BF_AHEAD ahead, so several
- * cache misses are in flight: 16 beat 8 at n = 1e8 (bench/filters), a
- * lookup being short enough that 8 did not cover a miss. */
+ * cache misses are in flight: a lookup is short, and the distance must
+ * span a miss's latency. */
 typedef void (*bf_contains_many_fn)(const bf_blocked *, const bf_hash *,
                                     size_t, bool *);
 typedef size_t (*bf_add_many_fn)(bf_blocked *, const bf_hash *, size_t,
@@ -189,16 +189,13 @@ void bf_simd_init(void);
  * so a key's k probes are k distinct cells.
  *
  * Distinct probes, rather than k independent draws, make a key set exactly
- * k bits: the same rate needs fewer bits (38.5 instead of 38.8 bits a key at
- * 1e-6, 1.338x the classic filter's instead of 1.350x), and the classic
- * estimate n = -(m/k) ln(1 - X/m) becomes exact in expectation for the
- * blocked layout.  Double hashing (h1 + i*h2) was measured first and
- * rejected: inside a 512-bit block its probe sets are arithmetic
- * progressions that overlap one another far more than random sets do, and
- * the measured rate came out 1.5x (p=1e-3) to 15x (p=1e-4, scalable) over
- * target.  With random probe sets the exact formula in sizing.c holds.
- * This sequence is part of the file format: changing it makes old filters
- * answer wrongly. */
+ * k bits: the same rate needs fewer bits, and the classic estimate
+ * n = -(m/k) ln(1 - X/m) is exact in expectation for the blocked layout.
+ * The probe sets are random, not double hashing's (h1 + i*h2) arithmetic
+ * progressions, which inside a 512-bit block overlap one another far more
+ * than random sets do: the exact formula in sizing.c assumes random sets.
+ * This sequence is part of the file format: changing it makes filters
+ * already written answer wrongly. */
 typedef struct bf_probe {
     uint64_t seed, x;
     unsigned left;
@@ -306,11 +303,10 @@ static inline uint32_t bf_scheme_lanes(uint32_t scheme)
  * sixteen probes are one 64-bit broadcast, then a multiply, a shift and a
  * variable shift of each half of the block (of the whole one in AVX-512),
  * where the 64-bit lanes' two probes a lane take two shifts, a mask and
- * two variable shifts more a half; one at a time the insert's fewer
- * instructions keep more keys' cache misses in flight (bench/README.md).
- * The rate costs 0.6% more bits than two probes in a 64-bit lane (39.24
- * against 39.01 bits a key at 1e-6: sizing.c).  Part of the file format,
- * like the salts. */
+ * two variable shifts more a half: a shorter insert, which one key at a
+ * time keeps more keys' cache misses in flight.  The rate costs slightly
+ * more bits than two probes in a 64-bit lane (sizing.c computes both).
+ * Part of the file format, like the salts. */
 static inline void bf_lanes32_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
 {
     for (unsigned w = 0; w < 8; w++)

@@ -4,11 +4,11 @@
  *
  * Three probe schemes (bf_internal.h): the two lane schemes of new filters
  * (sixteen 32-bit lanes for k a multiple of 16, eight 64-bit lanes
- * otherwise; older files also hold k = 16 in 64-bit lanes), branch-free,
- * with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run time (the
- * library is built for the baseline x86-64, never -march=native: the SIMD
- * functions carry their own target attribute and run only when the CPU
- * reports the instructions) and a scalar one everywhere else; and the
+ * otherwise; a version-2 file may also hold k = 16 in 64-bit lanes),
+ * branch-free, with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run
+ * time (the library is built for the baseline x86-64, never -march=native:
+ * the SIMD functions carry their own target attribute and run only when
+ * the CPU reports support for it) and a scalar one everywhere else; and the
  * distinct-probe scheme of version-1 files, kept so they answer as they
  * did.  This file owns the filter, the choice of instruction set and
  * the scalar kernels; blocked_simd.c owns the SIMD ones.  Every operation
@@ -51,11 +51,9 @@ static bool cpu_has(unsigned level)
  * (BF_KERNEL_*): kernels_for applied once, when the level is chosen
  * (set_level), one array an operation.  A filter points at its entries
  * of the one-key arrays (contains_entry, add_entry), so that a public
- * one-key function is a pointer load and a jump: one at a time, fewer
- * instructions a key are more keys' cache misses in flight: the byte
- * load, table address and indexed jump this replaced cost a k = 8 one-key
- * add 4-19% (about 12% in the median of six runs), the pointer's load and
- * jump 0-3% (bench/README.md part 1, "The one-key path"). */
+ * one-key function is a pointer load and a jump: one key at a time, the
+ * shorter the operation, the more keys' cache misses are in flight
+ * (bench/README.md part 1, "The one-key path"). */
 static bf_contains_fn contains_cur[BF_NKERNELS];
 static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
                                               counted ones (BF_NKERNELS +

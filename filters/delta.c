@@ -373,10 +373,8 @@ bf_err bf_delta_check(const void *buf, size_t len, bf_delta_info *out,
 
 /* The blocks a delta changes are scattered over a filter far larger than
  * the caches: the pass over them fetches the next ones ahead, as the
- * batched adds do (blocked.c), so their misses overlap.  Without it a
- * restore spent ~2 ms on a 10k-block delta of a 61 MiB filter, nearly all
- * waiting on memory; with two passes (check, then copy) a chain of deltas
- * restored at 3.9 ns a byte against a snapshot's 1.0 at 1e8 keys. */
+ * batched adds do (blocked.c), so that their misses overlap instead of
+ * being waited on one after another. */
 enum { AHEAD = 16 };
 
 static inline void prefetch_block(const bf_blocked *bf, const dlayer *l,
@@ -563,8 +561,8 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         goto out;
     }
     /* The old layers in one pass over their scattered blocks (each checked
-     * as it is written, the old contents kept): two passes cost a restore
-     * twice the random accesses. */
+     * as it is written, the old contents kept): a pass to check and one to
+     * copy would make every random access twice. */
     for (uint32_t i = 0; i < have; i++) {
         const dlayer *l = &p->l[i];
         err = apply_old_layer(layer(f, i), l, i, undo, &u, &bits[i], errstr,
