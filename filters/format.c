@@ -2,9 +2,10 @@
  * format.c -- the serialized filter format (described in bloomfilters.h):
  * the envelope every kind shares, the layered form of blocked, counting and
  * scalable filters (writing it, loading it defensively), mapping a filter
- * file, and atomic file writes.  A windowed filter's form is a ring of
- * scalable ones around them (windowed.c), and the bf_filter handle
- * (filter.c) chooses between the two by kind: this file knows neither.
+ * file, and atomic file writes.  A windowed filter's file is a ring of
+ * scalable filters in the layered form (windowed.c), and the bf_filter
+ * handle (filter.c) chooses between the two by kind: this file knows
+ * neither.
  *
  * Loading trusts nothing: every length, count and offset is checked against
  * the bytes actually given before anything is allocated, so a damaged or
