@@ -39,7 +39,7 @@ struct bf_blocked {
      * the current instruction set runs (which bf_simd_use rewrites, so
      * they follow it): the lookup's is kernel's; the add's is kernel's,
      * or while changes are tracked the counted add's (which marks the
-     * block), kept by bf_blocked_set_dirty.  Pointers, not indexes, so
+     * block), kept by bf_blocked_track.  Pointers, not indexes, so
      * that a public one-key function is a load and a jump. */
     const bf_contains_fn *contains_entry;
     const bf_add_fn *add_entry;
@@ -58,7 +58,7 @@ struct bf_blocked {
                           an add stores nothing else */
     uint64_t *dirty;   /* change tracking (delta.c): one bit per block
                           changed since the mark, or NULL when changes are
-                          not tracked; set through bf_blocked_set_dirty */
+                          not tracked; set through bf_blocked_track */
 };
 
 /* Adds that set at least one new bit, counted or not. */
@@ -67,10 +67,13 @@ static inline uint64_t bf_blocked_inserts(const bf_blocked *bf)
     return bf->inserts + bf->uncounted;
 }
 
-/* Starts (a zeroed bitmap of nblocks bits) or ends (NULL) change tracking:
- * the filter takes the bitmap, and its one-key adds mark blocks from
- * then on. */
-void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty);
+/* Starts change tracking: a fresh zeroed bitmap of one bit per block
+ * (replacing any the filter had), which the filter owns and its adds
+ * mark from then on.  False, and the filter as it was, if the bitmap
+ * cannot be allocated. */
+bool bf_blocked_track(bf_blocked *bf);
+/* Ends change tracking: the bitmap freed. */
+void bf_blocked_untrack(bf_blocked *bf);
 
 struct bf_counting {
     uint8_t *cells; /* nblocks * 64 bytes: 128 nibbles per block */
@@ -95,15 +98,18 @@ struct bf_scalable {
     bool track;          /* new layers get a dirty bitmap (delta.c) */
 };
 
+/* The words of a blocked filter's change bitmap: one bit a block. */
+static inline uint64_t bf_dirty_words(const bf_blocked *bf)
+{
+    return (bf->nblocks + 63) / 64;
+}
+
 /* Marks block `i` of a tracked filter changed (delta.c). */
 static inline void bf_blocked_touch(bf_blocked *bf, uint64_t i)
 {
     if (bf->dirty)
         bf->dirty[i >> 6] |= UINT64_C(1) << (i & 63);
 }
-
-/* A dirty bitmap for a layer of nblocks blocks (zeroed), or NULL. */
-uint64_t *bf_dirty_new(uint64_t nblocks);
 
 /* The block a hash falls in: multiply-shift of the low word, no modulo. */
 static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)
@@ -112,8 +118,8 @@ static inline uint64_t bf_block_of(bf_hash h, uint64_t nblocks)
 }
 
 /* Functions that popcount many words: the library is built for the
- * baseline x86-64, where __builtin_popcountll is a libgcc call (8% of a
- * restore); they get a popcnt clone chosen at load. */
+ * baseline x86-64, where __builtin_popcountll is a call into libgcc for
+ * every word; they get a popcnt clone chosen at load. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
 #else
@@ -150,8 +156,8 @@ static inline uint64_t *bf_block_words(const bf_blocked *bf, bf_hash h)
 /* A blocked filter's operations in one scheme, k and instruction set
  * (a kernel): blocked.c's scalar forms, blocked_simd.c's SIMD ones.  The
  * batches prefetch the blocks of the keys BF_AHEAD ahead, so several
- * cache misses are in flight: 16 beat 8 at n = 1e8 (bench/filters), a
- * lookup being short enough that 8 did not cover a miss. */
+ * cache misses are in flight: a lookup is short, and the distance must
+ * span a miss's latency. */
 typedef void (*bf_contains_many_fn)(const bf_blocked *, const bf_hash *,
                                     size_t, bool *);
 typedef size_t (*bf_add_many_fn)(bf_blocked *, const bf_hash *, size_t,
@@ -183,16 +189,13 @@ void bf_simd_init(void);
  * so a key's k probes are k distinct cells.
  *
  * Distinct probes, rather than k independent draws, make a key set exactly
- * k bits: the same rate needs fewer bits (38.5 instead of 38.8 bits a key at
- * 1e-6, 1.338x the classic filter's instead of 1.350x), and the classic
- * estimate n = -(m/k) ln(1 - X/m) becomes exact in expectation for the
- * blocked layout.  Double hashing (h1 + i*h2) was measured first and
- * rejected: inside a 512-bit block its probe sets are arithmetic
- * progressions that overlap one another far more than random sets do, and
- * the measured rate came out 1.5x (p=1e-3) to 15x (p=1e-4, scalable) over
- * target.  With random probe sets the exact formula in sizing.c holds.
- * This sequence is part of the file format: changing it makes old filters
- * answer wrongly. */
+ * k bits: the same rate needs fewer bits, and the classic estimate
+ * n = -(m/k) ln(1 - X/m) is exact in expectation for the blocked layout.
+ * The probe sets are random, not double hashing's (h1 + i*h2) arithmetic
+ * progressions, which inside a 512-bit block overlap one another far more
+ * than random sets do: the exact formula in sizing.c assumes random sets.
+ * This sequence is part of the file format: changing it makes filters
+ * already written answer wrongly. */
 typedef struct bf_probe {
     uint64_t seed, x;
     unsigned left;
@@ -300,11 +303,10 @@ static inline uint32_t bf_scheme_lanes(uint32_t scheme)
  * sixteen probes are one 64-bit broadcast, then a multiply, a shift and a
  * variable shift of each half of the block (of the whole one in AVX-512),
  * where the 64-bit lanes' two probes a lane take two shifts, a mask and
- * two variable shifts more a half; one at a time the insert's fewer
- * instructions keep more keys' cache misses in flight (bench/README.md).
- * The rate costs 0.6% more bits than two probes in a 64-bit lane (39.24
- * against 39.01 bits a key at 1e-6: sizing.c).  Part of the file format,
- * like the salts. */
+ * two variable shifts more a half: a shorter insert, which one key at a
+ * time keeps more keys' cache misses in flight.  The rate costs slightly
+ * more bits than two probes in a 64-bit lane (sizing.c computes both).
+ * Part of the file format, like the salts. */
 static inline void bf_lanes32_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
 {
     for (unsigned w = 0; w < 8; w++)
@@ -337,14 +339,12 @@ bf_err bf_scalable_layer_geometry(const bf_scalable *sb, uint32_t i,
                                   uint64_t *nblocks, uint32_t *k,
                                   uint64_t *capacity, double *fpr);
 
-/* The windowed filter's serialized form (windowed.c), for format.c.
- * bf_windowed_load expects the envelope (magic, version, kind, hash id,
- * file size, checksum) checked already (bf_format_check_envelope). */
-uint64_t bf_windowed_serialized_size(const bf_windowed *w);
-bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
-                             void *opaque);
-bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
-                        bf_windowed **out, char *errstr, size_t errstr_size);
+/* -- the serialized form ---------------------------------------------------
+ *
+ * format.c writes and reads the envelope every kind shares and the layered
+ * form of blocked, counting and scalable filters; windowed.c writes its
+ * ring of generations around scalable filters in the layered form; the
+ * bf_filter handle (filter.c) chooses between them by kind. */
 
 /* The part of a serialized filter every kind shares (format.c): magic,
  * version, file size, checksum (unless BF_LOAD_NOVERIFY), a known kind and
@@ -352,6 +352,45 @@ bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
 bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
                                 unsigned flags, bf_kind *kind, char *errstr,
                                 size_t errstr_size);
+
+/* Maps the filter file at path read-only (format.c): a regular file, at
+ * least a header and a checksum long.  The caller unmaps *map, *len. */
+bf_err bf_format_map_file(const char *path, void **map, size_t *len,
+                          char *errstr, size_t errstr_size);
+
+/* A filter in the layered form: the kind (blocked, scalable or counting)
+ * says which member is set.  It names the filter, and neither owns nor
+ * frees it but through bf_layered_destroy. */
+typedef struct bf_layered {
+    bf_kind kind;
+    union {
+        bf_blocked *b;
+        bf_scalable *s;
+        bf_counting *c;
+    } u;
+} bf_layered;
+
+uint64_t bf_layered_seed(const bf_layered *f);
+void bf_layered_destroy(const bf_layered *f);
+uint64_t bf_layered_serialized_size(const bf_layered *f);
+bf_err bf_layered_serialize(const bf_layered *f, bf_write_fn write,
+                            void *opaque);
+/* Loads a filter in the layered form: the envelope (the checksum unless
+ * BF_LOAD_NOVERIFY), then every header field, descriptor, size and offset,
+ * checked before anything is allocated; a windowed file is refused.  With
+ * BF_LOAD_INPLACE the filter uses buf's cells, which the caller keeps
+ * mapped and 64-byte aligned; else it copies them. */
+bf_err bf_layered_load(const uint8_t *buf, size_t len, unsigned flags,
+                       bf_layered *out, char *errstr, size_t errstr_size);
+
+/* The windowed filter's serialized form (windowed.c), for the handle.
+ * bf_windowed_load expects the envelope checked already
+ * (bf_format_check_envelope). */
+uint64_t bf_windowed_serialized_size(const bf_windowed *w);
+bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
+                             void *opaque);
+bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
+                        bf_windowed **out, char *errstr, size_t errstr_size);
 
 /* Whether a layer of `scheme` with k probes in blocks of block_cells cells
  * exists (sizing.c): the lane schemes need 512 cells, and the 32-bit lanes

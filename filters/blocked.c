@@ -4,11 +4,11 @@
  *
  * Three probe schemes (bf_internal.h): the two lane schemes of new filters
  * (sixteen 32-bit lanes for k a multiple of 16, eight 64-bit lanes
- * otherwise; older files also hold k = 16 in 64-bit lanes), branch-free,
- * with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run time (the
- * library is built for the baseline x86-64, never -march=native: the SIMD
- * functions carry their own target attribute and run only when the CPU
- * reports the instructions) and a scalar one everywhere else; and the
+ * otherwise; a version-2 file may also hold k = 16 in 64-bit lanes),
+ * branch-free, with AVX-512 (k = 8 and 16) and AVX2 versions chosen at run
+ * time (the library is built for the baseline x86-64, never -march=native:
+ * the SIMD functions carry their own target attribute and run only when
+ * the CPU reports support for it) and a scalar one everywhere else; and the
  * distinct-probe scheme of version-1 files, kept so they answer as they
  * did.  This file owns the filter, the choice of instruction set and
  * the scalar kernels; blocked_simd.c owns the SIMD ones.  Every operation
@@ -51,11 +51,9 @@ static bool cpu_has(unsigned level)
  * (BF_KERNEL_*): kernels_for applied once, when the level is chosen
  * (set_level), one array an operation.  A filter points at its entries
  * of the one-key arrays (contains_entry, add_entry), so that a public
- * one-key function is a pointer load and a jump: one at a time, fewer
- * instructions a key are more keys' cache misses in flight: the byte
- * load, table address and indexed jump this replaced cost a k = 8 one-key
- * add 4-19% (about 12% in the median of six runs), the pointer's load and
- * jump 0-3% (bench/README.md part 1, "The one-key path"). */
+ * one-key function is a pointer load and a jump: one key at a time, the
+ * shorter the operation, the more keys' cache misses are in flight
+ * (bench/README.md part 1, "The one-key path"). */
 static bf_contains_fn contains_cur[BF_NKERNELS];
 static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
                                               counted ones (BF_NKERNELS +
@@ -180,12 +178,25 @@ void bf_blocked_destroy(bf_blocked *bf)
     free(bf);
 }
 
-void bf_blocked_set_dirty(bf_blocked *bf, uint64_t *dirty)
+/* The one-key add's entry follows the bitmap: the counted add (which
+ * marks the block) while changes are tracked, the plain one otherwise. */
+static void set_dirty(bf_blocked *bf, uint64_t *dirty)
 {
     free(bf->dirty);
     bf->dirty = dirty;
     bf->add_entry = &add_cur[bf->kernel + (dirty ? BF_NKERNELS : 0)];
 }
+
+bool bf_blocked_track(bf_blocked *bf)
+{
+    uint64_t *dirty = calloc((size_t)bf_dirty_words(bf), sizeof(uint64_t));
+    if (!dirty)
+        return false;
+    set_dirty(bf, dirty);
+    return true;
+}
+
+void bf_blocked_untrack(bf_blocked *bf) { set_dirty(bf, NULL); }
 
 uint64_t bf_blocked_seed(const bf_blocked *bf) { return bf->seed; }
 

@@ -6,9 +6,9 @@
  * which blocked.c maps its filters onto once the instruction set is
  * chosen.  They set exactly the bits of the scalar patterns
  * (bf_lanes_pattern, bf_lanes32_pattern; test_blocked compares them bit
- * for bit).  This file is built for the baseline x86-64 like the
- * rest: each function carries its own target attribute, and runs only when
- * blocked.c has seen the CPU report the instructions.  It owns the
+ * for bit).  This file is built for the baseline x86-64 like the rest:
+ * each function carries its own target attribute, and runs only when
+ * blocked.c has seen the CPU report support for it.  It owns the
  * interleaved salt tables the kernels load (filled by bf_simd_init).
  */
 #include "bf_internal.h"
@@ -35,8 +35,8 @@ static uint32_t lane_salt_il[8][8] __attribute__((aligned(32)));
 static uint32_t lane_salt_pair[4][16] __attribute__((aligned(64)));
 
 /* Sixteen 32-bit ones, the bit the 32-bit lanes shift: filled at run time
- * too, so that the compiler loads them (one instruction) rather than
- * building them from an immediate (three). */
+ * too, so that the compiler loads them in one go rather than building
+ * them from an immediate. */
 static uint32_t ones32[16] __attribute__((aligned(64)));
 
 void bf_simd_init(void)
@@ -152,8 +152,8 @@ AVX2_INLINE void lanes_pattern_avx2(bf_hash h, uint32_t k, bool l32,
         /* Both rounds from one broadcast of h.hi and the AVX-512 form's
          * paired salts (lane_salt_pair[0]): 64-bit lane l holds lane l's
          * products of rounds 0 (low half) and 1 (high half), lanes 0-3 in
-         * one multiply and 4-7 in the other.  Three instructions fewer
-         * than two rounds of lanes_round8_avx2, the same bits. */
+         * one multiply and 4-7 in the other: shorter than two rounds of
+         * lanes_round8_avx2, with the same bits. */
         const __m256i one = _mm256_set1_epi64x(1);
         const __m256i *salt = (const __m256i *)lane_salt_pair[0];
         __m256i x = _mm256_set1_epi64x((long long)h.hi);
@@ -237,7 +237,7 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
         __m256i y0 = _mm256_and_si256(x0, _mm256_add_epi64(x0, m1));
         __m256i y1 = _mm256_and_si256(x1, _mm256_add_epi64(x1, m1));
         /* The four compares packed to bytes, two a zero lane, for one
-         * movemask: five instructions fewer than four movemasks. */
+         * movemask instead of four. */
         __m256i zx = _mm256_packs_epi32(_mm256_cmpeq_epi64(x0, z),
                                         _mm256_cmpeq_epi64(x1, z));
         __m256i zy = _mm256_packs_epi32(_mm256_cmpeq_epi64(y0, z),
@@ -257,7 +257,7 @@ AVX2_INLINE unsigned or_avx2(uint64_t *block, __m256i p0, __m256i p1,
  * The lookup (and key_set_avx2 below) takes the filter's words and finds
  * the block after the pattern: GCC then reads the hash's pattern word
  * into a vector before the block's multiply takes its register, rather
- * than keep a copy (one instruction a key). */
+ * than keep a copy. */
 AVX2_INLINE bool key_covered_avx2(uint64_t *words, uint64_t nblocks,
                                   bf_hash h, uint32_t k, bool l32)
 {
@@ -278,9 +278,8 @@ AVX2_INLINE unsigned key_or_avx2(uint64_t *block, bf_hash h, uint32_t k,
  * bits not counted (bf_blocked_add_h): nothing after the block's load but
  * an andnot, an or and a test.  The test is vptest's carry against zero
  * (CF = ((~0 & misses) == 0): no bit missing), so that the caller's
- * counter is one sbb of that flag and its return one setae: with the
- * zero, four instructions where the zero flag took five (two setne, a
- * zero extension and an add). */
+ * counter is one sbb of that flag and its return one setae, where the
+ * zero flag would need two setne, a zero extension and an add. */
 AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
                               uint32_t k, bool l32)
 {
@@ -299,20 +298,20 @@ AVX2_INLINE bool key_set_avx2(uint64_t *words, uint64_t nblocks, bf_hash h,
 /* The kernels of one instruction set ISA (avx2, avx512: its key_covered_ISA
  * and key_or_ISA) for k = K in the 32-bit lanes (L32 true) or the 64-bit
  * ones, written once.  They are instantiated for k = 8 and 16 (constants:
- * the pattern is straight-line code) and, in AVX2, for any k.  The one-key forms are whole operations (the counts updated
- * too), so the public functions reach them by a tail jump: no frame, no
- * second call, few instructions a key, which is what lets the CPU keep
- * many keys' cache misses in flight when the caller loops over keys.  The
- * batches prefetch BF_AHEAD keys ahead.  The one-key add only tests for
- * a new bit and stores one counter, branch-free (bf->uncounted: the bits
- * are recounted by their next reader): counting the bits into bits_set is
- * a read-modify-write whose value waits on the block's cache miss, which
- * cost it 1.5x, and each further store or branch is one fewer key in
- * flight (bench/README.md).  It never marks a block: a tracked filter's
- * one-key add is the counted add (add_entry, bf_internal.h), which, for a
- * block the caller has just read, keeps bits_set too.  That one turns off
- * GCC's SLP vectorizer, which would make its two counter updates a 128-bit
- * load, insert, add and store (six instructions for two adds). */
+ * the pattern is straight-line code) and, in AVX2, for any k.  The one-key
+ * forms are whole operations (the counts updated too), so the public
+ * functions reach them by a tail jump: no frame, no second call, a short
+ * sequence a key, which is what lets the CPU keep many keys' cache misses
+ * in flight when the caller loops over keys.  The batches prefetch
+ * BF_AHEAD keys ahead.  The one-key add only tests for a new bit and
+ * stores one counter, branch-free (bf->uncounted: the bits are recounted
+ * by their next reader): counting the bits into bits_set is a
+ * read-modify-write whose value waits on the block's cache miss, and each
+ * further store or branch is one fewer key in flight.  It never marks a
+ * block: a tracked filter's one-key add is the counted add (add_entry,
+ * bf_internal.h), which, for a block the caller has just read, keeps
+ * bits_set too.  That one turns off GCC's SLP vectorizer, which would
+ * make its two counter updates a 128-bit load, insert, add and store. */
 #define NOINLINE __attribute__((noinline))
 #if defined(__clang__)
 #define NOSLP /* clang has no such attribute, nor the habit */
@@ -392,13 +391,11 @@ LANE_KERNELS(AVX2, avx2, l32_kany, bf->k, true)
 
 /* -- the lane scheme in AVX-512 (k = 8 and 16) --------------------------- */
 
-/* The block is one 512-bit register, and two rounds are one multiply: the
- * pattern of k = 16 is about ten instructions, and a whole one-key
- * operation about twenty to thirty, against about twice that in AVX2.
- * One at a time, a key's cache miss overlaps with the misses of the keys
- * after it only as far as the CPU's reorder window reaches, so fewer
- * instructions a key are more keys in flight (bench/README.md).  Other k
- * run the AVX2 kernels. */
+/* The block is one 512-bit register, and two rounds are one multiply: a
+ * one-key operation is about half as long as in AVX2.  One key at a time,
+ * a key's cache miss overlaps with the misses of the keys after it only
+ * as far as the CPU's reorder window reaches, so a shorter operation keeps
+ * more keys in flight.  Other k run the AVX2 kernels. */
 #define AVX512 __attribute__((target("avx512f,avx512dq,avx2,popcnt")))
 #define AVX512_INLINE AVX512 __attribute__((always_inline)) static inline
 

@@ -26,11 +26,6 @@
 #define D_DESC 64u
 #define D_TRAILER 8u
 
-uint64_t *bf_dirty_new(uint64_t nblocks)
-{
-    return calloc((size_t)((nblocks + 63) / 64), sizeof(uint64_t));
-}
-
 /* The layers of a blocked or scalable filter; 0 for other kinds. */
 static uint32_t nlayers(const bf_filter *f)
 {
@@ -46,16 +41,11 @@ static bf_blocked *layer(const bf_filter *f, uint32_t i)
     return f->kind == BF_KIND_BLOCKED ? f->u.b : f->u.s->layers[i];
 }
 
-static uint64_t dirty_words(const bf_blocked *bf)
-{
-    return (bf->nblocks + 63) / 64;
-}
-
 POPCNT_CLONES static uint64_t dirty_count(const bf_blocked *bf)
 {
     uint64_t n = 0;
     if (bf->dirty)
-        for (uint64_t i = 0; i < dirty_words(bf); i++)
+        for (uint64_t i = 0; i < bf_dirty_words(bf); i++)
             n += (uint64_t)__builtin_popcountll(bf->dirty[i]);
     return n;
 }
@@ -81,16 +71,14 @@ bf_err bf_filter_track(bf_filter *f, uint64_t mark, char *errstr,
     uint32_t n = nlayers(f);
     for (uint32_t i = 0; i < n; i++) {
         bf_blocked *bf = layer(f, i);
-        uint64_t *dirty = bf_dirty_new(bf->nblocks);
-        if (!dirty) {
+        if (!bf_blocked_track(bf)) {
             for (uint32_t j = 0; j < i; j++)
-                bf_blocked_set_dirty(layer(f, j), NULL);
+                bf_blocked_untrack(layer(f, j));
             bf_seterr(errstr, errstr_size, "out of memory for the change "
                       "bitmap of a %llu-block layer",
                       (unsigned long long)bf->nblocks);
             return BF_ERR_NOMEM;
         }
-        bf_blocked_set_dirty(bf, dirty);
     }
     if (f->kind == BF_KIND_SCALABLE)
         f->u.s->track = true;
@@ -114,7 +102,7 @@ void bf_filter_mark(bf_filter *f, uint64_t mark)
     uint32_t n = nlayers(f);
     for (uint32_t i = 0; i < n; i++) {
         bf_blocked *bf = layer(f, i);
-        memset(bf->dirty, 0, (size_t)dirty_words(bf) * sizeof(uint64_t));
+        memset(bf->dirty, 0, (size_t)bf_dirty_words(bf) * sizeof(uint64_t));
     }
     f->mark = mark;
     f->mark_layers = n;
@@ -157,7 +145,7 @@ static int write_blocks(hashed *h, const bf_blocked *bf, bool numbers)
 {
     uint8_t buf[64 * 64];
     size_t used = 0;
-    for (uint64_t w = 0; w < dirty_words(bf); w++) {
+    for (uint64_t w = 0; w < bf_dirty_words(bf); w++) {
         for (uint64_t bits = bf->dirty[w]; bits; bits &= bits - 1) {
             uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(bits);
             if (numbers) {
@@ -385,10 +373,8 @@ bf_err bf_delta_check(const void *buf, size_t len, bf_delta_info *out,
 
 /* The blocks a delta changes are scattered over a filter far larger than
  * the caches: the pass over them fetches the next ones ahead, as the
- * batched adds do (blocked.c), so their misses overlap.  Without it a
- * restore spent ~2 ms on a 10k-block delta of a 61 MiB filter, nearly all
- * waiting on memory; with two passes (check, then copy) a chain of deltas
- * restored at 3.9 ns a byte against a snapshot's 1.0 at 1e8 keys. */
+ * batched adds do (blocked.c), so that their misses overlap instead of
+ * being waited on one after another. */
 enum { AHEAD = 16 };
 
 static inline void prefetch_block(const bf_blocked *bf, const dlayer *l,
@@ -552,13 +538,11 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         fresh[i] = bf_blocked_new_geometry(l->nblocks, l->k,
                                            bf_filter_seed(f), errstr,
                                            errstr_size);
-        uint64_t *dirty = fresh[i] ? bf_dirty_new(l->nblocks) : NULL;
-        if (!dirty) {
+        if (!fresh[i] || !bf_blocked_track(fresh[i])) {
             bf_seterr(errstr, errstr_size, "out of memory for new layer %u "
                       "(%llu blocks)", i, (unsigned long long)l->nblocks);
             goto out;
         }
-        bf_blocked_set_dirty(fresh[i], dirty);
     }
     if (want > have) {
         bf_blocked **nl = realloc(f->u.s->layers, want * sizeof(*nl));
@@ -577,8 +561,8 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
         goto out;
     }
     /* The old layers in one pass over their scattered blocks (each checked
-     * as it is written, the old contents kept): two passes cost a restore
-     * twice the random accesses. */
+     * as it is written, the old contents kept): a pass to check and one to
+     * copy would make every random access twice. */
     for (uint32_t i = 0; i < have; i++) {
         const dlayer *l = &p->l[i];
         err = apply_old_layer(layer(f, i), l, i, undo, &u, &bits[i], errstr,

@@ -1,7 +1,11 @@
 /*
  * filter.c -- bf_filter, one handle over any kind of filter, for the code
  * that works on "a filter file" (blocklists, the filter commands,
- * checkpoints) without caring which kind it holds.
+ * checkpoints) without caring which kind it holds.  Each operation, saving
+ * and loading included, passes to the wrapped kind's own: the layered form
+ * (format.c) for blocked, counting and scalable filters, windowed.c's ring
+ * for windowed ones.  The handle is the top of the library: the kinds and
+ * the format know nothing of it.
  *
  * A bf_filter owns the filter it wraps and, for a filter loaded in place from
  * a file, the mapping its cells live in (unmapped by bf_filter_destroy).
@@ -9,6 +13,7 @@
 #include "bf_internal.h"
 #include "bf_filter_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -54,24 +59,35 @@ bf_filter *bf_filter_from_windowed(bf_windowed *w)
     return wrap(BF_KIND_WINDOWED, w);
 }
 
+/* The wrapped filter in the layered form, or false for a windowed one. */
+static bool layered_of(const bf_filter *f, bf_layered *out)
+{
+    out->kind = f->kind;
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        out->u.b = f->u.b;
+        return true;
+    case BF_KIND_SCALABLE:
+        out->u.s = f->u.s;
+        return true;
+    case BF_KIND_COUNTING:
+        out->u.c = f->u.c;
+        return true;
+    case BF_KIND_WINDOWED:
+        break;
+    }
+    return false;
+}
+
 void bf_filter_destroy(bf_filter *f)
 {
     if (!f)
         return;
-    switch (f->kind) {
-    case BF_KIND_BLOCKED:
-        bf_blocked_destroy(f->u.b);
-        break;
-    case BF_KIND_SCALABLE:
-        bf_scalable_destroy(f->u.s);
-        break;
-    case BF_KIND_COUNTING:
-        bf_counting_destroy(f->u.c);
-        break;
-    case BF_KIND_WINDOWED:
+    bf_layered l;
+    if (layered_of(f, &l))
+        bf_layered_destroy(&l);
+    else
         bf_windowed_destroy(f->u.w);
-        break;
-    }
     if (f->map)
         munmap(f->map, f->maplen);
     free(f);
@@ -98,17 +114,8 @@ bf_windowed *bf_filter_windowed(bf_filter *f)
 
 uint64_t bf_filter_seed(const bf_filter *f)
 {
-    switch (f->kind) {
-    case BF_KIND_BLOCKED:
-        return f->u.b->seed;
-    case BF_KIND_SCALABLE:
-        return f->u.s->params.seed;
-    case BF_KIND_COUNTING:
-        return f->u.c->seed;
-    case BF_KIND_WINDOWED:
-        return bf_windowed_seed(f->u.w);
-    }
-    return 0;
+    bf_layered l;
+    return layered_of(f, &l) ? bf_layered_seed(&l) : bf_windowed_seed(f->u.w);
 }
 
 bool bf_filter_contains_h(const bf_filter *f, bf_hash h)
@@ -267,4 +274,124 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
             return err;
     }
     return BF_OK;
+}
+
+/* -- saving and loading ---------------------------------------------------- */
+
+/* A handle over a loaded filter; on failure the filter is destroyed. */
+static bf_filter *from_layered(const bf_layered *l)
+{
+    bf_filter *f = NULL;
+    switch (l->kind) {
+    case BF_KIND_BLOCKED:
+        f = wrap(l->kind, l->u.b);
+        break;
+    case BF_KIND_SCALABLE:
+        f = wrap(l->kind, l->u.s);
+        break;
+    case BF_KIND_COUNTING:
+        f = wrap(l->kind, l->u.c);
+        break;
+    case BF_KIND_WINDOWED:
+        break;
+    }
+    if (!f)
+        bf_layered_destroy(l);
+    return f;
+}
+
+uint64_t bf_filter_serialized_size(const bf_filter *f)
+{
+    bf_layered l;
+    return layered_of(f, &l) ? bf_layered_serialized_size(&l)
+                             : bf_windowed_serialized_size(f->u.w);
+}
+
+bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
+{
+    bf_layered l;
+    return layered_of(f, &l) ? bf_layered_serialize(&l, write, opaque)
+                             : bf_windowed_serialize(f->u.w, write, opaque);
+}
+
+bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
+                          bf_filter **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    bool inplace = flags & BF_LOAD_INPLACE;
+    if (inplace && ((uintptr_t)buf % BF_BLOCK_BYTES) != 0) {
+        bf_seterr(errstr, errstr_size,
+                  "in-place use needs a 64-byte aligned buffer");
+        return BF_ERR_INVALID;
+    }
+    bf_kind kind;
+    bf_err err = bf_format_check_envelope(buf, len, flags, &kind, errstr,
+                                          errstr_size);
+    if (err)
+        return err;
+    bf_filter *f;
+    if (kind == BF_KIND_WINDOWED) {
+        bf_windowed *w = NULL;
+        err = bf_windowed_load(buf, len, flags, &w, errstr, errstr_size);
+        if (err)
+            return err;
+        if (!(f = bf_filter_from_windowed(w))) {
+            bf_windowed_destroy(w);
+            bf_seterr(errstr, errstr_size, "out of memory");
+            return BF_ERR_NOMEM;
+        }
+    } else {
+        /* The loader checks the envelope again: cheap but for the
+         * checksum, which it can skip now. */
+        bf_layered l;
+        err = bf_layered_load(buf, len, flags | BF_LOAD_NOVERIFY, &l, errstr,
+                              errstr_size);
+        if (err)
+            return err;
+        if (!(f = from_layered(&l))) {
+            bf_seterr(errstr, errstr_size,
+                      "out of memory loading a %zu-byte filter", len);
+            return BF_ERR_NOMEM;
+        }
+        f->readonly = inplace;
+    }
+    *out = f;
+    return BF_OK;
+}
+
+bf_err bf_filter_load_file(const char *path, unsigned flags, bf_filter **out,
+                           char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    void *map;
+    size_t len;
+    bf_err err = bf_format_map_file(path, &map, &len, errstr, errstr_size);
+    if (err)
+        return err;
+    char why[256] = "";
+    err = bf_filter_load_mem(map, len, flags, out, why, sizeof(why));
+    if (err) {
+        munmap(map, len);
+        bf_seterr(errstr, errstr_size, "%s: %s", path, why);
+        return err;
+    }
+    if (flags & BF_LOAD_INPLACE) {
+        (*out)->map = map;
+        (*out)->maplen = len;
+    } else {
+        munmap(map, len);
+    }
+    return BF_OK;
+}
+
+static bf_err produce_filter(void *opaque, bf_write_fn write, void *wopaque)
+{
+    return bf_filter_serialize(opaque, write, wopaque);
+}
+
+bf_err bf_filter_save_file(const bf_filter *f, const char *path, char *errstr,
+                           size_t errstr_size)
+{
+    return bf_write_file_atomic(path, produce_filter, (void *)f, errstr,
+                                errstr_size);
 }

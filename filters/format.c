@@ -1,6 +1,11 @@
 /*
  * format.c -- the serialized filter format (described in bloomfilters.h):
- * writing it, loading it defensively, and atomic file writes.
+ * the envelope every kind shares, the layered form of blocked, counting and
+ * scalable filters (writing it, loading it defensively), mapping a filter
+ * file, and atomic file writes.  A windowed filter's file is a ring of
+ * scalable filters in the layered form (windowed.c), and the bf_filter
+ * handle (filter.c) chooses between the two by kind: this file knows
+ * neither.
  *
  * Loading trusts nothing: every length, count and offset is checked against
  * the bytes actually given before anything is allocated, so a damaged or
@@ -9,7 +14,7 @@
  * blocklist can be mmap'd and used in place.
  */
 #include "bf_endian.h"
-#include "bf_filter_internal.h"
+#include "bf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,12 +61,12 @@ static void view_blocked(const bf_blocked *bf, layer_view *v)
     v->cells = bf->words;
 }
 
-static uint32_t filter_layers(const bf_filter *f)
+static uint32_t filter_layers(const bf_layered *f)
 {
     return f->kind == BF_KIND_SCALABLE ? f->u.s->nlayers : 1;
 }
 
-static void filter_layer(const bf_filter *f, uint32_t i, layer_view *v)
+static void filter_layer(const bf_layered *f, uint32_t i, layer_view *v)
 {
     memset(v, 0, sizeof(*v));
     switch (f->kind) {
@@ -84,15 +89,45 @@ static void filter_layer(const bf_filter *f, uint32_t i, layer_view *v)
         v->cells = cf->cells;
         return;
     }
-    case BF_KIND_WINDOWED: /* windowed.c writes its own layout */
+    case BF_KIND_WINDOWED: /* not layered: never a bf_layered's kind */
         return;
     }
 }
 
-uint64_t bf_filter_serialized_size(const bf_filter *f)
+uint64_t bf_layered_seed(const bf_layered *f)
 {
-    if (f->kind == BF_KIND_WINDOWED)
-        return bf_windowed_serialized_size(f->u.w);
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        return f->u.b->seed;
+    case BF_KIND_SCALABLE:
+        return f->u.s->params.seed;
+    case BF_KIND_COUNTING:
+        return f->u.c->seed;
+    case BF_KIND_WINDOWED:
+        break;
+    }
+    return 0;
+}
+
+void bf_layered_destroy(const bf_layered *f)
+{
+    switch (f->kind) {
+    case BF_KIND_BLOCKED:
+        bf_blocked_destroy(f->u.b);
+        break;
+    case BF_KIND_SCALABLE:
+        bf_scalable_destroy(f->u.s);
+        break;
+    case BF_KIND_COUNTING:
+        bf_counting_destroy(f->u.c);
+        break;
+    case BF_KIND_WINDOWED:
+        break;
+    }
+}
+
+uint64_t bf_layered_serialized_size(const bf_layered *f)
+{
     uint32_t n = filter_layers(f);
     uint64_t size = HDR_SIZE + (uint64_t)DESC_SIZE * n + TRAILER_SIZE;
     for (uint32_t i = 0; i < n; i++) {
@@ -139,10 +174,9 @@ int bf_membuf_write(void *opaque, const void *data, size_t len)
     return 0;
 }
 
-bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
+bf_err bf_layered_serialize(const bf_layered *f, bf_write_fn write,
+                            void *opaque)
 {
-    if (f->kind == BF_KIND_WINDOWED)
-        return bf_windowed_serialize(f->u.w, write, opaque);
     uint32_t n = filter_layers(f);
     uint32_t hsize = HDR_SIZE + DESC_SIZE * n;
     uint8_t *hdr = calloc(1, hsize);
@@ -155,8 +189,8 @@ bf_err bf_filter_serialize(const bf_filter *f, bf_write_fn write, void *opaque)
     bf_put16(hdr + 8, BF_FORMAT_VERSION);
     bf_put16(hdr + 10, (uint16_t)f->kind);
     bf_put32(hdr + 12, BF_HASH_XXH3_128);
-    bf_put64(hdr + 16, bf_filter_seed(f));
-    bf_put64(hdr + 24, bf_filter_serialized_size(f));
+    bf_put64(hdr + 16, bf_layered_seed(f));
+    bf_put64(hdr + 24, bf_layered_serialized_size(f));
     bf_put32(hdr + 32, n);
     bf_put32(hdr + 36, hsize);
     if (f->kind == BF_KIND_SCALABLE) {
@@ -280,6 +314,9 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
     p->seed = bf_getn(buf + 16, 8);
     p->nlayers = (uint32_t)bf_getn(buf + 32, 4);
     uint32_t hsize = (uint32_t)bf_getn(buf + 36, 4);
+    if (kind == BF_KIND_WINDOWED)
+        FAIL(BF_ERR_FORMAT, "a windowed filter where a blocked, scalable or "
+             "counting one was expected");
     if (p->nlayers == 0 || p->nlayers > BF_MAX_LAYERS ||
         (kind != BF_KIND_SCALABLE && p->nlayers != 1))
         FAIL(BF_ERR_FORMAT, "bad layer count %u for a %s filter", p->nlayers,
@@ -396,44 +433,24 @@ static bf_blocked *build_blocked(const layer_view *v, uint64_t seed,
     return bf;
 }
 
-bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
-                          bf_filter **out, char *errstr, size_t errstr_size)
+bf_err bf_layered_load(const uint8_t *buf, size_t len, unsigned flags,
+                       bf_layered *out, char *errstr, size_t errstr_size)
 {
-    *out = NULL;
     bool inplace = flags & BF_LOAD_INPLACE;
-    if (inplace && ((uintptr_t)buf % BF_BLOCK_BYTES) != 0)
-        FAIL(BF_ERR_INVALID, "in-place use needs a 64-byte aligned buffer");
-    bf_kind kind;
-    bf_err err = bf_format_check_envelope(buf, len, flags, &kind, errstr,
-                                          errstr_size);
-    if (err)
-        return err;
-    if (kind == BF_KIND_WINDOWED) {
-        bf_windowed *w = NULL;
-        err = bf_windowed_load(buf, len, flags, &w, errstr, errstr_size);
-        if (err)
-            return err;
-        if (!(*out = bf_filter_from_windowed(w))) {
-            bf_windowed_destroy(w);
-            FAIL(BF_ERR_NOMEM, "out of memory");
-        }
-        return BF_OK;
-    }
     parsed *p = calloc(1, sizeof(*p));
     if (!p)
         FAIL(BF_ERR_NOMEM, "out of memory");
-    /* parse() checks the envelope again: cheap but for the checksum,
-     * which it can skip now. */
-    err = parse(buf, len, flags | BF_LOAD_NOVERIFY, p, errstr, errstr_size);
+    bf_err err = parse(buf, len, flags, p, errstr, errstr_size);
     if (err) {
         free(p);
         return err;
     }
-    bf_filter *f = NULL;
+    out->kind = p->kind;
+    bool built = false;
     switch (p->kind) {
     case BF_KIND_BLOCKED:
-        f = bf_filter_from_blocked(build_blocked(&p->layers[0], p->seed,
-                                                 inplace));
+        out->u.b = build_blocked(&p->layers[0], p->seed, inplace);
+        built = out->u.b != NULL;
         break;
     case BF_KIND_COUNTING: {
         const layer_view *v = &p->layers[0];
@@ -448,44 +465,39 @@ bf_err bf_filter_load_mem(const void *buf, size_t len, unsigned flags,
         } else if (!inplace) {
             free(c);
         }
-        f = bf_filter_from_counting(cf);
+        out->u.c = cf;
+        built = cf != NULL;
         break;
     }
     case BF_KIND_SCALABLE: {
         bf_blocked **layers = calloc(p->nlayers, sizeof(*layers));
-        uint32_t built = 0;
-        while (layers && built < p->nlayers &&
-               (layers[built] = build_blocked(&p->layers[built], p->seed,
-                                              inplace)))
-            built++;
-        bf_scalable *sb = built == p->nlayers
-                              ? bf_scalable_wrap(&p->sp, layers, built)
-                              : NULL;
+        uint32_t n = 0;
+        while (layers && n < p->nlayers &&
+               (layers[n] = build_blocked(&p->layers[n], p->seed, inplace)))
+            n++;
+        bf_scalable *sb =
+            n == p->nlayers ? bf_scalable_wrap(&p->sp, layers, n) : NULL;
         if (!sb && layers) {
-            for (uint32_t i = 0; i < built; i++)
+            for (uint32_t i = 0; i < n; i++)
                 bf_blocked_destroy(layers[i]);
             free(layers);
         }
-        f = bf_filter_from_scalable(sb);
+        out->u.s = sb;
+        built = sb != NULL;
         break;
     }
-    case BF_KIND_WINDOWED: /* loaded above, never parsed here */
+    case BF_KIND_WINDOWED: /* refused by parse() */
         break;
     }
     free(p);
-    if (!f)
+    if (!built)
         FAIL(BF_ERR_NOMEM, "out of memory loading a %zu-byte filter", len);
-    /* bf_filter_from_* frees nothing on failure: the wrapped filter leaks
-     * only if calloc of the tiny handle fails after a successful build. */
-    f->readonly = inplace;
-    *out = f;
     return BF_OK;
 }
 
-bf_err bf_filter_load_file(const char *path, unsigned flags, bf_filter **out,
-                           char *errstr, size_t errstr_size)
+bf_err bf_format_map_file(const char *path, void **map, size_t *len,
+                          char *errstr, size_t errstr_size)
 {
-    *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         FAIL(BF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -504,24 +516,12 @@ bf_err bf_filter_load_file(const char *path, unsigned flags, bf_filter **out,
         FAIL(BF_ERR_FORMAT, "%s: truncated: %lld bytes is too short for a "
              "filter", path, (long long)st.st_size);
     }
-    size_t len = (size_t)st.st_size;
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    *len = (size_t)st.st_size;
+    *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (map == MAP_FAILED)
+    if (*map == MAP_FAILED)
         FAIL(BF_ERR_IO, "%s: cannot map: %s", path, strerror(e));
-    char why[256] = "";
-    bf_err err = bf_filter_load_mem(map, len, flags, out, why, sizeof(why));
-    if (err) {
-        munmap(map, len);
-        FAIL(err, "%s: %s", path, why);
-    }
-    if (flags & BF_LOAD_INPLACE) {
-        (*out)->map = map;
-        (*out)->maplen = len;
-    } else {
-        munmap(map, len);
-    }
     return BF_OK;
 }
 
@@ -679,16 +679,4 @@ bf_err bf_write_file_atomic_flags(const char *path, unsigned flags,
     if (flags & BF_WRITE_NO_DIRSYNC)
         return BF_OK;
     return bf_fsync_dir(path, errstr, errstr_size);
-}
-
-static bf_err produce_filter(void *opaque, bf_write_fn write, void *wopaque)
-{
-    return bf_filter_serialize(opaque, write, wopaque);
-}
-
-bf_err bf_filter_save_file(const bf_filter *f, const char *path, char *errstr,
-                           size_t errstr_size)
-{
-    return bf_write_file_atomic(path, produce_filter, (void *)f, errstr,
-                                errstr_size);
 }

@@ -132,15 +132,11 @@ static bf_err add_layer(bf_scalable *sb, char *errstr, size_t errstr_size)
         return BF_ERR_NOMEM;
     /* A tracked filter's new layer is all changes from the mark on: its
      * blocks are written as they fill (delta.c), never the empty rest. */
-    if (sb->track) {
-        uint64_t *dirty = bf_dirty_new(nblocks);
-        if (!dirty) {
-            bf_blocked_destroy(bf);
-            bf_seterr(errstr, errstr_size, "out of memory for layer %u's "
-                      "change bitmap", sb->nlayers);
-            return BF_ERR_NOMEM;
-        }
-        bf_blocked_set_dirty(bf, dirty);
+    if (sb->track && !bf_blocked_track(bf)) {
+        bf_blocked_destroy(bf);
+        bf_seterr(errstr, errstr_size, "out of memory for layer %u's "
+                  "change bitmap", sb->nlayers);
+        return BF_ERR_NOMEM;
     }
     bf->capacity = capacity;
     bf->fpr = fpr;

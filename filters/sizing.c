@@ -11,7 +11,7 @@
  *   - inside a block of only B = 512 cells the number of set bits X varies
  *     noticeably, and the rate is E[C(X,k)/C(B,k)], not (E[X]/B)^k (Bose
  *     et al., "On the false-positive rate of Bloom filters", 2008).
- *     Ignoring this was measured to undershoot by 3-4% at p = 1e-3.
+ *     Ignoring this undersizes the filter.
  *
  *   fpr = sum_i Poisson(i; lambda) * E[C(X_i, k) / C(B, k)]
  *
@@ -31,12 +31,11 @@
  *
  * Their sizing tries k = 8, 16, 24, ... (bf_size_for: 32-bit lanes for the
  * multiples of 16, bf_scheme_for): with one probe more in some lanes than
- * others the rate at equal size was computed worse than at the multiple
- * of 8 below or above it, and whole rounds are what SIMD does.  Lanes cost
- * a little against free positions (15.72 bits a key at 1e-3 against 15.5;
- * at 1e-6 39.01 in 64-bit lanes and 39.24 in 32-bit ones against 38.5)
- * and stay far below the split-block filter's 256-bit blocks with fixed
- * k = 8 (16.9 and 64.7).
+ * others the rate at equal size is worse than at the multiple of 8 below
+ * or above it, and whole rounds are what SIMD does.  Lanes need a little
+ * more memory than free positions, and much less than the split-block
+ * filter's 256-bit blocks with fixed k = 8 (bench/README.md compares
+ * them).
  */
 #include "bf_internal.h"
 
@@ -190,12 +189,12 @@ static long imax_for(double lambda)
     return m > 100000 ? 100000 : (long)m;
 }
 
-/* Rate tables cost O(imax * k * B) to build (about half a millisecond) and
- * depend only on (B, k): the ones asked for by bf_blocked_fpr_expected,
- * which metrics and `info` call often, are kept (process-wide, under a
- * lock; tables are never freed while in use: a caller gets a copy of the
- * rate it asked for, computed under the lock).  A table is rebuilt larger
- * when a bigger imax is needed. */
+/* Rate tables cost O(imax * k * B) to build and depend only on (B, k):
+ * the ones asked for by bf_blocked_fpr_expected, which metrics and `info`
+ * call often, are kept (process-wide, under a lock; tables are never
+ * freed while in use: a caller gets a copy of the rate it asked for,
+ * computed under the lock).  A table is rebuilt larger when a bigger imax
+ * is needed. */
 #define CACHE_SLOTS 256 /* two block sizes and three schemes, every k */
 typedef struct rate_cache {
     uint32_t scheme, block_cells, k;

@@ -11,12 +11,12 @@
  * the whole stream.  The filter owns its generations; the ring is indexed
  * by slice mod (G+1), and an entry whose slice is not live is empty.
  *
- * The file holds each generation as a whole scalable filter in the common
- * format (format.c loads it, with all its checks), so this file adds only
- * the ring around them.
+ * The file holds each generation as a whole scalable filter in the layered
+ * form (format.c writes and loads it, with all its checks), so this file
+ * adds only the ring around them.
  */
 #include "bf_endian.h"
-#include "bf_filter_internal.h"
+#include "bf_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -347,13 +347,10 @@ void bf_windowed_info(const bf_windowed *w, bf_info *out)
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~UINT64_C(63); }
 
-/* The generation's scalable filter as a bf_filter, for format.c. */
-static bf_filter as_filter(bf_scalable *sb)
+/* The generation's scalable filter in the layered form, for format.c. */
+static bf_layered as_layered(bf_scalable *sb)
 {
-    bf_filter f;
-    memset(&f, 0, sizeof(f));
-    f.kind = BF_KIND_SCALABLE;
-    f.u.s = sb;
+    bf_layered f = {.kind = BF_KIND_SCALABLE, .u.s = sb};
     return f;
 }
 
@@ -365,8 +362,8 @@ uint64_t bf_windowed_serialized_size(const bf_windowed *w)
         bf_scalable *sb = gen_of(w, s);
         if (!sb)
             continue;
-        bf_filter f = as_filter(sb);
-        end = align64(end) + bf_filter_serialized_size(&f);
+        bf_layered f = as_layered(sb);
+        end = align64(end) + bf_layered_serialized_size(&f);
     }
     return end + W_TRAILER_SIZE;
 }
@@ -426,8 +423,8 @@ bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
         bf_scalable *sb = gen_of(w, s);
         if (!sb)
             continue;
-        bf_filter f = as_filter(sb);
-        uint64_t size = bf_filter_serialized_size(&f);
+        bf_layered f = as_layered(sb);
+        uint64_t size = bf_layered_serialized_size(&f);
         off = align64(off);
         uint8_t *d = hdr + W_HDR_SIZE + W_DESC_SIZE * i++;
         bf_put64(d, (uint64_t)s);
@@ -442,9 +439,9 @@ bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
         bf_scalable *sb = gen_of(w, s);
         if (!sb)
             continue;
-        bf_filter f = as_filter(sb);
+        bf_layered f = as_layered(sb);
         if (pad_to(&c, align64(c.written)) ||
-            bf_filter_serialize(&f, chained_write, &c) != BF_OK)
+            bf_layered_serialize(&f, chained_write, &c) != BF_OK)
             goto out;
     }
     uint8_t trailer[8];
@@ -476,7 +473,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
                         bf_windowed **out, char *errstr, size_t errstr_size)
 {
-    /* format.c checked the envelope (magic, version, kind, hash id, file
+    /* The caller checked the envelope (magic, version, kind, hash id, file
      * size, checksum unless NOVERIFY) before calling here. */
     *out = NULL;
     bf_err err = BF_OK;
@@ -570,26 +567,24 @@ bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
         const uint8_t *d = buf + W_HDR_SIZE + W_DESC_SIZE * i;
         int64_t s = (int64_t)bf_getn(d, 8);
         uint64_t off = bf_getn(d + 8, 8), size = bf_getn(d + 16, 8);
-        bf_filter *f = NULL;
-        bf_err e = bf_filter_load_mem(buf + off, (size_t)size, gflags, &f, why,
-                                      sizeof(why));
+        bf_layered f;
+        bf_err e = bf_layered_load(buf + off, (size_t)size, gflags, &f, why,
+                                   sizeof(why));
         if (e)
             FAIL(e, "generation %u: %s", i, why);
-        bf_scalable *sb = bf_filter_scalable(f);
+        bf_scalable *sb = f.kind == BF_KIND_SCALABLE ? f.u.s : NULL;
         if (!sb || sb->params.seed != p.seed ||
             fabs(sb->params.fpr - w->gen_fpr) > 1e-9 * w->gen_fpr) {
             bf_seterr(errstr, errstr_size, "generation %u: a %s filter with "
                       "seed %#llx and fpr %g, not a scalable one with seed "
-                      "%#llx and fpr %g", i, bf_kind_name(bf_filter_kind(f)),
-                      (unsigned long long)bf_filter_seed(f),
+                      "%#llx and fpr %g", i, bf_kind_name(f.kind),
+                      (unsigned long long)bf_layered_seed(&f),
                       sb ? sb->params.fpr : 0.0,
                       (unsigned long long)p.seed, w->gen_fpr);
-            bf_filter_destroy(f);
+            bf_layered_destroy(&f);
             err = BF_ERR_FORMAT;
             goto fail;
         }
-        f->u.s = NULL; /* the generation keeps the scalable filter */
-        bf_filter_destroy(f);
         gen *g = ring_at(w, s);
         g->slice = s;
         g->sb = sb;

@@ -17,3 +17,12 @@ bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEO
 # Deltas of blocked and scalable filters: round trips bit for bit, damage
 # and wrong bases named (~1 s).
 bs_add_cmocka_test(test_delta SOURCES test_delta.c LIBS bloomfilters TIMEOUT 120 LABELS filters)
+# The files of filters/ form layers, no dependency loop among them
+# (scripts/check-layers, on the sources and the built library).  It checks
+# the source's structure, which a sanitizer build does not change.
+if(NOT BLOOMSTAGE_SANITIZE)
+  add_test(NAME layers_filters
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers
+            ${PROJECT_SOURCE_DIR}/filters $<TARGET_FILE:bloomfilters>)
+  set_tests_properties(layers_filters PROPERTIES LABELS filters TIMEOUT 60)
+endif()

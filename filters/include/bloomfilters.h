@@ -22,10 +22,11 @@
  * 32-bit lanes (k = 16, 32, ...), and probe j sets one bit of lane j mod 8
  * (or 16) chosen by a 32-bit multiply-shift of a hash word -- branch-free,
  * one SIMD pass (AVX-512 or AVX2 when the CPU has it, chosen at run time;
- * scalar otherwise).  A loaded filter keeps the scheme it was written with:
- * k = 16 in 64-bit lanes from files of before the 32-bit lanes, k distinct
- * 9-bit probes (slices of the hash and splitmix64 outputs) from version-1
- * files; the counting filter always uses distinct (7-bit) probes.
+ * scalar otherwise).  A loaded filter keeps the scheme each layer stores:
+ * a version-2 layer may hold any k in 64-bit lanes (k = 16 included), and
+ * every layer of a version-1 file has k distinct 9-bit probes (slices of
+ * the hash and splitmix64 outputs); the counting filter always uses
+ * distinct (7-bit) probes.
  *
  *   bf_windowed   a ring of time-sliced generations of scalable filters that
  *                 forgets a key a window after it was added: "drop a repeat
@@ -130,8 +131,9 @@ const char *bf_kind_name(bf_kind kind);
                                  format-version-1 files */
 #define BF_SCHEME_LANES 1u    /* one bit per probe in lane j mod 8 of eight
                                  64-bit lanes: new blocked filters whose k
-                                 is not a multiple of 16 (k = 8, 24, ...),
-                                 and k = 16 in files of before 2026-11-26 */
+                                 is not a multiple of 16 (k = 8, 24, ...);
+                                 a version-2 file's layer may hold any k
+                                 in it (k = 16 included) */
 #define BF_SCHEME_LANES32 2u  /* one bit per probe in lane j mod 16 of
                                  sixteen 32-bit lanes: new blocked filters
                                  whose k is a multiple of 16 */
@@ -168,10 +170,10 @@ typedef struct bf_info {
 /* Chooses block count and k so that `capacity` keys in blocks of
  * `block_cells` cells give a false-positive rate <= fpr by the blocked-filter
  * formula (Poisson-distributed block loads, the exact in-block rate of the
- * probe scheme: sizing.c).  block_cells BF_BLOCK_BITS sizes a blocked
- * filter of today's schemes (k a multiple of 8, in BF_SCHEME_LANES32 when
- * it is one of 16 and BF_SCHEME_LANES otherwise: bf_scheme_for); other
- * block sizes (BF_COUNTING_BLOCK_CELLS) use BF_SCHEME_DISTINCT.
+ * probe scheme: sizing.c).  block_cells BF_BLOCK_BITS sizes a new blocked
+ * filter (k a multiple of 8, in BF_SCHEME_LANES32 when it is one of 16 and
+ * BF_SCHEME_LANES otherwise: bf_scheme_for); other block sizes
+ * (BF_COUNTING_BLOCK_CELLS) use BF_SCHEME_DISTINCT.
  * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, 0.5], or a size
  * beyond 2^40 blocks. */
 bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
@@ -547,12 +549,12 @@ bf_err bf_filter_merge(bf_filter *dst, const bf_filter *src, char *errstr,
  * Version 1 is the same but for the descriptor's u16 k, u16 scheme, which
  * was one u32 k (k <= 64, so its high half, where version 2 keeps the
  * scheme, was 0): every layer of a version-1 file is BF_SCHEME_DISTINCT.
- * A blocked layer may be of any scheme (a scalable filter loaded from an
- * older file grows layers of today's schemes on top of its old ones), the
- * 32-bit lanes only with k a multiple of 16; a counting filter is always
- * BF_SCHEME_DISTINCT.  Files are written as version 2: the 32-bit lanes
- * (scheme 2) came without a new version, since a reader that does not
- * know them refuses the layer by its scheme.
+ * A blocked layer may be of any scheme (a scalable filter loaded from a
+ * version-1 file grows layers of the lane schemes on top of its
+ * distinct-probe ones), the 32-bit lanes only with k a multiple of 16; a
+ * counting filter is always BF_SCHEME_DISTINCT.  Files are written as
+ * version 2.  A reader refuses a layer whose scheme it does not know, so a
+ * new scheme needs no new version.
  * A windowed filter (kind 4) shares the first 32 bytes and the trailer and
  * holds its generations as whole scalable filters in this same format:
  *
