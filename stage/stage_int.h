@@ -291,8 +291,6 @@ void bs_backoff_start(bs_stage *s);
 /* Pauses or resumes every assigned partition (a resume seeks each to where
  * this stage's own state says it is). */
 void bs_pause_all(bs_stage *s, bool pause);
-/* Log lines for a failed checkpoint step, one shape everywhere. */
-void bs_log_ckpt_failed(const part *p, const char *err);
 
 /* Every partition back to the last state it committed (invariant 3):
  * with transactions the open one is aborted first.  Logs `why`. */
