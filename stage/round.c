@@ -10,6 +10,7 @@
  * rollback, which is part of a round).
  */
 #include "stage_int.h"
+#include "crash_point.h"
 #include "kafka_util.h"
 #include "log.h"
 #include "util.h"

@@ -29,7 +29,6 @@
 
 #include "blocklist.h"
 #include "checkpoint.h"
-#include "crash_point.h"
 #include "counters.h"
 #include "dedup_filter.h"
 #include "fetch_wake.h"
@@ -321,13 +320,6 @@ bool bs_txn_abort(bs_stage *s);
 /* Whether a librdkafka error means this instance was fenced: another one
  * owns its partitions now, or its transaction timed out. */
 bool bs_txn_fenced_error(rd_kafka_resp_err_t err);
-
-/* -- crash_point.c ---------------------------------------------------------- */
-
-/* The named points of a round (test-only: BLOOMSTAGE_CRASH_AT;
- * crash_point.h names them). */
-extern const char *const bs_crash_points[]; /* NULL-terminated */
-void bs_crash_point(const char *name);
 
 /* -- rebalance.c ---------------------------------------------------------- */
 
