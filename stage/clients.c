@@ -13,6 +13,7 @@
 #include "stage_int.h"
 #include "client_defaults.h"
 #include "log.h"
+#include "store.h"
 
 #include <stdarg.h>
 #include <stdio.h>

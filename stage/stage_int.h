@@ -35,7 +35,7 @@
 #include "replay.h"
 #include "stage.h"
 #include "settings.h"
-#include "store.h"
+#include "store_ops.h"
 #include "timeouts.h"
 
 #include <librdkafka/rdkafka.h>
