@@ -80,6 +80,12 @@ typedef enum bs_part_state {
     BS_PART_NSTATES
 } bs_part_state;
 
+/* The consumer's rebalance callback, as rd_kafka_conf_set_rebalance_cb
+ * takes it. */
+typedef void bs_rebalance_fn(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t *parts,
+                             void *opaque);
+
 /* -- one assigned input partition ---------------------------------------- */
 
 typedef struct part {
@@ -211,18 +217,6 @@ void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
 /* Checks every invariant (state.c lists them); a no-op without
  * BLOOMSTAGE_CHECKS. */
 void bs_stage_check_invariants(const bs_stage *s);
-
-/* -- clients.c ------------------------------------------------------------ */
-
-bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size);
-void bs_clients_destroy(bs_stage *s);
-/* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
-void bs_consumer_close(bs_stage *s);
-/* A new idempotent producer (and topic handles) in place of the current
- * one, whose leftovers are purged; with s->txn a transactional one, whose
- * transactions are initialised and one begun (bs_txn_start's outcome: the
- * producer is in place even then). */
-bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.
  * bs_delivery_failed also counts a failed delivery (a report with an error,
@@ -232,6 +226,22 @@ void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* -- clients.c ------------------------------------------------------------ */
+
+/* The clients, the store and the exactly_once method.  rebalance_cb: the
+ * consumer's rebalance callback, passed down by stage.c (rebalance.c sits
+ * above the clients: its rounds use them). */
+bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
+                     char *errstr, size_t errstr_size);
+void bs_clients_destroy(bs_stage *s);
+/* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
+void bs_consumer_close(bs_stage *s);
+/* A new idempotent producer (and topic handles) in place of the current
+ * one, whose leftovers are purged; with s->txn a transactional one, whose
+ * transactions are initialised and one begun (bs_txn_start's outcome: the
+ * producer is in place even then). */
+bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 
 /* A librdkafka configuration for one of the stage's clients: defaults, then
  * the kafka.* and ROLE.* keys, then forced (both NULL-terminated pairs). */
