@@ -33,6 +33,7 @@
  * Each partition has its own state (RESTORING, WAITING_FIRST, ACTIVE,
  * RESTORE_PENDING: state.c); its records are processed only while ACTIVE.
  */
+#include "stage.h"
 #include "stage_int.h"
 #include "kafka_util.h"
 #include "log.h"

@@ -6,23 +6,31 @@
  * Who owns what: the stage thread (the one in bs_stage_run; librdkafka
  * calls back into it from rd_kafka_consumer_poll, rd_kafka_poll and
  * rd_kafka_flush only) owns every field except those marked "any thread",
- * which other threads (metrics, demo) read through stage.h's accessors.
+ * which other threads (metrics, demo) read through report.h's accessors.
  *
- * The files, one concern each (the state diagram is in stage.c and
+ * The files, one concern each, in layers: each calls only files below it
+ * (scripts/check-layers checks it; the state diagram is in stage.c and
  * DESIGN.md):
  *
- *   stage.c        the loop: bs_stage_run reads as the state machine
- *   state.c        states, legal transitions, numbered invariants
- *   clients.c      librdkafka clients, their configuration and callbacks
- *   partitions.c   assigned partitions: lookup, restore from a checkpoint
- *   round.c        checkpoint rounds: flush, write, commit; rollback
+ *   stage.c        the loop: bs_stage_run reads as the state machine; it
+ *                  passes rebalance.c's callback down to the clients
  *   rebalance.c    the rebalance callback
+ *   round.c        checkpoint rounds: flush, write, commit; rollback
  *   record_path.c  per record: keys, blocklists, dedup, produce
- *   report.c       counters, published partition view, stats line, ready
  *   blocklist_feed.c  live blocklists: their topics read, then followed
+ *   clients.c      librdkafka clients, their configuration and callbacks
  *   txn.c          exactly_once by Kafka transactions: the producer's
  *                  transaction around each round
- *   crash_point.c  test-only: exit abruptly at a named point of a round
+ *   report.c       counters, published partition view, stats line, ready
+ *   partitions.c   assigned partitions: lookup, restore from a checkpoint
+ *   state.c        states, legal transitions, numbered invariants; the
+ *                  failure noted for the next round
+ *
+ * This header is below them all: it includes only headers of types and of
+ * the modules under the stage (the store contract, replay, blocklists,
+ * settings), never stage.h or one of these files' own.  Under it: the
+ * stores (store.c picks one; store_ops.h is their contract), replay,
+ * record keys, blocklists, crash points (crash_point.h), settings, logs.
  */
 #ifndef BLOOMSTAGE_STAGE_INT_H
 #define BLOOMSTAGE_STAGE_INT_H
@@ -33,7 +41,6 @@
 #include "dedup_filter.h"
 #include "fetch_wake.h"
 #include "replay.h"
-#include "stage.h"
 #include "settings.h"
 #include "store_ops.h"
 #include "timeouts.h"
@@ -43,6 +50,9 @@
 #include <stdatomic.h>
 
 #define BS_HDR_REASON "bloomstage-reason"
+
+/* stage.h's handle; the struct is below. */
+typedef struct bs_stage bs_stage;
 
 /* -- results ------------------------------------------------------------- */
 
@@ -181,7 +191,7 @@ struct bs_stage {
 
     /* What other threads may read: published by the stage thread. */
     pthread_mutex_t pub_lock;
-    bs_part_metrics *pub; /* under pub_lock */
+    struct bs_part_metrics *pub; /* under pub_lock (report.h) */
     size_t npub, cappub;
     _Atomic int64_t last_poll_ms; /* any thread: loop liveness */
     _Atomic int pub_state;        /* any thread: s->state, published */
