@@ -5,7 +5,7 @@
  * records of the checkpoint topic offered to the chain as its chunks
  * (bs_store_chain_add), then the state they make (bs_store_chain_decode:
  * the snapshot's bs_ckpt_decode, then each delta decoded and applied by
- * bs_ckpt_apply).  No broker: the same functions bs_kafkastore_get runs
+ * bs_ckpt_apply).  No broker: the same functions the Kafka store's get runs
  * on what it reads.
  *
  * Input: the manifest's JSON up to the first '\n', then records, each
@@ -17,7 +17,7 @@
  * the claimed sizes, up to 1 TiB a state, by design).  Everything is freed
  * on every call.
  */
-#include "store_kafka.h"
+#include "store_kafka_records.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -55,7 +55,7 @@ typedef enum bs_list_change {
 } bs_list_change;
 #define BS_LIST_FIRST_BAD BS_LIST_BAD_EMPTY_KEY
 #define BS_LIST_NBAD (BS_LIST_NOMEM - BS_LIST_FIRST_BAD)
-_Static_assert(BS_LIST_NBAD == 3, "stage.h's BS_LIST_METRICS_NBAD");
+_Static_assert(BS_LIST_NBAD == 3, "report.h's BS_LIST_METRICS_NBAD");
 
 /* The Prometheus label of a BAD_ kind ("empty-key", "too-long",
  * "empty-value"); NULL for the others. */

@@ -13,36 +13,11 @@
 #include "stage_int.h"
 #include "client_defaults.h"
 #include "log.h"
+#include "store.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void vnote(bs_stage *s, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-static void vnote(bs_stage *s, const char *fmt, va_list ap)
-{
-    if (s->dr_failed++ == 0)
-        vsnprintf(s->dr_error, sizeof(s->dr_error), fmt, ap);
-}
-
-void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vnote(s, fmt, ap);
-    va_end(ap);
-    BS_INC(s->ctr.delivery_failures);
-}
-
-void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vnote(s, fmt, ap);
-    va_end(ap);
-}
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason,
                      void *opaque)
@@ -272,7 +247,8 @@ static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
                                                                  : BS_FATAL;
 }
 
-bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
+bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
+                     char *errstr, size_t errstr_size)
 {
     const char *group = s->set.group_id;
     static const char *const cdefaults[] = {
@@ -293,7 +269,7 @@ bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size)
                                          errstr, errstr_size);
     if (!cconf)
         return BS_FATAL;
-    rd_kafka_conf_set_rebalance_cb(cconf, bs_rebalance_cb);
+    rd_kafka_conf_set_rebalance_cb(cconf, rebalance_cb);
     rd_kafka_conf_set_stats_cb(cconf, bs_stats_cb);
     char err[512];
     s->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));

@@ -3,7 +3,7 @@
  *
  * BS_STAGE_COUNTERS is the one list: it generates the atomic struct the
  * stage thread writes (bs_counters), the plain snapshot other threads read
- * (bs_stage_stats, stage.h), the copy between them (report.c), the
+ * (bs_stage_stats, report.h), the copy between them (report.c), the
  * Prometheus families (metrics.c) and the fields of the periodic stats log
  * line (report.c).  Adding a counter is one line here (and a row in
  * README.md's metrics table when it is exported).
@@ -72,8 +72,13 @@
 
 typedef _Atomic uint64_t bs_counter;
 
+/* The checkpoint-duration histogram: round durations in buckets with these
+ * upper bounds (s; report.c). */
+#define BS_CKPT_BUCKETS 10
+extern const double bs_ckpt_bucket_bounds[BS_CKPT_BUCKETS];
+
 /* The list as data, for code that walks it (report.c, metrics.c); the
- * values are read from a bs_stage_stats (stage.h) with bs_stats_value. */
+ * values are read from a bs_stage_stats (report.h) with bs_stats_value. */
 typedef enum bs_counter_kind { BS_COUNTER, BS_GAUGE } bs_counter_kind;
 typedef struct bs_counter_info {
     const char *field;

@@ -12,14 +12,16 @@
  * name the table does not hold is reported once at the first point and
  * otherwise ignored.  Owned by the stage thread (no locking).
  */
-#include "stage_int.h"
+#include "crash_point.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-const char *const bs_crash_points[] = {
+/* NULL-terminated. */
+static const char *const crash_points[] = {
     BS_CRASH_POINTS(BS_CRASH_POINT_NAME_) NULL};
 
 static struct {
@@ -45,9 +47,9 @@ static void arm(void)
             armed.at = 0;
     }
     bool known = false;
-    for (size_t i = 0; bs_crash_points[i]; i++)
-        known |= strlen(bs_crash_points[i]) == len &&
-                 !strncmp(bs_crash_points[i], v, len);
+    for (size_t i = 0; crash_points[i]; i++)
+        known |= strlen(crash_points[i]) == len &&
+                 !strncmp(crash_points[i], v, len);
     if (!known || armed.at == 0 || len >= sizeof(armed.name)) {
         fprintf(stderr, "bloomstage: BLOOMSTAGE_CRASH_AT=%s: not NAME[:N] "
                 "with a known NAME; ignored\n", v);

@@ -1,9 +1,10 @@
 /*
  * crash_point.h -- the names of the points of a checkpoint round where
  * BLOOMSTAGE_CRASH_AT=NAME[:N] makes the stage exit abruptly (test-only,
- * crash_point.c), and the exit status it then has.  Header-only, so the
- * test support layer (tests/support/crash.h) shares the one list without
- * linking the engine.  Owned by the engine; tests only read it.
+ * crash_point.c), the exit status it then has, and bs_crash_point, which
+ * the engine calls at each point.  The names and the status are macros, so
+ * the test support layer (tests/support/crash.h) shares the one list
+ * without linking the engine.  Owned by the engine; tests only read it.
  *
  * In the order a round passes them (after-send-offsets with transactions
  * only; after-commit is after the transaction's commit, or the consumer's):
@@ -25,5 +26,9 @@ BS_CRASH_POINTS(BS_CRASH_POINT_DEFINE_)
 
 /* The exit status of a stage that stopped at a crash point. */
 #define BS_CRASH_EXIT 86
+
+/* A round passing point `name` (round.c, txn.c): exits there when
+ * BLOOMSTAGE_CRASH_AT arms it, else returns. */
+void bs_crash_point(const char *name);
 
 #endif

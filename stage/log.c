@@ -125,3 +125,15 @@ void bs_log_rdkafka(const rd_kafka_t *rk, int level, const char *fac,
     bs_log(l, "librdkafka", "client=%s facility=%s detail=%s",
            rk ? rd_kafka_name(rk) : "?", fac, bs_log_quote(buf, q, sizeof(q)));
 }
+
+void bs_log_ckpt_failed(const char *topic, int32_t partition, const char *err)
+{
+    char q[1100];
+    if (topic)
+        bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s partition=%d "
+               "error=%s", topic, (int)partition,
+               bs_log_quote(err, q, sizeof(q)));
+    else
+        bs_log(BS_LOG_ERROR, "checkpoint failed", "error=%s",
+               bs_log_quote(err, q, sizeof(q)));
+}

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum bs_log_level {
     BS_LOG_ERROR = 0,
@@ -41,5 +42,10 @@ void bs_log_rdkafka(const struct rd_kafka_s *rk, int level, const char *fac,
 
 /* s as a logfmt value: quoted and escaped when it needs to be.  Returns buf. */
 const char *bs_log_quote(const char *s, char *buf, size_t size);
+
+/* A failed checkpoint step, one line shape everywhere: of partition
+ * `partition` of `topic`, or of the round as a whole (topic NULL). */
+void bs_log_ckpt_failed(const char *topic, int32_t partition,
+                        const char *err);
 
 #endif

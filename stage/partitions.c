@@ -179,7 +179,7 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
         p->committed = at;
         if (bs_store_committed(s->store, p->topic, p->partition, at, errstr,
                                errstr_size) != 0)
-            bs_log_ckpt_failed(p, errstr);
+            bs_log_ckpt_failed(p->topic, p->partition, errstr);
     }
     return BS_OK;
 }
@@ -296,7 +296,7 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
         p->committed = start;
         if (bs_store_committed(s->store, p->topic, p->partition, start,
                                errstr, errstr_size) != 0)
-            bs_log_ckpt_failed(p, errstr);
+            bs_log_ckpt_failed(p->topic, p->partition, errstr);
     }
     free(p->wm);
     p->wm = wm;
@@ -407,7 +407,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             bs_part_initial_checkpoint(s, p, errstr, errstr_size) != BS_OK) {
             /* Like any failed checkpoint write: the partition waits,
              * paused and unprocessed, and the write is retried. */
-            bs_log_ckpt_failed(p, errstr);
+            bs_log_ckpt_failed(p->topic, p->partition, errstr);
             bs_part_set_state(s, p, BS_PART_WAITING_FIRST);
         }
         /* Replay mode: every restore reads the output tail.  Transactions:

@@ -155,8 +155,9 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         if (!on_assign(s, parts)) {
             /* Take nothing: no record of a partition whose state is
-             * unusable may be processed. */
-            bs_stage_stop(s);
+             * unusable may be processed.  A stop is requested as
+             * bs_stage_stop requests it (stage.c is above this file). */
+            atomic_store(&s->stop, true);
             return;
         }
         if (assign(s, rk, cooperative, prev == BS_STAGE_BACKOFF, parts) &&

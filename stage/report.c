@@ -7,6 +7,7 @@
  * histogram, readiness, the periodic `msg=stats` log line and the live
  * status line on a terminal.
  */
+#include "report.h"
 #include "stage_int.h"
 #include "log.h"
 #include "util.h"

@@ -10,6 +10,7 @@
  * rollback, which is part of a round).
  */
 #include "stage_int.h"
+#include "crash_point.h"
 #include "kafka_util.h"
 #include "log.h"
 #include "util.h"
@@ -18,18 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void bs_log_ckpt_failed(const part *p, const char *err)
-{
-    char q[1100];
-    if (p)
-        bs_log(BS_LOG_ERROR, "checkpoint failed", "topic=%s partition=%d "
-               "error=%s", p->topic, (int)p->partition,
-               bs_log_quote(err, q, sizeof(q)));
-    else
-        bs_log(BS_LOG_ERROR, "checkpoint failed", "error=%s",
-               bs_log_quote(err, q, sizeof(q)));
-}
 
 static bool in_list(const rd_kafka_topic_partition_list_t *l, const part *p)
 {
@@ -264,7 +253,7 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
     if (!wm || bs_output_watermarks(s->producer, s->set.output_topic,
                                     s->out_parts, wm, BS_TIMEOUT_BROKER_MS,
                                     err, sizeof(err)) != 0) {
-        bs_log_ckpt_failed(NULL, err);
+        bs_log_ckpt_failed(NULL, -1, err);
         BS_INC(s->ctr.checkpoint_failures);
         free(wm);
         return NULL;
@@ -311,7 +300,8 @@ static void store_committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit
         if (bs_store_committed(s->store, e->topic, e->partition, e->offset,
                                err, sizeof(err)) != 0) {
             part *p = bs_part_find(s, e->topic, e->partition);
-            bs_log_ckpt_failed(p, err); /* only older states stay behind */
+            bs_log_ckpt_failed(p ? p->topic : NULL, p ? p->partition : -1,
+                               err); /* only older states stay behind */
         }
     }
     bs_crash_point(BS_CRASH_AFTER_STORE_COMMITTED);
@@ -324,7 +314,7 @@ static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     char err[1024];
     if (bs_txn_commit(s, commit, err, sizeof(err)) != BS_OK) {
-        bs_log_ckpt_failed(NULL, err);
+        bs_log_ckpt_failed(NULL, -1, err);
         BS_INC(s->ctr.checkpoint_failures);
         bs_deliveries_unconfirmed(s, "transaction not committed: %s", err);
         bs_rollback(s, false);
@@ -377,7 +367,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         if (bs_part_initial_checkpoint(s, p, err, sizeof(err)) == BS_OK) {
             bs_part_set_state(s, p, BS_PART_ACTIVE);
         } else {
-            bs_log_ckpt_failed(p, err);
+            bs_log_ckpt_failed(p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             waiting = true;
         }
@@ -416,7 +406,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
                          ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
                          p->filter, err, sizeof(err)) != 0) {
-            bs_log_ckpt_failed(p, err);
+            bs_log_ckpt_failed(p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             rc = BS_RETRY;
             continue;
@@ -430,7 +420,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     /* Durable only now (the directory's fsync, the Kafka store's
      * manifests): nothing of this round is committed if that fails. */
     if (!written || bs_store_sync(s->store, err, sizeof(err)) != 0) {
-        bs_log_ckpt_failed(NULL, written ? err : "out of memory");
+        bs_log_ckpt_failed(NULL, -1, written ? err : "out of memory");
         BS_INC(s->ctr.checkpoint_failures);
         rc = BS_RETRY;
         nwritten = 0;

@@ -33,6 +33,7 @@
  * Each partition has its own state (RESTORING, WAITING_FIRST, ACTIVE,
  * RESTORE_PENDING: state.c); its records are processed only while ACTIVE.
  */
+#include "stage.h"
 #include "stage_int.h"
 #include "kafka_util.h"
 #include "log.h"
@@ -98,7 +99,9 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
                : s->lists[i].from_list ? "list" : "filter");
     }
 
-    if (bs_clients_new(s, errstr, errstr_size) != BS_OK)
+    /* The consumer's rebalance callback is rebalance.c's, which sits
+     * above the clients: wired from here, the top. */
+    if (bs_clients_new(s, bs_rebalance_cb, errstr, errstr_size) != BS_OK)
         goto fail;
     return s;
 fail:

@@ -6,37 +6,43 @@
  * Who owns what: the stage thread (the one in bs_stage_run; librdkafka
  * calls back into it from rd_kafka_consumer_poll, rd_kafka_poll and
  * rd_kafka_flush only) owns every field except those marked "any thread",
- * which other threads (metrics, demo) read through stage.h's accessors.
+ * which other threads (metrics, demo) read through report.h's accessors.
  *
- * The files, one concern each (the state diagram is in stage.c and
+ * The files, one concern each, in layers: each calls only files below it
+ * (scripts/check-layers checks it; the state diagram is in stage.c and
  * DESIGN.md):
  *
- *   stage.c        the loop: bs_stage_run reads as the state machine
- *   state.c        states, legal transitions, numbered invariants
- *   clients.c      librdkafka clients, their configuration and callbacks
- *   partitions.c   assigned partitions: lookup, restore from a checkpoint
- *   round.c        checkpoint rounds: flush, write, commit; rollback
+ *   stage.c        the loop: bs_stage_run reads as the state machine; it
+ *                  passes rebalance.c's callback down to the clients
  *   rebalance.c    the rebalance callback
+ *   round.c        checkpoint rounds: flush, write, commit; rollback
  *   record_path.c  per record: keys, blocklists, dedup, produce
- *   report.c       counters, published partition view, stats line, ready
  *   blocklist_feed.c  live blocklists: their topics read, then followed
+ *   clients.c      librdkafka clients, their configuration and callbacks
  *   txn.c          exactly_once by Kafka transactions: the producer's
  *                  transaction around each round
- *   crash_point.c  test-only: exit abruptly at a named point of a round
+ *   report.c       counters, published partition view, stats line, ready
+ *   partitions.c   assigned partitions: lookup, restore from a checkpoint
+ *   state.c        states, legal transitions, numbered invariants; the
+ *                  failure noted for the next round
+ *
+ * This header is below them all: it includes only headers of types and of
+ * the modules under the stage (the store contract, replay, blocklists,
+ * settings), never stage.h or one of these files' own.  Under it: the
+ * stores (store.c picks one; store_ops.h is their contract), replay,
+ * record keys, blocklists, crash points (crash_point.h), settings, logs.
  */
 #ifndef BLOOMSTAGE_STAGE_INT_H
 #define BLOOMSTAGE_STAGE_INT_H
 
 #include "blocklist.h"
 #include "checkpoint.h"
-#include "crash_point.h"
 #include "counters.h"
 #include "dedup_filter.h"
 #include "fetch_wake.h"
 #include "replay.h"
-#include "stage.h"
 #include "settings.h"
-#include "store.h"
+#include "store_ops.h"
 #include "timeouts.h"
 
 #include <librdkafka/rdkafka.h>
@@ -44,6 +50,9 @@
 #include <stdatomic.h>
 
 #define BS_HDR_REASON "bloomstage-reason"
+
+/* stage.h's handle; the struct is below. */
+typedef struct bs_stage bs_stage;
 
 /* -- results ------------------------------------------------------------- */
 
@@ -80,6 +89,12 @@ typedef enum bs_part_state {
                               tail: nothing processed until it can */
     BS_PART_NSTATES
 } bs_part_state;
+
+/* The consumer's rebalance callback, as rd_kafka_conf_set_rebalance_cb
+ * takes it. */
+typedef void bs_rebalance_fn(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t *parts,
+                             void *opaque);
 
 /* -- one assigned input partition ---------------------------------------- */
 
@@ -176,7 +191,7 @@ struct bs_stage {
 
     /* What other threads may read: published by the stage thread. */
     pthread_mutex_t pub_lock;
-    bs_part_metrics *pub; /* under pub_lock */
+    struct bs_part_metrics *pub; /* under pub_lock (report.h) */
     size_t npub, cappub;
     _Atomic int64_t last_poll_ms; /* any thread: loop liveness */
     _Atomic int pub_state;        /* any thread: s->state, published */
@@ -212,18 +227,6 @@ void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
 /* Checks every invariant (state.c lists them); a no-op without
  * BLOOMSTAGE_CHECKS. */
 void bs_stage_check_invariants(const bs_stage *s);
-
-/* -- clients.c ------------------------------------------------------------ */
-
-bs_rc bs_clients_new(bs_stage *s, char *errstr, size_t errstr_size);
-void bs_clients_destroy(bs_stage *s);
-/* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
-void bs_consumer_close(bs_stage *s);
-/* A new idempotent producer (and topic handles) in place of the current
- * one, whose leftovers are purged; with s->txn a transactional one, whose
- * transactions are initialised and one begun (bs_txn_start's outcome: the
- * producer is in place even then). */
-bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.
  * bs_delivery_failed also counts a failed delivery (a report with an error,
@@ -233,6 +236,22 @@ void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* -- clients.c ------------------------------------------------------------ */
+
+/* The clients, the store and the exactly_once method.  rebalance_cb: the
+ * consumer's rebalance callback, passed down by stage.c (rebalance.c sits
+ * above the clients: its rounds use them). */
+bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
+                     char *errstr, size_t errstr_size);
+void bs_clients_destroy(bs_stage *s);
+/* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
+void bs_consumer_close(bs_stage *s);
+/* A new idempotent producer (and topic handles) in place of the current
+ * one, whose leftovers are purged; with s->txn a transactional one, whose
+ * transactions are initialised and one begun (bs_txn_start's outcome: the
+ * producer is in place even then). */
+bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 
 /* A librdkafka configuration for one of the stage's clients: defaults, then
  * the kafka.* and ROLE.* keys, then forced (both NULL-terminated pairs). */
@@ -291,8 +310,6 @@ void bs_backoff_start(bs_stage *s);
 /* Pauses or resumes every assigned partition (a resume seeks each to where
  * this stage's own state says it is). */
 void bs_pause_all(bs_stage *s, bool pause);
-/* Log lines for a failed checkpoint step, one shape everywhere. */
-void bs_log_ckpt_failed(const part *p, const char *err);
 
 /* Every partition back to the last state it committed (invariant 3):
  * with transactions the open one is aborted first.  Logs `why`. */
@@ -323,13 +340,6 @@ bool bs_txn_abort(bs_stage *s);
 /* Whether a librdkafka error means this instance was fenced: another one
  * owns its partitions now, or its transaction timed out. */
 bool bs_txn_fenced_error(rd_kafka_resp_err_t err);
-
-/* -- crash_point.c ---------------------------------------------------------- */
-
-/* The named points of a round (test-only: BLOOMSTAGE_CRASH_AT;
- * crash_point.h names them). */
-extern const char *const bs_crash_points[]; /* NULL-terminated */
-void bs_crash_point(const char *name);
 
 /* -- rebalance.c ---------------------------------------------------------- */
 

@@ -7,6 +7,10 @@
  * An illegal move is logged as an engine bug in every build; with
  * BLOOMSTAGE_CHECKS it, and any invariant that does not hold, aborts.
  *
+ * Besides FATAL's reason (bs_stage_fatal), the one other condition every
+ * layer may set is here: a failure noted for the next round, which rolls
+ * back (bs_delivery_failed, bs_deliveries_unconfirmed; invariants 3, 8).
+ *
  * Stage states (stage.c draws the diagram):
  *
  *   NEW -> RUNNING                  bs_stage_run
@@ -246,6 +250,31 @@ void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
     vsnprintf(s->err, sizeof(s->err), fmt, ap);
     va_end(ap);
     bs_stage_set_state(s, BS_STAGE_FATAL);
+}
+
+static void vnote(bs_stage *s, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void vnote(bs_stage *s, const char *fmt, va_list ap)
+{
+    if (s->dr_failed++ == 0)
+        vsnprintf(s->dr_error, sizeof(s->dr_error), fmt, ap);
+}
+
+void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(s, fmt, ap);
+    va_end(ap);
+    BS_INC(s->ctr.delivery_failures);
+}
+
+void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(s, fmt, ap);
+    va_end(ap);
 }
 
 /* The tables must cover every state (a new state without a row would be

@@ -1,5 +1,6 @@
 /*
- * store.h -- where checkpoints are kept (checkpoint.store):
+ * store.h -- where checkpoints are kept (checkpoint.store), and the
+ * handle for the store it names:
  *
  *   dir    per partition a snapshot and a bounded chain of deltas in
  *          checkpoint.dir (store_dir.c), each file written and fsynced by
@@ -26,23 +27,17 @@
  *          partition of checkpoint.topic, so a restore reads only that
  *          (store_kafka.c).
  *
- * A checkpoint round: bs_store_put for each changed partition, then
- * bs_store_sync; only when sync returns 0 are the offsets of that round
- * covered by durable state; after the commit, bs_store_committed.
- *
- * Both mark the filters they are given (bf_filter_track) with the id of
- * the state written or restored, which is what lets the next checkpoint of
- * that filter be a delta.
+ * Both follow one contract (store_ops.h: the operations, what each
+ * promises, and the handle's calls); bs_store_new (store.c) makes the
+ * handle for the one checkpoint.store names.
  */
 #ifndef BLOOMSTAGE_STORE_H
 #define BLOOMSTAGE_STORE_H
 
-#include "checkpoint.h"
 #include "settings.h"
+#include "store_ops.h" /* the contract; bs_store and its calls */
 
 #include <librdkafka/rdkafka.h>
-
-typedef struct bs_store bs_store;
 
 /* set: checkpoint.store, .dir, .topic, .chunk.bytes and consumer.group.id
  * are read from it; the store copies the fields and keeps the strings,
@@ -55,62 +50,5 @@ bs_store *bs_store_new(const bs_settings *set, rd_kafka_t *reader,
                        rd_kafka_conf_t *producer_conf, char *errstr,
                        size_t errstr_size);
 void bs_store_destroy(bs_store *st);
-
-/* Before joining the group.  dir: every checkpoint file must verify, and
- * temp files left by a crash are removed.  kafka: the topic exists (or is
- * created) and its partitions are known. */
-int bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
-    __attribute__((warn_unused_result));
-
-/* filter: the partition's filter, marked (bf_filter_track) once its state
- * is written, so the next checkpoint of it can be a delta. */
-int bs_store_put(bs_store *st, const char *topic, int32_t partition,
-                 int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                 bf_filter *filter, char *errstr, size_t errstr_size)
-    __attribute__((warn_unused_result));
-int bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
-    __attribute__((warn_unused_result));
-
-#define BS_STORE_NEWEST (-1)
-/* A partition's state.  at_offset BS_STORE_NEWEST: the newest durable state
- * (today's behaviour).  Otherwise at_offset is the partition's committed
- * input offset (transactions: the state must match what the transaction
- * committed): the newest durable state whose next_offset <= at_offset.  1
- * loaded, 0 none, -1 unreadable or damaged (errstr says which and where).
- * The dir store removes the states newer than the one loaded (written,
- * never committed).  The kafka store keeps one chain, restored to its
- * newest state: BS_STORE_AHEAD when that one is past at_offset. */
-/* bs_store_get's answer when the kafka store's one state is past
- * at_offset: another owner went on, or its commit is not visible yet; the
- * state is not damaged, and asking again later may find it matching. */
-#define BS_STORE_AHEAD (-2)
-int bs_store_get(bs_store *st, const char *topic, int32_t partition,
-                 int64_t at_offset, bs_checkpoint *out, char *errstr,
-                 size_t errstr_size) __attribute__((warn_unused_result));
-
-/* The partition's input offsets below next_offset are committed (the
- * round's commit, or transaction, succeeded).  Until this is called for a
- * state, bs_store_put keeps the state before it, so a restore can still be
- * asked for it (a crash after the checkpoint was durable but before the
- * commit).  States older than the newest one with next_offset <= this may
- * then go. */
-int bs_store_committed(bs_store *st, const char *topic, int32_t partition,
-                       int64_t next_offset, char *errstr, size_t errstr_size);
-
-/* Bytes the last bs_store_put wrote (the record, before chunking) and
- * whether that was a delta. */
-uint64_t bs_store_last_bytes(const bs_store *st, bool *delta);
-
-/* Transactions: the kafka store's records go through `producer` (the
- * stage's transactional one; NULL: its own again), so they commit or abort
- * with the round's transaction, and a restore, which reads at
- * read_committed, finds the checkpoint the committed offsets were
- * committed with.  The producer's delivery reports for checkpoint.topic
- * must then be passed to bs_store_delivery (true: it was the store's). */
-void bs_store_use_producer(bs_store *st, rd_kafka_t *producer);
-bool bs_store_delivery(bs_store *st, const rd_kafka_message_t *m);
-
-/* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
-const char *bs_store_describe(const bs_store *st);
 
 #endif

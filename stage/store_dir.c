@@ -66,12 +66,13 @@ typedef struct dpart {
 
 struct bs_dirstore {
     char *dir;
+    char desc[300]; /* "dir DIR", for logs */
     uint32_t max_chain;
     double max_ratio;
     bool dirty; /* renames not yet made durable */
     dpart *parts;
     size_t nparts, capparts;
-    uint64_t last_bytes; /* what the last bs_dirstore_put wrote */
+    uint64_t last_bytes; /* what the last put wrote */
     bool last_delta;
 };
 
@@ -85,6 +86,7 @@ bs_dirstore *bs_dirstore_new(const char *dir, uint32_t max_chain,
     }
     ds->max_chain = max_chain;
     ds->max_ratio = max_ratio;
+    snprintf(ds->desc, sizeof(ds->desc), "dir %s", dir);
     return ds;
 }
 
@@ -272,8 +274,9 @@ static void drop(bs_dirstore *ds, dpart *p, size_t from, size_t to,
 
 /* -- check --------------------------------------------------------------- */
 
-int bs_dirstore_check(bs_dirstore *ds, char *errstr, size_t errstr_size)
+static int dir_check(void *impl, char *errstr, size_t errstr_size)
 {
+    bs_dirstore *ds = impl;
     /* The directory store makes its directory (one level, as mkdir(1)
      * without -p). */
     if (mkdir(ds->dir, 0755) != 0 && errno != EEXIST) {
@@ -318,10 +321,11 @@ int bs_dirstore_check(bs_dirstore *ds, char *errstr, size_t errstr_size)
 
 /* -- put and sync -------------------------------------------------------- */
 
-int bs_dirstore_put(bs_dirstore *ds, const char *topic, int32_t partition,
-                    int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                    bf_filter *filter, char *errstr, size_t errstr_size)
+static int dir_put(void *impl, const char *topic, int32_t partition,
+                   int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+                   bf_filter *filter, char *errstr, size_t errstr_size)
 {
+    bs_dirstore *ds = impl;
     dpart *p = part_of(ds, topic, partition);
     if (!p) {
         snprintf(errstr, errstr_size, "out of memory");
@@ -403,8 +407,9 @@ int bs_dirstore_put(bs_dirstore *ds, const char *topic, int32_t partition,
     return 0;
 }
 
-int bs_dirstore_sync(bs_dirstore *ds, char *errstr, size_t errstr_size)
+static int dir_sync(void *impl, char *errstr, size_t errstr_size)
 {
+    bs_dirstore *ds = impl;
     if (!ds->dirty)
         return 0;
     /* The renames of this round become durable here, before any commit. */
@@ -424,8 +429,9 @@ int bs_dirstore_sync(bs_dirstore *ds, char *errstr, size_t errstr_size)
     return 0;
 }
 
-uint64_t bs_dirstore_last_bytes(const bs_dirstore *ds, bool *delta)
+static uint64_t dir_last_bytes(const void *impl, bool *delta)
 {
+    const bs_dirstore *ds = impl;
     if (delta)
         *delta = ds->last_delta;
     return ds->last_bytes;
@@ -527,10 +533,11 @@ fail:
     return -1;
 }
 
-int bs_dirstore_committed(bs_dirstore *ds, const char *topic,
-                          int32_t partition, int64_t next_offset,
-                          char *errstr, size_t errstr_size)
+static int dir_committed(void *impl, const char *topic, int32_t partition,
+                         int64_t next_offset, char *errstr,
+                         size_t errstr_size)
 {
+    bs_dirstore *ds = impl;
     (void)errstr;
     (void)errstr_size;
     dpart *p = part_of(ds, topic, partition);
@@ -542,6 +549,27 @@ int bs_dirstore_committed(bs_dirstore *ds, const char *topic,
         drop(ds, p, 0, (size_t)b, "superseded");
     return 0;
 }
+
+static int dir_get(void *impl, const char *topic, int32_t partition,
+                   int64_t at_offset, bs_checkpoint *out, char *errstr,
+                   size_t errstr_size)
+{
+    return bs_dirstore_get(impl, topic, partition, at_offset, out, errstr,
+                           errstr_size);
+}
+
+static const char *dir_describe(const void *impl)
+{
+    return ((const bs_dirstore *)impl)->desc;
+}
+
+static void dir_destroy(void *impl) { bs_dirstore_destroy(impl); }
+
+/* No producer of its own: use_producer and delivery are NULL. */
+const bs_store_ops bs_dirstore_ops = {
+    .check = dir_check, .put = dir_put, .sync = dir_sync, .get = dir_get,
+    .committed = dir_committed, .last_bytes = dir_last_bytes,
+    .describe = dir_describe, .destroy = dir_destroy};
 
 int bs_dirstore_newest(const char *dir, const char *topic, int32_t partition,
                        bs_ckpt_head *out, char *errstr, size_t errstr_size)

@@ -1,14 +1,15 @@
 /*
  * store_dir.h -- the directory store behind bs_store (store.c) for
  * checkpoint.store=dir: a snapshot and a bounded chain of deltas per
- * partition (store_dir.c says how), and the two questions other code asks
- * of such a directory (which files are states or temp files, and a
- * partition's newest state).
+ * partition (store_dir.c says how), its table of the contract's operations
+ * (store_ops.h), a state read without a handle, and the two questions other
+ * code asks of such a directory (which files are states or temp files, and
+ * a partition's newest state).
  */
 #ifndef BLOOMSTAGE_STORE_DIR_H
 #define BLOOMSTAGE_STORE_DIR_H
 
-#include "store.h" /* the contract it implements, BS_STORE_* */
+#include "store_ops.h" /* the contract it implements, BS_STORE_* */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,21 +25,14 @@ bs_dirstore *bs_dirstore_new(const char *dir, uint32_t max_chain,
                              double max_ratio);
 void bs_dirstore_destroy(bs_dirstore *ds);
 
-/* The bs_store_* of the same names (store.h). */
-int bs_dirstore_check(bs_dirstore *ds, char *errstr, size_t errstr_size);
-int bs_dirstore_put(bs_dirstore *ds, const char *topic, int32_t partition,
-                    int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                    bf_filter *filter, char *errstr, size_t errstr_size);
-int bs_dirstore_sync(bs_dirstore *ds, char *errstr, size_t errstr_size);
+/* The contract's operations (store_ops.h) on a bs_dirstore. */
+extern const bs_store_ops bs_dirstore_ops;
+
+/* As bs_store_get (store_ops.h), for a tool that reads a directory without
+ * a handle. */
 int bs_dirstore_get(bs_dirstore *ds, const char *topic, int32_t partition,
                     int64_t at_offset, bs_checkpoint *out, char *errstr,
                     size_t errstr_size);
-int bs_dirstore_committed(bs_dirstore *ds, const char *topic,
-                          int32_t partition, int64_t next_offset,
-                          char *errstr, size_t errstr_size);
-
-/* Bytes the last put wrote, and whether it was a delta. */
-uint64_t bs_dirstore_last_bytes(const bs_dirstore *ds, bool *delta);
 
 /* Whether a directory entry is a state file (snapshot, delta, snapshot
  * set aside) or the temp file of a write that never reached its rename. */

@@ -1,10 +1,11 @@
 /*
  * store_kafka.c -- the Kafka store behind bs_store (store.c) for
- * checkpoint.store=kafka; store.h says what it keeps and why, store_kafka.h
- * what it offers.  It owns the records it writes to checkpoint.topic (the
- * chunks, the manifests, the tombstones), the producer they go through
- * unless the stage lends its transactional one, and what it knows of each
- * partition's chain; the reader it restores with is the caller's.
+ * checkpoint.store=kafka; store.h says what it keeps and why, store_ops.h
+ * what every store promises.  It owns the records it writes to
+ * checkpoint.topic (the chunks, the manifests, the tombstones), the
+ * producer they go through unless the stage lends its transactional one,
+ * and what it knows of each partition's chain; the reader it restores with
+ * is the caller's.
  *
  * A put produces a state's chunks and remembers it as pending; sync
  * flushes, learns chunk 0's offset from its delivery report, writes each
@@ -14,6 +15,7 @@
  * every state the manifest names (bs_store_chain_*).
  */
 #include "store_kafka.h"
+#include "store_kafka_records.h"
 #include "timeouts.h"
 #include "log.h"
 #include "kafka_util.h"
@@ -241,10 +243,11 @@ static bool chain_onto(const bs_kafkastore *ks, const known *k,
     return (double)bytes <= ks->max_ratio * (double)k->chain[0].size;
 }
 
-int bs_kafkastore_put(bs_kafkastore *ks, const char *topic, int32_t part,
-                      int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                      bf_filter *filter, char *errstr, size_t errstr_size)
+static int kafka_put(void *impl, const char *topic, int32_t part,
+                     int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+                     bf_filter *filter, char *errstr, size_t errstr_size)
 {
+    bs_kafkastore *ks = impl;
     if (ks->npend == ks->cappend) {
         size_t cap = ks->cappend ? ks->cappend * 2 : 16;
         pending *np = realloc(ks->pend, cap * sizeof(*np));
@@ -325,8 +328,9 @@ static bool known_reserve(known *k, size_t n)
     return true;
 }
 
-int bs_kafkastore_sync(bs_kafkastore *ks, char *errstr, size_t errstr_size)
+static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
 {
+    bs_kafkastore *ks = impl;
     int rc = -1;
     if (ks->npend == 0)
         return 0;
@@ -552,10 +556,11 @@ static int on_chunk(const rd_kafka_message_t *m, void *op)
                               m->len);
 }
 
-int bs_kafkastore_get(bs_kafkastore *ks, const char *topic, int32_t part,
-                      int64_t at_offset, bs_checkpoint *out, char *errstr,
-                      size_t errstr_size)
+static int kafka_get(void *impl, const char *topic, int32_t part,
+                     int64_t at_offset, bs_checkpoint *out, char *errstr,
+                     size_t errstr_size)
 {
+    bs_kafkastore *ks = impl;
     char key[600], name[700];
     int klen = manifest_key(ks, topic, part, key, sizeof(key));
     snprintf(name, sizeof(name), "%s:%s", ks->topic, key);
@@ -629,8 +634,9 @@ int bs_kafkastore_get(bs_kafkastore *ks, const char *topic, int32_t part,
 /* The topic must exist, compacted; if it does not, it is created so with
  * the admin API (never auto-created: a broker's auto-creation would make
  * it a deleting topic, and old checkpoints would vanish). */
-int bs_kafkastore_check(bs_kafkastore *ks, char *errstr, size_t errstr_size)
+static int kafka_check(void *impl, char *errstr, size_t errstr_size)
 {
+    bs_kafkastore *ks = impl;
     ks->nparts = bs_topic_partitions(ks->producer, ks->topic,
                                      BS_TIMEOUT_STORE_ADMIN_MS, NULL, 0);
     if (ks->nparts <= 0) {
@@ -719,8 +725,9 @@ bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
     return ks;
 }
 
-void bs_kafkastore_destroy(bs_kafkastore *ks)
+static void kafka_destroy(void *impl)
 {
+    bs_kafkastore *ks = impl;
     if (!ks)
         return;
     if (ks->own) {
@@ -734,39 +741,54 @@ void bs_kafkastore_destroy(bs_kafkastore *ks)
     free(ks);
 }
 
-void bs_kafkastore_committed(bs_kafkastore *ks, const char *topic,
-                             int32_t partition, int64_t next_offset)
+static int kafka_committed(void *impl, const char *topic, int32_t partition,
+                           int64_t next_offset, char *errstr,
+                           size_t errstr_size)
 {
+    (void)errstr;
+    (void)errstr_size;
+    bs_kafkastore *ks = impl;
     /* One chain per partition, and compaction drops what its manifests no
      * longer name: a commit only lets the next checkpoint chain onto the
      * state it covers. */
     known *k = known_find(ks, topic, partition, false);
     if (k && k->n && k->tip_input <= next_offset)
         k->committed = true;
+    return 0;
 }
 
-uint64_t bs_kafkastore_last_bytes(const bs_kafkastore *ks, bool *delta)
+static uint64_t kafka_last_bytes(const void *impl, bool *delta)
 {
+    const bs_kafkastore *ks = impl;
     if (delta)
         *delta = ks->last_delta;
     return ks->last_bytes;
 }
 
-const char *bs_kafkastore_describe(const bs_kafkastore *ks)
+static const char *kafka_describe(const void *impl)
 {
-    return ks->desc;
+    return ((const bs_kafkastore *)impl)->desc;
 }
 
-void bs_kafkastore_use_producer(bs_kafkastore *ks, rd_kafka_t *producer)
+static void kafka_use_producer(void *impl, rd_kafka_t *producer)
 {
+    bs_kafkastore *ks = impl;
     ks->producer = producer ? producer : ks->own;
 }
 
-bool bs_kafkastore_delivery(bs_kafkastore *ks, const rd_kafka_message_t *m)
+static bool kafka_delivery(void *impl, const rd_kafka_message_t *m)
 {
+    bs_kafkastore *ks = impl;
     if (ks->producer == ks->own ||
         strcmp(rd_kafka_topic_name(m->rkt), ks->topic) != 0)
         return false;
     kafka_dr(ks->producer, m, ks);
     return true;
 }
+
+const bs_store_ops bs_kafkastore_ops = {
+    .check = kafka_check, .put = kafka_put, .sync = kafka_sync,
+    .get = kafka_get, .committed = kafka_committed,
+    .last_bytes = kafka_last_bytes, .describe = kafka_describe,
+    .use_producer = kafka_use_producer, .delivery = kafka_delivery,
+    .destroy = kafka_destroy};

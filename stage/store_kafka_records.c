@@ -1,13 +1,13 @@
 /*
- * store_kafka_records.c -- the Kafka store's record formats (store_kafka.h
- * documents them): the manifest written (bs_store_manifest_json) and
- * parsed (bs_store_manifest_parse), and the chunks of one state or of a
- * whole chain gathered from records in any order and made back into a
- * checkpoint.  No broker here and no trust in the input: store_kafka.c
+ * store_kafka_records.c -- the Kafka store's record formats
+ * (store_kafka_records.h documents them): the manifest written
+ * (bs_store_manifest_json) and parsed (bs_store_manifest_parse), and the
+ * chunks of one state or of a whole chain gathered from records in any
+ * order and made back into a checkpoint.  No broker here and no trust in the input: store_kafka.c
  * feeds these the records it reads, test_store and fuzz_store_kafka bytes
  * of their own.
  */
-#include "store_kafka.h"
+#include "store_kafka_records.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -15,6 +15,7 @@
  * clients.c makes and replaces.
  */
 #include "stage_int.h"
+#include "crash_point.h"
 #include "log.h"
 #include "util.h"
 

@@ -32,3 +32,14 @@ bs_add_cmocka_test(test_store
 bs_add_cmocka_test(test_fetch_wake
   SOURCES test_fetch_wake.c inproc_mock.c
   LIBS bsengine bstestsupport TIMEOUT 300 LABELS stage)
+
+# The engine's modules form layers (scripts/check-layers): no file of
+# stage/ depends, through its includes or its object's symbols, on one that
+# depends back on it.  A property of the sources: checked in the plain
+# build, not again under the sanitizers.
+if(NOT BLOOMSTAGE_SANITIZE)
+  add_test(NAME layers_engine
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers
+            ${PROJECT_SOURCE_DIR}/stage $<TARGET_FILE:bsengine>)
+  set_tests_properties(layers_engine PROPERTIES TIMEOUT 60 LABELS stage)
+endif()

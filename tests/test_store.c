@@ -20,7 +20,7 @@
 #include "inproc_mock.h"
 #include "settings.h"
 #include "store.h"
-#include "store_kafka.h"
+#include "store_kafka_records.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -1,0 +1,147 @@
+/*
+ * store_ops.h -- the contract every checkpoint store implements (the
+ * directory store, store_dir.c; the Kafka store, store_kafka.c): its
+ * operations as one table, bs_store_ops, with what each promises, the
+ * results BS_STORE_*, and the handle the stage holds, bs_store (a store's
+ * table and its state), with the calls that pass to the table.  store.h
+ * makes the handle for the store checkpoint.store names.
+ *
+ * A checkpoint round: bs_store_put for each changed partition, then
+ * bs_store_sync; only when sync returns 0 are the offsets of that round
+ * covered by durable state; after the commit, bs_store_committed.
+ *
+ * Both stores mark the filters they are given (bf_filter_track) with the
+ * id of the state written or restored, which is what lets the next
+ * checkpoint of that filter be a delta.
+ */
+#ifndef BLOOMSTAGE_STORE_OPS_H
+#define BLOOMSTAGE_STORE_OPS_H
+
+#include "checkpoint.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BS_STORE_NEWEST (-1)
+/* get's answer when the kafka store's one state is past at_offset: another
+ * owner went on, or its commit is not visible yet; the state is not
+ * damaged, and asking again later may find it matching. */
+#define BS_STORE_AHEAD (-2)
+
+/* Each operation takes the store's own state, `impl`. */
+typedef struct bs_store_ops {
+    /* Before joining the group.  dir: every checkpoint file must verify,
+     * and temp files left by a crash are removed.  kafka: the topic exists
+     * (or is created) and its partitions are known. */
+    int (*check)(void *impl, char *errstr, size_t errstr_size);
+    /* filter: the partition's filter, marked (bf_filter_track) once its
+     * state is written, so the next checkpoint of it can be a delta. */
+    int (*put)(void *impl, const char *topic, int32_t partition,
+               int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+               bf_filter *filter, char *errstr, size_t errstr_size);
+    int (*sync)(void *impl, char *errstr, size_t errstr_size);
+    /* A partition's state.  at_offset BS_STORE_NEWEST: the newest durable
+     * state.  Otherwise at_offset is the partition's committed input
+     * offset (transactions: the state must match what the transaction
+     * committed): the newest durable state whose next_offset <=
+     * at_offset.  1 loaded, 0 none, -1 unreadable or damaged (errstr says
+     * which and where).  The dir store removes the states newer than the
+     * one loaded (written, never committed).  The kafka store keeps one
+     * chain, restored to its newest state: BS_STORE_AHEAD when that one is
+     * past at_offset. */
+    int (*get)(void *impl, const char *topic, int32_t partition,
+               int64_t at_offset, bs_checkpoint *out, char *errstr,
+               size_t errstr_size);
+    /* The partition's input offsets below next_offset are committed (the
+     * round's commit, or transaction, succeeded).  Until this is called
+     * for a state, put keeps the state before it, so a restore can still
+     * be asked for it (a crash after the checkpoint was durable but before
+     * the commit).  States older than the newest one with next_offset <=
+     * this may then go. */
+    int (*committed)(void *impl, const char *topic, int32_t partition,
+                     int64_t next_offset, char *errstr, size_t errstr_size);
+    /* Bytes the last put wrote (the record, before chunking) and whether
+     * that was a delta. */
+    uint64_t (*last_bytes)(const void *impl, bool *delta);
+    /* "dir checkpoints" or "kafka topic:bloomstage-checkpoints" for logs. */
+    const char *(*describe)(const void *impl);
+    /* Transactions: the store's records go through `producer` (the
+     * stage's transactional one; NULL: its own again), so they commit or
+     * abort with the round's transaction, and a restore, which reads at
+     * read_committed, finds the checkpoint the committed offsets were
+     * committed with.  The producer's delivery reports for the store's
+     * records must then be passed to delivery (true: it was the store's).
+     * Both NULL for a store that produces nothing. */
+    void (*use_producer)(void *impl, rd_kafka_t *producer);
+    bool (*delivery)(void *impl, const rd_kafka_message_t *m);
+    void (*destroy)(void *impl);
+} bs_store_ops;
+
+typedef struct bs_store {
+    const bs_store_ops *ops;
+    void *impl;
+} bs_store;
+
+/* The handle's calls: each is its table's operation of the same name. */
+__attribute__((warn_unused_result)) static inline int
+bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
+{
+    return st->ops->check(st->impl, errstr, errstr_size);
+}
+
+__attribute__((warn_unused_result)) static inline int
+bs_store_put(bs_store *st, const char *topic, int32_t partition,
+             int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
+             bf_filter *filter, char *errstr, size_t errstr_size)
+{
+    return st->ops->put(st->impl, topic, partition, next_offset, wm, nwm,
+                        filter, errstr, errstr_size);
+}
+
+__attribute__((warn_unused_result)) static inline int
+bs_store_sync(bs_store *st, char *errstr, size_t errstr_size)
+{
+    return st->ops->sync(st->impl, errstr, errstr_size);
+}
+
+__attribute__((warn_unused_result)) static inline int
+bs_store_get(bs_store *st, const char *topic, int32_t partition,
+             int64_t at_offset, bs_checkpoint *out, char *errstr,
+             size_t errstr_size)
+{
+    return st->ops->get(st->impl, topic, partition, at_offset, out, errstr,
+                        errstr_size);
+}
+
+static inline int bs_store_committed(bs_store *st, const char *topic,
+                                     int32_t partition, int64_t next_offset,
+                                     char *errstr, size_t errstr_size)
+{
+    return st->ops->committed(st->impl, topic, partition, next_offset,
+                              errstr, errstr_size);
+}
+
+static inline uint64_t bs_store_last_bytes(const bs_store *st, bool *delta)
+{
+    return st->ops->last_bytes(st->impl, delta);
+}
+
+static inline const char *bs_store_describe(const bs_store *st)
+{
+    return st->ops->describe(st->impl);
+}
+
+static inline void bs_store_use_producer(bs_store *st, rd_kafka_t *producer)
+{
+    if (st->ops->use_producer)
+        st->ops->use_producer(st->impl, producer);
+}
+
+static inline bool bs_store_delivery(bs_store *st, const rd_kafka_message_t *m)
+{
+    return st->ops->delivery && st->ops->delivery(st->impl, m);
+}
+
+#endif
