@@ -7,30 +7,9 @@
  * An illegal move is logged as an engine bug in every build; with
  * BLOOMSTAGE_CHECKS it, and any invariant that does not hold, aborts.
  *
- * Stage states (stage.c draws the diagram):
- *
- *   NEW -> RUNNING                  bs_stage_run
- *   RUNNING|BACKOFF -> CHECKPOINTING   bs_round_from_loop; back with the
- *                                   round's outcome: RUNNING or BACKOFF
- *   RUNNING|BACKOFF|DRAINING -> REBALANCING   bs_rebalance_cb (from a
- *                                   poll or the consumer's close); back to
- *                                   where it came from, or BACKOFF when a
- *                                   partition waits for its first
- *                                   checkpoint
- *   REBALANCING -> CHECKPOINTING    a revoke checkpoints first; back
- *   RUNNING|BACKOFF -> DRAINING     stop requested
- *   DRAINING -> CHECKPOINTING       the final rounds; back
- *   DRAINING -> STOPPED             bs_stage_run returns 0
- *   any but STOPPED -> FATAL        bs_stage_fatal; FATAL is final
- *
- * Partition states:
- *
- *   RESTORING -> ACTIVE | WAITING_FIRST | RESTORE_PENDING   bs_parts_restore
- *   WAITING_FIRST -> ACTIVE        its first checkpoint written (round.c)
- *   WAITING_FIRST -> RESTORE_PENDING   its tail could not be read either
- *   (RESTORE_PENDING partitions are paused; the next round's restore
- *   takes them to RESTORING again: round.c)
- *   ACTIVE|WAITING_FIRST|RESTORE_PENDING -> RESTORING   a rollback
+ * The moves legal_stage and legal_part allow, the diagram and the function
+ * that makes each move are in DESIGN.md (States); test_state fails when its
+ * lists and these tables differ.
  *
  * Invariants (both guarantees, both stores):
  *
