@@ -224,7 +224,7 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
                      output_topic, timeout_ms, (unsigned long long)read);
             goto unassign;
         }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(tail, 100);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(tail, BS_POLL_MS);
         if (wake && (!m || read % 64 == 0))
             bs_fetch_wake_check(wake);
         if (!m)
