@@ -158,9 +158,9 @@ int cmd_dedup(int argc, char **argv)
         switch (c) {
         case 'p':
             if (!bs_parse_double(optarg, &params.fpr) ||
-                !(params.fpr > 0 && params.fpr <= 0.1)) {
+                !(params.fpr > 0 && params.fpr <= BS_CONFIG_FPR_MAX)) {
                 fprintf(stderr, "bloomstage dedup: --fpr '%s' must be a "
-                        "number in (0, 0.1]\n", optarg);
+                        "number in (0, %g]\n", optarg, BS_CONFIG_FPR_MAX);
                 return BS_EXIT_USAGE;
             }
             break;

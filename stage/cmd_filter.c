@@ -11,6 +11,7 @@
 #include "util.h"
 
 #include <bloomfilters.h>
+#include <config.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -47,7 +48,8 @@ static const char BUILD_HELP[] =
     "lines and '#' comments skipped; surrounding white space and CRLF line\n"
     "ends stripped).  LIST '-' or none reads standard input.\n"
     "\n"
-    "  --fpr P        target false-positive rate, 0 < P <= 0.1 (required)\n"
+    "  --fpr P        target false-positive rate, 0 < P <= "
+    BS_CONFIG_STR(BS_CONFIG_FPR_MAX) " (required)\n"
     "  --capacity N   keys to size for (default: the entries in the list,\n"
     "                 counted in a first pass); a count: suffixes k, M, G\n"
     "                 are powers of 1000 (100k = 100000), 1e6 works too\n"
@@ -179,9 +181,10 @@ static int filter_build(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-            if (!bs_parse_double(optarg, &fpr) || !(fpr > 0 && fpr <= 0.1))
+            if (!bs_parse_double(optarg, &fpr) ||
+                !(fpr > 0 && fpr <= BS_CONFIG_FPR_MAX))
                 return usage_error("build", "--fpr '%s' must be a number in "
-                                   "(0, 0.1]", optarg);
+                                   "(0, %g]", optarg, BS_CONFIG_FPR_MAX);
             break;
         case 'n':
             if (!bs_parse_count(optarg, &capacity) || capacity == 0)
