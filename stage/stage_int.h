@@ -8,21 +8,8 @@
  * rd_kafka_flush only) owns every field except those marked "any thread",
  * which other threads (metrics, demo) read through stage.h's accessors.
  *
- * The files, one concern each (the state diagram is in stage.c and
- * DESIGN.md):
- *
- *   stage.c        the loop: bs_stage_run reads as the state machine
- *   state.c        states, legal transitions, numbered invariants
- *   clients.c      librdkafka clients, their configuration and callbacks
- *   partitions.c   assigned partitions: lookup, restore from a checkpoint
- *   round.c        checkpoint rounds: flush, write, commit; rollback
- *   rebalance.c    the rebalance callback
- *   record_path.c  per record: keys, blocklists, dedup, produce
- *   report.c       counters, published partition view, stats line, ready
- *   blocklist_feed.c  live blocklists: their topics read, then followed
- *   txn.c          exactly_once by Kafka transactions: the producer's
- *                  transaction around each round
- *   crash_point.c  test-only: exit abruptly at a named point of a round
+ * The engine's files, one concern each, are listed in DESIGN.md (The
+ * engine), with the state diagram (States).
  */
 #ifndef BLOOMSTAGE_STAGE_INT_H
 #define BLOOMSTAGE_STAGE_INT_H
