@@ -4,10 +4,10 @@
  * librdkafka calls back into this thread from rd_kafka_consumer_poll,
  * rd_kafka_poll, rd_kafka_flush and rd_kafka_consumer_close only.
  *
- * The states, their diagram and the function that makes each move are in
- * DESIGN.md (States), checked against state.c's table by test_state; the
- * numbered invariants are in state.c.  A partition's records are processed
- * only while it is ACTIVE.
+ * The states, their diagram, the function that makes each move and the
+ * numbered invariants are in DESIGN.md (States, Invariants); state.c holds
+ * the table of legal moves and the checks.  A partition's records are
+ * processed only while it is ACTIVE.
  */
 #include "stage_int.h"
 #include "kafka_util.h"
