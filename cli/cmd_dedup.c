@@ -168,9 +168,9 @@ static int dedup_option(int c, const char *arg, dedup_opts *o)
     switch (c) {
     case 'p':
         if (!bs_parse_double(arg, &o->params.fpr) ||
-            !(o->params.fpr > 0 && o->params.fpr <= 0.1)) {
+            !(o->params.fpr > 0 && o->params.fpr <= BS_CONFIG_FPR_MAX)) {
             fprintf(stderr, "bloomstage dedup: --fpr '%s' must be a number "
-                    "in (0, 0.1]\n", arg);
+                    "in (0, %g]\n", arg, BS_CONFIG_FPR_MAX);
             return BS_EXIT_USAGE;
         }
         return -1;

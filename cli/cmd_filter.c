@@ -11,6 +11,7 @@
 #include "util.h"
 
 #include <bloomfilters.h>
+#include <config.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -47,7 +48,8 @@ static const char BUILD_HELP[] =
     "lines and '#' comments skipped; surrounding white space and CRLF line\n"
     "ends stripped).  LIST '-' or none reads standard input.\n"
     "\n"
-    "  --fpr P        target false-positive rate, 0 < P <= 0.1 (required)\n"
+    "  --fpr P        target false-positive rate, 0 < P <= "
+    BS_CONFIG_STR(BS_CONFIG_FPR_MAX) " (required)\n"
     "  --capacity N   keys to size for (default: the entries in the list,\n"
     "                 counted in a first pass); a count: suffixes k, M, G\n"
     "                 are powers of 1000 (100k = 100000), 1e6 works too\n"
@@ -190,9 +192,9 @@ static int build_parse(int argc, char **argv, build_opts *o)
         switch (c) {
         case 'p':
             if (!bs_parse_double(optarg, &o->fpr) ||
-                !(o->fpr > 0 && o->fpr <= 0.1))
+                !(o->fpr > 0 && o->fpr <= BS_CONFIG_FPR_MAX))
                 return usage_error("build", "--fpr '%s' must be a number in "
-                                   "(0, 0.1]", optarg);
+                                   "(0, %g]", optarg, BS_CONFIG_FPR_MAX);
             break;
         case 'n':
             if (!bs_parse_count(optarg, &o->capacity) || o->capacity == 0)

@@ -61,6 +61,13 @@ extern "C" {
 /* The prefix of environment variables that set keys. */
 #define BS_CONFIG_ENV_PREFIX "BLOOMSTAGE_"
 
+/* A target false-positive rate (dedup.fpr, blocklist.NAME.fpr, the CLI's
+ * --fpr) is in (0, BS_CONFIG_FPR_MAX]; BS_CONFIG_STR makes it text for a
+ * help string. */
+#define BS_CONFIG_FPR_MAX 0.1
+#define BS_CONFIG_STR(x) BS_CONFIG_STR_(x)
+#define BS_CONFIG_STR_(x) #x
+
 typedef struct bs_config bs_config;
 
 /* ------------------------------------------------------------------------ */

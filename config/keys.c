@@ -105,7 +105,7 @@ const bs_config_row bs_config_rows[] = {
              "pointer into it, e.g. json:/user/id; `json:` alone is the "
              "whole document)."},
     {.name = "dedup.fpr", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
-     .def = "1e-6", DRANGE(0, 0.1, BS_CF_MIN_OPEN),
+     .def = "1e-6", DRANGE(0, BS_CONFIG_FPR_MAX, BS_CF_MIN_OPEN),
      .help = "Target false-positive rate of each partition's filter: the "
              "probability that a record whose key was never seen is dropped "
              "as a duplicate.  It holds however many keys arrive; the filter "
@@ -191,7 +191,7 @@ const bs_config_row bs_config_rows[] = {
      .help = "What a record is looked up by in blocklist NAME, written as "
              "dedup.key is."},
     {.name = "blocklist.*.fpr", .type = BS_CT_DOUBLE, .section = SEC_BLOCK,
-     .def = "1e-6", DRANGE(0, 0.1, BS_CF_MIN_OPEN),
+     .def = "1e-6", DRANGE(0, BS_CONFIG_FPR_MAX, BS_CF_MIN_OPEN),
      .example = "blocklist.spam.fpr=1e-6",
      .help = "False-positive rate blocklist NAME was built for: a record "
              "whose key is not on the list is dropped with this "

@@ -76,7 +76,8 @@ static int topic_policy(rd_kafka_t *rk, const char *topic, int32_t broker,
     if (broker >= 0)
         rd_kafka_AdminOptions_set_broker(o, broker, NULL, 0);
     rd_kafka_DescribeConfigs(rk, &cr, 1, o, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, BS_TIMEOUT_BROKER_MS + 2000);
+    rd_kafka_event_t *ev =
+        rd_kafka_queue_poll(q, BS_TIMEOUT_BROKER_MS + BS_REPLY_GRACE_MS);
     if (!ev)
         goto out;
     rd_kafka_resp_err_t err = rd_kafka_event_error(ev);

@@ -142,11 +142,14 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
                                              1024));
     /* Transactions: a transaction left open by a crashed instance holds
      * read_committed readers (and the restore of its partitions) back until
-     * the broker aborts it: four checkpoint intervals, 15 s at least,
-     * rather than librdkafka's 60 s, unless producer.* says otherwise. */
+     * the broker aborts it: BS_TXN_TIMEOUT_INTERVALS checkpoint intervals
+     * within BS_TXN_TIMEOUT_MIN_MS..MAX_MS, rather than librdkafka's 60 s,
+     * unless producer.* says otherwise. */
     char ttimeout[32];
-    int64_t tt = 4 * s->set.checkpoint_interval_ms;
-    tt = tt < 15000 ? 15000 : tt > 900000 ? 900000 : tt;
+    int64_t tt = BS_TXN_TIMEOUT_INTERVALS * s->set.checkpoint_interval_ms;
+    tt = tt < BS_TXN_TIMEOUT_MIN_MS   ? BS_TXN_TIMEOUT_MIN_MS
+         : tt > BS_TXN_TIMEOUT_MAX_MS ? BS_TXN_TIMEOUT_MAX_MS
+                                      : tt;
     snprintf(ttimeout, sizeof(ttimeout), "%lld", (long long)tt);
     bool big = s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
     const char *tdefaults[] = {"client.id", "bloomstage", BS_PRODUCER_TUNING,

@@ -11,15 +11,12 @@
  * flags; the poller owns the counts.
  */
 #include "fetch_wake.h"
+#include "timeouts.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* A wake-up's ListOffsets answer is only waited for so that wake-ups do
- * not pile up; a broker slower than this is woken again next time. */
-#define WAKE_TIMEOUT_MS 1000
 
 struct bs_fetch_wake {
     rd_kafka_t *consumer;       /* borrowed */
@@ -55,7 +52,7 @@ static void *helper(void *arg)
              * what woke the broker thread. */
             if (parts->cnt > 0) {
                 (void)rd_kafka_offsets_for_times(w->consumer, parts,
-                                                 WAKE_TIMEOUT_MS);
+                                                 BS_TIMEOUT_WAKE_MS);
                 if (w->wakes)
                     atomic_fetch_add_explicit(w->wakes, 1,
                                               memory_order_relaxed);

@@ -262,6 +262,8 @@ char *bs_metrics_render(bs_stage *s)
 
 /* -- HTTP ------------------------------------------------------------------ */
 
+#define IDLE_S 10u /* an idle scraper's connection is closed: it holds a slot */
+
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code,
                              const char *type, char *body, bool owned)
 {
@@ -351,7 +353,7 @@ bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
     m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, m,
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!m->daemon) {

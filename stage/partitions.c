@@ -187,7 +187,8 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
 /* Transactions: the group's committed offsets of parts[0..n) into at[]
  * (-1 none).  Asked as stable offsets (read_committed: KIP-447), which a
  * transaction still open with offsets for them holds back until it ends;
- * asked again after a doubling pause (50 ms .. 1 s) up to
+ * asked again after a pause doubling from BS_COMMITTED_RETRY_MIN_MS to
+ * BS_COMMITTED_RETRY_MAX_MS, up to
  * BS_TIMEOUT_TXN_STABLE_MS.  Not asked again once the consumer is being
  * closed (_DESTROY: a rebalance delivered by rd_kafka_consumer_close
  * cannot be served, and asking again would spin) or a stop is requested.
@@ -201,7 +202,7 @@ static bs_rc committed_offsets(bs_stage *s, part **parts, size_t n,
         rd_kafka_topic_partition_list_add(l, parts[i]->topic,
                                           parts[i]->partition);
     double t0 = bs_now();
-    unsigned pause_ms = 50;
+    unsigned pause_ms = BS_COMMITTED_RETRY_MIN_MS;
     rd_kafka_resp_err_t err;
     for (int attempt = 1;; attempt++) {
         err = rd_kafka_committed(s->consumer, l, BS_TIMEOUT_BROKER_MS);
@@ -216,8 +217,9 @@ static bs_rc committed_offsets(bs_stage *s, part **parts, size_t n,
                    "previous owner's transaction may still be open)",
                    "attempt=%d error=%s", attempt, rd_kafka_err2name(err));
         usleep(pause_ms * 1000u);
-        if (pause_ms < 1000)
-            pause_ms *= 2;
+        pause_ms = pause_ms * 2 < BS_COMMITTED_RETRY_MAX_MS
+                       ? pause_ms * 2
+                       : BS_COMMITTED_RETRY_MAX_MS;
     }
     if (err) {
         snprintf(errstr, errstr_size, "committed offsets: %s",
@@ -326,8 +328,7 @@ static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
     double t0 = bs_now();
     while (at > p->ckpt_offset && !atomic_load(&s->stop) &&
            (bs_now() - t0) * 1000 < BS_TIMEOUT_TXN_STABLE_MS) {
-        struct timespec ts = {0, 500 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        usleep(BS_COMMITTED_CKPT_RETRY_MS * 1000u);
         if (part_load(s, p, at, errstr, errstr_size) != BS_OK)
             return BS_FATAL;
     }

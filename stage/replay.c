@@ -128,6 +128,197 @@ static int skip_sort(bs_replay_target *t)
     return 0;
 }
 
+/* Records between fetch wake-up checks, as fetch_wake.h asks: every few
+ * dozen records, and at every empty poll. */
+#define WAKE_CHECK_EVERY 64
+
+/* One replay's reading: the targets, and per output partition the range
+ * [from, to) still to read (to = -1 once read). */
+typedef struct tail_read {
+    rd_kafka_t *tail;
+    const char *topic; /* the output topic */
+    const bs_config_keyspec *key;
+    uint64_t seed;
+    bs_replay_target *targets;
+    size_t n;
+    size_t *caps;    /* per target: its skip list's capacity */
+    uint32_t nparts; /* output partitions any target has a watermark of */
+    int64_t *from, *to;
+    int pending;   /* output partitions not read to their end yet */
+    uint64_t read; /* records read */
+} tail_read;
+
+/* The output partitions any target recorded a watermark of: 0..max-1. */
+static uint32_t watermarked_partitions(const bs_replay_target *targets,
+                                       size_t n)
+{
+    uint32_t nparts = 0;
+    for (size_t i = 0; i < n; i++)
+        if (targets[i].nwm > nparts)
+            nparts = targets[i].nwm;
+    return nparts;
+}
+
+/* from[p]: the smallest watermark any target recorded for partition p,
+ * INT64_MAX if none did. */
+static void lowest_watermarks(tail_read *r)
+{
+    for (uint32_t p = 0; p < r->nparts; p++)
+        r->from[p] = INT64_MAX;
+    for (size_t i = 0; i < r->n; i++)
+        for (uint32_t w = 0; w < r->targets[i].nwm; w++) {
+            const bs_ckpt_wm *wm = &r->targets[i].wm[w];
+            if (wm->partition >= 0 && (uint32_t)wm->partition < r->nparts &&
+                wm->high < r->from[wm->partition])
+                r->from[wm->partition] = wm->high;
+        }
+}
+
+/* Each partition's range: from its lowest watermark (or its low one, if
+ * retention removed part of the tail) to its end as it is now, which
+ * nothing of ours passes (the caller restores before it produces).
+ * Partitions with records to read are added to `assign`. */
+static int tail_ranges(tail_read *r, rd_kafka_topic_partition_list_t *assign,
+                       char *errstr, size_t errstr_size)
+{
+    /* Leaders as they are now: this client may have been idle while a
+     * broker went away, and a query sent to a dead leader waits out its
+     * whole timeout. */
+    (void)bs_topic_partitions(r->tail, r->topic, BS_TIMEOUT_BROKER_MS, NULL,
+                              0);
+    for (uint32_t p = 0; p < r->nparts; p++) {
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            r->tail, r->topic, (int32_t)p, &lo, &hi, BS_TIMEOUT_BROKER_MS);
+        if (err) {
+            snprintf(errstr, errstr_size, "replay: watermarks of %s [%u]: %s",
+                     r->topic, p, rd_kafka_err2str(err));
+            return -1;
+        }
+        if (r->from[p] == INT64_MAX)
+            r->from[p] = hi; /* no target recorded it: nothing to read */
+        if (r->from[p] < lo) {
+            /* Retention removed part of the tail: what was there cannot
+             * be recognised, so some records may be produced twice. */
+            bs_log(BS_LOG_WARN, "output tail partly gone, replaying what "
+                   "is left", "topic=%s partition=%u from=%lld low=%lld",
+                   r->topic, p, (long long)r->from[p], (long long)lo);
+            r->from[p] = lo;
+        }
+        r->to[p] = hi;
+        if (r->from[p] < r->to[p]) {
+            rd_kafka_topic_partition_list_add(assign, r->topic, (int32_t)p)
+                ->offset = r->from[p];
+            r->pending++;
+        }
+    }
+    return 0;
+}
+
+/* The target a tail record stands for: the one whose input partition its
+ * bloomstage-src header names, at or after the target's checkpoint; NULL
+ * if none (no header, not ours, before the checkpoint).  *so: its input
+ * offset. */
+static bs_replay_target *record_target(const tail_read *r,
+                                       const rd_kafka_message_t *m,
+                                       int64_t *so)
+{
+    rd_kafka_headers_t *hdrs;
+    const void *v;
+    size_t vlen;
+    char topic[256];
+    int32_t sp;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(hdrs, BS_HDR_SRC, &v, &vlen) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        !bs_parse_src(v, vlen, topic, sizeof(topic), &sp, so))
+        return NULL;
+    for (size_t i = 0; i < r->n; i++) {
+        bs_replay_target *t = &r->targets[i];
+        if (t->partition == sp && *so >= t->from_offset &&
+            strcmp(t->topic, topic) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+/* A tail record of target t at input offset so: its offset onto the skip
+ * list and its key into the filter (windowed: kept with the skip entry,
+ * added when consumption reaches it).  -1: out of memory. */
+static int replay_record(tail_read *r, bs_replay_target *t,
+                         rd_kafka_message_t *m, int64_t so)
+{
+    t->records++;
+    bs_record_keys keys;
+    bs_record_keys_init(&keys, m);
+    const void *k;
+    size_t klen;
+    bs_replay_key rk = {{0, 0}, false};
+    if ((rk.have = bs_record_key(&keys, r->key, &k, &klen)))
+        rk.h = bf_hash_key(k, klen, r->seed);
+    int rc = skip_push(t, &r->caps[t - r->targets], so, rk);
+    if (rc == 0 && rk.have && !bf_filter_windowed(t->filter) &&
+        bs_dedup_add(t->filter, rk.h) < 0)
+        bs_log(BS_LOG_ERROR, "replay: dedup filter at dedup.max.bytes",
+               "topic=%s partition=%d", t->topic, (int)t->partition);
+    bs_record_keys_reset(&keys);
+    return rc;
+}
+
+/* Polls the assigned tail until every partition is read to its end (an
+ * EOF event ends one whose last offsets hold no record: transaction
+ * markers, compaction), replaying each record.  -1 with errstr past
+ * timeout_ms or out of memory. */
+static int read_tail(tail_read *r, bs_fetch_wake *wake, int timeout_ms,
+                     char *errstr, size_t errstr_size)
+{
+    double deadline = bs_now() + timeout_ms / 1000.0;
+    while (r->pending > 0) {
+        if (bs_now() > deadline) {
+            snprintf(errstr, errstr_size, "replay: the output tail of %s was "
+                     "not read within %d ms (%llu records read)",
+                     r->topic, timeout_ms, (unsigned long long)r->read);
+            return -1;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(r->tail, BS_POLL_MS);
+        if (wake && (!m || r->read % WAKE_CHECK_EVERY == 0))
+            bs_fetch_wake_check(wake);
+        if (!m)
+            continue;
+        int32_t op = m->partition;
+        if (op < 0 || (uint32_t)op >= r->nparts || r->to[op] < 0) {
+            rd_kafka_message_destroy(m); /* not ours, or done already */
+            continue;
+        }
+        bool last;
+        if (m->err) {
+            last = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+                   m->offset >= r->to[op];
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                bs_log(BS_LOG_WARN, "replay: consume error", "error=%s",
+                       rd_kafka_err2name(m->err));
+        } else {
+            last = m->offset + 1 >= r->to[op];
+            r->read++;
+            if (wake)
+                bs_fetch_wake_note(wake, m->key_len + m->len);
+            int64_t so;
+            bs_replay_target *t = record_target(r, m, &so);
+            if (t && replay_record(r, t, m, so) != 0) {
+                snprintf(errstr, errstr_size, "out of memory");
+                rd_kafka_message_destroy(m);
+                return -1;
+            }
+        }
+        rd_kafka_message_destroy(m);
+        if (last) {
+            r->to[op] = -1; /* done with this partition */
+            r->pending--;
+        }
+    }
+    return 0;
+}
+
 int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
                    const bs_config_keyspec *key, uint64_t seed,
                    bs_replay_target *targets, size_t n, int timeout_ms,
@@ -135,69 +326,30 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
 {
     if (n == 0)
         return 0;
-    /* Per output partition: start at the smallest watermark any target
-     * recorded, stop at the end as it is now (nothing of ours is in flight:
-     * the caller restores before it produces). */
-    uint32_t nparts = 0;
-    for (size_t i = 0; i < n; i++)
-        if (targets[i].nwm > nparts)
-            nparts = targets[i].nwm;
+    uint32_t nparts = watermarked_partitions(targets, n);
     if (nparts == 0)
         return 0; /* no watermarks recorded: nothing was produced after */
-    int64_t *from = malloc(nparts * sizeof(*from));
-    int64_t *to = malloc(nparts * sizeof(*to));
-    size_t *caps = calloc(n, sizeof(*caps));
+    tail_read r = {.tail = tail,
+                   .topic = output_topic,
+                   .key = key,
+                   .seed = seed,
+                   .targets = targets,
+                   .n = n,
+                   .caps = calloc(n, sizeof(size_t)),
+                   .nparts = nparts,
+                   .from = malloc(nparts * sizeof(int64_t)),
+                   .to = malloc(nparts * sizeof(int64_t))};
     rd_kafka_topic_partition_list_t *assign =
         rd_kafka_topic_partition_list_new((int)nparts);
     int rc = -1;
-    bs_fetch_wake *wake = NULL;
-    if (!from || !to || !caps) {
+    if (!r.from || !r.to || !r.caps) {
         snprintf(errstr, errstr_size, "out of memory");
         goto out;
     }
-    for (uint32_t p = 0; p < nparts; p++)
-        from[p] = INT64_MAX;
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t w = 0; w < targets[i].nwm; w++) {
-            const bs_ckpt_wm *wm = &targets[i].wm[w];
-            if (wm->partition >= 0 && (uint32_t)wm->partition < nparts &&
-                wm->high < from[wm->partition])
-                from[wm->partition] = wm->high;
-        }
-    /* Leaders as they are now: this client may have been idle while a
-     * broker went away, and a query sent to a dead leader waits out its
-     * whole timeout. */
-    (void)bs_topic_partitions(tail, output_topic, BS_TIMEOUT_BROKER_MS, NULL,
-                              0);
-    int pending = 0;
-    for (uint32_t p = 0; p < nparts; p++) {
-        int64_t lo, hi;
-        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-            tail, output_topic, (int32_t)p, &lo, &hi, BS_TIMEOUT_BROKER_MS);
-        if (err) {
-            snprintf(errstr, errstr_size, "replay: watermarks of %s [%u]: %s",
-                     output_topic, p, rd_kafka_err2str(err));
-            goto out;
-        }
-        if (from[p] == INT64_MAX)
-            from[p] = hi; /* no target recorded it: nothing to read */
-        if (from[p] < lo) {
-            /* Retention removed part of the tail: what was there cannot
-             * be recognised, so some records may be produced twice. */
-            bs_log(BS_LOG_WARN, "output tail partly gone, replaying what "
-                   "is left", "topic=%s partition=%u from=%lld low=%lld",
-                   output_topic, p, (long long)from[p], (long long)lo);
-            from[p] = lo;
-        }
-        to[p] = hi;
-        if (from[p] < to[p]) {
-            rd_kafka_topic_partition_list_add(assign, output_topic,
-                                              (int32_t)p)
-                ->offset = from[p];
-            pending++;
-        }
-    }
-    if (pending == 0) {
+    lowest_watermarks(&r);
+    if (tail_ranges(&r, assign, errstr, errstr_size) != 0)
+        goto out;
+    if (r.pending == 0) {
         rc = 0;
         goto out;
     }
@@ -208,107 +360,26 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
         goto out;
     }
     /* A tail of more than the read-ahead would otherwise wait a second at
-     * every refill (fetch_wake.h): 12 s for 315k records in bench/scale.
-     * Without the helper the replay is only slower. */
+     * every refill (fetch_wake.h).  Without the helper the replay is only
+     * slower. */
     char werr[256];
-    wake = bs_fetch_wake_new(tail, NULL, werr, sizeof(werr));
+    bs_fetch_wake *wake = bs_fetch_wake_new(tail, NULL, werr, sizeof(werr));
     if (!wake)
         bs_log(BS_LOG_WARN, "replay: no fetch wake-ups", "error=%s", werr);
-    double deadline = bs_now() + timeout_ms / 1000.0;
-    uint64_t read = 0;
-    char topic[256];
-    while (pending > 0) {
-        if (bs_now() > deadline) {
-            snprintf(errstr, errstr_size, "replay: the output tail of %s was "
-                     "not read within %d ms (%llu records read)",
-                     output_topic, timeout_ms, (unsigned long long)read);
-            goto unassign;
-        }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(tail, 100);
-        if (wake && (!m || read % 64 == 0))
-            bs_fetch_wake_check(wake);
-        if (!m)
-            continue;
-        int32_t op = m->partition;
-        if (op < 0 || (uint32_t)op >= nparts || to[op] < 0) {
-            rd_kafka_message_destroy(m); /* not ours, or done already */
-            continue;
-        }
-        if (m->err) {
-            /* The end of a partition whose last offsets hold no record
-             * (transaction markers, compaction) is an EOF event. */
-            if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF &&
-                m->offset >= to[op]) {
-                to[op] = -1;
-                pending--;
-            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                bs_log(BS_LOG_WARN, "replay: consume error", "error=%s",
-                       rd_kafka_err2name(m->err));
+    if (read_tail(&r, wake, timeout_ms, errstr, errstr_size) == 0) {
+        rc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++)
+            if (skip_sort(&targets[i]) != 0) {
+                snprintf(errstr, errstr_size, "out of memory");
+                rc = -1;
             }
-            rd_kafka_message_destroy(m);
-            continue;
-        }
-        bool last = m->offset + 1 >= to[op];
-        read++;
-        if (wake)
-            bs_fetch_wake_note(wake, m->key_len + m->len);
-        rd_kafka_headers_t *hdrs;
-        const void *v;
-        size_t vlen;
-        int32_t sp;
-        int64_t so;
-        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            rd_kafka_header_get_last(hdrs, BS_HDR_SRC, &v, &vlen) ==
-                RD_KAFKA_RESP_ERR_NO_ERROR &&
-            bs_parse_src(v, vlen, topic, sizeof(topic), &sp, &so)) {
-            for (size_t i = 0; i < n; i++) {
-                bs_replay_target *t = &targets[i];
-                if (t->partition != sp || so < t->from_offset ||
-                    strcmp(t->topic, topic) != 0)
-                    continue;
-                t->records++;
-                bs_record_keys keys;
-                bs_record_keys_init(&keys, m);
-                const void *k;
-                size_t klen;
-                bs_replay_key rk = {{0, 0}, false};
-                if ((rk.have = bs_record_key(&keys, key, &k, &klen)))
-                    rk.h = bf_hash_key(k, klen, seed);
-                if (skip_push(t, &caps[i], so, rk) != 0) {
-                    snprintf(errstr, errstr_size, "out of memory");
-                    bs_record_keys_reset(&keys);
-                    rd_kafka_message_destroy(m);
-                    goto unassign;
-                }
-                /* Added now, or (windowed) when consumption reaches it. */
-                if (rk.have && !bf_filter_windowed(t->filter) &&
-                    bs_dedup_add(t->filter, rk.h) < 0)
-                    bs_log(BS_LOG_ERROR, "replay: dedup filter at "
-                           "dedup.max.bytes", "topic=%s partition=%d",
-                           t->topic, (int)t->partition);
-                bs_record_keys_reset(&keys);
-                break;
-            }
-        }
-        rd_kafka_message_destroy(m);
-        if (last) {
-            to[op] = -1; /* done with this partition */
-            pending--;
-        }
     }
-    for (size_t i = 0; i < n; i++)
-        if (skip_sort(&targets[i]) != 0) {
-            snprintf(errstr, errstr_size, "out of memory");
-            goto unassign;
-        }
-    rc = 0;
-unassign:
     bs_fetch_wake_destroy(wake); /* before the assignment goes */
     rd_kafka_assign(tail, NULL);
 out:
     rd_kafka_topic_partition_list_destroy(assign);
-    free(from);
-    free(to);
-    free(caps);
+    free(r.from);
+    free(r.to);
+    free(r.caps);
     return rc;
 }

@@ -221,7 +221,7 @@ size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)
 bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
 {
     const char *no = NULL;
-    char list_why[300];
+    char list_why[300], stall_why[80];
     int64_t last = atomic_load(&s->last_poll_ms);
     for (size_t i = 0; i < s->nlists && !no; i++)
         if (s->lists[i].topic && !BS_GET(s->lists[i].caught_up)) {
@@ -234,9 +234,11 @@ bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
     else if (BS_GET(s->ctr.partitions) == 0)
         no = "no partitions assigned";
     else if (last == 0 || bs_now() * 1000 - (double)last >
-                              BS_READY_STALL_S * 1000)
-        no = "the poll loop has not turned for 10 s";
-    else if (atomic_load(&s->pub_state) == BS_STAGE_BACKOFF)
+                              BS_READY_STALL_S * 1000) {
+        snprintf(stall_why, sizeof(stall_why), "the poll loop has not "
+                 "turned for %.0f s", BS_READY_STALL_S);
+        no = stall_why;
+    } else if (atomic_load(&s->pub_state) == BS_STAGE_BACKOFF)
         no = "checkpoints are failing";
     if (why && why_size)
         snprintf(why, why_size, "%s", no ? no : "ready");

@@ -57,8 +57,8 @@ static bool flush_producer(bs_stage *s)
  * milliseconds of the call (seen in test_stage_faults after a rollback,
  * and three times within 30 ms in test_eos on a loaded machine); seeking
  * the same partitions again is harmless, so it is retried after a pause
- * that doubles (20 ms, then 40 ... 320 ms).  A partition the broker
- * refuses is logged. */
+ * that doubles from BS_SEEK_RETRY_MS.  A partition the broker refuses is
+ * logged. */
 static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                     const char *why)
 {
@@ -76,7 +76,7 @@ static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                    bs_log_quote(rd_kafka_error_string(e), q, sizeof(q)));
             rd_kafka_error_destroy(e);
             e = NULL;
-            usleep(20000u << (attempt - 1));
+            usleep((BS_SEEK_RETRY_MS * 1000u) << (attempt - 1));
         }
     }
     if (e) {

@@ -4,34 +4,10 @@
  * librdkafka calls back into this thread from rd_kafka_consumer_poll,
  * rd_kafka_poll, rd_kafka_flush and rd_kafka_consumer_close only.
  *
- * States (stage_int.h; transitions and numbered invariants in state.c,
- * the function that makes each move named on its arrow):
- *
- *      bs_stage_new
- *           |
- *          NEW
- *           | bs_stage_run
- *           v          trigger: records or interval
- *   +--> RUNNING ---------------------------------> CHECKPOINTING
- *   |     |  ^ \         bs_round_from_loop           |   |
- *   |     |  |  \ bs_rebalance_cb                 ok   |   | failed
- *   |     |  |   v                     +---------------+   v
- *   |     |  | REBALANCING ------------+            BACKOFF (paused;
- *   |     |  | (assign: restore; revoke:  |             retry_at, then
- *   |     |  |  bs_round, then give       |             CHECKPOINTING
- *   |     |  |  the partitions up)        |             again; ok ->
- *   |     |  +----------------------------+             RUNNING, resumed)
- *   |     | stop requested (bs_stage_stop), from RUNNING or BACKOFF
- *   |     v
- *   |  DRAINING: final rounds (bs_round), close the consumer (which
- *   |            revokes: REBALANCING and back), flush -> STOPPED
- *   |
- *   +-- any state: FATAL (bs_stage_fatal: a damaged checkpoint, a seek
- *       that cannot be made, a consumer's fatal error): nothing more is
- *       processed or committed; bs_stage_run returns -1 with why.
- *
- * Each partition has its own state (RESTORING, WAITING_FIRST, ACTIVE,
- * RESTORE_PENDING: state.c); its records are processed only while ACTIVE.
+ * The states, their diagram, the function that makes each move and the
+ * numbered invariants are in DESIGN.md (States, Invariants); state.c holds
+ * the table of legal moves and the checks.  A partition's records are
+ * processed only while it is ACTIVE.
  */
 #include "stage.h"
 #include "stage_int.h"

@@ -8,29 +8,12 @@
  * rd_kafka_flush only) owns every field except those marked "any thread",
  * which other threads (metrics, demo) read through report.h's accessors.
  *
- * The files, one concern each, in layers: each calls only files below it
- * (scripts/check-layers checks it; the state diagram is in stage.c and
- * DESIGN.md):
- *
- *   stage.c        the loop: bs_stage_run reads as the state machine; it
- *                  passes rebalance.c's callback down to the clients
- *   rebalance.c    the rebalance callback
- *   round.c        checkpoint rounds: flush, write, commit; rollback
- *   record_path.c  per record: keys, blocklists, dedup, produce
- *   blocklist_feed.c  live blocklists: their topics read, then followed
- *   clients.c      librdkafka clients, their configuration and callbacks
- *   txn.c          exactly_once by Kafka transactions: the producer's
- *                  transaction around each round
- *   report.c       counters, published partition view, stats line, ready
- *   partitions.c   assigned partitions: lookup, restore from a checkpoint
- *   state.c        states, legal transitions, numbered invariants; the
- *                  failure noted for the next round
- *
- * This header is below them all: it includes only headers of types and of
- * the modules under the stage (the store contract, replay, blocklists,
- * settings), never stage.h or one of these files' own.  Under it: the
- * stores (store.c picks one; store_ops.h is their contract), replay,
- * record keys, blocklists, crash points (crash_point.h), settings, logs.
+ * The engine's files, one concern each, are listed in DESIGN.md (The
+ * engine), top layer first, with the state diagram (States).  Each calls
+ * only files below it (scripts/check-layers; ctest layers_engine).  This
+ * header is below them all: it includes only headers of types and of the
+ * modules under the stage (the store contract store_ops.h, replay,
+ * blocklists, settings), never stage.h or one of the engine files' own.
  */
 #ifndef BLOOMSTAGE_STAGE_INT_H
 #define BLOOMSTAGE_STAGE_INT_H

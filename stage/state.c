@@ -11,74 +11,11 @@
  * layer may set is here: a failure noted for the next round, which rolls
  * back (bs_delivery_failed, bs_deliveries_unconfirmed; invariants 3, 8).
  *
- * Stage states (stage.c draws the diagram):
- *
- *   NEW -> RUNNING                  bs_stage_run
- *   RUNNING|BACKOFF -> CHECKPOINTING   bs_round_from_loop; back with the
- *                                   round's outcome: RUNNING or BACKOFF
- *   RUNNING|BACKOFF|DRAINING -> REBALANCING   bs_rebalance_cb (from a
- *                                   poll or the consumer's close); back to
- *                                   where it came from, or BACKOFF when a
- *                                   partition waits for its first
- *                                   checkpoint
- *   REBALANCING -> CHECKPOINTING    a revoke checkpoints first; back
- *   RUNNING|BACKOFF -> DRAINING     stop requested
- *   DRAINING -> CHECKPOINTING       the final rounds; back
- *   DRAINING -> STOPPED             bs_stage_run returns 0
- *   any but STOPPED -> FATAL        bs_stage_fatal; FATAL is final
- *
- * Partition states:
- *
- *   RESTORING -> ACTIVE | WAITING_FIRST | RESTORE_PENDING   bs_parts_restore
- *   WAITING_FIRST -> ACTIVE        its first checkpoint written (round.c)
- *   WAITING_FIRST -> RESTORE_PENDING   its tail could not be read either
- *   (RESTORE_PENDING partitions are paused; the next round's restore
- *   takes them to RESTORING again: round.c)
- *   ACTIVE|WAITING_FIRST|RESTORE_PENDING -> RESTORING   a rollback
- *
- * Invariants (both guarantees, both stores):
- *
- *   1. Committed offsets never pass durable state: for every partition,
- *      committed <= ckpt_offset.  Durable means, for the directory store,
- *      written, fsynced, renamed and the directory fsynced; for the Kafka
- *      store, every chunk and then the manifest acknowledged by the broker
- *      (acks=all).  ckpt_offset moves only after that (round.c).
- *   2. A checkpoint is written only after the producer flushed and every
- *      delivery since the previous checkpoint succeeded, so every record
- *      before its offset that was not dropped is in the output topic.
- *   3. A failed delivery rolls every partition back to its last checkpoint
- *      before anything more is committed.  at_least_once: records after it
- *      are processed again, some may be produced twice (bounded by the
- *      records since the checkpoint).  exactly_once: the checkpoint holds
- *      the output's high watermarks taken after that flush, and the restore
- *      reads the output tail from them, so what was delivered is not
- *      produced again and what was not is.
- *   4. A partition's records are processed only while it is ACTIVE: its
- *      checkpoint was loaded (and, exactly_once, its tail replayed) before.
- *      So an ACTIVE partition has a filter, and with exactly_once a
- *      checkpoint (ckpt_offset >= 0) to replay from.
- *   5. Offsets of a partition are ordered: base_offset <= next_offset and
- *      ckpt_offset <= next_offset whenever both are known.
- *   6. In BACKOFF nothing is processed (consumption is paused; a record
- *      polled anyway comes again after the resume's seek).
- *   7. FATAL is final: nothing is processed or committed after it.
- *
- * With transactions (exactly_once.method, txn.c) the same states, and:
- *
- *   1. reads "committed" as committed by a transaction together with the
- *      output and rejected records produced before it, and ckpt_offset
- *      moves to a round's offsets only once that transaction committed;
- *      a restore loads the state whose offset is the group's committed
- *      one (bs_store_get at_offset), which the store keeps until the next
- *      is committed.
- *   3. a failed delivery, or a transaction that cannot commit (fenced,
- *      timed out, aborted), aborts the transaction and rolls every
- *      partition back to its committed state: what the transaction held
- *      is invisible to read_committed readers and is produced again.
- *   8. Records are processed only inside an open transaction: RUNNING with
- *      transactions means one is open, unless a failure is noted for the
- *      next round (which rolls back and begins one).  A round covers every
- *      partition (its commit makes all of the transaction visible).
+ * The moves legal_stage and legal_part allow, the diagram and the function
+ * that makes each move are in DESIGN.md (States); test_state fails when its
+ * lists and these tables differ.  The numbered invariants are DESIGN.md's
+ * too (Invariants); bs_stage_check_invariants checks 1, 4, 5 and 8 by
+ * those numbers.
  */
 #include "stage_int.h"
 #include "log.h"

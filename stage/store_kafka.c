@@ -180,8 +180,9 @@ static known *known_find(bs_kafkastore *ks, const char *topic, int32_t part,
 static bool kafka_flush(bs_kafkastore *ks, char *errstr, size_t errstr_size)
 {
     double t0 = bs_now();
-    while (rd_kafka_flush(ks->producer, 500) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        if (bs_now() - t0 > 5)
+    while (rd_kafka_flush(ks->producer, BS_FLUSH_STEP_MS) !=
+           RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (bs_now() - t0 > BS_STORE_FLUSH_LOG_S)
             bs_log(BS_LOG_INFO, "waiting for checkpoint deliveries",
                    "in_flight=%d", rd_kafka_outq_len(ks->producer));
     if (ks->dr_failed) {
@@ -206,7 +207,7 @@ static int produce_rec(bs_kafkastore *ks, int32_t part, const char *key,
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            rd_kafka_poll(ks->producer, 50);
+            rd_kafka_poll(ks->producer, BS_QUEUE_FULL_POLL_MS);
             continue;
         }
         if (err) {
@@ -435,7 +436,7 @@ static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
         bs_log(BS_LOG_INFO, "checkpoint topic not known yet, retrying",
                "topic=%s partition=%d error=%s", ks->topic, (int)cp,
                rd_kafka_err2name(err));
-        usleep(500000);
+        usleep(BS_TOPIC_KNOWN_RETRY_MS * 1000u);
     }
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
@@ -463,15 +464,17 @@ static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
         return -1;
     }
     int rc = 0;
-    double deadline = bs_now() + 60;
+    double deadline = bs_now() + BS_TIMEOUT_STORE_READ_MS / 1000.0;
     for (;;) {
         if (bs_now() > deadline) {
             snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: not "
-                     "read within 60 s", ks->topic, (int)cp);
+                     "read within %d ms", ks->topic, (int)cp,
+                     BS_TIMEOUT_STORE_READ_MS);
             rc = -1;
             break;
         }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(ks->reader, 100);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(ks->reader,
+                                                       BS_POLL_MS);
         if (!m)
             continue;
         bool end = false;
@@ -653,7 +656,8 @@ static int kafka_check(void *impl, char *errstr, size_t errstr_size)
             rd_kafka_CreateTopics(ks->producer, &nt, 1, o, q);
             /* The request's own timeout, and a little for the reply. */
             rd_kafka_event_t *ev =
-                rd_kafka_queue_poll(q, BS_TIMEOUT_STORE_ADMIN_MS + 2000);
+                rd_kafka_queue_poll(q, BS_TIMEOUT_STORE_ADMIN_MS +
+                                           BS_REPLY_GRACE_MS);
             if (ev) {
                 const rd_kafka_CreateTopics_result_t *res =
                     rd_kafka_event_CreateTopics_result(ev);
@@ -674,11 +678,13 @@ static int kafka_check(void *impl, char *errstr, size_t errstr_size)
         if (!e)
             bs_log(BS_LOG_INFO, "checkpoint topic created", "topic=%s "
                    "cleanup.policy=compact", ks->topic);
-        for (int attempt = 0; attempt < 10 && ks->nparts <= 0; attempt++) {
+        for (int attempt = 0;
+             attempt < BS_TOPIC_CREATED_ATTEMPTS && ks->nparts <= 0;
+             attempt++) {
             ks->nparts = bs_topic_partitions(ks->producer, ks->topic,
                                      BS_TIMEOUT_STORE_ADMIN_MS, NULL, 0);
             if (ks->nparts <= 0)
-                usleep(300000);
+                usleep(BS_TOPIC_CREATED_RETRY_MS * 1000u);
         }
         if (ks->nparts <= 0) {
             snprintf(errstr, errstr_size, "checkpoint topic %s does not exist"

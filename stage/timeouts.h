@@ -8,6 +8,8 @@
 
 #define BS_TIMEOUT_BROKER_MS 10000  /* one metadata, watermark, committed
                                        or seek request */
+#define BS_REPLY_GRACE_MS 2000      /* an admin reply, past its request's
+                                       own timeout: the answer's way back */
 #define BS_TIMEOUT_REPLAY_MS 120000 /* reading an output tail to its end */
 #define BS_TIMEOUT_TXN_STABLE_MS 90000 /* transactions: committed offsets a
                                           previous owner's open transaction
@@ -25,10 +27,34 @@
 #define BS_BOOKKEEPING_MAX_MS 50    /* ... or this long, whichever first */
 #define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */
 #define BS_SEEK_ATTEMPTS 5          /* a failed seek is made again */
+#define BS_SEEK_RETRY_MS 20         /* ... after this, doubling: a spurious
+                                       seek timeout passes in milliseconds */
+#define BS_COMMITTED_RETRY_MIN_MS 50   /* offsets an open transaction holds
+                                          back: asked again after this ... */
+#define BS_COMMITTED_RETRY_MAX_MS 1000 /* ... doubling up to this: its abort
+                                          takes seconds */
+#define BS_COMMITTED_CKPT_RETRY_MS 500 /* the same for a committed checkpoint
+                                          (a restore from the topic each) */
+#define BS_TXN_TIMEOUT_INTERVALS 4  /* transaction.timeout.ms: intervals a
+                                       live instance's transaction outlasts */
+#define BS_TXN_TIMEOUT_MIN_MS 15000 /* ... at least this: with a short
+                                       interval a round still takes seconds */
+#define BS_TXN_TIMEOUT_MAX_MS 900000 /* ... at most: brokers' default
+                                        transaction.max.timeout.ms */
+#define BS_TIMEOUT_WAKE_MS 1000     /* fetch_wake.c's ListOffsets: only so
+                                       that wake-ups do not pile up */
 
 #define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
 #define BS_TIMEOUT_TOPIC_KNOWN_MS 30000 /* a topic just created, until the
                                            broker asked knows it */
+#define BS_TOPIC_KNOWN_RETRY_MS 500 /* ... asked again after this: brokers
+                                       learn of it by their metadata */
+#define BS_TOPIC_CREATED_ATTEMPTS 10 /* a topic this store created: its
+                                        partitions asked for this often ... */
+#define BS_TOPIC_CREATED_RETRY_MS 300 /* ... this far apart */
+#define BS_TIMEOUT_STORE_READ_MS 60000 /* one range of the checkpoint topic */
+#define BS_STORE_FLUSH_LOG_S 5.0    /* a checkpoint flush this slow is logged,
+                                       each step, until it ends */
 #define BS_TIMEOUT_LISTS_MS 120000 /* blocklist topics read to their end:
                                       the longest wait for the next record */
 #define BS_LISTS_FOLLOW_MAX 1000 /* list updates applied in one turn */

@@ -12,7 +12,9 @@ target_compile_definitions(test_checkpoint PRIVATE
 bs_add_cmocka_test(test_state
   SOURCES test_state.c ${PROJECT_SOURCE_DIR}/stage/state.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
-target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1)
+# It also checks DESIGN.md's lists of legal moves against state.c's tables.
+target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1
+  BS_DESIGN_MD="${PROJECT_SOURCE_DIR}/DESIGN.md")
 
 # The engine's Kafka-facing modules; the ones that need a broker run
 # librdkafka's mock cluster in process (inproc_mock.c), with the test
