@@ -8,12 +8,12 @@
  * dirty_decay_ms: freed pages go back to the system after 1 s instead of
  * jemalloc's 10 s.  librdkafka allocates every record on its broker
  * threads and frees it on the stage thread; with the 10 s default the
- * pages of a burst stay resident long after it and the stage's peak RSS
- * was about twice what it holds live (bench/e2e).
+ * pages of a burst stay resident long after it, and the stage's peak RSS
+ * is a multiple of what it holds live.
  *
  * narenas:1: one arena instead of four per core.  The stage's threads are
- * librdkafka's (a few per client) and its own; spread over eight arenas
- * their freed pages are reused less, and one arena measured a lower peak
- * (bench/e2e on a real broker: 36 MiB against 45-50) at the same rate.
+ * librdkafka's (a few per client) and its own; spread over many arenas
+ * their freed pages are reused less, so one arena gives a lower peak at
+ * the same rate (bench/README.md, bench/e2e, has the figures).
  */
 const char *malloc_conf = "narenas:1,dirty_decay_ms:1000";

@@ -52,12 +52,11 @@ static bool flush_producer(bs_stage *s)
 
 /* Seeks the consumer to the offsets in `seek` (nothing if empty).  A seek
  * that cannot be made at all, BS_SEEK_ATTEMPTS times in a row, is fatal:
- * where consumption goes on would be unknown.  librdkafka 2.0.2 sometimes
- * answers "Timed out waiting for N remaining partition seek(s)" within
- * milliseconds of the call (seen in test_stage_faults after a rollback,
- * and three times within 30 ms in test_eos on a loaded machine); seeking
- * the same partitions again is harmless, so it is retried after a pause
- * that doubles from BS_SEEK_RETRY_MS.  A partition the broker refuses is
+ * where consumption goes on would be unknown.  librdkafka 2.0.2 can answer
+ * "Timed out waiting for N remaining partition seek(s)" within milliseconds
+ * of the call, several times in a row on a loaded machine; seeking the same
+ * partitions again is harmless, so it is retried after a pause that
+ * doubles from BS_SEEK_RETRY_MS.  A partition the broker refuses is
  * logged. */
 static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
                     const char *why)
