@@ -18,9 +18,11 @@
  * keys, a path for every blocklist, topics that would loop.
  *
  * Keys `kafka.*`, `consumer.*` and `producer.*` are stored, not understood:
- * the stage hands them to librdkafka with bs_config_foreach (this module
- * knows nothing of Kafka).  `consumer.group.id` is also a table key with a
- * default, so it shows up in a "consumer." walk even when nobody set it.
+ * the stage hands them to librdkafka with bs_config_foreach.  Validation
+ * reads only the few whose mistakes would otherwise surface at the first
+ * connection (see bs_config_validate).  `consumer.group.id` is also a table
+ * key with a default, so it shows up in a "consumer." walk even when nobody
+ * set it.
  *
  * Secrets.  A key whose name marks it secret (bs_config_key_is_secret:
  * password, secret, jaas, a private key, ...) and any value read from a
@@ -239,8 +241,13 @@ int bs_config_set(bs_config *cfg, const char *key, const char *value,
 
 /* Checks the whole: required keys set and non-empty, every blocklist has a
  * path, output.topic and rejected.topic not among input.topics (the stage
- * would consume its own output).  Builds the blocklist array.  Call after
- * the last layer, before the typed accessors below that say so. */
+ * would consume its own output).  Of the librdkafka properties (with
+ * prefix kafka., consumer. or producer.): security.protocol SASL_SSL or
+ * SASL_PLAINTEXT needs sasl.mechanism (or sasl.mechanisms) set for that
+ * client, and the files ssl.ca.location (a file, a directory or "probe"),
+ * ssl.certificate.location and ssl.key.location name must be readable.
+ * Builds the blocklist array.  Call after the last layer, before the typed
+ * accessors below that say so. */
 int bs_config_validate(bs_config *cfg, char *errstr,
                        size_t errstr_size) BS_CONFIG_WUR;
 

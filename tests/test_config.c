@@ -1619,7 +1619,8 @@ static void test_secret_never_shown(void **state)
     assert_hidden(err, "an unknown variable's message");
 
     /* Validation messages start with the origin of the value at fault,
-     * which names a secret's key only. */
+     * which names a secret's key only; a value read from a file is not
+     * shown, not even the path it holds. */
     fresh(f);
     assert_int_equal(bs_config_set_arg(f->cfg, "input.topics=in", err, n), 0);
     assert_int_equal(bs_config_set_arg(f->cfg, "output.topic=out", err, n),
@@ -1633,6 +1634,30 @@ static void test_secret_never_shown(void **state)
                              "'blocklist.password.path' or "
                              "'blocklist.password.topic' is required but "
                              "neither is set");
+    fresh(f);
+    char arg[700];
+    assert_int_equal(bs_config_set_arg(f->cfg, "input.topics=in", err, n), 0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "output.topic=out", err, n),
+                     0);
+    snprintf(arg, sizeof arg, "kafka.security.protocol=@file:%s",
+             write_bytes(f, "protocol", "SASL_SSL\n", 9));
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), 0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.security.protocol': "
+             "[redacted] needs a SASL mechanism: set kafka.sasl.mechanism to "
+             "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI "
+             "(librdkafka would otherwise assume GSSAPI, Kerberos)", arg);
+    assert_string_equal(err, want);
+    assert_int_equal(bs_config_set_arg(f->cfg, "kafka.sasl.mechanism=PLAIN",
+                                       err, n),
+                     0);
+    snprintf(arg, sizeof arg, "kafka.ssl.key.location=@file:%s",
+             write_bytes(f, "location", SECRET "\n", sizeof SECRET));
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), 0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.ssl.key.location': cannot "
+             "read the file it names", arg);
+    assert_string_equal(err, want);
 }
 
 /* BLOOMSTAGE_<KEY>_FILE and @file:PATH. */
@@ -1791,6 +1816,130 @@ static void test_secret_files(void **state)
                         "x");
 }
 
+/* The librdkafka properties validate checks before any client exists. */
+static void test_kafka_checks(void **state)
+{
+    fixture *f = *state;
+    char *err = f->err;
+    size_t n = sizeof f->err;
+    char conf[2048], want[2048], missing[600], cert[600];
+    snprintf(missing, sizeof missing, "%s/no-such.pem", f->dir);
+    snprintf(cert, sizeof cert, "%s", write_bytes(f, "cert.pem", "PEM\n", 4));
+    const char *const base = "input.topics=in\noutput.topic=out\n";
+    static const char sasl_msg[] =
+        "needs a SASL mechanism: set kafka.sasl.mechanism to PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI (librdkafka "
+        "would otherwise assume GSSAPI, Kerberos)";
+
+    /* SASL without a mechanism, for either client, in any case. */
+    static const struct {
+        const char *conf; /* after base */
+        int line;         /* of the protocol at fault; 0: valid */
+        const char *key, *value;
+    } sasl[] = {
+        {"kafka.security.protocol=SASL_SSL\n", 3, "kafka.security.protocol",
+         "SASL_SSL"},
+        {"kafka.security.protocol=sasl_plaintext\n", 3,
+         "kafka.security.protocol", "sasl_plaintext"},
+        {"producer.security.protocol=SASL_SSL\n", 3,
+         "producer.security.protocol", "SASL_SSL"},
+        /* The consumer's own mechanism leaves the producer without. */
+        {"kafka.security.protocol=SASL_SSL\nconsumer.sasl.mechanism=PLAIN\n",
+         3, "kafka.security.protocol", "SASL_SSL"},
+        {"kafka.security.protocol=SASL_SSL\nkafka.sasl.mechanism=\n", 3,
+         "kafka.security.protocol", "SASL_SSL"},
+        {"kafka.security.protocol=SASL_SSL\nkafka.sasl.mechanism=PLAIN\n", 0,
+         NULL, NULL},
+        {"kafka.security.protocol=SASL_SSL\nkafka.sasl.mechanisms=SCRAM-SHA-"
+         "512\n",
+         0, NULL, NULL},
+        {"kafka.security.protocol=SASL_SSL\nconsumer.sasl.mechanism=PLAIN\n"
+         "producer.sasl.mechanisms=PLAIN\n",
+         0, NULL, NULL},
+        {"kafka.security.protocol=SSL\n", 0, NULL, NULL},
+        {"kafka.security.protocol=SASL_SSL\nconsumer.security.protocol=SSL\n"
+         "producer.security.protocol=plaintext\n",
+         0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof sasl / sizeof sasl[0]; i++) {
+        snprintf(conf, sizeof conf, "%s%s", base, sasl[i].conf);
+        assert_int_equal(load_text(f, conf), 0);
+        int rc = bs_config_validate(f->cfg, err, n);
+        if (!sasl[i].line) {
+            if (rc != 0)
+                fail_msg("case %zu: %s", i, err);
+            continue;
+        }
+        assert_int_equal(rc, -1);
+        snprintf(want, sizeof want, "%s:%d: key '%s': %s %s", f->path,
+                 sasl[i].line, sasl[i].key, sasl[i].value, sasl_msg);
+        assert_string_equal(err, want);
+    }
+
+    /* TLS files: missing, a directory where a file must be, unreadable;
+     * the CA location may be a directory or "probe". */
+    static const struct {
+        const char *key;
+        const char *path; /* "M": missing, "D": the directory, "C": cert */
+        const char *why;  /* NULL: valid */
+    } files[] = {
+        {"kafka.ssl.ca.location", "M", "No such file or directory"},
+        {"kafka.ssl.ca.location", "D", NULL},
+        {"kafka.ssl.ca.location", "C", NULL},
+        {"consumer.ssl.ca.location", "M", "No such file or directory"},
+        {"kafka.ssl.certificate.location", "M", "No such file or directory"},
+        {"kafka.ssl.certificate.location", "D", "is a directory, not a file"},
+        {"kafka.ssl.certificate.location", "C", NULL},
+        {"producer.ssl.key.location", "M", "No such file or directory"},
+        {"kafka.ssl.key.location", "D", "is a directory, not a file"},
+        {"kafka.ssl.key.location", "C", NULL},
+        {"kafka.ssl.crl.location", "M", NULL}, /* not checked */
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const char *path = files[i].path[0] == 'M'   ? missing
+                           : files[i].path[0] == 'D' ? f->dir
+                                                     : cert;
+        snprintf(conf, sizeof conf, "%s%s=%s\n", base, files[i].key, path);
+        bs_config_destroy(f->cfg);
+        f->cfg = bs_config_new();
+        write_bytes(f, "tls.conf", conf, strlen(conf));
+        assert_int_equal(bs_config_load_file(f->cfg, f->path, err, n), 0);
+        int rc = bs_config_validate(f->cfg, err, n);
+        if (!files[i].why) {
+            if (rc != 0)
+                fail_msg("case %zu: %s", i, err);
+            continue;
+        }
+        assert_int_equal(rc, -1);
+        snprintf(want, sizeof want, "%s:3: key '%s': cannot read '%s': %s",
+                 f->path, files[i].key, path, files[i].why);
+        assert_string_equal(err, want);
+    }
+    fresh(f);
+    assert_int_equal(bs_config_set_arg(f->cfg, "input.topics=in", err, n), 0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "output.topic=out", err, n),
+                     0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "kafka.ssl.ca.location=probe",
+                                       err, n),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), 0);
+    if (geteuid() != 0) {
+        const char *key = write_bytes(f, "key.pem", "KEY\n", 4);
+        assert_int_equal(chmod(key, 0), 0);
+        snprintf(conf, sizeof conf, "kafka.ssl.key.location=%s", key);
+        assert_int_equal(bs_config_set_arg(f->cfg, conf, err, n), 0);
+        assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+        snprintf(want, sizeof want, "-X kafka.ssl.key.location: key "
+                 "'kafka.ssl.key.location': cannot read '%s': Permission "
+                 "denied", key);
+        assert_string_equal(err, want);
+    } else {
+        print_message("test_kafka_checks: running as root, which reads any "
+                      "file: the unreadable key file is the directory "
+                      "case above\n");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1822,6 +1971,7 @@ int main(void)
         T(test_secret_keys),
         T(test_secret_never_shown),
         T(test_secret_files),
+        T(test_kafka_checks),
 #undef T
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
