@@ -71,30 +71,41 @@ void bs_config_show(char *buf, size_t n, const char *s, size_t len)
     snprintf(buf, n, "%.*s%s", (int)keep, s, cut ? "..." : "");
 }
 
+/* Why a file of this type cannot be read as asked, or NULL. */
+static const char *file_type_complaint(const struct stat *st, bool dir_ok)
+{
+    if (S_ISDIR(st->st_mode))
+        return dir_ok ? NULL : "is a directory, not a file";
+    return S_ISREG(st->st_mode) ? NULL : "is not a regular file";
+}
+
 int bs_config_open_path(const char *path, bool dir_ok, char *why, size_t n)
 {
     if (!path[0]) {
         snprintf(why, n, "empty file name");
         return -1;
     }
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is then
-     * refused as not a regular file). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        snprintf(why, n, "cannot read '%s': %s", path, strerror(errno));
-        return -1;
-    }
+    /* The type is checked before opening too: opening a device can do
+     * something, opening a FIFO waits for a writer (O_NONBLOCK covers one
+     * swapped in between). */
     struct stat st;
     const char *bad = NULL;
-    if (fstat(fd, &st) != 0)
+    int fd = -1;
+    if (stat(path, &st) != 0) {
         bad = strerror(errno);
-    else if (S_ISDIR(st.st_mode) && !dir_ok)
-        bad = "is a directory, not a file";
-    else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-        bad = "is not a regular file";
+    } else if (!(bad = file_type_complaint(&st, dir_ok))) {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+            bad = strerror(errno);
+        else if (fstat(fd, &st) != 0)
+            bad = strerror(errno);
+        else
+            bad = file_type_complaint(&st, dir_ok);
+    }
     if (bad) {
         snprintf(why, n, "cannot read '%s': %s", path, bad);
-        close(fd);
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     return fd;

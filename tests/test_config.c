@@ -1757,6 +1757,19 @@ static void test_secret_files(void **state)
     snprintf(want, sizeof want, "-X %s: key 'kafka.sasl.password': cannot "
              "read '%s': is a directory, not a file", arg, f->dir);
     assert_string_equal(err, want);
+    /* Not a regular file: refused before it is opened (a FIFO would
+     * wait for a writer, a device could act on the open). */
+    snprintf(want, sizeof want, "%s/fifo", f->dir);
+    assert_int_equal(mkfifo(want, 0600), 0);
+    const char *const odd[] = {"/dev/null", want};
+    for (size_t i = 0; i < 2; i++) {
+        char msg[2048];
+        snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", odd[i]);
+        assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+        snprintf(msg, sizeof msg, "-X %s: key 'kafka.sasl.password': cannot "
+                 "read '%s': is not a regular file", arg, odd[i]);
+        assert_string_equal(err, msg);
+    }
     assert_int_equal(bs_config_set_arg(f->cfg, "kafka.sasl.password=@file:",
                                        err, n),
                      -1);
