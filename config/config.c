@@ -172,7 +172,7 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
     }
     if (keylen > BS_CONFIG_MAX_KEY) {
         char shown[BS_CONFIG_SHOW_MAX + 1];
-        bs_config_show(shown, sizeof shown, k, keylen);
+        bs_config_show(shown, sizeof shown, k, keylen, true);
         bs_config_fail(errstr, n, "%s: key '%s' longer than %d bytes", where,
                        shown, BS_CONFIG_MAX_KEY);
         return -1;
@@ -215,7 +215,8 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
     }
     if (bs_value_parse(row, e.value, &e.v, why, sizeof why) != 0) {
         char shown[BS_CONFIG_SHOW_MAX + 1];
-        bs_config_show(shown, sizeof shown, e.value, strlen(e.value));
+        bs_config_show(shown, sizeof shown, e.value, strlen(e.value),
+                       false);
         bs_config_fail(errstr, n, "%s: key '%s': value '%s' %s", where, key,
                        e.secret ? BS_CONFIG_REDACTED : shown, why);
         entry_free(&e);
@@ -289,7 +290,7 @@ static void arg_origin(char *buf, size_t n, const char *rawkey, size_t keylen,
         snprintf(buf, n, "-X %s=%.*s", key, (int)vallen, val);
     } else if (row && !bs_config_row_is_passthrough(row) &&
                !bs_config_key_is_secret(key)) {
-        bs_config_show(shown, sizeof shown, val, vallen);
+        bs_config_show(shown, sizeof shown, val, vallen, false);
         snprintf(buf, n, "-X %s=%s", key, shown);
     } else {
         snprintf(buf, n, "-X %s", key);
@@ -320,7 +321,7 @@ int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,
     const char *eq = strchr(arg, '=');
     if (!eq) {
         char shown[BS_CONFIG_SHOW_MAX + 1];
-        bs_config_show(shown, sizeof shown, arg, strlen(arg));
+        bs_config_show(shown, sizeof shown, arg, strlen(arg), true);
         bs_config_fail(errstr, errstr_size, "-X %s: expected key=value",
                        shown);
         return -1;
@@ -404,7 +405,7 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
         const char *eq = memchr(s, '=', len);
         if (!eq) {
             char shown[BS_CONFIG_SHOW_MAX + 1];
-            bs_config_show(shown, sizeof shown, s, len);
+            bs_config_show(shown, sizeof shown, s, len, true);
             bs_config_fail(errstr, errstr_size,
                            "%s: expected key=value, got '%s'", where, shown);
             goto out;
@@ -463,7 +464,7 @@ static int env_var_parse(const char *var, env_var *v, char *errstr, size_t n)
             return 0;
     if (namelen > plen + 3 * BS_CONFIG_MAX_KEY) {
         char shown[BS_CONFIG_SHOW_MAX + 1];
-        bs_config_show(shown, sizeof shown, var, namelen);
+        bs_config_show(shown, sizeof shown, var, namelen, true);
         bs_config_fail(errstr, n, "env %s: name too long", shown);
         return -1;
     }

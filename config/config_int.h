@@ -115,11 +115,13 @@ bool bs_config_row_is_passthrough(const bs_config_row *row);
 /* Where the first secret mark in s[0..len) ends (case-insensitive), or
  * NULL: bs_config_key_is_secret is this on a whole key. */
 const char *bs_config_secret_mark_end(const char *s, size_t len);
-/* s[0..len) as a message shows text that may not be a well-formed
- * key=value: at most BS_CONFIG_SHOW_MAX bytes, and cut right after a
- * secret mark ("kafka.sasl.password..."), so a line or argument missing
- * its '=' never shows what follows a secret's name. */
-void bs_config_show(char *buf, size_t n, const char *s, size_t len);
+/* s[0..len) as a message shows it: at most BS_CONFIG_SHOW_MAX bytes
+ * ("..." when cut).  With `guard` (text that may not be a well-formed
+ * key=value) also cut right after a secret mark
+ * ("kafka.sasl.password..."), so a line or argument missing its '=' never
+ * shows what follows a secret's name. */
+void bs_config_show(char *buf, size_t n, const char *s, size_t len,
+                    bool guard);
 /* Opens path read-only: a regular file, or with dir_ok a directory too.
  * Returns the descriptor, or -1 with why = "cannot read 'PATH': reason"
  * (reason: strerror, "is a directory, not a file", "is not a regular

@@ -61,9 +61,10 @@ bool bs_config_key_is_secret(const char *key)
     return key && bs_config_secret_mark_end(key, strlen(key)) != NULL;
 }
 
-void bs_config_show(char *buf, size_t n, const char *s, size_t len)
+void bs_config_show(char *buf, size_t n, const char *s, size_t len,
+                    bool guard)
 {
-    const char *mark = bs_config_secret_mark_end(s, len);
+    const char *mark = guard ? bs_config_secret_mark_end(s, len) : NULL;
     size_t keep = mark ? (size_t)(mark - s) : len;
     bool cut = keep < len || keep > BS_CONFIG_SHOW_MAX;
     if (keep > BS_CONFIG_SHOW_MAX)

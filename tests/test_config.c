@@ -916,6 +916,11 @@ static void test_set_arg(void **state)
                         "x=y z");
     assert_string_equal(bs_config_origin(cfg, "kafka.sasl.jaas.config"),
                         "-X kafka.sasl.jaas.config");
+    assert_int_equal(bs_config_set_arg(cfg, "output.topic=secret-events",
+                                       err, n),
+                     0);
+    assert_string_equal(bs_config_origin(cfg, "output.topic"),
+                        "-X output.topic=secret-events");
     assert_int_equal(bs_config_set_arg(cfg, "kafka.client.id=bs", err, n), 0);
     assert_string_equal(bs_config_origin(cfg, "kafka.client.id"),
                         "-X kafka.client.id");
@@ -1533,12 +1538,14 @@ static void test_secret_keys(void **state)
      * at BS_CONFIG_SHOW_MAX. */
     char buf[BS_CONFIG_SHOW_MAX + 1], big[200];
     const char *t = "kafka.sasl.password:" SECRET;
-    bs_config_show(buf, sizeof buf, t, strlen(t));
+    bs_config_show(buf, sizeof buf, t, strlen(t), true);
     assert_string_equal(buf, "kafka.sasl.password...");
-    bs_config_show(buf, sizeof buf, "dedup.fpr", 9);
+    bs_config_show(buf, sizeof buf, t, strlen(t), false);
+    assert_string_equal(buf, t);
+    bs_config_show(buf, sizeof buf, "dedup.fpr", 9, true);
     assert_string_equal(buf, "dedup.fpr");
     memset(big, 'a', sizeof big);
-    bs_config_show(buf, sizeof buf, big, sizeof big);
+    bs_config_show(buf, sizeof buf, big, sizeof big, true);
     assert_int_equal(strlen(buf), BS_CONFIG_SHOW_MAX);
     assert_string_equal(buf + BS_CONFIG_SHOW_MAX - 3, "...");
 }
