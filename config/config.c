@@ -1,15 +1,20 @@
 /*
  * config.c -- the configuration store: layers, loaders, getters (the
  * checks across keys are validate.c's, the effective-configuration print
- * print.c's).
+ * print.c's, what is secret and reading values from files secrets.c's).
  *
  * A bs_config is a list of entries in the order their keys were first set;
  * every plain table key has one from the start (its default, or no value if
  * it has none).  An entry owns copies of its key, its value text, its origin
- * ("default", "FILE:LINE", "env NAME", "-X key=value") and the value parsed
- * from that text (values.c), and remembers the layer that set it: a layer
- * never replaces a value from a higher one, so precedence does not depend on
- * the order the loaders run in.
+ * (bs_config_origin says which) and the value parsed from that text
+ * (values.c), and remembers the layer that set it: a layer never replaces a
+ * value from a higher one, so precedence does not depend on the order the
+ * loaders run in.
+ *
+ * A value "@file:PATH", or a BLOOMSTAGE_..._FILE variable, is read from the
+ * file when it is set, so a missing secret stops start-up with the origin,
+ * the key and the path; such a value, like that of a secret key, is never
+ * shown (an origin names the path instead).
  *
  * The blocklist array is built by bs_config_validate and dropped by any
  * later change; it points into the entries.
@@ -25,9 +30,6 @@
 
 enum layer { LAYER_DEFAULT = 0, LAYER_FILE, LAYER_ENV, LAYER_ARG };
 
-/* Values longer than this are cut in messages. */
-#define SHOW_MAX 64
-
 void bs_config_fail(char *errstr, size_t n, const char *fmt, ...)
 {
     if (!errstr || n == 0)
@@ -36,17 +38,6 @@ void bs_config_fail(char *errstr, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(errstr, n, fmt, ap);
     va_end(ap);
-}
-
-static int show_len(const char *s)
-{
-    size_t len = strlen(s);
-    return len > SHOW_MAX ? SHOW_MAX - 3 : (int)len;
-}
-
-static const char *show_more(const char *s)
-{
-    return strlen(s) > SHOW_MAX ? "..." : "";
 }
 
 static bool is_blank(char c)
@@ -123,6 +114,7 @@ bs_config *bs_config_new(void)
         e->layer = LAYER_DEFAULT;
         e->key = strdup(row->name);
         e->origin = strdup("default");
+        e->secret = bs_config_key_is_secret(row->name);
         if (!e->key || !e->origin)
             goto err;
         if (row->def) {
@@ -163,10 +155,13 @@ static void unknown_key(const char *where, const char *key, int layer,
 }
 
 /* Sets key=value (both trimmed here) in `layer`.  `where` prefixes every
- * message and becomes the entry's origin. */
+ * message and becomes the entry's origin.  The value is read from a file
+ * when it is "@file:PATH" or, with `path_given` (BLOOMSTAGE_..._FILE), is
+ * the path itself: then it is taken as the file holds it, untrimmed. */
 static int set_layer(bs_config *cfg, int layer, const char *rawkey,
                      size_t keylen, const char *rawval, size_t vallen,
-                     const char *where, char *errstr, size_t n)
+                     bool path_given, const char *where, char *errstr,
+                     size_t n)
 {
     const char *k = trim(rawkey, &keylen);
     const char *val = trim(rawval, &vallen);
@@ -176,8 +171,10 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
         return -1;
     }
     if (keylen > BS_CONFIG_MAX_KEY) {
-        bs_config_fail(errstr, n, "%s: key '%.*s...' longer than %d bytes",
-                       where, SHOW_MAX - 3, k, BS_CONFIG_MAX_KEY);
+        char shown[BS_CONFIG_SHOW_MAX + 1];
+        bs_config_show(shown, sizeof shown, k, keylen, true);
+        bs_config_fail(errstr, n, "%s: key '%s' longer than %d bytes", where,
+                       shown, BS_CONFIG_MAX_KEY);
         return -1;
     }
     memcpy(key, k, keylen);
@@ -195,14 +192,33 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
         return -1;
     }
 
+    const size_t plen = strlen(BS_CONFIG_FILE_PREFIX);
     bs_config_entry e = {.row = row, .layer = layer};
-    e.value = strndup(val, vallen);
-    if (!e.value)
-        goto nomem;
+    e.secret = bs_config_key_is_secret(key);
+    if (path_given ||
+        (vallen >= plen && memcmp(val, BS_CONFIG_FILE_PREFIX, plen) == 0)) {
+        char *path = path_given ? strndup(val, vallen)
+                                : strndup(val + plen, vallen - plen);
+        if (!path)
+            goto nomem;
+        int rc = bs_config_read_value_file(path, &e.value, why, sizeof why);
+        free(path);
+        if (rc != 0) {
+            bs_config_fail(errstr, n, "%s: key '%s': %s", where, key, why);
+            return -1;
+        }
+        e.secret = true;
+    } else {
+        e.value = strndup(val, vallen);
+        if (!e.value)
+            goto nomem;
+    }
     if (bs_value_parse(row, e.value, &e.v, why, sizeof why) != 0) {
-        bs_config_fail(errstr, n, "%s: key '%s': value '%.*s%s' %s", where,
-                       key, show_len(e.value), e.value, show_more(e.value),
-                       why);
+        char shown[BS_CONFIG_SHOW_MAX + 1];
+        bs_config_show(shown, sizeof shown, e.value, strlen(e.value),
+                       false);
+        bs_config_fail(errstr, n, "%s: key '%s': value '%s' %s", where, key,
+                       e.secret ? BS_CONFIG_REDACTED : shown, why);
         entry_free(&e);
         return -1;
     }
@@ -249,37 +265,71 @@ nomem:
     return -1;
 }
 
+/* The origin of `-X key=value`.  It repeats the value only where that
+ * helps and cannot leak: for bloomstage's own keys (a bad one is then in
+ * plain sight), never for a secret, an unknown key (it may be a misspelt
+ * secret) or a pass-through key (librdkafka rejects a misspelt property
+ * by its origin).  A value read from a file shows its path instead:
+ * "-X key=@file:PATH". */
+static void arg_origin(char *buf, size_t n, const char *rawkey, size_t keylen,
+                       const char *rawval, size_t vallen)
+{
+    const char *k = trim(rawkey, &keylen);
+    const char *val = trim(rawval, &vallen);
+    char key[BS_CONFIG_MAX_KEY + 1], shown[BS_CONFIG_SHOW_MAX + 1];
+    if (keylen > BS_CONFIG_MAX_KEY)
+        keylen = BS_CONFIG_MAX_KEY;
+    memcpy(key, k, keylen);
+    key[keylen] = '\0';
+    const size_t plen = strlen(BS_CONFIG_FILE_PREFIX);
+    const bs_config_row *row = bs_config_row_find(key, NULL, 0);
+    if (keylen == 0) {
+        snprintf(buf, n, "-X =...");
+    } else if (vallen >= plen &&
+               memcmp(val, BS_CONFIG_FILE_PREFIX, plen) == 0) {
+        snprintf(buf, n, "-X %s=%.*s", key, (int)vallen, val);
+    } else if (row && !bs_config_row_is_passthrough(row) &&
+               !bs_config_key_is_secret(key)) {
+        bs_config_show(shown, sizeof shown, val, vallen, false);
+        snprintf(buf, n, "-X %s=%s", key, shown);
+    } else {
+        snprintf(buf, n, "-X %s", key);
+    }
+}
+
+/* Room for an origin: "env NAME=PATH" or "-X key=@file:PATH" (a longer
+ * path is cut in the origin, not in the file name opened). */
+#define ORIGIN_MAX (3 * BS_CONFIG_MAX_KEY + 4096 + 64)
+
 int bs_config_set(bs_config *cfg, const char *key, const char *value,
                   const char *origin, char *errstr, size_t errstr_size)
 {
-    char where[BS_CONFIG_MAX_KEY + SHOW_MAX + 16];
+    char where[ORIGIN_MAX];
+    size_t keylen = strlen(key), vallen = strlen(value);
     if (!origin) {
-        snprintf(where, sizeof where, "-X %.*s=%.*s%s",
-                 (int)strnlen(key, BS_CONFIG_MAX_KEY), key, show_len(value),
-                 value, show_more(value));
+        arg_origin(where, sizeof where, key, keylen, value, vallen);
         origin = where;
     }
-    return set_layer(cfg, LAYER_ARG, key, strlen(key), value, strlen(value),
+    return set_layer(cfg, LAYER_ARG, key, keylen, value, vallen, false,
                      origin, errstr, errstr_size);
 }
 
 int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,
                       size_t errstr_size)
 {
-    char where[BS_CONFIG_MAX_KEY + SHOW_MAX + 16];
+    char where[ORIGIN_MAX];
     const char *eq = strchr(arg, '=');
     if (!eq) {
-        bs_config_fail(errstr, errstr_size, "-X %.*s%s: expected key=value",
-                       show_len(arg), arg, show_more(arg));
+        char shown[BS_CONFIG_SHOW_MAX + 1];
+        bs_config_show(shown, sizeof shown, arg, strlen(arg), true);
+        bs_config_fail(errstr, errstr_size, "-X %s: expected key=value",
+                       shown);
         return -1;
     }
-    size_t keylen = (size_t)(eq - arg);
-    const char *k = trim(arg, &keylen);
-    snprintf(where, sizeof where, "-X %.*s=%.*s%s",
-             (int)(keylen > BS_CONFIG_MAX_KEY ? BS_CONFIG_MAX_KEY : keylen), k,
-             show_len(eq + 1), eq + 1, show_more(eq + 1));
-    return set_layer(cfg, LAYER_ARG, arg, (size_t)(eq - arg), eq + 1,
-                     strlen(eq + 1), where, errstr, errstr_size);
+    size_t keylen = (size_t)(eq - arg), vallen = strlen(eq + 1);
+    arg_origin(where, sizeof where, arg, keylen, eq + 1, vallen);
+    return set_layer(cfg, LAYER_ARG, arg, keylen, eq + 1, vallen, false,
+                     where, errstr, errstr_size);
 }
 
 /* One line of at most BS_CONFIG_MAX_LINE bytes, without its '\n', into buf
@@ -354,10 +404,10 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
         sprintf(where, "%s:%lu", path, lineno);
         const char *eq = memchr(s, '=', len);
         if (!eq) {
+            char shown[BS_CONFIG_SHOW_MAX + 1];
+            bs_config_show(shown, sizeof shown, s, len, true);
             bs_config_fail(errstr, errstr_size,
-                           "%s: expected key=value, got '%.*s%s'", where,
-                           len > SHOW_MAX ? SHOW_MAX - 3 : (int)len, s,
-                           len > SHOW_MAX ? "..." : "");
+                           "%s: expected key=value, got '%s'", where, shown);
             goto out;
         }
         size_t keylen = (size_t)(eq - s);
@@ -368,7 +418,7 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
             goto out;
         }
         if (set_layer(cfg, LAYER_FILE, s, (size_t)(eq - s), eq + 1,
-                      len - (size_t)(eq - s) - 1, where, errstr,
+                      len - (size_t)(eq - s) - 1, false, where, errstr,
                       errstr_size) != 0)
             goto out;
     }
@@ -385,39 +435,85 @@ out:
  * tests' crash points (stage/crash_point.c). */
 static const char *const env_not_keys[] = {"BLOOMSTAGE_CRASH_AT", NULL};
 
+/* The suffix of a variable whose value is the path of a file holding the
+ * value (the container convention for secrets). */
+#define ENV_FILE_SUFFIX "_FILE"
+
+/* One BLOOMSTAGE_ variable that sets a key. */
+typedef struct env_var {
+    char name[3 * BS_CONFIG_MAX_KEY + 32]; /* without "=VALUE" */
+    char key[3 * BS_CONFIG_MAX_KEY + 1];
+    const char *value;
+    bool from_file; /* NAME ends in _FILE: the value is a path */
+} env_var;
+
+/* Decodes envp entry `var`: 1 for a variable that sets a key, 0 for any
+ * other, -1 with a message for a BLOOMSTAGE_ name too long. */
+static int env_var_parse(const char *var, env_var *v, char *errstr, size_t n)
+{
+    const size_t plen = strlen(BS_CONFIG_ENV_PREFIX);
+    const size_t slen = strlen(ENV_FILE_SUFFIX);
+    const char *eq = strchr(var, '=');
+    if (!eq || strncmp(var, BS_CONFIG_ENV_PREFIX, plen) != 0 ||
+        (size_t)(eq - var) < plen)
+        return 0;
+    size_t namelen = (size_t)(eq - var);
+    for (size_t j = 0; env_not_keys[j]; j++)
+        if (strlen(env_not_keys[j]) == namelen &&
+            strncmp(env_not_keys[j], var, namelen) == 0)
+            return 0;
+    if (namelen > plen + 3 * BS_CONFIG_MAX_KEY) {
+        char shown[BS_CONFIG_SHOW_MAX + 1];
+        bs_config_show(shown, sizeof shown, var, namelen, true);
+        bs_config_fail(errstr, n, "env %s: name too long", shown);
+        return -1;
+    }
+    memcpy(v->name, var, namelen);
+    v->name[namelen] = '\0';
+    v->value = eq + 1;
+    v->from_file = namelen >= plen + slen &&
+                   strcmp(v->name + namelen - slen, ENV_FILE_SUFFIX) == 0;
+    char stem[sizeof v->name];
+    size_t stemlen = namelen - plen - (v->from_file ? slen : 0);
+    memcpy(stem, v->name + plen, stemlen);
+    stem[stemlen] = '\0';
+    if (bs_config_env_decode(stem, v->key, sizeof v->key) != 0) {
+        bs_config_fail(errstr, n, "env %s: name too long", v->name);
+        return -1;
+    }
+    return 1;
+}
+
 int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
                        size_t errstr_size)
 {
-    const size_t plen = strlen(BS_CONFIG_ENV_PREFIX);
     for (size_t i = 0; envp && envp[i]; i++) {
-        const char *var = envp[i];
-        const char *eq = strchr(var, '=');
-        if (!eq || strncmp(var, BS_CONFIG_ENV_PREFIX, plen) != 0 ||
-            (size_t)(eq - var) < plen)
-            continue;
-        size_t namelen = (size_t)(eq - var);
-        bool skip = false;
-        for (size_t j = 0; env_not_keys[j]; j++)
-            skip |= strlen(env_not_keys[j]) == namelen &&
-                    strncmp(env_not_keys[j], var, namelen) == 0;
-        if (skip)
-            continue;
-        if (namelen > plen + 3 * BS_CONFIG_MAX_KEY) {
-            bs_config_fail(errstr, errstr_size, "env %.*s...: name too long",
-                           SHOW_MAX - 3, var);
+        env_var v, other;
+        int rc = env_var_parse(envp[i], &v, errstr, errstr_size);
+        if (rc < 0)
             return -1;
+        if (rc == 0)
+            continue;
+        char where[ORIGIN_MAX];
+        if (v.from_file)
+            snprintf(where, sizeof where, "env %s=%s", v.name, v.value);
+        else
+            snprintf(where, sizeof where, "env %s", v.name);
+        /* BLOOMSTAGE_X_FILE and BLOOMSTAGE_X both set: which one was
+         * meant is anybody's guess. */
+        for (size_t j = 0; v.from_file && envp[j]; j++) {
+            if (env_var_parse(envp[j], &other, NULL, 0) == 1 &&
+                !other.from_file && strcmp(other.key, v.key) == 0) {
+                bs_config_fail(errstr, errstr_size,
+                               "%s: key '%s': also set by %s (set one of "
+                               "the two)",
+                               where, v.key, other.name);
+                return -1;
+            }
         }
-        char name[3 * BS_CONFIG_MAX_KEY + 32], where[sizeof name + 8];
-        char key[3 * BS_CONFIG_MAX_KEY + 1];
-        memcpy(name, var, namelen);
-        name[namelen] = '\0';
-        snprintf(where, sizeof where, "env %s", name);
-        if (bs_config_env_decode(name + plen, key, sizeof key) != 0) {
-            bs_config_fail(errstr, errstr_size, "%s: name too long", where);
-            return -1;
-        }
-        if (set_layer(cfg, LAYER_ENV, key, strlen(key), eq + 1,
-                      strlen(eq + 1), where, errstr, errstr_size) != 0)
+        if (set_layer(cfg, LAYER_ENV, v.key, strlen(v.key), v.value,
+                      strlen(v.value), v.from_file, where, errstr,
+                      errstr_size) != 0)
             return -1;
     }
     return 0;

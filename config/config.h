@@ -18,9 +18,22 @@
  * keys, a path for every blocklist, topics that would loop.
  *
  * Keys `kafka.*`, `consumer.*` and `producer.*` are stored, not understood:
- * the stage hands them to librdkafka with bs_config_foreach (this module
- * knows nothing of Kafka).  `consumer.group.id` is also a table key with a
- * default, so it shows up in a "consumer." walk even when nobody set it.
+ * the stage hands them to librdkafka with bs_config_foreach.  Validation
+ * reads only the few whose mistakes would otherwise surface at the first
+ * connection (see bs_config_validate).  `consumer.group.id` is also a table
+ * key with a default, so it shows up in a "consumer." walk even when nobody
+ * set it.
+ *
+ * Secrets.  A key whose name marks it secret (bs_config_key_is_secret:
+ * password, secret, jaas, a private key, ...) and any value read from a
+ * file are never shown: not in an origin, a message or the effective
+ * configuration, which prints "[redacted]".  A value is read from a file
+ * wherever it is written as `@file:PATH` (properties file, environment,
+ * -X), and from the environment as `BLOOMSTAGE_<KEY>_FILE=PATH` (the
+ * container convention: PATH is a file under /run/secrets).  The file's
+ * content is the value, taken as it is but for one trailing newline; a file
+ * that cannot be read is an error naming origin, key and path, when the
+ * value is set.
  *
  * Ownership: every string and struct a getter returns belongs to the
  * bs_config and stays valid until the next call that modifies it (a load, a
@@ -60,6 +73,10 @@ extern "C" {
 
 /* The prefix of environment variables that set keys. */
 #define BS_CONFIG_ENV_PREFIX "BLOOMSTAGE_"
+/* A value starting with this is the content of the file it names. */
+#define BS_CONFIG_FILE_PREFIX "@file:"
+/* What is shown in place of a secret value. */
+#define BS_CONFIG_REDACTED "[redacted]"
 
 /* A target false-positive rate (dedup.fpr, blocklist.NAME.fpr, the CLI's
  * --fpr) is in (0, BS_CONFIG_FPR_MAX]; BS_CONFIG_STR makes it text for a
@@ -207,25 +224,37 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
  * -> '-', `__` -> '_', `_` -> '.', then lower case, so BLOOMSTAGE_DEDUP_FPR
  * sets dedup.fpr and BLOOMSTAGE_KAFKA_SASL_MECHANISMS kafka.sasl.mechanisms.
  * A variable that decodes to no key is an error (a typo in a compose file
- * must not pass silently).  Errors: "env NAME: ...". */
+ * must not pass silently).  A name ending in `_FILE` sets the key named by
+ * the rest to the content of the file its value names
+ * (BLOOMSTAGE_KAFKA_SASL_PASSWORD_FILE=/run/secrets/pw); with the variable
+ * without `_FILE` set too, it is an error naming both.  So a key whose own
+ * name ends in ".file" (librdkafka's sasl.oauthbearer.assertion.file) is
+ * set in the file or with -X, not by its plain variable.
+ * Errors: "env NAME: ...", "env NAME_FILE=PATH: ...". */
 int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
                        size_t errstr_size) BS_CONFIG_WUR;
 
-/* `-X key=value` from the command line: highest layer, origin "-X ARG". */
+/* `-X key=value` from the command line: highest layer, origin "-X key=..."
+ * (see bs_config_origin). */
 int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,
                       size_t errstr_size) BS_CONFIG_WUR;
 
 /* Sets one key (key and value non-NULL) in the highest layer (as -X).
  * `origin` says where the value came from, for messages and
- * bs_config_origin; NULL means "-X key=value". */
+ * bs_config_origin; NULL means as -X would say it. */
 int bs_config_set(bs_config *cfg, const char *key, const char *value,
                   const char *origin, char *errstr,
                   size_t errstr_size) BS_CONFIG_WUR;
 
 /* Checks the whole: required keys set and non-empty, every blocklist has a
  * path, output.topic and rejected.topic not among input.topics (the stage
- * would consume its own output).  Builds the blocklist array.  Call after
- * the last layer, before the typed accessors below that say so. */
+ * would consume its own output).  Of the librdkafka properties (with
+ * prefix kafka., consumer. or producer.): security.protocol SASL_SSL or
+ * SASL_PLAINTEXT needs sasl.mechanism (or sasl.mechanisms) set for that
+ * client, and the files ssl.ca.location (a file, a directory or "probe"),
+ * ssl.certificate.location and ssl.key.location name must be readable.
+ * Builds the blocklist array.  Call after the last layer, before the typed
+ * accessors below that say so. */
 int bs_config_validate(bs_config *cfg, char *errstr,
                        size_t errstr_size) BS_CONFIG_WUR;
 
@@ -237,9 +266,11 @@ int bs_config_validate(bs_config *cfg, char *errstr,
  * ("kafka.bootstrap.servers"); never aborts. */
 const char *bs_config_get_str(const bs_config *cfg, const char *key);
 
-/* Where the value came from: "default", "FILE:LINE", "env NAME" or
- * "-X key=value" (or the origin given to bs_config_set).  NULL when the key
- * has no value. */
+/* Where the value came from: "default", "FILE:LINE", "env NAME",
+ * "env NAME_FILE=PATH", "-X key=value" (bloomstage's own keys), "-X key"
+ * (librdkafka's, unknown and secret keys: the value is not repeated),
+ * "-X key=@file:PATH", or the origin given to bs_config_set.  NULL when
+ * the key has no value. */
 const char *bs_config_origin(const bs_config *cfg, const char *key);
 
 /* Typed values of int/size, double, bool and enum keys (the enum as its
@@ -271,6 +302,14 @@ size_t bs_config_get_topics(const bs_config *cfg, const char *key,
 size_t bs_config_blocklists(const bs_config *cfg,
                             const bs_config_blocklist **blocklists);
 
+/* Whether `key`'s value is a secret, by its name (any case): it contains
+ * password, passwd, passphrase, secret, jaas, oauthbearer.config,
+ * sasl.username, key.pem, ca.pem or ssl_key.  That covers every property
+ * librdkafka flags as sensitive but ssl.key.location, a path, which is
+ * shown.  For code that prints keys it did not get from the
+ * bs_config_print_* functions. */
+bool bs_config_key_is_secret(const char *key);
+
 /* Calls cb(key_without_prefix, value, opaque) for every key that has a value
  * and starts with `prefix` ("kafka.", "consumer.", "producer."), in the
  * order the keys were first set (table keys with defaults first).  Stops at
@@ -288,9 +327,8 @@ int bs_config_foreach(const bs_config *cfg, const char *prefix,
  * config/bloomstage.conf must equal (a test diffs them).
  * The effective configuration: every key with a value, its value and
  * origin, one `key = value  # origin` line each, for people (not for
- * loading back): control characters in values escaped (\n, \x01), values
- * of secret-looking keys (password, secret, jaas, private key) replaced by
- * "[redacted]".
+ * loading back): control characters escaped (\n, \x01), the values of
+ * secret keys and values read from files replaced by "[redacted]".
  * Each returns 0, or -1 if writing to `out` failed. */
 int bs_config_print_list(FILE *out) BS_CONFIG_WUR;
 int bs_config_print_sample(FILE *out) BS_CONFIG_WUR;

@@ -104,6 +104,35 @@ size_t bs_config_distance(const char *a, const char *b);
  * buf.  False when nothing is that near. */
 bool bs_config_suggest(const char *key, char *buf, size_t n);
 
+/* A middle-less pattern ("kafka.*"): keys handed to librdkafka unread. */
+bool bs_config_row_is_passthrough(const bs_config_row *row);
+
+/* -- secrets and values from files (secrets.c) ---------------------------- */
+
+/* Values longer than this are cut in messages. */
+#define BS_CONFIG_SHOW_MAX 64
+
+/* Where the first secret mark in s[0..len) ends (case-insensitive), or
+ * NULL: bs_config_key_is_secret is this on a whole key. */
+const char *bs_config_secret_mark_end(const char *s, size_t len);
+/* s[0..len) as a message shows it: at most BS_CONFIG_SHOW_MAX bytes
+ * ("..." when cut).  With `guard` (text that may not be a well-formed
+ * key=value) also cut right after a secret mark
+ * ("kafka.sasl.password..."), so a line or argument missing its '=' never
+ * shows what follows a secret's name. */
+void bs_config_show(char *buf, size_t n, const char *s, size_t len,
+                    bool guard);
+/* Opens path read-only: a regular file, or with dir_ok a directory too.
+ * Returns the descriptor, or -1 with why = "cannot read 'PATH': reason"
+ * (reason: strerror, "is a directory, not a file", "is not a regular
+ * file"). */
+int bs_config_open_path(const char *path, bool dir_ok, char *why, size_t n);
+/* The content of path as a value: one trailing newline (LF or CR LF)
+ * removed, at most BS_CONFIG_MAX_LINE bytes, no NUL.  *out is the caller's
+ * (free); on failure NULL, and why says so without the content. */
+int bs_config_read_value_file(const char *path, char **out, char *why,
+                              size_t n);
+
 /* BLOOMSTAGE_ variable names, without the prefix, to keys and back.
  * decode: `___` -> '-', `__` -> '_', `_` -> '.', lower case (greedy from the
  * left, like the apache/kafka image's sed).  Both return -1 if the result
@@ -120,15 +149,17 @@ void bs_config_display_name(const bs_config_row *row, char *buf, size_t n);
 /* -- the store's insides, shared by config.c (layers, loaders, getters),
  * validate.c and print.c (the effective configuration) ------------------ */
 
-/* One key set: copies of its key, value text and origin ("default",
- * "FILE:LINE", "env NAME", "-X key=value"), the value parsed from the text
- * and the layer that set it. */
+/* One key set: copies of its key, value text and origin (see
+ * bs_config_origin), the value parsed from the text and the layer that set
+ * it. */
 typedef struct bs_config_entry {
     char *key;
     const bs_config_row *row;
     char *value; /* NULL: no value (a required key nobody set) */
     char *origin;
     int layer;
+    bool secret; /* never shown: a secret key, or a value read from a
+                    file */
     bs_value v; /* parsed from value */
 } bs_config_entry;
 

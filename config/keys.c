@@ -328,6 +328,12 @@ bool bs_config_row_is_pattern(const bs_config_row *row)
     return strchr(row->name, '*') != NULL;
 }
 
+bool bs_config_row_is_passthrough(const bs_config_row *row)
+{
+    const char *star = strchr(row->name, '*');
+    return star && star[1] == '\0';
+}
+
 static bool name_char_ok(unsigned char c)
 {
     return isalnum(c) || c == '_' || c == '-';

@@ -145,6 +145,12 @@ static const char *const sample_header[] = {
     "dedup.fpr, BLOOMSTAGE_KAFKA_BOOTSTRAP_SERVERS sets "
     "kafka.bootstrap.servers.  Keys read from the environment are lower "
     "case.  A BLOOMSTAGE_ variable that names no key is an error.",
+    "Secrets: a value written as @file:PATH (here, in the environment or "
+    "with -X) is the content of file PATH, one trailing newline removed; "
+    "BLOOMSTAGE_<KEY>_FILE=PATH in the environment does the same (Docker "
+    "and Kubernetes secrets).  The values of secret keys (passwords, "
+    "secrets, JAAS configs, private keys) and values read from files are "
+    "never printed, `bloomstage config --check` shows [redacted].",
 };
 
 int bs_config_print_sample(FILE *out)
@@ -208,47 +214,46 @@ int bs_config_print_sample(FILE *out)
     return finish(out);
 }
 
-/* -- the effective configuration (`bloomstage config`) ------------------- */
+/* -- the effective configuration (`bloomstage config --check`) ----------- */
 
-static bool secret_key(const char *key)
+/* s with control characters escaped (a PEM from the environment has
+ * newlines, a path may have anything): the number of bytes written. */
+static size_t put_escaped(FILE *out, const char *s)
 {
-    static const char *const marks[] = {"password", "secret", "jaas",
-                                        "key.pem", "oauthbearer.config",
-                                        "ssl_key", NULL};
-    for (size_t i = 0; marks[i]; i++)
-        if (strstr(key, marks[i]))
-            return true;
-    return false;
-}
-
-/* "key = value  # origin", the value padded to a column and with control
- * characters escaped (a PEM from the environment has newlines). */
-static int print_kv(FILE *out, const char *key, const char *value,
-                    const char *origin)
-{
-    if (!value)
-        value = "(unset)";
-    else if (secret_key(key) && value[0])
-        value = "[redacted]";
-    int w = fprintf(out, "%-28s = ", key);
-    size_t vlen = 0;
-    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+    size_t len = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
             fputc('\\', out);
             fputc(*p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\',
                   out);
-            vlen += 2;
+            len += 2;
         } else if (*p < 0x20 || *p == 0x7f) {
             fprintf(out, "\\x%02x", *p);
-            vlen += 4;
+            len += 4;
         } else {
             fputc(*p, out);
-            vlen++;
+            len++;
         }
     }
-    return w < 0 ? -1
-                 : fprintf(out, "%*s  # %s\n", vlen < 24 ? (int)(24 - vlen) : 0,
-                           "", origin);
+    return len;
+}
+
+/* "key = value  # origin", the value padded to a column; a secret value
+ * (of a secret key, or read from a file) as "[redacted]". */
+static int print_kv(FILE *out, const char *key, const char *value,
+                    const char *origin, bool secret)
+{
+    if (!value)
+        value = "(unset)";
+    else if (secret && value[0])
+        value = BS_CONFIG_REDACTED;
+    int w = fprintf(out, "%-28s = ", key);
+    size_t vlen = put_escaped(out, value);
+    if (w < 0 || fprintf(out, "%*s  # ", vlen < 24 ? (int)(24 - vlen) : 0,
+                         "") < 0)
+        return -1;
+    put_escaped(out, origin);
+    return fputc('\n', out) == EOF ? -1 : 0;
 }
 
 struct pctx {
@@ -275,7 +280,8 @@ static int print_group(const bs_config *cfg, const bs_config_row *first_row,
             snprintf(origin, sizeof origin, "default (%s)", row->def_from);
             o = origin;
         }
-        if (print_kv(p->out, key, bs_config_get_str(cfg, key), o) < 0)
+        if (print_kv(p->out, key, bs_config_get_str(cfg, key), o,
+                     e ? e->secret : bs_config_key_is_secret(key)) < 0)
             p->rc = -1;
     }
     return 0;
@@ -290,13 +296,15 @@ int bs_config_print_effective(const bs_config *cfg, FILE *out)
         if (!star) {
             const bs_config_entry *e = bs_config_find_entry(cfg, row->name);
             if (print_kv(out, row->name, e ? e->value : NULL,
-                         e && e->value ? e->origin : "no default") < 0)
+                         e && e->value ? e->origin : "no default",
+                         e ? e->secret : bs_config_key_is_secret(row->name)) <
+                0)
                 p.rc = -1;
         } else if (star[1] == '\0') {
             for (size_t j = 0; j < cfg->n; j++) {
                 const bs_config_entry *e = &cfg->entries[j];
                 if (e->row == row && print_kv(out, e->key, e->value,
-                                              e->origin) < 0)
+                                              e->origin, e->secret) < 0)
                     p.rc = -1;
             }
         } else if (bs_config_group_leader(row)) {

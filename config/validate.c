@@ -3,15 +3,21 @@
  * parses each one as it is set).  Required keys set and non-empty; every
  * blocklist.NAME group complete (its required keys, and a path or a topic);
  * the output and rejected topics neither consumed by the stage nor the
- * same; `reject` only with somewhere to reject to.  Then the blocklist
- * array bs_config_blocklists hands out, pointing into the entries.  Also
- * the NAME-group walk the effective-configuration print shares (print.c).
+ * same; `reject` only with somewhere to reject to; the few librdkafka
+ * properties whose mistakes would otherwise surface only at the first
+ * connection, all in one place below.  Then the blocklist array
+ * bs_config_blocklists hands out, pointing into the entries.  Also the
+ * NAME-group walk the effective-configuration print shares (print.c).
+ * Every message starts with the origin of the value at fault and names its
+ * key, and never shows a secret value.
  */
 #include "config_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 bool bs_config_same_group(const bs_config_row *a, const bs_config_row *b)
 {
@@ -174,6 +180,98 @@ static int check_not_input(const bs_config *cfg, const char *key,
     return 0;
 }
 
+/* -- librdkafka properties checked before any client exists ------------- */
+
+/* The prefixes of the two clients' own keys; each client also gets the
+ * kafka. keys, which its own override (as stage/clients.c sets them). */
+static const char *const client_prefixes[] = {"consumer.", "producer."};
+
+/* The entry giving librdkafka property `prop` to the client of `prefix`:
+ * its own key, else the kafka. one; NULL when neither is set non-empty. */
+static const bs_config_entry *client_entry(const bs_config *cfg,
+                                           const char *prefix,
+                                           const char *prop)
+{
+    const char *const prefixes[] = {prefix, "kafka."};
+    for (size_t i = 0; i < 2; i++) {
+        char key[BS_CONFIG_MAX_KEY + 1];
+        snprintf(key, sizeof key, "%s%s", prefixes[i], prop);
+        const bs_config_entry *e = bs_config_find_entry(cfg, key);
+        if (e && e->value && e->value[0])
+            return e;
+    }
+    return NULL;
+}
+
+/* SASL without a mechanism: librdkafka would assume GSSAPI (Kerberos),
+ * which is rarely what was meant and fails only when it connects. */
+static int check_sasl(const bs_config *cfg, char *errstr, size_t n)
+{
+    for (size_t i = 0; i < 2; i++) {
+        const char *prefix = client_prefixes[i];
+        const bs_config_entry *proto =
+            client_entry(cfg, prefix, "security.protocol");
+        if (!proto || (strcasecmp(proto->value, "sasl_ssl") != 0 &&
+                       strcasecmp(proto->value, "sasl_plaintext") != 0))
+            continue;
+        if (client_entry(cfg, prefix, "sasl.mechanism") ||
+            client_entry(cfg, prefix, "sasl.mechanisms"))
+            continue;
+        bs_config_fail(errstr, n,
+             "%s: key '%s': %s needs a SASL mechanism: set "
+             "kafka.sasl.mechanism to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+             "OAUTHBEARER or GSSAPI (librdkafka would otherwise assume "
+             "GSSAPI, Kerberos)",
+             proto->origin, proto->key,
+             proto->secret ? BS_CONFIG_REDACTED : proto->value);
+        return -1;
+    }
+    return 0;
+}
+
+/* Properties naming a file librdkafka opens only when it makes a client:
+ * checked here, so a wrong path stops start-up with its key.  A CA
+ * location may also be a directory of certificates, or "probe" (librdkafka
+ * then searches the usual places). */
+static const struct kafka_file {
+    const char *prop;
+    bool dir_ok;
+} kafka_files[] = {
+    {"ssl.ca.location", true},
+    {"ssl.certificate.location", false},
+    {"ssl.key.location", false},
+};
+
+static int check_kafka_files(const bs_config *cfg, char *errstr, size_t n)
+{
+    for (size_t i = 0; i < cfg->n; i++) {
+        const bs_config_entry *e = &cfg->entries[i];
+        if (!e->value || !e->value[0] || !bs_config_row_is_passthrough(e->row))
+            continue;
+        const char *prop = e->key + (strchr(e->row->name, '*') - e->row->name);
+        for (size_t j = 0; j < sizeof kafka_files / sizeof *kafka_files;
+             j++) {
+            const struct kafka_file *kf = &kafka_files[j];
+            if (strcmp(prop, kf->prop) != 0 ||
+                (kf->dir_ok && strcmp(e->value, "probe") == 0))
+                continue;
+            char why[BS_CONFIG_MAX_LINE / 16];
+            int fd = bs_config_open_path(e->value, kf->dir_ok, why,
+                                         sizeof why);
+            if (fd >= 0) {
+                close(fd);
+                continue;
+            }
+            if (e->secret) /* the path came from a file: not shown */
+                snprintf(why, sizeof why, "cannot read the file it names");
+            bs_config_fail(errstr, n, "%s: key '%s': %s", e->origin, e->key,
+                           why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
 {
     bs_config_drop_blocklists(cfg);
@@ -233,6 +331,10 @@ int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
              miss->origin);
         return -1;
     }
+
+    if (check_sasl(cfg, errstr, errstr_size) != 0 ||
+        check_kafka_files(cfg, errstr, errstr_size) != 0)
+        return -1;
 
     /* The blocklist array: at most one per entry, so size it by entries. */
     const bs_config_row *path_row = bs_config_row_by_name("blocklist.*.path");

@@ -19,32 +19,56 @@
  * entries and arguments as C strings (a NUL ends one, as it would in a
  * real environment).  Every layer is applied even after another failed
  * (a failed layer leaves a usable configuration), then validate.  A failure
- * must say why; a value the configuration holds must read back.  A broken
- * promise aborts.
+ * must say why; a value the configuration holds must read back.  Values
+ * read from files (`@file:PATH`, BLOOMSTAGE_..._FILE) come from the files
+ * of fuzz_config_files.h: the secret one's token must never show in a
+ * message, an origin or the effective configuration (unless the input
+ * itself holds it).  A broken promise aborts.
  */
 #include "fuzz_check.h"
+#include "fuzz_config_files.h"
 #include <config.h>
 #include <config_int.h>
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static FILE *devnull;
+/* Writes path whole, through a rename: another fuzz_config running at the
+ * same time sees the old file or the new one, both the same. */
+static void put_file(const char *path, const char *content)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    CHECK(f != NULL);
+    CHECK(fputs(content, f) >= 0);
+    CHECK(fclose(f) == 0);
+    CHECK(rename(tmp, path) == 0);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    devnull = fopen("/dev/null", "w");
-    if (!devnull) {
-        perror("fuzz_config: /dev/null");
-        abort();
-    }
+    CHECK(mkdir(FUZZ_CONFIG_DIR, 0700) == 0 || errno == EEXIST);
+    put_file(FUZZ_CONFIG_SECRET, FUZZ_CONFIG_TOKEN "\n");
+    put_file(FUZZ_CONFIG_NUMBER, "0.001\n");
     return 0;
+}
+
+/* Set when the input itself holds the token: then it may show. */
+static bool token_typed;
+
+/* text never shows the secret file's content. */
+static void check_hidden(const char *text)
+{
+    CHECK(token_typed || !text || !strstr(text, FUZZ_CONFIG_TOKEN));
 }
 
 /* -- splitting the input --------------------------------------------------- */
@@ -111,6 +135,7 @@ static int read_back(const char *key, const char *value, void *opaque)
     const char *got = bs_config_get_str(cfg, key);
     CHECK(got != NULL && strcmp(got, value) == 0);
     CHECK(bs_config_origin(cfg, key) != NULL);
+    check_hidden(bs_config_origin(cfg, key));
     return 0;
 }
 
@@ -163,6 +188,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     layers in;
     split(data, size, &in);
+    token_typed = memmem(data, size, FUZZ_CONFIG_TOKEN,
+                         strlen(FUZZ_CONFIG_TOKEN)) != NULL;
     bs_config *cfg = bs_config_new();
     CHECK(cfg != NULL);
     char err[1024];
@@ -177,15 +204,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     err[0] = '\0';
     if (bs_config_load_file(cfg, path, err, sizeof err) != 0)
         CHECK(strncmp(err, path, strlen(path)) == 0);
+    check_hidden(err);
     close(fd);
 
     err[0] = '\0';
     if (bs_config_load_env(cfg, in.env, err, sizeof err) != 0)
         CHECK(strncmp(err, "env ", 4) == 0);
+    check_hidden(err);
     for (size_t i = 0; i < in.nargs; i++) {
         err[0] = '\0';
         if (bs_config_set_arg(cfg, in.args[i], err, sizeof err) != 0)
             CHECK(strncmp(err, "-X ", 3) == 0);
+        check_hidden(err);
     }
 
     get_all(cfg);
@@ -202,8 +232,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         get_all(cfg);
     } else {
         CHECK(err[0] != '\0');
+        check_hidden(err);
     }
-    CHECK(bs_config_print_effective(cfg, devnull) == 0);
+    char *eff = NULL;
+    size_t efflen = 0;
+    FILE *mem = open_memstream(&eff, &efflen);
+    CHECK(mem != NULL);
+    CHECK(bs_config_print_effective(cfg, mem) == 0);
+    CHECK(fclose(mem) == 0);
+    check_hidden(eff);
+    free(eff);
 
     bs_config_destroy(cfg);
     free_list(in.env, in.nenv);

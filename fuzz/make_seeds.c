@@ -23,7 +23,8 @@
  *                              version 1, are hand-written)
  *   fuzz/fuzz_config.dict      every key of the table (patterns with NAME
  *                              "spam"), its BLOOMSTAGE_ name, enum values,
- *                              the markers fuzz_config.c splits at
+ *                              the markers fuzz_config.c splits at, @file:
+ *                              and the files of fuzz_config_files.h
  *
  * Built in the fuzz tree (not a fuzz target: no fuzz_ prefix); run it after
  * a change to a format or to the key table and commit what changes:
@@ -35,6 +36,7 @@
  * checkpoint stores.
  */
 #include "ckpt_delta_base.h"
+#include "fuzz_config_files.h"
 
 #include <bloomfilters.h>
 #include <checkpoint.h>
@@ -437,7 +439,12 @@ static void config_dict(void)
         "__", "true", "false", "key", "value", "header:", "json:/", "~0",
         "~1", "1e-9", "0.1", "-1", "9223372036854775807", "1k", "1M", "1G",
         "1T", ",", "kafka.", "consumer.", "producer.", "blocklist.",
-        "\xEF\xBB\xBF", NULL};
+        "\xEF\xBB\xBF", BS_CONFIG_FILE_PREFIX, "_FILE=",
+        BS_CONFIG_FILE_PREFIX FUZZ_CONFIG_SECRET,
+        BS_CONFIG_FILE_PREFIX FUZZ_CONFIG_NUMBER, FUZZ_CONFIG_SECRET,
+        FUZZ_CONFIG_DIR, "sasl.password", "security.protocol=SASL_SSL",
+        "sasl.mechanism", "ssl.ca.location", "ssl.key.location", "probe",
+        NULL};
     for (size_t i = 0; fixed[i]; i++)
         dict_entry(f, fixed[i]);
     for (size_t i = 0; i < bs_config_nrows; i++) {

@@ -51,9 +51,14 @@ if(TARGET bloomstage)
                      [ $rc -eq 2 ] || { echo \"config $a: exit $rc\"; exit 1; }
                    done"
             ${_bs})
+  # A secret set by -X, env, _FILE and @file: is printed 0 times by
+  # `config --check` and `config --list`, on success and on errors.
+  add_test(NAME config_secrets_never_shown
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/config_secrets.sh ${_bs})
   set_tests_properties(config_sample_matches_file config_list
     config_check_sample config_check_bad_value config_check_env_typo
-    config_usage_errors PROPERTIES LABELS config TIMEOUT 60)
+    config_usage_errors config_secrets_never_shown
+    PROPERTIES LABELS config TIMEOUT 60)
 else()
   message(WARNING "tests/config.cmake: no bloomstage target; the "
                   "`bloomstage config` tests are not registered")

@@ -902,16 +902,28 @@ static void test_set_arg(void **state)
                              "of range (0, 0.1]");
     assert_int_equal(bs_config_set_arg(cfg, "dedup.fpr", err, n), -1);
     assert_string_equal(err, "-X dedup.fpr: expected key=value");
+    /* The origin repeats the value of bloomstage's own keys only: not of
+     * an unknown key (a misspelt secret), nor of an empty one. */
     assert_int_equal(bs_config_set_arg(cfg, "=1", err, n), -1);
-    assert_string_equal(err, "-X =1: empty key");
+    assert_string_equal(err, "-X =...: empty key");
     assert_int_equal(bs_config_set_arg(cfg, "dedup.frp=1", err, n), -1);
-    assert_string_equal(err, "-X dedup.frp=1: unknown key 'dedup.frp' (did "
+    assert_string_equal(err, "-X dedup.frp: unknown key 'dedup.frp' (did "
                              "you mean 'dedup.fpr'?)");
     /* Blanks around key and value are ignored, '=' in the value kept. */
     assert_int_equal(
         bs_config_set_arg(cfg, " kafka.sasl.jaas.config = x=y z ", err, n), 0);
     assert_string_equal(bs_config_get_str(cfg, "kafka.sasl.jaas.config"),
                         "x=y z");
+    assert_string_equal(bs_config_origin(cfg, "kafka.sasl.jaas.config"),
+                        "-X kafka.sasl.jaas.config");
+    assert_int_equal(bs_config_set_arg(cfg, "output.topic=secret-events",
+                                       err, n),
+                     0);
+    assert_string_equal(bs_config_origin(cfg, "output.topic"),
+                        "-X output.topic=secret-events");
+    assert_int_equal(bs_config_set_arg(cfg, "kafka.client.id=bs", err, n), 0);
+    assert_string_equal(bs_config_origin(cfg, "kafka.client.id"),
+                        "-X kafka.client.id");
     /* bs_config_set names its own origin. */
     assert_int_equal(bs_config_set(cfg, "log.level", "verbose",
                                    "settings.json", err, n),
@@ -1392,6 +1404,7 @@ static void test_effective(void **state)
                                   "kafka.sasl.password=hunter2\n"
                                   "kafka.ssl.key.pem=PRIVATE\n"
                                   "kafka.sasl.username=alice\n"
+                                  "kafka.client.id=bs\n"
                                   "blocklist.x.path=/x\n"),
                      0);
     assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
@@ -1403,7 +1416,8 @@ static void test_effective(void **state)
     static const char *const lines[][3] = {
         {"kafka.sasl.password", "[redacted]", NULL},
         {"kafka.ssl.key.pem", "[redacted]", NULL},
-        {"kafka.sasl.username", "alice", NULL},
+        {"kafka.sasl.username", "[redacted]", NULL}, /* librdkafka's call */
+        {"kafka.client.id", "bs", NULL},
         {"blocklist.x.key", "key", "default (dedup.key)"},
         {"blocklist.x.fpr", "1e-6", "default"},
         {"log.level", "info", "default"},
@@ -1422,15 +1436,15 @@ static void test_effective(void **state)
     free(eff);
 
     /* Values are printed on one line, control characters escaped. */
-    char *env[] = {"BLOOMSTAGE_KAFKA_SSL_CA_PEM=-----BEGIN\nabc\\\t\x01\n"
-                   "-----END",
+    char *env[] = {"BLOOMSTAGE_KAFKA_SSL_CERTIFICATE_PEM=-----BEGIN\nabc\\\t"
+                   "\x01\n-----END",
                    NULL};
     assert_int_equal(bs_config_load_env(f->cfg, env, f->err, sizeof f->err),
                      0);
     eff = print_to_string(NULL, f->cfg);
-    assert_non_null(strstr(eff, "kafka.ssl.ca.pem             = -----BEGIN\\n"
+    assert_non_null(strstr(eff, "kafka.ssl.certificate.pem    = -----BEGIN\\n"
                                 "abc\\\\\\t\\x01\\n-----END  # env "
-                                "BLOOMSTAGE_KAFKA_SSL_CA_PEM\n"));
+                                "BLOOMSTAGE_KAFKA_SSL_CERTIFICATE_PEM\n"));
     free(eff);
 
     /* A write error is reported. */
@@ -1438,6 +1452,506 @@ static void test_effective(void **state)
     if (full) {
         assert_int_equal(bs_config_print_sample(full), -1);
         fclose(full);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Secrets                                                                   */
+
+/* The secret every test below sets, and must never find in what the
+ * module writes. */
+#define SECRET "hunter2-s3cr3t"
+
+/* Fails if text shows SECRET; `what` says which output it was. */
+static void assert_hidden(const char *text, const char *what)
+{
+    if (text && strstr(text, SECRET))
+        fail_msg("%s shows the secret: %s", what, text);
+}
+
+/* The effective configuration of f->cfg shows no secret, and shows `key`
+ * as "[redacted]" with `origin` (NULL: not checked). */
+static void assert_redacted(fixture *f, const char *key, const char *origin)
+{
+    char *eff = print_to_string(NULL, f->cfg);
+    assert_hidden(eff, "the effective configuration");
+    char want[1024];
+    snprintf(want, sizeof want, "\n%-28s = %-24s  # %s\n", key, "[redacted]",
+             origin ? origin : "");
+    if (!origin)
+        want[strlen(want) - 1] = '\0';
+    if (!strstr(eff, want))
+        fail_msg("no line '%s' in:\n%s", want + 1, eff);
+    free(eff);
+    assert_hidden(bs_config_origin(f->cfg, key), "the origin");
+}
+
+/* A fresh, empty configuration in f->cfg. */
+static void fresh(fixture *f)
+{
+    bs_config_destroy(f->cfg);
+    f->cfg = bs_config_new();
+    assert_non_null(f->cfg);
+    f->err[0] = '\0';
+}
+
+static void test_secret_keys(void **state)
+{
+    (void)state;
+    /* librdkafka's sensitive properties (CONFIGURATION.md, rdkafka_conf.c
+     * _RK_SENSITIVE), the Java clients' passwords, in any case and under
+     * each prefix. */
+    static const char *const secret[] = {
+        "sasl.password", "sasl.username", "ssl.key.password",
+        "ssl.keystore.password", "ssl.key.pem", "ssl.ca.pem", "ssl_key",
+        "sasl.oauthbearer.config", "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "sasl.oauthbearer.assertion.private.key.pem", "sasl.jaas.config",
+        "ssl.truststore.password", "SASL.PASSWORD", NULL};
+    static const char *const plain[] = {
+        "sasl.mechanism", "sasl.mechanisms", "security.protocol",
+        "ssl.key.location", "ssl.certificate.location", "ssl.ca.location",
+        "ssl.certificate.pem", "bootstrap.servers", "client.id",
+        "sasl.oauthbearer.client.id", "sasl.oauthbearer.token.endpoint.url",
+        "sasl.kerberos.principal", "group.id", NULL};
+    static const char *const prefixes[] = {"kafka.", "consumer.",
+                                           "producer.", ""};
+    char key[256];
+    for (size_t p = 0; p < 4; p++) {
+        for (size_t i = 0; secret[i]; i++) {
+            snprintf(key, sizeof key, "%s%s", prefixes[p], secret[i]);
+            if (!bs_config_key_is_secret(key))
+                fail_msg("'%s' is not taken for a secret", key);
+        }
+        for (size_t i = 0; plain[i]; i++) {
+            snprintf(key, sizeof key, "%s%s", prefixes[p], plain[i]);
+            if (bs_config_key_is_secret(key))
+                fail_msg("'%s' is taken for a secret", key);
+        }
+    }
+    /* No key of the table is secret. */
+    for (size_t i = 0; i < bs_config_nrows; i++)
+        assert_false(bs_config_key_is_secret(bs_config_rows[i].name));
+
+    /* Text shown in a message is cut after a secret's name, and long text
+     * at BS_CONFIG_SHOW_MAX. */
+    char buf[BS_CONFIG_SHOW_MAX + 1], big[200];
+    const char *t = "kafka.sasl.password:" SECRET;
+    bs_config_show(buf, sizeof buf, t, strlen(t), true);
+    assert_string_equal(buf, "kafka.sasl.password...");
+    bs_config_show(buf, sizeof buf, t, strlen(t), false);
+    assert_string_equal(buf, t);
+    bs_config_show(buf, sizeof buf, "dedup.fpr", 9, true);
+    assert_string_equal(buf, "dedup.fpr");
+    memset(big, 'a', sizeof big);
+    bs_config_show(buf, sizeof buf, big, sizeof big, true);
+    assert_int_equal(strlen(buf), BS_CONFIG_SHOW_MAX);
+    assert_string_equal(buf + BS_CONFIG_SHOW_MAX - 3, "...");
+}
+
+/* Every way a secret value comes in, and every way config/ writes
+ * something: the value never shows. */
+static void test_secret_never_shown(void **state)
+{
+    fixture *f = *state;
+    char *err = f->err;
+    size_t n = sizeof f->err;
+    char want[2048];
+
+    /* -X: origin names the key only (the bug: "-X key=VALUE"). */
+    assert_int_equal(bs_config_set_arg(f->cfg,
+                                       "kafka.sasl.password=" SECRET, err, n),
+                     0);
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.sasl.password"),
+                        SECRET);
+    assert_redacted(f, "kafka.sasl.password", "-X kafka.sasl.password");
+    /* bs_config_set without an origin says it as -X does. */
+    assert_int_equal(bs_config_set(f->cfg, "consumer.ssl.key.password",
+                                   SECRET, NULL, err, n),
+                     0);
+    assert_redacted(f, "consumer.ssl.key.password",
+                    "-X consumer.ssl.key.password");
+    /* A secret-named key of the table's own patterns: redacted too. */
+    assert_int_equal(bs_config_set_arg(f->cfg,
+                                       "blocklist.password.path=" SECRET, err,
+                                       n),
+                     0);
+    assert_redacted(f, "blocklist.password.path",
+                    "-X blocklist.password.path");
+
+    /* The environment. */
+    fresh(f);
+    char *env[] = {"BLOOMSTAGE_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET=" SECRET,
+                   NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, env, err, n), 0);
+    assert_redacted(f, "kafka.sasl.oauthbearer.client.secret",
+                    "env BLOOMSTAGE_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET");
+
+    /* The file, set twice (the later line wins, no warning), and a line
+     * missing its '=' after a secret's name. */
+    assert_int_equal(load_text(f, "kafka.ssl.keystore.password=first\n"
+                                  "kafka.ssl.keystore.password=" SECRET "\n"),
+                     0);
+    snprintf(want, sizeof want, "%s:2", f->path);
+    assert_redacted(f, "kafka.ssl.keystore.password", want);
+    assert_int_equal(load_text(f, "kafka.sasl.password " SECRET "\n"), -1);
+    assert_err_at(f, ":1: expected key=value, got 'kafka.sasl.password...'");
+
+    /* -X errors: no '=', an unknown key (did you mean), a misspelt
+     * secret of the table, a bad value for a secret-named key. */
+    fresh(f);
+    static const struct {
+        const char *arg, *msg;
+    } bad[] = {
+        {"kafka.sasl.password:" SECRET,
+         "-X kafka.sasl.password...: expected key=value"},
+        {"sasl.password=" SECRET,
+         "-X sasl.password: unknown key 'sasl.password' (`bloomstage config "
+         "--list` shows every key)"},
+        {"dedup.frp=" SECRET,
+         "-X dedup.frp: unknown key 'dedup.frp' (did you mean "
+         "'dedup.fpr'?)"},
+        {"blocklist.password.fpr=" SECRET,
+         "-X blocklist.password.fpr: key 'blocklist.password.fpr': value "
+         "'[redacted]' is not a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(bs_config_set_arg(f->cfg, bad[i].arg, err, n), -1);
+        assert_string_equal(err, bad[i].msg);
+    }
+    /* The environment's did-you-mean names variables, not values. */
+    char *typo[] = {"BLOOMSTAGE_DEDUP_FRP=" SECRET, NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, typo, err, n), -1);
+    assert_hidden(err, "an unknown variable's message");
+
+    /* Validation messages start with the origin of the value at fault,
+     * which names a secret's key only; a value read from a file is not
+     * shown, not even the path it holds. */
+    fresh(f);
+    assert_int_equal(bs_config_set_arg(f->cfg, "input.topics=in", err, n), 0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "output.topic=out", err, n),
+                     0);
+    assert_int_equal(bs_config_set_arg(f->cfg,
+                                       "blocklist.password.fpr=0.01", err, n),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+    assert_string_equal(err, "-X blocklist.password.fpr: key "
+                             "'blocklist.password.fpr' is set, so "
+                             "'blocklist.password.path' or "
+                             "'blocklist.password.topic' is required but "
+                             "neither is set");
+    fresh(f);
+    char arg[700];
+    assert_int_equal(bs_config_set_arg(f->cfg, "input.topics=in", err, n), 0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "output.topic=out", err, n),
+                     0);
+    snprintf(arg, sizeof arg, "kafka.security.protocol=@file:%s",
+             write_bytes(f, "protocol", "SASL_SSL\n", 9));
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), 0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.security.protocol': "
+             "[redacted] needs a SASL mechanism: set kafka.sasl.mechanism to "
+             "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI "
+             "(librdkafka would otherwise assume GSSAPI, Kerberos)", arg);
+    assert_string_equal(err, want);
+    assert_int_equal(bs_config_set_arg(f->cfg, "kafka.sasl.mechanism=PLAIN",
+                                       err, n),
+                     0);
+    snprintf(arg, sizeof arg, "kafka.ssl.key.location=@file:%s",
+             write_bytes(f, "location", SECRET "\n", sizeof SECRET));
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), 0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.ssl.key.location': cannot "
+             "read the file it names", arg);
+    assert_string_equal(err, want);
+}
+
+/* BLOOMSTAGE_<KEY>_FILE and @file:PATH. */
+static void test_secret_files(void **state)
+{
+    fixture *f = *state;
+    char *err = f->err;
+    size_t n = sizeof f->err;
+    char pw[600], var[700], arg[700], want[2048], missing[600];
+    snprintf(pw, sizeof pw, "%s", write_conf(f, SECRET "\n"));
+    snprintf(missing, sizeof missing, "%s/no-such-secret", f->dir);
+
+    /* _FILE: the content, one newline removed; the origin names the
+     * path. */
+    snprintf(var, sizeof var, "BLOOMSTAGE_KAFKA_SASL_PASSWORD_FILE=%s", pw);
+    char *env[] = {var, NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, env, err, n), 0);
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.sasl.password"),
+                        SECRET);
+    snprintf(want, sizeof want, "env %s", var);
+    assert_string_equal(bs_config_origin(f->cfg, "kafka.sasl.password"),
+                        want);
+    assert_redacted(f, "kafka.sasl.password", want);
+
+    /* A value from a file is secret whatever its key. */
+    snprintf(var, sizeof var, "BLOOMSTAGE_KAFKA_CLIENT_ID_FILE=%s", pw);
+    assert_int_equal(bs_config_load_env(f->cfg, env, err, n), 0);
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.client.id"), SECRET);
+    snprintf(want, sizeof want, "env %s", var);
+    assert_redacted(f, "kafka.client.id", want);
+
+    /* @file: with -X, in the environment, in the properties file. */
+    fresh(f);
+    snprintf(arg, sizeof arg, "kafka.ssl.key.pem=@file:%s", pw);
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), 0);
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.ssl.key.pem"),
+                        SECRET);
+    snprintf(want, sizeof want, "-X %s", arg);
+    assert_redacted(f, "kafka.ssl.key.pem", want);
+    snprintf(var, sizeof var, "BLOOMSTAGE_PRODUCER_SASL_PASSWORD=@file:%s",
+             pw);
+    assert_int_equal(bs_config_load_env(f->cfg, env, err, n), 0);
+    assert_redacted(f, "producer.sasl.password",
+                    "env BLOOMSTAGE_PRODUCER_SASL_PASSWORD");
+    char conf[700];
+    snprintf(conf, sizeof conf, "consumer.sasl.password = @file:%s\n", pw);
+    write_bytes(f, "with-file.conf", conf, strlen(conf));
+    assert_int_equal(bs_config_load_file(f->cfg, f->path, err, n), 0);
+    assert_string_equal(bs_config_get_str(f->cfg, "consumer.sasl.password"),
+                        SECRET);
+    snprintf(want, sizeof want, "%s:1", f->path);
+    assert_redacted(f, "consumer.sasl.password", want);
+
+    /* The content is the value as the file holds it: blanks and inner
+     * newlines kept (a PEM), one LF or CR LF removed, not two. */
+    static const char *const contents[][2] = { /* content, value */
+        {" a b \n", " a b "},
+        {"-----BEGIN\nx\n-----END\n", "-----BEGIN\nx\n-----END"},
+        {"crlf\r\n", "crlf"},
+        {"two\n\n", "two\n"},
+        {"cr\r", "cr\r"},
+        {"", ""},
+        {"none", "none"},
+    };
+    for (size_t i = 0; i < sizeof contents / sizeof contents[0]; i++) {
+        const char *path = write_bytes(f, "content", contents[i][0],
+                                       strlen(contents[i][0]));
+        snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", path);
+        assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), 0);
+        assert_string_equal(bs_config_get_str(f->cfg, "kafka.sasl.password"),
+                            contents[i][1]);
+    }
+    /* A value from a file that the key's type rejects: not shown. */
+    snprintf(arg, sizeof arg, "dedup.fpr=@file:%s", pw);
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'dedup.fpr': value '[redacted]' "
+             "is not a number", arg);
+    assert_string_equal(err, want);
+
+    /* A file that cannot be read: origin, key and path, no content. */
+    fresh(f);
+    snprintf(var, sizeof var, "BLOOMSTAGE_KAFKA_SASL_PASSWORD_FILE=%s",
+             missing);
+    assert_int_equal(bs_config_load_env(f->cfg, env, err, n), -1);
+    snprintf(want, sizeof want, "env %s: key 'kafka.sasl.password': cannot "
+             "read '%s': No such file or directory", var, missing);
+    assert_string_equal(err, want);
+    snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", missing);
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.sasl.password': cannot "
+             "read '%s': No such file or directory", arg, missing);
+    assert_string_equal(err, want);
+    snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", f->dir);
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.sasl.password': cannot "
+             "read '%s': is a directory, not a file", arg, f->dir);
+    assert_string_equal(err, want);
+    /* Not a regular file: refused before it is opened (a FIFO would
+     * wait for a writer, a device could act on the open). */
+    snprintf(want, sizeof want, "%s/fifo", f->dir);
+    assert_int_equal(mkfifo(want, 0600), 0);
+    const char *const odd[] = {"/dev/null", want};
+    for (size_t i = 0; i < 2; i++) {
+        char msg[2048];
+        snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", odd[i]);
+        assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+        snprintf(msg, sizeof msg, "-X %s: key 'kafka.sasl.password': cannot "
+                 "read '%s': is not a regular file", arg, odd[i]);
+        assert_string_equal(err, msg);
+    }
+    assert_int_equal(bs_config_set_arg(f->cfg, "kafka.sasl.password=@file:",
+                                       err, n),
+                     -1);
+    assert_string_equal(err, "-X kafka.sasl.password=@file:: key "
+                             "'kafka.sasl.password': empty file name");
+    if (geteuid() != 0) {
+        const char *locked = write_bytes(f, "locked", SECRET, 6);
+        assert_int_equal(chmod(locked, 0), 0);
+        snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", locked);
+        assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+        snprintf(want, sizeof want, "-X %s: key 'kafka.sasl.password': "
+                 "cannot read '%s': Permission denied", arg, locked);
+        assert_string_equal(err, want);
+    } else {
+        print_message("test_secret_files: running as root, which reads any "
+                      "file: the unreadable-file case is the directory "
+                      "above\n");
+    }
+    /* More than a value may hold, a NUL byte: refused, content unshown. */
+    char *huge = malloc(BS_CONFIG_MAX_LINE + 2);
+    assert_non_null(huge);
+    memset(huge, 'x', BS_CONFIG_MAX_LINE + 1);
+    const char *path = write_bytes(f, "huge", huge, BS_CONFIG_MAX_LINE + 1);
+    free(huge);
+    snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", path);
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.sasl.password': '%s' "
+             "holds more than %d bytes", arg, path, BS_CONFIG_MAX_LINE);
+    assert_string_equal(err, want);
+    path = write_bytes(f, "nul", SECRET "\0x", sizeof SECRET + 1);
+    snprintf(arg, sizeof arg, "kafka.sasl.password=@file:%s", path);
+    assert_int_equal(bs_config_set_arg(f->cfg, arg, err, n), -1);
+    snprintf(want, sizeof want, "-X %s: key 'kafka.sasl.password': '%s' "
+             "holds a NUL byte (a value is text)", arg, path);
+    assert_string_equal(err, want);
+
+    /* BLOOMSTAGE_X and BLOOMSTAGE_X_FILE both set, in either order: an
+     * error naming both. */
+    char plain[] = "BLOOMSTAGE_KAFKA_SASL_PASSWORD=" SECRET;
+    snprintf(var, sizeof var, "BLOOMSTAGE_KAFKA_SASL_PASSWORD_FILE=%s", pw);
+    char *both[2][3] = {{plain, var, NULL}, {var, plain, NULL}};
+    snprintf(want, sizeof want, "env %s: key 'kafka.sasl.password': also set "
+             "by BLOOMSTAGE_KAFKA_SASL_PASSWORD (set one of the two)", var);
+    for (size_t i = 0; i < 2; i++) {
+        fresh(f);
+        assert_int_equal(bs_config_load_env(f->cfg, both[i], err, n), -1);
+        assert_string_equal(err, want);
+    }
+    /* -X still wins over a secret from the environment. */
+    fresh(f);
+    char *one[] = {var, NULL};
+    assert_int_equal(bs_config_load_env(f->cfg, one, err, n), 0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "kafka.sasl.password=x", err,
+                                       n),
+                     0);
+    assert_string_equal(bs_config_get_str(f->cfg, "kafka.sasl.password"),
+                        "x");
+}
+
+/* Loads conf as the fixture's file into a fresh configuration, which must
+ * load, and validates it: that must pass when rest is NULL, else fail with
+ * the message "PATH" + rest. */
+static void assert_validates(fixture *f, const char *conf, const char *rest)
+{
+    assert_int_equal(load_text(f, conf), 0);
+    int rc = bs_config_validate(f->cfg, f->err, sizeof f->err);
+    if (!rest) {
+        if (rc != 0)
+            fail_msg("%s\nfails: %s", conf, f->err);
+        return;
+    }
+    assert_int_equal(rc, -1);
+    assert_err_at(f, rest);
+}
+
+/* The librdkafka properties validate checks before any client exists. */
+static void test_kafka_checks(void **state)
+{
+    fixture *f = *state;
+    char *err = f->err;
+    size_t n = sizeof f->err;
+    char conf[2048], want[2048], missing[600], cert[600];
+    snprintf(missing, sizeof missing, "%s/no-such.pem", f->dir);
+    snprintf(cert, sizeof cert, "%s", write_bytes(f, "cert.pem", "PEM\n", 4));
+    const char *const base = "input.topics=in\noutput.topic=out\n";
+    static const char sasl_msg[] =
+        "needs a SASL mechanism: set kafka.sasl.mechanism to PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI (librdkafka "
+        "would otherwise assume GSSAPI, Kerberos)";
+
+    /* SASL without a mechanism, for either client, in any case. */
+    static const struct {
+        const char *conf; /* after base */
+        int line;         /* of the protocol at fault; 0: valid */
+        const char *key, *value;
+    } sasl[] = {
+        {"kafka.security.protocol=SASL_SSL\n", 3, "kafka.security.protocol",
+         "SASL_SSL"},
+        {"kafka.security.protocol=sasl_plaintext\n", 3,
+         "kafka.security.protocol", "sasl_plaintext"},
+        {"producer.security.protocol=SASL_SSL\n", 3,
+         "producer.security.protocol", "SASL_SSL"},
+        /* The consumer's own mechanism leaves the producer without. */
+        {"kafka.security.protocol=SASL_SSL\nconsumer.sasl.mechanism=PLAIN\n",
+         3, "kafka.security.protocol", "SASL_SSL"},
+        {"kafka.security.protocol=SASL_SSL\nkafka.sasl.mechanism=\n", 3,
+         "kafka.security.protocol", "SASL_SSL"},
+        {"kafka.security.protocol=SASL_SSL\nkafka.sasl.mechanism=PLAIN\n", 0,
+         NULL, NULL},
+        {"kafka.security.protocol=SASL_SSL\nkafka.sasl.mechanisms=SCRAM-SHA-"
+         "512\n",
+         0, NULL, NULL},
+        {"kafka.security.protocol=SASL_SSL\nconsumer.sasl.mechanism=PLAIN\n"
+         "producer.sasl.mechanisms=PLAIN\n",
+         0, NULL, NULL},
+        {"kafka.security.protocol=SSL\n", 0, NULL, NULL},
+        {"kafka.security.protocol=SASL_SSL\nconsumer.security.protocol=SSL\n"
+         "producer.security.protocol=plaintext\n",
+         0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof sasl / sizeof sasl[0]; i++) {
+        snprintf(conf, sizeof conf, "%s%s", base, sasl[i].conf);
+        snprintf(want, sizeof want, ":%d: key '%s': %s %s", sasl[i].line,
+                 sasl[i].key, sasl[i].value, sasl_msg);
+        assert_validates(f, conf, sasl[i].line ? want : NULL);
+    }
+
+    /* TLS files: missing, a directory where a file must be, unreadable;
+     * the CA location may be a directory or "probe". */
+    static const struct {
+        const char *key;
+        const char *path; /* "M": missing, "D": the directory, "C": cert */
+        const char *why;  /* NULL: valid */
+    } files[] = {
+        {"kafka.ssl.ca.location", "M", "No such file or directory"},
+        {"kafka.ssl.ca.location", "D", NULL},
+        {"kafka.ssl.ca.location", "C", NULL},
+        {"consumer.ssl.ca.location", "M", "No such file or directory"},
+        {"kafka.ssl.certificate.location", "M", "No such file or directory"},
+        {"kafka.ssl.certificate.location", "D", "is a directory, not a file"},
+        {"kafka.ssl.certificate.location", "C", NULL},
+        {"producer.ssl.key.location", "M", "No such file or directory"},
+        {"kafka.ssl.key.location", "D", "is a directory, not a file"},
+        {"kafka.ssl.key.location", "C", NULL},
+        {"kafka.ssl.crl.location", "M", NULL}, /* not checked */
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const char *path = files[i].path[0] == 'M'   ? missing
+                           : files[i].path[0] == 'D' ? f->dir
+                                                     : cert;
+        snprintf(conf, sizeof conf, "%s%s=%s\n", base, files[i].key, path);
+        snprintf(want, sizeof want, ":3: key '%s': cannot read '%s': %s",
+                 files[i].key, path, files[i].why);
+        assert_validates(f, conf, files[i].why ? want : NULL);
+    }
+    fresh(f);
+    assert_int_equal(bs_config_set_arg(f->cfg, "input.topics=in", err, n), 0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "output.topic=out", err, n),
+                     0);
+    assert_int_equal(bs_config_set_arg(f->cfg, "kafka.ssl.ca.location=probe",
+                                       err, n),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, err, n), 0);
+    if (geteuid() != 0) {
+        const char *key = write_bytes(f, "key.pem", "KEY\n", 4);
+        assert_int_equal(chmod(key, 0), 0);
+        snprintf(conf, sizeof conf, "kafka.ssl.key.location=%s", key);
+        assert_int_equal(bs_config_set_arg(f->cfg, conf, err, n), 0);
+        assert_int_equal(bs_config_validate(f->cfg, err, n), -1);
+        snprintf(want, sizeof want, "-X kafka.ssl.key.location: key "
+                 "'kafka.ssl.key.location': cannot read '%s': Permission "
+                 "denied", key);
+        assert_string_equal(err, want);
+    } else {
+        print_message("test_kafka_checks: running as root, which reads any "
+                      "file: the unreadable key file is the directory "
+                      "case above\n");
     }
 }
 
@@ -1469,6 +1983,10 @@ int main(void)
         T(test_missing_file),
         T(test_documents),
         T(test_effective),
+        T(test_secret_keys),
+        T(test_secret_never_shown),
+        T(test_secret_files),
+        T(test_kafka_checks),
 #undef T
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * BS_SETTINGS_FIELDS against the key table (every field's key exists, as a
  * plain key of the type its kind reads; every plain key has a field), and
  * bs_settings_from_config reading every field, the blocklists and
- * consumer.auto.offset.reset with its synonyms.
+ * consumer.auto.offset.reset with its synonyms; librdkafka's refusal of a
+ * property, which must not show a secret.
  *
  * Reaches into config_int.h for the table rows and their types.  No Kafka:
  * nothing here talks to a broker.
@@ -379,6 +380,31 @@ static void test_unvalidated(void **state)
     bs_config_destroy(cfg);
 }
 
+/* librdkafka's refusal of a property names its origin, which never holds
+ * a secret: a misspelt secret, Java's JAAS config (librdkafka has none). */
+static void test_kafka_refusal_hides_secret(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"kafka.sasl.pasword=hunter2-s3cr3t",
+                                       "producer.sasl.jaas.config=x "
+                                       "password=\"hunter2-s3cr3t\";"};
+    static const char *const want[] = {
+        "-X kafka.sasl.pasword: key 'kafka.sasl.pasword': librdkafka: ",
+        "-X producer.sasl.jaas.config: key 'producer.sasl.jaas.config': "
+        "librdkafka: "};
+    for (size_t i = 0; i < 2; i++) {
+        bs_config *cfg = bs_config_new();
+        assert_non_null(cfg);
+        char err[1024];
+        assert_int_equal(bs_config_set_arg(cfg, args[i], err, sizeof err), 0);
+        assert_int_equal(bs_settings_check_kafka(cfg, err, sizeof err), -1);
+        if (strncmp(err, want[i], strlen(want[i])) != 0 ||
+            strstr(err, "hunter2-s3cr3t"))
+            fail_msg("%s: %s", args[i], err);
+        bs_config_destroy(cfg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_start_at),
         cmocka_unit_test(test_unvalidated),
         cmocka_unit_test(test_window_combinations),
+        cmocka_unit_test(test_kafka_refusal_hides_secret),
     };
     return cmocka_run_group_tests_name("settings", tests, NULL, NULL);
 }
