@@ -9,6 +9,16 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
+
+const char *cli_arg_shown(const char *arg, char *buf, size_t size)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq)
+        return arg;
+    snprintf(buf, size, "%.*s=...", (int)(eq - arg), arg);
+    return buf;
+}
 
 int cli_opts_help(int c, const char *cmd, const char *help)
 {
@@ -31,6 +41,7 @@ int cli_config_opts_parse(int argc, char **argv, const char *cmd,
     o->file = NULL;
     o->nx = 0;
     optind = 0;
+    opterr = 0; /* getopt would echo "--name=VALUE"; said below, cut */
     while ((c = getopt_long(argc, argv, "c:X:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
@@ -43,6 +54,20 @@ int cli_config_opts_parse(int argc, char **argv, const char *cmd,
             }
             o->xs[o->nx++] = optarg;
             break;
+        case '?': {
+            char shown[256];
+            if (optopt == 'c' || optopt == 'X')
+                fprintf(stderr, "bloomstage %s: -%c needs a value\n", cmd,
+                        optopt);
+            else if (optopt)
+                fprintf(stderr, "bloomstage %s: unknown option '-%c'\n", cmd,
+                        optopt);
+            else
+                fprintf(stderr, "bloomstage %s: unknown option '%s'\n", cmd,
+                        cli_arg_shown(argv[optind - 1], shown,
+                                      sizeof(shown)));
+            return cli_opts_help(c, cmd, help);
+        }
         default:
             return cli_opts_help(c, cmd, help);
         }

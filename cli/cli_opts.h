@@ -11,6 +11,7 @@
 #define BLOOMSTAGE_CLI_OPTS_H
 
 #include <config.h>
+#include <stddef.h>
 
 #define CLI_MAX_X 256
 
@@ -19,6 +20,11 @@
  * (getopt has said what was wrong) points to cmd's --help on stderr and
  * is BS_EXIT_USAGE. */
 int cli_opts_help(int c, const char *cmd, const char *help);
+
+/* An argument as a message shows it: cut after its first '=' ("key=..."),
+ * since a mistyped -X or option can carry a secret's value.  Returns arg
+ * itself when it has no '=', else buf. */
+const char *cli_arg_shown(const char *arg, char *buf, size_t size);
 
 /* -c and -X as given; xs point into argv. */
 typedef struct cli_config_opts {

@@ -14,6 +14,7 @@
  * (--check: the error, on stderr; or stdout could not be written), 2 a usage
  * error.  Everything is the config module's; this file only parses argv.
  */
+#include "cli_opts.h"
 #include "commands.h"
 #include "settings.h"
 #include "config.h"
@@ -111,7 +112,9 @@ static int config_file_or_x(int argc, char **argv, int *i, config_args *o)
             return usage_error("%s needs key=value", a);
         }
     } else {
-        return usage_error("unknown argument '%s'", a);
+        char shown[256];
+        return usage_error("unknown argument '%s'",
+                           cli_arg_shown(a, shown, sizeof(shown)));
     }
     return -1;
 }

@@ -92,8 +92,9 @@ int cmd_run(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (optind < argc) {
+        char shown[256];
         fprintf(stderr, "bloomstage run: unexpected argument '%s'\n",
-                argv[optind]);
+                cli_arg_shown(argv[optind], shown, sizeof(shown)));
         return BS_EXIT_USAGE;
     }
     bs_config *cfg = cli_config_opts_load(

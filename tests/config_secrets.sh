@@ -1,7 +1,8 @@
 #!/bin/sh
 # config_secrets.sh -- a secret never reaches the terminal: `bloomstage
-# config --check` and `config --list` run with a secret set by -X, by the
-# environment, by BLOOMSTAGE_..._FILE and by @file:, on success and on every
+# config --check`, `config --list` and the command line's own errors, run
+# with a secret set by -X, by the environment, by BLOOMSTAGE_..._FILE and by
+# @file:, on success and on every
 # error a secret can be part of, and the secret is found 0 times in their
 # stdout and stderr together.  Each run must also exit as expected, so a
 # run that stops early (and so prints nothing to find) fails too.
@@ -71,6 +72,12 @@ pwvar=BLOOMSTAGE_KAFKA_SASL_PASSWORD
     run 1 -- config --check $req -X "dedup.fpr=@file:$dir/pw"
     run 1 "BLOOMSTAGE_SASL_PASSWORD=$secret" -- config --check $req
     run 2 -- config --list -X "kafka.sasl.password=$secret"
+    # The command line's own errors: a setting without -X, an unknown
+    # option carrying a value.
+    run 2 -- config --check $req "kafka.sasl.password=$secret"
+    run 2 -- run -c /dev/null "kafka.sasl.password=$secret"
+    run 2 -- run "--sasl-password=$secret"
+    run 2 -- blocklist "--sasl-password=$secret"
 }
 
 found=$(grep -c -F -- "$secret" "$out")
