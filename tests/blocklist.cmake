@@ -18,9 +18,9 @@ if(TARGET bloomstage)
   set_tests_properties(test_live_blocklist PROPERTIES
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
   bs_add_cmocka_test(test_kafka_blocklist SOURCES test_live_blocklist.c
-                     LIBS bstestsupport m TIMEOUT 900 LABELS kafka)
+                     LIBS bstestsupport m TIMEOUT 900)
   target_compile_definitions(test_kafka_blocklist PRIVATE BS_REAL_KAFKA=1)
+  bs_real_broker_test(test_kafka_blocklist b)
   set_tests_properties(test_kafka_blocklist PROPERTIES
-    RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()

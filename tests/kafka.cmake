@@ -4,9 +4,8 @@
 # restarted); kafka_stage_e2e runs `bloomstage run` against a 1-node broker
 # and checks out, rej and the committed offsets record by record.  Both need
 # Java and Maven (scripts/install-deps); the jars are fetched once into
-# ~/.cache/bloomstage.  A RESOURCE_LOCK keeps them from running at once under
-# ctest -j (ports are picked free anyway; the lock spares the 2 cores and
-# the memory three JVMs at once would take).  kafka_script exercises no C
+# ~/.cache/bloomstage.  Each is a bs_real_broker_test (tests/CMakeLists.txt:
+# label kafka, in one of two lanes, started first).  kafka_script exercises no C
 # code, so a sanitizer build does not run it again.
 # Owned by the real-broker work.
 # Registered whether or not Java is installed: without it they fail saying
@@ -15,22 +14,22 @@ if(NOT BLOOMSTAGE_SANITIZE)
   add_test(NAME kafka_script
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_kafka_script.sh
             ${PROJECT_SOURCE_DIR}/scripts/kafka)
-  set_tests_properties(kafka_script PROPERTIES
-    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+  set_tests_properties(kafka_script PROPERTIES TIMEOUT 600)
+  bs_real_broker_test(kafka_script a)
 endif()
 if(TARGET bloomstage)
   add_test(NAME kafka_stage_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_stage_kafka.sh
             $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
-  set_tests_properties(kafka_stage_e2e PROPERTIES
-    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+  set_tests_properties(kafka_stage_e2e PROPERTIES TIMEOUT 600)
+  bs_real_broker_test(kafka_stage_e2e a)
   # kafka_compose_e2e: docker-compose.yml's own topics, environment and
   # demo producer, without Docker, against a 1-node broker.
   add_test(NAME kafka_compose_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kafka/test_compose_kafka.sh
             $<TARGET_FILE:bloomstage> ${PROJECT_SOURCE_DIR}/scripts/kafka)
-  set_tests_properties(kafka_compose_e2e PROPERTIES
-    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+  set_tests_properties(kafka_compose_e2e PROPERTIES TIMEOUT 600)
+  bs_real_broker_test(kafka_compose_e2e b)
 else()
   message(WARNING "tests/kafka.cmake: no bloomstage target; the stage is "
                   "not tested against a real Kafka broker")
@@ -45,34 +44,34 @@ endif()
 if(TARGET bloomstage)
   include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
   bs_add_cmocka_test(test_kafka_guarantees SOURCES test_kafka_guarantees.c
-                     LIBS bstestsupport TIMEOUT 600 LABELS kafka)
+                     LIBS bstestsupport TIMEOUT 600)
+  bs_real_broker_test(test_kafka_guarantees b)
   set_tests_properties(test_kafka_guarantees PROPERTIES
-    RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
   # test_kafka_cluster: one 3-node cluster (replication 3, min ISR 2) for
   # two instances with the Kafka store (one killed -9), scale-out 1 -> 3 ->
   # 1, and one broker killed -9 and restarted mid-stream.
   bs_add_cmocka_test(test_kafka_cluster SOURCES test_kafka_cluster.c
-                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+                     LIBS bstestsupport TIMEOUT 900)
+  bs_real_broker_test(test_kafka_cluster a)
   set_tests_properties(test_kafka_cluster PROPERTIES
-    RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
   # test_kafka_txn: exactly_once by transactions on a 1-node cluster: a
   # crash at every named crash point (BLOOMSTAGE_CRASH_AT) and kill -9,
   # the zombie twice (SIGSTOP past the session, SIGCONT: fenced), a
   # transaction that times out, the broker restarted mid-transaction.
   bs_add_cmocka_test(test_kafka_txn SOURCES test_kafka_txn.c
-                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+                     LIBS bstestsupport TIMEOUT 900)
+  bs_real_broker_test(test_kafka_txn a)
   set_tests_properties(test_kafka_txn PROPERTIES
-    RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
   # test_kafka_window: dedup.window.ms on a 1-node cluster: kill -9 at four
   # moments under exactly_once, a rebalance and a kill on the Kafka store,
   # late records rejected; the read_committed output against the window's
   # model record by record.
   bs_add_cmocka_test(test_kafka_window SOURCES test_kafka_window.c
-                     LIBS bstestsupport TIMEOUT 900 LABELS kafka)
+                     LIBS bstestsupport TIMEOUT 900)
+  bs_real_broker_test(test_kafka_window b)
   set_tests_properties(test_kafka_window PROPERTIES
-    RESOURCE_LOCK kafka_broker
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()

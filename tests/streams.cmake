@@ -5,12 +5,12 @@
 # Kafka's console consumer (read_committed) that the output is exactly the
 # first record of each key, once.  About 50 s on 2 cores once the jar is
 # built (the first run builds it with Maven into ~/.cache/bloomstage).
-# Needs Java and Maven (scripts/install-deps).  It shares the kafka_broker
-# RESOURCE_LOCK of tests/kafka.cmake, so no two broker tests run at once.
+# Needs Java and Maven (scripts/install-deps).  A real-broker test
+# (bs_real_broker_test, tests/CMakeLists.txt).
 # It exercises no C code, so a sanitizer build does not run it again.
 if(NOT BLOOMSTAGE_SANITIZE)
   add_test(NAME streams_selfcheck
     COMMAND bash ${PROJECT_SOURCE_DIR}/bench/streams/selfcheck)
-  set_tests_properties(streams_selfcheck PROPERTIES
-    LABELS kafka TIMEOUT 600 RESOURCE_LOCK kafka_broker)
+  set_tests_properties(streams_selfcheck PROPERTIES TIMEOUT 600)
+  bs_real_broker_test(streams_selfcheck b)
 endif()
