@@ -15,6 +15,11 @@ bs_add_cmocka_test(test_harness SOURCES test_harness.c
 set_tests_properties(test_harness PROPERTIES
   ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 
+# test_proxy: the support layer's TCP proxy (support/proxy.h), whose links
+# the nemesis cuts, slows and heals, against an echo server.  Seconds.
+bs_add_cmocka_test(test_proxy SOURCES test_proxy.c
+                   LIBS bstestsupport TIMEOUT 120 LABELS integration)
+
 # test_window: windowed dedup (dedup.window.ms) end to end against the mock:
 # the output against a model of the window over 100 windows of record time,
 # across kill -9 under exactly_once; late records rejected and forwarded; a

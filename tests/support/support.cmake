@@ -13,6 +13,7 @@ add_library(bstestsupport STATIC
   ${CMAKE_CURRENT_LIST_DIR}/http.c
   ${CMAKE_CURRENT_LIST_DIR}/kafka.c
   ${CMAKE_CURRENT_LIST_DIR}/proc.c
+  ${CMAKE_CURRENT_LIST_DIR}/proxy.c
   ${CMAKE_CURRENT_LIST_DIR}/realkafka.c
   ${CMAKE_CURRENT_LIST_DIR}/stage.c
   ${CMAKE_CURRENT_LIST_DIR}/stream.c)

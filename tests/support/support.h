@@ -9,6 +9,8 @@
  *              how a check fails the test; every timeout (H_*_MS)
  *   files.h    temporary directories, whole files
  *   proc.h     child processes
+ *   proxy.h    a TCP proxy whose link can be cut, slowed and healed (the
+ *              nemesis's network faults)
  *   broker.h   the cluster: mock-broker with its control channel (or one
  *              already running, by its bootstrap list)
  *   kafka.h    client configurations, produce, read a topic to its end
@@ -40,6 +42,7 @@
 #include "http.h"
 #include "kafka.h"
 #include "proc.h"
+#include "proxy.h"
 #include "realkafka.h"
 #include "stage.h"
 #include "stream.h"
