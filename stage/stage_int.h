@@ -27,6 +27,7 @@
 #include "settings.h"
 #include "store_ops.h"
 #include "timeouts.h"
+#include "txn_id.h"
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
@@ -128,6 +129,7 @@ struct bs_stage {
     bool txn_ready; /* the producer's init_transactions succeeded */
     bool txn_open;
     char txn_id[300];
+    bs_txn_slot txn_slot;          /* the host slot behind a default id */
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
@@ -306,8 +308,13 @@ void bs_rollback(bs_stage *s, bool pending);
  * errstr: BS_RETRY if the broker did not answer (retried for a minute
  * first), BS_FATAL if it refused. */
 bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size);
-/* s->txn_id from exactly_once.transactional.id, else derived (keys.c). */
-void bs_txn_id(bs_stage *s);
+/* s->txn_id from exactly_once.transactional.id, else
+ * bloomstage-GROUP-INSTANCE with consumer.group.instance.id, else
+ * bloomstage-GROUP-HOST-slotN with a host slot taken in slot_dir (NULL:
+ * bs_txn_slot_dir(); txn_id.h) and held in s->txn_slot until
+ * bs_clients_destroy, else (no slot to be had) one unique to the process.
+ * Logged. */
+void bs_txn_id(bs_stage *s, const char *slot_dir);
 /* Begins a transaction unless one is open.  false: the producer cannot
  * (it is fatal; the next round rolls back and replaces it). */
 bool bs_txn_begin(bs_stage *s);
