@@ -280,7 +280,8 @@ const bs_config_row bs_config_rows[] = {
      .section = SEC_PROC, .def = "",
      .help = "The producer's transactional.id with exactly_once.method "
              "transactions.  Two live instances must never share one: "
-             "they fence each other.  "
+             "they fence each other, and an instance fenced 5 times "
+             "within 5 minutes stops with an error naming its id.  "
              "Empty: bloomstage-GROUP-INSTANCE when "
              "consumer.group.instance.id is set, else "
              "bloomstage-GROUP-HOST-slotN, N the lowest slot of the group "

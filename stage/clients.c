@@ -156,6 +156,8 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
                                "transaction.timeout.ms", ttimeout,
                                big ? "message.max.bytes" : NULL, "20000000",
                                "queue.buffering.max.kbytes", kbytes, NULL};
+    if (bs_txn_fenced_check(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL; /* and the other instance keeps the id */
     rd_kafka_conf_t *conf = client_conf(s, "producer",
                                         s->txn ? tdefaults : defaults,
                                         s->txn ? tforced : forced, errstr,

@@ -130,6 +130,7 @@ struct bs_stage {
     bool txn_open;
     char txn_id[300];
     bs_txn_slot txn_slot;          /* the host slot behind a default id */
+    bs_fence_window txn_fencings; /* the producer's recent fencings */
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
@@ -315,6 +316,12 @@ bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size);
  * bs_clients_destroy, else (no slot to be had) one unique to the process.
  * Logged. */
 void bs_txn_id(bs_stage *s, const char *slot_dir);
+/* Before a fatal producer is replaced: a fencing of its transactional id
+ * is noted, and BS_FATAL (errstr, and an error logged naming the id) when
+ * it makes BS_TXN_FENCED_MAX within BS_TXN_FENCED_WINDOW_S: another live
+ * instance has the same id, and the two would fence each other for as
+ * long as both run.  One fencing (a zombie's) is BS_OK. */
+bs_rc bs_txn_fenced_check(bs_stage *s, char *errstr, size_t errstr_size);
 /* Begins a transaction unless one is open.  false: the producer cannot
  * (it is fatal; the next round rolls back and replaces it). */
 bool bs_txn_begin(bs_stage *s);

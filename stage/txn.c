@@ -70,6 +70,30 @@ void bs_txn_id(bs_stage *s, const char *slot_dir)
            bs_log_quote(err, q, sizeof(q)));
 }
 
+bs_rc bs_txn_fenced_check(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t fe = s->producer && s->txn
+                                 ? rd_kafka_fatal_error(s->producer, NULL, 0)
+                                 : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (fe != RD_KAFKA_RESP_ERR__FENCED &&
+        fe != RD_KAFKA_RESP_ERR_PRODUCER_FENCED &&
+        fe != RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH)
+        return BS_OK;
+    if (!bs_fence_window_add(&s->txn_fencings, bs_now()))
+        return BS_OK;
+    bs_log(BS_LOG_ERROR, "fenced repeatedly: another live instance is "
+           "probably using this transactional id; stopping",
+           "transactional_id=%s fencings=%d window_s=%.0f error=%s "
+           "hint=\"give each instance its own exactly_once.transactional.id, "
+           "or leave it empty\"", s->txn_id, BS_TXN_FENCED_MAX,
+           BS_TXN_FENCED_WINDOW_S, rd_kafka_err2name(fe));
+    snprintf(errstr, errstr_size, "the producer was fenced %d times within "
+             "%.0f s: another live instance is probably using "
+             "transactional.id %s (exactly_once.transactional.id)",
+             BS_TXN_FENCED_MAX, BS_TXN_FENCED_WINDOW_S, s->txn_id);
+    return BS_FATAL;
+}
+
 bool bs_txn_fenced_error(rd_kafka_resp_err_t err)
 {
     switch (err) {

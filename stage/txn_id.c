@@ -1,5 +1,6 @@
 /*
- * txn_id.c -- the host slots behind a default transactional id (txn_id.h
+ * txn_id.c -- the host slots behind a default transactional id, and the
+ * window of fencings that tells an instance its id is shared (txn_id.h
  * says why an id must be unique and may be stable).
  *
  * A slot file is never removed: a file unlinked while one process holds
@@ -131,4 +132,15 @@ void bs_txn_slot_release(bs_txn_slot *sl)
     close(sl->fd); /* releases the lock; the file stays (above) */
     sl->held = false;
     sl->fd = sl->slot = -1;
+}
+
+bool bs_fence_window_add(bs_fence_window *w, double now_s)
+{
+    if (w->n == BS_TXN_FENCED_MAX) {
+        memmove(w->at, w->at + 1, (BS_TXN_FENCED_MAX - 1) * sizeof(w->at[0]));
+        w->n--;
+    }
+    w->at[w->n++] = now_s;
+    return w->n == BS_TXN_FENCED_MAX &&
+           now_s - w->at[0] <= BS_TXN_FENCED_WINDOW_S;
 }

@@ -1,7 +1,8 @@
 /*
  * txn_id.h -- the transactional producer's id (exactly_once.method
- * transactions) when exactly_once.transactional.id leaves it to the stage.
- * No Kafka here: the locks are the kernel's.
+ * transactions) when exactly_once.transactional.id leaves it to the stage,
+ * and the watch on how often the broker fences it.  No Kafka here: the
+ * locks are the kernel's, the clock is the caller's.
  *
  * Correctness needs the id unique to each live instance: two producers
  * with one id fence each other for as long as both run.  Stability across a
@@ -16,6 +17,8 @@
  */
 #ifndef BLOOMSTAGE_TXN_ID_H
 #define BLOOMSTAGE_TXN_ID_H
+
+#include "timeouts.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,5 +46,15 @@ int bs_txn_slot_take(bs_txn_slot *sl, const char *dir, const char *group,
                      char *errstr, size_t errstr_size);
 /* Releases a slot taken (no-op if none). */
 void bs_txn_slot_release(bs_txn_slot *sl);
+
+/* Fencings of the producer, the last BS_TXN_FENCED_MAX of them. */
+typedef struct bs_fence_window {
+    double at[BS_TXN_FENCED_MAX];
+    unsigned n;
+} bs_fence_window;
+
+/* Notes a fencing at now_s (seconds, any monotonic clock): true when this
+ * one makes BS_TXN_FENCED_MAX within BS_TXN_FENCED_WINDOW_S. */
+bool bs_fence_window_add(bs_fence_window *w, double now_s);
 
 #endif

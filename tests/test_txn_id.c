@@ -14,7 +14,9 @@
  *     consumer.group.instance.id gives bloomstage-GROUP-INSTANCE, neither
  *     taking a slot;
  *   - a slot directory that cannot hold slot files still gives ids unique
- *     to each stage.
+ *     to each stage;
+ *   - the fencing window: BS_TXN_FENCED_MAX fencings within
+ *     BS_TXN_FENCED_WINDOW_S trip it, the same spread wider do not.
  *
  * The stages are built by hand (zeroed, with the settings bs_txn_id reads),
  * as test_state builds its own.
@@ -183,6 +185,21 @@ static void test_no_slot_dir(void **state)
     stage_free(b);
 }
 
+static void test_fence_window(void **state)
+{
+    (void)state;
+    bs_fence_window w = {0};
+    double t = 1000;
+    for (int i = 1; i < BS_TXN_FENCED_MAX; i++)
+        assert_false(bs_fence_window_add(&w, t += 1));
+    assert_true(bs_fence_window_add(&w, t += 1));
+    /* Spread wider than the window, they never trip it. */
+    bs_fence_window slow = {0};
+    double step = BS_TXN_FENCED_WINDOW_S / (BS_TXN_FENCED_MAX - 1) + 1;
+    for (int i = 0; i < 4 * BS_TXN_FENCED_MAX; i++)
+        assert_false(bs_fence_window_add(&slow, t += step));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -193,6 +210,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_explicit_and_static, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_slot_dir, setup, teardown),
+        cmocka_unit_test(test_fence_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
