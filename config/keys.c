@@ -279,12 +279,19 @@ const bs_config_row bs_config_rows[] = {
     {.name = "exactly_once.transactional.id", .type = BS_CT_STRING,
      .section = SEC_PROC, .def = "",
      .help = "The producer's transactional.id with exactly_once.method "
-             "transactions.  Empty: GROUP-INSTANCE when "
-             "consumer.group.instance.id is set (a restart then aborts "
-             "the transaction its predecessor left open at once), else "
-             "unique to the process (an open transaction left by a crash "
-             "ends by producer.transaction.timeout.ms).  Two running "
-             "instances must never share one."},
+             "transactions.  Two live instances must never share one: "
+             "they fence each other, and an instance fenced 5 times "
+             "within 5 minutes stops with an error naming its id.  "
+             "Empty: bloomstage-GROUP-INSTANCE when "
+             "consumer.group.instance.id is set, else "
+             "bloomstage-GROUP-HOST-slotN, N the lowest slot of the group "
+             "free on the host, locked for the instance's life in "
+             "/run/lock/bloomstage (else /tmp/bloomstage-txn).  Either way "
+             "a restart takes its predecessor's id back and aborts the "
+             "transaction that one left open at once, rather than after "
+             "producer.transaction.timeout.ms.  Set one per instance where "
+             "instances on one host cannot see one another's "
+             "/run/lock (containers sharing a host name)."},
 
     /* Kafka clients ---------------------------------------------------- */
     {.name = "consumer.group.id", .type = BS_CT_STRING, .section = SEC_KAFKA,

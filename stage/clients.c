@@ -156,6 +156,8 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
                                "transaction.timeout.ms", ttimeout,
                                big ? "message.max.bytes" : NULL, "20000000",
                                "queue.buffering.max.kbytes", kbytes, NULL};
+    if (bs_txn_fenced_check(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL; /* and the other instance keeps the id */
     rd_kafka_conf_t *conf = client_conf(s, "producer",
                                         s->txn ? tdefaults : defaults,
                                         s->txn ? tforced : forced, errstr,
@@ -223,7 +225,7 @@ static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
         rd_kafka_mem_free(s->consumer, id);
     }
     if (s->txn)
-        bs_txn_id(s);
+        bs_txn_id(s, NULL);
     bs_rc rc = bs_producer_recreate(s, errstr, errstr_size);
     if (rc == BS_OK || !s->txn) {
         if (rc == BS_OK && bs_exactly_once(s) &&
@@ -360,6 +362,7 @@ void bs_clients_destroy(bs_stage *s)
     drop_topics(s);
     if (s->producer)
         rd_kafka_destroy(s->producer);
+    bs_txn_slot_release(&s->txn_slot); /* after the producer using it */
     s->consumer = s->tail = s->producer = NULL;
     s->store = NULL;
 }

@@ -27,6 +27,7 @@
 #include "settings.h"
 #include "store_ops.h"
 #include "timeouts.h"
+#include "txn_id.h"
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
@@ -128,6 +129,8 @@ struct bs_stage {
     bool txn_ready; /* the producer's init_transactions succeeded */
     bool txn_open;
     char txn_id[300];
+    bs_txn_slot txn_slot;          /* the host slot behind a default id */
+    bs_fence_window txn_fencings; /* the producer's recent fencings */
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
@@ -306,8 +309,19 @@ void bs_rollback(bs_stage *s, bool pending);
  * errstr: BS_RETRY if the broker did not answer (retried for a minute
  * first), BS_FATAL if it refused. */
 bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size);
-/* s->txn_id from exactly_once.transactional.id, else derived (keys.c). */
-void bs_txn_id(bs_stage *s);
+/* s->txn_id from exactly_once.transactional.id, else
+ * bloomstage-GROUP-INSTANCE with consumer.group.instance.id, else
+ * bloomstage-GROUP-HOST-slotN with a host slot taken in slot_dir (NULL:
+ * bs_txn_slot_dir(); txn_id.h) and held in s->txn_slot until
+ * bs_clients_destroy, else (no slot to be had) one unique to the process.
+ * Logged. */
+void bs_txn_id(bs_stage *s, const char *slot_dir);
+/* Before a fatal producer is replaced: a fencing of its transactional id
+ * is noted, and BS_FATAL (errstr, and an error logged naming the id) when
+ * it makes BS_TXN_FENCED_MAX within BS_TXN_FENCED_WINDOW_S: another live
+ * instance has the same id, and the two would fence each other for as
+ * long as both run.  One fencing (a zombie's) is BS_OK. */
+bs_rc bs_txn_fenced_check(bs_stage *s, char *errstr, size_t errstr_size);
 /* Begins a transaction unless one is open.  false: the producer cannot
  * (it is fatal; the next round rolls back and replaces it). */
 bool bs_txn_begin(bs_stage *s);

@@ -41,6 +41,10 @@
                                        interval a round still takes seconds */
 #define BS_TXN_TIMEOUT_MAX_MS 900000 /* ... at most: brokers' default
                                         transaction.max.timeout.ms */
+#define BS_TXN_FENCED_MAX 5         /* fencings of the producer within ...*/
+#define BS_TXN_FENCED_WINDOW_S 300.0 /* ... this long: its transactional id
+                                        is shared by another live instance,
+                                        and the stage stops (txn.c) */
 #define BS_TIMEOUT_WAKE_MS 1000     /* fetch_wake.c's ListOffsets: only so
                                        that wake-ups do not pile up */
 

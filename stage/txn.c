@@ -17,12 +17,13 @@
 #include "stage_int.h"
 #include "crash_point.h"
 #include "log.h"
+#include "txn_id.h"
 #include "util.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -30,31 +31,67 @@
  * BS_TIMEOUT_BROKER_MS) before the round gives up on the transaction. */
 #define TXN_ATTEMPTS 3
 
-void bs_txn_id(bs_stage *s)
+void bs_txn_id(bs_stage *s, const char *slot_dir)
 {
     const char *id = s->set.transactional_id;
     const char *inst = bs_config_get_str(s->cfg, "consumer.group.instance.id");
+    const char *group = s->set.group_id;
     if (id && *id) {
         snprintf(s->txn_id, sizeof(s->txn_id), "%s", id);
         return;
     }
     if (inst && *inst) {
-        snprintf(s->txn_id, sizeof(s->txn_id), "bloomstage-%s-%s",
-                 s->set.group_id, inst);
+        /* The broker lets one live member hold a static id. */
+        snprintf(s->txn_id, sizeof(s->txn_id), "bloomstage-%s-%s", group,
+                 inst);
         return;
     }
-    /* The host and the checkpoint directory: the same for a restart of
-     * the same instance (whose init_transactions then aborts what the one
-     * before it left open), different for instances on one host with
-     * directories of their own. */
-    char host[128] = "", dir[4096];
-    if (gethostname(host, sizeof(host) - 1) != 0)
+    char host[128] = "", err[4300], q[4400];
+    if (gethostname(host, sizeof(host) - 1) != 0 || !*host)
         snprintf(host, sizeof(host), "host");
-    if (!realpath(s->set.checkpoint_dir, dir))
-        snprintf(dir, sizeof(dir), "%s", s->set.checkpoint_dir);
-    snprintf(s->txn_id, sizeof(s->txn_id), "bloomstage-%s-%s-%016llx",
-             s->set.group_id, host,
-             (unsigned long long)XXH3_64bits(dir, strlen(dir)));
+    if (bs_txn_slot_take(&s->txn_slot, slot_dir, group, err,
+                         sizeof(err)) == 0) {
+        snprintf(s->txn_id, sizeof(s->txn_id), "bloomstage-%s-%s-slot%d",
+                 group, host, s->txn_slot.slot);
+        bs_log(BS_LOG_INFO, "transactional id", "transactional_id=%s "
+               "slot_file=%s", s->txn_id,
+               bs_log_quote(s->txn_slot.path, q, sizeof(q)));
+        return;
+    }
+    /* Unique all the same: the process id, and the clock for a process
+     * id reused; only a restart no longer aborts what this one leaves
+     * open (transaction.timeout.ms does). */
+    uint64_t salt = (uint64_t)(bs_now() * 1e9) ^ (uint64_t)time(NULL);
+    snprintf(s->txn_id, sizeof(s->txn_id), "bloomstage-%s-%s-p%ld-%08x",
+             group, host, (long)getpid(),
+             (unsigned)XXH3_64bits(&salt, sizeof(salt)));
+    bs_log(BS_LOG_WARN, "transactional id: no host slot, using one unique "
+           "to the process", "transactional_id=%s error=%s", s->txn_id,
+           bs_log_quote(err, q, sizeof(q)));
+}
+
+bs_rc bs_txn_fenced_check(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t fe = s->producer && s->txn
+                                 ? rd_kafka_fatal_error(s->producer, NULL, 0)
+                                 : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (fe != RD_KAFKA_RESP_ERR__FENCED &&
+        fe != RD_KAFKA_RESP_ERR_PRODUCER_FENCED &&
+        fe != RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH)
+        return BS_OK;
+    if (!bs_fence_window_add(&s->txn_fencings, bs_now()))
+        return BS_OK;
+    bs_log(BS_LOG_ERROR, "fenced repeatedly: another live instance is "
+           "probably using this transactional id; stopping",
+           "transactional_id=%s fencings=%d window_s=%.0f error=%s "
+           "hint=\"give each instance its own exactly_once.transactional.id, "
+           "or leave it empty\"", s->txn_id, BS_TXN_FENCED_MAX,
+           BS_TXN_FENCED_WINDOW_S, rd_kafka_err2name(fe));
+    snprintf(errstr, errstr_size, "the producer was fenced %d times within "
+             "%.0f s: another live instance is probably using "
+             "transactional.id %s (exactly_once.transactional.id)",
+             BS_TXN_FENCED_MAX, BS_TXN_FENCED_WINDOW_S, s->txn_id);
+    return BS_FATAL;
 }
 
 bool bs_txn_fenced_error(rd_kafka_resp_err_t err)

@@ -16,6 +16,12 @@ bs_add_cmocka_test(test_state
 target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1
   BS_DESIGN_MD="${PROJECT_SOURCE_DIR}/DESIGN.md")
 
+# test_txn_id: the transactional id a stage derives and the host slots
+# behind it (stage/txn_id.c), with slot files in a directory of its own.
+bs_add_cmocka_test(test_txn_id
+  SOURCES test_txn_id.c
+  LIBS bsengine TIMEOUT 60 LABELS stage)
+
 # The engine's Kafka-facing modules; the ones that need a broker run
 # librdkafka's mock cluster in process (inproc_mock.c), with the test
 # support layer's client helpers (tests/support/).

@@ -21,7 +21,14 @@
  *   3. a transaction that times out (producer.transaction.timeout.ms far
  *      below a stall of the stage, the session timeout above it): rolled
  *      back, then exactly once;
- *   4. the broker stopped and started again mid-transaction: exactly once.
+ *   4. the broker stopped and started again mid-transaction: exactly once;
+ *   5. two instances of one configuration (one checkpoint.dir, the Kafka
+ *      store) on one host: each has a transactional id of its own, neither
+ *      is fenced more than once, and every unique key is once in the
+ *      output (issue 26: they had one id and fenced each other hundreds of
+ *      times);
+ *   6. two instances given one exactly_once.transactional.id: fenced over
+ *      and over, one of them says so, naming the id, and exits non-zero.
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -39,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -349,6 +357,111 @@ static void test_broker_restart_mid_txn(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 5. two instances of one configuration on one host --------------- */
+
+/* The transactional id p's start-up line names, into id. */
+static void txn_id_of(h_proc *p, char *id, size_t size)
+{
+    const char *at = strstr(h_process_stderr(p), H_SAID_TXN);
+    const char *v = at ? strstr(at, "transactional_id=") : NULL;
+    if (!v)
+        h_stage_fail(p, "no transactional_id in the line '%s'", H_SAID_TXN);
+    v += strlen("transactional_id=");
+    size_t n = strcspn(v, " \n");
+    snprintf(id, size, "%.*s", (int)(n < size ? n : size - 1), v);
+}
+
+static void test_one_config_two_instances(void **state)
+{
+    (void)state;
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .ckdir = true,
+                     .kafka_store = true, .checkpoint_ms = 500,
+                     .capacity = 30000};
+    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-twin", &o);
+    stream_fed(e, 4000, 500, 251, 50);
+    const char *const xs[] = {TXN_X, TXN_TIMEOUT_X, NULL};
+    h_proc *a = start_txn(e, xs, NULL);
+    h_proc *b = start_txn(e, xs, NULL);
+    h_proc *const both[] = {a, b, NULL};
+    /* a gave b its share: both are in the group before the feed. */
+    h_wait_said(a, "msg=\"partition revoked\"", 1, 60000);
+    h_feed_rate(1000);
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, both, 120000);
+    h_stages_alive(both, "at the input's end");
+    char ida[300], idb[300];
+    txn_id_of(a, ida, sizeof(ida));
+    txn_id_of(b, idb, sizeof(idb));
+    size_t fa = h_count_said(a, H_SAID_FENCED);
+    size_t fb = h_count_said(b, H_SAID_FENCED);
+    print_message("one configuration, two instances: transactional ids %s "
+                  "and %s, fenced %zu and %zu times\n", ida, idb, fa, fb);
+    if (!strcmp(ida, idb))
+        h_stage_fail(b, "both instances have transactional id %s", ida);
+    if (fa > 1 || fb > 1)
+        h_stage_fail(fa > 1 ? a : b, "fenced %zu and %zu times", fa, fb);
+    h_stage_stop(a);
+    h_stage_stop(b);
+    expect_all_once(e, "transactions, two instances of one configuration");
+    h_kenv_free(e);
+}
+
+/* ---- 6. two instances given one transactional id ------------------------ */
+
+static void test_shared_id_stops(void **state)
+{
+    (void)state;
+    h_kenv_opts o = {.nparts = NPARTS, .ckdir = true, .checkpoint_ms = 500,
+                     .capacity = 30000};
+    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-shared", &o);
+    stream_fed(e, 60000, 500, 261, 50);
+    const char *const xs[] = {TXN_X, TXN_TIMEOUT_X,
+                              "exactly_once.transactional.id=kt-shared-id",
+                              NULL};
+    h_proc *a = start_txn(e, xs, NULL);
+    h_proc *b = start_txn(e, xs, NULL);
+    h_proc *const both[] = {a, b, NULL};
+    h_feed_rate(1000);
+    /* Fenced BS_TXN_FENCED_MAX times within minutes, one of them stops:
+     * each fencing takes a round or two. */
+    const char *said = "msg=\"fenced repeatedly: another live instance is "
+                       "probably using this transactional id";
+    h_proc *quit = NULL;
+    int st = 0;
+    double t0 = h_now_s();
+    while (!quit) {
+        for (size_t i = 0; both[i] && !quit; i++) {
+            int r = h_process_peek(both[i], &st);
+            if (r < 0)
+                h_stage_fail(both[i], "waiting: %s", h_last_error());
+            if (r == 0)
+                quit = both[i];
+        }
+        if (!quit && h_now_s() - t0 > 90)
+            h_stage_fail(a, "two instances with one transactional id ran "
+                         "90 s (fenced %zu and %zu times) and neither "
+                         "stopped", h_count_said(a, H_SAID_FENCED),
+                         h_count_said(b, H_SAID_FENCED));
+        if (!quit)
+            h_nap(200);
+    }
+    h_feed_rate(0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        h_stage_fail(quit, "the instance fenced over and over exited 0");
+    h_expect_said(quit, said);
+    h_expect_said(quit, "transactional_id=kt-shared-id");
+    h_proc *other = quit == a ? b : a;
+    print_message("one transactional id, two instances: one stopped (%s) "
+                  "%.1f s after both ran, fenced %zu times; the other "
+                  "fenced %zu times\n", h_status_str(st), h_now_s() - t0,
+                  h_count_said(quit, H_SAID_FENCED),
+                  h_count_said(other, H_SAID_FENCED));
+    h_feed_abandon();
+    h_proc_release(a);
+    h_proc_release(b);
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -361,6 +474,9 @@ int main(void)
         cmocka_unit_test_teardown(test_txn_timeout, h_kfixture_teardown),
         cmocka_unit_test_teardown(test_broker_restart_mid_txn,
                                   h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_one_config_two_instances,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_shared_id_stops, h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, h_kgroup_setup1, h_kgroup_teardown);
 }
