@@ -43,11 +43,13 @@ bs_add_cmocka_test(test_fetch_wake
 
 # The engine's modules form layers (scripts/check-layers): no file of
 # stage/ depends, through its includes or its object's symbols, on one that
-# depends back on it.  A property of the sources: checked in the plain
-# build, not again under the sanitizers.
+# depends back on it; and DESIGN.md's file table lists every module, top
+# layer first.  A property of the sources: checked in the plain build, not
+# again under the sanitizers.
 if(NOT BLOOMSTAGE_SANITIZE)
   add_test(NAME layers_engine
     COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers
+            --table ${PROJECT_SOURCE_DIR}/DESIGN.md
             ${PROJECT_SOURCE_DIR}/stage $<TARGET_FILE:bsengine>)
   set_tests_properties(layers_engine PROPERTIES TIMEOUT 60 LABELS stage)
 endif()
