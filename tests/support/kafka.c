@@ -97,6 +97,50 @@ int h_conf_kv(rd_kafka_conf_t *conf, const char *const *kv)
     return 0;
 }
 
+/* Settings h_kafka_conf adds for a bootstrap list (h_kafka_conf_for). */
+#define CLUSTER_CONFS 4
+static struct {
+    char *bootstraps;
+    char **kv; /* NULL-terminated copies */
+} cluster_conf[CLUSTER_CONFS];
+
+static void cluster_conf_clear(size_t i)
+{
+    for (size_t k = 0; cluster_conf[i].kv && cluster_conf[i].kv[k]; k++)
+        free(cluster_conf[i].kv[k]);
+    free(cluster_conf[i].kv);
+    free(cluster_conf[i].bootstraps);
+    cluster_conf[i].kv = NULL;
+    cluster_conf[i].bootstraps = NULL;
+}
+
+void h_kafka_conf_for(const char *bootstraps, const char *const *kv)
+{
+    size_t i = 0, n = 0;
+    while (i < CLUSTER_CONFS && (!cluster_conf[i].bootstraps ||
+                                 strcmp(cluster_conf[i].bootstraps,
+                                        bootstraps)))
+        i++;
+    if (i < CLUSTER_CONFS)
+        cluster_conf_clear(i);
+    if (!kv)
+        return;
+    for (i = 0; i < CLUSTER_CONFS && cluster_conf[i].bootstraps; i++)
+        ;
+    if (i == CLUSTER_CONFS) {
+        /* the caller's own bookkeeping: a bug there, not in what is tested */
+        fprintf(stderr, "support: h_kafka_conf_for: more than %d clusters\n",
+                CLUSTER_CONFS);
+        abort();
+    }
+    while (kv[n])
+        n++;
+    cluster_conf[i].kv = h_xcalloc(n + 1, sizeof(char *));
+    for (size_t k = 0; k < n; k++)
+        cluster_conf[i].kv[k] = h_xstrdup(kv[k]);
+    cluster_conf[i].bootstraps = h_xstrdup(bootstraps);
+}
+
 rd_kafka_conf_t *h_kafka_conf(const char *bootstraps)
 {
     rd_kafka_conf_t *conf = h_conf_pairs(
@@ -107,6 +151,13 @@ rd_kafka_conf_t *h_kafka_conf(const char *bootstraps)
         "topic.metadata.refresh.interval.ms", "5000",
         "topic.metadata.refresh.fast.interval.ms", "50", NULL);
     rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
+    for (size_t i = 0; i < CLUSTER_CONFS; i++)
+        if (cluster_conf[i].bootstraps &&
+            !strcmp(cluster_conf[i].bootstraps, bootstraps) &&
+            h_conf_kv(conf, (const char *const *)cluster_conf[i].kv)) {
+            fprintf(stderr, "support: %s\n", h_last_error());
+            abort();
+        }
     return conf;
 }
 

@@ -32,6 +32,10 @@ void h_dump_kafka_log(void);
  * owns it.
  */
 rd_kafka_conf_t *h_kafka_conf(const char *bootstraps);
+/* From now on h_kafka_conf(bootstraps) also applies kv ("key=value",
+ * NULL-terminated; copied): how every helper of the layer reaches a
+ * secured cluster, e.g. as its super user.  kv NULL forgets them. */
+void h_kafka_conf_for(const char *bootstraps, const char *const *kv);
 /* Sets key, value, key, value, ..., NULL on conf (NULL: a new, plain
  * configuration) and returns it.  These are the caller's own settings: an
  * invalid one is a bug, printed, and aborts. */

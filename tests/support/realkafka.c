@@ -55,10 +55,10 @@ static const char *last_line(const char *text, int *len)
 static int run_script(const char *dir, const char *const *args,
                       int timeout_ms, char **out)
 {
-    const char *argv[16];
+    const char *argv[32];
     size_t k = 0;
     argv[k++] = script();
-    for (size_t i = 0; args[i] && k < 12; i++)
+    for (size_t i = 0; args[i] && k < 28; i++)
         argv[k++] = args[i];
     argv[k++] = "--dir";
     argv[k++] = dir;
@@ -88,7 +88,19 @@ static int run_script(const char *dir, const char *const *args,
     return rc;
 }
 
+int h_kcluster_run(const h_kcluster *c, const char *const *args,
+                   int timeout_ms, char **out)
+{
+    return run_script(c->dir, args, timeout_ms, out);
+}
+
 int h_kcluster_start(int nodes, h_kcluster **out)
+{
+    return h_kcluster_start_args(nodes, NULL, out);
+}
+
+int h_kcluster_start_args(int nodes, const char *const *more,
+                          h_kcluster **out)
 {
     *out = NULL;
     h_kcluster *c = h_xcalloc(1, sizeof(*c));
@@ -101,8 +113,9 @@ int h_kcluster_start(int nodes, h_kcluster **out)
     char n[16], owner[32];
     snprintf(n, sizeof(n), "%d", nodes);
     snprintf(owner, sizeof(owner), "%d", (int)getpid());
-    const char *const args[] = {"start", "--nodes", n, "--owner", owner,
-                                NULL};
+    const char *args[8] = {"start", "--nodes", n, "--owner", owner};
+    for (size_t i = 0, k = 5; more && more[i] && k < 7; i++)
+        args[k++] = more[i];
     char *so = NULL;
     double t0 = h_now_s();
     if (run_script(c->dir, args, H_KAFKA_START_MS, &so)) {
@@ -133,6 +146,7 @@ int h_kcluster_start(int nodes, h_kcluster **out)
 }
 
 const char *h_kcluster_bootstraps(const h_kcluster *c) { return c->bootstraps; }
+const char *h_kcluster_dir(const h_kcluster *c) { return c->dir; }
 int h_kcluster_nodes(const h_kcluster *c) { return c->nodes; }
 int h_kcluster_rf(const h_kcluster *c) { return c->nodes < 3 ? c->nodes : 3; }
 
@@ -233,6 +247,8 @@ int h_kcluster_stop(h_kcluster *c)
         return 0;
     const char *const args[] = {"stop", NULL};
     int rc = run_script(c->dir, args, H_KAFKA_STOP_MS, NULL);
+    if (c->bootstraps)
+        h_kafka_conf_for(c->bootstraps, NULL);
     if (rc)
         fprintf(stderr, "scripts/kafka stop: %s\n", h_last_error());
     h_tmpdir_remove(c->parent);
@@ -554,7 +570,8 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
         "log.stats.interval.ms=0\n"
         "log.level=debug\n"
         "%s",
-        e->in, e->out, rej, e->group, e->h.bs, ck, store, o->checkpoint_ms,
+        e->in, e->out, rej, e->group, o->bootstraps ? o->bootstraps : e->h.bs,
+        ck, store, o->checkpoint_ms,
         o->capacity, o->extra ? o->extra : "");
     int rc = h_write_file(e->conf, text);
     free(text);
@@ -686,9 +703,9 @@ size_t h_kenv_expect_rejected(h_kenv *e, size_t *extra)
 
 static h_kcluster *g_group_cluster;
 
-static int kgroup_setup(int nodes)
+int h_kgroup_setup_args(int nodes, const char *const *more)
 {
-    if (h_kcluster_start(nodes, &g_group_cluster)) {
+    if (h_kcluster_start_args(nodes, more, &g_group_cluster)) {
         fprintf(stderr, "setup: %s\n", h_last_error());
         return -1;
     }
@@ -698,13 +715,13 @@ static int kgroup_setup(int nodes)
 int h_kgroup_setup1(void **state)
 {
     (void)state;
-    return kgroup_setup(1);
+    return h_kgroup_setup_args(1, NULL);
 }
 
 int h_kgroup_setup3(void **state)
 {
     (void)state;
-    return kgroup_setup(3);
+    return h_kgroup_setup_args(3, NULL);
 }
 
 int h_kgroup_teardown(void **state)

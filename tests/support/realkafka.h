@@ -36,7 +36,13 @@ typedef struct h_kcluster h_kcluster;
 /* `scripts/kafka start --nodes N --dir DIR --owner <this pid>` in a fresh
  * temporary DIR; *out holds its bootstrap list. */
 int h_kcluster_start(int nodes, h_kcluster **out) H_WARN_UNUSED;
+/* The same with more arguments for `scripts/kafka start` (NULL-terminated,
+ * at most two; may be NULL), e.g. "--secure". */
+int h_kcluster_start_args(int nodes, const char *const *more,
+                          h_kcluster **out) H_WARN_UNUSED;
 const char *h_kcluster_bootstraps(const h_kcluster *c);
+/* The cluster's directory (scripts/kafka --dir). */
+const char *h_kcluster_dir(const h_kcluster *c);
 int h_kcluster_nodes(const h_kcluster *c);
 /* The replication factor topics get here: min(nodes, 3). */
 int h_kcluster_rf(const h_kcluster *c);
@@ -46,11 +52,18 @@ int h_kcluster_rf(const h_kcluster *c);
 int h_kcluster_stop_node(h_kcluster *c, int i) H_WARN_UNUSED;
 int h_kcluster_kill_node(h_kcluster *c, int i) H_WARN_UNUSED;
 int h_kcluster_start_node(h_kcluster *c, int i) H_WARN_UNUSED;
+/* `scripts/kafka ARGS... --dir DIR` (at most 26 arguments) run to its
+ * end within timeout_ms: 0 iff it exited 0, its stdout in *out (if not
+ * NULL; the caller frees it); a failure names the script's last line of
+ * stderr. */
+int h_kcluster_run(const h_kcluster *c, const char *const *args,
+                   int timeout_ms, char **out) H_WARN_UNUSED;
 /* The broker port of node i (from DIR/ports); -1 if unknown. */
 int h_kcluster_port(const h_kcluster *c, int i);
 /* The last max bytes of node i's server.log (a static buffer). */
 const char *h_kcluster_log_tail(const h_kcluster *c, int i, size_t max);
-/* scripts/kafka stop, the directory removed, c freed; 0 iff the script
+/* scripts/kafka stop, the directory removed, the settings given for its
+ * bootstrap list (h_kafka_conf_for) forgotten, c freed; 0 iff the script
  * said so.  NULL: 0. */
 int h_kcluster_stop(h_kcluster *c);
 
@@ -101,6 +114,8 @@ typedef struct h_kenv_opts {
     int capacity;      /* dedup.capacity */
     const char *extra; /* more configuration lines ("key=value\n"...),
                         * appended as they are; may be NULL */
+    const char *bootstraps; /* the stage's kafka.bootstrap.servers; NULL:
+                             * the cluster's (the layer's clients') */
 } h_kenv_opts;
 
 /* A real-broker test's state; tests embed nothing else in it (st and
@@ -153,6 +168,9 @@ h_ckpt_chains h_kenv_ckpt_chains(h_kenv *e);
 /* cmocka group setup and teardown of a test file that runs on one
  * cluster: 1 or 3 nodes started, then stopped; h_kgroup_cluster() is it. */
 int h_kgroup_setup1(void **state);
+/* The same for a cluster of `nodes` started with more arguments
+ * (h_kcluster_start_args); 0 or -1, said on stderr. */
+int h_kgroup_setup_args(int nodes, const char *const *more);
 int h_kgroup_setup3(void **state);
 int h_kgroup_teardown(void **state);
 h_kcluster *h_kgroup_cluster(void);

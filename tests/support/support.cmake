@@ -15,6 +15,7 @@ add_library(bstestsupport STATIC
   ${CMAKE_CURRENT_LIST_DIR}/proc.c
   ${CMAKE_CURRENT_LIST_DIR}/proxy.c
   ${CMAKE_CURRENT_LIST_DIR}/realkafka.c
+  ${CMAKE_CURRENT_LIST_DIR}/secure.c
   ${CMAKE_CURRENT_LIST_DIR}/stage.c
   ${CMAKE_CURRENT_LIST_DIR}/stream.c)
 target_include_directories(bstestsupport PUBLIC ${CMAKE_CURRENT_LIST_DIR})

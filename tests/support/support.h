@@ -27,6 +27,9 @@
  *   realkafka.h  a real Apache Kafka cluster (scripts/kafka): start, stop
  *              and restart nodes, topics by the Admin API, a fixture on
  *              it, read_committed output reads, a rate-limited feeder
+ *   secure.h   a secured one (scripts/kafka start --secure): the layer's
+ *              clients as its super user, a stage's settings by each
+ *              means of authentication, the ACLs a stage needs (a table)
  *
  * Conventions: core.h.  Include cmocka.h first in a test, then this: it
  * adds H_CHECK and h_test_main.
@@ -44,6 +47,7 @@
 #include "proc.h"
 #include "proxy.h"
 #include "realkafka.h"
+#include "secure.h"
 #include "stage.h"
 #include "stream.h"
 

@@ -1,0 +1,325 @@
+/*
+ * secure.c -- see secure.h.
+ */
+#include "secure.h"
+#include "files.h"
+#include "kafka.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Operations implied by another (Read and Write imply Describe) are left
+ * out; the stage creates no topic (the harness does), reads no topic
+ * config and needs nothing on the cluster (an idempotent or
+ * transactional producer needs Write on a topic or its TransactionalId
+ * since Kafka 3.0, KIP-679, not IdempotentWrite). */
+const h_acl H_STAGE_ACLS[] = {
+    {H_ACL_IN, RD_KAFKA_ACL_OPERATION_READ,
+     "consume the input; its offsets and metadata"},
+    {H_ACL_GROUP, RD_KAFKA_ACL_OPERATION_READ,
+     "join the group; commit offsets (in the transaction)"},
+    {H_ACL_OUT, RD_KAFKA_ACL_OPERATION_WRITE, "produce the output"},
+    {H_ACL_REJ, RD_KAFKA_ACL_OPERATION_WRITE, "produce rejected records"},
+    {H_ACL_CKPT, RD_KAFKA_ACL_OPERATION_WRITE,
+     "write checkpoints (checkpoint.store=kafka)"},
+    {H_ACL_CKPT, RD_KAFKA_ACL_OPERATION_READ,
+     "restore checkpoints (checkpoint.store=kafka)"},
+    {H_ACL_TXN, RD_KAFKA_ACL_OPERATION_WRITE,
+     "init, add partitions and offsets, commit and abort transactions"},
+};
+const size_t H_STAGE_ACLS_N = sizeof(H_STAGE_ACLS) / sizeof(H_STAGE_ACLS[0]);
+
+/* ---- DIR/secure.env ---------------------------------------------------- */
+
+/* The value of KEY= in the cluster's secure.env (malloc'd); fails the
+ * test if it is not there. */
+static char *sec_env(const h_kcluster *c, const char *key)
+{
+    char *path = h_strdupf("%s/secure.env", h_kcluster_dir(c)), *text = NULL;
+    int rc = h_read_file(path, &text, NULL);
+    free(path);
+    H_MUST(rc);
+    size_t klen = strlen(key);
+    char *val = NULL;
+    for (char *l = text; l && *l && !val;) {
+        char *nl = strchr(l, '\n');
+        if (nl)
+            *nl = '\0';
+        if (!strncmp(l, key, klen) && l[klen] == '=')
+            val = h_xstrdup(l + klen + 1);
+        l = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    if (!val)
+        h_test_fail("%s/secure.env has no %s", h_kcluster_dir(c), key);
+    return val;
+}
+
+/* The password of user (its password file's first line; malloc'd). */
+static char *sec_password(const h_kcluster *c, const char *user)
+{
+    char *key = h_strdupf("KAFKA_PASSWORD_FILE_%s", user);
+    char *path = sec_env(c, key), *text = NULL;
+    int rc = h_read_file(path, &text, NULL);
+    free(key);
+    free(path);
+    H_MUST(rc);
+    text[strcspn(text, "\r\n")] = '\0';
+    return text;
+}
+
+/* ---- the cluster ------------------------------------------------------- */
+
+/* The layer's clients for c's bootstrap list are admin over SASL_SSL with
+ * SCRAM-SHA-512 (until h_kcluster_stop). */
+static void admin_clients(h_kcluster *c)
+{
+    char *ca = sec_env(c, "KAFKA_CA"), *pw = sec_password(c, "admin");
+    char *kca = h_strdupf("ssl.ca.location=%s", ca);
+    char *kpw = h_strdupf("sasl.password=%s", pw);
+    const char *const kv[] = {"security.protocol=SASL_SSL",
+                              "sasl.mechanisms=SCRAM-SHA-512",
+                              "sasl.username=admin", kpw, kca, NULL};
+    h_kafka_conf_for(h_kcluster_bootstraps(c), kv);
+    free(kca);
+    free(kpw);
+    free(ca);
+    free(pw);
+}
+
+static const char *const SECURE[] = {"--secure", NULL};
+
+int h_sec_start(h_kcluster **out)
+{
+    if (h_kcluster_start_args(1, SECURE, out))
+        return -1;
+    admin_clients(*out);
+    return 0;
+}
+
+int h_sec_group_setup(void **state)
+{
+    (void)state;
+    if (h_kgroup_setup_args(1, SECURE))
+        return -1;
+    admin_clients(h_kgroup_cluster());
+    return 0;
+}
+
+/* ---- a stage's settings ------------------------------------------------ */
+
+const char *h_sec_bootstrap(const h_kcluster *c, h_sec_auth auth)
+{
+    static char buf[256];
+    char *bs = sec_env(c, auth == H_SEC_MTLS ? "KAFKA_SSL_BOOTSTRAP"
+                                             : "KAFKA_SASL_SSL_BOOTSTRAP");
+    snprintf(buf, sizeof(buf), "%s", bs);
+    free(bs);
+    return buf;
+}
+
+char *h_sec_stage_settings(const h_kcluster *c, h_sec_auth auth,
+                           h_sec_flaw flaw)
+{
+    char *ca = sec_env(c, "KAFKA_CA"), *text;
+    if (auth == H_SEC_MTLS) {
+        const char *which = flaw == H_SEC_EXPIRED_CERT ? "stage_expired"
+                            : flaw == H_SEC_OTHER_CA   ? "stage_other_ca"
+                                                       : "stage";
+        char *kc = h_strdupf("KAFKA_CERT_%s", which);
+        char *kk = h_strdupf("KAFKA_KEY_%s", which);
+        char *cert = sec_env(c, kc), *key = sec_env(c, kk);
+        text = h_strdupf("kafka.security.protocol=SSL\n"
+                         "kafka.ssl.ca.location=%s\n"
+                         "kafka.ssl.certificate.location=%s\n"
+                         "kafka.ssl.key.location=%s\n", ca, cert, key);
+        free(kc);
+        free(kk);
+        free(cert);
+        free(key);
+    } else {
+        char *pw = sec_password(c, "stage");
+        text = h_strdupf("kafka.security.protocol=SASL_SSL\n"
+                         "kafka.sasl.mechanisms=%s\n"
+                         "kafka.sasl.username=stage\n"
+                         "kafka.sasl.password=%s%s\n"
+                         "kafka.ssl.ca.location=%s\n",
+                         auth == H_SEC_PLAIN ? "PLAIN" : "SCRAM-SHA-512",
+                         flaw == H_SEC_WRONG_PASSWORD ? "not-" : "", pw, ca);
+        free(pw);
+    }
+    free(ca);
+    return text;
+}
+
+/* librdkafka's first error of a client, for h_sec_try_metadata. */
+typedef struct first_error {
+    char text[512];
+} first_error;
+
+static void first_error_cb(rd_kafka_t *rk, int err, const char *reason,
+                           void *opaque)
+{
+    (void)rk;
+    first_error *f = opaque;
+    if (!f->text[0])
+        snprintf(f->text, sizeof(f->text), "%s: %s",
+                 rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/* h_sec_try_metadata's answer from a metadata request's outcome (md, if
+ * any, destroyed here). */
+static int metadata_verdict(rd_kafka_resp_err_t err,
+                            const struct rd_kafka_metadata *md,
+                            const char *first, const char *topic, char *buf,
+                            size_t size)
+{
+    if (err) {
+        snprintf(buf, size, "%s (%s)", rd_kafka_err2name(err),
+                 first[0] ? first : "no error reported");
+        return 1;
+    }
+    int rc = md->topic_cnt != 1 || md->topics[0].err ? 1 : 0;
+    if (rc)
+        snprintf(buf, size, "topic %s: %s", topic,
+                 md->topic_cnt ? rd_kafka_err2name(md->topics[0].err)
+                               : "not in the metadata");
+    rd_kafka_metadata_destroy(md);
+    return rc;
+}
+
+int h_sec_try_metadata(const h_kcluster *c, h_sec_auth auth, h_sec_flaw flaw,
+                       const char *topic, char *buf, size_t size)
+{
+    rd_kafka_conf_t *conf = h_kafka_conf(h_sec_bootstrap(c, auth));
+    char *text = h_sec_stage_settings(c, auth, flaw), *save = NULL;
+    int rc = 0;
+    /* The stage's lines without their "kafka." prefix. */
+    for (char *l = strtok_r(text, "\n", &save); l && rc == 0;
+         l = strtok_r(NULL, "\n", &save)) {
+        const char *kv[] = {l + strlen("kafka."), NULL};
+        rc = h_conf_kv(conf, kv);
+    }
+    free(text);
+    if (rc) {
+        rd_kafka_conf_destroy(conf);
+        return -1;
+    }
+    first_error f = {""};
+    rd_kafka_conf_set_error_cb(conf, first_error_cb);
+    rd_kafka_conf_set_opaque(conf, &f);
+    char errstr[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr,
+                                  sizeof(errstr));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        return h_fail("rd_kafka_new: %s", errstr);
+    }
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, t, &md, 5000);
+    rd_kafka_poll(rk, 0); /* serves the error callback */
+    rd_kafka_topic_destroy(t);
+    rc = metadata_verdict(err, md, f.text, topic, buf, size);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* ---- ACLs -------------------------------------------------------------- */
+
+/* kafka-acls' options naming resource `on` of e: into argv at k; returns
+ * the new k. */
+static size_t resource_args(const h_kenv *e, h_acl_on on, const char **argv,
+                            size_t k, char *buf, size_t size)
+{
+    switch (on) {
+    case H_ACL_IN:
+    case H_ACL_OUT:
+    case H_ACL_REJ:
+    case H_ACL_CKPT:
+        argv[k++] = "--topic";
+        argv[k++] = on == H_ACL_IN    ? e->in
+                    : on == H_ACL_OUT ? e->out
+                    : on == H_ACL_REJ ? e->rej
+                                      : e->ckt;
+        break;
+    case H_ACL_GROUP:
+        argv[k++] = "--group";
+        argv[k++] = e->group;
+        break;
+    case H_ACL_TXN:
+        snprintf(buf, size, "bloomstage-%s-", e->group);
+        argv[k++] = "--transactional-id";
+        argv[k++] = buf;
+        argv[k++] = "--resource-pattern-type";
+        argv[k++] = "prefixed";
+        break;
+    }
+    return k;
+}
+
+static const char *op_name(rd_kafka_AclOperation_t op)
+{
+    switch (op) {
+    case RD_KAFKA_ACL_OPERATION_READ:
+        return "Read";
+    case RD_KAFKA_ACL_OPERATION_WRITE:
+        return "Write";
+    case RD_KAFKA_ACL_OPERATION_CREATE:
+        return "Create";
+    case RD_KAFKA_ACL_OPERATION_DESCRIBE:
+        return "Describe";
+    case RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS:
+        return "DescribeConfigs";
+    case RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE:
+        return "IdempotentWrite";
+    default:
+        return "Unknown";
+    }
+}
+
+/* One kafka-acls run per resource that acls name, every operation on it
+ * in that run. */
+static int acls_change(h_kcluster *c, const h_kenv *e, const char *principal,
+                       const h_acl *acls, size_t n, bool add)
+{
+    for (int on = H_ACL_IN; on <= H_ACL_TXN; on++) {
+        const char *argv[28];
+        char name[128];
+        size_t k = 0;
+        argv[k++] = "tool";
+        argv[k++] = "acls";
+        argv[k++] = add ? "--add" : "--remove";
+        if (!add)
+            argv[k++] = "--force";
+        argv[k++] = "--allow-principal";
+        argv[k++] = principal;
+        size_t ops = 0;
+        for (size_t i = 0; i < n && k < 20; i++)
+            if (acls[i].on == (h_acl_on)on) {
+                argv[k++] = "--operation";
+                argv[k++] = op_name(acls[i].op);
+                ops++;
+            }
+        if (!ops)
+            continue;
+        k = resource_args(e, (h_acl_on)on, argv, k, name, sizeof(name));
+        argv[k] = NULL;
+        if (h_kcluster_run(c, argv, H_CMD_MS, NULL))
+            return -1;
+    }
+    return 0;
+}
+
+int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
+                 const h_acl *acls, size_t n)
+{
+    return acls_change(c, e, principal, acls, n, true);
+}
+
+int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
+                  const h_acl *acls, size_t n)
+{
+    return acls_change(c, e, principal, acls, n, false);
+}

@@ -1,0 +1,107 @@
+/*
+ * secure.h -- a secured real Apache Kafka for the `security`-labelled C
+ * tests: one KRaft node started by `scripts/kafka start --secure`
+ * (SASL_SSL with SCRAM-SHA-512 and PLAIN, SSL with client certificates,
+ * KRaft's StandardAuthorizer denying what no ACL allows; its DIR/
+ * secure.env says where the CA, certificates and password files are).
+ *
+ * Every client the layer makes for the cluster's bootstrap list
+ * (h_kafka_conf) is the super user admin over SASL_SSL, so the layer's
+ * helpers (topics, feeding, reading at read_committed, committed offsets,
+ * h_kenv_*) work on it unchanged.  A stage is given the settings of the
+ * user `stage` by one means (h_sec_stage_settings) and exactly the ACLs
+ * H_STAGE_ACLS lists, granted and revoked by Kafka's kafka-acls as admin.
+ * Conventions: core.h.
+ */
+#ifndef BS_SUPPORT_SECURE_H
+#define BS_SUPPORT_SECURE_H
+
+#include "core.h"
+#include "realkafka.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <stddef.h>
+
+/* How a stage authenticates. */
+typedef enum h_sec_auth {
+    H_SEC_SCRAM, /* SASL_SSL, SCRAM-SHA-512, user stage */
+    H_SEC_PLAIN, /* SASL_SSL, PLAIN, user stage */
+    H_SEC_MTLS,  /* SSL with stage's client certificate (User:stage) */
+} h_sec_auth;
+
+/* What is wrong with its credentials. */
+typedef enum h_sec_flaw {
+    H_SEC_SOUND,          /* nothing */
+    H_SEC_WRONG_PASSWORD, /* SASL: a password that is not stage's */
+    H_SEC_EXPIRED_CERT,   /* mTLS: stage's certificate that expired */
+    H_SEC_OTHER_CA,       /* mTLS: stage's certificate from another CA */
+} h_sec_flaw;
+
+/* The principal a stage is (ACLs name it). */
+#define H_SEC_STAGE_PRINCIPAL "User:stage"
+
+/* `scripts/kafka start --secure` of one node (h_kcluster_start_args);
+ * the layer's clients for its bootstrap list are admin from then on
+ * (h_kcluster_stop ends that). */
+int h_sec_start(h_kcluster **out) H_WARN_UNUSED;
+/* cmocka group setup of a test file on one secured node: h_kgroup_setup_
+ * args, then admin's clients; h_kgroup_cluster() is the node,
+ * h_kgroup_teardown stops it. */
+int h_sec_group_setup(void **state);
+
+/* The bootstrap list of the listener a stage authenticating by `auth`
+ * reaches (SASL_SSL or SSL); a static buffer. */
+const char *h_sec_bootstrap(const h_kcluster *c, h_sec_auth auth);
+/* The stage's configuration lines for auth with flaw ("kafka.security.
+ * protocol=...\n" and the rest; without kafka.bootstrap.servers): the
+ * caller frees them.  Fails the test if secure.env lacks something. */
+char *h_sec_stage_settings(const h_kcluster *c, h_sec_auth auth,
+                           h_sec_flaw flaw);
+
+/* Whether a client with the stage's settings for auth and flaw gets the
+ * metadata of topic (a librdkafka producer handle, one request of up to
+ * 5 s): 0 it does, and the topic is there; 1 the broker refused the
+ * client or the topic -- why (librdkafka's first error, or the topic's
+ * error) in buf; -1 something else (h_last_error). */
+int h_sec_try_metadata(const h_kcluster *c, h_sec_auth auth, h_sec_flaw flaw,
+                       const char *topic, char *buf,
+                       size_t size) H_WARN_UNUSED;
+
+/* ---- the ACLs a stage needs ------------------------------------------- */
+
+/* Which of a test environment's resources an ACL is on. */
+typedef enum h_acl_on {
+    H_ACL_IN,    /* e->in, literal */
+    H_ACL_OUT,   /* e->out, literal */
+    H_ACL_REJ,   /* e->rej, literal */
+    H_ACL_CKPT,  /* e->ckt, literal (checkpoint.store=kafka) */
+    H_ACL_GROUP, /* the consumer group e->group, literal */
+    H_ACL_TXN,   /* transactional ids "bloomstage-GROUP-", prefixed (the
+                  * stage's default exactly_once.transactional.id) */
+} h_acl_on;
+
+typedef struct h_acl {
+    h_acl_on on;
+    rd_kafka_AclOperation_t op;
+    const char *why; /* what of the stage's needs it */
+} h_acl;
+
+/* Every ACL a stage with exactly_once.method=transactions, a rejected
+ * topic and checkpoint.store=kafka needs on topics the harness made, and
+ * nothing more (an operation implied by another -- Describe by Read or
+ * Write -- is not listed).  The one list of them: a Security table in
+ * the README is to be generated from it or checked against it. */
+extern const h_acl H_STAGE_ACLS[];
+extern const size_t H_STAGE_ACLS_N;
+
+/* Allows (kafka-acls --add) or removes (--remove) acls[0..n) for
+ * principal on e's resources on cluster c, as admin (`scripts/kafka tool
+ * acls`, one run per resource: librdkafka 2.0.2's Admin API has no
+ * TransactionalId resource type). */
+int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
+                 const h_acl *acls, size_t n) H_WARN_UNUSED;
+int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
+                  const h_acl *acls, size_t n) H_WARN_UNUSED;
+
+#endif

@@ -1,0 +1,255 @@
+/*
+ * test_kafka_secure.c -- the stage on a secured Apache Kafka (one KRaft
+ * node from `scripts/kafka start --secure`: KRaft's StandardAuthorizer,
+ * nothing allowed without an ACL), as the user `stage` with exactly the
+ * ACLs H_STAGE_ACLS lists (secure.h) and no more, exactly_once.method=
+ * transactions and checkpoint.store=kafka, the topics made by the harness
+ * as the super user admin:
+ *
+ *   1. over SASL_SSL with SCRAM-SHA-512;
+ *   2. over SSL with stage's client certificate (mTLS, User:stage by the
+ *      certificate's CN);
+ *   3. the cluster refuses what it must: a wrong password (SCRAM and
+ *      PLAIN), stage's expired certificate, stage's certificate from
+ *      another CA; and with sound credentials but no ACL, the topic; one
+ *      ACL granted lets stage see it by each means, revoked it does not.
+ *
+ * Each runs twice on keyed input with duplicates (the second run restores
+ * the first one's checkpoints from the Kafka store and reads the rest),
+ * then reads everything back as admin at read_committed: every unique key
+ * exactly once in the output, every other record in the rejected topic,
+ * the group's offsets at the input's end, and the broker denied the stage
+ * nothing (its authorizer log).  The ACLs are revoked at the end.
+ *
+ * Needs BLOOMSTAGE_BIN (ctest sets it), Java, Maven and openssl
+ * (scripts/install-deps).  BS_KS_ONLY=PATTERN runs only the matching
+ * tests; BS_KS_VERBOSE=1 prints every stage's stderr; BS_KS_STAGE_X="k=v
+ * ..." adds -X settings.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "support.h"
+
+#define NPARTS 3
+#define NRECS 20000
+
+/* A fresh environment named name on the secured node: every topic made
+ * by admin, the stage's configuration reaching the cluster as `stage` by
+ * auth (kept 0600: it holds a password), the stage's ACLs granted. */
+static h_kenv *env_new(const char *name, h_sec_auth auth)
+{
+    h_kcluster *c = h_kgroup_cluster();
+    char *sec = h_sec_stage_settings(c, auth, H_SEC_SOUND);
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
+                     .checkpoint_ms = 500, .capacity = 30000, .extra = sec,
+                     .bootstraps = h_sec_bootstrap(c, auth)};
+    h_kenv *e = h_kenv_new(c, name, &o);
+    free(sec);
+    if (chmod(e->conf, 0600))
+        fail_msg("chmod 0600 %s failed", e->conf);
+    H_CHECK(h_acls_grant(c, e, H_SEC_STAGE_PRINCIPAL, H_STAGE_ACLS,
+                         H_STAGE_ACLS_N));
+    return e;
+}
+
+/* What the node's authorizer logged about User:stage from byte `from`
+ * of its log on: the denials of FindCoordinator for the group GROUP.replay
+ * (the stage's output-tail reader has that group.id and never joins it;
+ * librdkafka still looks up its coordinator, and the stage works without
+ * it), and every other denial (the first few lines into buf). */
+typedef struct denied {
+    size_t replay_group, other;
+    size_t end; /* the log's size */
+} denied;
+
+static denied denials(const h_kenv *e, size_t from, char *buf, size_t size)
+{
+    char *path = h_strdupf("%s/node1/server.log",
+                           h_kcluster_dir(h_kgroup_cluster()));
+    char *log = NULL, *replay = h_strdupf("Group:LITERAL:%s.replay for "
+                                          "request = FindCoordinator",
+                                          e->group);
+    size_t len = 0, used = 0;
+    int rc = h_read_file(path, &log, &len);
+    free(path);
+    H_MUST(rc);
+    denied d = {0, 0, len};
+    buf[0] = '\0';
+    const char *needle = "Principal = User:stage is Denied";
+    for (const char *s = log + (from < len ? from : len);
+         (s = strstr(s, needle)); s++) {
+        size_t n = strcspn(s, "\n");
+        char line[1024];
+        snprintf(line, sizeof(line), "%.*s", (int)n, s);
+        if (strstr(line, replay)) {
+            d.replay_group++;
+            continue;
+        }
+        if (used + strlen(line) + 2 < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s\n", line);
+        d.other++;
+    }
+    free(replay);
+    free(log);
+    return d;
+}
+
+/* One run of the stage on transactions until the group has committed the
+ * input's first upto records, then SIGTERM; returns how many partitions
+ * it restored from the Kafka store. */
+static size_t run_until(h_kenv *e, size_t upto)
+{
+    int64_t end[NPARTS];
+    h_stream_ends(e->st, upto, end);
+    const char *const xs[] = {"exactly_once.method=transactions", NULL};
+    h_proc *p = h_stage_start(e->conf, xs, NULL);
+    h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
+    if (!h_said(p, H_SAID_TXN))
+        h_stage_fail(p, "the stage did not log '%s'", H_SAID_TXN);
+    h_proc *const procs[] = {p, NULL};
+    h_wait_committed_tolerant(e->h.bs, e->group, e->in, NPARTS, end, procs,
+                              180000);
+    h_stage_stop(p);
+    size_t restored = h_count_restored(p, e->in);
+    h_proc_release(p);
+    return restored;
+}
+
+static void secured_exactly_once(const char *name, h_sec_auth auth,
+                                 const char *how)
+{
+    char lines[2048];
+    h_kenv *e = env_new(name, auth);
+    size_t log0 = denials(e, 0, lines, sizeof(lines)).end;
+    e->st = h_stream_new(NRECS, NPARTS, 0x5ec);
+    h_stream_add(e->st, NRECS, 40);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, NRECS / 2, NULL);
+    run_until(e, NRECS / 2);
+    h_stream_produce(e->st, e->h.bs, e->in, NRECS / 2, NRECS, NULL);
+    size_t restored = run_until(e, NRECS);
+    if (restored != NPARTS)
+        fail_msg("%s: the second run restored %zu of %d partitions from %s",
+                 how, restored, NPARTS, e->ckt);
+    h_kenv_committed_end(e);
+    size_t n = 0;
+    h_kenv_expect_once(e, &n, how);
+    size_t nrej = h_kenv_expect_rejected(e, NULL);
+    denied d = denials(e, log0, lines, sizeof(lines));
+    if (d.other)
+        fail_msg("%s: the broker denied User:stage %zu times:\n%s", how,
+                 d.other, lines);
+    print_message("%s: %zu records, %zu keys once in %s, %zu duplicates in "
+                  "%s; denied nothing but FindCoordinator of %s.replay "
+                  "(%zu times)\n", how, e->st->n, n, e->out, nrej, e->rej,
+                  e->group, d.replay_group);
+    H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL,
+                          H_STAGE_ACLS, H_STAGE_ACLS_N));
+    h_kenv_free(e);
+}
+
+static void test_scram(void **state)
+{
+    (void)state;
+    secured_exactly_once("ks-scram", H_SEC_SCRAM,
+                         "SASL_SSL, SCRAM-SHA-512, transactions");
+}
+
+static void test_mtls(void **state)
+{
+    (void)state;
+    secured_exactly_once("ks-mtls", H_SEC_MTLS,
+                         "SSL with a client certificate, transactions");
+}
+
+/* ---- 3. what the cluster refuses -------------------------------------- */
+
+/* h_sec_try_metadata must answer want (0: the topic seen, 1: refused with
+ * a reason holding `why`); tried for up to 20 s while it answers
+ * otherwise (an ACL reaches the broker's authorizer a moment after
+ * kafka-acls returns). */
+static void expect_metadata(h_sec_auth auth, h_sec_flaw flaw,
+                            const char *topic, int want, const char *why,
+                            const char *what)
+{
+    char got[1024] = "";
+    int rc = -1;
+    for (int64_t end = h_now_ms() + 20000;;) {
+        rc = h_sec_try_metadata(h_kgroup_cluster(), auth, flaw, topic, got,
+                                sizeof(got));
+        if (rc == want && (want == 0 || strstr(got, why)))
+            break;
+        if (rc < 0 || h_now_ms() > end)
+            fail_msg("%s: %s; want %s%s", what,
+                     rc < 0    ? h_last_error()
+                     : rc == 0 ? "the topic's metadata came"
+                               : got,
+                     want ? "a refusal saying " : "the topic's metadata",
+                     want ? why : "");
+        h_nap(500);
+    }
+    print_message("%s: %s\n", what, rc ? got : "metadata");
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    h_kenv_opts o = {.nparts = 1, .checkpoint_ms = 1000, .capacity = 1000};
+    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "ks-refused", &o);
+    static const struct {
+        h_sec_auth auth;
+        h_sec_flaw flaw;
+        const char *why, *what;
+    } refused[] = {
+        {H_SEC_SCRAM, H_SEC_WRONG_PASSWORD, "Authentication failed",
+         "SCRAM-SHA-512, a wrong password"},
+        {H_SEC_PLAIN, H_SEC_WRONG_PASSWORD, "Authentication failed",
+         "PLAIN, a wrong password"},
+        {H_SEC_MTLS, H_SEC_EXPIRED_CERT, "certificate unknown",
+         "mTLS, an expired certificate"},
+        {H_SEC_MTLS, H_SEC_OTHER_CA, "certificate unknown",
+         "mTLS, a certificate from another CA"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        expect_metadata(refused[i].auth, refused[i].flaw, e->in, 1,
+                        refused[i].why, refused[i].what);
+    static const h_sec_auth sound[] = {H_SEC_SCRAM, H_SEC_PLAIN, H_SEC_MTLS};
+    static const char *const name[] = {"SCRAM-SHA-512", "PLAIN", "mTLS"};
+    static const h_acl read_in[] = {
+        {H_ACL_IN, RD_KAFKA_ACL_OPERATION_READ, "the test's"}};
+    for (size_t i = 0; i < 3; i++)
+        expect_metadata(sound[i], H_SEC_SOUND, e->in, 1,
+                        "TOPIC_AUTHORIZATION_FAILED", name[i]);
+    H_CHECK(h_acls_grant(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL,
+                         read_in, 1));
+    for (size_t i = 0; i < 3; i++)
+        expect_metadata(sound[i], H_SEC_SOUND, e->in, 0, NULL, name[i]);
+    H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL,
+                          read_in, 1));
+    expect_metadata(H_SEC_SCRAM, H_SEC_SOUND, e->in, 1,
+                    "TOPIC_AUTHORIZATION_FAILED", "SCRAM-SHA-512, revoked");
+    h_kenv_free(e);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_teardown(test_scram, h_kfixture_teardown),
+    cmocka_unit_test_teardown(test_mtls, h_kfixture_teardown),
+    cmocka_unit_test_teardown(test_refused, h_kfixture_teardown),
+};
+
+int main(void)
+{
+    h_test_main("test_kafka_secure", "BS_KS_ONLY", "BS_KS_VERBOSE",
+                "BS_KS_STAGE_X");
+    return cmocka_run_group_tests(tests, h_sec_group_setup,
+                                  h_kgroup_teardown);
+}
