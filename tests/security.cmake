@@ -1,18 +1,17 @@
 # security tests: the stage against a secured Apache Kafka (scripts/kafka
 # start --secure: SASL_SSL with SCRAM-SHA-512 and PLAIN, SSL with client
 # certificates, the StandardAuthorizer with no ACL allowing anything the
-# test does not grant), on the support layer's secure.h.  Labels kafka and
-# security; in the real-broker tests' lane b (a RESOURCE_LOCK, as
-# bs_real_broker_test in tests/CMakeLists.txt sets).  Needs Java, Maven
-# and openssl (scripts/install-deps).
+# test does not grant), on the support layer's secure.h.  Label security;
+# real-broker tests (bs_real_broker_test, tests/CMakeLists.txt).  Need
+# Java, Maven and openssl (scripts/install-deps).
 if(TARGET bloomstage)
   include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
   # test_kafka_secure: exactly_once by transactions and the Kafka store as
   # the user stage with exactly the ACLs it needs, over SASL_SSL
   # (SCRAM-SHA-512) and over mTLS.
   bs_add_cmocka_test(test_kafka_secure SOURCES test_kafka_secure.c
-                     LIBS bstestsupport TIMEOUT 900 LABELS "kafka;security")
+                     LIBS bstestsupport TIMEOUT 900 LABELS security)
+  bs_real_broker_test(test_kafka_secure b)
   set_tests_properties(test_kafka_secure PROPERTIES
-    RESOURCE_LOCK kafka_lane_b
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()
