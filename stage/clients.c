@@ -318,8 +318,7 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
         rd_kafka_poll_set_consumer(s->tail);
     }
 
-    /* The checkpoint store, checked before the group is joined: a damaged
-     * checkpoint stops start-up before anything is consumed. */
+    /* The checkpoint store, checked by bs_clients_start. */
     rd_kafka_conf_t *sconf = NULL;
     if (kafka_store) {
         static const char *const sdefaults[] = {
@@ -334,7 +333,35 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
             return BS_FATAL;
     }
     s->store = bs_store_new(&s->set, s->tail, sconf, errstr, errstr_size);
-    if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
+    return s->store ? BS_OK : BS_FATAL;
+}
+
+/* Serves the callbacks of the clients the loop polls (their errors come
+ * to error_cb only then). */
+static void serve(bs_stage *s)
+{
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL)
+        rd_kafka_message_destroy(m);
+    if (s->producer)
+        rd_kafka_poll(s->producer, 0);
+}
+
+bs_rc bs_clients_probe(bs_stage *s, int timeout_ms)
+{
+    serve(s);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err =
+        rd_kafka_metadata(s->consumer, 0, NULL, &md, timeout_ms);
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    serve(s);
+    return err ? BS_RETRY : BS_OK;
+}
+
+bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    if (bs_store_check(s->store, errstr, errstr_size) != 0)
         return BS_FATAL;
     return choose_method(s, errstr, errstr_size);
 }

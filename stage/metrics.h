@@ -6,6 +6,9 @@
  *   /ready     200 while partitions are assigned, records flow and
  *              checkpoints are not failing; 503 with the reason otherwise
  *
+ * Started between bs_stage_new and bs_stage_run, it answers before the
+ * stage waits on any broker.
+ *
  * The server borrows the stage, which must outlive bs_metrics_stop.
  */
 #ifndef BLOOMSTAGE_METRICS_H

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
 {
@@ -74,11 +75,6 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
                                                           : "topic")
                : s->lists[i].from_list ? "list" : "filter");
     }
-
-    /* The consumer's rebalance callback is rebalance.c's, which sits
-     * above the clients: wired from here, the top. */
-    if (bs_clients_new(s, bs_rebalance_cb, errstr, errstr_size) != BS_OK)
-        goto fail;
     return s;
 fail:
     bs_stage_destroy(s);
@@ -102,11 +98,38 @@ static int produced_topic(bs_stage *s, const char *key, const char *topic,
     return n;
 }
 
-/* Set-up that needs the broker: the topics produced to (exactly_once also
- * replays the output's partitions), the subscription.  BS_FATAL with
- * errstr. */
+/* Waits for a broker to answer, the clients' callbacks served meanwhile.
+ * BS_OK; BS_RETRY when a stop was requested first. */
+static bs_rc connect_wait(bs_stage *s)
+{
+    for (;;) {
+        double t0 = bs_now();
+        if (bs_clients_probe(s, BS_START_PROBE_MS) == BS_OK)
+            return BS_OK;
+        if (atomic_load(&s->stop))
+            return BS_RETRY;
+        double left = BS_START_PROBE_MS / 1000.0 - (bs_now() - t0);
+        if (left > 0)
+            usleep((useconds_t)(left * 1e6));
+    }
+}
+
+/* Set-up that needs the broker: the clients, the first connection
+ * (waited for), the store and the producer, the topics produced to
+ * (exactly_once also replays the output's partitions), the live lists,
+ * the subscription.  BS_FATAL with errstr; BS_RETRY: a stop was requested
+ * before a broker answered. */
 static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 {
+    /* The consumer's rebalance callback is rebalance.c's, which sits
+     * above the clients: wired from here, the top. */
+    if (bs_clients_new(s, bs_rebalance_cb, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
+    bs_rc rc = connect_wait(s);
+    if (rc != BS_OK)
+        return rc;
+    if (bs_clients_start(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
     s->out_parts = produced_topic(s, "output.topic", s->set.output_topic,
                                   errstr, errstr_size);
     if (s->out_parts <= 0)
@@ -205,7 +228,16 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                                                 : "the stage has run already");
         return -1;
     }
-    if (start(s, errstr, errstr_size) != BS_OK) {
+    bs_rc rc = start(s, errstr, errstr_size);
+    if (rc == BS_RETRY) { /* stopped before a broker answered */
+        bs_log(BS_LOG_INFO, "stopped before a broker answered", NULL);
+        bs_stage_set_state(s, BS_STAGE_STOPPED);
+        return 0;
+    }
+    if (rc != BS_OK) {
+        char q[1100];
+        bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
+               bs_log_quote(errstr, q, sizeof(q)));
         bs_stage_fatal(s, "%s", errstr);
         return -1;
     }

@@ -222,11 +222,19 @@ void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
 
 /* -- clients.c ------------------------------------------------------------ */
 
-/* The clients, the store and the exactly_once method.  rebalance_cb: the
- * consumer's rebalance callback, passed down by stage.c (rebalance.c sits
- * above the clients: its rounds use them). */
+/* The consumers and the store, made without waiting on a broker.
+ * rebalance_cb: the consumer's rebalance callback, passed down by stage.c
+ * (rebalance.c sits above the clients: its rounds use them). */
 bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
                      char *errstr, size_t errstr_size);
+/* The first connection: the clients' callbacks served (their errors go to
+ * the log), then the cluster's metadata asked for, waiting up to
+ * timeout_ms.  BS_OK once a broker answered, else BS_RETRY. */
+bs_rc bs_clients_probe(bs_stage *s, int timeout_ms);
+/* What needs a broker: the store checked (a damaged checkpoint stops
+ * start-up before anything is consumed), the exactly_once method chosen
+ * and the producer made.  BS_FATAL with errstr. */
+bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size);
 void bs_clients_destroy(bs_stage *s);
 /* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
 void bs_consumer_close(bs_stage *s);

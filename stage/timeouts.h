@@ -43,6 +43,8 @@
                                         transaction.max.timeout.ms */
 #define BS_TIMEOUT_WAKE_MS 1000     /* fetch_wake.c's ListOffsets: only so
                                        that wake-ups do not pile up */
+#define BS_START_PROBE_MS 500       /* start-up: one wait for a broker to
+                                       answer, the callbacks served after */
 
 #define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
 #define BS_TIMEOUT_TOPIC_KNOWN_MS 30000 /* a topic just created, until the
