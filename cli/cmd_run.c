@@ -45,8 +45,9 @@ static void on_signal(int sig)
 }
 
 /* Starts the stage on cfg (with its metrics endpoint when set asks for
- * one, before the stage waits on any broker) and runs it until a signal
- * drains it or it fails: the exit status. */
+ * one, before the stage waits on any broker: /ready says why it is not
+ * ready yet) and runs it until a signal drains it or it fails: the exit
+ * status. */
 static int run_stage(const bs_config *cfg, const bs_settings *set)
 {
     char err[1024];

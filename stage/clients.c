@@ -49,6 +49,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
     bs_log(BS_LOG_WARN, "kafka error", "client=%s error=%s detail=%s",
            rd_kafka_name(rk), rd_kafka_err2name(err),
            bs_log_quote(reason, q, sizeof(q)));
+    bs_startup_kafka_error(s, err, reason);
 }
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
@@ -337,12 +338,16 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
 }
 
 /* Serves the callbacks of the clients the loop polls (their errors come
- * to error_cb only then). */
+ * to error_cb only then); a consumer error returned before the
+ * subscription is shown by /ready. */
 static void serve(bs_stage *s)
 {
     rd_kafka_message_t *m;
-    while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL)
+    while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL) {
+        if (m->err)
+            bs_startup_kafka_error(s, m->err, rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);
+    }
     if (s->producer)
         rd_kafka_poll(s->producer, 0);
 }

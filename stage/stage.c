@@ -98,8 +98,8 @@ static int produced_topic(bs_stage *s, const char *key, const char *topic,
     return n;
 }
 
-/* Waits for a broker to answer, the clients' callbacks served meanwhile.
- * BS_OK; BS_RETRY when a stop was requested first. */
+/* Waits for a broker to answer, the clients' errors served meanwhile
+ * (what /ready says).  BS_OK; BS_RETRY when a stop was requested first. */
 static bs_rc connect_wait(bs_stage *s)
 {
     for (;;) {
@@ -114,11 +114,11 @@ static bs_rc connect_wait(bs_stage *s)
     }
 }
 
-/* Set-up that needs the broker: the clients, the first connection
- * (waited for), the store and the producer, the topics produced to
- * (exactly_once also replays the output's partitions), the live lists,
- * the subscription.  BS_FATAL with errstr; BS_RETRY: a stop was requested
- * before a broker answered. */
+/* Set-up that needs the broker, each step published for /ready
+ * (startup.c): the clients, the first connection (waited for), the store
+ * and the producer, the topics produced to (exactly_once also replays
+ * the output's partitions), the live lists, the subscription.  BS_FATAL
+ * with errstr; BS_RETRY: a stop was requested before a broker answered. */
 static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 {
     /* The consumer's rebalance callback is rebalance.c's, which sits
@@ -128,17 +128,22 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
     bs_rc rc = connect_wait(s);
     if (rc != BS_OK)
         return rc;
+    bs_startup_step(s, BS_START_CLIENTS, NULL);
     if (bs_clients_start(s, errstr, errstr_size) != BS_OK)
         return BS_FATAL;
+    bs_startup_step(s, BS_START_TOPICS, s->set.output_topic);
     s->out_parts = produced_topic(s, "output.topic", s->set.output_topic,
                                   errstr, errstr_size);
     if (s->out_parts <= 0)
         return BS_FATAL;
-    if (s->set.rejected_topic &&
-        produced_topic(s, "rejected.topic", s->set.rejected_topic, errstr,
-                       errstr_size) <= 0)
-        return BS_FATAL;
+    if (s->set.rejected_topic) {
+        bs_startup_step(s, BS_START_TOPICS, s->set.rejected_topic);
+        if (produced_topic(s, "rejected.topic", s->set.rejected_topic,
+                           errstr, errstr_size) <= 0)
+            return BS_FATAL;
+    }
     /* Live blocklists read to their end before any input is consumed. */
+    bs_startup_step(s, BS_START_LISTS, NULL);
     if (bs_lists_start(s, errstr, errstr_size) != BS_OK)
         return BS_FATAL;
     const bs_topic_list *in = &s->set.input_topics;
@@ -160,6 +165,7 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
                  rd_kafka_err2str(err));
         return BS_FATAL;
     }
+    bs_startup_step(s, BS_START_JOINING, NULL);
     char q[400];
     bs_log(BS_LOG_INFO, "started", "input=%s output=%s group=%s "
            "checkpoints=%s guarantee=%s malloc=%s",
@@ -178,6 +184,8 @@ static void tick(bs_stage *s)
     rd_kafka_poll(s->producer, 0);
     bs_fetch_wake_check(s->fwake);
     bs_lists_follow(s);
+    if (s->nparts && atomic_load(&s->start_step) != BS_START_DONE)
+        bs_startup_step(s, BS_START_DONE, NULL);
     double now = bs_now();
     atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
     if (now - s->last_publish >= 1.0)
@@ -276,6 +284,10 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                 rd_kafka_message_destroy(m);
             } else {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                    /* e.g. GROUP_AUTHORIZATION_FAILED: what /ready
+                     * names while no partition came. */
+                    bs_startup_kafka_error(s, m->err,
+                                           rd_kafka_message_errstr(m));
                     char eq[512];
                     bs_log(BS_LOG_WARN, "consume error", "error=%s "
                            "detail=%s", rd_kafka_err2name(m->err),

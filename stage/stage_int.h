@@ -73,6 +73,17 @@ typedef enum bs_part_state {
     BS_PART_NSTATES
 } bs_part_state;
 
+/* Start-up's steps (startup.c), in their order; /ready names the step
+ * until DONE. */
+typedef enum bs_start_step {
+    BS_START_CONNECTING = 0, /* clients made, no broker answered yet */
+    BS_START_CLIENTS,        /* the checkpoint store, the producer */
+    BS_START_TOPICS,         /* the topics produced to must exist */
+    BS_START_LISTS,          /* live blocklists read to their end */
+    BS_START_JOINING,        /* subscribed, no partitions yet */
+    BS_START_DONE            /* partitions assigned: processing */
+} bs_start_step;
+
 /* The consumer's rebalance callback, as rd_kafka_conf_set_rebalance_cb
  * takes it. */
 typedef void bs_rebalance_fn(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -181,6 +192,13 @@ struct bs_stage {
     bs_counter ckpt_hist[BS_CKPT_BUCKETS];
     bs_counter ckpt_rounds, ckpt_sum_us;
     bs_counters ctr; /* any thread: counters.h */
+
+    /* Start-up (startup.c): the step (any thread) and the topic it checks
+     * (borrowed from set), the error that holds it (under pub_lock). */
+    _Atomic int start_step;
+    const char *_Atomic start_topic;
+    char start_why[400];
+    bool start_why_refused;
 };
 
 static inline bool bs_exactly_once(const bs_stage *s)
@@ -220,6 +238,21 @@ void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
 void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* -- startup.c ------------------------------------------------------------ */
+
+/* Whether a librdkafka error means the brokers refuse the stage's
+ * credentials or certificate (authentication, SSL): it does not heal by
+ * itself. */
+bool bs_kafka_error_needs_operator(int err);
+/* Start-up made a step: /ready names it; the error held is reset. */
+void bs_startup_step(bs_stage *s, bs_start_step step, const char *topic);
+/* An error librdkafka reported (error_cb, a consumer error): shown by
+ * /ready while starting. */
+void bs_startup_kafka_error(bs_stage *s, int err, const char *text);
+/* Any thread: true while starting, why (may be NULL) saying at what step
+ * and, if one holds it, the error. */
+bool bs_startup_why(bs_stage *s, char *why, size_t why_size);
+
 /* -- clients.c ------------------------------------------------------------ */
 
 /* The consumers and the store, made without waiting on a broker.
@@ -228,8 +261,8 @@ void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
 bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
                      char *errstr, size_t errstr_size);
 /* The first connection: the clients' callbacks served (their errors go to
- * the log), then the cluster's metadata asked for, waiting up to
- * timeout_ms.  BS_OK once a broker answered, else BS_RETRY. */
+ * the log and to /ready), then the cluster's metadata asked for, waiting
+ * up to timeout_ms.  BS_OK once a broker answered, else BS_RETRY. */
 bs_rc bs_clients_probe(bs_stage *s, int timeout_ms);
 /* What needs a broker: the store checked (a damaged checkpoint stops
  * start-up before anything is consumed), the exactly_once method chosen
