@@ -32,8 +32,9 @@ static const char RUN_HELP[] =
     "  -X key=value        set a key, overriding FILE and BLOOMSTAGE_* env\n"
     "\n"
     "SIGTERM/SIGINT drain and exit 0.  Exit 1 on a fatal error (e.g. a\n"
-    "damaged checkpoint or blocklist: nothing is consumed or committed),\n"
-    "2 on a usage or configuration error.\n";
+    "damaged checkpoint or blocklist: nothing is consumed or committed;\n"
+    "brokers that go on refusing the credentials or the certificate at\n"
+    "start-up), 2 on a usage or configuration error.\n";
 
 static bs_stage *running;
 

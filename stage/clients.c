@@ -46,10 +46,23 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
             bs_stage_fatal(s, "consumer fatal error: %s", fe);
         return;
     }
-    bs_log(BS_LOG_WARN, "kafka error", "client=%s error=%s detail=%s",
-           rd_kafka_name(rk), rd_kafka_err2name(err),
-           bs_log_quote(reason, q, sizeof(q)));
+    bs_log_kafka_error(s, rd_kafka_name(rk), err, reason);
     bs_startup_kafka_error(s, err, reason);
+}
+
+/* librdkafka's lines, through log.c; its FAIL lines (a connection that
+ * failed or was refused: the same text from every client, on every
+ * reconnect) once per text and then at most every BS_ERROR_LOG_REPEAT_S
+ * (they carry librdkafka's own count of the identical ones).  Called from
+ * librdkafka's threads. */
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf)
+{
+    uint64_t repeats;
+    if (!strcmp(fac, "FAIL") &&
+        !bs_error_log_due(rd_kafka_opaque(rk), "librdkafka", buf, &repeats))
+        return;
+    bs_log_rdkafka(rk, level, fac, buf);
 }
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
@@ -110,7 +123,7 @@ static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
         if (conf_set_cb(forced[i], forced[i + 1], &c))
             goto fail;
     rd_kafka_conf_set_opaque(conf, s);
-    rd_kafka_conf_set_log_cb(conf, bs_log_rdkafka);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
     rd_kafka_conf_set_error_cb(conf, error_cb);
     return conf;
 fail:
@@ -344,8 +357,11 @@ static void serve(bs_stage *s)
 {
     rd_kafka_message_t *m;
     while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL) {
-        if (m->err)
+        if (m->err) {
+            bs_log_kafka_error(s, rd_kafka_name(s->consumer), m->err,
+                               rd_kafka_message_errstr(m));
             bs_startup_kafka_error(s, m->err, rd_kafka_message_errstr(m));
+        }
         rd_kafka_message_destroy(m);
     }
     if (s->producer)

@@ -30,6 +30,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     }
     s->cfg = cfg;
     pthread_mutex_init(&s->pub_lock, NULL);
+    pthread_mutex_init(&s->err_lock, NULL);
     if (bs_settings_from_config(cfg, &s->set, errstr, errstr_size) != 0)
         goto fail;
     bf_scalable_params_default(&s->fparams);
@@ -99,8 +100,10 @@ static int produced_topic(bs_stage *s, const char *key, const char *topic,
 }
 
 /* Waits for a broker to answer, the clients' errors served meanwhile
- * (what /ready says).  BS_OK; BS_RETRY when a stop was requested first. */
-static bs_rc connect_wait(bs_stage *s)
+ * (what /ready says).  BS_OK; BS_RETRY when a stop was requested first;
+ * BS_FATAL with errstr when the brokers refused the stage's credentials
+ * or certificate for BS_START_GIVE_UP_S (startup.c). */
+static bs_rc connect_wait(bs_stage *s, char *errstr, size_t errstr_size)
 {
     for (;;) {
         double t0 = bs_now();
@@ -108,6 +111,8 @@ static bs_rc connect_wait(bs_stage *s)
             return BS_OK;
         if (atomic_load(&s->stop))
             return BS_RETRY;
+        if (bs_startup_give_up(s, errstr, errstr_size))
+            return BS_FATAL;
         double left = BS_START_PROBE_MS / 1000.0 - (bs_now() - t0);
         if (left > 0)
             usleep((useconds_t)(left * 1e6));
@@ -125,7 +130,7 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
      * above the clients: wired from here, the top. */
     if (bs_clients_new(s, bs_rebalance_cb, errstr, errstr_size) != BS_OK)
         return BS_FATAL;
-    bs_rc rc = connect_wait(s);
+    bs_rc rc = connect_wait(s, errstr, errstr_size);
     if (rc != BS_OK)
         return rc;
     bs_startup_step(s, BS_START_CLIENTS, NULL);
@@ -184,8 +189,13 @@ static void tick(bs_stage *s)
     rd_kafka_poll(s->producer, 0);
     bs_fetch_wake_check(s->fwake);
     bs_lists_follow(s);
-    if (s->nparts && atomic_load(&s->start_step) != BS_START_DONE)
-        bs_startup_step(s, BS_START_DONE, NULL);
+    if (atomic_load(&s->start_step) != BS_START_DONE) {
+        char e[1024];
+        if (s->nparts)
+            bs_startup_step(s, BS_START_DONE, NULL);
+        else if (bs_startup_give_up(s, e, sizeof(e)))
+            bs_stage_fatal(s, "%s", e);
+    }
     double now = bs_now();
     atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
     if (now - s->last_publish >= 1.0)
@@ -344,5 +354,6 @@ void bs_stage_destroy(bs_stage *s)
     }
     free(s->pub);
     pthread_mutex_destroy(&s->pub_lock);
+    pthread_mutex_destroy(&s->err_lock);
     free(s);
 }

@@ -35,8 +35,9 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr,
  * stopped: drains (finishes the batch, flushes, checkpoints, commits),
  * leaves the group, returns 0; stopped while it waits for a broker to
  * answer, it returns 0 at once.  Returns -1 with errstr on a fatal error
- * (e.g. a damaged checkpoint, a client that cannot be created), having
- * committed nothing it should not have. */
+ * (e.g. a damaged checkpoint, a client that cannot be created, credentials
+ * the brokers refuse for BS_START_GIVE_UP_S), having committed nothing it
+ * should not have. */
 int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size);
 
 void bs_stage_stop(bs_stage *s);

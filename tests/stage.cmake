@@ -16,6 +16,12 @@ bs_add_cmocka_test(test_state
 target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1
   BS_DESIGN_MD="${PROJECT_SOURCE_DIR}/DESIGN.md")
 
+# test_startup: start-up's errors (stage/startup.c): the verdict on each
+# error code, what /ready says at each step, the error lines' rate limit.
+bs_add_cmocka_test(test_startup
+  SOURCES test_startup.c
+  LIBS bsengine TIMEOUT 60 LABELS stage)
+
 # The engine's Kafka-facing modules; the ones that need a broker run
 # librdkafka's mock cluster in process (inproc_mock.c), with the test
 # support layer's client helpers (tests/support/).

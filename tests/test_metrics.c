@@ -14,9 +14,11 @@
  *      body; bloomstage_ready agrees with /ready.  While checkpoint writes
  *      fail /ready is 503 (and the failures are counted); it is 200 again
  *      once they succeed.  While no broker answers (all down, nothing
- *      listening) /healthz is 200 and /ready 503 naming librdkafka's error
- *      within REASON_S; the stage keeps trying and turns ready once the
- *      brokers are back, and stops at once on SIGTERM;
+ *      listening, a certificate refused) /healthz is 200 and /ready 503
+ *      naming librdkafka's error within REASON_S; the stage keeps trying
+ *      and turns ready once the brokers are back, stops at once on
+ *      SIGTERM, and exits 1 after BS_START_GIVE_UP_S of refused handshakes
+ *      with one line naming the cause;
  *   2. the counters match the topics: for a known stream (duplicates, a
  *      blocklist) records_in = records produced, records_out = records in
  *      the output topic, dropped{duplicate} and dropped{blocklist,spam} =
@@ -72,6 +74,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "timeouts.h" /* BS_START_GIVE_UP_S */
 
 #define NPART 3           /* partitions of the input topic */
 #define DEDUP_FPR 1e-6    /* dedup.fpr of every run here */
@@ -554,7 +557,7 @@ static void test_ready_while_checkpoints_fail(void **state)
     free(moved);
 }
 
-/* ==== 1c. start-up: brokers away ===================================== */
+/* ==== 1c. start-up: brokers away, a certificate refused =============== */
 
 /* A port on 127.0.0.1 that nothing listens on (bound, then released). */
 static unsigned free_port(void)
@@ -664,6 +667,88 @@ static void test_stop_while_no_broker(void **state)
     stage_stop(p);
     h_expect_said(p, "msg=\"stopped before a broker answered\"");
     fprintf(stderr, "    /ready 503 '%s'\n", why);
+}
+
+/* A broker whose certificate the stage cannot verify (openssl s_server,
+ * self-signed): /ready names the SSL error at once, the error is logged at
+ * level error once (not per attempt), and after BS_START_GIVE_UP_S of
+ * nothing else start-up ends: exit 1, one line naming the cause. */
+static void test_refused_certificate_exits(void **state)
+{
+    fixture *fx = *state;
+    char *key = h_strdupf("%s/key.pem", fx->h.dir);
+    char *cert = h_strdupf("%s/cert.pem", fx->h.dir);
+    char *const req[] = {"openssl", "req", "-x509", "-newkey", "rsa:2048",
+                         "-nodes", "-keyout", key, "-out", cert, "-days",
+                         "1", "-subj", "/CN=localhost", NULL};
+    h_proc *gen = NULL;
+    int st = 0;
+    if (h_process_spawn(req, NULL, &gen) != 0) {
+        free(key);
+        free(cert);
+        skip(); /* no openssl command */
+    }
+    if (h_process_wait(gen, 30000, &st) != 0 || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0)
+        fail_msg("openssl req: %s: %s", h_status_str(st),
+                 h_process_stderr(gen));
+    h_process_free(gen);
+    unsigned sport = free_port();
+    char accept[32];
+    snprintf(accept, sizeof(accept), "127.0.0.1:%u", sport);
+    char *const serve[] = {"openssl", "s_server", "-accept", accept,
+                           "-cert", cert, "-key", key, "-quiet", NULL};
+    h_spawn_opts so = {.pipe_stdin = true};
+    h_proc *tls = NULL;
+    H_CHECK(h_process_spawn_opts(serve, &so, &tls));
+    free(key);
+    free(cert);
+    /* Until it accepts. */
+    double t0 = h_now_s();
+    int fd;
+    while ((fd = h_loopback_connect(sport)) < 0) {
+        if (h_now_s() - t0 > 10)
+            fail_msg("openssl s_server does not accept on %s", accept);
+        h_nap(50);
+    }
+    close(fd);
+
+    const char *conf = write_conf(fx, NULL, NULL);
+    char *bs = h_strdupf("kafka.bootstrap.servers=%s", accept);
+    const char *xs[] = {bs, "kafka.security.protocol=ssl", NULL};
+    h_proc *p = stage_start(conf, xs);
+    free(bs);
+    unsigned port = wait_port(p);
+    double t_port = h_now_s();
+    static const char *const ssl[] = {": _SSL: ", NULL};
+    char why[600];
+    double named = wait_start_reason(p, port, ssl, why, sizeof(why));
+
+    if (h_process_wait(p, (int)(BS_START_GIVE_UP_S + 20) * 1000, &st) != 0)
+        h_stage_fail(p, "still running %.0f s after the certificate was "
+                     "refused", BS_START_GIVE_UP_S + 20);
+    double t_exit = h_now_s() - t_port;
+    no_sanitizer_report(p);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+        h_stage_fail(p, "%s after the certificate was refused, want exit 1",
+                     h_status_str(st));
+    if (t_exit < BS_START_GIVE_UP_S - 1)
+        h_stage_fail(p, "gave up after %.1f s, want %.0f s of refusals",
+                     t_exit, BS_START_GIVE_UP_S);
+    const char *err = h_process_stderr(p);
+    const char *last = strstr(err, "\nbloomstage run: ");
+    if (!last || !strstr(last, "_SSL") || !strstr(last, "certificate"))
+        h_stage_fail(p, "no 'bloomstage run: ...' line naming the SSL "
+                     "error");
+    size_t logged = h_count_said(p, "level=error msg=\"kafka error\"");
+    if (logged < 1 || logged > 2)
+        h_stage_fail(p, "the refused certificate logged %zu times at level "
+                     "error in %.0f s, want once (and its repeats counted "
+                     "once a minute)", logged, t_exit);
+    fprintf(stderr, "    /ready 503 '%.80s...' %.1f s after the port was "
+            "known; exit 1 after %.1f s; %zu error line(s)\n", why, named,
+            t_exit, logged);
+    h_process_free(tls);
 }
 
 /* ==== 2. the counters match the topics ================================ */
@@ -1419,6 +1504,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_no_broker, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_refused_certificate_exits,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_counters_match_topics, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_format_every_scrape, setup,
