@@ -32,8 +32,9 @@ static const char RUN_HELP[] =
     "  -X key=value        set a key, overriding FILE and BLOOMSTAGE_* env\n"
     "\n"
     "SIGTERM/SIGINT drain and exit 0.  Exit 1 on a fatal error (e.g. a\n"
-    "damaged checkpoint or blocklist: nothing is consumed or committed),\n"
-    "2 on a usage or configuration error.\n";
+    "damaged checkpoint or blocklist: nothing is consumed or committed;\n"
+    "brokers that go on refusing the credentials or the certificate at\n"
+    "start-up), 2 on a usage or configuration error.\n";
 
 static bs_stage *running;
 
@@ -45,7 +46,8 @@ static void on_signal(int sig)
 }
 
 /* Starts the stage on cfg (with its metrics endpoint when set asks for
- * one) and runs it until a signal drains it or it fails: the exit
+ * one, before the stage waits on any broker: /ready says why it is not
+ * ready yet) and runs it until a signal drains it or it fails: the exit
  * status. */
 static int run_stage(const bs_config *cfg, const bs_settings *set)
 {

@@ -46,9 +46,23 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
             bs_stage_fatal(s, "consumer fatal error: %s", fe);
         return;
     }
-    bs_log(BS_LOG_WARN, "kafka error", "client=%s error=%s detail=%s",
-           rd_kafka_name(rk), rd_kafka_err2name(err),
-           bs_log_quote(reason, q, sizeof(q)));
+    bs_log_kafka_error(s, rd_kafka_name(rk), err, reason);
+    bs_startup_kafka_error(s, err, reason);
+}
+
+/* librdkafka's lines, through log.c; its FAIL lines (a connection that
+ * failed or was refused: the same text from every client, on every
+ * reconnect) once per text and then at most every BS_ERROR_LOG_REPEAT_S
+ * (they carry librdkafka's own count of the identical ones).  Called from
+ * librdkafka's threads. */
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf)
+{
+    uint64_t repeats;
+    if (!strcmp(fac, "FAIL") &&
+        !bs_error_log_due(rd_kafka_opaque(rk), "librdkafka", buf, &repeats))
+        return;
+    bs_log_rdkafka(rk, level, fac, buf);
 }
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
@@ -109,7 +123,7 @@ static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
         if (conf_set_cb(forced[i], forced[i + 1], &c))
             goto fail;
     rd_kafka_conf_set_opaque(conf, s);
-    rd_kafka_conf_set_log_cb(conf, bs_log_rdkafka);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
     rd_kafka_conf_set_error_cb(conf, error_cb);
     return conf;
 fail:
@@ -320,8 +334,7 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
         rd_kafka_poll_set_consumer(s->tail);
     }
 
-    /* The checkpoint store, checked before the group is joined: a damaged
-     * checkpoint stops start-up before anything is consumed. */
+    /* The checkpoint store, checked by bs_clients_start. */
     rd_kafka_conf_t *sconf = NULL;
     if (kafka_store) {
         static const char *const sdefaults[] = {
@@ -336,7 +349,42 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
             return BS_FATAL;
     }
     s->store = bs_store_new(&s->set, s->tail, sconf, errstr, errstr_size);
-    if (!s->store || bs_store_check(s->store, errstr, errstr_size) != 0)
+    return s->store ? BS_OK : BS_FATAL;
+}
+
+/* Serves the callbacks of the clients the loop polls (their errors come
+ * to error_cb only then); a consumer error returned before the
+ * subscription is shown by /ready. */
+static void serve(bs_stage *s)
+{
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL) {
+        if (m->err) {
+            bs_log_kafka_error(s, rd_kafka_name(s->consumer), m->err,
+                               rd_kafka_message_errstr(m));
+            bs_startup_kafka_error(s, m->err, rd_kafka_message_errstr(m));
+        }
+        rd_kafka_message_destroy(m);
+    }
+    if (s->producer)
+        rd_kafka_poll(s->producer, 0);
+}
+
+bs_rc bs_clients_probe(bs_stage *s, int timeout_ms)
+{
+    serve(s);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err =
+        rd_kafka_metadata(s->consumer, 0, NULL, &md, timeout_ms);
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    serve(s);
+    return err ? BS_RETRY : BS_OK;
+}
+
+bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    if (bs_store_check(s->store, errstr, errstr_size) != 0)
         return BS_FATAL;
     return choose_method(s, errstr, errstr_size);
 }

@@ -303,11 +303,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     if (!strcmp(url, "/healthz"))
         return reply(c, 200, "text/plain", "ok\n", false);
     if (!strcmp(url, "/ready")) {
-        char why[128], *body = malloc(160);
+        /* Room for a start-up step and librdkafka's error text. */
+        char why[512], *body = malloc(sizeof(why) + 1);
         if (!body)
             return MHD_NO;
         bool ok = bs_stage_ready(m->stage, why, sizeof(why));
-        snprintf(body, 160, "%s\n", why);
+        snprintf(body, sizeof(why) + 1, "%s\n", why);
         return reply(c, ok ? 200 : 503, "text/plain", body, true);
     }
     return reply(c, 404, "text/plain",

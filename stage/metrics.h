@@ -5,6 +5,10 @@
  *   /healthz   200 while the process runs
  *   /ready     200 while partitions are assigned, records flow and
  *              checkpoints are not failing; 503 with the reason otherwise
+ *              (while starting: the step, and the error that holds it)
+ *
+ * Started between bs_stage_new and bs_stage_run, it answers before the
+ * stage waits on any broker.
  *
  * The server borrows the stage, which must outlive bs_metrics_stop.
  */

@@ -222,6 +222,8 @@ bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
 {
     const char *no = NULL;
     char list_why[300], stall_why[80];
+    if (bs_startup_why(s, why, why_size))
+        return false; /* starting: the step, and what holds it */
     int64_t last = atomic_load(&s->last_poll_ms);
     for (size_t i = 0; i < s->nlists && !no; i++)
         if (s->lists[i].topic && !BS_GET(s->lists[i].caught_up)) {

@@ -58,8 +58,9 @@ typedef struct bs_part_metrics {
 size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max);
 
 /* Ready: partitions assigned, the loop turning (polled within the last
- * 10 s), not paused, checkpoints not failing.  why says what is missing.
- * Thread-safe. */
+ * 10 s), not paused, checkpoints not failing.  why says what is missing;
+ * until the first partitions are assigned, "starting: " and the step,
+ * with the error librdkafka reported that holds it.  Thread-safe. */
 bool bs_stage_ready(bs_stage *s, char *why, size_t why_size);
 
 void bs_stage_stats_get(bs_stage *s, bs_stage_stats *out);

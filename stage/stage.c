@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
 {
@@ -29,6 +30,7 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     }
     s->cfg = cfg;
     pthread_mutex_init(&s->pub_lock, NULL);
+    pthread_mutex_init(&s->err_lock, NULL);
     if (bs_settings_from_config(cfg, &s->set, errstr, errstr_size) != 0)
         goto fail;
     bf_scalable_params_default(&s->fparams);
@@ -74,11 +76,6 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
                                                           : "topic")
                : s->lists[i].from_list ? "list" : "filter");
     }
-
-    /* The consumer's rebalance callback is rebalance.c's, which sits
-     * above the clients: wired from here, the top. */
-    if (bs_clients_new(s, bs_rebalance_cb, errstr, errstr_size) != BS_OK)
-        goto fail;
     return s;
 fail:
     bs_stage_destroy(s);
@@ -102,20 +99,56 @@ static int produced_topic(bs_stage *s, const char *key, const char *topic,
     return n;
 }
 
-/* Set-up that needs the broker: the topics produced to (exactly_once also
- * replays the output's partitions), the subscription.  BS_FATAL with
- * errstr. */
+/* Waits for a broker to answer, the clients' errors served meanwhile
+ * (what /ready says).  BS_OK; BS_RETRY when a stop was requested first;
+ * BS_FATAL with errstr when the brokers refused the stage's credentials
+ * or certificate for BS_START_GIVE_UP_S (startup.c). */
+static bs_rc connect_wait(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    for (;;) {
+        double t0 = bs_now();
+        if (bs_clients_probe(s, BS_START_PROBE_MS) == BS_OK)
+            return BS_OK;
+        if (atomic_load(&s->stop))
+            return BS_RETRY;
+        if (bs_startup_give_up(s, errstr, errstr_size))
+            return BS_FATAL;
+        double left = BS_START_PROBE_MS / 1000.0 - (bs_now() - t0);
+        if (left > 0)
+            usleep((useconds_t)(left * 1e6));
+    }
+}
+
+/* Set-up that needs the broker, each step published for /ready
+ * (startup.c): the clients, the first connection (waited for), the store
+ * and the producer, the topics produced to (exactly_once also replays
+ * the output's partitions), the live lists, the subscription.  BS_FATAL
+ * with errstr; BS_RETRY: a stop was requested before a broker answered. */
 static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 {
+    /* The consumer's rebalance callback is rebalance.c's, which sits
+     * above the clients: wired from here, the top. */
+    if (bs_clients_new(s, bs_rebalance_cb, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
+    bs_rc rc = connect_wait(s, errstr, errstr_size);
+    if (rc != BS_OK)
+        return rc;
+    bs_startup_step(s, BS_START_CLIENTS, NULL);
+    if (bs_clients_start(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL;
+    bs_startup_step(s, BS_START_TOPICS, s->set.output_topic);
     s->out_parts = produced_topic(s, "output.topic", s->set.output_topic,
                                   errstr, errstr_size);
     if (s->out_parts <= 0)
         return BS_FATAL;
-    if (s->set.rejected_topic &&
-        produced_topic(s, "rejected.topic", s->set.rejected_topic, errstr,
-                       errstr_size) <= 0)
-        return BS_FATAL;
+    if (s->set.rejected_topic) {
+        bs_startup_step(s, BS_START_TOPICS, s->set.rejected_topic);
+        if (produced_topic(s, "rejected.topic", s->set.rejected_topic,
+                           errstr, errstr_size) <= 0)
+            return BS_FATAL;
+    }
     /* Live blocklists read to their end before any input is consumed. */
+    bs_startup_step(s, BS_START_LISTS, NULL);
     if (bs_lists_start(s, errstr, errstr_size) != BS_OK)
         return BS_FATAL;
     const bs_topic_list *in = &s->set.input_topics;
@@ -137,6 +170,7 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
                  rd_kafka_err2str(err));
         return BS_FATAL;
     }
+    bs_startup_step(s, BS_START_JOINING, NULL);
     char q[400];
     bs_log(BS_LOG_INFO, "started", "input=%s output=%s group=%s "
            "checkpoints=%s guarantee=%s malloc=%s",
@@ -155,6 +189,13 @@ static void tick(bs_stage *s)
     rd_kafka_poll(s->producer, 0);
     bs_fetch_wake_check(s->fwake);
     bs_lists_follow(s);
+    if (atomic_load(&s->start_step) != BS_START_DONE) {
+        char e[1024];
+        if (s->nparts)
+            bs_startup_step(s, BS_START_DONE, NULL);
+        else if (bs_startup_give_up(s, e, sizeof(e)))
+            bs_stage_fatal(s, "%s", e);
+    }
     double now = bs_now();
     atomic_store(&s->last_poll_ms, (int64_t)(now * 1000));
     if (now - s->last_publish >= 1.0)
@@ -205,7 +246,16 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                                                 : "the stage has run already");
         return -1;
     }
-    if (start(s, errstr, errstr_size) != BS_OK) {
+    bs_rc rc = start(s, errstr, errstr_size);
+    if (rc == BS_RETRY) { /* stopped before a broker answered */
+        bs_log(BS_LOG_INFO, "stopped before a broker answered", NULL);
+        bs_stage_set_state(s, BS_STAGE_STOPPED);
+        return 0;
+    }
+    if (rc != BS_OK) {
+        char q[1100];
+        bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
+               bs_log_quote(errstr, q, sizeof(q)));
         bs_stage_fatal(s, "%s", errstr);
         return -1;
     }
@@ -244,6 +294,10 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                 rd_kafka_message_destroy(m);
             } else {
                 if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                    /* e.g. GROUP_AUTHORIZATION_FAILED: what /ready
+                     * names while no partition came. */
+                    bs_startup_kafka_error(s, m->err,
+                                           rd_kafka_message_errstr(m));
                     char eq[512];
                     bs_log(BS_LOG_WARN, "consume error", "error=%s "
                            "detail=%s", rd_kafka_err2name(m->err),
@@ -300,5 +354,6 @@ void bs_stage_destroy(bs_stage *s)
     }
     free(s->pub);
     pthread_mutex_destroy(&s->pub_lock);
+    pthread_mutex_destroy(&s->err_lock);
     free(s);
 }

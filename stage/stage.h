@@ -4,8 +4,10 @@
  * and commit offsets only after the filter state that covers them is
  * checkpointed to disk (DESIGN.md, "The stage").
  *
- *   bs_stage_new    configure clients, load blocklists (before joining)
- *   bs_stage_run    the poll loop, until bs_stage_stop or a fatal error
+ *   bs_stage_new    settings, blocklists' files: nothing waits on a broker
+ *   bs_stage_run    start-up (clients, topics, live lists, the group),
+ *                   then the poll loop, until bs_stage_stop or a fatal
+ *                   error
  *   bs_stage_stop   async-signal-safe and thread-safe request to drain
  *   report.h        what it tells other threads while it runs: counters,
  *                   partitions, readiness, blocklists (included here)
@@ -24,15 +26,18 @@
 
 typedef struct bs_stage bs_stage;
 
-/* NULL with errstr on a bad configuration, an unloadable blocklist or a
- * client that cannot be created.  Nothing is consumed before run. */
+/* NULL with errstr on a bad configuration or an unloadable blocklist.
+ * Nothing is consumed, and no broker is asked, before run. */
 bs_stage *bs_stage_new(const bs_config *cfg, char *errstr,
                        size_t errstr_size);
 
-/* Runs until stopped: drains (finishes the batch, flushes, checkpoints,
- * commits), leaves the group, returns 0.  Returns -1 with errstr on a fatal
- * error (e.g. a damaged checkpoint), having committed nothing it should
- * not have. */
+/* Starts (readiness says at what step, report.h), then runs until
+ * stopped: drains (finishes the batch, flushes, checkpoints, commits),
+ * leaves the group, returns 0; stopped while it waits for a broker to
+ * answer, it returns 0 at once.  Returns -1 with errstr on a fatal error
+ * (e.g. a damaged checkpoint, a client that cannot be created, credentials
+ * the brokers refuse for BS_START_GIVE_UP_S), having committed nothing it
+ * should not have. */
 int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size);
 
 void bs_stage_stop(bs_stage *s);

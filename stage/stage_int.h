@@ -74,6 +74,25 @@ typedef enum bs_part_state {
     BS_PART_NSTATES
 } bs_part_state;
 
+/* Start-up's steps (startup.c), in their order; /ready names the step
+ * until DONE. */
+typedef enum bs_start_step {
+    BS_START_CONNECTING = 0, /* clients made, no broker answered yet */
+    BS_START_CLIENTS,        /* the checkpoint store, the producer */
+    BS_START_TOPICS,         /* the topics produced to must exist */
+    BS_START_LISTS,          /* live blocklists read to their end */
+    BS_START_JOINING,        /* subscribed, no partitions yet */
+    BS_START_DONE            /* partitions assigned: processing */
+} bs_start_step;
+
+/* An error text logged (startup.c's rate limit). */
+#define BS_ERRORS_SEEN 16
+typedef struct bs_error_seen {
+    char key[240];   /* the message and the text, normalised */
+    double last_log; /* bs_now() when last logged */
+    uint64_t repeats; /* not logged since */
+} bs_error_seen;
+
 /* The consumer's rebalance callback, as rd_kafka_conf_set_rebalance_cb
  * takes it. */
 typedef void bs_rebalance_fn(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -184,6 +203,19 @@ struct bs_stage {
     bs_counter ckpt_hist[BS_CKPT_BUCKETS];
     bs_counter ckpt_rounds, ckpt_sum_us;
     bs_counters ctr; /* any thread: counters.h */
+
+    /* Start-up (startup.c): the step (any thread) and the topic it checks
+     * (borrowed from set), the error that holds it (under pub_lock), since
+     * when nothing but a refused login or handshake; the error texts
+     * logged (under err_lock: librdkafka logs from its threads). */
+    _Atomic int start_step;
+    const char *_Atomic start_topic;
+    char start_why[400];
+    bool start_why_refused;
+    int start_bad_err;
+    double start_bad_since;
+    pthread_mutex_t err_lock;
+    bs_error_seen seen[BS_ERRORS_SEEN];
 };
 
 static inline bool bs_exactly_once(const bs_stage *s)
@@ -223,13 +255,52 @@ void bs_delivery_failed(bs_stage *s, const char *fmt, ...)
 void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* -- startup.c ------------------------------------------------------------ */
+
+/* Whether a librdkafka error means the brokers refuse the stage's
+ * credentials or certificate (authentication, SSL): it does not heal by
+ * itself. */
+bool bs_kafka_error_needs_operator(int err);
+/* The verdict: give up start-up after bad_for_s seconds of nothing but
+ * err (BS_START_GIVE_UP_S, for the errors above only). */
+bool bs_startup_gives_up(int err, double bad_for_s);
+/* Start-up made a step: /ready names it; the error held and the clock of
+ * refused logins are reset. */
+void bs_startup_step(bs_stage *s, bs_start_step step, const char *topic);
+/* An error librdkafka reported (error_cb, a consumer error): shown by
+ * /ready while starting; a refused login starts the clock. */
+void bs_startup_kafka_error(bs_stage *s, int err, const char *text);
+/* true, with errstr (one line naming the cause), once the verdict is to
+ * give up. */
+bool bs_startup_give_up(bs_stage *s, char *errstr, size_t errstr_size);
+/* Any thread: true while starting, why (may be NULL) saying at what step
+ * and, if one holds it, the error. */
+bool bs_startup_why(bs_stage *s, char *why, size_t why_size);
+/* Any thread: whether text (under msg) is to be logged now: the first
+ * time, then at most every BS_ERROR_LOG_REPEAT_S with the repeats not
+ * logged in between. */
+bool bs_error_log_due(bs_stage *s, const char *msg, const char *text,
+                      uint64_t *repeats);
+/* error_cb's line: at most once a BS_ERROR_LOG_REPEAT_S per text; an
+ * error for refused logins or handshakes, a warning otherwise. */
+void bs_log_kafka_error(bs_stage *s, const char *client, int err,
+                        const char *text);
+
 /* -- clients.c ------------------------------------------------------------ */
 
-/* The clients, the store and the exactly_once method.  rebalance_cb: the
- * consumer's rebalance callback, passed down by stage.c (rebalance.c sits
- * above the clients: its rounds use them). */
+/* The consumers and the store, made without waiting on a broker.
+ * rebalance_cb: the consumer's rebalance callback, passed down by stage.c
+ * (rebalance.c sits above the clients: its rounds use them). */
 bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
                      char *errstr, size_t errstr_size);
+/* The first connection: the clients' callbacks served (their errors go to
+ * the log and to /ready), then the cluster's metadata asked for, waiting
+ * up to timeout_ms.  BS_OK once a broker answered, else BS_RETRY. */
+bs_rc bs_clients_probe(bs_stage *s, int timeout_ms);
+/* What needs a broker: the store checked (a damaged checkpoint stops
+ * start-up before anything is consumed), the exactly_once method chosen
+ * and the producer made.  BS_FATAL with errstr. */
+bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size);
 void bs_clients_destroy(bs_stage *s);
 /* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
 void bs_consumer_close(bs_stage *s);

@@ -46,7 +46,8 @@ static const char *const part_names[BS_PART_NSTATES] = {
 
 /* legal_stage[from]: the states `from` may change to. */
 static const unsigned legal_stage[BS_STAGE_NSTATES] = {
-    [BS_STAGE_NEW] = BIT(BS_STAGE_RUNNING) | BIT(BS_STAGE_FATAL),
+    [BS_STAGE_NEW] = BIT(BS_STAGE_RUNNING) | BIT(BS_STAGE_STOPPED) |
+                     BIT(BS_STAGE_FATAL),
     [BS_STAGE_RUNNING] = BIT(BS_STAGE_CHECKPOINTING) |
                          BIT(BS_STAGE_REBALANCING) | BIT(BS_STAGE_DRAINING) |
                          BIT(BS_STAGE_FATAL),

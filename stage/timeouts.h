@@ -47,6 +47,13 @@
                                         and the stage stops (txn.c) */
 #define BS_TIMEOUT_WAKE_MS 1000     /* fetch_wake.c's ListOffsets: only so
                                        that wake-ups do not pile up */
+#define BS_START_PROBE_MS 500       /* start-up: one wait for a broker to
+                                       answer, the callbacks served after */
+#define BS_START_GIVE_UP_S 60.0     /* start-up ends after this long of
+                                       nothing but refused logins or SSL
+                                       handshakes (startup.c) */
+#define BS_ERROR_LOG_REPEAT_S 60.0  /* one error text logged again at most
+                                       this often, with its repeats */
 
 #define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
 #define BS_TIMEOUT_TOPIC_KNOWN_MS 30000 /* a topic just created, until the

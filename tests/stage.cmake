@@ -22,6 +22,12 @@ bs_add_cmocka_test(test_txn_id
   SOURCES test_txn_id.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 
+# test_startup: start-up's errors (stage/startup.c): the verdict on each
+# error code, what /ready says at each step, the error lines' rate limit.
+bs_add_cmocka_test(test_startup
+  SOURCES test_startup.c
+  LIBS bsengine TIMEOUT 60 LABELS stage)
+
 # The engine's Kafka-facing modules; the ones that need a broker run
 # librdkafka's mock cluster in process (inproc_mock.c), with the test
 # support layer's client helpers (tests/support/).

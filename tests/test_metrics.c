@@ -13,7 +13,12 @@
  *      then 200; unknown paths are 404, other methods 405, HEAD has no
  *      body; bloomstage_ready agrees with /ready.  While checkpoint writes
  *      fail /ready is 503 (and the failures are counted); it is 200 again
- *      once they succeed;
+ *      once they succeed.  While no broker answers (all down, nothing
+ *      listening, a certificate refused) /healthz is 200 and /ready 503
+ *      naming librdkafka's error within REASON_S; the stage keeps trying
+ *      and turns ready once the brokers are back, stops at once on
+ *      SIGTERM, and exits 1 after BS_START_GIVE_UP_S of refused handshakes
+ *      with one line naming the cause;
  *   2. the counters match the topics: for a known stream (duplicates, a
  *      blocklist) records_in = records produced, records_out = records in
  *      the output topic, dropped{duplicate} and dropped{blocklist,spam} =
@@ -69,11 +74,14 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "timeouts.h" /* BS_START_GIVE_UP_S */
 
 #define NPART 3           /* partitions of the input topic */
 #define DEDUP_FPR 1e-6    /* dedup.fpr of every run here */
 #define PORT_WAIT_S 20.0  /* for the "metrics listening" line */
 #define READY_WAIT_S 20.0 /* for /ready to turn 200 (join takes ~3 s) */
+#define REASON_S 2.0      /* for /ready to name librdkafka's error */
+#define DOWN_MS 3000      /* brokers kept away after that */
 #define LAG_APPEAR_S 12.0 /* statistics every 5 s */
 #define LAG_ZERO_S 20.0
 #define STABLE_S 15.0     /* for the per-partition gauges to settle */
@@ -394,15 +402,14 @@ static void test_readiness(void **state)
         h_stage_fail(p, "/healthz: %d '%s', want 200 'ok'", r.status, r.body);
     h_http_resp_free(&r);
 
-    /* Not ready before the join: 503, and the gauge agrees (sandwiched
-     * between two 503s, so the state did not change in between). */
+    /* Not ready before the join: 503 with the start-up step, and the
+     * gauge agrees (sandwiched between two 503s, so the state did not
+     * change in between). */
     http_must(p, port, "GET", "/ready", &r);
-    if (r.status != 503 || (!strstr(r.body, "no partitions assigned") &&
-                            !strstr(r.body, "blocklist bad: its topic is "
-                                            "not read to its end yet")))
-        h_stage_fail(p, "/ready right after start: %d '%s', want 503 'no "
-                     "partitions assigned' (the group join takes ~3 s) or "
-                     "the live list not read yet", r.status, r.body);
+    if (r.status != 503 || strncmp(r.body, "starting: ", 10) != 0)
+        h_stage_fail(p, "/ready right after start: %d '%s', want 503 "
+                     "'starting: ...' (the group join takes ~3 s)",
+                     r.status, r.body);
     h_http_resp_free(&r);
     h_prom pm;
     char *body = NULL;
@@ -425,7 +432,7 @@ static void test_readiness(void **state)
     /* With the 503 asserted above: at least one 503 before the 200. */
     fprintf(stderr, "    /ready: 503 x%d (\"%s\"), then 200 %.1f s after "
             "the port was known\n", n503 + 1,
-            n503 ? reason : "no partitions assigned", t_ready - t_port);
+            n503 ? reason : "starting: ...", t_ready - t_port);
 
     /* Ready: the gauges agree. */
     scrape(p, port, &pm, &body);
@@ -548,6 +555,200 @@ static void test_ready_while_checkpoints_fail(void **state)
     stage_stop(p);
     free(ckpt);
     free(moved);
+}
+
+/* ==== 1c. start-up: brokers away, a certificate refused =============== */
+
+/* A port on 127.0.0.1 that nothing listens on (bound, then released). */
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* /healthz 200 "ok" at once; /ready 503 "starting: connecting to brokers"
+ * from the first answer, naming librdkafka's error (one of `errors`,
+ * NULL-terminated) within REASON_S of the port being known.  The reason
+ * into why; the seconds it took. */
+static double wait_start_reason(h_proc *p, unsigned port,
+                                const char *const *errors, char *why,
+                                size_t why_size)
+{
+    double t0 = h_now_s();
+    h_http_resp r;
+    http_must(p, port, "GET", "/healthz", &r);
+    if (r.status != 200 || strcmp(r.body, "ok\n") != 0)
+        h_stage_fail(p, "/healthz while starting: %d '%s', want 200 'ok'",
+                     r.status, r.body);
+    h_http_resp_free(&r);
+    for (;;) {
+        http_must(p, port, "GET", "/ready", &r);
+        if (r.status != 503 ||
+            strncmp(r.body, "starting: connecting to brokers", 31) != 0)
+            h_stage_fail(p, "/ready while no broker answers: %d '%s', want "
+                         "503 'starting: connecting to brokers...'",
+                         r.status, r.body);
+        snprintf(why, why_size, "%.*s", (int)strcspn(r.body, "\n"), r.body);
+        h_http_resp_free(&r);
+        for (size_t i = 0; errors[i]; i++)
+            if (strstr(why, errors[i]))
+                return h_now_s() - t0;
+        if (h_now_s() - t0 > REASON_S)
+            h_stage_fail(p, "/ready names no error of librdkafka %.0f s "
+                         "after the port was known: '%s'", REASON_S, why);
+        h_nap(50);
+    }
+}
+
+/* Every broker away before the stage starts: it answers /healthz and
+ * /ready (503, why) and /metrics at once, keeps trying, and turns ready
+ * once the brokers are back. */
+static void test_ready_while_brokers_down(void **state)
+{
+    fixture *fx = *state;
+    const char *conf = write_conf(fx, NULL, NULL);
+    H_CHECK(h_broker_control(fx->h.broker, "broker-down -1"));
+    h_proc *p = stage_start(conf, NULL);
+    unsigned port = wait_port(p);
+    static const char *const down[] = {": _TRANSPORT: ",
+                                       ": _ALL_BROKERS_DOWN: ", NULL};
+    char why[600];
+    double named = wait_start_reason(p, port, down, why, sizeof(why));
+    h_prom pm;
+    char *body = NULL;
+    scrape(p, port, &pm, &body);
+    if (h_prom_get(&pm, body, "bloomstage_ready") != 0)
+        h_stage_fail(p, "bloomstage_ready %g while no broker answers",
+                     h_prom_get(&pm, body, "bloomstage_ready"));
+    h_prom_free(&pm);
+    free(body);
+
+    h_sleep_ms(DOWN_MS);
+    h_stage_alive(p, "while the brokers were down");
+    h_http_resp r;
+    http_must(p, port, "GET", "/ready", &r);
+    if (r.status != 503 ||
+        strncmp(r.body, "starting: connecting to brokers", 31) != 0)
+        h_stage_fail(p, "/ready %d '%s' %d ms later, the brokers still "
+                     "down", r.status, r.body, DOWN_MS);
+    h_http_resp_free(&r);
+    H_CHECK(h_broker_control(fx->h.broker, "broker-up -1"));
+    double t_up = h_now_s();
+    wait_ready(p, port, NULL, 0);
+    fprintf(stderr, "    /ready 503 '%s' %.1f s after the port was known; "
+            "200 %.1f s after the brokers came back\n", why, named,
+            h_now_s() - t_up);
+    stage_stop(p);
+}
+
+/* Nothing listens where bootstrap.servers points: /ready says so, and
+ * SIGTERM stops the waiting stage at once (exit 0, nothing consumed). */
+static void test_stop_while_no_broker(void **state)
+{
+    fixture *fx = *state;
+    const char *conf = write_conf(fx, NULL, NULL);
+    char *bs = h_strdupf("kafka.bootstrap.servers=127.0.0.1:%u", free_port());
+    const char *xs[] = {bs, NULL};
+    h_proc *p = stage_start(conf, xs);
+    free(bs);
+    unsigned port = wait_port(p);
+    static const char *const refused[] = {"Connection refused", NULL};
+    char why[600];
+    wait_start_reason(p, port, refused, why, sizeof(why));
+    stage_stop(p);
+    h_expect_said(p, "msg=\"stopped before a broker answered\"");
+    fprintf(stderr, "    /ready 503 '%s'\n", why);
+}
+
+/* A broker whose certificate the stage cannot verify (openssl s_server,
+ * self-signed): /ready names the SSL error at once, the error is logged at
+ * level error once (not per attempt), and after BS_START_GIVE_UP_S of
+ * nothing else start-up ends: exit 1, one line naming the cause. */
+static void test_refused_certificate_exits(void **state)
+{
+    fixture *fx = *state;
+    char *key = h_strdupf("%s/key.pem", fx->h.dir);
+    char *cert = h_strdupf("%s/cert.pem", fx->h.dir);
+    char *const req[] = {"openssl", "req", "-x509", "-newkey", "rsa:2048",
+                         "-nodes", "-keyout", key, "-out", cert, "-days",
+                         "1", "-subj", "/CN=localhost", NULL};
+    h_proc *gen = NULL;
+    int st = 0;
+    if (h_process_spawn(req, NULL, &gen) != 0) {
+        free(key);
+        free(cert);
+        skip(); /* no openssl command */
+    }
+    if (h_process_wait(gen, 30000, &st) != 0 || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0)
+        fail_msg("openssl req: %s: %s", h_status_str(st),
+                 h_process_stderr(gen));
+    h_process_free(gen);
+    unsigned sport = free_port();
+    char accept[32];
+    snprintf(accept, sizeof(accept), "127.0.0.1:%u", sport);
+    char *const serve[] = {"openssl", "s_server", "-accept", accept,
+                           "-cert", cert, "-key", key, "-quiet", NULL};
+    h_spawn_opts so = {.pipe_stdin = true};
+    h_proc *tls = NULL;
+    H_CHECK(h_process_spawn_opts(serve, &so, &tls));
+    free(key);
+    free(cert);
+    /* Until it accepts. */
+    double t0 = h_now_s();
+    int fd;
+    while ((fd = h_loopback_connect(sport)) < 0) {
+        if (h_now_s() - t0 > 10)
+            fail_msg("openssl s_server does not accept on %s", accept);
+        h_nap(50);
+    }
+    close(fd);
+
+    const char *conf = write_conf(fx, NULL, NULL);
+    char *bs = h_strdupf("kafka.bootstrap.servers=%s", accept);
+    const char *xs[] = {bs, "kafka.security.protocol=ssl", NULL};
+    h_proc *p = stage_start(conf, xs);
+    free(bs);
+    unsigned port = wait_port(p);
+    double t_port = h_now_s();
+    static const char *const ssl[] = {": _SSL: ", NULL};
+    char why[600];
+    double named = wait_start_reason(p, port, ssl, why, sizeof(why));
+
+    if (h_process_wait(p, (int)(BS_START_GIVE_UP_S + 20) * 1000, &st) != 0)
+        h_stage_fail(p, "still running %.0f s after the certificate was "
+                     "refused", BS_START_GIVE_UP_S + 20);
+    double t_exit = h_now_s() - t_port;
+    no_sanitizer_report(p);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+        h_stage_fail(p, "%s after the certificate was refused, want exit 1",
+                     h_status_str(st));
+    if (t_exit < BS_START_GIVE_UP_S - 1)
+        h_stage_fail(p, "gave up after %.1f s, want %.0f s of refusals",
+                     t_exit, BS_START_GIVE_UP_S);
+    const char *err = h_process_stderr(p);
+    const char *last = strstr(err, "\nbloomstage run: ");
+    if (!last || !strstr(last, "_SSL") || !strstr(last, "certificate"))
+        h_stage_fail(p, "no 'bloomstage run: ...' line naming the SSL "
+                     "error");
+    size_t logged = h_count_said(p, "level=error msg=\"kafka error\"");
+    if (logged < 1 || logged > 2)
+        h_stage_fail(p, "the refused certificate logged %zu times at level "
+                     "error in %.0f s, want once (and its repeats counted "
+                     "once a minute)", logged, t_exit);
+    fprintf(stderr, "    /ready 503 '%.80s...' %.1f s after the port was "
+            "known; exit 1 after %.1f s; %zu error line(s)\n", why, named,
+            t_exit, logged);
+    h_process_free(tls);
 }
 
 /* ==== 2. the counters match the topics ================================ */
@@ -1298,6 +1499,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_readiness, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_while_checkpoints_fail,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ready_while_brokers_down,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_while_no_broker, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_refused_certificate_exits,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_counters_match_topics, setup,
                                         teardown),
