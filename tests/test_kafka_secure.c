@@ -2,9 +2,9 @@
  * test_kafka_secure.c -- the stage on a secured Apache Kafka (one KRaft
  * node from `scripts/kafka start --secure`: KRaft's StandardAuthorizer,
  * nothing allowed without an ACL), as the user `stage` with exactly the
- * ACLs H_STAGE_ACLS lists (secure.h) and no more, exactly_once.method=
- * transactions and checkpoint.store=kafka, the topics made by the harness
- * as the super user admin:
+ * ACLs README.md's table lists (h_stage_acls, secure.h) and no more,
+ * exactly_once.method=transactions and checkpoint.store=kafka, the topics
+ * made by the harness as the super user admin:
  *
  *   1. over SASL_SSL with SCRAM-SHA-512;
  *   2. over SSL with stage's client certificate (mTLS, User:stage by the
@@ -57,8 +57,9 @@ static h_kenv *env_new(const char *name, h_sec_auth auth)
     free(sec);
     if (chmod(e->conf, 0600))
         fail_msg("chmod 0600 %s failed", e->conf);
-    H_CHECK(h_acls_grant(c, e, H_SEC_STAGE_PRINCIPAL, H_STAGE_ACLS,
-                         H_STAGE_ACLS_N));
+    h_acl acls[16];
+    size_t nacls = h_stage_acls(acls, 16);
+    H_CHECK(h_acls_grant(c, e, H_SEC_STAGE_PRINCIPAL, acls, nacls));
     return e;
 }
 
@@ -152,8 +153,10 @@ static void secured_exactly_once(const char *name, h_sec_auth auth,
                   "%s; denied nothing but FindCoordinator of %s.replay "
                   "(%zu times)\n", how, e->st->n, n, e->out, nrej, e->rej,
                   e->group, d.replay_group);
-    H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL,
-                          H_STAGE_ACLS, H_STAGE_ACLS_N));
+    h_acl acls[16];
+    size_t nacls = h_stage_acls(acls, 16);
+    H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL, acls,
+                          nacls));
     h_kenv_free(e);
 }
 

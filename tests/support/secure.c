@@ -9,26 +9,115 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Operations implied by another (Read and Write imply Describe) are left
- * out; the stage creates no topic (the harness does), reads no topic
- * config and needs nothing on the cluster (an idempotent or
- * transactional producer needs Write on a topic or its TransactionalId
- * since Kafka 3.0, KIP-679, not IdempotentWrite). */
-const h_acl H_STAGE_ACLS[] = {
-    {H_ACL_IN, RD_KAFKA_ACL_OPERATION_READ,
-     "consume the input; its offsets and metadata"},
-    {H_ACL_GROUP, RD_KAFKA_ACL_OPERATION_READ,
-     "join the group; commit offsets (in the transaction)"},
-    {H_ACL_OUT, RD_KAFKA_ACL_OPERATION_WRITE, "produce the output"},
-    {H_ACL_REJ, RD_KAFKA_ACL_OPERATION_WRITE, "produce rejected records"},
-    {H_ACL_CKPT, RD_KAFKA_ACL_OPERATION_WRITE,
-     "write checkpoints (checkpoint.store=kafka)"},
-    {H_ACL_CKPT, RD_KAFKA_ACL_OPERATION_READ,
-     "restore checkpoints (checkpoint.store=kafka)"},
-    {H_ACL_TXN, RD_KAFKA_ACL_OPERATION_WRITE,
-     "init, add partitions and offsets, commit and abort transactions"},
-};
-const size_t H_STAGE_ACLS_N = sizeof(H_STAGE_ACLS) / sizeof(H_STAGE_ACLS[0]);
+/* ---- the README's ACL table -------------------------------------------- */
+
+/* The conditions of the README's rows that the tests' stage meets. */
+static const char *const stage_meets[] = {
+    "every stage", "`rejected.topic` set", "`checkpoint.store=kafka`",
+    "`exactly_once.method=transactions`"};
+
+/* Cell i (1-based) of a markdown table row into buf, trimmed. */
+static void cell(const char *row, int i, char *buf, size_t size)
+{
+    const char *p = row;
+    for (int k = 0; k < i && p; k++)
+        p = strchr(p + 1, '|');
+    buf[0] = '\0';
+    if (!p)
+        return;
+    p++;
+    const char *end = strchr(p, '|');
+    if (!end)
+        end = p + strlen(p);
+    while (p < end && *p == ' ')
+        p++;
+    while (end > p && end[-1] == ' ')
+        end--;
+    snprintf(buf, size, "%.*s", (int)(end - p), p);
+}
+
+/* One row of the table as an ACL; fails the test on a row it cannot
+ * read. */
+static h_acl acl_of_row(const char *row)
+{
+    char res[64], name[128], pattern[32], op[32], why[256];
+    cell(row, 1, why, sizeof(why));
+    cell(row, 2, res, sizeof(res));
+    cell(row, 3, name, sizeof(name));
+    cell(row, 4, pattern, sizeof(pattern));
+    cell(row, 5, op, sizeof(op));
+    h_acl a = {.why = NULL};
+    bool prefixed = strcmp(pattern, "prefixed") == 0;
+    if (strcmp(res, "TransactionalId") == 0 && prefixed &&
+        strstr(name, "`consumer.group.id`"))
+        a.on = H_ACL_TXN;
+    else if (strcmp(res, "Group") == 0 && !prefixed &&
+             strstr(name, "`consumer.group.id`"))
+        a.on = H_ACL_GROUP;
+    else if (strcmp(res, "Topic") == 0 && !prefixed &&
+             strstr(name, "`input.topics`"))
+        a.on = H_ACL_IN;
+    else if (strcmp(res, "Topic") == 0 && !prefixed &&
+             strstr(name, "`output.topic`"))
+        a.on = H_ACL_OUT;
+    else if (strcmp(res, "Topic") == 0 && !prefixed &&
+             strstr(name, "`rejected.topic`"))
+        a.on = H_ACL_REJ;
+    else if (strcmp(res, "Topic") == 0 && !prefixed &&
+             strstr(name, "`checkpoint.topic`"))
+        a.on = H_ACL_CKPT;
+    else
+        h_test_fail("README.md's ACL table: a resource the tests do not "
+                    "know: %s", row);
+    if (strcmp(op, "Read") == 0)
+        a.op = RD_KAFKA_ACL_OPERATION_READ;
+    else if (strcmp(op, "Write") == 0)
+        a.op = RD_KAFKA_ACL_OPERATION_WRITE;
+    else if (strcmp(op, "Describe") == 0)
+        a.op = RD_KAFKA_ACL_OPERATION_DESCRIBE;
+    else
+        h_test_fail("README.md's ACL table: an operation the tests do not "
+                    "know: %s", row);
+    a.why = h_xstrdup(why); /* kept for the test's life */
+    return a;
+}
+
+size_t h_stage_acls(h_acl *acls, size_t max)
+{
+    char *text = NULL;
+    if (h_read_file(H_README_MD, &text, NULL))
+        h_test_fail("README.md's ACL table: %s", h_last_error());
+    static const char header[] =
+        "| needed for | resource | name | pattern | operation |";
+    char *row = strstr(text, header);
+    if (!row)
+        h_test_fail("README.md (%s) has no ACL table: no line \"%s\"",
+                    H_README_MD, header);
+    size_t n = 0;
+    row = strchr(row, '\n');
+    while (row && row[1] == '|') {
+        row++;
+        char *nl = strchr(row, '\n');
+        if (nl)
+            *nl = '\0';
+        char cond[256];
+        cell(row, 1, cond, sizeof(cond));
+        bool meets = false;
+        for (size_t i = 0; i < sizeof(stage_meets) / sizeof(*stage_meets); i++)
+            meets |= strncmp(cond, stage_meets[i], strlen(stage_meets[i])) == 0;
+        if (meets && strncmp(row, "| ---", 5) != 0) {
+            if (n == max)
+                h_test_fail("README.md's ACL table: more than %zu rows", max);
+            acls[n++] = acl_of_row(row);
+        }
+        row = nl;
+    }
+    free(text);
+    if (n == 0)
+        h_test_fail("README.md's ACL table lists nothing for the tests' "
+                    "stage");
+    return n;
+}
 
 /* ---- DIR/secure.env ---------------------------------------------------- */
 

@@ -10,7 +10,8 @@
  * helpers (topics, feeding, reading at read_committed, committed offsets,
  * h_kenv_*) work on it unchanged.  A stage is given the settings of the
  * user `stage` by one means (h_sec_stage_settings) and exactly the ACLs
- * H_STAGE_ACLS lists, granted and revoked by Kafka's kafka-acls as admin.
+ * README.md lists (h_stage_acls), granted and revoked by Kafka's
+ * kafka-acls as admin.
  * Conventions: core.h.
  */
 #ifndef BS_SUPPORT_SECURE_H
@@ -87,13 +88,13 @@ typedef struct h_acl {
     const char *why; /* what of the stage's needs it */
 } h_acl;
 
-/* Every ACL a stage with exactly_once.method=transactions, a rejected
- * topic and checkpoint.store=kafka needs on topics the harness made, and
- * nothing more (an operation implied by another -- Describe by Read or
- * Write -- is not listed).  The one list of them: a Security table in
- * the README is to be generated from it or checked against it. */
-extern const h_acl H_STAGE_ACLS[];
-extern const size_t H_STAGE_ACLS_N;
+/* The ACLs README.md's table ("ACLs the stage's principal needs") lists
+ * for a stage with exactly_once.method=transactions, a rejected topic and
+ * checkpoint.store=kafka: every row whose condition is one of those or
+ * "every stage", parsed into acls[0..max); returns how many.  The README
+ * is the one list: a row the parser does not know (a resource, a name or
+ * an operation) fails the test, naming it, as does a table not found. */
+size_t h_stage_acls(h_acl *acls, size_t max);
 
 /* Allows (kafka-acls --add) or removes (--remove) acls[0..n) for
  * principal on e's resources on cluster c, as admin (`scripts/kafka tool

@@ -24,3 +24,6 @@ target_link_libraries(bstestsupport PUBLIC bsengine PkgConfig::RDKAFKA Threads::
 # realkafka.c runs scripts/kafka: the source tree's unless $BS_KAFKA_SCRIPT.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/realkafka.c PROPERTIES
   COMPILE_DEFINITIONS "H_KAFKA_SCRIPT_DEFAULT=\"${PROJECT_SOURCE_DIR}/scripts/kafka\"")
+# secure.c reads the ACLs a stage needs from the README's table.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/secure.c PROPERTIES
+  COMPILE_DEFINITIONS "H_README_MD=\"${PROJECT_SOURCE_DIR}/README.md\"")
