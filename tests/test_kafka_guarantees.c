@@ -312,17 +312,6 @@ static void test_output_topic_missing_at_least_once(void **state)
 
 /* ---- 4. the broker away and back -------------------------------------------- */
 
-static unsigned wait_port(h_proc *p)
-{
-    h_wait_said(p, "msg=\"metrics listening\"", 1, 60000);
-    const char *m = strstr(h_process_stderr(p), "msg=\"metrics listening\"");
-    const char *q = strstr(m, " port=");
-    unsigned port = 0;
-    if (!q || sscanf(q, " port=%u", &port) != 1 || !port || port > 65535)
-        h_stage_fail(p, "bad 'metrics listening' line: %.120s", m);
-    return port;
-}
-
 /* Polls /ready until it answers `want` (body into why), the stage alive;
  * returns the seconds it took. */
 static double wait_ready(h_proc *p, unsigned port, int want, char *why,
@@ -366,7 +355,7 @@ static void test_broker_restart(void **state)
     const char *const xs[] = {"metrics.listen=127.0.0.1:0", NULL};
     h_proc *p = stage_start(e, xs);
     h_proc *const procs[] = {p, NULL};
-    unsigned port = wait_port(p);
+    unsigned port = h_stage_metrics_port(p, 60000);
     char why[160];
     wait_ready(p, port, 200, why, sizeof(why), 120000);
     h_feed_rate(3000);

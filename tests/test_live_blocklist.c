@@ -186,17 +186,6 @@ static void read_topic(env *e, const char *topic, h_record_list *l)
     H_CHECK(h_consume_all_conf(e->h.bs, topic, H_OUTPUT_MS, g_read_conf, l));
 }
 
-/* The metrics port from the stage's "metrics listening" line. */
-static unsigned metrics_port(h_proc *p)
-{
-    h_wait_said(p, "msg=\"metrics listening\"", 1, 20000);
-    const char *m = strstr(h_process_stderr(p), "msg=\"metrics listening\"");
-    long long port = h_log_int(m, "port");
-    if (port <= 0 || port > 65535)
-        h_stage_fail(p, "no port in the \"metrics listening\" line");
-    return (unsigned)port;
-}
-
 /* GET path; the status, and the body into *body (caller frees) if not
  * NULL.  -1 if nothing answered. */
 static int http_get(unsigned port, const char *path, char **body)
@@ -363,7 +352,7 @@ static void test_add_remove_latency(void **state)
     (void)state;
     env *e = env_new("lat", 1, NULL, NULL);
     h_proc *p = h_stage_start(e->conf, NULL, NULL);
-    unsigned port = metrics_port(p);
+    unsigned port = h_stage_metrics_port(p, 20000);
     wait_ready(p, port);
 
     /* Idempotent: the input's order is the order the records were made
@@ -550,7 +539,7 @@ static void test_base_tombstones_restart(void **state)
         want_rej += listed(keys[i], false);
 
     h_proc *p = h_stage_start(e->conf, NULL, NULL);
-    unsigned port = metrics_port(p);
+    unsigned port = h_stage_metrics_port(p, 20000);
     h_wait_out_rej(p, e->h.bs, e->out, (int64_t)nk - want_rej, e->rej,
                    want_rej);
     wait_ready(p, port);
@@ -664,7 +653,7 @@ static void test_ready_waits_for_list(void **state)
     H_CHECK(h_broker_control(e->h.broker,
                              "push-errors Fetch 6 NOT_LEADER_FOR_PARTITION"));
     h_proc *p = h_stage_start(e->conf, NULL, NULL);
-    unsigned port = metrics_port(p);
+    unsigned port = h_stage_metrics_port(p, 20000);
     int n503 = 0;
     bool named = false;
     double t0 = h_now_s();
@@ -729,7 +718,7 @@ static void test_bulk_load(void **state)
     produce_keys(e, (const char *const *)keys, nk, &seq);
 
     h_proc *p = h_stage_start(e->conf, NULL, NULL);
-    unsigned port = metrics_port(p);
+    unsigned port = h_stage_metrics_port(p, 20000);
     h_wait_out_rej(p, e->h.bs, e->out, 500, e->rej, 500);
     h_wait_said(p, "blocklist topic read to its end", 1, 1000);
     const char *line = strstr(h_process_stderr(p),

@@ -15,7 +15,7 @@
  *      fail /ready is 503 (and the failures are counted); it is 200 again
  *      once they succeed.  While no broker answers (all down, nothing
  *      listening, a certificate refused) /healthz is 200 and /ready 503
- *      naming librdkafka's error within REASON_S; the stage keeps trying
+ *      naming librdkafka's error within REASON_MS; the stage keeps trying
  *      and turns ready once the brokers are back, stops at once on
  *      SIGTERM, and exits 1 after BS_START_GIVE_UP_S of refused handshakes
  *      with one line naming the cause;
@@ -80,7 +80,7 @@
 #define DEDUP_FPR 1e-6    /* dedup.fpr of every run here */
 #define PORT_WAIT_S 20.0  /* for the "metrics listening" line */
 #define READY_WAIT_S 20.0 /* for /ready to turn 200 (join takes ~3 s) */
-#define REASON_S 2.0      /* for /ready to name librdkafka's error */
+#define REASON_MS 2000    /* for /ready to name librdkafka's error */
 #define DOWN_MS 3000      /* brokers kept away after that */
 #define LAG_APPEAR_S 12.0 /* statistics every 5 s */
 #define LAG_ZERO_S 20.0
@@ -254,34 +254,18 @@ static h_proc *stage_start(const char *conf, const char *const *xs)
     return h_stage_start(conf, xs, NULL);
 }
 
-/* The port from the stage's `msg="metrics listening" ... port=N` line,
- * polled for; fails if the stage exits first. */
+/* The port of the stage's "metrics listening" line (PORT_WAIT_S), which
+ * must name the loopback address the configurations here give. */
 static unsigned wait_port(h_proc *p)
 {
-    double t0 = h_now_s();
-    for (;;) {
-        const char *text = h_process_stderr(p);
-        const char *m = strstr(text, "msg=\"metrics listening\"");
-        const char *eol = m ? strchr(m, '\n') : NULL;
-        if (eol) {
-            const char *addr = strstr(m, " address=127.0.0.1 ");
-            const char *q = strstr(m, " port=");
-            unsigned port = 0;
-            if (!addr || addr > eol || !q || q > eol ||
-                sscanf(q, " port=%u", &port) != 1 || port == 0 ||
-                port > 65535)
-                h_stage_fail(p, "bad \"metrics listening\" line: %.*s",
-                             (int)(eol - m), m);
-            return port;
-        }
-        int st = 0;
-        if (h_process_wait(p, 20, &st) == 0)
-            h_stage_fail(p, "the stage exited (%s) before listening",
-                         h_status_str(st));
-        if (h_now_s() - t0 > PORT_WAIT_S)
-            h_stage_fail(p, "no \"metrics listening\" line within %.0f s",
-                         PORT_WAIT_S);
-    }
+    unsigned port = h_stage_metrics_port(p, (int)(PORT_WAIT_S * 1000));
+    const char *m = strstr(h_process_stderr(p), "msg=\"metrics listening\"");
+    const char *eol = strchr(m, '\n');
+    const char *addr = strstr(m, " address=127.0.0.1 ");
+    if (!addr || (eol && addr > eol))
+        h_stage_fail(p, "the \"metrics listening\" line names no "
+                     "address=127.0.0.1");
+    return port;
 }
 
 /* A sanitizer build reports on stderr (and may still exit 1). */
@@ -575,40 +559,6 @@ static unsigned free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* /healthz 200 "ok" at once; /ready 503 "starting: connecting to brokers"
- * from the first answer, naming librdkafka's error (one of `errors`,
- * NULL-terminated) within REASON_S of the port being known.  The reason
- * into why; the seconds it took. */
-static double wait_start_reason(h_proc *p, unsigned port,
-                                const char *const *errors, char *why,
-                                size_t why_size)
-{
-    double t0 = h_now_s();
-    h_http_resp r;
-    http_must(p, port, "GET", "/healthz", &r);
-    if (r.status != 200 || strcmp(r.body, "ok\n") != 0)
-        h_stage_fail(p, "/healthz while starting: %d '%s', want 200 'ok'",
-                     r.status, r.body);
-    h_http_resp_free(&r);
-    for (;;) {
-        http_must(p, port, "GET", "/ready", &r);
-        if (r.status != 503 ||
-            strncmp(r.body, "starting: connecting to brokers", 31) != 0)
-            h_stage_fail(p, "/ready while no broker answers: %d '%s', want "
-                         "503 'starting: connecting to brokers...'",
-                         r.status, r.body);
-        snprintf(why, why_size, "%.*s", (int)strcspn(r.body, "\n"), r.body);
-        h_http_resp_free(&r);
-        for (size_t i = 0; errors[i]; i++)
-            if (strstr(why, errors[i]))
-                return h_now_s() - t0;
-        if (h_now_s() - t0 > REASON_S)
-            h_stage_fail(p, "/ready names no error of librdkafka %.0f s "
-                         "after the port was known: '%s'", REASON_S, why);
-        h_nap(50);
-    }
-}
-
 /* Every broker away before the stage starts: it answers /healthz and
  * /ready (503, why) and /metrics at once, keeps trying, and turns ready
  * once the brokers are back. */
@@ -622,7 +572,8 @@ static void test_ready_while_brokers_down(void **state)
     static const char *const down[] = {": _TRANSPORT: ",
                                        ": _ALL_BROKERS_DOWN: ", NULL};
     char why[600];
-    double named = wait_start_reason(p, port, down, why, sizeof(why));
+    double named = h_stage_start_reason(p, port, down, REASON_MS, why,
+                                        sizeof(why));
     h_prom pm;
     char *body = NULL;
     scrape(p, port, &pm, &body);
@@ -663,7 +614,7 @@ static void test_stop_while_no_broker(void **state)
     unsigned port = wait_port(p);
     static const char *const refused[] = {"Connection refused", NULL};
     char why[600];
-    wait_start_reason(p, port, refused, why, sizeof(why));
+    h_stage_start_reason(p, port, refused, REASON_MS, why, sizeof(why));
     stage_stop(p);
     h_expect_said(p, "msg=\"stopped before a broker answered\"");
     fprintf(stderr, "    /ready 503 '%s'\n", why);
@@ -722,7 +673,8 @@ static void test_refused_certificate_exits(void **state)
     double t_port = h_now_s();
     static const char *const ssl[] = {": _SSL: ", NULL};
     char why[600];
-    double named = wait_start_reason(p, port, ssl, why, sizeof(why));
+    double named = h_stage_start_reason(p, port, ssl, REASON_MS, why,
+                                        sizeof(why));
 
     if (h_process_wait(p, (int)(BS_START_GIVE_UP_S + 20) * 1000, &st) != 0)
         h_stage_fail(p, "still running %.0f s after the certificate was "

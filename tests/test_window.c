@@ -415,10 +415,7 @@ static void test_metrics_show_window(void **state)
     const char *const extra[] = {"metrics.listen=127.0.0.1:0", NULL};
     h_proc *p = stage_start(e, e->h.dir, extra);
     h_proc *const procs[] = {p, NULL};
-    h_wait_said(p, "msg=\"metrics listening\"", 1, 60000);
-    long long port = h_log_int(
-        strstr(h_process_stderr(p), "msg=\"metrics listening\""), "port");
-    assert_true(port > 0 && port < 65536);
+    unsigned port = h_stage_metrics_port(p, 60000);
     h_wait_committed(e->h.bs, e->group, IN, NPARTS, e->st->next, procs,
                      120000, NULL, NULL);
     h_nap(1500); /* the per-partition view is published once a second */
@@ -479,11 +476,7 @@ static h_proc *start_with_metrics(wenv *e, const char *ckdir,
 {
     const char *const extra[] = {"metrics.listen=127.0.0.1:0", window, NULL};
     h_proc *p = stage_start(e, ckdir, extra);
-    h_wait_said(p, "msg=\"metrics listening\"", 1, 60000);
-    long long n = h_log_int(
-        strstr(h_process_stderr(p), "msg=\"metrics listening\""), "port");
-    assert_true(n > 0 && n < 65536);
-    *port = (unsigned)n;
+    *port = h_stage_metrics_port(p, 60000);
     return p;
 }
 
@@ -551,9 +544,7 @@ static void test_memory_flat(void **state)
                                  "dedup.window.ms=0", grp, NULL};
     h_proc *u = stage_start(e, cku, extra);
     h_proc *const uprocs[] = {u, NULL};
-    h_wait_said(u, "msg=\"metrics listening\"", 1, 60000);
-    unsigned uport = (unsigned)h_log_int(
-        strstr(h_process_stderr(u), "msg=\"metrics listening\""), "port");
+    unsigned uport = h_stage_metrics_port(u, 60000);
     h_wait_committed(e->h.bs, e->group, IN, NPARTS, e->st->next, uprocs,
                      120000, NULL, NULL);
     h_nap(1300);

@@ -2,6 +2,7 @@
  * stage.c -- see stage.h.
  */
 #include "stage.h"
+#include "http.h"
 #include "kafka.h"
 #include "store_dir.h"
 
@@ -554,4 +555,54 @@ size_t h_count_restored(h_proc *p, const char *topic)
     for (size_t i = 0; i < n && i < 1024; i++)
         restored += !a[i].revoked && a[i].ckpt > 0;
     return restored;
+}
+
+/* ---- its endpoint ------------------------------------------------------ */
+
+unsigned h_stage_metrics_port(h_proc *p, int timeout_ms)
+{
+    static const char line[] = "msg=\"metrics listening\"";
+    h_wait_said(p, line, 1, timeout_ms);
+    long long port = h_log_int(strstr(h_process_stderr(p), line), "port");
+    if (port <= 0 || port > 65535)
+        h_stage_fail(p, "no port in the \"metrics listening\" line");
+    return (unsigned)port;
+}
+
+/* GET path into r; fails the test, with p's stderr, when nothing answers. */
+static void get_must(h_proc *p, unsigned port, const char *path,
+                     h_http_resp *r)
+{
+    char err[512];
+    if (h_http_request(port, "GET", path, r, err, sizeof(err)) != 0)
+        h_stage_fail(p, "GET %s: %s", path, err);
+}
+
+double h_stage_start_reason(h_proc *p, unsigned port,
+                            const char *const *errors, int timeout_ms,
+                            char *why, size_t why_size)
+{
+    double t0 = h_now_s();
+    h_http_resp r;
+    get_must(p, port, "/healthz", &r);
+    if (r.status != 200 || strcmp(r.body, "ok\n") != 0)
+        h_stage_fail(p, "/healthz while starting: %d '%s', want 200 'ok'",
+                     r.status, r.body);
+    h_http_resp_free(&r);
+    static const char starting[] = "starting: connecting to brokers";
+    for (;;) {
+        get_must(p, port, "/ready", &r);
+        if (r.status != 503 || strncmp(r.body, starting, strlen(starting)))
+            h_stage_fail(p, "/ready while no broker lets it start: %d '%s', "
+                         "want 503 '%s...'", r.status, r.body, starting);
+        snprintf(why, why_size, "%.*s", (int)strcspn(r.body, "\n"), r.body);
+        h_http_resp_free(&r);
+        for (size_t i = 0; errors[i]; i++)
+            if (strstr(why, errors[i]))
+                return h_now_s() - t0;
+        if ((h_now_s() - t0) * 1000 > timeout_ms)
+            h_stage_fail(p, "/ready names no error of librdkafka %d ms "
+                         "after the port was known: '%s'", timeout_ms, why);
+        h_nap(50);
+    }
 }

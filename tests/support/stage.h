@@ -92,6 +92,20 @@ void h_expect_said(h_proc *p, const char *needle);
  * must stay alive meanwhile. */
 void h_wait_said(h_proc *p, const char *needle, size_t n, int timeout_ms);
 
+/* ---- its endpoint (metrics.listen) ------------------------------------- */
+
+/* The port of p's `msg="metrics listening" ... port=N` line, waited for
+ * up to timeout_ms (fails the test if p exits first or the line has no
+ * port). */
+unsigned h_stage_metrics_port(h_proc *p, int timeout_ms);
+/* While p starts and no broker lets it: /healthz 200 "ok", and /ready 503
+ * "starting: connecting to brokers..." naming one of `errors` (substrings,
+ * NULL-terminated) within timeout_ms.  The reason into why; the seconds it
+ * took.  Fails the test otherwise. */
+double h_stage_start_reason(h_proc *p, unsigned port,
+                            const char *const *errors, int timeout_ms,
+                            char *why, size_t why_size);
+
 /* The integer value of key=N in a logfmt line (bare), or -1 if absent. */
 long long h_log_int(const char *line, const char *key);
 /* How many of p's `partition assigned` lines of topic restored a
