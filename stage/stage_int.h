@@ -257,13 +257,13 @@ void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
 
 /* -- startup.c ------------------------------------------------------------ */
 
-/* Whether a librdkafka error means the brokers refuse the stage's
- * credentials or certificate (authentication, SSL): it does not heal by
- * itself. */
-bool bs_kafka_error_needs_operator(int err);
+/* Whether a librdkafka error (its code and text) means the brokers refuse
+ * the stage's credentials or certificate (authentication, SSL, a TLS alert
+ * from the broker): it does not heal by itself. */
+bool bs_kafka_error_needs_operator(int err, const char *text);
 /* The verdict: give up start-up after bad_for_s seconds of nothing but
  * err (BS_START_GIVE_UP_S, for the errors above only). */
-bool bs_startup_gives_up(int err, double bad_for_s);
+bool bs_startup_gives_up(int err, const char *text, double bad_for_s);
 /* Start-up made a step: /ready names it; the error held and the clock of
  * refused logins are reset. */
 void bs_startup_step(bs_stage *s, bs_start_step step, const char *topic);

@@ -24,16 +24,22 @@
 #include <stdio.h>
 #include <string.h>
 
-bool bs_kafka_error_needs_operator(int err)
+bool bs_kafka_error_needs_operator(int err, const char *text)
 {
-    return err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
+    /* A TLS alert the broker sent during the handshake refuses the
+     * stage's certificate (unknown CA, expired, revoked); librdkafka
+     * reports it as a transport error ("Receive failed: ... SSL alert
+     * number 46"), not as _SSL. */
+    bool alert = err == RD_KAFKA_RESP_ERR__TRANSPORT && text &&
+                 strstr(text, "SSL alert number");
+    return alert || err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
            err == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED ||
            err == RD_KAFKA_RESP_ERR__SSL;
 }
 
-bool bs_startup_gives_up(int err, double bad_for_s)
+bool bs_startup_gives_up(int err, const char *text, double bad_for_s)
 {
-    return bs_kafka_error_needs_operator(err) &&
+    return bs_kafka_error_needs_operator(err, text) &&
            bad_for_s >= BS_START_GIVE_UP_S;
 }
 
@@ -94,7 +100,8 @@ void bs_log_kafka_error(bs_stage *s, const char *client, int err,
     if (!bs_error_log_due(s, "kafka error", text, &repeats))
         return;
     char q[512];
-    bs_log(bs_kafka_error_needs_operator(err) ? BS_LOG_ERROR : BS_LOG_WARN,
+    bs_log(bs_kafka_error_needs_operator(err, text) ? BS_LOG_ERROR
+                                                    : BS_LOG_WARN,
            "kafka error", "client=%s error=%s detail=%s repeats=%llu", client,
            rd_kafka_err2name((rd_kafka_resp_err_t)err),
            bs_log_quote(text, q, sizeof(q)), (unsigned long long)repeats);
@@ -115,7 +122,7 @@ void bs_startup_kafka_error(bs_stage *s, int err, const char *text)
 {
     if (atomic_load(&s->start_step) == BS_START_DONE)
         return;
-    bool refused = bs_kafka_error_needs_operator(err);
+    bool refused = bs_kafka_error_needs_operator(err, text);
     if (refused && !s->start_bad_err) {
         s->start_bad_err = err;
         s->start_bad_since = bs_now();
@@ -138,13 +145,15 @@ void bs_startup_kafka_error(bs_stage *s, int err, const char *text)
 
 bool bs_startup_give_up(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    if (!s->start_bad_err ||
-        !bs_startup_gives_up(s->start_bad_err, bs_now() - s->start_bad_since))
+    if (!s->start_bad_err)
         return false;
     char held[sizeof(s->start_why)];
     pthread_mutex_lock(&s->pub_lock);
     snprintf(held, sizeof(held), "%s", s->start_why);
     pthread_mutex_unlock(&s->pub_lock);
+    if (!bs_startup_gives_up(s->start_bad_err, held,
+                             bs_now() - s->start_bad_since))
+        return false;
     snprintf(errstr, errstr_size, "the brokers refused the stage's login "
              "or TLS handshake for %.0f s (%s); a wrong password or "
              "certificate does not heal by itself: check kafka.sasl.* and "

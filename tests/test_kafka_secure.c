@@ -12,7 +12,10 @@
  *   3. the cluster refuses what it must: a wrong password (SCRAM and
  *      PLAIN), stage's expired certificate, stage's certificate from
  *      another CA; and with sound credentials but no ACL, the topic; one
- *      ACL granted lets stage see it by each means, revoked it does not.
+ *      ACL granted lets stage see it by each means, revoked it does not;
+ *   4. the stage with each of those refused credentials: /ready 503
+ *      naming the refusal from its first seconds, exit 1 naming it after
+ *      BS_START_GIVE_UP_S, nothing committed.
  *
  * Each runs twice on keyed input with duplicates (the second run restores
  * the first one's checkpoints from the Kafka store and reads the rest),
@@ -33,28 +36,34 @@
 
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "support.h"
+#include "timeouts.h" /* BS_START_GIVE_UP_S */
 
 #define NPARTS 3
 #define NRECS 20000
 
 /* A fresh environment named name on the secured node: every topic made
  * by admin, the stage's configuration reaching the cluster as `stage` by
- * auth (kept 0600: it holds a password), the stage's ACLs granted. */
-static h_kenv *env_new(const char *name, h_sec_auth auth)
+ * auth with credentials flawed by flaw (kept 0600: it holds a password),
+ * metrics on a free loopback port, the stage's ACLs granted. */
+static h_kenv *env_new(const char *name, h_sec_auth auth, h_sec_flaw flaw)
 {
     h_kcluster *c = h_kgroup_cluster();
-    char *sec = h_sec_stage_settings(c, auth, H_SEC_SOUND);
+    char *sec = h_sec_stage_settings(c, auth, flaw);
+    char *extra = h_strdupf("%smetrics.listen=127.0.0.1:0\n", sec);
     h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
-                     .checkpoint_ms = 500, .capacity = 30000, .extra = sec,
+                     .checkpoint_ms = 500, .capacity = 30000, .extra = extra,
                      .bootstraps = h_sec_bootstrap(c, auth)};
     h_kenv *e = h_kenv_new(c, name, &o);
     free(sec);
+    free(extra);
     if (chmod(e->conf, 0600))
         fail_msg("chmod 0600 %s failed", e->conf);
     h_acl acls[16];
@@ -130,7 +139,7 @@ static void secured_exactly_once(const char *name, h_sec_auth auth,
                                  const char *how)
 {
     char lines[2048];
-    h_kenv *e = env_new(name, auth);
+    h_kenv *e = env_new(name, auth, H_SEC_SOUND);
     size_t log0 = denials(e, 0, lines, sizeof(lines)).end;
     e->st = h_stream_new(NRECS, NPARTS, 0x5ec);
     h_stream_add(e->st, NRECS, 40);
@@ -243,10 +252,105 @@ static void test_refused(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 4. the stage with credentials the cluster refuses ---------------- */
+
+/* The stage with a wrong password (SCRAM, PLAIN), an expired certificate
+ * and one from another CA, all four at once, every ACL granted: from the
+ * first seconds /healthz 200 and /ready 503 naming the refusal; then, the
+ * refusal lasting BS_START_GIVE_UP_S, exit 1 with a last line naming it;
+ * nothing committed for the group. */
+static void test_refused_stage(void **state)
+{
+    (void)state;
+    static const struct {
+        h_sec_auth auth;
+        h_sec_flaw flaw;
+        const char *name, *what;
+    } cases[] = {
+        {H_SEC_SCRAM, H_SEC_WRONG_PASSWORD, "bad-scram",
+         "SCRAM-SHA-512, a wrong password"},
+        {H_SEC_PLAIN, H_SEC_WRONG_PASSWORD, "bad-plain",
+         "PLAIN, a wrong password"},
+        {H_SEC_MTLS, H_SEC_EXPIRED_CERT, "bad-expired",
+         "mTLS, an expired certificate"},
+        {H_SEC_MTLS, H_SEC_OTHER_CA, "bad-ca",
+         "mTLS, a certificate from another CA"},
+    };
+    enum { N = sizeof(cases) / sizeof(cases[0]) };
+    static const char *const refusals[] = {
+        "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL",
+        "SSL alert number", NULL};
+    /* One environment (topics, group, ACLs) as a sound SCRAM stage would
+     * have it; each case's configuration is that one with its own
+     * listener and credentials after it (a later line wins). */
+    h_kcluster *c = h_kgroup_cluster();
+    h_kenv *e = env_new("ks-bad", H_SEC_SCRAM, H_SEC_SOUND);
+    char *base = NULL;
+    H_CHECK(h_read_file(e->conf, &base, NULL));
+    h_proc *p[N];
+    for (size_t i = 0; i < N; i++) {
+        char *sec = h_sec_stage_settings(c, cases[i].auth, cases[i].flaw);
+        char *text = h_strdupf("%skafka.bootstrap.servers=%s\n%s", base,
+                               h_sec_bootstrap(c, cases[i].auth), sec);
+        char *conf = h_strdupf("%s/%s.conf", e->h.dir, cases[i].name);
+        H_CHECK(h_write_file(conf, text));
+        if (chmod(conf, 0600))
+            fail_msg("chmod 0600 %s failed", conf);
+        const char *const xs[] = {"exactly_once.method=transactions", NULL};
+        p[i] = h_stage_start(conf, xs, NULL);
+        free(sec);
+        free(text);
+        free(conf);
+    }
+    free(base);
+    double t0 = h_now_s();
+    for (size_t i = 0; i < N; i++) {
+        char why[600];
+        unsigned port = h_stage_metrics_port(p[i], 30000);
+        double named = h_stage_start_reason(p[i], port, refusals, 30000, why,
+                                            sizeof(why));
+        print_message("%s: /ready 503 '%.100s' (%.1f s)\n", cases[i].what,
+                      why, named);
+    }
+    for (size_t i = 0; i < N; i++) {
+        int st = 0;
+        int left = (int)((BS_START_GIVE_UP_S + 60 - (h_now_s() - t0)) * 1000);
+        if (h_process_wait(p[i], left > 0 ? left : 1, &st) != 0)
+            h_stage_fail(p[i], "%s: still running %.0f s after it started",
+                         cases[i].what, h_now_s() - t0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+            h_stage_fail(p[i], "%s: %s, want exit 1", cases[i].what,
+                         h_status_str(st));
+        const char *last = strstr(h_process_stderr(p[i]),
+                                  "\nbloomstage run: ");
+        bool named = false;
+        for (size_t k = 0; last && refusals[k]; k++)
+            named |= strstr(last, refusals[k]) != NULL;
+        if (!named)
+            h_stage_fail(p[i], "%s: no last 'bloomstage run: ...' line "
+                         "naming the refusal", cases[i].what);
+        print_message("%s: exit 1 after %.0f s: %.*s\n", cases[i].what,
+                      h_now_s() - t0, (int)strcspn(last + 1, "\n"),
+                      last + 1);
+        h_proc_release(p[i]);
+    }
+    int64_t off[NPARTS];
+    H_CHECK(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, off, 30000));
+    for (int k = 0; k < NPARTS; k++)
+        if (off[k] != RD_KAFKA_OFFSET_INVALID)
+            fail_msg("offset %" PRId64 " committed for partition %d by "
+                     "stages the cluster refused", off[k], k);
+    h_acl acls[16];
+    size_t nacls = h_stage_acls(acls, 16);
+    H_CHECK(h_acls_revoke(c, e, H_SEC_STAGE_PRINCIPAL, acls, nacls));
+    h_kenv_free(e);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_scram, h_kfixture_teardown),
     cmocka_unit_test_teardown(test_mtls, h_kfixture_teardown),
     cmocka_unit_test_teardown(test_refused, h_kfixture_teardown),
+    cmocka_unit_test_teardown(test_refused_stage, h_kfixture_teardown),
 };
 
 int main(void)

@@ -63,18 +63,33 @@ static void test_verdict(void **state)
         RD_KAFKA_RESP_ERR__RESOLVE,
         RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
         RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED};
+    const char *text = "Connection refused";
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        assert_true(bs_kafka_error_needs_operator(refused[i]));
-        assert_false(bs_startup_gives_up(refused[i], 0));
-        assert_false(bs_startup_gives_up(refused[i], BS_START_GIVE_UP_S - 1));
-        assert_true(bs_startup_gives_up(refused[i], BS_START_GIVE_UP_S));
-        assert_true(bs_startup_gives_up(refused[i], 1e6));
+        assert_true(bs_kafka_error_needs_operator(refused[i], text));
+        assert_false(bs_startup_gives_up(refused[i], text, 0));
+        assert_false(bs_startup_gives_up(refused[i], text,
+                                         BS_START_GIVE_UP_S - 1));
+        assert_true(bs_startup_gives_up(refused[i], text, BS_START_GIVE_UP_S));
+        assert_true(bs_startup_gives_up(refused[i], text, 1e6));
     }
     for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++) {
-        assert_false(bs_kafka_error_needs_operator(transient[i]));
-        assert_false(bs_startup_gives_up(transient[i], BS_START_GIVE_UP_S));
-        assert_false(bs_startup_gives_up(transient[i], 1e6));
+        assert_false(bs_kafka_error_needs_operator(transient[i], text));
+        assert_false(bs_startup_gives_up(transient[i], text,
+                                         BS_START_GIVE_UP_S));
+        assert_false(bs_startup_gives_up(transient[i], text, 1e6));
     }
+    /* The broker refusing the stage's certificate: a TLS alert, which
+     * librdkafka 2.0.2 reports as a transport error (seen with an expired
+     * client certificate and one from another CA). */
+    const char *alert = "ssl://127.0.0.1:9093/bootstrap: Receive failed: "
+                        "error:0A000416:SSL routines::sslv3 alert "
+                        "certificate unknown: SSL alert number 46";
+    assert_true(bs_kafka_error_needs_operator(RD_KAFKA_RESP_ERR__TRANSPORT,
+                                              alert));
+    assert_true(bs_startup_gives_up(RD_KAFKA_RESP_ERR__TRANSPORT, alert,
+                                    BS_START_GIVE_UP_S));
+    assert_false(bs_kafka_error_needs_operator(RD_KAFKA_RESP_ERR__TRANSPORT,
+                                               NULL));
 }
 
 /* /ready's reason at a step: not ready, and why. */
