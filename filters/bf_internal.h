@@ -346,6 +346,17 @@ bf_err bf_scalable_layer_geometry(const bf_scalable *sb, uint32_t i,
  * ring of generations around scalable filters in the layered form; the
  * bf_filter handle (filter.c) chooses between them by kind. */
 
+/* Writes the first 32 bytes every file of the format starts with (magic,
+ * version, kind, hash id, seed, file size) into hdr (format.c). */
+void bf_format_put_envelope(uint8_t *hdr, uint16_t kind, uint64_t seed,
+                            uint64_t size);
+
+/* The envelope of any file of the format, filter or not: magic, version,
+ * file size, checksum (unless BF_LOAD_NOVERIFY) and hash id; the kind
+ * field is written to *kind unchecked, for the caller to check. */
+bf_err bf_format_check_file(const uint8_t *buf, size_t len, unsigned flags,
+                            uint16_t *kind, char *errstr, size_t errstr_size);
+
 /* The part of a serialized filter every kind shares (format.c): magic,
  * version, file size, checksum (unless BF_LOAD_NOVERIFY), a known kind and
  * hash id.  The kind is written to *kind. */
