@@ -195,8 +195,9 @@ void bf_wilson95(uint64_t successes, uint64_t trials, double *lo, double *hi)
     double denom = 1 + z2 / n;
     double centre = (p + z2 / (2 * n)) / denom;
     double half = z / denom * sqrt(p * (1 - p) / n + z2 / (4 * n * n));
-    *lo = fmax(0, centre - half);
-    *hi = fmin(1, centre + half);
+    /* The ends at 0 and 1 are exact (the formula rounds near them). */
+    *lo = successes == 0 ? 0 : fmax(0, centre - half);
+    *hi = successes == trials ? 1 : fmin(1, centre + half);
 }
 
 void bf_audit_stats_get(const bf_audit *a, bf_audit_stats *out)
