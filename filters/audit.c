@@ -160,27 +160,46 @@ static bool audit_grow(bf_audit *a)
     return true;
 }
 
+/* Holds a sampled key's fingerprint: 1 if it is new (now held), 0 if
+ * the set held it, -BF_ERR_NOMEM if the set cannot grow for it. */
+static int audit_hold(bf_audit *a, uint64_t fp)
+{
+    uint64_t i = slot_of(a->slots, a->nslots, a->shift, fp);
+    if (a->slots[i])
+        return 0;
+    if (a->entries + 1 > max_load(a->nslots)) {
+        if (!audit_grow(a))
+            return -BF_ERR_NOMEM;
+        i = slot_of(a->slots, a->nslots, a->shift, fp);
+    }
+    a->slots[i] = fp;
+    a->entries++;
+    return 1;
+}
+
 int bf_audit_check(bf_audit *a, bf_hash h, bool filter_seen)
 {
     audit_key k = audit_key_of(h);
     if ((k.s >> (64 - A_RATE_BITS)) >= a->threshold)
         return 0;
-    uint64_t i = slot_of(a->slots, a->nslots, a->shift, k.fp);
-    if (!a->slots[i]) {
-        if (a->entries + 1 > max_load(a->nslots)) {
-            if (!audit_grow(a))
-                return -BF_ERR_NOMEM;
-            i = slot_of(a->slots, a->nslots, a->shift, k.fp);
-        }
-        a->slots[i] = k.fp;
-        a->entries++;
-        a->sampled++;
-        a->lookups++;
-        a->false_positives += filter_seen;
-        return filter_seen;
-    }
+    int held = audit_hold(a, k.fp);
+    if (held < 0)
+        return held;
     a->sampled++;
-    return 0;
+    if (!held)
+        return 0;
+    a->lookups++;
+    a->false_positives += filter_seen;
+    return filter_seen;
+}
+
+int bf_audit_note(bf_audit *a, bf_hash h)
+{
+    audit_key k = audit_key_of(h);
+    if ((k.s >> (64 - A_RATE_BITS)) >= a->threshold)
+        return 0;
+    int held = audit_hold(a, k.fp);
+    return held < 0 ? held : 0;
 }
 
 void bf_wilson95(uint64_t successes, uint64_t trials, double *lo, double *hi)
@@ -326,8 +345,7 @@ bf_err bf_audit_load_mem(const void *buf_, size_t len, unsigned flags,
         FAIL(BF_ERR_FORMAT, "audit file of %zu bytes for %llu slots (%llu "
              "expected)", len, (unsigned long long)nslots,
              (unsigned long long)(A_HDR_SIZE + 8 * nslots + A_TRAILER_SIZE));
-    if (entries > max_load(nslots) || fps > lookups || lookups > sampled ||
-        entries > lookups)
+    if (entries > max_load(nslots) || fps > lookups || lookups > sampled)
         FAIL(BF_ERR_FORMAT, "audit counters out of order: %llu entries in "
              "%llu slots, %llu sampled, %llu lookups, %llu false positives",
              (unsigned long long)entries, (unsigned long long)nslots,

@@ -715,7 +715,7 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
  *   40     8    slots S: a power of two, 64..2^40
  *   48     8    entries n (<= 3S/4)
  *   56     8    sampled keys checked (repeats included)
- *   64     8    lookups of unseen sampled keys (<= sampled, >= n)
+ *   64     8    lookups of unseen sampled keys (<= sampled)
  *   72     8    false positives among them (<= lookups)
  *   80     48   reserved (0)
  *   128    8*S  the slots: fingerprints, 0 = empty
@@ -755,6 +755,11 @@ bool bf_audit_sampled(const bf_audit *a, bf_hash h);
  * before, or the filter right), -BF_ERR_NOMEM when the set cannot grow
  * (memory or the cap): nothing is then counted or held. */
 int bf_audit_check(bf_audit *a, bf_hash h, bool filter_seen) BF_WARN_UNUSED;
+
+/* The key of hash h is known seen without a filter's answer to check (a
+ * key the stage's output-tail replay finds already forwarded): a sampled
+ * one is held, nothing is counted.  0, or -BF_ERR_NOMEM as above. */
+int bf_audit_note(bf_audit *a, bf_hash h) BF_WARN_UNUSED;
 
 typedef struct bf_audit_stats {
     double rate;              /* the sampling fraction */
