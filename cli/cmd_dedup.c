@@ -130,12 +130,13 @@ static int out_line(out_buf *o, const char *line, size_t len)
 /* Lines read ahead of the one being looked up (see dedup_stream). */
 #define DEDUP_AHEAD 8
 
-/* A line read ahead: its own copy (the reader's buffer moves on), its hash
- * and its number for messages. */
+/* A line read ahead: its own copy (the reader's buffer moves on), its hash,
+ * whether the audit samples it, and its number for messages. */
 typedef struct pending {
     char *buf;
     size_t len, cap;
     bf_hash h;
+    bool sampled;
     uint64_t lineno;
 } pending;
 
@@ -346,6 +347,9 @@ static int dedup_queue(dedup *d, const char *line, size_t len)
         return -1;
     p->lineno = bs_lines_number(d->lr);
     p->h = bf_hash_key(line, len, d->o->params.seed);
+    /* Asked here, a turn ahead, so the turn of the lines not sampled
+     * (all but RATE of them) has nothing of the audit's to wait for. */
+    p->sampled = d->audit && bf_audit_sampled(d->audit, p->h);
     if (d->wf)
         bf_windowed_prefetch_h(d->wf, p->h);
     else
@@ -382,7 +386,7 @@ static int dedup_turn(dedup *d)
     }
     /* The audit's verdict on the filter's: 1 for a sampled line known
      * new that the filter drops, which rescue writes anyway. */
-    int fp = d->audit ? bf_audit_check(d->audit, p->h, added == 0) : 0;
+    int fp = p->sampled ? bf_audit_check(d->audit, p->h, added == 0) : 0;
     if (fp < 0) {
         out_flush(&d->out);
         fprintf(stderr, "bloomstage dedup: line %llu: out of memory for the "
