@@ -1,7 +1,7 @@
 /*
  * audit.c -- the audit sample (bf_audit, described in bloomfilters.h): a
- * fixed fraction of keys, chosen by a Feistel mix of the key's hash that
- * no filter's probes compute, held exactly as 64-bit fingerprints in an
+ * fixed fraction of keys, chosen by a mix of the key's hash that no
+ * filter's probes compute, held exactly as 64-bit fingerprints in an
  * open-addressing set, so that the filter's answer for each of them can be
  * checked against the truth and its false positives counted.  Its file is
  * a kind of the filter format of its own (format.c's envelope and
@@ -24,11 +24,9 @@
 #define A_RATE_BITS 53
 #define A_RATE_ONE (UINT64_C(1) << A_RATE_BITS)
 
-/* The Feistel rounds' constants: any fixed odd words that differ from
- * the probes' salts; they are part of the file format (a loaded set's
- * fingerprints were made with them). */
-#define A_ROUND1 UINT64_C(0x6a09e667f3bcc909) /* sqrt(2)'s fraction */
-#define A_ROUND2 UINT64_C(0xbb67ae8584caa73b) /* sqrt(3)'s */
+/* The odd multiplier that folds lo into hi: any fixed odd word unlike
+ * the probes' salts (sqrt(2)'s fraction). */
+#define A_FOLD UINT64_C(0x6a09e667f3bcc909)
 
 struct bf_audit {
     uint64_t *slots;   /* nslots fingerprints, 0 = empty */
@@ -42,18 +40,23 @@ struct bf_audit {
     uint64_t sampled, lookups, false_positives;
 };
 
-/* A key's fingerprint u and sampling word s: two Feistel rounds over
- * (hi, lo), a bijection of the 128 bits (bloomfilters.h says why). */
-typedef struct audit_key {
-    uint64_t fp, s;
-} audit_key;
-
-static inline audit_key audit_key_of(bf_hash h)
+/* A key's fingerprint and sampling word: lo, and the splitmix64
+ * finalizer of hi ^ lo * A_FOLD ((hi, lo) -> (hi ^ lo * A_FOLD, lo) is a
+ * bijection: bloomfilters.h says why that matters).  One multiply and a
+ * finalizer, asked of every key: the sampling word alone first. */
+static inline uint64_t audit_word(bf_hash h)
 {
-    uint64_t u = h.hi ^ bf_mix64(h.lo ^ A_ROUND1);
-    uint64_t s = h.lo ^ bf_mix64(u ^ A_ROUND2);
-    audit_key k = {u ? u : 1, s};
-    return k;
+    return bf_mix64(h.hi ^ h.lo * A_FOLD);
+}
+
+static inline uint64_t audit_fp(bf_hash h)
+{
+    return h.lo ? h.lo : 1;
+}
+
+static inline bool audit_in(const bf_audit *a, bf_hash h)
+{
+    return (audit_word(h) >> (64 - A_RATE_BITS)) < a->threshold;
 }
 
 static unsigned log2_of(uint64_t pow2)
@@ -135,7 +138,7 @@ uint64_t bf_audit_seed(const bf_audit *a)
 
 bool bf_audit_sampled(const bf_audit *a, bf_hash h)
 {
-    return (audit_key_of(h).s >> (64 - A_RATE_BITS)) < a->threshold;
+    return audit_in(a, h);
 }
 
 /* Twice the slots, every fingerprint moved; false (the set as it was)
@@ -179,10 +182,9 @@ static int audit_hold(bf_audit *a, uint64_t fp)
 
 int bf_audit_check(bf_audit *a, bf_hash h, bool filter_seen)
 {
-    audit_key k = audit_key_of(h);
-    if ((k.s >> (64 - A_RATE_BITS)) >= a->threshold)
+    if (!audit_in(a, h))
         return 0;
-    int held = audit_hold(a, k.fp);
+    int held = audit_hold(a, audit_fp(h));
     if (held < 0)
         return held;
     a->sampled++;
@@ -195,10 +197,9 @@ int bf_audit_check(bf_audit *a, bf_hash h, bool filter_seen)
 
 int bf_audit_note(bf_audit *a, bf_hash h)
 {
-    audit_key k = audit_key_of(h);
-    if ((k.s >> (64 - A_RATE_BITS)) >= a->threshold)
+    if (!audit_in(a, h))
         return 0;
-    int held = audit_hold(a, k.fp);
+    int held = audit_hold(a, audit_fp(h));
     return held < 0 ? held : 0;
 }
 

@@ -8,7 +8,7 @@
  *                              counting, scalable with 1 and 3 layers and
  *                              with its newest layer full; windowed with
  *                              3 generations, and empty), audit samples
- *                              (empty, and holding 41 keys some of them
+ *                              (empty, and holding 34 keys some of them
  *                              false positives), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum, probe scheme; truncated; a header
@@ -157,7 +157,7 @@ static void damaged(const char *dir, const char *name, const bf_membuf *m,
 }
 
 /* Audit samples: an empty one at the default rate; one at rate 1/2
- * holding the sampled keys of 80 (41, in 64 slots), every fourth called
+ * holding the sampled keys of 80 (34, in 64 slots), every fourth called
  * seen by the filter, and damaged copies of it. */
 static void audit_seeds(const char *dir)
 {
@@ -179,10 +179,10 @@ static void audit_seeds(const char *dir)
         bf_audit_serialize(a, bf_membuf_write, &ma) != BF_OK)
         die("audit: serialize failed");
     write_file(dir, "audit-empty.bf", me.buf, me.len);
-    write_file(dir, "audit-41keys.bf", ma.buf, ma.len);
+    write_file(dir, "audit-keys.bf", ma.buf, ma.len);
     /* Slots not a power of two; more entries than the slots hold. */
     damaged(dir, "audit-bad-slots.bf", &ma, ma.len, 40, "\x7f", 1, 1);
-    damaged(dir, "audit-bad-entries.bf", &ma, ma.len, 48, "\x2a", 1, 1);
+    damaged(dir, "audit-bad-entries.bf", &ma, ma.len, 48, "\x30", 1, 1);
     free(me.buf);
     free(ma.buf);
     bf_audit_destroy(e);

@@ -671,20 +671,23 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
  * hi, probes 17..32 lo; the 32-bit lanes' take hi for k = 16 and lo
  * beyond; the distinct probes hi and splitmix64 outputs of it), and
  * dedup's tightened layers reach k > 16, so no bits are free.  The sample
- * takes a two-round Feistel of (hi, lo) instead, u = hi ^ mix(lo ^ c1),
- * s = lo ^ mix(u ^ c2), mix the splitmix64 finalizer: a key is sampled when
- * the top 53 bits of s fall below r * 2^53.  The probes read hash bits
- * through multiply-shifts by fixed salts (top bits of a product); s is a
- * full-avalanche function of all 128 bits that shares no structure with
- * them, so which keys are sampled is, as far as any filter state can
- * tell, a coin of weight r tossed apart from where the key lands (the
- * tests check the sample's rate against the whole stream's).
+ * takes the splitmix64 finalizer of c = hi ^ lo * F (F a fixed odd word)
+ * instead: a key is sampled when the top 53 bits of mix(c) fall below
+ * r * 2^53.  The probes read hash bits through multiply-shifts by fixed
+ * salts (top bits of 32-bit products) and the block through lo's top
+ * bits; mix(c) is a full-avalanche function of all 128 bits that shares
+ * no structure with them (for any fixed lo, so any block, it is a
+ * bijective scramble of hi), so which keys are sampled is, as far as any
+ * filter state can tell, a coin of weight r tossed apart from where the
+ * key lands (the tests check the sample's rate, and its measured rate
+ * against the whole stream's).
  *
- * Fingerprints: u, 64 bits (0 stored as 1; 0 marks an empty slot).  The
- * Feistel rounds are a bijection of the 128 bits, so for a uniform hash
- * (u, s) is uniform: u is independent of the sampling bits, and sampled
- * keys' fingerprints are uniform 64-bit words.  Two distinct sampled keys
- * share one with probability 2^-64, so n sampled keys hold a collision
+ * Fingerprints: lo, 64 bits (0 stored as 1; 0 marks an empty slot).
+ * (hi, lo) -> (c, lo) is a bijection, so for a uniform hash c and lo are
+ * uniform and independent: the fingerprint is independent of the
+ * sampling bits, and sampled keys' fingerprints are uniform 64-bit words.
+ * Two distinct sampled keys share one with probability 2^-64, so n
+ * sampled keys hold a collision
  * with probability about n^2 / 2^65 (3e-8 for a million sampled keys, a
  * billion keys at r = 1/1024).  A collision makes one key look seen: one
  * lookup not counted.  The filter's n*f false positives among them
@@ -695,8 +698,8 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
  * nothing measurable) fits as well.
  *
  * The set is open addressing with linear probing, from 64 slots, doubling
- * at 3/4 full (8 bytes a slot: 11 to 21 bytes a sampled key, about 0.015
- * bytes a key at r = 1/1024, where a filter takes 1 to 10).
+ * at 3/4 full (8 bytes a slot: 11 to 21 bytes a sampled key, 0.01 to
+ * 0.02 bytes a key at r = 1/1024, where a filter takes 1 to 10).
  *
  * Windowed filters forget keys; the set does not (yet): with one, a key
  * the window forgot and that comes again is not a lookup of an unseen key
@@ -742,8 +745,9 @@ void bf_audit_destroy(bf_audit *a);
 void bf_audit_set_max_bytes(bf_audit *a, uint64_t max_bytes);
 uint64_t bf_audit_seed(const bf_audit *a);
 
-/* Whether the key of hash h is in the sample (cheap: two multiplies a
- * round). */
+/* Whether the key of hash h is in the sample (cheap: three multiplies,
+ * for a caller that asks ahead, as bloomstage dedup does when it hashes a
+ * line; bf_audit_check asks again). */
 bool bf_audit_sampled(const bf_audit *a, bf_hash h);
 
 /* The filter answered `filter_seen` for the key of hash h (true: maybe
