@@ -120,9 +120,8 @@ bf_audit *bf_audit_new(double rate, uint64_t seed, char *errstr,
 
 void bf_audit_destroy(bf_audit *a)
 {
-    if (!a)
-        return;
-    free(a->slots);
+    if (a)
+        free(a->slots);
     free(a);
 }
 
@@ -234,7 +233,7 @@ void bf_audit_stats_get(const bf_audit *a, bf_audit_stats *out)
     out->bytes = a->nslots * sizeof(uint64_t);
 }
 
-/* -- the file --------------------------------------------------------------- */
+/* -- the file -------------------------------------------------------------- */
 
 uint64_t bf_audit_serialized_size(const bf_audit *a)
 {
@@ -268,11 +267,9 @@ bf_err bf_audit_serialize(const bf_audit *a, bf_write_fn write, void *opaque)
     return err;
 }
 
-#define FAIL(code, ...)                                                        \
-    do {                                                                       \
-        bf_seterr(errstr, errstr_size, __VA_ARGS__);                           \
-        return code;                                                           \
-    } while (0)
+/* A damaged or foreign file: the reason into errstr, BF_ERR_FORMAT. */
+#define REFUSE(...)                                                            \
+    return bf_refuse(BF_ERR_FORMAT, errstr, errstr_size, __VA_ARGS__)
 
 /* The slots as stored: exactly `entries` fingerprints, each reachable by
  * linear probing from its home slot (it lies in the run of full slots
@@ -286,8 +283,8 @@ static bf_err check_slots(const uint8_t *p, uint64_t nslots, uint64_t entries,
     while (start < nslots && bf_getn(p + 8 * start, 8))
         start++;
     if (start == nslots)
-        FAIL(BF_ERR_FORMAT, "audit set: no empty slot among %llu",
-             (unsigned long long)nslots);
+        REFUSE("audit set: no empty slot among %llu",
+               (unsigned long long)nslots);
     uint64_t held = 0, run = 0; /* run: full slots just before this one */
     for (uint64_t j = 1; j <= nslots; j++) {
         uint64_t i = (start + j) & (nslots - 1);
@@ -298,15 +295,14 @@ static bf_err check_slots(const uint8_t *p, uint64_t nslots, uint64_t entries,
         }
         uint64_t dist = (i - home_of(fp, shift)) & (nslots - 1);
         if (dist > run)
-            FAIL(BF_ERR_FORMAT, "audit set: slot %llu holds a fingerprint "
-                 "its lookup cannot reach", (unsigned long long)i);
+            REFUSE("audit set: slot %llu holds a fingerprint its lookup "
+                   "cannot reach", (unsigned long long)i);
         run++;
         held++;
     }
     if (held != entries)
-        FAIL(BF_ERR_FORMAT, "audit set: %llu fingerprints in the slots, the "
-             "header says %llu", (unsigned long long)held,
-             (unsigned long long)entries);
+        REFUSE("audit set: %llu fingerprints in the slots, the header says "
+               "%llu", (unsigned long long)held, (unsigned long long)entries);
     return BF_OK;
 }
 
@@ -316,54 +312,53 @@ bf_err bf_audit_load_mem(const void *buf_, size_t len, unsigned flags,
     const uint8_t *buf = buf_;
     *out = NULL;
     if (flags & BF_LOAD_INPLACE)
-        FAIL(BF_ERR_INVALID, "an audit sample cannot be used in place");
+        return bf_refuse(BF_ERR_INVALID, errstr, errstr_size,
+                         "an audit sample cannot be used in place");
     uint16_t kind;
     bf_err err = bf_format_check_file(buf, len, flags, &kind, errstr,
                                       errstr_size);
     if (err)
         return err;
     if (kind != BF_FORMAT_KIND_AUDIT)
-        FAIL(BF_ERR_FORMAT, "kind %u where an audit sample (kind %u) was "
-             "expected", kind, BF_FORMAT_KIND_AUDIT);
+        REFUSE("kind %u where an audit sample (kind %u) was expected", kind,
+               BF_FORMAT_KIND_AUDIT);
     if (bf_getn(buf + 8, 2) != BF_FORMAT_VERSION)
-        FAIL(BF_ERR_FORMAT, "an audit sample of format version %u (only "
-             "version %u has them)", (unsigned)bf_getn(buf + 8, 2),
-             BF_FORMAT_VERSION);
+        REFUSE("an audit sample of format version %u (only version %u has "
+               "them)", (unsigned)bf_getn(buf + 8, 2), BF_FORMAT_VERSION);
     if (len < A_HDR_SIZE + A_TRAILER_SIZE)
-        FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for an audit "
-             "header", len);
+        REFUSE("truncated: %zu bytes is too short for an audit header", len);
     uint64_t threshold = bf_getn(buf + 32, 8), nslots = bf_getn(buf + 40, 8);
     uint64_t entries = bf_getn(buf + 48, 8), sampled = bf_getn(buf + 56, 8);
     uint64_t lookups = bf_getn(buf + 64, 8), fps = bf_getn(buf + 72, 8);
     if (threshold < 1 || threshold > A_RATE_ONE)
-        FAIL(BF_ERR_FORMAT, "audit threshold %llu is outside 1..2^53",
-             (unsigned long long)threshold);
+        REFUSE("audit threshold %llu is outside 1..2^53",
+               (unsigned long long)threshold);
     if (nslots < A_MIN_SLOTS || nslots > A_MAX_SLOTS ||
         (nslots & (nslots - 1)))
-        FAIL(BF_ERR_FORMAT, "audit set of %llu slots: not a power of two "
-             "in 64..2^40", (unsigned long long)nslots);
-    if (len != A_HDR_SIZE + 8 * nslots + A_TRAILER_SIZE)
-        FAIL(BF_ERR_FORMAT, "audit file of %zu bytes for %llu slots (%llu "
-             "expected)", len, (unsigned long long)nslots,
-             (unsigned long long)(A_HDR_SIZE + 8 * nslots + A_TRAILER_SIZE));
+        REFUSE("audit set of %llu slots: not a power of two in 64..2^40",
+               (unsigned long long)nslots);
+    uint64_t want = A_HDR_SIZE + 8 * nslots + A_TRAILER_SIZE;
+    if (len != want)
+        REFUSE("audit file of %zu bytes for %llu slots (%llu expected)", len,
+               (unsigned long long)nslots, (unsigned long long)want);
     if (entries > max_load(nslots) || fps > lookups || lookups > sampled)
-        FAIL(BF_ERR_FORMAT, "audit counters out of order: %llu entries in "
-             "%llu slots, %llu sampled, %llu lookups, %llu false positives",
-             (unsigned long long)entries, (unsigned long long)nslots,
-             (unsigned long long)sampled, (unsigned long long)lookups,
-             (unsigned long long)fps);
+        REFUSE("audit counters out of order: %llu entries in %llu slots, "
+               "%llu sampled, %llu lookups, %llu false positives",
+               (unsigned long long)entries, (unsigned long long)nslots,
+               (unsigned long long)sampled, (unsigned long long)lookups,
+               (unsigned long long)fps);
     for (unsigned i = 80; i < A_HDR_SIZE; i++)
         if (buf[i])
-            FAIL(BF_ERR_FORMAT, "audit header: reserved byte %u is not 0",
-                 i);
+            REFUSE("audit header: reserved byte %u is not 0", i);
     err = check_slots(buf + A_HDR_SIZE, nslots, entries, errstr,
                       errstr_size);
     if (err)
         return err;
     bf_audit *a = audit_alloc(threshold, bf_getn(buf + 16, 8), nslots);
     if (!a)
-        FAIL(BF_ERR_NOMEM, "out of memory loading an audit set of %llu "
-             "slots", (unsigned long long)nslots);
+        return bf_refuse(BF_ERR_NOMEM, errstr, errstr_size,
+                         "out of memory loading an audit set of %llu slots",
+                         (unsigned long long)nslots);
     for (uint64_t i = 0; i < nslots; i++)
         a->slots[i] = bf_getn(buf + A_HDR_SIZE + 8 * i, 8);
     a->entries = entries;

@@ -323,6 +323,10 @@ static inline void bf_lanes32_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
 /* printf into errstr if there is one. */
 void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, returning code: `return bf_refuse(BF_ERR_FORMAT, errstr,
+ * errstr_size, ...)` is a refusal in one statement. */
+bf_err bf_refuse(bf_err code, char *errstr, size_t errstr_size,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Builders the loader uses: a filter around existing cell memory. */
 bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,

@@ -304,22 +304,31 @@ bf_err bf_format_check_file(const uint8_t *buf, size_t len, unsigned flags,
     return BF_OK;
 }
 
-bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
-                                unsigned flags, bf_kind *kind_out,
-                                char *errstr, size_t errstr_size)
+/* A file's kind field names a filter: an audit sample's is refused by
+ * name. */
+static bf_err check_filter_kind(uint16_t kind, char *errstr,
+                                size_t errstr_size)
 {
-    uint16_t kind;
-    bf_err err = bf_format_check_file(buf, len, flags, &kind, errstr,
-                                      errstr_size);
-    if (err)
-        return err;
     if (kind == BF_FORMAT_KIND_AUDIT)
         FAIL(BF_ERR_FORMAT, "an audit sample (bf_audit), not a filter");
     if (kind != BF_KIND_BLOCKED && kind != BF_KIND_SCALABLE &&
         kind != BF_KIND_COUNTING && kind != BF_KIND_WINDOWED)
         FAIL(BF_ERR_FORMAT, "unknown filter kind %u", kind);
-    *kind_out = (bf_kind)kind;
     return BF_OK;
+}
+
+bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
+                                unsigned flags, bf_kind *kind_out,
+                                char *errstr, size_t errstr_size)
+{
+    uint16_t kind = 0;
+    bf_err err = bf_format_check_file(buf, len, flags, &kind, errstr,
+                                      errstr_size);
+    if (err == BF_OK)
+        err = check_filter_kind(kind, errstr, errstr_size);
+    if (err == BF_OK)
+        *kind_out = (bf_kind)kind;
+    return err;
 }
 
 static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,

@@ -362,12 +362,7 @@ static void test_damage(void **state)
         bf_audit_destroy(loose);
     expect_rejected(m.data, m.len, BF_LOAD_INPLACE, "in place", "in place");
 
-    static const struct {
-        size_t at;
-        int width;
-        uint64_t value;
-        const char *says;
-    } forged[] = {
+    static const keys_forged forged[] = {
         {8, 2, 1, "version"},           /* an audit in a version-1 file */
         {10, 2, 2, "kind"},             /* a scalable filter's kind */
         {32, 8, 0, "threshold"},        /* rate 0 */
@@ -423,17 +418,18 @@ static void test_damage(void **state)
     bf_audit_destroy(a);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_sampling_rate),
+    cmocka_unit_test(test_exact_set),
+    cmocka_unit_test(test_wilson),
+    cmocka_unit_test(test_undersized_filter),
+    cmocka_unit_test(test_max_bytes),
+    cmocka_unit_test(test_round_trip),
+    cmocka_unit_test(test_damage),
+};
+
 int main(int argc, char **argv)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sampling_rate),
-        cmocka_unit_test(test_exact_set),
-        cmocka_unit_test(test_wilson),
-        cmocka_unit_test(test_undersized_filter),
-        cmocka_unit_test(test_max_bytes),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_damage),
-    };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
     return cmocka_run_group_tests(tests, NULL, NULL);
