@@ -12,6 +12,13 @@
  * is dropped, one written more than (N+1)(1+1/G) lines before is written
  * again, and memory follows the distinct lines of one window however long
  * the input is.
+ *
+ * --audit RATE runs an audit sample (bf_audit) beside the filter: a
+ * fraction RATE of lines is also kept exactly, so the lines the filter
+ * wrongly drops among them are counted, and the run ends with the
+ * measured rate, its 95% interval, the filter's own estimate and --fpr.
+ * Rescue (on unless --no-audit-rescue) writes such a line anyway: it is
+ * known to be new.
  */
 #include "cli_opts.h"
 #include "commands.h"
@@ -21,6 +28,7 @@
 #include <config.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +37,7 @@
 static const char DEDUP_HELP[] =
     "usage: bloomstage dedup [--fpr P] [--capacity N] [--max-memory BYTES]\n"
     "                        [--window-lines N [--generations G]]\n"
+    "                        [--audit RATE [--no-audit-rescue]]\n"
     "                        [--stats] < in > out\n"
     "\n"
     "Writes each line of standard input the first time it is seen (lines\n"
@@ -52,6 +61,16 @@ static const char DEDUP_HELP[] =
     "  --generations G    slices of the window (1..64, default 4, at most\n"
     "                     N+1), with --window-lines: more is tighter, and\n"
     "                     slower\n"
+    "  --audit RATE       keep a fraction RATE of lines exactly (in (0, 1];\n"
+    "                     0 = off; 0.0009765625 = 1/1024 is the stage's\n"
+    "                     default) to measure how many new lines the filter\n"
+    "                     drops: at the end, on stderr, the sampled lookups\n"
+    "                     of new lines, the false positives among them, the\n"
+    "                     measured rate with its 95% interval, the filter's\n"
+    "                     estimate and --fpr\n"
+    "  --no-audit-rescue  with --audit, drop a sampled new line the filter\n"
+    "                     calls seen, as without the audit; by default it\n"
+    "                     is written (rescued): sampled lines are exact\n"
     "  --stats            print lines read, written, dropped, filter layers\n"
     "                     and memory on stderr at the end\n"
     "\n"
@@ -111,12 +130,13 @@ static int out_line(out_buf *o, const char *line, size_t len)
 /* Lines read ahead of the one being looked up (see dedup_stream). */
 #define DEDUP_AHEAD 8
 
-/* A line read ahead: its own copy (the reader's buffer moves on), its hash
- * and its number for messages. */
+/* A line read ahead: its own copy (the reader's buffer moves on), its hash,
+ * whether the audit samples it, and its number for messages. */
 typedef struct pending {
     char *buf;
     size_t len, cap;
     bf_hash h;
+    bool sampled;
     uint64_t lineno;
 } pending;
 
@@ -142,6 +162,8 @@ typedef struct dedup_opts {
     bf_scalable_params params; /* --fpr, --capacity, --max-memory */
     bool stats, capacity_given;
     uint64_t window, generations; /* 0: not given */
+    double audit;                 /* --audit's rate; 0: no audit */
+    bool no_rescue;               /* --no-audit-rescue */
 } dedup_opts;
 
 /* --max-memory's byte size, read as the config reads dedup.max.bytes:
@@ -206,6 +228,17 @@ static int dedup_option(int c, const char *arg, dedup_opts *o)
     case 's':
         o->stats = true;
         return -1;
+    case 'a':
+        if (!bs_parse_double(arg, &o->audit) ||
+            !(o->audit >= 0 && o->audit <= 1)) {
+            fprintf(stderr, "bloomstage dedup: --audit '%s' must be a "
+                    "fraction in [0, 1] (0: off)\n", arg);
+            return BS_EXIT_USAGE;
+        }
+        return -1;
+    case 'r':
+        o->no_rescue = true;
+        return -1;
     default:
         return cli_opts_help(c, "dedup", DEDUP_HELP);
     }
@@ -221,6 +254,8 @@ static int dedup_parse(int argc, char **argv, dedup_opts *o)
         {"stats", no_argument, NULL, 's'},
         {"window-lines", required_argument, NULL, 'w'},
         {"generations", required_argument, NULL, 'g'},
+        {"audit", required_argument, NULL, 'a'},
+        {"no-audit-rescue", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof(*o));
@@ -236,6 +271,11 @@ static int dedup_parse(int argc, char **argv, dedup_opts *o)
                 "is standard input\n", argv[optind]);
         return BS_EXIT_USAGE;
     }
+    if (o->no_rescue && !o->audit) {
+        fprintf(stderr, "bloomstage dedup: --no-audit-rescue needs "
+                "--audit\n");
+        return BS_EXIT_USAGE;
+    }
     if (o->generations && !o->window) {
         fprintf(stderr, "bloomstage dedup: --generations needs "
                 "--window-lines\n");
@@ -245,11 +285,14 @@ static int dedup_parse(int argc, char **argv, dedup_opts *o)
 }
 
 /* One run: the filter (scalable, or windowed with --window-lines), the
- * ring of lines read ahead, the input and the output. */
+ * audit sample beside it (--audit), the ring of lines read ahead, the
+ * input and the output. */
 typedef struct dedup {
     const dedup_opts *o;
     bf_scalable *sb;
     bf_windowed *wf;
+    bf_audit *audit;
+    uint64_t rescued;
     pending ring[DEDUP_AHEAD];
     size_t head, queued;
     bs_lines *lr;
@@ -285,7 +328,10 @@ static int dedup_filter_new(dedup *d)
     } else {
         d->sb = bf_scalable_new(&o->params, err, sizeof(err));
     }
-    if (!d->sb && !d->wf) {
+    if ((!d->sb && !d->wf) ||
+        (o->audit &&
+         !(d->audit = bf_audit_new(o->audit, o->params.seed, err,
+                                   sizeof(err))))) {
         fprintf(stderr, "bloomstage dedup: %s\n", err);
         return -1;
     }
@@ -301,6 +347,9 @@ static int dedup_queue(dedup *d, const char *line, size_t len)
         return -1;
     p->lineno = bs_lines_number(d->lr);
     p->h = bf_hash_key(line, len, d->o->params.seed);
+    /* Asked here, a turn ahead, so the turn of the lines not sampled
+     * (all but RATE of them) has nothing of the audit's to wait for. */
+    p->sampled = d->audit && bf_audit_sampled(d->audit, p->h);
     if (d->wf)
         bf_windowed_prefetch_h(d->wf, p->h);
     else
@@ -335,7 +384,18 @@ static int dedup_turn(dedup *d)
                 bs_human_bytes(d->o->params.max_bytes, hb, sizeof(hb)));
         return -1;
     }
-    if (added) {
+    /* The audit's verdict on the filter's: 1 for a sampled line known
+     * new that the filter drops, which rescue writes anyway. */
+    int fp = p->sampled ? bf_audit_check(d->audit, p->h, added == 0) : 0;
+    if (fp < 0) {
+        out_flush(&d->out);
+        fprintf(stderr, "bloomstage dedup: line %llu: out of memory for the "
+                "audit sample\n", (unsigned long long)p->lineno);
+        return -1;
+    }
+    bool rescue = fp == 1 && !d->o->no_rescue;
+    d->rescued += rescue;
+    if (added || rescue) {
         d->written++;
         if (out_line(&d->out, p->buf, p->len))
             return -2;
@@ -387,15 +447,46 @@ static int dedup_stream(dedup *d)
     return BS_EXIT_OK;
 }
 
+static void dedup_filter_info(const dedup *d, bf_info *in)
+{
+    if (d->wf)
+        bf_windowed_info(d->wf, in);
+    else
+        bf_scalable_info(d->sb, in);
+}
+
+/* --audit: what the sample measured, beside what the filter estimates,
+ * on stderr. */
+static void dedup_print_audit(const dedup *d)
+{
+    bf_info in;
+    bf_audit_stats st;
+    char hb[32];
+    dedup_filter_info(d, &in);
+    bf_audit_stats_get(d->audit, &st);
+    double inv = 1 / st.rate; /* 1/1024 reads better as such */
+    if (inv == floor(inv) && inv < 1e15)
+        fprintf(stderr, "audit: rate 1/%.0f", inv);
+    else
+        fprintf(stderr, "audit: rate %.6g", st.rate);
+    fprintf(stderr,
+            ", sampled lookups %llu, false positives %llu, "
+            "measured fpr %.3g (95%% %.3g..%.3g), estimated fpr %.3g "
+            "(bound %g), rescued %llu, memory %s (%.2f%% of the filter's)\n",
+            (unsigned long long)st.lookups,
+            (unsigned long long)st.false_positives, st.measured, st.lo,
+            st.hi, in.est_fpr, d->o->params.fpr,
+            (unsigned long long)d->rescued,
+            bs_human_bytes(st.bytes, hb, sizeof(hb)),
+            in.bytes ? 100.0 * (double)st.bytes / (double)in.bytes : 0.0);
+}
+
 /* --stats: lines read, written, dropped, and the filter, on stderr. */
 static void dedup_print_stats(const dedup *d)
 {
     bf_info in;
     char hb[32];
-    if (d->wf)
-        bf_windowed_info(d->wf, &in);
-    else
-        bf_scalable_info(d->sb, &in);
+    dedup_filter_info(d, &in);
     uint64_t lines = bs_lines_number(d->lr);
     fprintf(stderr,
             "lines %llu, written %llu, dropped %llu, layers %u, memory %s,"
@@ -428,6 +519,8 @@ int cmd_dedup(int argc, char **argv)
         rc = dedup_stream(&d);
         if (rc == BS_EXIT_OK && o.stats)
             dedup_print_stats(&d);
+        if (rc == BS_EXIT_OK && d.audit)
+            dedup_print_audit(&d);
     }
     for (size_t i = 0; i < DEDUP_AHEAD; i++)
         free(d.ring[i].buf);
@@ -435,5 +528,6 @@ int cmd_dedup(int argc, char **argv)
     bs_lines_destroy(d.lr);
     bf_scalable_destroy(d.sb);
     bf_windowed_destroy(d.wf);
+    bf_audit_destroy(d.audit);
     return rc;
 }

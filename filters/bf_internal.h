@@ -323,6 +323,10 @@ static inline void bf_lanes32_pattern(bf_hash h, uint32_t k, uint64_t pat[8])
 /* printf into errstr if there is one. */
 void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, returning code: `return bf_refuse(BF_ERR_FORMAT, errstr,
+ * errstr_size, ...)` is a refusal in one statement. */
+bf_err bf_refuse(bf_err code, char *errstr, size_t errstr_size,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Builders the loader uses: a filter around existing cell memory. */
 bf_blocked *bf_blocked_wrap(uint64_t *words, uint64_t nblocks, uint32_t k,
@@ -345,6 +349,17 @@ bf_err bf_scalable_layer_geometry(const bf_scalable *sb, uint32_t i,
  * form of blocked, counting and scalable filters; windowed.c writes its
  * ring of generations around scalable filters in the layered form; the
  * bf_filter handle (filter.c) chooses between them by kind. */
+
+/* Writes the first 32 bytes every file of the format starts with (magic,
+ * version, kind, hash id, seed, file size) into hdr (format.c). */
+void bf_format_put_envelope(uint8_t *hdr, uint16_t kind, uint64_t seed,
+                            uint64_t size);
+
+/* The envelope of any file of the format, filter or not: magic, version,
+ * file size, checksum (unless BF_LOAD_NOVERIFY) and hash id; the kind
+ * field is written to *kind unchecked, for the caller to check. */
+bf_err bf_format_check_file(const uint8_t *buf, size_t len, unsigned flags,
+                            uint16_t *kind, char *errstr, size_t errstr_size);
 
 /* The part of a serialized filter every kind shares (format.c): magic,
  * version, file size, checksum (unless BF_LOAD_NOVERIFY), a known kind and

@@ -174,6 +174,17 @@ int bf_membuf_write(void *opaque, const void *data, size_t len)
     return 0;
 }
 
+void bf_format_put_envelope(uint8_t *hdr, uint16_t kind, uint64_t seed,
+                            uint64_t size)
+{
+    memcpy(hdr, MAGIC, BF_FORMAT_MAGIC_LEN);
+    bf_put16(hdr + 8, BF_FORMAT_VERSION);
+    bf_put16(hdr + 10, kind);
+    bf_put32(hdr + 12, BF_HASH_XXH3_128);
+    bf_put64(hdr + 16, seed);
+    bf_put64(hdr + 24, size);
+}
+
 bf_err bf_layered_serialize(const bf_layered *f, bf_write_fn write,
                             void *opaque)
 {
@@ -185,12 +196,8 @@ bf_err bf_layered_serialize(const bf_layered *f, bf_write_fn write,
     if (!hdr || !state || XXH3_64bits_reset(state) != XXH_OK)
         goto out;
 
-    memcpy(hdr, MAGIC, BF_FORMAT_MAGIC_LEN);
-    bf_put16(hdr + 8, BF_FORMAT_VERSION);
-    bf_put16(hdr + 10, (uint16_t)f->kind);
-    bf_put32(hdr + 12, BF_HASH_XXH3_128);
-    bf_put64(hdr + 16, bf_layered_seed(f));
-    bf_put64(hdr + 24, bf_layered_serialized_size(f));
+    bf_format_put_envelope(hdr, (uint16_t)f->kind, bf_layered_seed(f),
+                           bf_layered_serialized_size(f));
     bf_put32(hdr + 32, n);
     bf_put32(hdr + 36, hsize);
     if (f->kind == BF_KIND_SCALABLE) {
@@ -261,9 +268,9 @@ typedef struct parsed {
         return code;                                                           \
     } while (0)
 
-bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
-                                unsigned flags, bf_kind *kind_out,
-                                char *errstr, size_t errstr_size)
+bf_err bf_format_check_file(const uint8_t *buf, size_t len, unsigned flags,
+                            uint16_t *kind_out, char *errstr,
+                            size_t errstr_size)
 {
     if (len < 16 || memcmp(buf, MAGIC, BF_FORMAT_MAGIC_LEN) != 0) {
         if (len >= 8 && memcmp(buf, MAGIC, 8) != 0)
@@ -290,15 +297,38 @@ bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
                  "%016llx (the file is damaged)", (unsigned long long)want,
                  (unsigned long long)got);
     }
-    uint16_t kind = (uint16_t)bf_getn(buf + 10, 2);
-    if (kind != BF_KIND_BLOCKED && kind != BF_KIND_SCALABLE &&
-        kind != BF_KIND_COUNTING && kind != BF_KIND_WINDOWED)
-        FAIL(BF_ERR_FORMAT, "unknown filter kind %u", kind);
     uint32_t hash_id = (uint32_t)bf_getn(buf + 12, 4);
     if (hash_id != BF_HASH_XXH3_128)
         FAIL(BF_ERR_FORMAT, "unknown hash function id %u", hash_id);
-    *kind_out = (bf_kind)kind;
+    *kind_out = (uint16_t)bf_getn(buf + 10, 2);
     return BF_OK;
+}
+
+/* A file's kind field names a filter: an audit sample's is refused by
+ * name. */
+static bf_err check_filter_kind(uint16_t kind, char *errstr,
+                                size_t errstr_size)
+{
+    if (kind == BF_FORMAT_KIND_AUDIT)
+        FAIL(BF_ERR_FORMAT, "an audit sample (bf_audit), not a filter");
+    if (kind != BF_KIND_BLOCKED && kind != BF_KIND_SCALABLE &&
+        kind != BF_KIND_COUNTING && kind != BF_KIND_WINDOWED)
+        FAIL(BF_ERR_FORMAT, "unknown filter kind %u", kind);
+    return BF_OK;
+}
+
+bf_err bf_format_check_envelope(const uint8_t *buf, size_t len,
+                                unsigned flags, bf_kind *kind_out,
+                                char *errstr, size_t errstr_size)
+{
+    uint16_t kind = 0;
+    bf_err err = bf_format_check_file(buf, len, flags, &kind, errstr,
+                                      errstr_size);
+    if (err == BF_OK)
+        err = check_filter_kind(kind, errstr, errstr_size);
+    if (err == BF_OK)
+        *kind_out = (bf_kind)kind;
+    return err;
 }
 
 static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,

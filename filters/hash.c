@@ -68,14 +68,32 @@ const char *bf_scheme_name(uint32_t scheme)
     return "unknown";
 }
 
+static void vseterr(char *errstr, size_t errstr_size, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 3, 0)));
+
+static void vseterr(char *errstr, size_t errstr_size, const char *fmt,
+                    va_list ap)
+{
+    if (errstr && errstr_size > 0)
+        vsnprintf(errstr, errstr_size, fmt, ap);
+}
+
 void bf_seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
 {
-    if (!errstr || errstr_size == 0)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errstr, errstr_size, fmt, ap);
+    vseterr(errstr, errstr_size, fmt, ap);
     va_end(ap);
+}
+
+bf_err bf_refuse(bf_err code, char *errstr, size_t errstr_size,
+                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vseterr(errstr, errstr_size, fmt, ap);
+    va_end(ap);
+    return code;
 }
 
 /* Large arrays are aligned to 2 MiB and offered to the kernel as huge

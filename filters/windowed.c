@@ -401,12 +401,8 @@ bf_err bf_windowed_serialize(const bf_windowed *w, bf_write_fn write,
     bf_err err = BF_ERR_NOMEM;
     if (!hdr || !c.state || XXH3_64bits_reset(c.state) != XXH_OK)
         goto out;
-    memcpy(hdr, BF_FORMAT_MAGIC, BF_FORMAT_MAGIC_LEN);
-    bf_put16(hdr + 8, BF_FORMAT_VERSION);
-    bf_put16(hdr + 10, BF_KIND_WINDOWED);
-    bf_put32(hdr + 12, BF_HASH_XXH3_128);
-    bf_put64(hdr + 16, w->p.seed);
-    bf_put64(hdr + 24, bf_windowed_serialized_size(w));
+    bf_format_put_envelope(hdr, BF_KIND_WINDOWED, w->p.seed,
+                           bf_windowed_serialized_size(w));
     bf_put32(hdr + 32, n);
     bf_put32(hdr + 36, hsize);
     bf_putf64(hdr + 40, w->p.fpr);

@@ -18,8 +18,15 @@
  * the same bytes, and merge with it answering as before (a windowed filter
  * refuses every merge, and cannot be loaded in place).  A copy-loaded
  * filter then takes a few adds (a scalable one under a 16 MiB cap, as the
- * stage caps its dedup filters) and must round-trip again.  Any broken promise aborts, which libFuzzer reports as
- * a crash with the input.
+ * stage caps its dedup filters) and must round-trip again.
+ *
+ * The same input is also loaded as an audit sample (bf_audit: kind 5 of
+ * the format, which the filter loader refuses), as given and with the
+ * checksum made right: one that loads keeps its counters in order and its
+ * interval in [0, 1], round-trips to the same bytes,
+ * and takes a few checks (a key it now holds is never a false positive)
+ * under a 1 MiB cap, then round-trips again.  Any broken promise aborts,
+ * which libFuzzer reports as a crash with the input.
  */
 #include "fuzz_check.h"
 #include <bloomfilters.h>
@@ -103,6 +110,16 @@ static void query(const bf_filter *f, const void *const key[NKEYS],
     }
 }
 
+/* A load of what was just serialized: refused, it is a broken promise. */
+static void loads_back(bf_err e, const char *what, const char *err)
+{
+    if (e == BF_OK)
+        return;
+    fprintf(stderr, "fuzz_filter_file: %s's own serialization does not "
+                    "load: %s\n", what, err);
+    abort();
+}
+
 /* serialize(f) loads back into a filter equal to f in every way asked. */
 static void round_trip(bf_filter *f, const void *const key[NKEYS],
                        const size_t len[NKEYS])
@@ -110,13 +127,9 @@ static void round_trip(bf_filter *f, const void *const key[NKEYS],
     bf_membuf m1 = serialize(f);
     bf_filter *g = NULL;
     char err[256];
-    bf_err e = bf_filter_load_mem(m1.buf, m1.len, BF_LOAD_COPY, &g, err,
-                                  sizeof err);
-    if (e != BF_OK) {
-        fprintf(stderr, "fuzz_filter_file: a filter's own serialization "
-                        "does not load: %s\n", err);
-        abort();
-    }
+    loads_back(bf_filter_load_mem(m1.buf, m1.len, BF_LOAD_COPY, &g, err,
+                                  sizeof err),
+               "a filter", err);
     bf_info a, b;
     bf_filter_info(f, &a);
     bf_filter_info(g, &b);
@@ -213,6 +226,89 @@ static void exercise(bf_filter *f, bool writable, const uint8_t *data,
     round_trip(f, key, len);
 }
 
+/* -- the audit sample ------------------------------------------------------ */
+
+static bf_membuf audit_serialize(const bf_audit *a)
+{
+    bf_membuf m = {NULL, 0, 0};
+    CHECK(bf_audit_serialize(a, bf_membuf_write, &m) == BF_OK);
+    CHECK(m.len == bf_audit_serialized_size(a));
+    return m;
+}
+
+static void audit_round_trip(const bf_audit *a)
+{
+    char err[256];
+    bf_audit *b = NULL;
+    bf_membuf m1 = audit_serialize(a);
+    loads_back(bf_audit_load_mem(m1.buf, m1.len, BF_LOAD_COPY, &b, err,
+                                 sizeof err),
+               "an audit sample", err);
+    /* The file holds the sample's whole state (its cap aside), so the
+     * same bytes back mean the same sample. */
+    CHECK(bf_audit_seed(a) == bf_audit_seed(b));
+    bf_membuf m2 = audit_serialize(b);
+    CHECK(m1.len == m2.len && memcmp(m1.buf, m2.buf, m1.len) == 0);
+    free(m1.buf);
+    free(m2.buf);
+    bf_audit_destroy(b);
+}
+
+static void exercise_audit(bf_audit *a, const uint8_t *data, size_t size)
+{
+    bf_audit_stats st;
+    bf_audit_stats_get(a, &st);
+    CHECK(st.false_positives <= st.lookups && st.lookups <= st.sampled);
+    CHECK(0 <= st.lo && st.lo <= st.hi && st.hi <= 1);
+    CHECK(st.rate > 0 && st.rate <= 1);
+    audit_round_trip(a);
+    const void *key[NKEYS];
+    size_t len[NKEYS];
+    keys_of(data, size, key, len);
+    bf_audit_set_max_bytes(a, (uint64_t)1 << 20);
+    for (size_t i = 0; i < NKEYS; i++) {
+        bf_hash h = bf_hash_key(key[i], len[i], bf_audit_seed(a));
+        int r = bf_audit_check(a, h, true);
+        CHECK(r == 0 || r == 1 || r == -(int)BF_ERR_NOMEM);
+        CHECK(r != 1 || bf_audit_sampled(a, h));
+        if (r >= 0 && bf_audit_sampled(a, h))
+            CHECK(bf_audit_check(a, h, true) == 0);
+    }
+    audit_round_trip(a);
+}
+
+/* buf[0..size) loaded as an audit sample: exercised if it loads, else
+ * refused with a reason.  The keys come from the fuzzer's data. */
+static void load_audit(const uint8_t *buf, const uint8_t *data, size_t size)
+{
+    char err[512];
+    bf_audit *a = NULL;
+    if (bf_audit_load_mem(buf, size, BF_LOAD_COPY, &a, err, sizeof err) !=
+        BF_OK) {
+        CHECK(a == NULL && err[0] != '\0');
+        return;
+    }
+    exercise_audit(a, data, size);
+    bf_audit_destroy(a);
+}
+
+/* The input as an audit sample: as given, and with its checksum made
+ * right so a mutated header reaches the structural checks. */
+static void try_audit(const uint8_t *data, size_t size)
+{
+    load_audit(data, data, size);
+    if (size < 8)
+        return;
+    uint8_t *copy = malloc(size);
+    CHECK(copy != NULL);
+    memcpy(copy, data, size);
+    uint64_t sum = XXH3_64bits(copy, size - 8);
+    for (int i = 0; i < 8; i++)
+        copy[size - 8 + i] = (uint8_t)(sum >> (8 * i));
+    load_audit(copy, data, size);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
@@ -254,5 +350,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(f == NULL && err[0] != '\0');
     }
     free(copy);
+
+    /* 4. As an audit sample. */
+    try_audit(data, size);
     return 0;
 }

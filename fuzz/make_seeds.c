@@ -7,10 +7,13 @@
  *                              at k = 8 and at k = 16, in 32-bit lanes,
  *                              counting, scalable with 1 and 3 layers and
  *                              with its newest layer full; windowed with
- *                              3 generations, and empty), and
+ *                              3 generations, and empty), audit samples
+ *                              (empty, and holding 34 keys some of them
+ *                              false positives), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum, probe scheme; truncated; a header
- *                              only); older files are the hand-copied
+ *                              only; an audit's slot count and entries);
+ *                              older files are the hand-copied
  *                              v1-*.bf and v2-*.bf (from tests/data/)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
@@ -153,6 +156,39 @@ static void damaged(const char *dir, const char *name, const bf_membuf *m,
     free(b);
 }
 
+/* Audit samples: an empty one at the default rate; one at rate 1/2
+ * holding the sampled keys of 80 (34, in 64 slots), every fourth called
+ * seen by the filter, and damaged copies of it. */
+static void audit_seeds(const char *dir)
+{
+    char err[256];
+    bf_audit *e = bf_audit_new(BF_AUDIT_DEFAULT_RATE, BF_DEFAULT_SEED, err,
+                               sizeof err);
+    bf_audit *a = bf_audit_new(0.5, BF_DEFAULT_SEED, err, sizeof err);
+    if (!e || !a)
+        die("audit: %s", err);
+    for (int i = 0; i < 80; i++) {
+        char k[32];
+        int n = snprintf(k, sizeof k, "user-%d", i);
+        if (bf_audit_check(a, bf_hash_key(k, (size_t)n, BF_DEFAULT_SEED),
+                           i % 4 == 0) < 0)
+            die("audit: out of memory");
+    }
+    bf_membuf me = {NULL, 0, 0}, ma = {NULL, 0, 0};
+    if (bf_audit_serialize(e, bf_membuf_write, &me) != BF_OK ||
+        bf_audit_serialize(a, bf_membuf_write, &ma) != BF_OK)
+        die("audit: serialize failed");
+    write_file(dir, "audit-empty.bf", me.buf, me.len);
+    write_file(dir, "audit-keys.bf", ma.buf, ma.len);
+    /* Slots not a power of two; more entries than the slots hold. */
+    damaged(dir, "audit-bad-slots.bf", &ma, ma.len, 40, "\x7f", 1, 1);
+    damaged(dir, "audit-bad-entries.bf", &ma, ma.len, 48, "\x30", 1, 1);
+    free(me.buf);
+    free(ma.buf);
+    bf_audit_destroy(e);
+    bf_audit_destroy(a);
+}
+
 static void filter_seeds(void)
 {
     const char *dir = "corpus/filter_file";
@@ -218,6 +254,7 @@ static void filter_seeds(void)
     damaged(dir, "truncated.bf", &m3, m3.len - 64, 0, NULL, 0, 0);
     damaged(dir, "header-only.bf", &mb, 64, 0, NULL, 0, 0);
     damaged(dir, "bad-layer-count.bf", &m3, m3.len, 32, "\x41\x00", 2, 1);
+    audit_seeds(dir);
     free(mb.buf);
     free(mc.buf);
     free(m1.buf);

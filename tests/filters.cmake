@@ -1,4 +1,4 @@
-# libbloomfilters tests (tests/test_{blocked,scalable,counting,estimate,format,windowed}.c,
+# libbloomfilters tests (tests/test_{blocked,scalable,counting,estimate,format,windowed,audit}.c,
 # shared helpers in tests/keys.h).  Each binary takes ~5-30 s in an -O2
 # build; the timeouts leave room for the ASan/UBSan configuration (3-5x).
 # An optional argument runs only the matching tests: ./test_format 'test_damage*'
@@ -17,6 +17,9 @@ bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEO
 # Deltas of blocked and scalable filters: round trips bit for bit, damage
 # and wrong bases named (~1 s).
 bs_add_cmocka_test(test_delta SOURCES test_delta.c LIBS bloomfilters TIMEOUT 120 LABELS filters)
+# The audit sample: its sampling, exact set and file, and its interval
+# against the true rate of an undersized filter over 20 seeds (~2 s).
+bs_add_cmocka_test(test_audit SOURCES test_audit.c LIBS bloomfilters TIMEOUT 120 LABELS filters)
 # The files of filters/ form layers, no dependency loop among them
 # (scripts/check-layers, on the sources and the built library).  It checks
 # the source's structure, which a sanitizer build does not change.

@@ -176,6 +176,16 @@ static inline void keys_put_le(unsigned char *p, int width, uint64_t v)
         p[b] = (unsigned char)(v >> (8 * b));
 }
 
+/* A forged field of a serialized file: `width` bytes at offset `at` set
+ * to `value` (the checksum then made right), and a word the loader's
+ * refusal must contain. */
+typedef struct keys_forged {
+    size_t at;
+    int width;
+    uint64_t value;
+    const char *says;
+} keys_forged;
+
 /* A growable memory sink with the bf_write_fn signature, for serializing. */
 typedef struct keys_membuf {
     unsigned char *data;

@@ -492,12 +492,7 @@ static void test_format_damage(void **state)
     }
     /* Forged fields with the checksum made right: named by what is
      * wrong. */
-    static const struct {
-        size_t off;
-        int width;
-        uint64_t value;
-        const char *says;
-    } forged[] = {
+    static const keys_forged forged[] = {
         {72, 4, 0, "generations"},              /* G = 0 */
         {72, 4, 1000, "generations"},           /* G too big */
         {64, 8, 2, "shorter than"},             /* W < G */
@@ -518,13 +513,13 @@ static void test_format_damage(void **state)
     };
     for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
         memcpy(b, m.buf, m.len);
-        if (forged[i].off == 40)
+        if (forged[i].at == 40)
             memset(b + 40, 0, 8);
         else
-            keys_put_le(b + forged[i].off, forged[i].width, forged[i].value);
+            keys_put_le(b + forged[i].at, forged[i].width, forged[i].value);
         keys_reseal(b, m.len);
         char what[64];
-        snprintf(what, sizeof what, "forged byte %zu", forged[i].off);
+        snprintf(what, sizeof what, "forged byte %zu", forged[i].at);
         expect_rejected(b, m.len, BF_LOAD_COPY, what, forged[i].says, NULL);
     }
     /* Padding between generations must be zero. */

@@ -656,6 +656,145 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
 
 
 /* ------------------------------------------------------------------------ */
+/* Audit sample (audit.c): the filter's real false-positive rate             */
+
+/*
+ * A fixed fraction r of keys is also kept exactly, so that the filter's
+ * answer for them can be checked: a sampled key the exact set never saw,
+ * which the filter calls "seen", is a false positive, counted.  The share
+ * of false positives among the sampled lookups of unseen keys measures the
+ * filter's rate, with a Wilson 95% interval, where bf_info.est_fpr is a
+ * model of it.
+ *
+ * Which keys: every bit of the 128-bit hash feeds some filter's probes
+ * (the block is the top bits of lo; the 64-bit lanes' probes 1..16 take
+ * hi, probes 17..32 lo; the 32-bit lanes' take hi for k = 16 and lo
+ * beyond; the distinct probes hi and splitmix64 outputs of it), and
+ * dedup's tightened layers reach k > 16, so no bits are free.  The sample
+ * takes the splitmix64 finalizer of c = hi ^ lo * F (F a fixed odd word)
+ * instead: a key is sampled when the top 53 bits of mix(c) fall below
+ * r * 2^53.  The probes read hash bits through multiply-shifts by fixed
+ * salts (top bits of 32-bit products) and the block through lo's top
+ * bits; mix(c) is a full-avalanche function of all 128 bits that shares
+ * no structure with them (for any fixed lo, so any block, it is a
+ * bijective scramble of hi), so which keys are sampled is, as far as any
+ * filter state can tell, a coin of weight r tossed apart from where the
+ * key lands (the tests check the sample's rate, and its measured rate
+ * against the whole stream's).
+ *
+ * Fingerprints: lo, 64 bits (0 stored as 1; 0 marks an empty slot).
+ * (hi, lo) -> (c, lo) is a bijection, so for a uniform hash c and lo are
+ * uniform and independent: the fingerprint is independent of the
+ * sampling bits, and sampled keys' fingerprints are uniform 64-bit words.
+ * Two distinct sampled keys share one with probability 2^-64, so n
+ * sampled keys hold a collision
+ * with probability about n^2 / 2^65 (3e-8 for a million sampled keys, a
+ * billion keys at r = 1/1024).  A collision makes one key look seen: one
+ * lookup not counted.  The filter's n*f false positives among them
+ * outnumber the collisions by 2^65 f / n: for a million sampled keys,
+ * 4e4 at f = 1e-9, 4e7 at dedup.fpr's default 1e-6 (the configuration
+ * allows up to 0.1).  Neither a 32-bit fingerprint (n^2 / 2^33, a
+ * collision certain at a million keys) nor 128 bits (twice the memory for
+ * nothing measurable) fits as well.
+ *
+ * The set is open addressing with linear probing, from 64 slots, doubling
+ * at 3/4 full (8 bytes a slot: 11 to 21 bytes a sampled key, 0.01 to
+ * 0.02 bytes a key at r = 1/1024, where a filter takes 1 to 10).
+ *
+ * Windowed filters forget keys; the set does not (yet): with one, a key
+ * the window forgot and that comes again is not a lookup of an unseen key
+ * (the set saw it), so the audit measures the rate on keys never seen in
+ * the whole stream, which the window's fpr bounds too.  Forgetting by
+ * generation is the plan: each entry tagged with the slice it was added
+ * in, and a call that drops the slices the filter's ring drops (a pass
+ * over the set, once a slice).
+ *
+ * Its file: kind BF_FORMAT_KIND_AUDIT of the filter format (not a filter:
+ * bf_filter_load_mem refuses it by name, and readers older than the audit
+ * refuse the unknown kind), little-endian:
+ *
+ *   0      32   the envelope: magic, version 2, kind 5, hash id, seed, size
+ *   32     8    sampling threshold t, 1..2^53 (rate r = t / 2^53)
+ *   40     8    slots S: a power of two, 64..2^40
+ *   48     8    entries n (<= 3S/4)
+ *   56     8    sampled keys checked (repeats included)
+ *   64     8    lookups of unseen sampled keys (<= sampled)
+ *   72     8    false positives among them (<= lookups)
+ *   80     48   reserved (0)
+ *   128    8*S  the slots: fingerprints, 0 = empty
+ *   end-8  8    XXH3-64 (seed 0) of every byte before it
+ *
+ * The loader checks the envelope and checksum, every field's range, the
+ * file size against S before allocating, and that the slots hold exactly
+ * n non-zero fingerprints each reachable from its home slot (so every
+ * lookup finds what the set holds).  Used in place never: it is copied.
+ */
+#define BF_FORMAT_KIND_AUDIT 5u
+#define BF_AUDIT_DEFAULT_RATE (1.0 / 1024)
+
+typedef struct bf_audit bf_audit;
+
+/* An empty sample of fraction `rate` ((0, 1], rounded to a multiple of
+ * 2^-53) for hashes computed with `seed` (stored in its file, checked by
+ * the caller against the filter's).  NULL, and why in errstr, for a rate
+ * out of range or without memory. */
+bf_audit *bf_audit_new(double rate, uint64_t seed, char *errstr,
+                       size_t errstr_size);
+void bf_audit_destroy(bf_audit *a);
+/* A cap on the set's memory (0 = none; not stored in files). */
+void bf_audit_set_max_bytes(bf_audit *a, uint64_t max_bytes);
+uint64_t bf_audit_seed(const bf_audit *a);
+
+/* Whether the key of hash h is in the sample (cheap: three multiplies,
+ * for a caller that asks ahead, as bloomstage dedup does when it hashes a
+ * line; bf_audit_check asks again). */
+bool bf_audit_sampled(const bf_audit *a, bf_hash h);
+
+/* The filter answered `filter_seen` for the key of hash h (true: maybe
+ * present, the record would be dropped).  For a sampled key the exact set
+ * is consulted and updated: a key it had not seen counts one lookup, and
+ * one false positive if the filter said seen; the key is then held.
+ * Returns 1 for a false positive (the key is known unique: a caller may
+ * forward it anyway, which is rescue), 0 otherwise (not sampled, seen
+ * before, or the filter right), -BF_ERR_NOMEM when the set cannot grow
+ * (memory or the cap): nothing is then counted or held. */
+int bf_audit_check(bf_audit *a, bf_hash h, bool filter_seen) BF_WARN_UNUSED;
+
+/* The key of hash h is known seen without a filter's answer to check (a
+ * key the stage's output-tail replay finds already forwarded): a sampled
+ * one is held, nothing is counted.  0, or -BF_ERR_NOMEM as above. */
+int bf_audit_note(bf_audit *a, bf_hash h) BF_WARN_UNUSED;
+
+typedef struct bf_audit_stats {
+    double rate;              /* the sampling fraction */
+    uint64_t sampled;         /* sampled keys checked, repeats included */
+    uint64_t lookups;         /* of those, keys the set had not seen */
+    uint64_t false_positives; /* of those, the ones the filter said seen */
+    double measured;          /* false_positives / lookups (0 for none) */
+    double lo, hi;            /* its Wilson 95% interval ([0, 1] for none) */
+    uint64_t entries;         /* fingerprints held */
+    uint64_t bytes;           /* memory of the set's slots */
+} bf_audit_stats;
+
+void bf_audit_stats_get(const bf_audit *a, bf_audit_stats *out);
+
+/* The Wilson score interval at 95% (z = 1.959964) of a proportion of
+ * `successes` in `trials`: [0, 1] for no trials. */
+void bf_wilson95(uint64_t successes, uint64_t trials, double *lo,
+                 double *hi);
+
+/* Bytes bf_audit_serialize writes. */
+uint64_t bf_audit_serialized_size(const bf_audit *a);
+bf_err bf_audit_serialize(const bf_audit *a, bf_write_fn write,
+                          void *opaque) BF_WARN_UNUSED;
+/* Loads an audit file (flags: BF_LOAD_NOVERIFY skips the checksum;
+ * BF_LOAD_INPLACE is refused).  Every check above is made before the set
+ * is allocated; on failure *out is NULL and errstr names the fault. */
+bf_err bf_audit_load_mem(const void *buf, size_t len, unsigned flags,
+                         bf_audit **out, char *errstr,
+                         size_t errstr_size) BF_WARN_UNUSED;
+
+/* ------------------------------------------------------------------------ */
 /* Deltas: what changed since a mark                                         */
 
 /*

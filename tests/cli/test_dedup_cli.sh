@@ -8,7 +8,8 @@
 # errors and --help; --window-lines against an awk model of the windowed
 # filter (exact at the default fpr, as above), periodic streams at the
 # contract's two edges, flat memory (the filter's, and peak RSS) with
-# --window-lines.
+# --window-lines; --audit against the true rate of an undersized filter,
+# and its rescue.
 #
 #   bash tests/cli/test_dedup_cli.sh path/to/bloomstage
 #
@@ -316,5 +317,63 @@ usage "--generations 65" dedup --window-lines 10 --generations 65
 check "--generations 65: says the range" err_has "--generations '65' must be a whole number in 1..64"
 usage "--generations without --window-lines" dedup --generations 4
 check "--generations alone: says it needs --window-lines" err_has "--generations needs --window-lines"
+
+# == --audit ==================================================================
+#
+# The audit sample beside the filter.  At the default rate on big.txt it
+# must change nothing (no false positive to rescue: see the fpr note at the
+# top).  At --fpr 1e-1 with --capacity 100 (layers grown ~600x) about 5% of
+# new lines are dropped; the truth is (D - written) / D with rescue off, and
+# it must lie in the audit's 95% interval from ~3600 sampled lookups at
+# rate 1/16.  For a random hash seed that fails with probability about 5%;
+# the seed is fixed, so the check gives the same answer on every run.  With
+# rescue on, the filter's answers are the same (a rescued line was
+# maybe-present already, so nothing is added), so exactly the audit's
+# false positives are written on top: every sampled new line is written.
+
+for a in abc 2 -0.1 nan; do
+    usage "dedup --audit '$a'" dedup --audit "$a"
+    check "dedup --audit '$a': names the value and the range" err_has "--audit '$a'" "[0, 1]"
+done
+usage "--no-audit-rescue without --audit" dedup --no-audit-rescue
+check "--no-audit-rescue alone: says it needs --audit" err_has "--no-audit-rescue needs --audit"
+
+bs 0 "dedup --audit 1/1024 at the default fpr" dedup --audit 0.0009765625 <big.txt
+check "--audit at the default fpr: output = awk" same out big.awk
+check "--audit: one line on stderr, the audit's" err_lines 1
+check "--audit: rate 1/1024, no false positive, nothing rescued, the bound" \
+    grep -qE "^audit: rate 1/1024, sampled lookups [0-9]+, false positives 0, measured fpr 0 \\(95% 0\\.\\.[0-9.e-]+\\), estimated fpr [0-9.e+-]+ \\(bound 1e-06\\), rescued 0, memory [0-9.]+ (B|KiB|MiB) \\([0-9.]+% of the filter's\\)\$" err
+bs 0 "dedup --audit 0 (off)" dedup --audit 0 <big.txt
+check "--audit 0: no audit line" err_empty
+
+loose=(dedup --fpr 1e-1 --capacity 100)
+bs 0 "an undersized filter, no audit" "${loose[@]}" <big.txt
+mv out loose.plain
+bs 0 "an undersized filter, --audit 1/16 --no-audit-rescue --stats" "${loose[@]}" --audit 0.0625 --no-audit-rescue --stats <big.txt
+check "--no-audit-rescue: the output is the plain run's" same out loose.plain
+check "--audit --stats: the stats line, then the audit's" err_lines 2
+W=$(wc -l <out | tr -d ' ')
+field() { sed -n "s/^audit: .*$1 \([0-9.e+-]*\).*/\1/p" err; }
+fp=$(field "false positives")
+looked=$(field "sampled lookups")
+lo=$(sed -n 's/^audit: .*(95% \([0-9.e+-]*\)\.\.\([0-9.e+-]*\)).*/\1/p' err)
+hi=$(sed -n 's/^audit: .*(95% \([0-9.e+-]*\)\.\.\([0-9.e+-]*\)).*/\2/p' err)
+truth=$(awk -v d="$D" -v w="$W" 'BEGIN { printf "%.6f", (d - w) / d }')
+check "undersized: a measurable rate ($truth: $((D - W)) of $D new lines dropped)" num_in "$truth" 0.01 0.1
+check "undersized: sampled lookups $looked near $D/16 (within 5.33 sd)" \
+    num_in "$looked" "$(awk -v d="$D" 'BEGIN { m = d / 16; printf "%d", m - 5.33 * sqrt(m) }')" \
+    "$(awk -v d="$D" 'BEGIN { m = d / 16; printf "%d", m + 5.33 * sqrt(m) }')"
+check "undersized: the true rate $truth lies in the audit's 95% interval [$lo, $hi]" \
+    num_in "$truth" "$lo" "$hi"
+check "--no-audit-rescue: rescued 0" err_has "rescued 0,"
+bs 0 "an undersized filter, --audit 1/16 (rescue on)" "${loose[@]}" --audit 0.0625 <big.txt
+check "rescue: the output is a subsequence of awk's" subsequence out big.awk
+check "rescue: no line written twice" eval 'awk_dedup out | cmp -s - out'
+Wr=$(wc -l <out | tr -d ' ')
+check "rescue: written $Wr = $W + the $fp sampled new lines the filter dropped" eq "$Wr" "$((W + fp))"
+check "rescue: rescued $fp" err_has "rescued $fp,"
+bs 0 "--audit with --window-lines" dedup --window-lines 1000 --audit 0.0625 <big.txt
+check "--audit with a window: the audit line" err_has "audit: rate 1/16, sampled lookups"
+rm -f loose.plain
 
 tap_done

@@ -1,0 +1,436 @@
+/*
+ * test_audit.c -- the audit sample (filters/audit.c): which keys it
+ * samples, its exact set, its counters and interval, its file.
+ *
+ *   - the sampled share of a million distinct keys is within a binomial
+ *     tolerance of the rate, at two rates;
+ *   - the exact set never calls a key it holds a false positive, through
+ *     many doublings; a key it never saw that the filter calls seen is one;
+ *     a key noted (known seen) is held and not counted;
+ *   - the Wilson interval against published values;
+ *   - a deliberately undersized blocked filter (4 bits a key at k = 8,
+ *     a rate near 8% over the stream): the true rate of wrongly dropped unique keys,
+ *     computed from the whole stream with an exact set of every key, lies
+ *     in the audit's 95% interval, over 20 seeds; and with rescue every
+ *     sampled unique key is forwarded;
+ *   - the memory cap;
+ *   - round trips, and damaged or forged files rejected by name.
+ *
+ * Tolerances and their false-failure probabilities are stated at each
+ * check.  Keys and hash seeds are fixed, so every run computes the same
+ * numbers: a check that passes once passes always.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "bloomfilters.h"
+#include "keys.h"
+
+#define SEED UINT64_C(0x6175646974736d70) /* "auditsmp" */
+
+static bf_hash hkey(uint64_t i, uint64_t seed)
+{
+    unsigned char k[8];
+    key_u64(i, k);
+    return bf_hash_key(k, 8, seed);
+}
+
+static bf_audit *make(double rate, uint64_t seed)
+{
+    char err[256] = "";
+    bf_audit *a = bf_audit_new(rate, seed, err, sizeof err);
+    if (!a)
+        fail_msg("bf_audit_new: %s", err);
+    return a;
+}
+
+/* The sampled count of N keys is Binomial(N, r) (the sample is a hash
+ * of the key's hash).  Tolerance: |count - N r| <= 5.33 sd, which a
+ * correct sampler exceeds with probability about 1e-7 (normal
+ * approximation; N r >= 1000 here). */
+static void test_sampling_rate(void **state)
+{
+    (void)state;
+    const double rates[] = {1.0 / 1024, 1.0 / 16};
+    const uint64_t n = 1u << 20;
+    for (size_t r = 0; r < 2; r++) {
+        bf_audit *a = make(rates[r], SEED);
+        uint64_t sampled = 0;
+        for (uint64_t i = 0; i < n; i++)
+            sampled += bf_audit_sampled(a, hkey(i, SEED));
+        double mean = (double)n * rates[r];
+        double sd = sqrt(mean * (1 - rates[r]));
+        if (fabs((double)sampled - mean) > 5.33 * sd)
+            fail_msg("rate %g: %llu of %llu sampled, %g expected", rates[r],
+                     (unsigned long long)sampled, (unsigned long long)n,
+                     mean);
+        bf_audit_stats st;
+        bf_audit_stats_get(a, &st);
+        assert_true(st.rate == rates[r]);
+        bf_audit_destroy(a);
+    }
+    /* Rates out of range are refused by name. */
+    char err[256] = "";
+    const double bad[] = {0, -0.5, 1.5, NAN, 1e-300};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_null(bf_audit_new(bad[i], SEED, err, sizeof err));
+        assert_true(keys_icontains(err, "rate"));
+    }
+}
+
+/* Every key at rate 1, through the set's doublings from 64 slots. */
+static void test_exact_set(void **state)
+{
+    (void)state;
+    const uint64_t n = 100000;
+    bf_audit *a = make(1.0, SEED);
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(bf_audit_check(a, hkey(i, SEED), false), 0);
+    /* Held keys: the filter saying "seen" is right, never a false
+     * positive, however often they come. */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint64_t i = 0; i < n; i++)
+            assert_int_equal(bf_audit_check(a, hkey(i, SEED), true), 0);
+    bf_audit_stats st;
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.lookups, n);
+    assert_int_equal(st.entries, n);
+    assert_int_equal(st.sampled, 3 * n);
+    assert_int_equal(st.false_positives, 0);
+    /* Keys it never saw, called seen: each a false positive, once. */
+    for (uint64_t i = KEYS_ABSENT_BASE; i < KEYS_ABSENT_BASE + 1000; i++) {
+        assert_int_equal(bf_audit_check(a, hkey(i, SEED), true), 1);
+        assert_int_equal(bf_audit_check(a, hkey(i, SEED), true), 0);
+    }
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.false_positives, 1000);
+    assert_int_equal(st.lookups, n + 1000);
+    /* Keys noted (known seen: the stage's replay) are held, not counted. */
+    for (uint64_t i = 2 * KEYS_ABSENT_BASE; i < 2 * KEYS_ABSENT_BASE + 1000;
+         i++) {
+        assert_int_equal(bf_audit_note(a, hkey(i, SEED)), 0);
+        assert_int_equal(bf_audit_check(a, hkey(i, SEED), true), 0);
+    }
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.false_positives, 1000);
+    assert_int_equal(st.lookups, n + 1000);
+    assert_int_equal(st.entries, n + 2000);
+    /* 8 bytes a slot, at most 3/4 full, at least 3/8 after a doubling. */
+    assert_true(st.bytes >= st.entries * 8 * 4 / 3);
+    assert_true(st.bytes <= st.entries * 8 * 8 / 3 + 8 * 64);
+    bf_audit_destroy(a);
+}
+
+/* Published Wilson 95% intervals (z = 1.96). */
+static void test_wilson(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t x, n;
+        double lo, hi;
+    } cases[] = {
+        {0, 10, 0.0, 0.27753},
+        {5, 10, 0.23659, 0.76341},
+        {10, 10, 0.72247, 1.0},
+        {1, 1000, 0.00017655, 0.0056511},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double lo, hi;
+        bf_wilson95(cases[i].x, cases[i].n, &lo, &hi);
+        assert_true(fabs(lo - cases[i].lo) < 1e-4);
+        assert_true(fabs(hi - cases[i].hi) < 1e-4);
+    }
+    double lo, hi;
+    bf_wilson95(0, 0, &lo, &hi);
+    assert_true(lo == 0 && hi == 1);
+}
+
+/* One seeded stream through an undersized blocked filter: D distinct keys,
+ * each once and a third of them again later; the filter drops a unique
+ * key when it says "seen".  Ground truth is an exact bitmap of every key.
+ * Returns whether the true rate lies in the audit's 95% interval;
+ * checks rescue on the way. */
+static bool undersized_run(uint64_t seed, double *truth_out,
+                           bf_audit_stats *st)
+{
+    const uint64_t d = 200000;
+    char err[256] = "";
+    /* 4 bits a key at k = 8: the rate rises as it fills. */
+    bf_blocked *bf = bf_blocked_new_geometry(d * 4 / 512, 8, seed, err,
+                                             sizeof err);
+    if (!bf)
+        fail_msg("bf_blocked_new_geometry: %s", err);
+    bf_audit *a = make(1.0 / 64, seed);
+    uint8_t *seen = calloc(d, 1);
+    assert_non_null(seen);
+    keys_rng rng = {seed};
+    uint64_t unseen = 0, dropped = 0, sampled_unique = 0, rescued_ok = 0;
+    for (uint64_t j = 0; j < d + d / 3; j++) {
+        /* Keys in order, each a third of the time followed by a repeat
+         * of an earlier one. */
+        uint64_t i = j < d ? j : keys_rng_next(&rng) % d;
+        bf_hash h = hkey(i, seed);
+        bool filter_seen = !bf_blocked_add_if_absent_h(bf, h);
+        int fp = bf_audit_check(a, h, filter_seen);
+        assert_true(fp == 0 || fp == 1);
+        if (!seen[i]) {
+            seen[i] = 1;
+            unseen++;
+            dropped += filter_seen;
+            if (bf_audit_sampled(a, h)) {
+                /* Rescue: forwarded when the filter let it through or the
+                 * audit knows it unique. */
+                sampled_unique++;
+                rescued_ok += !filter_seen || fp == 1;
+            }
+        } else {
+            /* A repeat is never a false positive. */
+            assert_int_equal(fp, 0);
+        }
+    }
+    bf_audit_stats_get(a, st);
+    assert_int_equal(st->lookups, sampled_unique);
+    assert_int_equal(rescued_ok, sampled_unique);
+    double truth = (double)dropped / (double)unseen;
+    *truth_out = truth;
+    free(seen);
+    bf_audit_destroy(a);
+    bf_blocked_destroy(bf);
+    return st->lo <= truth && truth <= st->hi;
+}
+
+/* The 95% interval covers the true rate in about 95% of seeded runs; with
+ * 20 seeds the test demands 15 or more (a correct audit with coverage
+ * 0.95 covers 14 or fewer with probability 3e-4).  It also demands a
+ * measurable rate (over 2%), so the check is not vacuous, and the
+ * sampled lookups near D/64 (|x - D/64| <= 5.33 sd, 1e-7). */
+static void test_undersized_filter(void **state)
+{
+    (void)state;
+    int covered = 0;
+    for (uint64_t s = 0; s < 20; s++) {
+        double truth;
+        bf_audit_stats st;
+        bool in = undersized_run(SEED + s, &truth, &st);
+        covered += in;
+        assert_true(truth > 0.02);
+        double mean = 200000.0 / 64, sd = sqrt(mean * (1 - 1.0 / 64));
+        assert_true(fabs((double)st.lookups - mean) <= 5.33 * sd);
+        if (!in)
+            print_message("seed %llu: true rate %.5f outside [%.5f, %.5f] "
+                          "(%llu of %llu)\n",
+                          (unsigned long long)s, truth, st.lo, st.hi,
+                          (unsigned long long)st.false_positives,
+                          (unsigned long long)st.lookups);
+    }
+    if (covered < 15)
+        fail_msg("the interval covered the true rate in %d of 20 runs",
+                 covered);
+}
+
+/* A cap of the first set's size: the key that would double it is refused
+ * whole, nothing counted. */
+static void test_max_bytes(void **state)
+{
+    (void)state;
+    bf_audit *a = make(1.0, SEED);
+    bf_audit_set_max_bytes(a, 64 * 8);
+    uint64_t i = 0;
+    int r;
+    while ((r = bf_audit_check(a, hkey(i, SEED), true)) == 1)
+        i++;
+    assert_int_equal(r, -BF_ERR_NOMEM);
+    assert_int_equal(i, 48);
+    bf_audit_stats st;
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.lookups, 48);
+    assert_int_equal(st.false_positives, 48);
+    assert_int_equal(st.entries, 48);
+    /* Held keys still answer. */
+    assert_int_equal(bf_audit_check(a, hkey(0, SEED), true), 0);
+    bf_audit_destroy(a);
+}
+
+static keys_membuf serialize(const bf_audit *a)
+{
+    keys_membuf m = {0};
+    assert_int_equal(bf_audit_serialize(a, keys_membuf_write, &m), BF_OK);
+    assert_int_equal(m.len, bf_audit_serialized_size(a));
+    return m;
+}
+
+/* An audit of 5000 sampled keys, a tenth of them false positives. */
+static bf_audit *filled(void)
+{
+    bf_audit *a = make(1.0 / 4, SEED);
+    for (uint64_t i = 0; i < 20000; i++)
+        assert_true(bf_audit_check(a, hkey(i, SEED), i % 10 == 0) >= 0);
+    return a;
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    bf_audit *a = filled();
+    keys_membuf m = serialize(a);
+    bf_audit *b = NULL;
+    char err[256] = "";
+    if (bf_audit_load_mem(m.data, m.len, BF_LOAD_COPY, &b, err, sizeof err))
+        fail_msg("load: %s", err);
+    bf_audit_stats sa, sb;
+    bf_audit_stats_get(a, &sa);
+    bf_audit_stats_get(b, &sb);
+    assert_memory_equal(&sa, &sb, sizeof sa);
+    assert_true(sa.false_positives > 0 && sa.lookups > 4000);
+    assert_true(bf_audit_seed(b) == SEED);
+    keys_membuf m2 = serialize(b);
+    assert_int_equal(m.len, m2.len);
+    assert_memory_equal(m.data, m2.data, m.len);
+    /* The loaded set answers as the original: held keys are not false
+     * positives, new ones are counted alike. */
+    for (uint64_t i = 0; i < 40000; i++) {
+        bf_hash h = hkey(i, SEED);
+        assert_int_equal(bf_audit_check(a, h, true),
+                         bf_audit_check(b, h, true));
+    }
+    bf_audit_stats_get(a, &sa);
+    bf_audit_stats_get(b, &sb);
+    assert_memory_equal(&sa, &sb, sizeof sa);
+    /* An empty one too. */
+    bf_audit *e = make(BF_AUDIT_DEFAULT_RATE, 7), *e2 = NULL;
+    keys_membuf me = serialize(e);
+    assert_int_equal(bf_audit_load_mem(me.data, me.len, 0, &e2, err,
+                                       sizeof err),
+                     BF_OK);
+    bf_audit_stats_get(e2, &sb);
+    assert_true(sb.rate == BF_AUDIT_DEFAULT_RATE && sb.entries == 0);
+    free(me.data);
+    bf_audit_destroy(e);
+    bf_audit_destroy(e2);
+    free(m.data);
+    free(m2.data);
+    bf_audit_destroy(a);
+    bf_audit_destroy(b);
+}
+
+static void expect_rejected(const unsigned char *b, size_t len, unsigned flags,
+                            const char *what, const char *says)
+{
+    bf_audit *a = NULL;
+    char err[512] = "";
+    if (bf_audit_load_mem(b, len, flags, &a, err, sizeof err) == BF_OK)
+        fail_msg("%s: loaded", what);
+    assert_null(a);
+    if (!keys_icontains(err, says))
+        fail_msg("%s: rejected, but the message does not say '%s': %s", what,
+                 says, err);
+}
+
+/* A copy of m with the checksum recomputed after `edit` changed it. */
+static void fix_sum(unsigned char *b, size_t len)
+{
+    keys_put_le(b + len - 8, 8, XXH3_64bits(b, len - 8));
+}
+
+static void test_damage(void **state)
+{
+    (void)state;
+    bf_audit *a = filled();
+    keys_membuf m = serialize(a);
+    unsigned char *b = malloc(m.len);
+    assert_non_null(b);
+
+    expect_rejected(m.data, 100, 0, "truncated", "truncated");
+    expect_rejected(m.data, m.len - 8, 0, "truncated", "truncated");
+    memcpy(b, m.data, m.len);
+    b[200] ^= 4;
+    expect_rejected(b, m.len, 0, "bit flip", "checksum");
+    bf_audit *loose = NULL;
+    char err[256];
+    /* Without the checksum a flipped fingerprint bit is caught or is a
+     * fingerprint still reachable; either way no crash: not asserted. */
+    if (bf_audit_load_mem(b, m.len, BF_LOAD_NOVERIFY, &loose, err,
+                          sizeof err) == BF_OK)
+        bf_audit_destroy(loose);
+    expect_rejected(m.data, m.len, BF_LOAD_INPLACE, "in place", "in place");
+
+    static const keys_forged forged[] = {
+        {8, 2, 1, "version"},           /* an audit in a version-1 file */
+        {10, 2, 2, "kind"},             /* a scalable filter's kind */
+        {32, 8, 0, "threshold"},        /* rate 0 */
+        {32, 8, (UINT64_C(1) << 53) + 1, "threshold"},
+        {40, 8, 1000, "power of two"},  /* slots */
+        {40, 8, 32, "power of two"},    /* below the minimum */
+        {48, 8, 7, "fingerprints"},     /* entries != the slots' */
+        {72, 8, UINT64_C(1) << 40, "order"}, /* fps > lookups */
+        {64, 8, 3, "order"},            /* lookups < entries */
+        {100, 1, 1, "reserved"},
+    };
+    for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+        memcpy(b, m.data, m.len);
+        keys_put_le(b + forged[i].at, forged[i].width, forged[i].value);
+        fix_sum(b, m.len);
+        char what[64];
+        snprintf(what, sizeof what, "forged field at %zu", forged[i].at);
+        expect_rejected(b, m.len, 0, what, forged[i].says);
+    }
+    /* A fingerprint moved where its lookup cannot reach it: the slot
+     * before its home, which a lookup never visits first. */
+    memcpy(b, m.data, m.len);
+    uint64_t nslots = keys_get_le(b + 40, 8);
+    unsigned shift = 64 - (unsigned)__builtin_ctzll(nslots);
+    for (uint64_t i = 1; i < nslots; i++) {
+        uint64_t fp = keys_get_le(b + 128 + 8 * i, 8);
+        uint64_t home = fp >> shift;
+        if (fp && home == i && !keys_get_le(b + 128 + 8 * (i - 1), 8)) {
+            keys_put_le(b + 128 + 8 * (i - 1), 8, fp);
+            keys_put_le(b + 128 + 8 * i, 8, 0);
+            break;
+        }
+    }
+    fix_sum(b, m.len);
+    expect_rejected(b, m.len, 0, "unreachable fingerprint", "reach");
+
+    /* A filter is not an audit, and an audit not a filter. */
+    bf_filter *f = bf_filter_from_blocked(
+        bf_blocked_new(100, 0.01, SEED, err, sizeof err));
+    assert_non_null(f);
+    keys_membuf mf = {0};
+    assert_int_equal(bf_filter_serialize(f, keys_membuf_write, &mf), BF_OK);
+    expect_rejected(mf.data, mf.len, 0, "a filter file", "audit sample");
+    bf_filter *g = NULL;
+    assert_int_equal(bf_filter_load_mem(m.data, m.len, 0, &g, err,
+                                        sizeof err),
+                     BF_ERR_FORMAT);
+    assert_true(keys_icontains(err, "audit sample"));
+    free(mf.data);
+    bf_filter_destroy(f);
+    free(b);
+    free(m.data);
+    bf_audit_destroy(a);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_sampling_rate),
+    cmocka_unit_test(test_exact_set),
+    cmocka_unit_test(test_wilson),
+    cmocka_unit_test(test_undersized_filter),
+    cmocka_unit_test(test_max_bytes),
+    cmocka_unit_test(test_round_trip),
+    cmocka_unit_test(test_damage),
+};
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
