@@ -19,8 +19,8 @@ static const char *const stage_meets[] = {
 /* Cell i (1-based) of a markdown table row into buf, trimmed. */
 static void cell(const char *row, int i, char *buf, size_t size)
 {
-    const char *p = row;
-    for (int k = 0; k < i && p; k++)
+    const char *p = strchr(row, '|'); /* before cell 1 */
+    for (int k = 1; k < i && p; k++)
         p = strchr(p + 1, '|');
     buf[0] = '\0';
     if (!p)
