@@ -1,4 +1,7 @@
-# bloomstage container image: built on Debian 12, runs on Debian 12 slim.
+# bloomstage container image: built on Debian 12 slim with the compilers,
+# runs on Debian 12 slim with only the runtime libraries (two stages; no
+# package lists or caches kept).  `scripts/container build` builds it from
+# the working tree (and, offline, makes debian:12-slim first).
 #
 #   docker build -t bloomstage .
 #   docker run --rm -v bloomstage-ckpt:/var/lib/bloomstage \
@@ -12,7 +15,7 @@
 # /var/lib/bloomstage.  SIGTERM drains (flush, checkpoint, commit, leave the
 # group) and exits 0: give it a stop grace period of a few seconds at least.
 
-FROM debian:12 AS build
+FROM debian:12-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
@@ -34,7 +37,8 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       librdkafka1 libxxhash0 libjansson4 libmicrohttpd12 libjemalloc2 \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt \
+      /var/log/dpkg.log \
  && useradd --system --uid 10001 --home-dir /var/lib/bloomstage \
       --shell /usr/sbin/nologin bloomstage \
  && mkdir -p /var/lib/bloomstage /etc/bloomstage \
