@@ -14,6 +14,8 @@
 # environment variables, which override it.  Checkpoints live in the volume
 # /var/lib/bloomstage.  SIGTERM drains (flush, checkpoint, commit, leave the
 # group) and exits 0: give it a stop grace period of a few seconds at least.
+# `run` first checks that the checkpoint directory is writable
+# (deploy/entrypoint.sh).
 
 FROM debian:12-slim AS build
 RUN apt-get update \
@@ -45,6 +47,7 @@ RUN apt-get update \
  && chown bloomstage:bloomstage /var/lib/bloomstage
 COPY --from=build /src/build/cli/bloomstage /usr/local/bin/bloomstage
 COPY config/bloomstage.conf config/spam-senders.txt /etc/bloomstage/
+COPY deploy/entrypoint.sh /usr/local/bin/bloomstage-entrypoint
 
 ENV BLOOMSTAGE_CHECKPOINT_DIR=/var/lib/bloomstage \
     BLOOMSTAGE_METRICS_LISTEN=0.0.0.0:9464
@@ -58,7 +61,8 @@ WORKDIR /var/lib/bloomstage
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9464 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
 
-# Exec form: bloomstage is PID 1 and receives SIGTERM itself.
+# Exec form, and the entrypoint execs: bloomstage is PID 1 and receives
+# SIGTERM itself.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["/usr/local/bin/bloomstage"]
+ENTRYPOINT ["/usr/local/bin/bloomstage-entrypoint"]
 CMD ["run", "-c", "/etc/bloomstage/bloomstage.conf"]
