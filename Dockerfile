@@ -14,8 +14,8 @@
 # environment variables, which override it.  Checkpoints live in the volume
 # /var/lib/bloomstage.  SIGTERM drains (flush, checkpoint, commit, leave the
 # group) and exits 0: give it a stop grace period of a few seconds at least.
-# `run` first checks that the checkpoint directory is writable
-# (deploy/entrypoint.sh).
+# `run` gets a static group member id from the hostname unless one is
+# configured (deploy/entrypoint.sh says the rule).
 
 FROM debian:12-slim AS build
 RUN apt-get update \

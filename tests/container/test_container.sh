@@ -25,8 +25,9 @@
 #     replay adds nothing to events-unique;
 #   - the producer run a third time with new event ids (its command, the
 #     ids renamed), `docker kill` (SIGKILL) mid-stream, `docker start`:
-#     the restart's time to its first record is printed, and the outputs
-#     are still exactly the model of all three streams;
+#     the restart's time to its first record is printed (the static group
+#     member id from the hostname gives the partitions back at once), and
+#     the outputs are still exactly the model of all three streams;
 #   - bad input: a config path with nothing mounted there, a checkpoint
 #     volume the image's user cannot write, a BLOOMSTAGE_* variable naming
 #     no key: exit non-zero with a line naming the cause; with the restart
@@ -193,6 +194,10 @@ docker exec "$(stage_id)" sh -c 'touch /usr/local/bin/x' 2>/dev/null && notok "t
 docker exec "$(stage_id)" sh -c 'touch /var/lib/bloomstage/.w /tmp/.w && rm /var/lib/bloomstage/.w /tmp/.w' ||
   notok "the checkpoint volume or /tmp is not writable"
 ok "runs as $user (uid $uid), read-only root file system (the volume and /tmp writable), no added capabilities (CapDrop $drop)"
+member=$(docker exec "$(stage_id)" sh -c 'cat /proc/sys/kernel/hostname')
+docker logs "$(stage_id)" 2>&1 | grep -q "transactional_id=bloomstage-$GROUP-$member\b" ||
+  notok "the stage does not use the hostname $member as its static member id (no transactional id bloomstage-$GROUP-$member in its log)"
+ok "the static group member id is the hostname, $member (the transactional id bloomstage-$GROUP-$member follows it)"
 
 # -- one clean run: the model, /metrics ----------------------------------------
 
@@ -259,11 +264,13 @@ while [ -z "$first" ]; do
   [ -n "$first" ] || sleep 0.05
 done
 t_first=$(awk -v a="$t0" -v b="$first" 'BEGIN { printf "%.2f", b - a }')
-echo "# restart to first record after docker kill + docker start: $t_first s"
+echo "# restart to first record after docker kill + docker start: $t_first s (static member id $member)"
+awk -v t="$t_first" 'BEGIN { exit !(t < 15) }' ||
+  notok "restart to first record: $t_first s; the static member id should spare the session timeout"
 # The figure is docker start's: the restart policy did not restart the
 # killed container first (Docker counts a kill as a stop by hand).
 [ "$(state '{{ .RestartCount }}')" = 0 ] || notok "the restart policy restarted the killed container before docker start"
-ok "docker start after the kill: the first record after $t_first s"
+ok "docker start after the kill: the first record after $t_first s (static member id)"
 wait "$producer" || notok "the third stream's producer"
 committed "$(wc -l <"$T/input.txt")"
 check_outputs "killed with SIGKILL at $killed_at records and restarted"
