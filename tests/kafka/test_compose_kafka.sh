@@ -9,9 +9,9 @@
 #     with /opt/kafka/bin/kafka-topics.sh being `scripts/kafka tool topics`
 #     and kafka:9092 the test broker (compose's $$ unescaped to $);
 #   - the `bloomstage` service's `environment:` block is parsed by the small
-#     parser below (KEY: VALUE lines, quotes stripped; anything else in the
-#     block fails the test) and given to `bloomstage run -c
-#     config/bloomstage.conf` (the image's CMD; config/bloomstage.conf is
+#     parser of tests/lib/compose.sh (KEY: VALUE lines, quotes stripped;
+#     anything else in the block fails the test) and given to `bloomstage
+#     run -c config/bloomstage.conf` (the image's CMD; config/bloomstage.conf is
 #     what the Dockerfile copies there) on top of the Dockerfile's own ENV.
 #     What only a container has is translated, and nothing else: a value
 #     under a volume's mount point is moved to the volume's host side (the
@@ -30,56 +30,14 @@
 # every wait bounded; the stage and the broker stopped on exit.
 KT_NAME=bs-compose-kafka
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/compose.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 kt_bin "${1:?usage: test_compose_kafka.sh path/to/bloomstage [path/to/scripts/kafka]}"
 KAFKA=${2:-$KAFKA}
 COMPOSE=${COMPOSE_FILE_UNDER_TEST:-$repo/docker-compose.yml}
 K=$T/kafka
 
-# -- docker-compose.yml, read -------------------------------------------------
-
-# The lines of service $1's block (indented 4 and more under `  $1:`).
-service_block() {
-  awk -v s="  $1:" '
-    $0 == s { on = 1; next }
-    on && /^  [^ #]/ { exit }
-    on && /^[^ ]/ { exit }
-    on { print }' "$COMPOSE"
-}
-# The literal block (`- |`) of service $1's `command:`, dedented.
-service_command() {
-  service_block "$1" | awk '
-    /^    command:/ { c = 1; next }
-    c && /^      - \|$/ { b = 1; next }
-    b && (/^        / || /^$/) { sub(/^        /, ""); print; next }
-    b { exit }
-    c && /^    [^ ]/ { exit }'
-}
-# The `environment:` block of service $1 as KEY=VALUE lines.  Only the map
-# form (KEY: VALUE, VALUE plain or double-quoted) is understood; anything
-# else fails, so the parser never silently reads something else.
-service_env() {
-  service_block "$1" | awk '
-    /^    environment:[[:space:]]*$/ { on = 1; next }
-    on && /^    [^ ]/ { exit }
-    on && /^[[:space:]]*(#.*)?$/ { next }
-    on {
-      if (!match($0, /^      [A-Z_][A-Z0-9_]*: /)) { print "BAD " $0; exit 1 }
-      k = substr($0, 7, RLENGTH - 8); v = substr($0, RLENGTH + 1)
-      sub(/[[:space:]]+#.*$/, "", v)
-      if (v ~ /^".*"$/) v = substr(v, 2, length(v) - 2)
-      else if (v ~ /["'\''{}\[\]&*!|>%@`]/) { print "BAD " $0; exit 1 }
-      print k "=" v
-    }'
-}
-# service $1's volumes as HOST|CONTAINER lines (bind mounts ./X: HOST is
-# the repo's X; named volumes: $T/volumes/NAME).
-service_volumes() {
-  service_block "$1" | awk '
-    /^    volumes:/ { on = 1; next }
-    on && /^    [^ ]/ { exit }
-    on && /^      - / { v = substr($0, 9); n = split(v, a, ":"); print a[1] "|" a[2] }'
-}
+# -- docker-compose.yml, read (tests/lib/compose.sh) ---------------------------
 
 [ -r "$COMPOSE" ] || notok "$COMPOSE: not readable"
 service_env bloomstage >"$T/env.raw" || notok "the bloomstage service's environment: a line the parser does not understand: $(grep '^BAD' "$T/env.raw")"
@@ -169,20 +127,8 @@ grep -q 'Error when sending' "$T/producer.out" && notok "the console producer: $
 N=$(wc -l <"$T/input.txt")
 ok "the demo-producer's command produced $N records to events"
 
-# The model: blocklist by the sender (json:/from), then dedup by event id
-# (json:/id): SEQ ID TOPIC REASON.
-grep -v '^#' "$repo/config/spam-senders.txt" | grep . >"$T/spam.txt"
-awk 'NR == FNR { spam[$0] = 1; next }
-     { id = $0; sub(/\|.*/, "", id)
-       from = $0; sub(/.*"from":"/, "", from); sub(/".*/, "", from)
-       if (from in spam) print "rej", id, "blocklist:spam"
-       else if (id in seen) print "rej", id, "duplicate"
-       else { print "out", id, "-"; seen[id] = 1 } }' "$T/spam.txt" "$T/input.txt" >"$T/model.txt"
-want_out=$(grep -c '^out' "$T/model.txt")
-want_rej=$(grep -c '^rej' "$T/model.txt")
-want_dup=$(grep -c ' duplicate$' "$T/model.txt")
-want_spam=$(grep -c ' blocklist:spam$' "$T/model.txt")
-[ "$want_out" -gt 10000 ] && [ "$want_dup" -gt 1000 ] && [ "$want_spam" -gt 100 ] ||
+# The model (tests/lib/compose.sh): what each record must become.
+compose_model "$repo/config/spam-senders.txt" "$T/input.txt" ||
   notok "the model: out $want_out, duplicate $want_dup, spam $want_spam"
 
 # The stage is done when its group has committed every input offset (the
@@ -218,19 +164,15 @@ read_topic() {
     --property print.key=true --property print.headers=true 2>"$T/read-$1.err"
 }
 read_topic events-unique | cut -f 2 | sort >"$T/got-out.txt"
-read_topic events-rejected |
-  awk -F'\t' '{ r = $1; sub(/.*bloomstage-reason:/, "", r); sub(/,.*/, "", r); print $2, r }' |
-  sort >"$T/got-rej.txt"
+read_topic events-rejected | rejected_with_reason >"$T/got-rej.txt"
 o=$(wc -l <"$T/got-out.txt")
 r=$(wc -l <"$T/got-rej.txt")
 [ "$o" = "$want_out" ] && [ "$r" = "$want_rej" ] ||
   notok "events-unique holds $o records (want $want_out), events-rejected $r (want $want_rej), read_committed"
 ok "events-unique holds $o records, events-rejected $r (read_committed)"
-awk '$1 == "out" { print $2 }' "$T/model.txt" | sort >"$T/want-out.txt"
 diff "$T/want-out.txt" "$T/got-out.txt" >"$T/diff-out.txt" ||
   { head -n 20 "$T/diff-out.txt" | sed 's/^/# /'; notok "events-unique is not one record per event id on no list"; }
 ok "events-unique: exactly one record for each of the $want_out event ids on no list (read_committed)"
-awk '$1 == "rej" { print $2, $3 }' "$T/model.txt" | sort >"$T/want-rej.txt"
 diff "$T/want-rej.txt" "$T/got-rej.txt" >"$T/diff-rej.txt" ||
   { head -n 20 "$T/diff-rej.txt" | sed 's/^/# /'; notok "events-rejected does not hold every other record with its reason"; }
 ok "events-rejected: the $want_dup duplicates and $want_spam spam-sender records, each with its reason"
@@ -239,12 +181,8 @@ ok "events-rejected: the $want_dup duplicates and $want_spam spam-sender records
 
 metrics=$(curl -s -m 10 -w '\n%{http_code}' "http://127.0.0.1:$port/metrics")
 [ "$(tail -n 1 <<<"$metrics")" = 200 ] || notok "/metrics: HTTP $(tail -n 1 <<<"$metrics")"
-m() { awk -v s="$1" '$1 == s { print $2 }' <<<"$metrics"; }
-[ "$(m bloomstage_records_in_total)" = "$N" ] &&
-  [ "$(m bloomstage_records_out_total)" = "$want_out" ] &&
-  [ "$(m 'bloomstage_records_dropped_total{reason="duplicate"}')" = "$want_dup" ] &&
-  [ "$(m 'bloomstage_records_dropped_total{reason="blocklist",list="spam"}')" = "$want_spam" ] ||
-  { grep '^bloomstage_records' <<<"$metrics" | sed 's/^/# /'; notok "/metrics does not count in $N, out $want_out, duplicate $want_dup, spam $want_spam"; }
+metrics_match "$metrics" "$N" ||
+  notok "/metrics does not count in $N, out $want_out, duplicate $want_dup, spam $want_spam"
 ok "/metrics: in $N, out $want_out, dropped duplicate $want_dup and blocklist spam $want_spam"
 ready=$(curl -s -m 10 -w ' %{http_code}' "http://127.0.0.1:$port/ready")
 [ "$ready" = "ready
