@@ -155,8 +155,8 @@ bf_blocked *bf_blocked_new(uint64_t capacity, double fpr, uint64_t seed,
     if (bf_size_for(capacity, fpr, BF_BLOCK_BITS, &nblocks, &k) != BF_OK) {
         bf_seterr(errstr, errstr_size,
                   "cannot size a filter for %llu keys at fpr %g: capacity "
-                  "must be >= 1 and fpr in (0, 0.5]",
-                  (unsigned long long)capacity, fpr);
+                  "must be >= 1 and fpr in (0, %g]",
+                  (unsigned long long)capacity, fpr, BF_FPR_MAX);
         return NULL;
     }
     bf_blocked *bf =

@@ -49,8 +49,8 @@ bf_counting *bf_counting_new(uint64_t capacity, double fpr, uint64_t seed,
         BF_OK) {
         bf_seterr(errstr, errstr_size,
                   "cannot size a counting filter for %llu keys at fpr %g: "
-                  "capacity must be >= 1 and fpr in (0, 0.5]",
-                  (unsigned long long)capacity, fpr);
+                  "capacity must be >= 1 and fpr in (0, %g]",
+                  (unsigned long long)capacity, fpr, BF_FPR_MAX);
         return NULL;
     }
     uint8_t *cells = bf_alloc_aligned(nblocks * BF_BLOCK_BYTES);

@@ -317,7 +317,7 @@ static bf_err parse(const uint8_t *buf, size_t len, parsed *p, char *errstr,
         if (!bf_scheme_ok(l->scheme, BF_BLOCK_BITS, l->k))
             FAIL(BF_ERR_FORMAT, "layer %u: no probe scheme %u with k %u", i,
                  l->scheme, l->k);
-        if (!(l->fpr >= 0 && l->fpr <= 0.5))
+        if (!(l->fpr >= 0 && l->fpr <= BF_FPR_MAX))
             FAIL(BF_ERR_FORMAT, "layer %u: fpr %g out of range", i, l->fpr);
         if (l->cells_set > l->nblocks * BF_BLOCK_BITS)
             FAIL(BF_ERR_FORMAT, "layer %u: %llu bits set of %llu", i,

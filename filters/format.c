@@ -361,7 +361,7 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
         p->sp.fpr = bf_getf64(buf + 40);
         p->sp.growth = bf_getf64(buf + 48);
         p->sp.tightening = bf_getf64(buf + 56);
-        if (!(p->sp.fpr > 0 && p->sp.fpr <= 0.5) ||
+        if (!(p->sp.fpr > 0 && p->sp.fpr <= BF_FPR_MAX) ||
             !(p->sp.growth >= 1 && p->sp.growth <= 1024) ||
             !(p->sp.tightening > 0 && p->sp.tightening < 1))
             FAIL(BF_ERR_FORMAT, "bad scalable parameters: fpr %g, growth %g, "
@@ -416,7 +416,7 @@ static bf_err parse(const uint8_t *buf, size_t len, unsigned flags, parsed *p,
             FAIL(BF_ERR_FORMAT, "layer %u: %llu cells set of %llu", i,
                  (unsigned long long)v->cells_set,
                  (unsigned long long)(v->nblocks * want_cells));
-        if (!(v->fpr >= 0 && v->fpr <= 0.5))
+        if (!(v->fpr >= 0 && v->fpr <= BF_FPR_MAX))
             FAIL(BF_ERR_FORMAT, "layer %u: fpr %g out of range", i, v->fpr);
         v->cells = buf + off;
         expect_offset = off + size;

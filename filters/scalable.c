@@ -33,8 +33,9 @@ static bool params_valid(const bf_scalable_params *p, char *errstr,
         bf_seterr(errstr, errstr_size, "initial capacity must be >= 1");
         return false;
     }
-    if (!(p->fpr > 0 && p->fpr <= 0.5)) {
-        bf_seterr(errstr, errstr_size, "fpr %g is outside (0, 0.5]", p->fpr);
+    if (!(p->fpr > 0 && p->fpr <= BF_FPR_MAX)) {
+        bf_seterr(errstr, errstr_size, "fpr %g is outside (0, %g]", p->fpr,
+                  BF_FPR_MAX);
         return false;
     }
     if (!(p->growth >= 1.0 && p->growth <= 1024.0)) {

@@ -291,7 +291,8 @@ static bf_err size_search(uint32_t scheme, uint64_t capacity, double fpr,
                             (scheme == BY_K && block_cells != BF_BLOCK_BITS)
                         ? 1
                         : 8;
-    if (capacity == 0 || !(fpr > 0.0 && fpr <= 0.5) || block_cells < 8 ||
+    if (capacity == 0 || !(fpr > 0.0 && fpr <= BF_FPR_MAX) ||
+        block_cells < 8 ||
         (scheme != BY_K && !bf_scheme_ok(scheme, block_cells, step)))
         return BF_ERR_INVALID;
     uint64_t best_blocks = 0;

@@ -87,8 +87,9 @@ static bool params_valid(const bf_windowed_params *p, char *errstr,
                   (long long)p->window, p->generations);
         return false;
     }
-    if (!(p->fpr > 0 && p->fpr <= 0.5)) {
-        bf_seterr(errstr, errstr_size, "fpr %g is outside (0, 0.5]", p->fpr);
+    if (!(p->fpr > 0 && p->fpr <= BF_FPR_MAX)) {
+        bf_seterr(errstr, errstr_size, "fpr %g is outside (0, %g]", p->fpr,
+                  BF_FPR_MAX);
         return false;
     }
     if (p->initial_capacity == 0 || p->initial_capacity > W_MAX_HINT) {

@@ -166,6 +166,10 @@ typedef struct bf_info {
 #define BF_BLOCK_BITS 512u
 #define BF_COUNTING_BLOCK_CELLS 128u
 #define BF_MAX_K 64u
+/* The largest false-positive rate a filter is sized for: every target
+ * fpr lies in (0, BF_FPR_MAX]; a layer's own rate, read from a file, in
+ * [0, BF_FPR_MAX]. */
+#define BF_FPR_MAX 0.5
 
 /* Chooses block count and k so that `capacity` keys in blocks of
  * `block_cells` cells give a false-positive rate <= fpr by the blocked-filter
@@ -174,8 +178,8 @@ typedef struct bf_info {
  * filter (k a multiple of 8, in BF_SCHEME_LANES32 when it is one of 16 and
  * BF_SCHEME_LANES otherwise: bf_scheme_for); other block sizes
  * (BF_COUNTING_BLOCK_CELLS) use BF_SCHEME_DISTINCT.
- * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, 0.5], or a size
- * beyond 2^40 blocks. */
+ * Returns BF_ERR_INVALID for capacity 0, fpr outside (0, BF_FPR_MAX], or a
+ * size beyond 2^40 blocks. */
 bf_err bf_size_for(uint64_t capacity, double fpr, uint32_t block_cells,
                    uint64_t *nblocks, uint32_t *k) BF_WARN_UNUSED;
 /* The same for an explicit scheme (the lane schemes need 512 cells;
@@ -266,7 +270,7 @@ bf_err bf_blocked_merge(bf_blocked *dst, const bf_blocked *src, char *errstr,
 
 typedef struct bf_scalable_params {
     uint64_t initial_capacity; /* n0: keys in the first layer (> 0) */
-    double fpr;                /* P: compound target, (0, 0.5] */
+    double fpr;                /* P: compound target, (0, BF_FPR_MAX] */
     double growth;             /* s: capacity ratio of layer i+1 to i, >= 1 */
     double tightening;         /* r: error ratio of layer i+1 to i, (0, 1) */
     uint64_t seed;
