@@ -13,7 +13,7 @@ bs_add_cmocka_test(test_format   SOURCES test_format.c   LIBS bloomfilters TIMEO
 bs_add_cmocka_test(test_legacy_files SOURCES test_legacy_files.c LIBS bloomfilters TIMEOUT 60 LABELS filters)
 target_compile_definitions(test_legacy_files PRIVATE
   BS_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
-bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEOUT 300 LABELS filters)
+bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEOUT 600 LABELS filters)
 # Deltas of blocked and scalable filters: round trips bit for bit, damage
 # and wrong bases named (~1 s).
 bs_add_cmocka_test(test_delta SOURCES test_delta.c LIBS bloomfilters TIMEOUT 120 LABELS filters)

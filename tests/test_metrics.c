@@ -80,7 +80,7 @@
 #define DEDUP_FPR 1e-6    /* dedup.fpr of every run here */
 #define PORT_WAIT_S 20.0  /* for the "metrics listening" line */
 #define READY_WAIT_S 20.0 /* for /ready to turn 200 (join takes ~3 s) */
-#define REASON_MS 2000    /* for /ready to name librdkafka's error */
+#define REASON_MS 20000   /* for /ready to name librdkafka's error */
 #define DOWN_MS 3000      /* brokers kept away after that */
 #define LAG_APPEAR_S 12.0 /* statistics every 5 s */
 #define LAG_ZERO_S 20.0
