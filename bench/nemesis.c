@@ -285,14 +285,17 @@ static void set_links(nemesis *n, int node, h_link mode, int delay_ms)
 
 /* ---- liveness ---------------------------------------------------------- */
 
-/* Waits until the group committed everything fed by the heal; returns the
- * seconds that took, or -1 past CATCHUP_MAX_S. */
-static double catch_up(nemesis *n, double t_heal)
+/* Waits until the group committed records [0, upto) of the stream;
+ * returns the seconds since t_heal that took, or -1 past CATCHUP_MAX_S. */
+static double catch_up(nemesis *n, double t_heal, size_t upto)
 {
     int64_t want[NPARTS], got[NPARTS];
-    h_stream_ends(n->e->st, h_feed_next(), want);
+    h_stream_ends(n->e->st, upto, want);
+    bool told = false;
     for (;;) {
         stages_check(n);
+        for (int p = 0; p < NPARTS; p++)
+            got[p] = -1;
         bool ok = h_committed_retry(n->e->h.bs, n->e->group, n->e->in,
                                     NPARTS, got, 3000) == 0;
         for (int p = 0; ok && p < NPARTS; p++)
@@ -300,6 +303,22 @@ static double catch_up(nemesis *n, double t_heal)
         double s = h_now_s() - t_heal;
         if (ok)
             return s;
+        if (s > n->bound_s && !told) {
+            /* Where it is stuck, and who holds that partition. */
+            told = true;
+            for (int p = 0; p < NPARTS; p++) {
+                if (got[p] >= want[p])
+                    continue;
+                int holder = -1;
+                for (int i = 0; i < n->ninst; i++)
+                    if (h_assigned_mask(n->st[i], n->e->in, false) &
+                        (1u << p))
+                        holder = i;
+                say("  past the bound: %s [%d] committed %lld of %lld, "
+                    "held by instance %d", n->e->in, p, (long long)got[p],
+                    (long long)want[p], holder);
+            }
+        }
         if (s > CATCHUP_MAX_S)
             return -1;
         h_nap(250);
@@ -392,7 +411,7 @@ static void run_fault(nemesis *n, fault f)
         break;
     }
     double t_heal = h_now_s();
-    double s = catch_up(n, t_heal);
+    double s = catch_up(n, t_heal, h_feed_next());
     n->done[f]++;
     if (s < 0) {
         say("STALL: nothing caught up %d s after %s healed", CATCHUP_MAX_S,
@@ -662,7 +681,7 @@ int main(int argc, char **argv)
         h_wait_said(n.st[i], H_SAID_TXN, 1, 120000);
     h_feed_start(n.e->h.bs, n.e->in, st, 0);
     h_feed_rate(rate);
-    double t_first = catch_up(&n, h_now_s());
+    double t_first = catch_up(&n, h_now_s(), h_feed_next());
     say("%d instances up; caught up with the feed in %.1f s", ninst,
         t_first);
 
@@ -675,7 +694,7 @@ int main(int argc, char **argv)
     }
     say("schedule over after %u faults; producing the rest", faults);
     h_feed_finish(180000);
-    double s_last = catch_up(&n, h_now_s());
+    double s_last = catch_up(&n, h_now_s(), st->n);
     if (s_last < 0)
         h_test_fail("the input's end was not committed %d s after the feed "
                     "ended", CATCHUP_MAX_S);
@@ -712,6 +731,7 @@ int main(int argc, char **argv)
     printf("stage restarts       %u (%u exited by themselves)\n", n.restarts,
            n.died);
     printf("fencings logged      %u\n", n.fencings);
+    printf("stage logs           %s\n", n.logdir);
     bool ok = v.lost == 0 && v.duplicated == 0 && v.unexpected == 0 &&
               v.disorder == 0 && v.rej_missing == 0 && v.rej_twice == 0 &&
               v.bad_reason == 0 && v.false_drops <= v.fp_allowed &&
