@@ -9,7 +9,8 @@
  *                 [--bound SEC] [--bloomstage PATH]
  *
  * The stages (exactly_once.method=transactions, checkpoint.store=kafka, a
- * file blocklist) reach the brokers only through one TCP proxy per node
+ * file blocklist and a live one) reach the brokers only through one TCP
+ * proxy per node
  * (tests/support/proxy.h, on the ports scripts/kafka advertises for its
  * PROXIED listener); the feeder and every check use the direct listener,
  * so they are never cut.  Every choice -- the stream, the blocked keys, the
@@ -22,7 +23,7 @@
  * leader of an input partition, the transaction coordinator of a stage's
  * transactional id, or the group coordinator; a rolling restart of every
  * broker; one broker's proxy (or all of them) blackholed, reset or slowed,
- * then healed.  After each heal the group's committed offsets must reach
+ * then healed.  Every third step also adds keys to the live list.  After each heal the group's committed offsets must reach
  * everything fed by then (offsets commit with the output, in one
  * transaction) within --bound seconds: the stall, reported per fault type.
  *
@@ -31,8 +32,9 @@
  * unique non-blocked key exactly once (its first record, in input order
  * per partition) but for false drops within what dedup.fpr allows; the
  * rejected topic holds every other record exactly once with its reason
- * (blocklist:spam or duplicate); nothing came out that was never fed; the
- * group committed the input's end.  Exit 0 only if all of that holds and
+ * (blocklist:spam, blocklist:live or duplicate); a key added to the live
+ * list meets it from one copy on, never without it after that; nothing
+ * came out that was never fed; the group committed the input's end.  Exit 0 only if all of that holds and
  * every stall is within the bound; 1 otherwise; 2 on usage.
  */
 #include "support.h"
@@ -48,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef BENCH_BLOOMSTAGE_PATH
@@ -59,8 +62,15 @@
 #define MAXINST 3
 #define FPR 1e-6
 #define DUP_PCT 30   /* records that repeat an earlier key */
-#define BLOCK_PCT 3  /* keys on the blocklist */
+/* Keys by h_mix64 of the seed and the key id, mod 100: [0, 3) on the file
+ * blocklist, [3, 5) on the live one from the start, [5, 7) the pool of
+ * keys added to the live one while records flow. */
+#define FILE_PCT 3
+#define LIVE_PCT 2
+#define LATE_PCT 2
 #define BLOCKLIST "spam"
+#define LIVELIST "live"
+#define LATE_BATCH 40    /* keys a live add sends */
 #define CATCHUP_MAX_S 300 /* past the bound: the run is abandoned */
 
 typedef enum fault {
@@ -89,6 +99,9 @@ typedef enum target { T_LEADER, T_TXN_COORD, T_GROUP_COORD } target;
 static const char *const target_name[] = {"input-leader", "txn-coordinator",
                                           "group-coordinator"};
 
+/* What the stream's keys are, for the oracle. */
+typedef enum key_class { K_PLAIN, K_FILE, K_LIVE, K_LATE_POOL, K_LATE } key_class;
+
 typedef struct nemesis {
     h_kcluster *c;
     h_kenv *e;
@@ -103,7 +116,9 @@ typedef struct nemesis {
     double worst[F_COUNT];
     unsigned over_bound;
     unsigned restarts, died, fencings;
-    char *bs_proxied;
+    uint8_t *cls;    /* key_class per key id */
+    unsigned late_adds;
+    size_t late_keys;
 } nemesis;
 
 static uint64_t draw(nemesis *n, uint64_t below)
@@ -325,6 +340,75 @@ static double catch_up(nemesis *n, double t_heal, size_t upto)
     }
 }
 
+/* ---- the live blocklist ----------------------------------------------- */
+
+/* `bloomstage blocklist VERB live ARGS... -c conf` on the direct listener
+ * (the command is the operator's tool, not the stage under test). */
+static void live_cmd(nemesis *n, const char *verb, const char *const *args,
+                     size_t nargs)
+{
+    const char *argv[LATE_BATCH + 12];
+    char *direct = h_strdupf("kafka.bootstrap.servers=%s", n->e->h.bs);
+    size_t k = 0;
+    argv[k++] = "blocklist";
+    argv[k++] = verb;
+    argv[k++] = LIVELIST;
+    for (size_t i = 0; i < nargs && i < LATE_BATCH; i++)
+        argv[k++] = args[i];
+    argv[k++] = "-c";
+    argv[k++] = n->e->conf;
+    argv[k++] = "-X";
+    argv[k++] = direct;
+    argv[k] = NULL;
+    /* Retried: a topic just created can be unknown to the broker asked. */
+    for (int attempt = 1;; attempt++) {
+        h_proc *p = h_bs_spawn(argv, NULL);
+        int status = -1;
+        bool ok = h_process_wait(p, H_CMD_MS, &status) == 0 &&
+                  WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (ok || attempt == 5) {
+            if (!ok)
+                h_stage_fail(p, "bloomstage blocklist %s " LIVELIST
+                             " failed %d times", verb, attempt);
+            h_proc_release(p);
+            break;
+        }
+        h_proc_release(p);
+        h_nap(2000);
+    }
+    free(direct);
+}
+
+/* Adds up to LATE_BATCH keys of the late pool, drawn from the seed: the
+ * copies processed before the stage applies the add meet the list without
+ * them (forwarded if first, else duplicates), every later one with them.
+ * A record meets the list as it is when processed, so where the switch
+ * falls depends on the stage's lag; that it falls once, in input order,
+ * does not. */
+static void live_add(nemesis *n)
+{
+    const h_stream *st = n->e->st;
+    char keys[LATE_BATCH][16];
+    const char *args[LATE_BATCH];
+    size_t k = 0;
+    uint32_t from = (uint32_t)draw(n, st->nids);
+    for (uint32_t j = 0; j < st->nids && k < LATE_BATCH; j++) {
+        uint32_t id = (from + j) % (uint32_t)st->nids;
+        if (n->cls[id] != K_LATE_POOL)
+            continue;
+        n->cls[id] = K_LATE;
+        snprintf(keys[k], sizeof(keys[k]), "k%07u", id);
+        args[k] = keys[k];
+        k++;
+    }
+    if (!k)
+        return;
+    live_cmd(n, "add", args, k);
+    n->late_adds++;
+    n->late_keys += k;
+    say("live-add: %zu keys on " LIVELIST " (fed %zu)", k, h_feed_next());
+}
+
 /* ---- one fault --------------------------------------------------------- */
 
 static void run_fault(nemesis *n, fault f)
@@ -447,7 +531,7 @@ static fault draw_fault(nemesis *n)
 typedef struct verdict {
     size_t produced, forwarded, rejected, lost, duplicated, unexpected,
         disorder, false_drops, bad_reason, rej_missing, rej_twice,
-        uncommitted;
+        uncommitted, late_order;
     uint64_t fp_allowed;
     double fp_mean;
 } verdict;
@@ -460,8 +544,9 @@ static int cmp_out(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static verdict oracle(nemesis *n, const bool *blocked)
+static verdict oracle(nemesis *n)
 {
+    const uint8_t *cls = n->cls;
     h_kenv *e = n->e;
     h_stream *st = e->st;
     verdict v = {.produced = st->n};
@@ -478,7 +563,7 @@ static verdict oracle(nemesis *n, const bool *blocked)
     for (size_t i = 0; i < nout; i++) {
         fwd[o[i].rec]++;
         kfwd[o[i].id]++;
-        if (blocked[o[i].id])
+        if (cls[o[i].id] == K_FILE || cls[o[i].id] == K_LIVE)
             v.unexpected++;
         int64_t *l = &last[o[i].part][o[i].src_part];
         if (o[i].src_off <= *l)
@@ -490,7 +575,7 @@ static verdict oracle(nemesis *n, const bool *blocked)
                               H_READ_COMMITTED, &rej));
     v.rejected = rej.n;
     unsigned *nrej = h_xcalloc(st->n, sizeof(*nrej));
-    char *reason = h_xcalloc(st->n, 1); /* 'b', 'd', '?' */
+    char *reason = h_xcalloc(st->n, 1); /* 'b', 'l', 'd', '?' */
     for (size_t i = 0; i < rej.n; i++) {
         size_t r = h_stream_which(st, &rej.recs[i]);
         if (r >= st->n) {
@@ -503,17 +588,20 @@ static verdict oracle(nemesis *n, const bool *blocked)
         if (h && h->value)
             snprintf(val, sizeof(val), "%.*s", (int)h->value_len,
                      (const char *)h->value);
-        reason[r] = !strcmp(val, "blocklist:" BLOCKLIST) ? 'b'
-                    : !strcmp(val, "duplicate")         ? 'd'
-                                                        : '?';
+        reason[r] = !strcmp(val, "blocklist:" BLOCKLIST)  ? 'b'
+                    : !strcmp(val, "blocklist:" LIVELIST) ? 'l'
+                    : !strcmp(val, "duplicate")          ? 'd'
+                                                         : '?';
     }
     size_t unblocked = 0;
     for (uint32_t id = 0; id < st->nids; id++) {
-        if (blocked[id])
+        if (cls[id] == K_FILE || cls[id] == K_LIVE)
             continue;
         unblocked++;
         if (kfwd[id] > 1)
             v.duplicated += kfwd[id] - 1;
+        if (kfwd[id] == 0 && cls[id] == K_LATE && reason[st->first[id]] == 'l')
+            continue; /* its first copy met the list with it */
         if (kfwd[id] == 0) {
             size_t f = st->first[id];
             if (nrej[f] == 1 && reason[f] == 'd')
@@ -522,8 +610,21 @@ static verdict oracle(nemesis *n, const bool *blocked)
                 v.lost++;
         }
     }
+    /* Per late key, in input order: copies without the list (the first
+     * forwarded, the others duplicates), then from the first copy that met
+     * the list with it (blocklist:live) on, every copy so. */
+    bool *listed = h_xcalloc(st->nids, sizeof(*listed));
     for (size_t r = 0; r < st->n; r++) {
-        bool b = blocked[st->id[r]];
+        uint32_t id = st->id[r];
+        char want = cls[id] == K_FILE ? 'b' : cls[id] == K_LIVE ? 'l' : 'd';
+        if (cls[id] == K_LATE) {
+            bool now = nrej[r] == 1 && reason[r] == 'l';
+            if (listed[id] && !now)
+                v.late_order++;
+            listed[id] = listed[id] || now;
+            if (now)
+                want = 'l';
+        }
         if (fwd[r] && r != st->first[st->id[r]])
             continue; /* a duplicate forwarded: counted above */
         if (fwd[r]) {
@@ -535,9 +636,10 @@ static verdict oracle(nemesis *n, const bool *blocked)
             v.rej_missing++;
         else if (nrej[r] > 1)
             v.rej_twice++;
-        else if (reason[r] != (b ? 'b' : 'd'))
+        else if (reason[r] != want)
             v.bad_reason++;
     }
+    free(listed);
     int64_t c[NPARTS];
     H_MUST(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, c, 30000));
     for (int p = 0; p < NPARTS; p++)
@@ -641,39 +743,54 @@ int main(int argc, char **argv)
     size_t total = (size_t)(rate * (minutes * 60 + 30));
     h_stream *st = h_stream_new(total, NPARTS, seed);
     h_stream_add(st, total, DUP_PCT);
-    bool *blocked = h_xcalloc(st->nids, sizeof(*blocked));
-    char *spam = NULL;
-    size_t nblocked = 0;
-    for (uint32_t id = 0; id < st->nids; id++)
-        if (h_mix64(seed ^ ((uint64_t)id << 1 | 1)) % 100 < BLOCK_PCT) {
-            blocked[id] = true;
-            nblocked++;
+    n.cls = h_xcalloc(st->nids, 1);
+    size_t nfile = 0, nlive = 0;
+    char *spam_text = h_xmalloc(st->nids * 9 + 1), *live_text =
+                                                      h_xmalloc(st->nids * 9 + 1);
+    size_t slen = 0, llen = 0;
+    for (uint32_t id = 0; id < st->nids; id++) {
+        uint64_t m = h_mix64(seed ^ ((uint64_t)id << 1 | 1)) % 100;
+        if (m < FILE_PCT) {
+            n.cls[id] = K_FILE;
+            nfile++;
+            slen += (size_t)sprintf(spam_text + slen, "k%07u\n", id);
+        } else if (m < FILE_PCT + LIVE_PCT) {
+            n.cls[id] = K_LIVE;
+            nlive++;
+            llen += (size_t)sprintf(live_text + llen, "k%07u\n", id);
+        } else if (m < FILE_PCT + LIVE_PCT + LATE_PCT) {
+            n.cls[id] = K_LATE_POOL;
         }
+    }
+    spam_text[slen] = live_text[llen] = '\0';
+    char *spam_path = h_strdupf("%s/" BLOCKLIST ".txt", n.logdir);
+    char *live_path = h_strdupf("%s/" LIVELIST ".txt", n.logdir);
+    H_MUST(h_write_file(spam_path, spam_text));
+    H_MUST(h_write_file(live_path, live_text));
+    free(spam_text);
+    free(live_text);
     h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
                      .checkpoint_ms = 1000,
                      .capacity = (int)(st->nids + 100000),
                      .bootstraps = list};
-    /* The blocklist file is named before h_kenv_new writes the
-     * configuration (and makes the fixture's directory), so it lives
-     * beside it; written before any stage starts. */
-    char *spam_path = h_strdupf("/tmp/bench-nemesis-%ld-spam.txt",
-                                (long)getpid());
-    char *conf_extra = h_strdupf("exactly_once.method=transactions\n"
-                                 "dedup.fpr=%g\n"
-                                 "blocklist." BLOCKLIST ".path=%s\n", FPR,
-                                 spam_path);
+    char *conf_extra = h_strdupf(
+        "exactly_once.method=transactions\n"
+        "dedup.fpr=%g\n"
+        "blocklist." BLOCKLIST ".path=%s\n"
+        "blocklist." LIVELIST ".topic=nemesis-" LIVELIST "\n"
+        "blocklist." LIVELIST ".capacity=%zu\n",
+        FPR, spam_path, st->nids / 10 + 1000);
     o.extra = conf_extra;
     n.e = h_kenv_new(n.c, "nemesis", &o);
     n.e->st = st;
-    size_t len = 0;
-    spam = h_xmalloc((size_t)nblocked * 10 + 1);
-    for (uint32_t id = 0; id < st->nids; id++)
-        if (blocked[id])
-            len += (size_t)sprintf(spam + len, "k%07u\n", id);
-    spam[len] = '\0';
-    H_MUST(h_write_file(spam_path, spam));
-    say("stream: %zu records, %zu keys, %zu blocked (%d%%), %d%% repeats; "
-        "%g records/s", st->n, st->nids, nblocked, BLOCK_PCT, DUP_PCT, rate);
+    static const char *const compact[] = {"cleanup.policy=compact", NULL};
+    H_MUST(h_create_topic(n.e->h.bs, "nemesis-" LIVELIST, 2,
+                          h_kcluster_rf(n.c), compact));
+    const char *const load[] = {live_path};
+    live_cmd(&n, "load", load, 1);
+    say("stream: %zu records, %zu keys (%zu on " BLOCKLIST ", %zu on "
+        LIVELIST ", %d%% more to add to " LIVELIST "), %d%% repeats; %g "
+        "records/s", st->n, st->nids, nfile, nlive, LATE_PCT, DUP_PCT, rate);
 
     for (int i = 0; i < ninst; i++)
         n.st[i] = stage_start(&n, i);
@@ -689,6 +806,8 @@ int main(int argc, char **argv)
     unsigned faults = 0;
     while (h_now_s() < t_end) {
         h_nap(draw_ms(&n, 2, 6));
+        if (faults % 3 == 1)
+            live_add(&n);
         run_fault(&n, draw_fault(&n));
         faults++;
     }
@@ -703,14 +822,15 @@ int main(int argc, char **argv)
         h_stage_stop(n.st[i]);
         stage_forget(&n, i);
     }
-    verdict v = oracle(&n, blocked);
+    verdict v = oracle(&n);
 
     printf("\n== bench/nemesis report\n");
     printf("seed                 %" PRIu64 "\n", seed);
     printf("instances            %d, %g records/s, stall bound %g s\n",
            ninst, rate, bound);
-    printf("records produced     %zu (%zu keys, %zu blocked)\n", v.produced,
-           st->nids, nblocked);
+    printf("records produced     %zu (%zu keys: %zu on " BLOCKLIST ", %zu on "
+           LIVELIST " from the start, %zu added in %u live adds)\n",
+           v.produced, st->nids, nfile, nlive, n.late_keys, n.late_adds);
     printf("records forwarded    %zu\n", v.forwarded);
     printf("records rejected     %zu\n", v.rejected);
     printf("faults               %u\n", faults);
@@ -722,6 +842,8 @@ int main(int argc, char **argv)
     printf("duplicated           %zu\n", v.duplicated);
     printf("unexpected           %zu\n", v.unexpected);
     printf("out of order         %zu\n", v.disorder);
+    printf("live list not kept   %zu (a copy after one that met the list "
+           "with its key, without it)\n", v.late_order);
     printf("rejected missing     %zu, twice %zu, wrong reason %zu\n",
            v.rej_missing, v.rej_twice, v.bad_reason);
     printf("false drops          %zu (dedup.fpr %g: expected %.4f, at most "
@@ -735,6 +857,7 @@ int main(int argc, char **argv)
     bool ok = v.lost == 0 && v.duplicated == 0 && v.unexpected == 0 &&
               v.disorder == 0 && v.rej_missing == 0 && v.rej_twice == 0 &&
               v.bad_reason == 0 && v.false_drops <= v.fp_allowed &&
+              v.late_order == 0 &&
               v.uncommitted == 0 && n.over_bound == 0 && n.died == 0;
     printf("verdict              %s\n", ok ? "PASS" : "FAIL");
 
@@ -742,10 +865,9 @@ int main(int argc, char **argv)
         h_proxy_free(n.px[i]);
     h_kenv_free(n.e);
     (void)h_kcluster_stop(n.c);
-    unlink(spam_path);
     free(spam_path);
+    free(live_path);
     free(conf_extra);
-    free(spam);
-    free(blocked);
+    free(n.cls);
     return ok ? 0 : 1;
 }
