@@ -3,7 +3,8 @@
  * an echo server on loopback: bytes pass both ways in order; a delay holds
  * them at least that long; a blackhole drops them but keeps the connection
  * and later ones open; a reset resets every connection and refuses new
- * ones; each heals back to pass.  The delay's check is a lower bound only,
+ * ones, even with a child process started since (the nemesis starts stage
+ * processes while its proxies run); each heals back to pass.  The delay's check is a lower bound only,
  * which load cannot break.
  */
 #include <setjmp.h>
@@ -18,11 +19,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "support/core.h"
 #include "support/proxy.h"
@@ -261,6 +267,27 @@ static void test_reset(void **state)
     close(fd);
 }
 
+/* A program started after the proxy took a connection inherits none of
+ * its sockets: else closing the proxy's copy would not end the connection,
+ * and a reset would leave it open and silent (a blackhole). */
+static void test_reset_after_spawn(void **state)
+{
+    fixture *f = *state;
+    int fd = dial(h_proxy_port(f->p));
+    round_trip(fd, "before");
+    char *const argv[] = {"sleep", "30", NULL};
+    pid_t child;
+    assert_int_equal(posix_spawnp(&child, "sleep", NULL, NULL, argv, environ),
+                     0);
+    h_proxy_set(f->p, H_LINK_RESET, 0);
+    char b[16];
+    ssize_t got = read_within(fd, b, 1, WAIT_MS);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    close(fd);
+    assert_int_equal(got, -1);
+}
+
 static void test_target_down(void **state)
 {
     fixture *f = *state;
@@ -286,6 +313,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_delay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blackhole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_after_spawn, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_target_down, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

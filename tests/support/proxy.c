@@ -104,7 +104,10 @@ static int nonblock(int fd)
 
 static void take_connection(h_proxy *p, h_link mode)
 {
-    int client = accept(p->listen_fd, NULL, NULL);
+    /* CLOEXEC, as every socket here: a process the caller starts later
+     * must not hold a copy, or closing ours would not end the connection
+     * (a reset would leave it open and silent). */
+    int client = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (client < 0)
         return;
     atomic_fetch_add(&p->accepted, 1);

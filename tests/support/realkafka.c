@@ -206,7 +206,8 @@ int h_kcluster_kill_node(h_kcluster *c, int i)
     return 0;
 }
 
-int h_kcluster_port(const h_kcluster *c, int i)
+/* The port named KIND<i> in DIR/ports; -1 if unknown. */
+static int port_of(const h_kcluster *c, const char *kind, int i)
 {
     char *path = h_strdupf("%s/ports", c->dir), *text = NULL;
     int rc = h_read_file(path, &text, NULL);
@@ -214,7 +215,7 @@ int h_kcluster_port(const h_kcluster *c, int i)
     if (rc)
         return -1;
     char key[32];
-    snprintf(key, sizeof(key), "broker%d=", i);
+    snprintf(key, sizeof(key), "%s%d=", kind, i);
     int port = -1;
     for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1
                                                        : NULL)
@@ -222,6 +223,21 @@ int h_kcluster_port(const h_kcluster *c, int i)
             port = atoi(l + strlen(key));
     free(text);
     return port;
+}
+
+int h_kcluster_port(const h_kcluster *c, int i)
+{
+    return port_of(c, "broker", i);
+}
+
+int h_kcluster_proxied_port(const h_kcluster *c, int i)
+{
+    return port_of(c, "proxied", i);
+}
+
+int h_kcluster_proxy_port(const h_kcluster *c, int i)
+{
+    return port_of(c, "proxy", i);
 }
 
 const char *h_kcluster_log_tail(const h_kcluster *c, int i, size_t max)

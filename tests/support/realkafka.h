@@ -60,6 +60,11 @@ int h_kcluster_run(const h_kcluster *c, const char *const *args,
                    int timeout_ms, char **out) H_WARN_UNUSED;
 /* The broker port of node i (from DIR/ports); -1 if unknown. */
 int h_kcluster_port(const h_kcluster *c, int i);
+/* A cluster started with "--proxied": node i's proxied listener (the
+ * port a proxy forwards to) and the port it is advertised as (where the
+ * caller runs that proxy, h_proxy_new); -1 if unknown. */
+int h_kcluster_proxied_port(const h_kcluster *c, int i);
+int h_kcluster_proxy_port(const h_kcluster *c, int i);
 /* The last max bytes of node i's server.log (a static buffer). */
 const char *h_kcluster_log_tail(const h_kcluster *c, int i, size_t max);
 /* scripts/kafka stop, the directory removed, the settings given for its
