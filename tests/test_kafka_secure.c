@@ -185,6 +185,25 @@ static void test_mtls(void **state)
 
 /* ---- 3. what the cluster refuses -------------------------------------- */
 
+/* The credentials the cluster must refuse: how the stage authenticates,
+ * what is wrong, what the broker's refusal says (h_sec_try_metadata), a
+ * name for a configuration file, and what the case is. */
+static const struct refused_case {
+    h_sec_auth auth;
+    h_sec_flaw flaw;
+    const char *why, *name, *what;
+} refused[] = {
+    {H_SEC_SCRAM, H_SEC_WRONG_PASSWORD, "Authentication failed", "bad-scram",
+     "SCRAM-SHA-512, a wrong password"},
+    {H_SEC_PLAIN, H_SEC_WRONG_PASSWORD, "Authentication failed", "bad-plain",
+     "PLAIN, a wrong password"},
+    {H_SEC_MTLS, H_SEC_EXPIRED_CERT, "certificate unknown", "bad-expired",
+     "mTLS, an expired certificate"},
+    {H_SEC_MTLS, H_SEC_OTHER_CA, "certificate unknown", "bad-ca",
+     "mTLS, a certificate from another CA"},
+};
+#define N_REFUSED (sizeof(refused) / sizeof(refused[0]))
+
 /* h_sec_try_metadata must answer want (0: the topic seen, 1: refused with
  * a reason holding `why`); tried for up to 20 s while it answers
  * otherwise (an ACL reaches the broker's authorizer a moment after
@@ -217,21 +236,7 @@ static void test_refused(void **state)
     (void)state;
     h_kenv_opts o = {.nparts = 1, .checkpoint_ms = 1000, .capacity = 1000};
     h_kenv *e = h_kenv_new(h_kgroup_cluster(), "ks-refused", &o);
-    static const struct {
-        h_sec_auth auth;
-        h_sec_flaw flaw;
-        const char *why, *what;
-    } refused[] = {
-        {H_SEC_SCRAM, H_SEC_WRONG_PASSWORD, "Authentication failed",
-         "SCRAM-SHA-512, a wrong password"},
-        {H_SEC_PLAIN, H_SEC_WRONG_PASSWORD, "Authentication failed",
-         "PLAIN, a wrong password"},
-        {H_SEC_MTLS, H_SEC_EXPIRED_CERT, "certificate unknown",
-         "mTLS, an expired certificate"},
-        {H_SEC_MTLS, H_SEC_OTHER_CA, "certificate unknown",
-         "mTLS, a certificate from another CA"},
-    };
-    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+    for (size_t i = 0; i < N_REFUSED; i++)
         expect_metadata(refused[i].auth, refused[i].flaw, e->in, 1,
                         refused[i].why, refused[i].what);
     static const h_sec_auth sound[] = {H_SEC_SCRAM, H_SEC_PLAIN, H_SEC_MTLS};
@@ -262,21 +267,8 @@ static void test_refused(void **state)
 static void test_refused_stage(void **state)
 {
     (void)state;
-    static const struct {
-        h_sec_auth auth;
-        h_sec_flaw flaw;
-        const char *name, *what;
-    } cases[] = {
-        {H_SEC_SCRAM, H_SEC_WRONG_PASSWORD, "bad-scram",
-         "SCRAM-SHA-512, a wrong password"},
-        {H_SEC_PLAIN, H_SEC_WRONG_PASSWORD, "bad-plain",
-         "PLAIN, a wrong password"},
-        {H_SEC_MTLS, H_SEC_EXPIRED_CERT, "bad-expired",
-         "mTLS, an expired certificate"},
-        {H_SEC_MTLS, H_SEC_OTHER_CA, "bad-ca",
-         "mTLS, a certificate from another CA"},
-    };
-    enum { N = sizeof(cases) / sizeof(cases[0]) };
+    enum { N = N_REFUSED };
+    const struct refused_case *cases = refused;
     static const char *const refusals[] = {
         "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL",
         "SSL alert number", NULL};
