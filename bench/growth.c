@@ -41,7 +41,9 @@
  * fpr and loss pooled over the seeds (the fpr with its Wilson 95%
  * interval).
  * The blocked filter sized in advance for N keys at P is the first line of
- * each P (the headline's filter).
+ * each P (the README's "5 bytes per key at one in a million"); the last
+ * policy is the stage's filter sized in advance, dedup.capacity = N (one
+ * layer, at error P (1 - r), the first layer's share of the bound).
  *
  * Keys: tests/keys.h's key_u64(i) for i < N; never-added keys from
  * KEYS_ABSENT_BASE on.
@@ -66,7 +68,7 @@
 
 typedef struct policy {
     const char *name;
-    uint64_t n0;
+    uint64_t n0; /* 0: N, the keys the run streams */
     double growth, tightening;
 } policy;
 
@@ -80,6 +82,7 @@ static const policy policies[] = {
     {"x4, r 0.9", 100000, 4, 0.9},
     {"x1.5, r 0.9", 100000, 1.5, 0.9},
     {"1M, x2, r 0.85", 1000000, 2, 0.85},
+    {"N ahead, x2, r 0.85", 0, 2, 0.85},
 };
 #define NPOL (sizeof policies / sizeof policies[0])
 
@@ -154,7 +157,7 @@ static void run_policy(const policy *pol, double fpr, uint64_t n,
 {
     bf_scalable_params sp;
     bf_scalable_params_default(&sp);
-    sp.initial_capacity = pol->n0;
+    sp.initial_capacity = pol->n0 ? pol->n0 : n;
     sp.growth = pol->growth;
     sp.tightening = pol->tightening;
     sp.fpr = fpr;
