@@ -122,7 +122,7 @@ static double num(const char *s)
 {
     char *end;
     double v = strtod(s, &end);
-    if (*end == '/' ) /* a fraction: 1/1024 */
+    if (*end == '/') /* a fraction: 1/1024 */
         v /= strtod(end + 1, &end);
     if (*end || !(v > 0))
         usage();

@@ -30,8 +30,11 @@
 #ifndef BS_TESTS_AUDIT_AGREE_H
 #define BS_TESTS_AUDIT_AGREE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bloomfilters.h"
 
