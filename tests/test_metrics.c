@@ -3,9 +3,9 @@
  * and its logs, during a real run: `bloomstage run` with
  * metrics.listen=127.0.0.1:0 against `bloomstage mock-broker`, both as
  * separate processes, scraped over loopback TCP by the support layer's
- * small HTTP/1.0 client (no libcurl), and the scrape read by its
- * Prometheus text-format parser, strict enough to find format mistakes
- * (tests/support/http.h).
+ * small HTTP/1.0 client (no libcurl; HTTPS through the curl command), and
+ * the scrape read by its Prometheus text-format parser, strict enough to
+ * find format mistakes (tests/support/http.h).
  *
  * What must hold (README.md, "Metrics" and "Logs"):
  *   1. readiness: /healthz is 200 "ok" as soon as the port is known; /ready
@@ -42,7 +42,16 @@
  *      the other counters of the run; error lines too (a consume error, a
  *      fatal error at assignment, whose librdkafka or file-name text has
  *      spaces); and a fatal error at assignment exits 1 without crashing in
- *      the once-a-second publication of the per-partition gauges.
+ *      the once-a-second publication of the per-partition gauges;
+ *   6. TLS and basic auth (README "TLS and basic auth on the endpoint"):
+ *      over HTTPS (a self-signed certificate made at test time) 401 with
+ *      WWW-Authenticate: Basic without credentials, with a wrong password,
+ *      another user's or an unknown user's, on every path unless the
+ *      probes are open; 200 and a scrape that parses with the right ones;
+ *      plain HTTP on the TLS port gets no HTTP answer; no password or hash
+ *      in the log; each bad certificate, key or users file stops `run`
+ *      (exit 2, before anything starts) and `config --check`, naming the
+ *      key, the file and the line, never the hash.
  *
  * Polls are bounded; a failure prints the stage's stderr.  Needs
  * BLOOMSTAGE_BIN (ctest sets it); TEST_METRICS_FILTER=pattern runs a subset.
