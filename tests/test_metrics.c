@@ -1607,7 +1607,8 @@ static void test_tls_basic_auth(void **state)
 }
 
 /* metrics.auth.probes.open, plain HTTP: /healthz and /ready answer
- * without credentials, /metrics only with them. */
+ * without credentials, /metrics only with them; on 0.0.0.0 a warning
+ * says the passwords go in clear, on loopback none. */
 static void test_auth_probes_open(void **state)
 {
     fixture *fx = *state;
@@ -1634,6 +1635,15 @@ static void test_auth_probes_open(void **state)
     h_http_resp_free(&r);
     stage_stop(p);
     no_secret_said(p, hash);
+    if (h_said(p, "msg=\"metrics basic auth over plain HTTP\""))
+        h_stage_fail(p, "the clear-text warning on loopback");
+    /* Beyond loopback, basic auth without TLS is said to be clear text. */
+    const char *wide[] = {"metrics.listen=0.0.0.0:0", NULL};
+    p = stage_start(fx->conf, wide);
+    h_stage_metrics_port(p, (int)(PORT_WAIT_S * 1000));
+    h_expect_said(p, "level=warn msg=\"metrics basic auth over plain HTTP\" "
+                     "address=0.0.0.0");
+    stage_stop(p);
     free(extra);
     free(hash);
 }
