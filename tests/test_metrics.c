@@ -361,6 +361,16 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
     return fx->conf;
 }
 
+/* dir/NAME.pem and dir/NAME.key, self-signed (h_tls_self_signed); the
+ * test is skipped without an openssl command. */
+static void self_signed(fixture *fx, const char *name)
+{
+    int made = h_tls_self_signed(fx->h.dir, name);
+    if (made == 1)
+        skip();
+    H_CHECK(made);
+}
+
 static void produce_stream(fixture *fx, const stream *s)
 {
     H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD, s->recs, s->n));
@@ -639,10 +649,7 @@ static void test_stop_while_no_broker(void **state)
 static void test_refused_certificate_exits(void **state)
 {
     fixture *fx = *state;
-    int made = h_tls_self_signed(fx->h.dir, "broker");
-    if (made == 1)
-        skip(); /* no openssl command */
-    H_CHECK(made);
+    self_signed(fx, "broker");
     char *key = h_strdupf("%s/broker.key", fx->h.dir);
     char *cert = h_strdupf("%s/broker.pem", fx->h.dir);
     int st = 0;
@@ -1476,12 +1483,8 @@ static char *bcrypt_hash(const char *password)
 static char *guard_conf(fixture *fx, bool tls, const char *more,
                         char **hash)
 {
-    if (tls) {
-        int made = h_tls_self_signed(fx->h.dir, "metrics");
-        if (made == 1)
-            skip(); /* no openssl command */
-        H_CHECK(made);
-    }
+    if (tls)
+        self_signed(fx, "metrics");
     *hash = bcrypt_hash(AUTH_PASS);
     char *other = bcrypt_hash(OTHER_PASS);
     char *users = h_strdupf("%s/users", fx->h.dir);
@@ -1656,11 +1659,8 @@ static void test_auth_probes_open(void **state)
 static void test_guard_bad_input(void **state)
 {
     fixture *fx = *state;
-    int made = h_tls_self_signed(fx->h.dir, "metrics");
-    if (made == 1)
-        skip();
-    H_CHECK(made);
-    H_CHECK(h_tls_self_signed(fx->h.dir, "other"));
+    self_signed(fx, "metrics");
+    self_signed(fx, "other");
     const char *d = fx->h.dir;
     char *good = bcrypt_hash(AUTH_PASS);
     char *costly = h_strdupf("%s", good);
