@@ -528,9 +528,9 @@ static int check_nothing_dropped(rd_kafka_t *rk, const char *topic,
 /* A client for metadata and offset queries only. */
 static rd_kafka_t *query_client(const char *bootstrap)
 {
-    rd_kafka_t *rk = h_query_client(h_conf_pairs(
+    rd_kafka_t *rk = h_query_client(bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-query",
-        NULL));
+        NULL)));
     if (!rk)
         fail("cannot create a client: %s", h_last_error());
     return rk;
@@ -698,11 +698,11 @@ static int load_input(const dataset *d, const char *bootstrap,
 {
     /* Big lz4 batches: the input is read fast (the mock serves one batch
      * per partition per fetch) and takes little of the mock's 5 MiB. */
-    rd_kafka_conf_t *conf = h_conf_pairs(
+    rd_kafka_conf_t *conf = bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-load",
         "enable.idempotence", "true", "compression.type", "lz4", "linger.ms",
         "100", "batch.num.messages", "10000",
-        "queue.buffering.max.messages", "1000000", NULL);
+        "queue.buffering.max.messages", "1000000", NULL));
     h_producer *lp = NULL;
     if (h_producer_new(conf, 0, &lp))
         return fail("cannot create the loader: %s", h_last_error());
@@ -775,6 +775,9 @@ typedef struct bench {
     char in_topic[128];     /* this round's input: bench-in (mock), or
                                bench-in-R (real broker) */
     const char *streams;    /* bench/streams/run; NULL: no Streams phases */
+    /* --client-config: every client's extra settings (bk_client_kv), the
+     * file passed on to the pass-through-je child; NULL: none */
+    const char *client_config;
 } bench;
 
 /* Output topic and group names of a phase in a round. */
@@ -939,10 +942,10 @@ static int pass_open(const pass_run *pr, pass_state *ps, pass_clients *pc)
     memset(pc, 0, sizeof(*pc));
     /* As bloomstage's producer (clients.c): idempotent, its tuning; the
      * refresh interval as in the stage's config. */
-    rd_kafka_conf_t *pconf = h_conf_pairs(
+    rd_kafka_conf_t *pconf = bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
         "enable.idempotence", "true", BS_PRODUCER_TUNING,
-        "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
+        "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL));
     rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
     rd_kafka_conf_set_opaque(pconf, ps);
     pc->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof(err));
@@ -950,11 +953,11 @@ static int pass_open(const pass_run *pr, pass_state *ps, pass_clients *pc)
         rd_kafka_conf_destroy(pconf);
         return fail("%s producer: %s", pr->what, err);
     }
-    rd_kafka_conf_t *cconf = h_conf_pairs(
+    rd_kafka_conf_t *cconf = bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
         "group.id", pr->group,
         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
-        BS_CONSUMER_TUNING, NULL);
+        BS_CONSUMER_TUNING, NULL));
     pc->cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
     if (!pc->cons) {
         rd_kafka_conf_destroy(cconf);
@@ -1214,7 +1217,8 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     snprintf(nstr, sizeof(nstr), "%" PRIu64, d->n);
     snprintf(log_path, sizeof(log_path), "%s/pass-je-%d.log", b->dir, round);
     char *argv[] = {(char *)b->je, "--pass-child", (char *)b->bootstrap,
-                    (char *)b->in_topic, topic, group, nstr, NULL};
+                    (char *)b->in_topic, topic, group, nstr,
+                    (char *)b->client_config, NULL};
     h_proc *c = NULL, *perf = NULL;
     observer o;
     if (child_start(argv, true, log_path, &c))
@@ -1358,6 +1362,9 @@ static int write_stage_conf(const bench *b, const char *kind, int round,
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
+    /* --client-config: the same settings as every other client's. */
+    for (size_t i = 0; bk_client_kv && bk_client_kv[i]; i++)
+        fprintf(f, "kafka.%s\n", bk_client_kv[i]);
     if (fclose(f) != 0)
         return fail("%s: %s", conf_path, strerror(errno));
     return 0;
@@ -1583,6 +1590,11 @@ static const char USAGE[] =
     "  --streams PATH   with --bootstrap: bench/streams/run, for the Kafka\n"
     "                   Streams contestants (exactly_once_v2, at_least_once)\n"
     "  --no-streams     with --bootstrap: without them\n"
+    "  --client-config FILE  with --bootstrap: librdkafka settings\n"
+    "                   (key=value lines: security.protocol, sasl.*, ssl.*)\n"
+    "                   every client adds, bloomstage's as kafka.* keys: a\n"
+    "                   secured broker's listener (bench/e2e --kafka\n"
+    "                   --secure writes one); not with --streams\n"
     "  --perf DIR       profile each phase's client with `perf record -p`\n"
     "                   from its first output record on, into\n"
     "                   DIR/{pass,passje,stage,alo}-R.perf.data (perturbs\n"
@@ -1654,7 +1666,7 @@ static void catch_signals(void)
 }
 
 /* The hidden modes, for bench_e2e's own use:
- *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N
+ *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N [CLIENT_CONFIG]
  *       the pass-through loop alone (pass_loop), then its line (see
  *       PASS_CHILD_LINE); the pass-through-je phase runs bench_e2e_je so
  *   --malloc
@@ -1668,10 +1680,16 @@ static int hidden_main(int argc, char **argv)
         return 0;
     }
     uint64_t n;
-    if (argc != 7 || !bench_parse_count(argv[6], 1, 100000000, &n)) {
+    char err[512];
+    if ((argc != 7 && argc != 8) ||
+        !bench_parse_count(argv[6], 1, 100000000, &n)) {
         fprintf(stderr, "usage: %s --pass-child BOOTSTRAP INPUT TOPIC GROUP "
-                "N\n", argv[0]);
+                "N [CLIENT_CONFIG]\n", argv[0]);
         return 2;
+    }
+    if (argc == 8 && bk_client_config_load(argv[7], err, sizeof(err))) {
+        fprintf(stderr, "%s --pass-child: %s\n", argv[0], err);
+        return 1;
     }
     catch_signals();
     pass_run pr = {.what = "pass-child", .bootstrap = argv[2],
@@ -2111,6 +2129,9 @@ static int parse_option(int c, char *arg, bench *b, e2e_run *run)
     case 'N':
         run->no_streams = true;
         return -1;
+    case 'C':
+        b->client_config = arg;
+        return -1;
     default:
         return bench_usage(c, USAGE);
     }
@@ -2131,6 +2152,7 @@ static int parse_args(int argc, char **argv, bench *b, e2e_run *run)
         {"broker-pid", required_argument, NULL, 'P'},
         {"streams", required_argument, NULL, 'S'},
         {"no-streams", no_argument, NULL, 'N'},
+        {"client-config", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     run->n = 1000000;
@@ -2162,6 +2184,17 @@ static int check_args(bench *b, e2e_run *run)
     }
     if (run->no_streams)
         b->streams = NULL;
+    if (b->client_config && (!b->real || b->streams)) {
+        fprintf(stderr, "bench_e2e: --client-config goes with --bootstrap "
+                "and --no-streams\n");
+        return 2;
+    }
+    char err[512];
+    if (b->client_config &&
+        bk_client_config_load(b->client_config, err, sizeof(err))) {
+        fprintf(stderr, "bench_e2e: --client-config %s\n", err);
+        return 2;
+    }
     if (b->streams && access(b->streams, X_OK) != 0) {
         fprintf(stderr, "bench_e2e: --streams %s: %s\n", b->streams,
                 strerror(errno));
@@ -2303,6 +2336,20 @@ static void print_header_clients(const bench *b, const e2e_run *run)
                "jemalloc: BLOOMSTAGE_JEMALLOC=OFF, or\n"
                "               the sanitizers);\n");
     printf("               bloomstage: %s (its --version)\n", run->bs_malloc);
+    if (b->client_config) {
+        /* The protocol and mechanism shown; other values (passwords,
+         * paths) not. */
+        printf("  security     every client (--client-config %s):",
+               b->client_config);
+        for (size_t i = 0; bk_client_kv[i]; i++) {
+            const char *kv = bk_client_kv[i];
+            bool shown = !strncmp(kv, "security.protocol=", 18) ||
+                         !strncmp(kv, "sasl.mechanism", 14);
+            printf(" %.*s=%s", (int)strcspn(kv, "="), kv,
+                   shown ? strchr(kv, '=') + 1 : "...");
+        }
+        printf("\n");
+    }
     printf("  work dir     %s (%s)%s\n", b->dir, fs_type(b->dir),
            run->keep ? ", kept" : "");
     if (b->perf_dir)

@@ -5,11 +5,13 @@
  */
 #include "metrics.h"
 #include "log.h"
+#include "metrics_guard.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,13 @@
 struct bs_metrics {
     struct MHD_Daemon *daemon;
     bs_stage *stage;
+    bs_metrics_guard *guard; /* NULL: plain HTTP, no auth */
     unsigned port;
+    /* libmicrohttpd's messages: the first one while it starts (why it
+     * could not), logged at debug level once it runs (handshakes that
+     * failed: a plain-HTTP client on the TLS port, a scanner). */
+    atomic_bool running;
+    char start_err[256];
 };
 
 /* -- a bounded growable text buffer ---------------------------------------- */
@@ -281,6 +289,48 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code,
     return ret;
 }
 
+/* 401 with WWW-Authenticate: Basic (no credentials, or wrong ones: the
+ * answer does not say which). */
+static enum MHD_Result refuse(struct MHD_Connection *c)
+{
+    static char body[] = "unauthorized\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    enum MHD_Result ret =
+        MHD_queue_basic_auth_fail_response(c, "bloomstage", r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    bs_metrics *m = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    if (!atomic_load(&m->running)) {
+        if (!m->start_err[0])
+            snprintf(m->start_err, sizeof(m->start_err), "%s", msg);
+        return;
+    }
+    char q[300];
+    bs_log(BS_LOG_DEBUG, "metrics endpoint", "message=%s",
+           bs_log_quote(msg, q, sizeof(q)));
+}
+
+/* An IPv4 or IPv6 loopback address. */
+static bool loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+                24) == 127;
+    return sa->sa_family == AF_INET6 &&
+           IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
                               const char *url, const char *method,
                               const char *version, const char *upload,
@@ -291,6 +341,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     (void)upload_size;
     (void)con_cls;
     bs_metrics *m = cls;
+    if (bs_metrics_guard_needs_auth(m->guard, url)) {
+        char *pass = NULL, *user = MHD_basic_auth_get_username_password(c,
+                                                                      &pass);
+        bool ok = bs_metrics_guard_allows(m->guard, user, pass);
+        if (pass)
+            explicit_bzero(pass, strlen(pass));
+        MHD_free(user);
+        MHD_free(pass);
+        if (!ok)
+            return refuse(c);
+    }
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply(c, 405, "text/plain", "method not allowed\n", false);
     if (!strcmp(url, "/metrics")) {
@@ -315,8 +376,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
                  "not found: try /metrics, /healthz, /ready\n", false);
 }
 
-bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
-                             char *errstr, size_t errstr_size)
+bs_metrics *bs_metrics_start(const char *listen, bs_metrics_guard *guard,
+                             bs_stage *stage, char *errstr,
+                             size_t errstr_size)
 {
     char host[256] = "", port[16] = "";
     const char *colon = strrchr(listen, ':');
@@ -324,6 +386,7 @@ bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
         (size_t)(colon - listen) >= sizeof(host)) {
         snprintf(errstr, errstr_size, "metrics.listen '%s': expected "
                  "HOST:PORT, :PORT or [V6]:PORT", listen);
+        bs_metrics_guard_free(guard);
         return NULL;
     }
     memcpy(host, listen, (size_t)(colon - listen));
@@ -340,34 +403,61 @@ bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
     if (gerr) {
         snprintf(errstr, errstr_size, "metrics.listen '%s': %s", listen,
                  gai_strerror(gerr));
+        bs_metrics_guard_free(guard);
         return NULL;
     }
     bs_metrics *m = calloc(1, sizeof(*m));
     if (!m) {
         freeaddrinfo(ai);
         snprintf(errstr, errstr_size, "out of memory");
+        bs_metrics_guard_free(guard);
         return NULL;
     }
     m->stage = stage;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+    m->guard = guard;
+    const char *cert = bs_metrics_guard_cert(guard);
+    bool clear_auth = bs_metrics_guard_users(guard) && !cert &&
+                      !loopback(ai->ai_addr);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                     (cert ? MHD_USE_TLS : 0) |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, m,
-                                 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
-                                 MHD_OPTION_END);
+    /* The logger first (libmicrohttpd wants it so); without TLS the two
+     * PEM options end the list early (as END). */
+    m->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        m, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+        64u, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
+        cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+        MHD_OPTION_HTTPS_MEM_KEY, bs_metrics_guard_key(guard),
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!m->daemon) {
-        snprintf(errstr, errstr_size, "metrics.listen '%s': cannot listen "
-                 "(address in use or not local?)", listen);
+        if (cert && m->start_err[0])
+            snprintf(errstr, errstr_size, "metrics.listen '%s': cannot "
+                     "serve TLS with metrics.tls.cert.path and "
+                     "metrics.tls.key.path (do they belong together?): "
+                     "libmicrohttpd: %s", listen, m->start_err);
+        else
+            snprintf(errstr, errstr_size, "metrics.listen '%s': cannot "
+                     "listen (address in use or not local?)%s%s", listen,
+                     m->start_err[0] ? ": libmicrohttpd: " : "",
+                     m->start_err);
+        bs_metrics_guard_free(guard);
         free(m);
         return NULL;
     }
+    atomic_store(&m->running, true);
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? info->port : 0;
-    bs_log(BS_LOG_INFO, "metrics listening", "address=%s port=%u",
-           host[0] ? host : "*", m->port);
+    bs_log(BS_LOG_INFO, "metrics listening", "address=%s port=%u tls=%s "
+           "users=%zu", host[0] ? host : "*", m->port, cert ? "on" : "off",
+           bs_metrics_guard_users(guard));
+    if (clear_auth)
+        bs_log(BS_LOG_WARN, "metrics basic auth over plain HTTP",
+               "address=%s hint=\"passwords cross the network in clear: "
+               "set metrics.tls.cert.path and metrics.tls.key.path\"",
+               host[0] ? host : "*");
     return m;
 }
 
@@ -377,5 +467,6 @@ void bs_metrics_stop(bs_metrics *m)
     if (!m)
         return;
     MHD_stop_daemon(m->daemon);
+    bs_metrics_guard_free(m->guard);
     free(m);
 }

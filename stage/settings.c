@@ -128,6 +128,11 @@ static void get_SIZE(const bs_config *cfg, const char *key, uint64_t *out)
     *out = v > 0 ? (uint64_t)v : 0;
 }
 
+static void get_BOOL(const bs_config *cfg, const char *key, bool *out)
+{
+    *out = bs_config_get_bool(cfg, key);
+}
+
 /* Enum keys: bs_config_get_enum returns the index in the key's value list,
  * which config.h generates together with the constants. */
 static void get_GUARANTEE(const bs_config *cfg, const char *key,
@@ -186,6 +191,7 @@ static bool set_KEYSPEC(const bs_config_keyspec *const *v)
 #define set_COUNT(v) true
 #define set_MS(v) true
 #define set_SIZE(v) true
+#define set_BOOL(v) true
 #define set_GUARANTEE(v) true
 #define set_MISSING_KEY(v) true
 #define set_LATE(v) true

@@ -30,6 +30,7 @@
 #include "log.h"
 
 #include <config.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* NULL with errstr ("FILE:LINE: key 'x': ...") on any error.  file may be
@@ -72,6 +73,7 @@ typedef enum bs_start_at {
  *   COUNT       uint64_t                       int, range starting >= 0
  *   MS          int64_t milliseconds           int
  *   SIZE        uint64_t bytes                 size
+ *   BOOL        bool                           bool
  *   GUARANTEE, MISSING_KEY, LATE, CKPT_STORE, EOS_METHOD   enum, config.h's lists
  *   LOG_LEVEL   bs_log_level (log.h), mapped by name from log.level */
 #define BS_SETTINGS_CTYPE_TOPICS bs_topic_list
@@ -82,6 +84,7 @@ typedef enum bs_start_at {
 #define BS_SETTINGS_CTYPE_COUNT uint64_t
 #define BS_SETTINGS_CTYPE_MS int64_t
 #define BS_SETTINGS_CTYPE_SIZE uint64_t
+#define BS_SETTINGS_CTYPE_BOOL bool
 #define BS_SETTINGS_CTYPE_GUARANTEE bs_guarantee
 #define BS_SETTINGS_CTYPE_MISSING_KEY bs_missing_key_policy
 #define BS_SETTINGS_CTYPE_LATE bs_late_policy
@@ -117,6 +120,10 @@ typedef enum bs_start_at {
     X("exactly_once.transactional.id", transactional_id, OPT_STRING)        \
     X("consumer.group.id", group_id, STRING)                                \
     X("metrics.listen", metrics_listen, OPT_STRING)                         \
+    X("metrics.tls.cert.path", metrics_tls_cert, OPT_STRING)                \
+    X("metrics.tls.key.path", metrics_tls_key, OPT_STRING)                  \
+    X("metrics.auth.users.path", metrics_users, OPT_STRING)                 \
+    X("metrics.auth.probes.open", metrics_probes_open, BOOL)                \
     X("log.level", log_level, LOG_LEVEL)                                    \
     X("log.stats.interval.ms", stats_interval_ms, MS)
 

@@ -33,6 +33,7 @@
 #define CT_COUNT BS_CT_INT
 #define CT_MS BS_CT_INT
 #define CT_SIZE BS_CT_SIZE
+#define CT_BOOL BS_CT_BOOL
 #define CT_GUARANTEE BS_CT_ENUM
 #define CT_MISSING_KEY BS_CT_ENUM
 #define CT_LATE BS_CT_ENUM
@@ -59,6 +60,7 @@ static const char *const level_texts[] = {
 #define VALUES_COUNT NULL
 #define VALUES_MS NULL
 #define VALUES_SIZE NULL
+#define VALUES_BOOL NULL
 #define VALUES_GUARANTEE guarantee_texts
 #define VALUES_MISSING_KEY missing_texts
 #define VALUES_LATE late_texts
