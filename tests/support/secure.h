@@ -41,6 +41,10 @@ typedef enum h_sec_flaw {
 
 /* The principal a stage is (ACLs name it). */
 #define H_SEC_STAGE_PRINCIPAL "User:stage"
+/* The topics (never created) whose ACLs h_acls_grant and h_acls_revoke
+ * use to wait until a change applies: "h-sec-settled-N".  h_sec_denied
+ * does not count their denials. */
+#define H_SEC_SETTLE_TOPIC "h-sec-settled"
 
 /* `scripts/kafka start --secure` of one node (h_kcluster_start_args);
  * the layer's clients for its bootstrap list are admin from then on
@@ -116,7 +120,8 @@ size_t h_stage_acls(h_acl *acls, size_t max);
  * c, as admin: those on topics and groups by one Admin API request
  * (CreateAcls, DeleteAcls), those on transactional ids by one run of
  * Kafka's kafka-acls (`scripts/kafka tool acls`: librdkafka 2.0.2's Admin
- * API has no TransactionalId resource type). */
+ * API has no TransactionalId resource type); then waits (up to 20 s)
+ * until the broker's authorizer applies the change. */
 int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
                  const h_acl *acls, size_t n) H_WARN_UNUSED;
 int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
