@@ -21,6 +21,7 @@
 #include "kafka_util.h"
 #include "util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -729,6 +730,127 @@ bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
         return NULL;
     }
     return ks;
+}
+
+bs_kafkastore *bs_kafkastore_open_read(const bs_settings *set,
+                                       rd_kafka_t *reader, char *errstr,
+                                       size_t errstr_size)
+{
+    bs_kafkastore *ks = calloc(1, sizeof(*ks));
+    if (!ks) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    ks->group = set->group_id;
+    ks->topic = set->checkpoint_topic;
+    ks->reader = reader;
+    char why[512] = "";
+    ks->nparts = bs_topic_lookup(reader, ks->topic, BS_TIMEOUT_STORE_ADMIN_MS,
+                                 NULL, why, sizeof(why));
+    if (ks->nparts <= 0) {
+        snprintf(errstr, errstr_size, "checkpoint topic %s: %s", ks->topic,
+                 why[0] ? why : "no partitions");
+        free(ks);
+        return NULL;
+    }
+    snprintf(ks->desc, sizeof(ks->desc), "kafka topic:%s partitions:%d",
+             ks->topic, ks->nparts);
+    return ks;
+}
+
+/* bs_kafkastore_list's reading: the group's key prefix, what it found. */
+typedef struct lister {
+    char prefix[300];
+    size_t plen;
+    bs_store_part *parts;
+    size_t n, cap;
+    bool oom;
+} lister;
+
+/* A record: if its key is a manifest's of the group ("bs1/GROUP/TOPIC/
+ * PARTITION"; a chunk's has two more parts), its partition is added, or
+ * removed by a tombstone. */
+static int on_listed(const rd_kafka_message_t *m, void *op)
+{
+    lister *l = op;
+    const char *k = m->key;
+    if (!k || m->key_len <= l->plen || memcmp(k, l->prefix, l->plen))
+        return 0;
+    char rest[300], *end;
+    size_t rlen = m->key_len - l->plen;
+    if (rlen >= sizeof(rest))
+        return 0;
+    memcpy(rest, k + l->plen, rlen);
+    rest[rlen] = '\0';
+    char *slash = strchr(rest, '/');
+    if (!slash || strchr(slash + 1, '/') || slash - rest >= 250)
+        return 0;
+    *slash = '\0';
+    long p = strtol(slash + 1, &end, 10);
+    if (*end || end == slash + 1 || p < 0 || p > INT32_MAX)
+        return 0;
+    size_t i = 0;
+    while (i < l->n && !(l->parts[i].partition == (int32_t)p &&
+                         !strcmp(l->parts[i].topic, rest)))
+        i++;
+    if (!m->payload) { /* deleted */
+        if (i < l->n)
+            l->parts[i] = l->parts[--l->n];
+        return 0;
+    }
+    if (i < l->n)
+        return 0;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        bs_store_part *np = realloc(l->parts, nc * sizeof(*np));
+        if (!np) {
+            l->oom = true;
+            return 1;
+        }
+        l->parts = np;
+        l->cap = nc;
+    }
+    memcpy(l->parts[l->n].topic, rest, (size_t)(slash - rest) + 1);
+    l->parts[l->n++].partition = (int32_t)p;
+    return 0;
+}
+
+static int cmp_part(const void *a, const void *b)
+{
+    const bs_store_part *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+int bs_kafkastore_list(bs_kafkastore *ks, bs_store_part **parts, size_t *n,
+                       char *errstr, size_t errstr_size)
+{
+    lister l = {.plen = 0};
+    l.plen = (size_t)snprintf(l.prefix, sizeof(l.prefix), KEY_PREFIX "/%s/",
+                              ks->group);
+    int rc = l.plen < sizeof(l.prefix) ? 0 : -1;
+    if (rc)
+        snprintf(errstr, errstr_size, "consumer.group.id too long");
+    for (int32_t cp = 0; rc == 0 && cp < ks->nparts; cp++) {
+        int64_t lo, hi;
+        rc = bounds(ks, cp, &lo, &hi, errstr, errstr_size);
+        if (rc == 0)
+            rc = read_range(ks, cp, lo, hi, on_listed, &l, errstr,
+                            errstr_size);
+        if (rc == 0 && l.oom) {
+            snprintf(errstr, errstr_size, "out of memory");
+            rc = -1;
+        }
+    }
+    if (rc) {
+        free(l.parts);
+        return -1;
+    }
+    if (l.n > 1)
+        qsort(l.parts, l.n, sizeof(*l.parts), cmp_part);
+    *parts = l.parts;
+    *n = l.n;
+    return 0;
 }
 
 static void kafka_destroy(void *impl)

@@ -40,7 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "support.h"
@@ -50,68 +49,13 @@
 #define NRECS 20000
 
 /* A fresh environment named name on the secured node: every topic made
- * by admin, the stage's configuration reaching the cluster as `stage` by
- * auth with credentials flawed by flaw (kept 0600: it holds a password),
- * metrics on a free loopback port, the stage's ACLs granted. */
-static h_kenv *env_new(const char *name, h_sec_auth auth, h_sec_flaw flaw)
+ * by admin, the stage reaching the cluster as `stage` by auth, the
+ * stage's ACLs granted (h_sec_kenv_new). */
+static h_kenv *env_new(const char *name, h_sec_auth auth)
 {
-    h_kcluster *c = h_kgroup_cluster();
-    char *sec = h_sec_stage_settings(c, auth, flaw);
-    char *extra = h_strdupf("%smetrics.listen=127.0.0.1:0\n", sec);
     h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
-                     .checkpoint_ms = 500, .capacity = 30000, .extra = extra,
-                     .bootstraps = h_sec_bootstrap(c, auth)};
-    h_kenv *e = h_kenv_new(c, name, &o);
-    free(sec);
-    free(extra);
-    if (chmod(e->conf, 0600))
-        fail_msg("chmod 0600 %s failed", e->conf);
-    h_acl acls[16];
-    size_t nacls = h_stage_acls(acls, 16);
-    H_CHECK(h_acls_grant(c, e, H_SEC_STAGE_PRINCIPAL, acls, nacls));
-    return e;
-}
-
-/* What the node's authorizer logged about User:stage from byte `from`
- * of its log on: the denials of FindCoordinator for the group GROUP.replay
- * (the stage's output-tail reader has that group.id and never joins it;
- * librdkafka still looks up its coordinator, and the stage works without
- * it), and every other denial (the first few lines into buf). */
-typedef struct denied {
-    size_t replay_group, other;
-    size_t end; /* the log's size */
-} denied;
-
-static denied denials(const h_kenv *e, size_t from, char *buf, size_t size)
-{
-    char *path = h_strdupf("%s/node1/server.log",
-                           h_kcluster_dir(h_kgroup_cluster()));
-    char *log = NULL, *replay = h_strdupf("Group:LITERAL:%s.replay for "
-                                          "request = FindCoordinator",
-                                          e->group);
-    size_t len = 0, used = 0;
-    int rc = h_read_file(path, &log, &len);
-    free(path);
-    H_MUST(rc);
-    denied d = {0, 0, len};
-    buf[0] = '\0';
-    const char *needle = "Principal = User:stage is Denied";
-    for (const char *s = log + (from < len ? from : len);
-         (s = strstr(s, needle)); s++) {
-        size_t n = strcspn(s, "\n");
-        char line[1024];
-        snprintf(line, sizeof(line), "%.*s", (int)n, s);
-        if (strstr(line, replay)) {
-            d.replay_group++;
-            continue;
-        }
-        if (used + strlen(line) + 2 < size)
-            used += (size_t)snprintf(buf + used, size - used, "%s\n", line);
-        d.other++;
-    }
-    free(replay);
-    free(log);
-    return d;
+                     .checkpoint_ms = 500, .capacity = 30000};
+    return h_sec_kenv_new(h_kgroup_cluster(), name, auth, &o, NULL);
 }
 
 /* One run of the stage on transactions until the group has committed the
@@ -139,8 +83,9 @@ static void secured_exactly_once(const char *name, h_sec_auth auth,
                                  const char *how)
 {
     char lines[2048];
-    h_kenv *e = env_new(name, auth, H_SEC_SOUND);
-    size_t log0 = denials(e, 0, lines, sizeof(lines)).end;
+    h_kenv *e = env_new(name, auth);
+    size_t log0 = 0;
+    (void)h_sec_denied(h_kgroup_cluster(), 0, &log0, NULL, 0);
     e->st = h_stream_new(NRECS, NPARTS, 0x5ec);
     h_stream_add(e->st, NRECS, 40);
     h_stream_produce(e->st, e->h.bs, e->in, 0, NRECS / 2, NULL);
@@ -154,14 +99,14 @@ static void secured_exactly_once(const char *name, h_sec_auth auth,
     size_t n = 0;
     h_kenv_expect_once(e, &n, how);
     size_t nrej = h_kenv_expect_rejected(e, NULL);
-    denied d = denials(e, log0, lines, sizeof(lines));
-    if (d.other)
+    size_t denied = h_sec_denied(h_kgroup_cluster(), log0, NULL, lines,
+                                 sizeof(lines));
+    if (denied)
         fail_msg("%s: the broker denied User:stage %zu times:\n%s", how,
-                 d.other, lines);
+                 denied, lines);
     print_message("%s: %zu records, %zu keys once in %s, %zu duplicates in "
-                  "%s; denied nothing but FindCoordinator of %s.replay "
-                  "(%zu times)\n", how, e->st->n, n, e->out, nrej, e->rej,
-                  e->group, d.replay_group);
+                  "%s; the broker denied User:stage nothing\n", how,
+                  e->st->n, n, e->out, nrej, e->rej);
     h_acl acls[16];
     size_t nacls = h_stage_acls(acls, 16);
     H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL, acls,
@@ -276,25 +221,15 @@ static void test_refused_stage(void **state)
      * have it; each case's configuration is that one with its own
      * listener and credentials after it (a later line wins). */
     h_kcluster *c = h_kgroup_cluster();
-    h_kenv *e = env_new("ks-bad", H_SEC_SCRAM, H_SEC_SOUND);
-    char *base = NULL;
-    H_CHECK(h_read_file(e->conf, &base, NULL));
+    h_kenv *e = env_new("ks-bad", H_SEC_SCRAM);
     h_proc *p[N];
     for (size_t i = 0; i < N; i++) {
-        char *sec = h_sec_stage_settings(c, cases[i].auth, cases[i].flaw);
-        char *text = h_strdupf("%skafka.bootstrap.servers=%s\n%s", base,
-                               h_sec_bootstrap(c, cases[i].auth), sec);
-        char *conf = h_strdupf("%s/%s.conf", e->h.dir, cases[i].name);
-        H_CHECK(h_write_file(conf, text));
-        if (chmod(conf, 0600))
-            fail_msg("chmod 0600 %s failed", conf);
+        char *conf = h_sec_kenv_conf(c, e, cases[i].auth, cases[i].flaw,
+                                     cases[i].name);
         const char *const xs[] = {"exactly_once.method=transactions", NULL};
         p[i] = h_stage_start(conf, xs, NULL);
-        free(sec);
-        free(text);
         free(conf);
     }
-    free(base);
     double t0 = h_now_s();
     for (size_t i = 0; i < N; i++) {
         char why[600];
