@@ -3,6 +3,7 @@
  * per partition, and whether each file verifies.
  */
 #include "checkpoint.h"
+#include "cli_audit.h"
 #include "commands.h"
 #include "store_dir.h"
 #include "util.h"
@@ -20,7 +21,9 @@ static const char CKPT_HELP[] =
     "topic, partition, the next input offset its newest state covers (the\n"
     "snapshot and the deltas after it), when it was written, the dedup\n"
     "filter's layers, memory, estimated keys and false-positive rate, and\n"
-    "whether every file of it verifies (checksums, structure, the chain).\n"
+    "whether every file of it verifies (checksums, structure, the chain);\n"
+    "under it the audit sample's counts, measured rate with its 95%\n"
+    "interval, and memory (dedup.audit.rate).\n"
     "Exit 0 if every file verifies, 1 if any does not, 2 on a usage error.\n";
 
 /* A ms timestamp as UTC text, to the millisecond. */
@@ -158,6 +161,13 @@ static void print_state(const bs_checkpoint *c, uint64_t snap_seq)
                (unsigned long long)c->seq, (unsigned long long)snap_seq,
                (unsigned long long)(c->seq - snap_seq));
     print_window(bf_filter_windowed(c->filter));
+    if (c->audit) {
+        printf("  ");
+        cli_audit_line(stdout, c->audit, &in, NULL);
+    } else {
+        printf("  audit: none (dedup.audit.rate=0, or written before the "
+               "audit)\n");
+    }
 }
 
 int cmd_checkpoint(int argc, char **argv)

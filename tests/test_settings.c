@@ -30,6 +30,7 @@
 #define CT_OPT_STRING BS_CT_STRING
 #define CT_KEYSPEC BS_CT_KEYSPEC
 #define CT_DOUBLE BS_CT_DOUBLE
+#define CT_BOOL BS_CT_BOOL
 #define CT_COUNT BS_CT_INT
 #define CT_MS BS_CT_INT
 #define CT_SIZE BS_CT_SIZE
@@ -56,6 +57,7 @@ static const char *const level_texts[] = {
 #define VALUES_OPT_STRING NULL
 #define VALUES_KEYSPEC NULL
 #define VALUES_DOUBLE NULL
+#define VALUES_BOOL NULL
 #define VALUES_COUNT NULL
 #define VALUES_MS NULL
 #define VALUES_SIZE NULL
