@@ -193,6 +193,8 @@ void bs_report(bs_stage *s, double now)
                      (double)s->set.stats_interval_ms;
     if (!status && !stats)
         return;
+    if (stats)
+        bs_publish(s); /* the gauges as of now, beside the counters */
     bs_stage_stats st;
     bs_stage_stats_get(s, &st);
     int64_t lag = total_lag(s);

@@ -5,9 +5,11 @@
  * the stage's log, /metrics, `bloomstage checkpoint info`).
  *
  * What must hold (README "Measured false positives"):
- *   1. a filter undersized for dedup.fpr -- checkpointed at dedup.fpr=0.1,
- *      restarted at 1e-6 with dedup.max.bytes=1 so that it cannot grow --
- *      makes the "above dedup.fpr" warning fire, and with rescue on every
+ *   1. a filter undersized for dedup.fpr -- checkpointed at dedup.fpr=0.1
+ *      with the audit off, restarted at 1e-6 with dedup.max.bytes=1 so
+ *      that it cannot grow, and a fresh sample (the checkpoint had none:
+ *      logged) -- makes the "above dedup.fpr" warning fire on the new
+ *      run's evidence, the stats line shows the rate, and with rescue on every
  *      sampled new key reaches the output (some unsampled ones do not: the
  *      filter does drop new keys); the sampled lookups of the run are
  *      exactly its sampled new keys, the rescued exactly its false
@@ -19,7 +21,11 @@
  *      restore logs are those `checkpoint info` shows of the last
  *      checkpoint, and the keys forwarded before the crash, which come
  *      again after the restart, count no false positive and are not
- *      forwarded twice (the replay notes them in the sample).
+ *      forwarded twice (the replay notes them in the sample);
+ *   4. deliveries failing (Produce errors in the broker), exactly_once:
+ *      the rollback takes the sample back with the filter, so at the end
+ *      every key counted one lookup but those the rollback's replay found
+ *      delivered (noted).
  *
  * Which keys are sampled is computed here with the library's own
  * bf_audit_sampled (the stage's hash seed is the filters' default).
@@ -33,6 +39,7 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,13 +185,15 @@ static char *scrape(h_proc *p, h_prom *pm)
 static void undersized(h_fixture *fx, bool rescue)
 {
     enum { OLD = 20000, NEW = 8000 };
-    /* A filter built for dedup.fpr=0.1 from 100 keys up, holding OLD. */
+    /* A filter built for dedup.fpr=0.1 from 100 keys up, holding OLD,
+     * checkpointed without an audit sample. */
     const char *loose[] = {"dedup.fpr=0.1", "dedup.capacity=100",
-                           "dedup.audit.rate=" RATE, NULL};
+                           "dedup.audit.rate=0", NULL};
     char *conf = write_conf(fx, loose);
     produce_keys(fx, "old", OLD, 0, 0);
     h_proc *p = run_to(fx, conf, OLD, NULL);
-    h_expect_said(p, "audit_lookups=0 audit_false_positives=0");
+    if (h_said(p, "audit_lookups="))
+        h_stage_fail(p, "dedup.audit.rate=0, yet a sample's counts");
     h_stage_stop(p);
     free(conf);
 
@@ -193,19 +202,25 @@ static void undersized(h_fixture *fx, bool rescue)
     const char *tight[] = {"dedup.max.bytes=1", "dedup.audit.rate=" RATE,
                            rescue ? "dedup.audit.rescue=true"
                                   : "dedup.audit.rescue=false",
-                           NULL};
+                           "log.stats.interval.ms=500", NULL};
     conf = write_conf(fx, tight);
     produce_keys(fx, "new", NEW, 0, 0);
     p = h_stage_start(conf, NULL, NULL);
     h_wait_said(p, H_SAID_ASSIGNED, 1, 20000);
+    h_expect_said(p, "msg=\"checkpoint without an audit sample");
     long long l0 = logged(p, H_SAID_ASSIGNED, "audit_lookups");
     long long f0 = logged(p, H_SAID_ASSIGNED, "audit_false_positives");
+    assert_true(l0 == 0 && f0 == 0);
     h_proc *procs[] = {p, NULL};
     int64_t end = OLD + NEW;
     h_wait_committed(fx->bs, GROUP, "in", 1, &end, procs, 60000, NULL,
                      NULL);
     h_wait_said(p, WARNED, 1, 10000);
-    h_expect_said(p, "dedup_fpr=1e-06");
+    /* The stats line shows the measured rate beside the bound. */
+    h_wait_said(p, "msg=stats", 1, 10000);
+    if (logged(p, "msg=stats", "audit_lookups") < 0 ||
+        !strstr(strstr(h_process_stderr(p), "msg=stats"), "audit_fpr_low="))
+        h_stage_fail(p, "the stats line lacks the audit");
 
     /* The output: which new keys are there. */
     bf_audit *a = sampler(0.125);
@@ -375,6 +390,58 @@ static void test_crash_restart_counts(void **state)
     free(conf);
 }
 
+/* Test 4: a rollback (deliveries failing, exactly_once by replay) takes
+ * the sample back to the checkpoint with the filter: the records the
+ * rollback's replay finds delivered are noted, not looked up again, so
+ * each of them is one lookup fewer than its key would count had the
+ * sample kept what the failed stretch counted. */
+static void test_rollback_counts(void **state)
+{
+    h_fixture *fx = *state;
+    enum { CHUNK = 10000 };
+    const char *eos[] = {"processing.guarantee=exactly_once",
+                         "dedup.fpr=1e-9", "dedup.audit.rate=1",
+                         "producer.message.timeout.ms=3000",
+                         "producer.retries=2", NULL};
+    char *conf = write_conf(fx, eos);
+    produce_keys(fx, "a", CHUNK, 0, 0);
+    h_proc *p = run_to(fx, conf, CHUNK, NULL);
+    /* Paused, a second chunk arrives; once part of it is out, every
+     * Produce fails. */
+    rd_kafka_t *q = h_query_client(h_kafka_conf(fx->bs));
+    assert_non_null(q);
+    H_CHECK(h_process_kill(p, SIGSTOP));
+    produce_keys(fx, "b", 5 * CHUNK, 0, 0);
+    H_CHECK(h_process_kill(p, SIGCONT));
+    h_proc *procs[] = {p, NULL};
+    h_wait_out(q, "out", 1, procs, CHUNK + 2000, 60000);
+    H_CHECK(h_broker_control(fx->broker,
+                             "push-errors Produce 30 NOT_ENOUGH_REPLICAS"));
+    h_wait_said(p, H_SAID_ROLLBACK, 1, 60000);
+    H_CHECK(h_broker_control(fx->broker, "clear-errors Produce"));
+    int64_t end = 6 * CHUNK;
+    h_wait_committed(fx->bs, GROUP, "in", 1, &end, procs, 60000, NULL,
+                     NULL);
+    h_stage_stop(p);
+    rd_kafka_destroy(q);
+    uint64_t replayed = 0;
+    for (const char *l = h_process_stderr(p);
+         (l = strstr(l, H_SAID_REPLAYED)); l++)
+        replayed += (uint64_t)h_log_int(l, "records");
+    if (replayed == 0)
+        h_stage_fail(p, "the rollback found nothing delivered to replay");
+    char *ck = h_strdupf("%s/ck", fx->dir);
+    long long lookups, fps;
+    info_counts(ck, &lookups, &fps);
+    if (lookups != 6 * CHUNK - (long long)replayed || fps != 0)
+        fail_msg("after a rollback: %lld lookups, %lld false positives; "
+                 "want %lld (a key each but the %llu replayed) and none",
+                 lookups, fps, 6LL * CHUNK - (long long)replayed,
+                 (unsigned long long)replayed);
+    free(ck);
+    free(conf);
+}
+
 int main(void)
 {
     h_test_main("test_stage_audit", "TEST_STAGE_AUDIT_FILTER",
@@ -385,6 +452,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_undersized_rescue_off, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_crash_restart_counts, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rollback_counts, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
