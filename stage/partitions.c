@@ -154,8 +154,9 @@ static bs_rc part_audit(bs_stage *s, part *p, bf_audit *from, bool had_ckpt,
 }
 
 /* Loads a partition's checkpoint into p (filter, audit sample and
- * offsets), or gives it a fresh filter and sample when there is none.  A checkpoint that exists but cannot be
- * used is fatal, never silently replaced. */
+ * offsets), or gives it a fresh filter and sample when there is none.  A
+ * checkpoint that exists but cannot be used is fatal, never silently
+ * replaced. */
 static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
                        size_t errstr_size)
 {

@@ -7,9 +7,9 @@
  * answer checked by the audit sample (a sampled false positive is counted
  * and, with dedup.audit.rescue, forwarded), and the record produced to
  * output.topic or, dropped, to rejected.topic with its reason -- never
- * dropped silently.  Every copy
- * carries bloomstage-src (TOPIC:PARTITION:OFFSET of the input), which the
- * exactly_once replay reads back (replay.h).
+ * dropped silently.  Every copy carries bloomstage-src
+ * (TOPIC:PARTITION:OFFSET of the input), which the exactly_once replay
+ * reads back (replay.h).
  *
  * The hot path: no allocation per record beyond librdkafka's own, no
  * printf, counters without locked instructions (counters.h).

@@ -75,21 +75,24 @@ int bs_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
 /* A partition whose audit measures its filter's rate above dedup.fpr with
  * 95% confidence (the interval's low end above it): a warning, repeated
  * at most every BS_AUDIT_WARN_REPEAT_S while it holds. */
-static void audit_warn(bs_stage *s, part *p, const bf_audit_stats *st,
-                       double est_fpr)
+static void audit_warn(bs_stage *s, part *p)
 {
+    bf_audit_stats st;
+    bf_audit_stats_get(p->audit, &st);
     double now = bs_now();
-    if (st->lo <= s->set.dedup_fpr ||
+    if (st.lo <= s->set.dedup_fpr ||
         (p->audit_warned > 0 && now - p->audit_warned < BS_AUDIT_WARN_REPEAT_S))
         return;
     p->audit_warned = now;
+    bf_info in;
+    bf_filter_info(p->filter, &in);
     bs_log(BS_LOG_WARN, "audit: the filter's measured false-positive rate "
            "is above dedup.fpr", "topic=%s partition=%d lookups=%llu "
            "false_positives=%llu measured_fpr=%.3g fpr_low=%.3g "
            "fpr_high=%.3g estimated_fpr=%.3g dedup_fpr=%g", p->topic,
-           (int)p->partition, (unsigned long long)st->lookups,
-           (unsigned long long)st->false_positives, st->measured, st->lo,
-           st->hi, est_fpr, s->set.dedup_fpr);
+           (int)p->partition, (unsigned long long)st.lookups,
+           (unsigned long long)st.false_positives, st.measured, st.lo,
+           st.hi, in.est_fpr, s->set.dedup_fpr);
 }
 
 double bs_stage_fpr_bound(bs_stage *s)
@@ -128,7 +131,6 @@ void bs_publish(bs_stage *s)
             a_lookups += as.lookups;
             a_fps += as.false_positives;
             a_bytes += as.bytes;
-            audit_warn(s, p, &as, in.est_fpr);
         }
         if (s->npub < s->cappub) {
             bs_part_metrics *m = &s->pub[s->npub++];
@@ -161,6 +163,9 @@ void bs_publish(bs_stage *s)
         }
     }
     pthread_mutex_unlock(&s->pub_lock);
+    for (size_t i = 0; i < s->nparts; i++) /* logged outside the lock */
+        if (s->parts[i].filter && s->parts[i].audit)
+            audit_warn(s, &s->parts[i]);
     s->last_publish = bs_now();
     BS_SET(s->ctr.filter_bytes, bytes);
     BS_SET(s->ctr.filter_layers, layers);
