@@ -14,7 +14,7 @@
  * What it does, in order:
  *   1. starts ONE `bloomstage mock-broker` child (librdkafka 2.0.2's mock
  *      cluster) with the topics bench-in and, for each round R,
- *      bench-out-KIND-R for KIND pass, passje, stage and alo (one per
+ *      bench-out-KIND-R for KIND pass, passje, stage, noaudit and alo (one per
  *      phase below), P partitions each;
  *   2. loads N records into bench-in: keys user-NNNNNNNNNN, (N+1)/2
  *      distinct ones, each twice (the last once when N is odd), the whole
@@ -43,7 +43,11 @@
  *      would be free), no rejected.topic, bench-in -> bench-out-stage-R;
  *      then SIGTERM (it must drain and exit 0), and its peak RSS (VmHWM
  *      just before, ru_maxrss after);
- *   7. the same with processing.guarantee=at_least_once (group
+ *   7. the same with dedup.audit.rate=0 (the audit sample off; group
+ *      bench-noaudit-R, bench-in -> bench-out-noaudit-R), right before or
+ *      after 6 (the order alternates by round), for the audit's cost: each
+ *      round's rate ratio, their mean and spread;
+ *   8. the same with processing.guarantee=at_least_once (group
  *      bench-alo-R, bench-in -> bench-out-alo-R).
  *   The input is read by every phase through its own consumer group.
  *
@@ -154,6 +158,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -186,7 +191,7 @@
 
 #define T_IN "bench-in" /* outputs and groups: bench-out-KIND-R and
                            bench-KIND-R for round R, KIND pass, passje,
-                           stage or alo */
+                           stage, noaudit or alo */
 
 #define TARGET_RATIO 0.9
 #define MAX_MISSING 2 /* false positives allowed in bloomstage's output */
@@ -1350,6 +1355,7 @@ static int write_stage_conf(const bench *b, const char *kind, int round,
             "output.topic=%s\n"
             "consumer.group.id=%s\n"
             "dedup.key=key\n"
+            "%s"
             "blocklist.spam.path=%s\n"
             "checkpoint.dir=%s\n"
             "log.level=info\n"
@@ -1358,7 +1364,10 @@ static int write_stage_conf(const bench *b, const char *kind, int round,
             METADATA_REFRESH_MS "\n"
             "%s",
             !strcmp(kind, "alo") ? "at_least_once" : "exactly_once",
-            b->bootstrap, b->in_topic, topic, group, list_path, ckpt,
+            b->bootstrap, b->in_topic, topic, group,
+            /* The audit sample off, against the default rate's run. */
+            !strcmp(kind, "noaudit") ? "dedup.audit.rate=0\n" : "",
+            list_path, ckpt,
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
@@ -1423,14 +1432,17 @@ static int check_stage(const bench *b, result *r, const char *topic)
 }
 
 /* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
- * default), "alo" with at_least_once: same input, own output and group. */
+ * default), "noaudit" the same with dedup.audit.rate=0, "alo" with
+ * at_least_once: same input, own output and group. */
 static int run_stage(const bench *b, int round, result *r, const char *kind)
 {
     const dataset *d = &b->d;
     char topic[128], group[128];
     round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
     memset(r, 0, sizeof(*r));
-    r->name = !strcmp(kind, "alo") ? "bloomstage-alo" : "bloomstage";
+    r->name = !strcmp(kind, "alo")       ? "bloomstage-alo"
+              : !strcmp(kind, "noaudit") ? "bloomstage-noaudit"
+                                         : "bloomstage";
     char conf_path[700], log_path[700];
     snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
              kind, round);
@@ -2054,8 +2066,9 @@ static int real_run(bench *b, int rounds, const char *load0)
 
 /* Per round on the mock: the pass-through, the same on jemalloc,
  * bloomstage exactly_once, bloomstage at_least_once. */
-enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_ALO, PHASES };
-static const char *const kinds[PHASES] = {"pass", "passje", "stage", "alo"};
+enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_NOAUDIT, PH_ALO, PHASES };
+static const char *const kinds[PHASES] = {"pass", "passje", "stage",
+                                          "noaudit", "alo"};
 
 /* One run of main: the options bench does not hold, and what main sets
  * up, prints from and frees at the end. */
@@ -2073,7 +2086,7 @@ typedef struct e2e_run {
 
 /* The best rate of each phase over the rounds, and bloomstage's peaks. */
 typedef struct bests {
-    const result *pass, *passje, *stage, *alo;
+    const result *pass, *passje, *stage, *alo, *noaudit;
     long hwm, maxrss;
 } bests;
 
@@ -2428,11 +2441,21 @@ static int mock_rounds(bench *b, const e2e_run *run)
                 return -1;
             printf(" %.2f s;", secs(&res[PH_PASSJE]));
         }
-        printf("\n         bloomstage (start-up, join, then timed)...");
+        /* The audit on (the default) and off, next to each other, the
+         * first of the two alternating by round. */
+        int first = r % 2 ? PH_STAGE : PH_NOAUDIT;
+        int second = first == PH_STAGE ? PH_NOAUDIT : PH_STAGE;
+        printf("\n         bloomstage%s (start-up, join, then timed)...",
+               first == PH_STAGE ? "" : " audit off");
         fflush(stdout);
-        if (run_stage(b, r, &res[PH_STAGE], "stage"))
+        if (run_stage(b, r, &res[first], kinds[first]))
             return -1;
-        printf(" %.2f s; at_least_once...", secs(&res[PH_STAGE]));
+        printf(" %.2f s; %s...", secs(&res[first]),
+               second == PH_STAGE ? "audit on" : "audit off");
+        fflush(stdout);
+        if (run_stage(b, r, &res[second], kinds[second]))
+            return -1;
+        printf(" %.2f s; at_least_once...", secs(&res[second]));
         fflush(stdout);
         if (run_stage(b, r, &res[PH_ALO], "alo"))
             return -1;
@@ -2470,11 +2493,13 @@ static bests print_mock_table(const e2e_run *run)
     for (int r = 1; r <= (int)run->rounds; r++) {
         const result *res = &run->res[PHASES * (r - 1)];
         const result *pass = &res[PH_PASS], *passje = &res[PH_PASSJE],
-                     *stage = &res[PH_STAGE], *alo = &res[PH_ALO];
+                     *stage = &res[PH_STAGE], *alo = &res[PH_ALO],
+                     *noaudit = &res[PH_NOAUDIT];
         print_row(r, pass);
         if (passje->name)
             print_row(r, passje);
         print_row(r, stage);
+        print_row(r, noaudit);
         print_row(r, alo);
         if (!best.pass || rate(pass) > rate(best.pass))
             best.pass = pass;
@@ -2485,6 +2510,8 @@ static bests print_mock_table(const e2e_run *run)
             best.stage = stage;
         if (!best.alo || rate(alo) > rate(best.alo))
             best.alo = alo;
+        if (!best.noaudit || rate(noaudit) > rate(best.noaudit))
+            best.noaudit = noaudit;
         if (stage->hwm_kib > best.hwm)
             best.hwm = stage->hwm_kib;
         if (stage->maxrss_kib > best.maxrss)
@@ -2492,6 +2519,43 @@ static bests print_mock_table(const e2e_run *run)
     }
     printf("\n");
     return best;
+}
+
+/* The audit sample's cost: the rate (and the stage's CPU time over its
+ * timed window) with dedup.audit.rate at its default against 0, each
+ * round's ratio (the two ran back to back), their mean, standard
+ * deviation and range, and the best rates' ratio. */
+static void print_audit_ratios(const e2e_run *run, bool cpu)
+{
+    int n = (int)run->rounds;
+    double sum = 0, sq = 0, lo = 1e9, hi = 0;
+    printf("audit on / off, %s   ", cpu ? "CPU, per round " : "rate, per round");
+    for (int r = 1; r <= n; r++) {
+        const result *on = &run->res[PHASES * (r - 1) + PH_STAGE],
+                     *off = &run->res[PHASES * (r - 1) + PH_NOAUDIT];
+        double x = cpu ? on->cpu_client / off->cpu_client
+                       : rate(on) / rate(off);
+        printf(" %.3f", x);
+        sum += x;
+        sq += x * x;
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+    }
+    double mean = sum / n;
+    double sd = n > 1 ? sqrt(fmax(0, (sq - n * mean * mean) / (n - 1))) : 0;
+    printf("\naudit on / off, %s   mean %.3f, sd %.3f, range %.3f..%.3f "
+           "over %d rounds\n", cpu ? "CPU            " : "rate           ",
+           mean, sd, lo, hi, n);
+}
+
+static void print_audit_cost(const e2e_run *run, const bests *best)
+{
+    print_audit_ratios(run, false);
+    print_audit_ratios(run, true);
+    double ratio = rate(best->stage) / rate(best->noaudit);
+    printf("audit on / off, best rates       %.3f   target >= 0.97: %s "
+           "(bench/e2e-instructions counts what the sample adds)\n", ratio,
+           ratio >= 0.97 ? "PASS" : "MISS");
 }
 
 /* The ratios: bloomstage against the pass-through (the target), and what
@@ -2528,6 +2592,7 @@ static void print_mock_ratios(const e2e_run *run, const bests *best)
     printf("exactly_once / at_least_once    %.3f   (bloomstage's two "
            "guarantees, best rates, same run)\n",
            rate(best->stage) / rate(best->alo));
+    print_audit_cost(run, best);
 }
 
 /* The rest of the summary: bloomstage's memory, counts and start-up, the

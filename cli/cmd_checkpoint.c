@@ -6,6 +6,7 @@
  * kafka.* and consumer.* keys, as the stage's own reader does).
  */
 #include "checkpoint.h"
+#include "cli_audit.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "kafka_util.h"
@@ -29,7 +30,9 @@ static const char CKPT_HELP[] =
     "topic, partition, the next input offset its newest state covers (the\n"
     "snapshot and the deltas after it), when it was written, the dedup\n"
     "filter's layers, memory, estimated keys and false-positive rate, and\n"
-    "whether every file of it verifies (checksums, structure, the chain).\n"
+    "whether every file of it verifies (checksums, structure, the chain);\n"
+    "under it the audit sample's counts, measured rate with its 95%\n"
+    "interval, and memory (dedup.audit.rate).\n"
     "With -c, the same for the store the stage's configuration names: its\n"
     "checkpoint.dir, or with checkpoint.store=kafka the newest committed\n"
     "state of each partition consumer.group.id has in checkpoint.topic (read\n"
@@ -181,6 +184,13 @@ static void print_state(const bs_checkpoint *c, uint64_t snap_seq)
                (unsigned long long)c->seq, (unsigned long long)snap_seq,
                (unsigned long long)(c->seq - snap_seq));
     print_window(bf_filter_windowed(c->filter));
+    if (c->audit) {
+        printf("  ");
+        cli_audit_line(stdout, c->audit, &in, NULL);
+    } else {
+        printf("  audit: none (dedup.audit.rate=0, or written before the "
+               "audit)\n");
+    }
 }
 
 /* `checkpoint info DIR`. */

@@ -159,6 +159,22 @@ const bs_config_row bs_config_rows[] = {
              "(deduplicated against what is still kept, and counted), or "
              "reject it to rejected.topic with reason late (which reject "
              "requires).  Never dropped silently."},
+    {.name = "dedup.audit.rate", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
+     .def = "0.0009765625", DRANGE(0, 1, 0),
+     .help = "Fraction of keys also kept exactly (as 64-bit fingerprints), "
+             "so that the filter's false positives among them are counted: "
+             "the measured rate, with its 95% interval, beside the filter's "
+             "estimate in the metrics and the stats line.  Chosen by the "
+             "key's hash apart from where it lands in the filter.  The "
+             "default is 1/1024; 0 turns the audit off; the smallest rate "
+             "above 0 is 2^-53.  A partition restored from a checkpoint "
+             "keeps the sample (and its rate) it was written with."},
+    {.name = "dedup.audit.rescue", .type = BS_CT_BOOL, .section = SEC_DEDUP,
+     .def = "true",
+     .help = "Forward a sampled record the filter calls seen but the audit "
+             "knows is new (a false positive), counting it as rescued: "
+             "sampled keys become exact, and nothing else changes.  false: "
+             "drop it as a duplicate, as without the audit."},
 
     /* Blocklists ------------------------------------------------------- */
     {.name = "blocklist.*.path", .type = BS_CT_STRING, .section = SEC_BLOCK,

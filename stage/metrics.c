@@ -7,6 +7,8 @@
 #include "log.h"
 #include "metrics_guard.h"
 
+#include <bloomfilters.h>
+
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -162,6 +164,78 @@ static void render_lists(out *o, bs_stage *s)
     }
 }
 
+/* The audit of all assigned partitions together: the measured rate and
+ * its Wilson 95% interval from the summed counts, beside dedup.fpr, and
+ * the filters' bytes per key. */
+static void render_audit_totals(out *o, bs_stage *s, const bs_stage_stats *st)
+{
+    double lo, hi;
+    bf_wilson95(st->audit_false_positives, st->audit_lookups, &lo, &hi);
+    gauge(o, "bloomstage_audit_all_fpr", "False positives per sampled "
+          "lookup of an unseen key, all partitions: the filters' measured "
+          "rate (0 before any lookup).",
+          st->audit_lookups ? (double)st->audit_false_positives /
+                                  (double)st->audit_lookups
+                            : 0);
+    gauge(o, "bloomstage_audit_all_fpr_low", "Low end of its Wilson 95% "
+          "interval (0 before any lookup).", lo);
+    gauge(o, "bloomstage_audit_all_fpr_high", "High end of its Wilson 95% "
+          "interval (1 before any lookup).", hi);
+    gauge(o, "bloomstage_dedup_fpr", "dedup.fpr: the false-positive rate "
+          "the filters are built to stay under.", bs_stage_fpr_bound(s));
+    gauge(o, "bloomstage_dedup_bytes_per_key", "Memory of the "
+          "dedup filters per key they hold, all partitions (0 before any "
+          "key).", st->filter_inserts ? (double)st->filter_bytes /
+                                            (double)st->filter_inserts
+                                      : 0);
+}
+
+/* The audit's figures of each partition (those with a sample). */
+static void render_audit_parts(out *o, const bs_part_metrics *pm, size_t n)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"bloomstage_audit_lookups",
+         "Sampled lookups of keys the partition's audit sample had not seen "
+         "(restored with its checkpoint)."},
+        {"bloomstage_audit_false_positives",
+         "Of those, the ones the filter called seen: false positives."},
+        {"bloomstage_audit_rescued",
+         "Sampled false positives forwarded since the partition was "
+         "assigned (dedup.audit.rescue)."},
+        {"bloomstage_audit_fpr",
+         "False positives per sampled lookup: the filter's measured rate "
+         "(0 before any lookup)."},
+        {"bloomstage_audit_fpr_low",
+         "Low end of the measured rate's Wilson 95% interval."},
+        {"bloomstage_audit_fpr_high",
+         "High end of the measured rate's Wilson 95% interval."},
+        {"bloomstage_audit_memory_bytes",
+         "Memory of the partition's audit sample."},
+    };
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        head(o, fam[f].name, "gauge", fam[f].help);
+        for (size_t i = 0; i < n; i++) {
+            const bs_part_metrics *p = &pm[i];
+            if (!p->audit)
+                continue;
+            double v;
+            switch (f) {
+            case 0: v = (double)p->audit_lookups; break;
+            case 1: v = (double)p->audit_false_positives; break;
+            case 2: v = (double)p->audit_rescued; break;
+            case 3: v = p->audit_fpr; break;
+            case 4: v = p->audit_fpr_low; break;
+            case 5: v = p->audit_fpr_high; break;
+            default: v = (double)p->audit_bytes; break;
+            }
+            outf(o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n", fam[f].name,
+                 p->topic, (int)p->partition, v);
+        }
+    }
+}
+
 char *bs_metrics_render(bs_stage *s)
 {
     out o = {malloc(65536), 0, 65536, false};
@@ -205,6 +279,7 @@ char *bs_metrics_render(bs_stage *s)
                   (double)bs_stats_value(&st, i));
     gauge(&o, "bloomstage_ready", "1 when /ready answers 200.",
           bs_stage_ready(s, NULL, 0) ? 1 : 0);
+    render_audit_totals(&o, s, &st);
 
     size_t n = bs_stage_partitions(s, NULL, 0);
     bs_part_metrics *pm = n ? calloc(n, sizeof(*pm)) : NULL;
@@ -237,6 +312,8 @@ char *bs_metrics_render(bs_stage *s)
         {"bloomstage_window_oldest_seconds",
          "dedup.window.ms: where the oldest live generation starts, seconds "
          "since the epoch: keys from before it are forgotten."},
+        {"bloomstage_filter_bytes_per_key",
+         "Memory of the partition's dedup filter per key it holds."},
     };
     for (size_t g = 0; g < sizeof(per) / sizeof(per[0]); g++) {
         head(&o, per[g].name, "gauge", per[g].help);
@@ -253,17 +330,21 @@ char *bs_metrics_render(bs_stage *s)
             case 6: v = (double)p->bytes; break;
             case 7: v = p->generations; break;
             case 8: v = (double)p->stream_time_ms / 1000.0; break;
-            default: v = (double)p->oldest_ms / 1000.0; break;
+            case 9: v = (double)p->oldest_ms / 1000.0; break;
+            default:
+                v = p->inserts ? (double)p->bytes / (double)p->inserts : 0;
+                break;
             }
             if ((g == 5 && p->lag < 0) ||
                 (g == 7 && p->stream_time_ms < 0) ||
                 (g == 8 && p->stream_time_ms < 0) ||
-                (g == 9 && p->oldest_ms < 0))
-                continue; /* not known yet, or no window */
+                (g == 9 && p->oldest_ms < 0) || (g == 10 && !p->inserts))
+                continue; /* not known yet, no window, or no key */
             outf(&o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n",
                  per[g].name, p->topic, (int)p->partition, v);
         }
     }
+    render_audit_parts(&o, pm, n);
     free(pm);
     return o.buf;
 }

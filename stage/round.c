@@ -404,7 +404,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                    (int)p->partition, p->nskip - p->skip_i);
         if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
                          ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
-                         p->filter, err, sizeof(err)) != 0) {
+                         p->filter, p->audit, err, sizeof(err)) != 0) {
             bs_log_ckpt_failed(p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             rc = BS_RETRY;

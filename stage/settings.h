@@ -70,10 +70,10 @@ typedef enum bs_start_at {
  *   OPT_STRING  const char *, NULL when empty  string
  *   KEYSPEC     const bs_config_keyspec *      key spec
  *   DOUBLE      double                         double
+ *   BOOL        bool                           bool
  *   COUNT       uint64_t                       int, range starting >= 0
  *   MS          int64_t milliseconds           int
  *   SIZE        uint64_t bytes                 size
- *   BOOL        bool                           bool
  *   GUARANTEE, MISSING_KEY, LATE, CKPT_STORE, EOS_METHOD   enum, config.h's lists
  *   LOG_LEVEL   bs_log_level (log.h), mapped by name from log.level */
 #define BS_SETTINGS_CTYPE_TOPICS bs_topic_list
@@ -81,10 +81,10 @@ typedef enum bs_start_at {
 #define BS_SETTINGS_CTYPE_OPT_STRING const char *
 #define BS_SETTINGS_CTYPE_KEYSPEC const bs_config_keyspec *
 #define BS_SETTINGS_CTYPE_DOUBLE double
+#define BS_SETTINGS_CTYPE_BOOL bool
 #define BS_SETTINGS_CTYPE_COUNT uint64_t
 #define BS_SETTINGS_CTYPE_MS int64_t
 #define BS_SETTINGS_CTYPE_SIZE uint64_t
-#define BS_SETTINGS_CTYPE_BOOL bool
 #define BS_SETTINGS_CTYPE_GUARANTEE bs_guarantee
 #define BS_SETTINGS_CTYPE_MISSING_KEY bs_missing_key_policy
 #define BS_SETTINGS_CTYPE_LATE bs_late_policy
@@ -107,6 +107,8 @@ typedef enum bs_start_at {
     X("dedup.window.ms", window_ms, MS)                                     \
     X("dedup.window.generations", window_generations, COUNT)                \
     X("dedup.window.late", window_late, LATE)                               \
+    X("dedup.audit.rate", audit_rate, DOUBLE)                               \
+    X("dedup.audit.rescue", audit_rescue, BOOL)                             \
     X("checkpoint.dir", checkpoint_dir, STRING)                             \
     X("checkpoint.store", checkpoint_store, CKPT_STORE)                     \
     X("checkpoint.topic", checkpoint_topic, STRING)                         \

@@ -247,7 +247,8 @@ static bool chain_onto(const bs_kafkastore *ks, const known *k,
 
 static int kafka_put(void *impl, const char *topic, int32_t part,
                      int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                     bf_filter *filter, char *errstr, size_t errstr_size)
+                     bf_filter *filter, const bf_audit *audit, char *errstr,
+                     size_t errstr_size)
 {
     bs_kafkastore *ks = impl;
     if (ks->npend == ks->cappend) {
@@ -264,7 +265,7 @@ static int kafka_put(void *impl, const char *topic, int32_t part,
     const bs_store_manifest *tip = k && k->n ? &k->chain[k->n - 1] : NULL;
     bs_ckpt_meta m = {topic, part, next_offset, wm, nwm,
                       (uint64_t)(tip ? tip->seq + 1 : 1), bs_ckpt_new_id(),
-                      k ? k->tip_id : 0};
+                      k ? k->tip_id : 0, audit};
     bool delta = chain_onto(ks, k, &m, filter);
     uint8_t *buf;
     size_t len;

@@ -37,10 +37,13 @@ typedef struct bs_store_ops {
      * (or is created) and its partitions are known. */
     int (*check)(void *impl, char *errstr, size_t errstr_size);
     /* filter: the partition's filter, marked (bf_filter_track) once its
-     * state is written, so the next checkpoint of it can be a delta. */
+     * state is written, so the next checkpoint of it can be a delta;
+     * audit: its audit sample (NULL: none), written whole in every state,
+     * deltas included (checkpoint.h says why). */
     int (*put)(void *impl, const char *topic, int32_t partition,
                int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-               bf_filter *filter, char *errstr, size_t errstr_size);
+               bf_filter *filter, const bf_audit *audit, char *errstr,
+               size_t errstr_size);
     int (*sync)(void *impl, char *errstr, size_t errstr_size);
     /* A partition's state.  at_offset BS_STORE_NEWEST: the newest durable
      * state.  Otherwise at_offset is the partition's committed input
@@ -94,10 +97,11 @@ bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
 __attribute__((warn_unused_result)) static inline int
 bs_store_put(bs_store *st, const char *topic, int32_t partition,
              int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-             bf_filter *filter, char *errstr, size_t errstr_size)
+             bf_filter *filter, const bf_audit *audit, char *errstr,
+             size_t errstr_size)
 {
     return st->ops->put(st->impl, topic, partition, next_offset, wm, nwm,
-                        filter, errstr, errstr_size);
+                        filter, audit, errstr, errstr_size);
 }
 
 __attribute__((warn_unused_result)) static inline int

@@ -991,7 +991,10 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
         char topic[64];
         bool per = (!strncmp(fam, "bloomstage_filter_", 18) &&
                     strcmp(fam, "bloomstage_filter_memory_bytes")) ||
-                   !strcmp(fam, "bloomstage_consumer_lag");
+                   !strcmp(fam, "bloomstage_consumer_lag") ||
+                   (!strncmp(fam, "bloomstage_audit_", 17) &&
+                    strncmp(fam, "bloomstage_audit_all_", 21) &&
+                    strcmp(fam, "bloomstage_audit_rescued_total"));
         if (per) {
             if (sscanf(x->labels, "topic=\"%63[^\"]\",partition=\"%d\"%n",
                        topic, &part, &used) != 2 || part < 0 ||
