@@ -1,9 +1,10 @@
 /*
  * test_kafka_txn.c -- exactly_once by Kafka transactions
  * (exactly_once.method=transactions), shown against Apache Kafka itself
- * (one KRaft node from scripts/kafka, started once for the binary; each
- * test with topics and a group of its own), every topic read as downstream
- * consumers read it (isolation.level=read_committed):
+ * (one KRaft node from scripts/kafka --proxied, started once for the
+ * binary with a proxy to its proxied listener; each test with topics and a
+ * group of its own), every topic read as downstream consumers read it
+ * (isolation.level=read_committed):
  *
  *   1. the stage stopped abruptly at every named crash point of a round
  *      (BLOOMSTAGE_CRASH_AT: after the flush, the checkpoint write, the
@@ -29,6 +30,12 @@
  *      times);
  *   6. two instances given one exactly_once.transactional.id: fenced over
  *      and over, one of them says so, naming the id, and exits non-zero.
+ *   7. the Kafka store's checkpoint records cut off in the open
+ *      transaction (the stage reaches the node through a proxy, the link
+ *      blackholed past the transaction timeout while they are in flight):
+ *      the transaction is aborted and rolled back, the stage commits again
+ *      after the heal, and every unique key is once in the output (issue
+ *      26: it was never aborted, and the instance stopped committing).
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -462,6 +469,133 @@ static void test_shared_id_stops(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 7. the Kafka store's records cut off in the transaction ---------- */
+
+/* The node's proxy (group setup): the stages of test 7 reach the broker
+ * only through it; the feeder and every check use the direct listener. */
+static h_proxy *g_proxy;
+
+static int setup_proxied(void **state)
+{
+    (void)state;
+    static const char *const proxied[] = {"--proxied", NULL};
+    if (h_kgroup_setup_args(1, proxied))
+        return -1;
+    h_kcluster *c = h_kgroup_cluster();
+    g_proxy = h_proxy_new(h_kcluster_proxy_port(c, 1),
+                          h_kcluster_proxied_port(c, 1));
+    if (!g_proxy)
+        fprintf(stderr, "setup: the node's proxy: %s\n", h_last_error());
+    return g_proxy ? 0 : -1;
+}
+
+static int teardown_proxied(void **state)
+{
+    h_proxy_free(g_proxy);
+    g_proxy = NULL;
+    return h_kgroup_teardown(state);
+}
+
+/*
+ * The link slowed (CUT_DELAY_MS a byte) after a round, then blackholed the
+ * moment the checkpoint topic grows: a round's checkpoint records have reached the
+ * broker and their acknowledgements are on the way back, so they are in
+ * flight in the open transaction, after the round's output was delivered.
+ * The cut outlasts the transaction timeout, which bounds a record's
+ * delivery, so they time out and the transaction needs an abort (with an
+ * epoch bump).  After the heal the stage commits again, and every unique
+ * key is once in the output (issue 26: the failed transaction was never
+ * aborted, and every later round failed with "Erroneous state").  The
+ * session timeout is above the cut, and the clients' socket timeout below
+ * it, so the group keeps the instance and its requests lost in the cut
+ * are given up soon after.
+ */
+#define CUT_DELAY_MS 1000
+#define CUT_TXN_MS 10000
+#define CUT_HOLD_MS 14000
+
+static void test_store_records_cut_off(void **state)
+{
+    (void)state;
+    char bs[64];
+    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
+                     .checkpoint_ms = 1000, .capacity = 30000,
+                     .bootstraps = bs};
+    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-cut", &o);
+    stream_fed(e, 150000, 2000, 271, 40);
+    /* librdkafka wants the socket timeout within the transaction's. */
+    char *ttx = h_strdupf("producer.transaction.timeout.ms=%d", CUT_TXN_MS);
+    char *sto = h_strdupf("kafka.socket.timeout.ms=%d", CUT_TXN_MS);
+    /* Deltas only: no snapshot replaces a chain, so no tombstones reach
+     * the checkpoint topic after a round. */
+    const char *const xs[] = {TXN_X, ttx, sto,
+                              "consumer.session.timeout.ms=45000",
+                              "checkpoint.delta.max=1000",
+                              "checkpoint.delta.ratio=100", NULL};
+    h_proc *p = start_txn(e, xs, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(1000);
+    /* A cut that lands elsewhere (the test's thread late by more than
+     * the delay on a loaded machine: the commit's requests, or the next
+     * round's output) is rolled back as before and is made again, three
+     * times at most. */
+    const char *nd = "records not delivered";
+    size_t fail0 = h_count_said(p, "msg=\"checkpoint failed\"");
+    double t0 = 0, cut = 0, healed = 0;
+    int cuts = 1;
+    h_wait_said(p, H_SAID_CKPT, 3, 60000); /* every partition's first */
+    for (;; cuts++) {
+        size_t nd0 = h_count_said(p, nd);
+        h_wait_said(p, H_SAID_CKPT, h_count_said(p, H_SAID_CKPT) + 1, 60000);
+        h_proxy_set(g_proxy, H_LINK_DELAY, CUT_DELAY_MS);
+        /* The round's commit markers land in the checkpoint topic after
+         * its commit returns; the next round's records come several round
+         * trips of the slow link later. */
+        h_nap(CUT_DELAY_MS / 2);
+        int64_t ck0 = h_topic_end(e->q, e->ckt, 3, NULL);
+        t0 = h_now_s();
+        while (h_topic_end(e->q, e->ckt, 3, NULL) == ck0) {
+            if (h_now_s() - t0 > 60)
+                h_stage_fail(p, "%s did not grow within 60 s", e->ckt);
+            h_stage_alive(p, "on the slow link");
+            usleep(20000); /* not h_nap: the feeder waits these seconds */
+        }
+        h_proxy_set(g_proxy, H_LINK_BLACKHOLE, 0);
+        cut = h_now_s();
+        h_nap(CUT_HOLD_MS);
+        h_proxy_set(g_proxy, H_LINK_PASS, 0);
+        healed = h_now_s();
+        /* The store says its records were not delivered: the cut caught
+         * them, not the output's. */
+        double w = h_now_s();
+        while (h_count_said(p, nd) == nd0 && h_now_s() - w < 20) {
+            h_stage_alive(p, "after the cut");
+            h_nap(100);
+        }
+        if (h_count_said(p, nd) > nd0)
+            break;
+        if (cuts == 3)
+            h_stage_fail(p, "3 cuts, none caught the checkpoint records in "
+                         "flight");
+    }
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 90000);
+    print_message("cut %d: the checkpoint records cut off %.1f s after the "
+                  "slow link began, for %.1f s: %zu failed checkpoints, %zu "
+                  "rollbacks; the input's end committed %.1f s after the "
+                  "heal\n", cuts, cut - t0, healed - cut,
+                  h_count_said(p, "msg=\"checkpoint failed\"") - fail0,
+                  h_count_said(p, "rolling back"), h_now_s() - healed);
+    h_stage_stop(p);
+    free(ttx);
+    free(sto);
+    expect_all_once(e, "transactions and the Kafka store, its records cut "
+                    "off in the transaction");
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -477,6 +611,8 @@ int main(void)
         cmocka_unit_test_teardown(test_one_config_two_instances,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_shared_id_stops, h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_store_records_cut_off,
+                                  h_kfixture_teardown),
     };
-    return cmocka_run_group_tests(tests, h_kgroup_setup1, h_kgroup_teardown);
+    return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);
 }
