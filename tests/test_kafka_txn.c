@@ -131,6 +131,19 @@ static void expect_all_once(h_kenv *e, const char *why)
                   "in %s\n", why, e->st->n, n, e->out, nrej, e->rej);
 }
 
+/* Whether p logs needle more than `before` times within seconds (it must
+ * stay alive meanwhile; `when` says when, if it does not). */
+static bool said_more(h_proc *p, const char *needle, size_t before,
+                      double seconds, const char *when)
+{
+    double t0 = h_now_s();
+    while (h_count_said(p, needle) == before && h_now_s() - t0 < seconds) {
+        h_stage_alive(p, when);
+        h_nap(100);
+    }
+    return h_count_said(p, needle) > before;
+}
+
 /* ---- 1. a crash at every named point, kill -9 at two moments ----------- */
 
 static const h_kill_plan KILLS[] = {
@@ -313,13 +326,7 @@ static void test_txn_timeout(void **state)
         h_nap(16000);
         H_CHECK(h_process_kill(p, SIGCONT));
         stalls++;
-        double t0 = h_now_s();
-        while (h_count_said(p, "rolling back") == before &&
-               h_now_s() - t0 < 20) {
-            h_stage_alive(p, "after the stall");
-            h_nap(100);
-        }
-        if (h_count_said(p, "rolling back") > before)
+        if (said_more(p, "rolling back", before, 20, "after the stall"))
             break;
         if (stalls == 3)
             h_stage_fail(p, "3 stalls of 16 s with a 2 s transaction timeout "
@@ -569,12 +576,7 @@ static void test_store_records_cut_off(void **state)
         healed = h_now_s();
         /* The store says its records were not delivered: the cut caught
          * them, not the output's. */
-        double w = h_now_s();
-        while (h_count_said(p, nd) == nd0 && h_now_s() - w < 20) {
-            h_stage_alive(p, "after the cut");
-            h_nap(100);
-        }
-        if (h_count_said(p, nd) > nd0)
+        if (said_more(p, nd, nd0, 20, "after the cut"))
             break;
         if (cuts == 3)
             h_stage_fail(p, "3 cuts, none caught the checkpoint records in "
