@@ -325,8 +325,10 @@ static void test_txn_timeout(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-timeout", false, 500);
-    /* 38 s of feed: room for three stalls. */
-    stream_fed(e, 120000, 5000, 231, 40);
+    /* 78 s of feed: room for three stalls of up to 26 s each (a stall,
+     * up to 20 s waiting for its rollback, a round before the next); the
+     * rest is produced at once at the end. */
+    stream_fed(e, 240000, 5000, 231, 40);
     /* The stall (SIGSTOP, 16 s) outlasts the transaction (2 s, ended by
      * the broker's check every 10 s), not the session (45 s). */
     const char *const xs[] = {TXN_X, "producer.transaction.timeout.ms=2000",
