@@ -169,7 +169,7 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
                 : bs_store_get(s->store, p->topic, p->partition,
                                s->txn ? at : BS_STORE_NEWEST, &c, errstr,
                                errstr_size);
-    if (r == BS_STORE_AHEAD)
+    if (r == BS_STORE_AHEAD || r == BS_STORE_UNREACHABLE)
         return BS_RETRY;
     if (r < 0)
         return BS_FATAL;
@@ -377,8 +377,9 @@ static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
     while (at > p->ckpt_offset && !atomic_load(&s->stop) &&
            (bs_now() - t0) * 1000 < BS_TIMEOUT_TXN_STABLE_MS) {
         usleep(BS_COMMITTED_CKPT_RETRY_MS * 1000u);
-        if (part_load(s, p, at, errstr, errstr_size) != BS_OK)
-            return BS_FATAL;
+        bs_rc r = part_load(s, p, at, errstr, errstr_size);
+        if (r != BS_OK)
+            return r;
     }
     if (at > p->ckpt_offset)
         bs_log(BS_LOG_WARN, "the committed checkpoint did not become "
@@ -446,9 +447,13 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
         bs_rc lr = part_load(s, p, at[i], errstr, errstr_size);
+        if (lr == BS_OK)
+            lr = await_committed_checkpoint(s, p, at[i], errstr,
+                                            errstr_size);
         if (lr == BS_RETRY) {
-            /* Its state is ahead of the commit (another owner went on):
-             * it waits, unprocessed, for a retry or its revocation. */
+            /* Its state is ahead of the commit (another owner went on), or
+             * the store cannot be read now (a broker away): it waits,
+             * unprocessed, for a retry or its revocation. */
             char q[1100];
             bs_log(BS_LOG_WARN, "restore deferred", "topic=%s partition=%d "
                    "error=%s", p->topic, (int)p->partition,
@@ -457,9 +462,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             rc = BS_RETRY;
             continue;
         }
-        if (lr != BS_OK ||
-            await_committed_checkpoint(s, p, at[i], errstr, errstr_size) !=
-                BS_OK) {
+        if (lr != BS_OK) {
             rc = BS_FATAL;
             goto out;
         }

@@ -424,14 +424,31 @@ static bool unknown_yet(rd_kafka_resp_err_t err)
            err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
 }
 
-/* Partition cp's low and high watermarks. */
+/* A read that failed for want of a broker now (none answered in time, the
+ * leader away or not known yet): BS_STORE_UNREACHABLE, not a damaged or
+ * refused state. */
+static bool transient(rd_kafka_resp_err_t err)
+{
+    return unknown_yet(err) || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+           err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
+           err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT;
+}
+
+/* Partition cp's low and high watermarks: 0, else -1 or (transient)
+ * BS_STORE_UNREACHABLE. */
 static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
                   char *errstr, size_t errstr_size)
 {
     rd_kafka_resp_err_t err;
     /* A topic created a moment ago (by this store, or beside it) is not
-     * yet known to every broker: those answer that it does not exist. */
+     * yet known to every broker: those answer that it does not exist.
+     * Leaders are asked for first, and again before each retry: the reader
+     * may have been idle while a broker went away, and librdkafka 2.0.2
+     * sends a watermark query to the leader it last knew, dead or not. */
     double known_by = bs_now() + BS_TIMEOUT_TOPIC_KNOWN_MS / 1000.0;
+    (void)bs_topic_partitions(ks->reader, ks->topic, BS_TIMEOUT_BROKER_MS,
+                              NULL, 0);
     while ((err = rd_kafka_query_watermark_offsets(
                 ks->reader, ks->topic, cp, lo, hi, BS_TIMEOUT_BROKER_MS)) &&
            unknown_yet(err) && bs_now() < known_by) {
@@ -439,17 +456,20 @@ static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
                "topic=%s partition=%d error=%s", ks->topic, (int)cp,
                rd_kafka_err2name(err));
         usleep(BS_TOPIC_KNOWN_RETRY_MS * 1000u);
+        (void)bs_topic_partitions(ks->reader, ks->topic,
+                                  BS_TIMEOUT_BROKER_MS, NULL, 0);
     }
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
                  ks->topic, (int)cp, rd_kafka_err2str(err));
-        return -1;
+        return transient(err) ? BS_STORE_UNREACHABLE : -1;
     }
     return 0;
 }
 
 /* Reads partition cp of the topic over offsets [from, to), calling fn for
- * each record until it returns non-zero. */
+ * each record until it returns non-zero: 0, else -1 or (not read in time)
+ * BS_STORE_UNREACHABLE. */
 static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
                       int (*fn)(const rd_kafka_message_t *m, void *op),
                       void *op, char *errstr, size_t errstr_size)
@@ -472,7 +492,7 @@ static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
             snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: not "
                      "read within %d ms", ks->topic, (int)cp,
                      BS_TIMEOUT_STORE_READ_MS);
-            rc = -1;
+            rc = BS_STORE_UNREACHABLE;
             break;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(ks->reader,
@@ -518,8 +538,9 @@ static int find_newest(bs_kafkastore *ks, int32_t cp, int64_t lo, int64_t hi,
 {
     for (int64_t to = hi, w = FIND_FIRST_RANGE; to > lo && !*seen; w *= 2) {
         int64_t from = to - lo > w ? to - w : lo;
-        if (read_range(ks, cp, from, to, fn, op, errstr, errstr_size) != 0)
-            return -1;
+        int rc = read_range(ks, cp, from, to, fn, op, errstr, errstr_size);
+        if (rc != 0)
+            return rc;
         to = from;
     }
     return 0;
@@ -573,13 +594,15 @@ static int kafka_get(void *impl, const char *topic, int32_t part,
     /* One look at the partition's bounds: the manifest is searched for
      * below hi, and the chunks it names lie below it too. */
     int64_t lo, hi;
-    if (bounds(ks, cp, &lo, &hi, errstr, errstr_size) != 0)
-        return -1;
+    int br = bounds(ks, cp, &lo, &hi, errstr, errstr_size);
+    if (br != 0)
+        return br;
     find_manifest f = {key, (size_t)klen, false, NULL, 0, false};
-    if (find_newest(ks, cp, lo, hi, on_manifest, &f, &f.seen, errstr,
-                    errstr_size)) {
+    br = find_newest(ks, cp, lo, hi, on_manifest, &f, &f.seen, errstr,
+                     errstr_size);
+    if (br != 0) {
         free(f.value);
-        return -1;
+        return br;
     }
     if (f.oom) {
         snprintf(errstr, errstr_size, "%s: out of memory", name);
@@ -605,9 +628,9 @@ static int kafka_get(void *impl, const char *topic, int32_t part,
         free(states);
         return -1;
     }
-    int rc = -1;
-    if (read_range(ks, cp, states[0].first < lo ? lo : states[0].first, hi,
-                   on_chunk, c, errstr, errstr_size) == 0)
+    int rc = read_range(ks, cp, states[0].first < lo ? lo : states[0].first,
+                        hi, on_chunk, c, errstr, errstr_size);
+    if (rc == 0)
         rc = bs_store_chain_decode(c, name, out, errstr, errstr_size);
     bs_store_chain_free(c);
     if (rc == 1 && at_offset != BS_STORE_NEWEST &&

@@ -29,6 +29,10 @@
  * owner went on, or its commit is not visible yet; the state is not
  * damaged, and asking again later may find it matching. */
 #define BS_STORE_AHEAD (-2)
+/* get's answer when the kafka store's topic cannot be read now (no leader
+ * known, a broker away, a read not done in time): nothing says the state
+ * is damaged, and asking again later may read it. */
+#define BS_STORE_UNREACHABLE (-3)
 
 /* Each operation takes the store's own state, `impl`. */
 typedef struct bs_store_ops {
@@ -53,7 +57,8 @@ typedef struct bs_store_ops {
      * which and where).  The dir store removes the states newer than the
      * one loaded (written, never committed).  The kafka store keeps one
      * chain, restored to its newest state: BS_STORE_AHEAD when that one is
-     * past at_offset. */
+     * past at_offset, BS_STORE_UNREACHABLE when its topic cannot be read
+     * now. */
     int (*get)(void *impl, const char *topic, int32_t partition,
                int64_t at_offset, bs_checkpoint *out, char *errstr,
                size_t errstr_size);

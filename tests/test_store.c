@@ -7,8 +7,9 @@
  * store against librdkafka's mock cluster in process: the round trip, the
  * chunking under checkpoint.chunk.bytes, the manifest written only after
  * every chunk was acknowledged, the previous checkpoint's chunks
- * tombstoned, the newest manifest winning, and delivery reports that land
- * on the right checkpoint whatever failed before.
+ * tombstoned, the newest manifest winning, delivery reports that land on
+ * the right checkpoint whatever failed before, and a leader that does not
+ * answer told apart from a damaged state.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1591,6 +1592,42 @@ static void test_kafka_late_report_of_failed_put(void **state)
     kfx_stop(&k);
 }
 
+/* A checkpoint topic whose partition's leader keeps answering that it is
+ * not the leader (a broker killed, its successor not known yet) is
+ * BS_STORE_UNREACHABLE once the store has retried for
+ * BS_TIMEOUT_TOPIC_KNOWN_MS: a restore waits and retries it, where -1, a
+ * damaged state, stops the stage (issue 26's nemesis: a restore while a
+ * broker was killed stopped both instances).  The same state reads once
+ * the broker answers again. */
+static void test_kafka_unreachable(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 1, NULL);
+    bs_store *st = kafka_store(&k, NULL);
+    bf_filter *f = filter_with("u", 10, 100);
+    char err[1024] = "";
+    if (bs_store_put(st, "in", 0, 9, NULL, 0, f, NULL, err, sizeof(err)) != 0 ||
+        bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("put: %s", err);
+    rd_kafka_resp_err_t nl[400];
+    for (size_t i = 0; i < sizeof(nl) / sizeof(nl[0]); i++)
+        nl[i] = RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
+    rd_kafka_mock_push_request_errors_array(
+        k.c.mc, 2 /* ListOffsets */, sizeof(nl) / sizeof(nl[0]), nl);
+    bs_checkpoint c;
+    err[0] = '\0';
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)),
+                     BS_STORE_UNREACHABLE);
+    if (!strstr(err, CKTOPIC))
+        fail_msg("the error does not name the topic: %s", err);
+    rd_kafka_mock_clear_request_errors(k.c.mc, 2);
+    expect_ckpt(st, "in", 0, 9, "u", 10);
+    bs_store_destroy(st);
+    bf_filter_destroy(f);
+    kfx_stop(&k);
+}
+
 /* A damaged manifest is an error naming it, never a fresh filter. */
 static void test_kafka_damaged_manifest(void **state)
 {
@@ -1633,6 +1670,7 @@ int main(void)
         cmocka_unit_test(test_kafka_chain),
         cmocka_unit_test(test_kafka_manifest_far_back),
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
+        cmocka_unit_test(test_kafka_unreachable),
         cmocka_unit_test(test_kafka_damaged_manifest),
         cmocka_unit_test(test_kafka_late_report_of_failed_put),
     };
