@@ -941,9 +941,16 @@ void h_feed_start(const char *bootstraps, const char *topic,
     f->st = st;
     f->next = from;
     f->end = st->n;
+    /* One request in flight and a request timeout past a paused
+     * follower's removal from the ISR (replica.lag.time.max.ms, 30 s):
+     * librdkafka before 2.3.0 (#4438) turns a request that may have been
+     * persisted (a timeout, a cut connection) into a fatal error when a
+     * later request of the same partition is already in flight. */
     rd_kafka_conf_t *conf = h_conf_pairs(
         h_kafka_conf(bootstraps), "enable.idempotence", "true", "acks", "all",
         "linger.ms", "5", "message.timeout.ms", "300000",
+        "max.in.flight.requests.per.connection", "1",
+        "request.timeout.ms", "120000",
         "queue.buffering.max.messages", "2000000", NULL);
     f->t_last = h_now_s();
     g_feed = f; /* before anything can fail: h_feed_abandon frees it */
