@@ -428,10 +428,15 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         bs_crash_point(BS_CRASH_AFTER_STORE_SYNC);
     double t_stored = bs_now();
     /* Transactions: a partition whose checkpoint could not be written
-     * holds records in the transaction too; nothing is committed then
-     * (the transaction stays open; the next round writes again). */
-    if (s->txn && rc != BS_OK)
+     * holds records in the transaction too, so nothing is committed; and
+     * a transaction a write failed in can only be aborted (librdkafka
+     * answers every later write with __STATE, e.g. after the authorizer
+     * refused the checkpoint topic): rolled back to the last commit, the
+     * next round writes again in a new one. */
+    if (s->txn && rc != BS_OK) {
         nwritten = 0;
+        bs_rollback(s, false);
+    }
     rd_kafka_topic_partition_list_t *commit =
         rd_kafka_topic_partition_list_new((int)n);
     uint64_t bytes = 0;
@@ -467,6 +472,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
             if (!s->txn)
                 bs_crash_point(BS_CRASH_AFTER_COMMIT);
             store_committed(s, commit);
+            bs_refusal_healed(s);
             double now = bs_now(), dt = now - t0;
             BS_SET(s->ctr.checkpoint_bytes, bytes);
             bs_report_round(s, dt);
@@ -539,6 +545,7 @@ void bs_round_from_loop(bs_stage *s, const char *why)
         }
         return;
     }
+    bs_refusals_collect(s);
     bs_backoff_start(s);
     if (before != BS_STAGE_BACKOFF) {
         bs_log(BS_LOG_WARN, "checkpoint round failed, pausing consumption",
