@@ -40,8 +40,9 @@ static void cell(const char *row, int i, char *buf, size_t size)
  * read. */
 static h_acl acl_of_row(const char *row)
 {
-    char res[64], name[128], pattern[32], op[32], why[256];
+    char res[64], name[128], pattern[32], op[32], why[256], without[32];
     cell(row, 1, why, sizeof(why));
+    cell(row, 6, without, sizeof(without));
     cell(row, 2, res, sizeof(res));
     cell(row, 3, name, sizeof(name));
     cell(row, 4, pattern, sizeof(pattern));
@@ -78,6 +79,11 @@ static h_acl acl_of_row(const char *row)
     else
         h_test_fail("README.md's ACL table: an operation the tests do not "
                     "know: %s", row);
+    if (strcmp(without, "retries") == 0)
+        a.heals = true;
+    else if (strcmp(without, "exits 1") != 0)
+        h_test_fail("README.md's ACL table: 'without it' is neither "
+                    "'retries' nor 'exits 1': %s", row);
     a.why = h_xstrdup(why); /* kept for the test's life */
     return a;
 }
@@ -88,7 +94,7 @@ size_t h_stage_acls(h_acl *acls, size_t max)
     if (h_read_file(H_README_MD, &text, NULL))
         h_test_fail("README.md's ACL table: %s", h_last_error());
     static const char header[] =
-        "| needed for | resource | name | pattern | operation |";
+        "| needed for | resource | name | pattern | operation | without it |";
     char *row = strstr(text, header);
     if (!row)
         h_test_fail("README.md (%s) has no ACL table: no line \"%s\"",
@@ -145,8 +151,7 @@ static char *sec_env(const h_kcluster *c, const char *key)
     return val;
 }
 
-/* The password of user (its password file's first line; malloc'd). */
-static char *sec_password(const h_kcluster *c, const char *user)
+char *h_sec_password(const h_kcluster *c, const char *user)
 {
     char *key = h_strdupf("KAFKA_PASSWORD_FILE_%s", user);
     char *path = sec_env(c, key), *text = NULL;
@@ -164,7 +169,7 @@ static char *sec_password(const h_kcluster *c, const char *user)
  * SCRAM-SHA-512 (until h_kcluster_stop). */
 static void admin_clients(h_kcluster *c)
 {
-    char *ca = sec_env(c, "KAFKA_CA"), *pw = sec_password(c, "admin");
+    char *ca = sec_env(c, "KAFKA_CA"), *pw = h_sec_password(c, "admin");
     char *kca = h_strdupf("ssl.ca.location=%s", ca);
     char *kpw = h_strdupf("sasl.password=%s", pw);
     const char *const kv[] = {"security.protocol=SASL_SSL",
@@ -228,7 +233,7 @@ char *h_sec_stage_settings(const h_kcluster *c, h_sec_auth auth,
         free(cert);
         free(key);
     } else {
-        char *pw = sec_password(c, "stage");
+        char *pw = h_sec_password(c, "stage");
         text = h_strdupf("kafka.security.protocol=SASL_SSL\n"
                          "kafka.sasl.mechanisms=%s\n"
                          "kafka.sasl.username=stage\n"
@@ -317,35 +322,27 @@ int h_sec_try_metadata(const h_kcluster *c, h_sec_auth auth, h_sec_flaw flaw,
 
 /* ---- ACLs -------------------------------------------------------------- */
 
-/* kafka-acls' options naming resource `on` of e: into argv at k; returns
- * the new k. */
-static size_t resource_args(const h_kenv *e, h_acl_on on, const char **argv,
-                            size_t k, char *buf, size_t size)
+/* The name of the resource `on` of e (buf holds a transactional-id
+ * prefix). */
+static const char *resource_name(const h_kenv *e, h_acl_on on, char *buf,
+                                 size_t size)
 {
     switch (on) {
     case H_ACL_IN:
+        return e->in;
     case H_ACL_OUT:
+        return e->out;
     case H_ACL_REJ:
+        return e->rej;
     case H_ACL_CKPT:
-        argv[k++] = "--topic";
-        argv[k++] = on == H_ACL_IN    ? e->in
-                    : on == H_ACL_OUT ? e->out
-                    : on == H_ACL_REJ ? e->rej
-                                      : e->ckt;
-        break;
+        return e->ckt;
     case H_ACL_GROUP:
-        argv[k++] = "--group";
-        argv[k++] = e->group;
-        break;
+        return e->group;
     case H_ACL_TXN:
-        snprintf(buf, size, "bloomstage-%s-", e->group);
-        argv[k++] = "--transactional-id";
-        argv[k++] = buf;
-        argv[k++] = "--resource-pattern-type";
-        argv[k++] = "prefixed";
         break;
     }
-    return k;
+    snprintf(buf, size, "bloomstage-%s-", e->group);
+    return buf;
 }
 
 static const char *op_name(rd_kafka_AclOperation_t op)
@@ -355,28 +352,118 @@ static const char *op_name(rd_kafka_AclOperation_t op)
         return "Read";
     case RD_KAFKA_ACL_OPERATION_WRITE:
         return "Write";
-    case RD_KAFKA_ACL_OPERATION_CREATE:
-        return "Create";
     case RD_KAFKA_ACL_OPERATION_DESCRIBE:
         return "Describe";
-    case RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS:
-        return "DescribeConfigs";
-    case RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE:
-        return "IdempotentWrite";
     default:
         return "Unknown";
     }
 }
 
-/* One kafka-acls run per resource that acls name, every operation on it
- * in that run. */
-static int acls_change(h_kcluster *c, const h_kenv *e, const char *principal,
-                       const h_acl *acls, size_t n, bool add)
+void h_acl_refusal(const h_kenv *e, const h_acl *a, char *buf, size_t size)
 {
-    for (int on = H_ACL_IN; on <= H_ACL_TXN; on++) {
-        const char *argv[28];
-        char name[128];
-        size_t k = 0;
+    char name[128];
+    snprintf(buf, size, "%s on %s:%s", op_name(a->op),
+             a->on == H_ACL_GROUP ? "Group"
+             : a->on == H_ACL_TXN ? "TransactionalId"
+                                  : "Topic",
+             resource_name(e, a->on, name, sizeof(name)));
+}
+
+/* The topic and group ACLs of a[0..n) added or removed by one Admin API
+ * request (CreateAcls or DeleteAcls) of an admin client on c. */
+static int admin_acls(h_kcluster *c, const char *principal,
+                      const h_acl_for *a, size_t n, bool add)
+{
+    rd_kafka_AclBinding_t **b = h_xcalloc(n ? n : 1, sizeof(*b));
+    size_t k = 0;
+    char errstr[256], buf[128];
+    for (size_t i = 0; i < n; i++) {
+        if (a[i].acl.on == H_ACL_TXN)
+            continue;
+        rd_kafka_ResourceType_t t = a[i].acl.on == H_ACL_GROUP
+                                        ? RD_KAFKA_RESOURCE_GROUP
+                                        : RD_KAFKA_RESOURCE_TOPIC;
+        const char *name = resource_name(a[i].e, a[i].acl.on, buf,
+                                         sizeof(buf));
+        b[k] = add ? rd_kafka_AclBinding_new(
+                         t, name, RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+                         principal, "*", a[i].acl.op,
+                         RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, errstr,
+                         sizeof(errstr))
+                   : rd_kafka_AclBindingFilter_new(
+                         t, name, RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+                         principal, "*", a[i].acl.op,
+                         RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, errstr,
+                         sizeof(errstr));
+        if (!b[k]) {
+            rd_kafka_AclBinding_destroy_array(b, k);
+            free(b);
+            return h_fail("ACL on %s: %s", name, errstr);
+        }
+        k++;
+    }
+    int rc = 0;
+    if (k) {
+        rd_kafka_t *rk = h_query_client(h_kafka_conf(h_kcluster_bootstraps(c)));
+        if (!rk)
+            rc = -1;
+        rd_kafka_queue_t *q = rk ? rd_kafka_queue_new(rk) : NULL;
+        if (q && add)
+            rd_kafka_CreateAcls(rk, b, k, NULL, q);
+        else if (q)
+            rd_kafka_DeleteAcls(rk, b, k, NULL, q);
+        rd_kafka_event_t *ev = q ? rd_kafka_queue_poll(q, H_CMD_MS) : NULL;
+        if (q && !ev)
+            rc = h_fail("%s: no answer in %d ms",
+                        add ? "CreateAcls" : "DeleteAcls", H_CMD_MS);
+        else if (ev && rd_kafka_event_error(ev))
+            rc = h_fail("%s: %s", add ? "CreateAcls" : "DeleteAcls",
+                        rd_kafka_event_error_string(ev));
+        size_t nr = 0;
+        if (ev && rc == 0 && add) {
+            const rd_kafka_acl_result_t **r = rd_kafka_CreateAcls_result_acls(
+                rd_kafka_event_CreateAcls_result(ev), &nr);
+            for (size_t i = 0; i < nr && rc == 0; i++)
+                if (rd_kafka_acl_result_error(r[i]))
+                    rc = h_fail("CreateAcls: %s", rd_kafka_error_string(
+                                    rd_kafka_acl_result_error(r[i])));
+        } else if (ev && rc == 0) {
+            const rd_kafka_DeleteAcls_result_response_t **r =
+                rd_kafka_DeleteAcls_result_responses(
+                    rd_kafka_event_DeleteAcls_result(ev), &nr);
+            for (size_t i = 0; i < nr && rc == 0; i++)
+                if (rd_kafka_DeleteAcls_result_response_error(r[i]))
+                    rc = h_fail("DeleteAcls: %s",
+                                rd_kafka_error_string(
+                                    rd_kafka_DeleteAcls_result_response_error(
+                                        r[i])));
+        }
+        if (ev)
+            rd_kafka_event_destroy(ev);
+        if (q)
+            rd_kafka_queue_destroy(q);
+        if (rk)
+            rd_kafka_destroy(rk);
+    }
+    rd_kafka_AclBinding_destroy_array(b, k);
+    free(b);
+    return rc;
+}
+
+/* The transactional-id ACLs of a[0..n) (prefixed) added or removed by
+ * kafka-acls as admin (`scripts/kafka tool acls`), one run per
+ * operation naming every id of it. */
+static int txn_acls(h_kcluster *c, const char *principal, const h_acl_for *a,
+                    size_t n, bool add)
+{
+    static const rd_kafka_AclOperation_t ops[] = {
+        RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_OPERATION_WRITE,
+        RD_KAFKA_ACL_OPERATION_DESCRIBE};
+    int rc = 0;
+    for (size_t o = 0; o < sizeof(ops) / sizeof(*ops) && rc == 0; o++) {
+        const char **argv = h_xcalloc(2 * n + 16, sizeof(*argv));
+        char (*names)[128] = h_xcalloc(n ? n : 1, sizeof(*names));
+        size_t k = 0, ids = 0;
         argv[k++] = "tool";
         argv[k++] = "acls";
         argv[k++] = add ? "--add" : "--remove";
@@ -384,21 +471,45 @@ static int acls_change(h_kcluster *c, const h_kenv *e, const char *principal,
             argv[k++] = "--force";
         argv[k++] = "--allow-principal";
         argv[k++] = principal;
-        size_t ops = 0;
-        for (size_t i = 0; i < n && k < 20; i++)
-            if (acls[i].on == (h_acl_on)on) {
-                argv[k++] = "--operation";
-                argv[k++] = op_name(acls[i].op);
-                ops++;
+        argv[k++] = "--operation";
+        argv[k++] = op_name(ops[o]);
+        argv[k++] = "--resource-pattern-type";
+        argv[k++] = "prefixed";
+        for (size_t i = 0; i < n; i++)
+            if (a[i].acl.on == H_ACL_TXN && a[i].acl.op == ops[o]) {
+                argv[k++] = "--transactional-id";
+                argv[k++] = resource_name(a[i].e, H_ACL_TXN, names[ids],
+                                          sizeof(names[ids]));
+                ids++;
             }
-        if (!ops)
-            continue;
-        k = resource_args(e, (h_acl_on)on, argv, k, name, sizeof(name));
         argv[k] = NULL;
-        if (h_kcluster_run(c, argv, H_CMD_MS, NULL))
-            return -1;
+        if (ids && h_kcluster_run(c, argv, H_CMD_MS, NULL))
+            rc = -1;
+        free(names);
+        free(argv);
     }
+    return rc;
+}
+
+int h_acls_apply(h_kcluster *c, const char *principal, const h_acl_for *a,
+                 size_t n, bool add)
+{
+    if (admin_acls(c, principal, a, n, add) ||
+        txn_acls(c, principal, a, n, add))
+        return -1;
     return 0;
+}
+
+/* acls[0..n) on e's resources, as h_acls_apply's list. */
+static int acls_change(h_kcluster *c, const h_kenv *e, const char *principal,
+                       const h_acl *acls, size_t n, bool add)
+{
+    h_acl_for *a = h_xcalloc(n ? n : 1, sizeof(*a));
+    for (size_t i = 0; i < n; i++)
+        a[i] = (h_acl_for){e, acls[i]};
+    int rc = h_acls_apply(c, principal, a, n, add);
+    free(a);
+    return rc;
 }
 
 int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,

@@ -54,6 +54,10 @@ int h_sec_group_setup(void **state);
 /* The bootstrap list of the listener a stage authenticating by `auth`
  * reaches (SASL_SSL or SSL); a static buffer. */
 const char *h_sec_bootstrap(const h_kcluster *c, h_sec_auth auth);
+/* The password of user (admin, stage) on c: its password file's first
+ * line, malloc'd. */
+char *h_sec_password(const h_kcluster *c, const char *user);
+
 /* The stage's configuration lines for auth with flaw ("kafka.security.
  * protocol=...\n" and the rest; without kafka.bootstrap.servers): the
  * caller frees them.  Fails the test if secure.env lacks something. */
@@ -86,23 +90,43 @@ typedef struct h_acl {
     h_acl_on on;
     rd_kafka_AclOperation_t op;
     const char *why; /* what of the stage's needs it */
+    bool heals;      /* without it the stage retries until it is granted
+                      * ("retries"; else "exits 1") */
 } h_acl;
 
 /* The ACLs README.md's table ("ACLs the stage's principal needs") lists
  * for a stage with exactly_once.method=transactions, a rejected topic and
  * checkpoint.store=kafka: every row whose condition is one of those or
  * "every stage", parsed into acls[0..max); returns how many.  The README
- * is the one list: a row the parser does not know (a resource, a name or
- * an operation) fails the test, naming it, as does a table not found. */
+ * is the one list: a row the parser does not know (a resource, a name,
+ * an operation, or what the stage does without it) fails the test,
+ * naming it, as does a table not found. */
 size_t h_stage_acls(h_acl *acls, size_t max);
 
-/* Allows (kafka-acls --add) or removes (--remove) acls[0..n) for
- * principal on e's resources on cluster c, as admin (`scripts/kafka tool
- * acls`, one run per resource: librdkafka 2.0.2's Admin API has no
- * TransactionalId resource type). */
+/* Allows (add) or removes acls[0..n) for principal on e's resources on
+ * cluster c, as admin: h_acls_apply. */
 int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
                  const h_acl *acls, size_t n) H_WARN_UNUSED;
 int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
                   const h_acl *acls, size_t n) H_WARN_UNUSED;
+
+/* What the stage says when a's ACL on e's resources is missing, into
+ * buf: "Write on Topic:NAME" (a transactional id's prefix: the stage's id
+ * starts with it). */
+void h_acl_refusal(const h_kenv *e, const h_acl *a, char *buf, size_t size);
+
+/* One ACL on one environment's resources, for changes that span several
+ * environments (cases run side by side) in one go. */
+typedef struct h_acl_for {
+    const h_kenv *e;
+    h_acl acl;
+} h_acl_for;
+/* Allows (add) or removes every a[0..n) for principal on cluster c, as
+ * admin: the topic and group ACLs by one Admin API request (CreateAcls,
+ * DeleteAcls), the transactional-id ones by one kafka-acls run per
+ * operation (`scripts/kafka tool acls`: librdkafka 2.0.2's Admin API has
+ * no TransactionalId resource type). */
+int h_acls_apply(h_kcluster *c, const char *principal, const h_acl_for *a,
+                 size_t n, bool add) H_WARN_UNUSED;
 
 #endif
