@@ -22,7 +22,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       librdkafka-dev libxxhash-dev libjansson-dev libmicrohttpd-dev \
-      libjemalloc-dev \
+      libjemalloc-dev libcrypt-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -39,6 +39,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       librdkafka1 libxxhash0 libjansson4 libmicrohttpd12 libjemalloc2 \
+      libcrypt1 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt \
       /var/log/dpkg.log \
  && useradd --system --uid 10001 --home-dir /var/lib/bloomstage \

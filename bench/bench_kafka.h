@@ -4,7 +4,9 @@
  * brokers scripts/kafka starts have auto.create.topics.enable=false) and
  * reading one counter from bloomstage's /metrics.  Header-only (static
  * inline): each benchmark is one translation unit.  Also the benchmarks'
- * count options, read by the engine's parser, and their usage answer.
+ * count options, read by the engine's parser, and their usage answer; and
+ * the settings every client of a benchmark adds for a secured broker
+ * (bench_e2e --client-config).
  */
 #ifndef BS_BENCH_KAFKA_H
 #define BS_BENCH_KAFKA_H
@@ -19,6 +21,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The librdkafka settings ("key=value", NULL-terminated) every client a
+ * benchmark makes adds (bk_secured), e.g. security.protocol, SASL and TLS
+ * for a secured broker; NULL: none.  bk_client_config_load sets it. */
+static char **bk_client_kv;
+
+/* Reads a client configuration file: key=value lines (spaces around '='
+ * kept out; blank lines and # comments skipped) into bk_client_kv.  0, or
+ * -1 with "PATH:LINE: ..." in err. */
+static inline int bk_client_config_load(const char *path, char *err,
+                                        size_t errsz)
+{
+    char *text = NULL;
+    if (h_read_file(path, &text, NULL)) {
+        snprintf(err, errsz, "%s", h_last_error());
+        return -1;
+    }
+    size_t n = 0, cap = 8;
+    char **kv = h_xcalloc(cap, sizeof(char *));
+    int line = 0, rc = 0;
+    for (char *p = text, *eol; p && *p; p = eol ? eol + 1 : NULL) {
+        eol = strchr(p, '\n');
+        if (eol)
+            *eol = '\0';
+        line++;
+        p += strspn(p, " \t");
+        size_t len = strlen(p);
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t' ||
+                       p[len - 1] == '\r'))
+            p[--len] = '\0';
+        if (!*p || *p == '#')
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq || eq == p) {
+            snprintf(err, errsz, "%s:%d: expected key=value", path, line);
+            rc = -1;
+            break;
+        }
+        size_t kl = (size_t)(eq - p);
+        while (kl && (p[kl - 1] == ' ' || p[kl - 1] == '\t'))
+            kl--;
+        const char *v = eq + 1 + strspn(eq + 1, " \t");
+        if (n + 2 > cap)
+            kv = h_xrealloc(kv, (cap *= 2) * sizeof(char *));
+        kv[n++] = h_strdupf("%.*s=%s", (int)kl, p, v);
+        kv[n] = NULL;
+    }
+    free(text);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(kv[i]);
+        free(kv);
+        return -1;
+    }
+    bk_client_kv = kv;
+    return 0;
+}
+
+/* conf with bk_client_kv added; a setting librdkafka refuses ends the
+ * benchmark (exit 1, naming it: the configuration file is wrong). */
+static inline rd_kafka_conf_t *bk_secured(rd_kafka_conf_t *conf)
+{
+    if (bk_client_kv && h_conf_kv(conf, (const char *const *)bk_client_kv)) {
+        fprintf(stderr, "bench: client configuration: %s\n", h_last_error());
+        exit(1);
+    }
+    return conf;
+}
+
 /* Creates the topics names[0..n-1], `parts` partitions each, replication 1,
  * extra topic configs `cfg` (key, value, ..., NULL; may be NULL); then
  * waits (up to 30 s) until every partition has a leader in the metadata.
@@ -29,7 +99,7 @@ static inline int bk_create_topics(const char *bootstrap,
                                    size_t errsz)
 {
     char e[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = bk_secured(rd_kafka_conf_new());
     if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, e,
                           sizeof(e)) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);

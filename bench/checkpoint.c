@@ -137,7 +137,7 @@ int main(int argc, char **argv)
         }
         uint64_t bytes = bf_filter_serialized_size(f);
         double t0 = bs_now();
-        if (bs_store_put(dstore, "t", (int32_t)i, 1, NULL, 0, f, err,
+        if (bs_store_put(dstore, "t", (int32_t)i, 1, NULL, 0, f, NULL, err,
                          sizeof(err))) {
             fprintf(stderr, "dir: %s\n", err);
             return 1;
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
          * must fit in one partition's 5 MiB with room to spare. */
         if (bytes < (4u << 20)) {
             t0 = bs_now();
-            if (bs_store_put(kstore, "t", (int32_t)i, 1, NULL, 0, f, err,
+            if (bs_store_put(kstore, "t", (int32_t)i, 1, NULL, 0, f, NULL, err,
                              sizeof(err)) ||
                 bs_store_sync(kstore, err, sizeof(err))) {
                 fprintf(stderr, "kafka: %s\n", err);

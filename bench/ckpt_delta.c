@@ -170,7 +170,7 @@ static double round_once(bs_store *st, bf_filter *f, int64_t next,
 {
     char err[1024];
     double t0 = bs_now();
-    if (bs_store_put(st, "t", 0, next, NULL, 0, f, err, sizeof(err)) ||
+    if (bs_store_put(st, "t", 0, next, NULL, 0, f, NULL, err, sizeof(err)) ||
         bs_store_sync(st, err, sizeof(err))) {
         fprintf(stderr, "put: %s\n", err);
         exit(1);

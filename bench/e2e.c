@@ -14,7 +14,7 @@
  * What it does, in order:
  *   1. starts ONE `bloomstage mock-broker` child (librdkafka 2.0.2's mock
  *      cluster) with the topics bench-in and, for each round R,
- *      bench-out-KIND-R for KIND pass, passje, stage and alo (one per
+ *      bench-out-KIND-R for KIND pass, passje, stage, noaudit and alo (one per
  *      phase below), P partitions each;
  *   2. loads N records into bench-in: keys user-NNNNNNNNNN, (N+1)/2
  *      distinct ones, each twice (the last once when N is odd), the whole
@@ -43,7 +43,11 @@
  *      would be free), no rejected.topic, bench-in -> bench-out-stage-R;
  *      then SIGTERM (it must drain and exit 0), and its peak RSS (VmHWM
  *      just before, ru_maxrss after);
- *   7. the same with processing.guarantee=at_least_once (group
+ *   7. the same with dedup.audit.rate=0 (the audit sample off; group
+ *      bench-noaudit-R, bench-in -> bench-out-noaudit-R), right before or
+ *      after 6 (the order alternates by round), for the audit's cost: each
+ *      round's rate ratio, their mean and spread;
+ *   8. the same with processing.guarantee=at_least_once (group
  *      bench-alo-R, bench-in -> bench-out-alo-R).
  *   The input is read by every phase through its own consumer group.
  *
@@ -154,6 +158,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -186,7 +191,7 @@
 
 #define T_IN "bench-in" /* outputs and groups: bench-out-KIND-R and
                            bench-KIND-R for round R, KIND pass, passje,
-                           stage or alo */
+                           stage, noaudit or alo */
 
 #define TARGET_RATIO 0.9
 #define MAX_MISSING 2 /* false positives allowed in bloomstage's output */
@@ -528,9 +533,9 @@ static int check_nothing_dropped(rd_kafka_t *rk, const char *topic,
 /* A client for metadata and offset queries only. */
 static rd_kafka_t *query_client(const char *bootstrap)
 {
-    rd_kafka_t *rk = h_query_client(h_conf_pairs(
+    rd_kafka_t *rk = h_query_client(bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-query",
-        NULL));
+        NULL)));
     if (!rk)
         fail("cannot create a client: %s", h_last_error());
     return rk;
@@ -698,11 +703,11 @@ static int load_input(const dataset *d, const char *bootstrap,
 {
     /* Big lz4 batches: the input is read fast (the mock serves one batch
      * per partition per fetch) and takes little of the mock's 5 MiB. */
-    rd_kafka_conf_t *conf = h_conf_pairs(
+    rd_kafka_conf_t *conf = bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", bootstrap, "client.id", "bench-e2e-load",
         "enable.idempotence", "true", "compression.type", "lz4", "linger.ms",
         "100", "batch.num.messages", "10000",
-        "queue.buffering.max.messages", "1000000", NULL);
+        "queue.buffering.max.messages", "1000000", NULL));
     h_producer *lp = NULL;
     if (h_producer_new(conf, 0, &lp))
         return fail("cannot create the loader: %s", h_last_error());
@@ -775,6 +780,9 @@ typedef struct bench {
     char in_topic[128];     /* this round's input: bench-in (mock), or
                                bench-in-R (real broker) */
     const char *streams;    /* bench/streams/run; NULL: no Streams phases */
+    /* --client-config: every client's extra settings (bk_client_kv), the
+     * file passed on to the pass-through-je child; NULL: none */
+    const char *client_config;
 } bench;
 
 /* Output topic and group names of a phase in a round. */
@@ -939,10 +947,10 @@ static int pass_open(const pass_run *pr, pass_state *ps, pass_clients *pc)
     memset(pc, 0, sizeof(*pc));
     /* As bloomstage's producer (clients.c): idempotent, its tuning; the
      * refresh interval as in the stage's config. */
-    rd_kafka_conf_t *pconf = h_conf_pairs(
+    rd_kafka_conf_t *pconf = bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
         "enable.idempotence", "true", BS_PRODUCER_TUNING,
-        "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL);
+        "topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS, NULL));
     rd_kafka_conf_set_dr_msg_cb(pconf, pass_dr);
     rd_kafka_conf_set_opaque(pconf, ps);
     pc->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof(err));
@@ -950,11 +958,11 @@ static int pass_open(const pass_run *pr, pass_state *ps, pass_clients *pc)
         rd_kafka_conf_destroy(pconf);
         return fail("%s producer: %s", pr->what, err);
     }
-    rd_kafka_conf_t *cconf = h_conf_pairs(
+    rd_kafka_conf_t *cconf = bk_secured(h_conf_pairs(
         NULL, "bootstrap.servers", pr->bootstrap, "client.id", "bench-pass",
         "group.id", pr->group,
         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
-        BS_CONSUMER_TUNING, NULL);
+        BS_CONSUMER_TUNING, NULL));
     pc->cons = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
     if (!pc->cons) {
         rd_kafka_conf_destroy(cconf);
@@ -1214,7 +1222,8 @@ static int run_passthrough_je(const bench *b, int round, result *r)
     snprintf(nstr, sizeof(nstr), "%" PRIu64, d->n);
     snprintf(log_path, sizeof(log_path), "%s/pass-je-%d.log", b->dir, round);
     char *argv[] = {(char *)b->je, "--pass-child", (char *)b->bootstrap,
-                    (char *)b->in_topic, topic, group, nstr, NULL};
+                    (char *)b->in_topic, topic, group, nstr,
+                    (char *)b->client_config, NULL};
     h_proc *c = NULL, *perf = NULL;
     observer o;
     if (child_start(argv, true, log_path, &c))
@@ -1346,6 +1355,7 @@ static int write_stage_conf(const bench *b, const char *kind, int round,
             "output.topic=%s\n"
             "consumer.group.id=%s\n"
             "dedup.key=key\n"
+            "%s"
             "blocklist.spam.path=%s\n"
             "checkpoint.dir=%s\n"
             "log.level=info\n"
@@ -1354,10 +1364,16 @@ static int write_stage_conf(const bench *b, const char *kind, int round,
             METADATA_REFRESH_MS "\n"
             "%s",
             !strcmp(kind, "alo") ? "at_least_once" : "exactly_once",
-            b->bootstrap, b->in_topic, topic, group, list_path, ckpt,
+            b->bootstrap, b->in_topic, topic, group,
+            /* The audit sample off, against the default rate's run. */
+            !strcmp(kind, "noaudit") ? "dedup.audit.rate=0\n" : "",
+            list_path, ckpt,
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
+    /* --client-config: the same settings as every other client's. */
+    for (size_t i = 0; bk_client_kv && bk_client_kv[i]; i++)
+        fprintf(f, "kafka.%s\n", bk_client_kv[i]);
     if (fclose(f) != 0)
         return fail("%s: %s", conf_path, strerror(errno));
     return 0;
@@ -1416,14 +1432,17 @@ static int check_stage(const bench *b, result *r, const char *topic)
 }
 
 /* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
- * default), "alo" with at_least_once: same input, own output and group. */
+ * default), "noaudit" the same with dedup.audit.rate=0, "alo" with
+ * at_least_once: same input, own output and group. */
 static int run_stage(const bench *b, int round, result *r, const char *kind)
 {
     const dataset *d = &b->d;
     char topic[128], group[128];
     round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
     memset(r, 0, sizeof(*r));
-    r->name = !strcmp(kind, "alo") ? "bloomstage-alo" : "bloomstage";
+    r->name = !strcmp(kind, "alo")       ? "bloomstage-alo"
+              : !strcmp(kind, "noaudit") ? "bloomstage-noaudit"
+                                         : "bloomstage";
     char conf_path[700], log_path[700];
     snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
              kind, round);
@@ -1583,6 +1602,11 @@ static const char USAGE[] =
     "  --streams PATH   with --bootstrap: bench/streams/run, for the Kafka\n"
     "                   Streams contestants (exactly_once_v2, at_least_once)\n"
     "  --no-streams     with --bootstrap: without them\n"
+    "  --client-config FILE  with --bootstrap: librdkafka settings\n"
+    "                   (key=value lines: security.protocol, sasl.*, ssl.*)\n"
+    "                   every client adds, bloomstage's as kafka.* keys: a\n"
+    "                   secured broker's listener (bench/e2e --kafka\n"
+    "                   --secure writes one); not with --streams\n"
     "  --perf DIR       profile each phase's client with `perf record -p`\n"
     "                   from its first output record on, into\n"
     "                   DIR/{pass,passje,stage,alo}-R.perf.data (perturbs\n"
@@ -1654,7 +1678,7 @@ static void catch_signals(void)
 }
 
 /* The hidden modes, for bench_e2e's own use:
- *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N
+ *   --pass-child BOOTSTRAP INPUT TOPIC GROUP N [CLIENT_CONFIG]
  *       the pass-through loop alone (pass_loop), then its line (see
  *       PASS_CHILD_LINE); the pass-through-je phase runs bench_e2e_je so
  *   --malloc
@@ -1668,10 +1692,16 @@ static int hidden_main(int argc, char **argv)
         return 0;
     }
     uint64_t n;
-    if (argc != 7 || !bench_parse_count(argv[6], 1, 100000000, &n)) {
+    char err[512];
+    if ((argc != 7 && argc != 8) ||
+        !bench_parse_count(argv[6], 1, 100000000, &n)) {
         fprintf(stderr, "usage: %s --pass-child BOOTSTRAP INPUT TOPIC GROUP "
-                "N\n", argv[0]);
+                "N [CLIENT_CONFIG]\n", argv[0]);
         return 2;
+    }
+    if (argc == 8 && bk_client_config_load(argv[7], err, sizeof(err))) {
+        fprintf(stderr, "%s --pass-child: %s\n", argv[0], err);
+        return 1;
     }
     catch_signals();
     pass_run pr = {.what = "pass-child", .bootstrap = argv[2],
@@ -2036,8 +2066,9 @@ static int real_run(bench *b, int rounds, const char *load0)
 
 /* Per round on the mock: the pass-through, the same on jemalloc,
  * bloomstage exactly_once, bloomstage at_least_once. */
-enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_ALO, PHASES };
-static const char *const kinds[PHASES] = {"pass", "passje", "stage", "alo"};
+enum { PH_PASS, PH_PASSJE, PH_STAGE, PH_NOAUDIT, PH_ALO, PHASES };
+static const char *const kinds[PHASES] = {"pass", "passje", "stage",
+                                          "noaudit", "alo"};
 
 /* One run of main: the options bench does not hold, and what main sets
  * up, prints from and frees at the end. */
@@ -2055,7 +2086,7 @@ typedef struct e2e_run {
 
 /* The best rate of each phase over the rounds, and bloomstage's peaks. */
 typedef struct bests {
-    const result *pass, *passje, *stage, *alo;
+    const result *pass, *passje, *stage, *alo, *noaudit;
     long hwm, maxrss;
 } bests;
 
@@ -2111,6 +2142,9 @@ static int parse_option(int c, char *arg, bench *b, e2e_run *run)
     case 'N':
         run->no_streams = true;
         return -1;
+    case 'C':
+        b->client_config = arg;
+        return -1;
     default:
         return bench_usage(c, USAGE);
     }
@@ -2131,6 +2165,7 @@ static int parse_args(int argc, char **argv, bench *b, e2e_run *run)
         {"broker-pid", required_argument, NULL, 'P'},
         {"streams", required_argument, NULL, 'S'},
         {"no-streams", no_argument, NULL, 'N'},
+        {"client-config", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     run->n = 1000000;
@@ -2162,6 +2197,17 @@ static int check_args(bench *b, e2e_run *run)
     }
     if (run->no_streams)
         b->streams = NULL;
+    if (b->client_config && (!b->real || b->streams)) {
+        fprintf(stderr, "bench_e2e: --client-config goes with --bootstrap "
+                "and --no-streams\n");
+        return 2;
+    }
+    char err[512];
+    if (b->client_config &&
+        bk_client_config_load(b->client_config, err, sizeof(err))) {
+        fprintf(stderr, "bench_e2e: --client-config %s\n", err);
+        return 2;
+    }
     if (b->streams && access(b->streams, X_OK) != 0) {
         fprintf(stderr, "bench_e2e: --streams %s: %s\n", b->streams,
                 strerror(errno));
@@ -2303,6 +2349,20 @@ static void print_header_clients(const bench *b, const e2e_run *run)
                "jemalloc: BLOOMSTAGE_JEMALLOC=OFF, or\n"
                "               the sanitizers);\n");
     printf("               bloomstage: %s (its --version)\n", run->bs_malloc);
+    if (b->client_config) {
+        /* The protocol and mechanism shown; other values (passwords,
+         * paths) not. */
+        printf("  security     every client (--client-config %s):",
+               b->client_config);
+        for (size_t i = 0; bk_client_kv[i]; i++) {
+            const char *kv = bk_client_kv[i];
+            bool shown = !strncmp(kv, "security.protocol=", 18) ||
+                         !strncmp(kv, "sasl.mechanism", 14);
+            printf(" %.*s=%s", (int)strcspn(kv, "="), kv,
+                   shown ? strchr(kv, '=') + 1 : "...");
+        }
+        printf("\n");
+    }
     printf("  work dir     %s (%s)%s\n", b->dir, fs_type(b->dir),
            run->keep ? ", kept" : "");
     if (b->perf_dir)
@@ -2381,11 +2441,21 @@ static int mock_rounds(bench *b, const e2e_run *run)
                 return -1;
             printf(" %.2f s;", secs(&res[PH_PASSJE]));
         }
-        printf("\n         bloomstage (start-up, join, then timed)...");
+        /* The audit on (the default) and off, next to each other, the
+         * first of the two alternating by round. */
+        int first = r % 2 ? PH_STAGE : PH_NOAUDIT;
+        int second = first == PH_STAGE ? PH_NOAUDIT : PH_STAGE;
+        printf("\n         bloomstage%s (start-up, join, then timed)...",
+               first == PH_STAGE ? "" : " audit off");
         fflush(stdout);
-        if (run_stage(b, r, &res[PH_STAGE], "stage"))
+        if (run_stage(b, r, &res[first], kinds[first]))
             return -1;
-        printf(" %.2f s; at_least_once...", secs(&res[PH_STAGE]));
+        printf(" %.2f s; %s...", secs(&res[first]),
+               second == PH_STAGE ? "audit on" : "audit off");
+        fflush(stdout);
+        if (run_stage(b, r, &res[second], kinds[second]))
+            return -1;
+        printf(" %.2f s; at_least_once...", secs(&res[second]));
         fflush(stdout);
         if (run_stage(b, r, &res[PH_ALO], "alo"))
             return -1;
@@ -2423,11 +2493,13 @@ static bests print_mock_table(const e2e_run *run)
     for (int r = 1; r <= (int)run->rounds; r++) {
         const result *res = &run->res[PHASES * (r - 1)];
         const result *pass = &res[PH_PASS], *passje = &res[PH_PASSJE],
-                     *stage = &res[PH_STAGE], *alo = &res[PH_ALO];
+                     *stage = &res[PH_STAGE], *alo = &res[PH_ALO],
+                     *noaudit = &res[PH_NOAUDIT];
         print_row(r, pass);
         if (passje->name)
             print_row(r, passje);
         print_row(r, stage);
+        print_row(r, noaudit);
         print_row(r, alo);
         if (!best.pass || rate(pass) > rate(best.pass))
             best.pass = pass;
@@ -2438,6 +2510,8 @@ static bests print_mock_table(const e2e_run *run)
             best.stage = stage;
         if (!best.alo || rate(alo) > rate(best.alo))
             best.alo = alo;
+        if (!best.noaudit || rate(noaudit) > rate(best.noaudit))
+            best.noaudit = noaudit;
         if (stage->hwm_kib > best.hwm)
             best.hwm = stage->hwm_kib;
         if (stage->maxrss_kib > best.maxrss)
@@ -2445,6 +2519,43 @@ static bests print_mock_table(const e2e_run *run)
     }
     printf("\n");
     return best;
+}
+
+/* The audit sample's cost: the rate (and the stage's CPU time over its
+ * timed window) with dedup.audit.rate at its default against 0, each
+ * round's ratio (the two ran back to back), their mean, standard
+ * deviation and range, and the best rates' ratio. */
+static void print_audit_ratios(const e2e_run *run, bool cpu)
+{
+    int n = (int)run->rounds;
+    double sum = 0, sq = 0, lo = 1e9, hi = 0;
+    printf("audit on / off, %s   ", cpu ? "CPU, per round " : "rate, per round");
+    for (int r = 1; r <= n; r++) {
+        const result *on = &run->res[PHASES * (r - 1) + PH_STAGE],
+                     *off = &run->res[PHASES * (r - 1) + PH_NOAUDIT];
+        double x = cpu ? on->cpu_client / off->cpu_client
+                       : rate(on) / rate(off);
+        printf(" %.3f", x);
+        sum += x;
+        sq += x * x;
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+    }
+    double mean = sum / n;
+    double sd = n > 1 ? sqrt(fmax(0, (sq - n * mean * mean) / (n - 1))) : 0;
+    printf("\naudit on / off, %s   mean %.3f, sd %.3f, range %.3f..%.3f "
+           "over %d rounds\n", cpu ? "CPU            " : "rate           ",
+           mean, sd, lo, hi, n);
+}
+
+static void print_audit_cost(const e2e_run *run, const bests *best)
+{
+    print_audit_ratios(run, false);
+    print_audit_ratios(run, true);
+    double ratio = rate(best->stage) / rate(best->noaudit);
+    printf("audit on / off, best rates       %.3f   target >= 0.97: %s "
+           "(bench/e2e-instructions counts what the sample adds)\n", ratio,
+           ratio >= 0.97 ? "PASS" : "MISS");
 }
 
 /* The ratios: bloomstage against the pass-through (the target), and what
@@ -2481,6 +2592,7 @@ static void print_mock_ratios(const e2e_run *run, const bests *best)
     printf("exactly_once / at_least_once    %.3f   (bloomstage's two "
            "guarantees, best rates, same run)\n",
            rate(best->stage) / rate(best->alo));
+    print_audit_cost(run, best);
 }
 
 /* The rest of the summary: bloomstage's memory, counts and start-up, the

@@ -75,41 +75,25 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                  rd_kafka_err2str(m->err));
 }
 
-static int conf_cb(const char *key, const char *value, void *opaque)
-{
-    char err[512];
-    if (rd_kafka_conf_set(opaque, key, value, err, sizeof(err)) !=
-        RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "bloomstage blocklist: %s: %s\n", key, err);
-        return -1;
-    }
-    return 0;
-}
-
 /* linger: "0" for a few entries (sent at once), more for a load (batched). */
 static int sender_open(const bs_config *cfg, const char *topic,
                        const char *linger, sender *sd)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *const defaults[] = {"client.id", "bloomstage-blocklist",
+                                    "linger.ms", linger, NULL};
     static const char *const forced[] = {
         "enable.idempotence", "true", "acks", "all",
         "partitioner", "murmur2_random", "allow.auto.create.topics", "false",
         NULL};
-    if (conf_cb("client.id", "bloomstage-blocklist", conf) ||
-        conf_cb("linger.ms", linger, conf) ||
-        bs_config_foreach(cfg, "kafka.", conf_cb, conf) ||
-        bs_config_foreach(cfg, "producer.", conf_cb, conf)) {
-        rd_kafka_conf_destroy(conf);
+    char err[512];
+    rd_kafka_conf_t *conf = bs_kafka_conf_new(cfg, "producer", defaults,
+                                              forced, err, sizeof(err));
+    if (!conf) {
+        fprintf(stderr, "bloomstage blocklist: %s\n", err);
         return BS_EXIT_USAGE;
     }
-    for (size_t i = 0; forced[i]; i += 2)
-        if (conf_cb(forced[i], forced[i + 1], conf)) {
-            rd_kafka_conf_destroy(conf);
-            return BS_EXIT_USAGE;
-        }
     rd_kafka_conf_set_opaque(conf, sd);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-    char err[512];
     sd->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (!sd->rk) {
         rd_kafka_conf_destroy(conf);

@@ -1,13 +1,22 @@
 /*
  * cmd_checkpoint.c -- `bloomstage checkpoint info DIR`: what is on disk,
- * per partition, and whether each file verifies.
+ * per partition, and whether each file verifies; `checkpoint info -c
+ * FILE`: the same for the store the stage's configuration names, the
+ * directory or the Kafka store (read through a consumer that takes the
+ * kafka.* and consumer.* keys, as the stage's own reader does).
  */
 #include "checkpoint.h"
+#include "cli_audit.h"
+#include "cli_opts.h"
 #include "commands.h"
+#include "kafka_util.h"
+#include "settings.h"
 #include "store_dir.h"
+#include "store_kafka.h"
 #include "util.h"
 
 #include <dirent.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +24,30 @@
 
 static const char CKPT_HELP[] =
     "usage: bloomstage checkpoint info DIR\n"
+    "       bloomstage checkpoint info -c FILE [-X key=value]...\n"
     "\n"
     "For every partition with a checkpoint in DIR (a stage's checkpoint.dir):\n"
     "topic, partition, the next input offset its newest state covers (the\n"
     "snapshot and the deltas after it), when it was written, the dedup\n"
     "filter's layers, memory, estimated keys and false-positive rate, and\n"
-    "whether every file of it verifies (checksums, structure, the chain).\n"
-    "Exit 0 if every file verifies, 1 if any does not, 2 on a usage error.\n";
+    "whether every file of it verifies (checksums, structure, the chain);\n"
+    "under it the audit sample's counts, measured rate with its 95%\n"
+    "interval, and memory (dedup.audit.rate).\n"
+    "With -c, the same for the store the stage's configuration names: its\n"
+    "checkpoint.dir, or with checkpoint.store=kafka the newest committed\n"
+    "state of each partition consumer.group.id has in checkpoint.topic (read\n"
+    "whole, through a consumer given the kafka.* and consumer.* keys).\n"
+    "\n"
+    "  -c, --config FILE   the stage's configuration\n"
+    "  -X key=value        set a key, overriding FILE and BLOOMSTAGE_* env\n"
+    "\n"
+    "Exit 0 if every state verifies, 1 if any does not (or the store cannot\n"
+    "be read), 2 on a usage or configuration error.\n";
+
+#define HEADER_FMT "%-24s %-9s %-12s %-20s %-6s %-10s %-12s %-9s %s\n"
+#define HEADER_ARGS                                                          \
+    "topic", "partition", "next_offset", "written (UTC)", "layers",          \
+        "memory", "est. keys", "est. fpr", "verifies"
 
 /* A ms timestamp as UTC text, to the millisecond. */
 static const char *utc_ms(int64_t ms, char *buf, size_t size)
@@ -158,27 +184,23 @@ static void print_state(const bs_checkpoint *c, uint64_t snap_seq)
                (unsigned long long)c->seq, (unsigned long long)snap_seq,
                (unsigned long long)(c->seq - snap_seq));
     print_window(bf_filter_windowed(c->filter));
+    if (c->audit) {
+        printf("  ");
+        cli_audit_line(stdout, c->audit, &in, NULL);
+    } else {
+        printf("  audit: none (dedup.audit.rate=0, or written before the "
+               "audit)\n");
+    }
 }
 
-int cmd_checkpoint(int argc, char **argv)
+/* `checkpoint info DIR`. */
+static int info_dir(const char *dir)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(CKPT_HELP, stdout);
-        return BS_EXIT_OK;
-    }
-    if (argc != 3 || strcmp(argv[1], "info") != 0) {
-        fprintf(stderr, "bloomstage checkpoint: expects 'info DIR'\n%s",
-                CKPT_HELP);
-        return BS_EXIT_USAGE;
-    }
-    const char *dir = argv[2];
     char **names;
     size_t n;
     if (list_snapshots(dir, &names, &n) != 0)
         return BS_EXIT_FAIL;
-    printf("%-24s %-9s %-12s %-20s %-6s %-10s %-12s %-9s %s\n", "topic",
-           "partition", "next_offset", "written (UTC)", "layers", "memory",
-           "est. keys", "est. fpr", "verifies");
+    printf(HEADER_FMT, HEADER_ARGS);
     int bad = 0;
     shown_part *shown = calloc(n ? n : 1, sizeof(*shown));
     size_t nshown = 0;
@@ -203,4 +225,115 @@ int cmd_checkpoint(int argc, char **argv)
     if (n == 0)
         printf("(no checkpoints in %s)\n", dir);
     return bad ? BS_EXIT_FAIL : BS_EXIT_OK;
+}
+
+/* The newest state of each partition the group has in the Kafka store
+ * (set: checkpoint.topic, consumer.group.id), read through rk. */
+static int info_kafka_read(const bs_settings *set, rd_kafka_t *rk)
+{
+    char err[1024];
+    bs_kafkastore *ks = bs_kafkastore_open_read(set, rk, err, sizeof(err));
+    bs_store_part *parts = NULL;
+    size_t n = 0;
+    if (!ks || bs_kafkastore_list(ks, &parts, &n, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bloomstage checkpoint: %s\n", err);
+        if (ks)
+            bs_kafkastore_ops.destroy(ks);
+        return BS_EXIT_FAIL;
+    }
+    printf(HEADER_FMT, HEADER_ARGS);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bs_checkpoint c;
+        int r = bs_kafkastore_ops.get(ks, parts[i].topic, parts[i].partition,
+                                      BS_STORE_NEWEST, &c, err, sizeof(err));
+        if (r == 1) {
+            print_state(&c, c.seq); /* the chain is the store's */
+            bs_ckpt_free(&c);
+        } else {
+            printf("%-24s %-9d %s\n", parts[i].topic,
+                   (int)parts[i].partition,
+                   r == 0 ? "deleted while read" : err);
+            bad++;
+        }
+    }
+    if (n == 0)
+        printf("(no checkpoints of group %s in %s)\n", set->group_id,
+               set->checkpoint_topic);
+    free(parts);
+    bs_kafkastore_ops.destroy(ks);
+    return bad ? BS_EXIT_FAIL : BS_EXIT_OK;
+}
+
+/* `checkpoint info -c FILE` on the Kafka store. */
+static int info_kafka(const bs_config *cfg, const bs_settings *set)
+{
+    char err[1024];
+    rd_kafka_conf_t *conf = bs_kafka_reader_conf(
+        cfg, set->group_id, "bloomstage-checkpoint-info", err, sizeof(err));
+    if (!conf) {
+        fprintf(stderr, "bloomstage checkpoint: %s\n", err);
+        return BS_EXIT_USAGE;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        fprintf(stderr, "bloomstage checkpoint: cannot create a consumer: "
+                "%s\n", err);
+        return BS_EXIT_FAIL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    int rc = info_kafka_read(set, rk);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* `checkpoint info -c FILE [-X k=v]...`: the store the configuration
+ * names. */
+static int info_config(int argc, char **argv)
+{
+    cli_config_opts o;
+    int rc = cli_config_opts_parse(argc, argv, "checkpoint", CKPT_HELP, &o);
+    if (rc >= 0)
+        return rc;
+    if (argc - optind != 1 || strcmp(argv[optind], "info") != 0) {
+        fprintf(stderr, "bloomstage checkpoint: expects 'info -c FILE'\n%s",
+                CKPT_HELP);
+        return BS_EXIT_USAGE;
+    }
+    bs_config *cfg = cli_config_opts_load(&o, "checkpoint",
+                                          "the stage's configuration");
+    if (!cfg)
+        return BS_EXIT_USAGE;
+    bs_settings set;
+    char err[1024];
+    if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bloomstage checkpoint: %s\n", err);
+        rc = BS_EXIT_USAGE;
+    } else {
+        rc = set.checkpoint_store == BS_CONFIG_STORE_KAFKA
+                 ? info_kafka(cfg, &set)
+                 : info_dir(set.checkpoint_dir);
+    }
+    bs_config_destroy(cfg);
+    return rc;
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(CKPT_HELP, stdout);
+        return BS_EXIT_OK;
+    }
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "-c", 2) || !strncmp(argv[i], "--config", 8) ||
+            !strncmp(argv[i], "-X", 2))
+            return info_config(argc, argv);
+    if (argc != 3 || strcmp(argv[1], "info") != 0) {
+        fprintf(stderr, "bloomstage checkpoint: expects 'info DIR'\n%s",
+                CKPT_HELP);
+        return BS_EXIT_USAGE;
+    }
+    return info_dir(argv[2]);
 }

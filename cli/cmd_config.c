@@ -16,6 +16,7 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
+#include "metrics_guard.h"
 #include "settings.h"
 #include "config.h"
 
@@ -61,6 +62,16 @@ static int check(const char *path, char **xargs, int nx)
 {
     char errstr[1024];
     bs_config *cfg = bs_settings_load(path, xargs, nx, errstr, sizeof errstr);
+    /* What the metrics endpoint's files hold, as `run` checks it. */
+    bs_settings set;
+    bs_metrics_guard *guard = NULL;
+    if (cfg && (bs_settings_from_config(cfg, &set, errstr, sizeof errstr) ||
+                bs_metrics_guard_load(cfg, &set, &guard, errstr,
+                                      sizeof errstr))) {
+        bs_config_destroy(cfg);
+        cfg = NULL;
+    }
+    bs_metrics_guard_free(guard);
     if (!cfg) {
         fprintf(stderr, "bloomstage config: %s\n", errstr);
         return BS_EXIT_FAIL;

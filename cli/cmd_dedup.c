@@ -20,6 +20,7 @@
  * Rescue (on unless --no-audit-rescue) writes such a line anyway: it is
  * known to be new.
  */
+#include "cli_audit.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "util.h"
@@ -28,7 +29,6 @@
 #include <config.h>
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,25 +460,8 @@ static void dedup_filter_info(const dedup *d, bf_info *in)
 static void dedup_print_audit(const dedup *d)
 {
     bf_info in;
-    bf_audit_stats st;
-    char hb[32];
     dedup_filter_info(d, &in);
-    bf_audit_stats_get(d->audit, &st);
-    double inv = 1 / st.rate; /* 1/1024 reads better as such */
-    if (inv == floor(inv) && inv < 1e15)
-        fprintf(stderr, "audit: rate 1/%.0f", inv);
-    else
-        fprintf(stderr, "audit: rate %.6g", st.rate);
-    fprintf(stderr,
-            ", sampled lookups %llu, false positives %llu, "
-            "measured fpr %.3g (95%% %.3g..%.3g), estimated fpr %.3g "
-            "(bound %g), rescued %llu, memory %s (%.2f%% of the filter's)\n",
-            (unsigned long long)st.lookups,
-            (unsigned long long)st.false_positives, st.measured, st.lo,
-            st.hi, in.est_fpr, d->o->params.fpr,
-            (unsigned long long)d->rescued,
-            bs_human_bytes(st.bytes, hb, sizeof(hb)),
-            in.bytes ? 100.0 * (double)st.bytes / (double)in.bytes : 0.0);
+    cli_audit_line(stderr, d->audit, &in, &d->rescued);
 }
 
 /* --stats: lines read, written, dropped, and the filter, on stderr. */

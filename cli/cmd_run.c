@@ -47,13 +47,15 @@ static void on_signal(int sig)
 
 /* Starts the stage on cfg (with its metrics endpoint when set asks for
  * one, before the stage waits on any broker: /ready says why it is not
- * ready yet) and runs it until a signal drains it or it fails: the exit
- * status. */
-static int run_stage(const bs_config *cfg, const bs_settings *set)
+ * ready yet; guard protects it and is taken) and runs it until a signal
+ * drains it or it fails: the exit status. */
+static int run_stage(const bs_config *cfg, const bs_settings *set,
+                     bs_metrics_guard *guard)
 {
     char err[1024];
     bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
     if (!s) {
+        bs_metrics_guard_free(guard);
         char q[1100];
         bs_log(BS_LOG_ERROR, "cannot start", "error=%s",
                bs_log_quote(err, q, sizeof(q)));
@@ -62,7 +64,8 @@ static int run_stage(const bs_config *cfg, const bs_settings *set)
     }
     bs_metrics *metrics = NULL;
     if (set->metrics_listen) {
-        metrics = bs_metrics_start(set->metrics_listen, s, err, sizeof(err));
+        metrics = bs_metrics_start(set->metrics_listen, guard, s, err,
+                                   sizeof(err));
         if (!metrics) {
             fprintf(stderr, "bloomstage run: %s\n", err);
             bs_stage_destroy(s);
@@ -106,12 +109,16 @@ int cmd_run(int argc, char **argv)
         return BS_EXIT_USAGE;
     char err[1024];
     bs_settings set;
-    if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
+    bs_metrics_guard *guard = NULL;
+    /* The metrics endpoint's certificate and users are configuration:
+     * checked before anything else starts. */
+    if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0 ||
+        bs_metrics_guard_load(cfg, &set, &guard, err, sizeof(err)) != 0) {
         fprintf(stderr, "bloomstage: %s\n", err);
         rc = BS_EXIT_USAGE;
     } else {
         bs_log_set_level(set.log_level);
-        rc = run_stage(cfg, &set);
+        rc = run_stage(cfg, &set, guard);
     }
     bs_config_destroy(cfg);
     return rc;

@@ -543,6 +543,12 @@ const char *bs_config_origin(const bs_config *cfg, const char *key)
     return bs_config_get_str(cfg, key) ? "default" : NULL;
 }
 
+bool bs_config_value_hidden(const bs_config *cfg, const char *key)
+{
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
+    return e ? e->secret : bs_config_key_is_secret(key);
+}
+
 /* The row of a typed getter's key; a wrong key or type is a bug in the
  * caller, so it aborts rather than returning a plausible 0. */
 static const bs_config_row *typed_row(const char *fn, const char *key,

@@ -273,6 +273,11 @@ const char *bs_config_get_str(const bs_config *cfg, const char *key);
  * the key has no value. */
 const char *bs_config_origin(const bs_config *cfg, const char *key);
 
+/* Whether key's value must not be shown: a secret key's, or one read from
+ * a file (@file:, BLOOMSTAGE_..._FILE).  For messages the stage writes
+ * about a value it got from here. */
+bool bs_config_value_hidden(const bs_config *cfg, const char *key);
+
 /* Typed values of int/size, double, bool and enum keys (the enum as its
  * index in the allowed list: cast it to the key's enum type above).  A
  * pattern key that is unset yields its default (blocklist.NAME.fpr: 1e-6).

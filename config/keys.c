@@ -159,6 +159,22 @@ const bs_config_row bs_config_rows[] = {
              "(deduplicated against what is still kept, and counted), or "
              "reject it to rejected.topic with reason late (which reject "
              "requires).  Never dropped silently."},
+    {.name = "dedup.audit.rate", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
+     .def = "0.0009765625", DRANGE(0, 1, 0),
+     .help = "Fraction of keys also kept exactly (as 64-bit fingerprints), "
+             "so that the filter's false positives among them are counted: "
+             "the measured rate, with its 95% interval, beside the filter's "
+             "estimate in the metrics and the stats line.  Chosen by the "
+             "key's hash apart from where it lands in the filter.  The "
+             "default is 1/1024; 0 turns the audit off; the smallest rate "
+             "above 0 is 2^-53.  A partition restored from a checkpoint "
+             "keeps the sample (and its rate) it was written with."},
+    {.name = "dedup.audit.rescue", .type = BS_CT_BOOL, .section = SEC_DEDUP,
+     .def = "true",
+     .help = "Forward a sampled record the filter calls seen but the audit "
+             "knows is new (a false positive), counting it as rescued: "
+             "sampled keys become exact, and nothing else changes.  false: "
+             "drop it as a duplicate, as without the audit."},
 
     /* Blocklists ------------------------------------------------------- */
     {.name = "blocklist.*.path", .type = BS_CT_STRING, .section = SEC_BLOCK,
@@ -316,6 +332,31 @@ const bs_config_row bs_config_rows[] = {
      .def = "",
      .help = "Address of the Prometheus metrics endpoint, HOST:PORT "
              "(0.0.0.0:9464).  Empty: no endpoint."},
+    {.name = "metrics.tls.cert.path", .type = BS_CT_STRING,
+     .section = SEC_OPS, .def = "",
+     .example = "metrics.tls.cert.path=/etc/bloomstage/metrics.crt",
+     .help = "PEM certificate (chain) of the metrics endpoint: when set, "
+             "with metrics.tls.key.path, it answers HTTPS only (plain HTTP "
+             "is refused).  Empty: plain HTTP."},
+    {.name = "metrics.tls.key.path", .type = BS_CT_STRING,
+     .section = SEC_OPS, .def = "",
+     .example = "metrics.tls.key.path=/run/secrets/metrics.key",
+     .help = "PEM private key of metrics.tls.cert.path, not encrypted.  "
+             "Read once at start-up; never shown."},
+    {.name = "metrics.auth.users.path", .type = BS_CT_STRING,
+     .section = SEC_OPS, .def = "",
+     .example = "metrics.auth.users.path=/run/secrets/metrics-users",
+     .help = "File of USER:HASH lines (# comments and blank lines skipped), "
+             "HASH a bcrypt hash ($2b$, $2a$ or $2y$, cost 4 to 14: "
+             "`htpasswd -nbBC 10 USER PASSWORD`): when set, every request "
+             "needs HTTP basic auth as one of them, else 401.  Use with "
+             "TLS: basic auth sends the password in clear.  Empty: no "
+             "auth."},
+    {.name = "metrics.auth.probes.open", .type = BS_CT_BOOL,
+     .section = SEC_OPS, .def = "false",
+     .help = "With metrics.auth.users.path: /healthz and /ready answer "
+             "without credentials (for a Kubernetes probe); /metrics "
+             "still needs them."},
     {.name = "log.level", .type = BS_CT_ENUM, .section = SEC_OPS,
      .def = "info", .values = log_level_values,
      .help = "Least severe messages logged (to stderr)."},

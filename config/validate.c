@@ -5,7 +5,8 @@
  * the output and rejected topics neither consumed by the stage nor the
  * same; `reject` only with somewhere to reject to; the few librdkafka
  * properties whose mistakes would otherwise surface only at the first
- * connection, all in one place below.  Then the blocklist array
+ * connection, all in one place below; the metrics endpoint's TLS and
+ * auth keys set together and their files readable.  Then the blocklist array
  * bs_config_blocklists hands out, pointing into the entries.  Also the
  * NAME-group walk the effective-configuration print shares (print.c).
  * Every message starts with the origin of the value at fault and names its
@@ -242,6 +243,23 @@ static const struct kafka_file {
     {"ssl.key.location", false},
 };
 
+/* e's value names a file (or, dir_ok, a directory) that can be read:
+ * 0, or -1 with "ORIGIN: key 'K': cannot read 'PATH': why". */
+static int check_file(const bs_config_entry *e, bool dir_ok, char *errstr,
+                      size_t n)
+{
+    char why[BS_CONFIG_MAX_LINE / 16];
+    int fd = bs_config_open_path(e->value, dir_ok, why, sizeof why);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (e->secret) /* the path came from a file: not shown */
+        snprintf(why, sizeof why, "cannot read the file it names");
+    bs_config_fail(errstr, n, "%s: key '%s': %s", e->origin, e->key, why);
+    return -1;
+}
+
 static int check_kafka_files(const bs_config *cfg, char *errstr, size_t n)
 {
     for (size_t i = 0; i < cfg->n; i++) {
@@ -255,20 +273,64 @@ static int check_kafka_files(const bs_config *cfg, char *errstr, size_t n)
             if (strcmp(prop, kf->prop) != 0 ||
                 (kf->dir_ok && strcmp(e->value, "probe") == 0))
                 continue;
-            char why[BS_CONFIG_MAX_LINE / 16];
-            int fd = bs_config_open_path(e->value, kf->dir_ok, why,
-                                         sizeof why);
-            if (fd >= 0) {
-                close(fd);
-                continue;
-            }
-            if (e->secret) /* the path came from a file: not shown */
-                snprintf(why, sizeof why, "cannot read the file it names");
-            bs_config_fail(errstr, n, "%s: key '%s': %s", e->origin, e->key,
-                           why);
+            if (check_file(e, kf->dir_ok, errstr, n) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* -- the metrics endpoint's TLS and basic auth ---------------------------- */
+
+/* The keys that protect the metrics endpoint; the files they name are
+ * read here first, so a wrong path is a configuration error (what is in
+ * them is the endpoint's to check: stage/metrics_guard.c). */
+static const char *const metrics_guard_keys[] = {
+    "metrics.tls.cert.path", "metrics.tls.key.path",
+    "metrics.auth.users.path", "metrics.auth.probes.open"};
+
+/* An entry with a value other than the key's default, or NULL. */
+static const bs_config_entry *changed(const bs_config *cfg, const char *key)
+{
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
+    const bs_config_row *row = bs_config_row_by_name(key);
+    return e && e->value && strcmp(e->value, row->def) != 0 ? e : NULL;
+}
+
+static int check_metrics_guard(const bs_config *cfg, char *errstr, size_t n)
+{
+    const char *listen = bs_config_get_str(cfg, "metrics.listen");
+    const bs_config_entry *cert = changed(cfg, "metrics.tls.cert.path");
+    const bs_config_entry *key = changed(cfg, "metrics.tls.key.path");
+    const bs_config_entry *users = changed(cfg, "metrics.auth.users.path");
+    const bs_config_entry *open = changed(cfg, "metrics.auth.probes.open");
+    for (size_t i = 0; i < sizeof metrics_guard_keys / sizeof
+                               *metrics_guard_keys; i++) {
+        const bs_config_entry *e = changed(cfg, metrics_guard_keys[i]);
+        if (e && (!listen || !listen[0])) {
+            bs_config_fail(errstr, n, "%s: key '%s': set, but metrics.listen "
+                           "is empty (no endpoint to protect)", e->origin,
+                           e->key);
             return -1;
         }
     }
+    if ((cert != NULL) != (key != NULL)) {
+        const bs_config_entry *e = cert ? cert : key;
+        bs_config_fail(errstr, n, "%s: key '%s' is set, so '%s' is required "
+                       "but not set", e->origin, e->key,
+                       cert ? "metrics.tls.key.path" : "metrics.tls.cert.path");
+        return -1;
+    }
+    if (open && !users) {
+        bs_config_fail(errstr, n, "%s: key '%s': no effect without "
+                       "metrics.auth.users.path (every path is open)",
+                       open->origin, open->key);
+        return -1;
+    }
+    if ((cert && check_file(cert, false, errstr, n) != 0) ||
+        (key && check_file(key, false, errstr, n) != 0) ||
+        (users && check_file(users, false, errstr, n) != 0))
+        return -1;
     return 0;
 }
 
@@ -333,7 +395,8 @@ int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
     }
 
     if (check_sasl(cfg, errstr, errstr_size) != 0 ||
-        check_kafka_files(cfg, errstr, errstr_size) != 0)
+        check_kafka_files(cfg, errstr, errstr_size) != 0 ||
+        check_metrics_guard(cfg, errstr, errstr_size) != 0)
         return -1;
 
     /* The blocklist array: at most one per entry, so size it by entries. */

@@ -9,9 +9,9 @@
  * both checksums recomputed (the filter's own trailer where the header puts
  * the filter, then the file's), so mutations of the header and the filter
  * reach the checks behind the checksums.  A checkpoint that decodes is
- * encoded again (bs_ckpt_encode, what a checkpoint round writes), must
- * decode to the same fields, and must encode to the same bytes but for the
- * time written and the checksum.  A broken promise aborts.
+ * encoded again (bs_ckpt_encode_record, what a checkpoint round writes,
+ * with its audit sample), must decode to the same fields, and must encode
+ * to the same bytes but for the time written and the checksum.  A broken promise aborts.
  */
 #include "fuzz_check.h"
 #include "fuzz_ckpt.h"
@@ -43,6 +43,27 @@ static void check_same(const bs_checkpoint *a, const bs_checkpoint *b)
     CHECK(fa.kind == fb.kind && fa.layers == fb.layers &&
           fa.cells == fb.cells && fa.cells_set == fb.cells_set &&
           fa.inserts == fb.inserts && fa.seed == fb.seed);
+    CHECK((a->audit == NULL) == (b->audit == NULL));
+    if (a->audit) {
+        bf_audit_stats sa, sb;
+        bf_audit_stats_get(a->audit, &sa);
+        bf_audit_stats_get(b->audit, &sb);
+        CHECK(sa.rate == sb.rate && sa.sampled == sb.sampled &&
+              sa.lookups == sb.lookups &&
+              sa.false_positives == sb.false_positives &&
+              sa.entries == sb.entries && sa.bytes == sb.bytes);
+    }
+}
+
+/* What a checkpoint round writes for c's state: a snapshot (seq 0 and a
+ * new id, as bs_ckpt_encode names it) with its audit sample. */
+static int encode(const bs_checkpoint *c, uint8_t **out, size_t *len,
+                  char *err, size_t err_size)
+{
+    bs_ckpt_meta m = {c->topic, c->partition, c->next_offset, c->wm, c->nwm,
+                      0, bs_ckpt_new_id(), 0, c->audit};
+    return bs_ckpt_encode_record(&m, c->filter, false, out, len, err,
+                                 err_size);
 }
 
 static void round_trip(const bs_checkpoint *c)
@@ -51,8 +72,7 @@ static void round_trip(const bs_checkpoint *c)
     uint8_t *e1 = NULL, *e2 = NULL;
     size_t l1 = 0, l2 = 0;
     /* A decoded checkpoint has a topic the encoder takes. */
-    CHECK(bs_ckpt_encode(c->topic, c->partition, c->next_offset, c->wm,
-                         c->nwm, c->filter, &e1, &l1, err, sizeof err) == 0);
+    CHECK(encode(c, &e1, &l1, err, sizeof err) == 0);
     bs_checkpoint d;
     if (bs_ckpt_decode(e1, l1, "re-encoded", &d, err, sizeof err) != 1) {
         fprintf(stderr, "fuzz_checkpoint: a checkpoint's own encoding does "
@@ -60,8 +80,7 @@ static void round_trip(const bs_checkpoint *c)
         abort();
     }
     check_same(c, &d);
-    CHECK(bs_ckpt_encode(d.topic, d.partition, d.next_offset, d.wm, d.nwm,
-                         d.filter, &e2, &l2, err, sizeof err) == 0);
+    CHECK(encode(&d, &e2, &l2, err, sizeof err) == 0);
     /* Equal but for the time written, the state id (each encoding names
      * a new state) and the checksum over them. */
     CHECK(l1 == l2 && l1 >= FIXED + 8);
@@ -95,7 +114,8 @@ static void decode(const uint8_t *buf, size_t len)
         bs_ckpt_free(&c);
     } else {
         /* Failure frees everything and says why, naming the file. */
-        CHECK(rc == -1 && c.filter == NULL && c.wm == NULL);
+        CHECK(rc == -1 && c.filter == NULL && c.wm == NULL &&
+              c.audit == NULL);
         CHECK(strncmp(err, "fuzz.ckpt: ", 11) == 0);
     }
 }

@@ -19,22 +19,41 @@
 #include <xxhash.h>
 
 /* checkpoint.h: a 40-byte header, the topic, the watermarks, the ids
- * (none in a version-1 snapshot, seq and id in a version-2 one, seq, id
- * and prev in a delta), the payload's length, the payload, the sum. */
+ * (none in a version-1 snapshot, seq and id in a later one, seq, id and
+ * prev in a delta), the payload's length, the payload, then (snapshots
+ * from version 3, deltas from version 2) the audit sample's length and
+ * the sample, and the sum. */
 #define FUZZ_CKPT_FIXED 40u
+
+/* The XXH3-64 trailer of the part [at, at + n) of buf[0..end), if there. */
+static inline void fix_part_checksum(uint8_t *buf, size_t end, size_t at,
+                                     uint64_t n)
+{
+    if (n >= 8 && at <= end && n <= end - at)
+        bf_put64(buf + at + n - 8, XXH3_64bits(buf + at, (size_t)n - 8));
+}
 
 static inline void fix_ckpt_checksums(uint8_t *buf, size_t len)
 {
     if (len < FUZZ_CKPT_FIXED + 16)
         return;
-    size_t ids = !memcmp(buf, "BLMCKPD", 8) ? 24
-                 : bf_getn(buf + 8, 2) == 1 ? 0
-                                           : 16;
+    bool delta = !memcmp(buf, "BLMCKPD", 8);
+    unsigned version = (unsigned)bf_getn(buf + 8, 2);
+    bool audited = delta ? version >= 2 : version >= 3;
+    size_t ids = delta ? 24 : version == 1 ? 0 : 16;
     size_t off = FUZZ_CKPT_FIXED + (size_t)bf_getn(buf + 10, 2) +
                  (size_t)bf_getn(buf + 32, 4) * 12 + ids + 8;
-    if (off + 8 <= len - 8) {
-        size_t plen = len - 8 - off;
-        bf_put64(buf + off + plen - 8, XXH3_64bits(buf + off, plen - 8));
+    size_t end = len - 8;
+    if (!audited) {
+        if (off <= end)
+            fix_part_checksum(buf, end, off, end - off);
+    } else if (off <= end) {
+        uint64_t flen = bf_getn(buf + off - 8, 8);
+        fix_part_checksum(buf, end, off, flen);
+        if (flen <= end - off && end - off - flen >= 8) {
+            size_t aoff = off + (size_t)flen + 8;
+            fix_part_checksum(buf, end, aoff, bf_getn(buf + aoff - 8, 8));
+        }
     }
     bf_put64(buf + len - 8, XXH3_64bits(buf, len - 8));
 }

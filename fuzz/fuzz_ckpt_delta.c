@@ -32,7 +32,7 @@ static bf_membuf serialize(const bf_filter *f)
     return m;
 }
 
-static void apply(const bs_checkpoint *d)
+static void apply(bs_checkpoint *d)
 {
     bs_checkpoint c;
     CHECK(delta_base_state(&c) == 0);

@@ -17,9 +17,13 @@
  *                              v1-*.bf and v2-*.bf (from tests/data/)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
- *                              layers, a windowed filter), and damaged ones
+ *                              layers, a windowed filter, an audit sample),
+ *                              and damaged ones; v1-*.ckpt and v2-*.ckpt
+ *                              are hand-copied older files
  *   fuzz/corpus/ckpt_delta/    deltas of the base in ckpt_delta_base.h (a few
- *                              keys, new layers, none), and damaged ones
+ *                              keys, new layers, none, with an audit
+ *                              sample), and damaged ones; v1-*.ckpd is a
+ *                              hand-copied older file
  *   fuzz/corpus/store_kafka/chain-*  a version-2 manifest naming that base
  *                              as a snapshot and a delta after it, with
  *                              their chunks (the other seeds there, of
@@ -302,8 +306,27 @@ static bf_membuf record_fixed(const bs_ckpt_meta *m, const bf_filter *f,
     return out;
 }
 
-/* A delta of the base after `more` keys, as the file a checkpoint writes. */
-static bf_membuf delta_record(uint64_t more, uint32_t nwm)
+/* An audit sample (rate 1/2) of hashes under `seed` that counted 40
+ * lookups, every third a false positive. */
+static bf_audit *counted_audit(uint64_t seed)
+{
+    char err[256];
+    bf_audit *a = bf_audit_new(0.5, seed, err, sizeof err);
+    if (!a)
+        die("audit: %s", err);
+    for (int i = 0; i < 80; i++) {
+        char k[32];
+        int n = snprintf(k, sizeof k, "seen-%d", i);
+        if (bf_audit_check(a, bf_hash_key(k, (size_t)n, seed), i % 3 == 0) <
+            0)
+            die("audit: out of memory");
+    }
+    return a;
+}
+
+/* A delta of the base after `more` keys, as the file a checkpoint writes,
+ * with the audit sample a (NULL: none). */
+static bf_membuf delta_record(uint64_t more, uint32_t nwm, const bf_audit *a)
 {
     static const bs_ckpt_wm wm[2] = {{0, 77}, {1, 12345}};
     bf_filter *f = delta_base();
@@ -312,7 +335,7 @@ static bf_membuf delta_record(uint64_t more, uint32_t nwm)
     delta_base_add(f, 1000, more);
     bs_ckpt_meta m = {DELTA_BASE_TOPIC, DELTA_BASE_PARTITION, 100 + (int64_t)more,
                       wm, nwm, DELTA_BASE_SEQ + 1, UINT64_C(0xfedcba9876543210),
-                      DELTA_BASE_ID};
+                      DELTA_BASE_ID, a};
     bf_membuf out = record_fixed(&m, f, true);
     bf_filter_destroy(f);
     return out;
@@ -321,8 +344,14 @@ static bf_membuf delta_record(uint64_t more, uint32_t nwm)
 static void delta_seeds(void)
 {
     const char *dir = "corpus/ckpt_delta";
-    bf_membuf few = delta_record(10, 0), layers = delta_record(200, 2),
-              none = delta_record(0, 0);
+    bf_membuf few = delta_record(10, 0, NULL),
+              layers = delta_record(200, 2, NULL),
+              none = delta_record(0, 0, NULL);
+    bf_audit *a = counted_audit(BF_DEFAULT_SEED);
+    bf_membuf audited = delta_record(10, 0, a);
+    write_file(dir, "audit.ckpd", audited.buf, audited.len);
+    free(audited.buf);
+    bf_audit_destroy(a);
     write_file(dir, "few-keys.ckpd", few.buf, few.len);
     write_file(dir, "new-layers.ckpd", layers.buf, layers.len);
     write_file(dir, "no-change.ckpd", none.buf, none.len);
@@ -361,8 +390,8 @@ static void store_kafka_seeds(void)
     if (!f)
         die("out of memory");
     bs_ckpt_meta m = {DELTA_BASE_TOPIC, DELTA_BASE_PARTITION, 100, NULL, 0,
-                      DELTA_BASE_SEQ, DELTA_BASE_ID, 0};
-    bf_membuf snap = record_fixed(&m, f, false), delta = delta_record(10, 0);
+                      DELTA_BASE_SEQ, DELTA_BASE_ID, 0, NULL};
+    bf_membuf snap = record_fixed(&m, f, false), delta = delta_record(10, 0, NULL);
     const bf_membuf *rec[2] = {&snap, &delta};
     for (int variant = 0; variant < 3; variant++) {
         bf_membuf out = {NULL, 0, 0};
@@ -424,9 +453,17 @@ static void checkpoint_seeds(void)
     bf_filter *w3 = windowed(6);
     ckpt("windowed-3gens.ckpt", "events", 2, 5000, wm, 3, w3, NULL);
     bf_filter_destroy(w3);
+    /* dedup.audit.rate: an audit sample after the filter. */
+    bf_audit *a = counted_audit(bf_filter_seed(s1));
+    bs_ckpt_meta am = {"events", 0, 42, NULL, 0, 0,
+                       UINT64_C(0x1d1d1d1d1d1d1d1d), 0, a};
+    bf_membuf audited = record_fixed(&am, s1, false);
+    write_file(dir, "events-audit.ckpt", audited.buf, audited.len);
+    free(audited.buf);
+    bf_audit_destroy(a);
 
     damaged(dir, "bad-magic.ckpt", &m, m.len, 0, "BLMCKPX", 7, 1);
-    damaged(dir, "bad-version.ckpt", &m, m.len, 8, "\x02\x00", 2, 1);
+    damaged(dir, "bad-version.ckpt", &m, m.len, 8, "\x09\x00", 2, 1);
     damaged(dir, "bad-checksum.ckpt", &m, m.len, m.len - 1, "\xff", 1, 0);
     damaged(dir, "truncated.ckpt", &m, m.len - 100, 0, NULL, 0, 0);
     damaged(dir, "negative-offset.ckpt", &m, m.len, 16,

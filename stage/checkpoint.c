@@ -18,8 +18,8 @@
 
 static const char MAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'T', 0};
 static const char DMAGIC[8] = {'B', 'L', 'M', 'C', 'K', 'P', 'D', 0};
-#define VERSION 2u  /* snapshots; 1 (no ids) still read */
-#define DVERSION 1u /* deltas */
+#define VERSION 3u  /* snapshots; 2 (no audit), 1 (no ids) still read */
+#define DVERSION 2u /* deltas; 1 (no audit) still read */
 #define FIXED 40u
 
 void bs_ckpt_track_from(bf_filter *f, uint64_t id)
@@ -67,6 +67,7 @@ typedef struct ckpt_writer {
     const bf_filter *filter;
     uint64_t seq, id, prev_id;
     bool delta;
+    const bf_audit *audit;
     XXH3_state_t *state;
     bf_write_fn write;
     void *wopaque;
@@ -121,6 +122,12 @@ static bf_err produce(void *opaque, bf_write_fn write, void *wopaque)
                           : bf_filter_serialize(w->filter, hashed_write, w);
     if (err)
         return err;
+    uint8_t alen[8];
+    bf_put64(alen, w->audit ? bf_audit_serialized_size(w->audit) : 0);
+    if (hashed_write(w, alen, 8))
+        return BF_ERR_IO;
+    if (w->audit && (err = bf_audit_serialize(w->audit, hashed_write, w)))
+        return err;
     uint8_t sum[8];
     bf_put64(sum, XXH3_64bits_digest(w->state));
     return write(wopaque, sum, 8) ? BF_ERR_IO : BF_OK;
@@ -147,7 +154,7 @@ uint64_t bs_ckpt_size(const bs_ckpt_meta *m, const bf_filter *filter,
            (delta ? 24 : 16) + 8 +
            (delta ? bf_filter_delta_size(filter)
                   : bf_filter_serialized_size(filter)) +
-           8;
+           8 + (m->audit ? bf_audit_serialized_size(m->audit) : 0) + 8;
 }
 
 int bs_ckpt_write_path(const char *path, const bs_ckpt_meta *m,
@@ -167,7 +174,7 @@ int bs_ckpt_write_path(const char *path, const bs_ckpt_meta *m,
         return -1;
     }
     ckpt_writer w = {m->topic, m->partition, m->next_offset, m->wm, m->nwm,
-                     filter, m->seq, m->id, m->prev_id, delta,
+                     filter, m->seq, m->id, m->prev_id, delta, m->audit,
                      XXH3_createState(), NULL, NULL};
     if (!w.state) {
         snprintf(errstr, errstr_size, "%s: out of memory", path);
@@ -186,7 +193,7 @@ int bs_ckpt_write_flags(const char *dir, const char *topic, int32_t partition,
 {
     char path[4096];
     bs_ckpt_meta m = {topic, partition, next_offset, wm, nwm, 0,
-                      bs_ckpt_new_id(), 0};
+                      bs_ckpt_new_id(), 0, NULL};
     if (!meta_ok(&m) ||
         bs_ckpt_path(dir, topic, partition, path, sizeof(path))) {
         snprintf(errstr, errstr_size, "checkpoint for %s-%d: bad topic name "
@@ -210,7 +217,7 @@ int bs_ckpt_encode_record(const bs_ckpt_meta *m, const bf_filter *filter,
         return -1;
     }
     ckpt_writer w = {m->topic, m->partition, m->next_offset, m->wm, m->nwm,
-                     filter, m->seq, m->id, m->prev_id, delta,
+                     filter, m->seq, m->id, m->prev_id, delta, m->audit,
                      XXH3_createState(), NULL, NULL};
     bf_membuf mb = {NULL, 0, 0};
     uint64_t want = bs_ckpt_size(m, filter, delta);
@@ -235,7 +242,7 @@ int bs_ckpt_encode(const char *topic, int32_t partition, int64_t next_offset,
                    size_t errstr_size)
 {
     bs_ckpt_meta m = {topic, partition, next_offset, wm, nwm, 0,
-                      bs_ckpt_new_id(), 0};
+                      bs_ckpt_new_id(), 0, NULL};
     return bs_ckpt_encode_record(&m, filter, false, out, out_len, errstr,
                                  errstr_size);
 }
@@ -261,7 +268,8 @@ static int parse_head(const uint8_t *buf, size_t avail, size_t len,
     if (!delta && memcmp(buf, MAGIC, 8) != 0)
         FAIL("%s: not a bloomstage checkpoint (bad magic)", path);
     unsigned version = (unsigned)bf_getn(buf + 8, 2);
-    if (delta ? version != DVERSION : version != 1 && version != VERSION)
+    if (delta ? version < 1 || version > DVERSION
+              : version < 1 || version > VERSION)
         FAIL("%s: checkpoint%s format version %u is not supported (this "
              "build reads version %u)", path, delta ? " delta" : "", version,
              delta ? DVERSION : VERSION);
@@ -308,13 +316,28 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
                    errstr_size) != 0)
         goto fail;
     uint32_t nwm = (uint32_t)bf_getn(buf + 32, 4);
+    unsigned version = (unsigned)bf_getn(buf + 8, 2);
+    /* Snapshots from version 3 and deltas from version 2 end with the
+     * audit sample's section (its length, 0 for none, then the sample). */
+    bool audited = h.delta ? version >= 2 : version >= 3;
     uint64_t flen = bf_getn(buf + off, 8);
     off += 8;
-    if (flen != len - 8 - off)
+    size_t room = len - 8 - off; /* parse_head saw to it */
+    if (audited && room < 8)
+        FAIL("%s: truncated checkpoint (no room for its audit section)",
+             path);
+    room -= audited ? 8 : 0;
+    if (audited ? flen > room : flen != room)
         FAIL("%s: truncated or damaged: the header says the %s is %llu "
              "bytes, the file has %zu for it", path,
              h.delta ? "filter delta" : "filter", (unsigned long long)flen,
-             len - 8 - off);
+             room);
+    size_t aoff = off + (size_t)flen + 8;
+    uint64_t alen = audited ? bf_getn(buf + aoff - 8, 8) : 0;
+    if (audited && alen != len - 8 - aoff)
+        FAIL("%s: truncated or damaged: the header says the audit sample is "
+             "%llu bytes, the file has %zu for it", path,
+             (unsigned long long)alen, len - 8 - aoff);
     uint64_t want = bf_getn(buf + len - 8, 8);
     uint64_t have = XXH3_64bits(buf, len - 8);
     if (want != have)
@@ -349,6 +372,9 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
         }
     }
     char why[512];
+    if (alen && bf_audit_load_mem(buf + aoff, (size_t)alen, 0, &out->audit,
+                                  why, sizeof(why)) != BF_OK)
+        FAIL("%s: the audit sample inside is damaged: %s", path, why);
     if (h.delta) {
         bf_delta_info di;
         if (bf_delta_check(buf + off, (size_t)flen, &di, why, sizeof(why)) !=
@@ -387,6 +413,10 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
         bf_filter_kind(out->filter) != BF_KIND_WINDOWED)
         FAIL("%s: holds a %s filter, not a scalable one", path,
              bf_kind_name(bf_filter_kind(out->filter)));
+    if (out->audit && bf_audit_seed(out->audit) != bf_filter_seed(out->filter))
+        FAIL("%s: the audit sample's hash seed %#llx is not the filter's "
+             "%#llx", path, (unsigned long long)bf_audit_seed(out->audit),
+             (unsigned long long)bf_filter_seed(out->filter));
     return 1;
 fail:
     if (taken && *taken) { /* not kept after all: the caller frees it */
@@ -403,7 +433,7 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
     return decode(buf, len, path, out, NULL, errstr, errstr_size);
 }
 
-int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
+int bs_ckpt_apply(bs_checkpoint *c, bs_checkpoint *d, const char *name,
                   char *errstr, size_t errstr_size)
 {
     char why[512];
@@ -424,6 +454,13 @@ int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
                  "%016llx (seq %llu)", name, (unsigned long long)d->seq,
                  (unsigned long long)d->prev_id, (unsigned long long)c->id,
                  (unsigned long long)c->seq);
+        return -1;
+    }
+    if (d->audit && bf_audit_seed(d->audit) != bf_filter_seed(c->filter)) {
+        snprintf(errstr, errstr_size, "%s: the audit sample's hash seed "
+                 "%#llx is not the filter's %#llx", name,
+                 (unsigned long long)bf_audit_seed(d->audit),
+                 (unsigned long long)bf_filter_seed(c->filter));
         return -1;
     }
     uint64_t mark;
@@ -451,6 +488,11 @@ int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
     free(c->wm);
     c->wm = wm;
     c->nwm = d->nwm;
+    /* The sample is written whole in every record: the delta's is the
+     * state's (none in a version-1 delta, or with the audit off). */
+    bf_audit_destroy(c->audit);
+    c->audit = d->audit;
+    d->audit = NULL;
     c->next_offset = d->next_offset;
     c->written_ms = d->written_ms;
     c->seq = d->seq;
@@ -561,9 +603,11 @@ void bs_ckpt_free(bs_checkpoint *c)
 {
     free(c->wm);
     bf_filter_destroy(c->filter);
+    bf_audit_destroy(c->audit);
     free(c->dmem);
     c->wm = NULL;
     c->filter = NULL;
+    c->audit = NULL;
     c->dmem = NULL;
     c->dbytes = NULL;
 }

@@ -1,17 +1,18 @@
 /*
- * checkpoint.h -- one input partition's durable dedup state: its filter, the
- * next input offset the filter covers, and the output topic's high
- * watermarks when it was taken (for output-tail replay, DESIGN.md).
+ * checkpoint.h -- one input partition's durable dedup state: its filter and
+ * audit sample, the next input offset they cover, and the output topic's
+ * high watermarks when it was taken (for output-tail replay, DESIGN.md).
  *
  * Two kinds of record, both little-endian, both written atomically (temp
  * file, fsync, rename; the directory store fsyncs the directory once per
  * round) and read by the same decoder:
  *
- * A snapshot (format version 2; version 1, without the ids, still loads,
- * as seq 0 named by its own checksum) holds the whole filter:
+ * A snapshot (format version 3; version 2, without the audit section,
+ * and version 1, without the ids either, still load, version 1 as seq 0
+ * named by its own checksum) holds the whole filter:
  *
  *   0   8  magic "BLMCKPT\0"
- *   8   2  format version (2)
+ *   8   2  format version (3)
  *   10  2  topic name length T (1..249)
  *   12  4  partition
  *   16  8  next input offset (int64): the first record NOT covered
@@ -25,12 +26,22 @@
  *          and the filter's mark (version 2)
  *   ..  8  filter length F
  *   ..  F  the filter, in libbloomfilters' own format (its own checksum)
+ *   ..  8  audit length A, 0 when the partition has no audit sample
+ *          (version 3)
+ *   ..  A  the audit sample (bf_audit, kind 5 of the filter format, its own
+ *          checksum; version 3)
  *   end 8  XXH3-64 of every byte before it
  *
- * A delta (magic "BLMCKPD\0", version 1) has the same layout with three ids
- * (seq, id, prev: the id of the state it applies to, seq - 1) and, instead
- * of the filter, the filter's delta from state prev (bloomfilters.h, "Deltas")
- * whose base mark is prev and new mark is id.
+ * A delta (magic "BLMCKPD\0", version 2; version 1, without the audit
+ * section, still loads) has the same layout with three ids (seq, id, prev:
+ * the id of the state it applies to, seq - 1) and, instead of the filter,
+ * the filter's delta from state prev (bloomfilters.h, "Deltas") whose base
+ * mark is prev and new mark is id.  Its audit sample is whole, not a delta
+ * (one format for both records): at the default rate 1/1024 the sample is
+ * about 0.016 bytes a key the filter holds, where a delta holds a 72-byte
+ * block for each key added since, so it adds 0.02% x (keys held / keys
+ * added) to a delta (DESIGN.md has figures).  A restore takes the newest
+ * delta's sample as the state's.
  *
  * Loading checks magic, version, lengths against the file size (before
  * allocating) and the checksum, then the filter (or delta) with its own
@@ -60,6 +71,8 @@ typedef struct bs_checkpoint {
     uint32_t nwm;
     bs_ckpt_wm *wm; /* owned */
     bf_filter *filter; /* owned; NULL in a delta */
+    bf_audit *audit;   /* owned; NULL: the record has none (audit off, or
+                          written before the audit section existed) */
     uint64_t seq, id;  /* the state's number and name */
     bool delta;        /* a delta record: */
     uint64_t prev_id;  /* the state it applies to */
@@ -77,6 +90,7 @@ typedef struct bs_ckpt_meta {
     uint32_t nwm;
     uint64_t seq, id;
     uint64_t prev_id; /* deltas only */
+    const bf_audit *audit; /* the partition's audit sample, or NULL */
 } bs_ckpt_meta;
 
 /* A fresh state id (random enough never to repeat: time, pid, counter). */
@@ -107,11 +121,12 @@ uint64_t bs_ckpt_size(const bs_ckpt_meta *m, const bf_filter *filter,
                       bool delta);
 
 /* Applies delta d (read from `name`) to state *c: c becomes the state d
- * makes (filter, offsets, watermarks, seq, id).  Refused, c unchanged, when
+ * makes (filter, offsets, watermarks, seq, id, and d's audit sample, which
+ * moves from d to c).  Refused, c unchanged, when
  * d is of another partition, does not follow c's seq, or names another
  * base than c's id ("base mismatch"), or its filter delta does not apply.
  * c's filter is tracked from then on (bf_filter_track). */
-int bs_ckpt_apply(bs_checkpoint *c, const bs_checkpoint *d, const char *name,
+int bs_ckpt_apply(bs_checkpoint *c, bs_checkpoint *d, const char *name,
                   char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 

@@ -95,57 +95,26 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
     }
 }
 
-typedef struct conf_ctx {
-    rd_kafka_conf_t *conf;
-    char *errstr;
-    size_t errstr_size;
-    const char *prefix;
-} conf_ctx;
-
-static int conf_set_cb(const char *key, const char *value, void *opaque)
+/* The stage's callbacks on conf. */
+static rd_kafka_conf_t *with_callbacks(bs_stage *s, rd_kafka_conf_t *conf)
 {
-    conf_ctx *c = opaque;
-    char err[512];
-    if (rd_kafka_conf_set(c->conf, key, value, err, sizeof(err)) !=
-        RD_KAFKA_CONF_OK) {
-        snprintf(c->errstr, c->errstr_size, "%s%s: %s", c->prefix, key, err);
-        return BS_FATAL;
-    }
-    return BS_OK;
+    rd_kafka_conf_set_opaque(conf, s);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    return conf;
 }
 
-/* A librdkafka configuration: our defaults, then kafka.* and role.* keys
- * from the configuration (which override them), then what the stage needs
- * and must not be overridden. */
+/* A librdkafka configuration (bs_kafka_conf_new: our defaults, the
+ * kafka.* and role.* keys, what the stage must force) with the stage's
+ * callbacks. */
 static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
                                     const char *const *defaults,
                                     const char *const *forced, char *errstr,
                                     size_t errstr_size)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    conf_ctx c = {conf, errstr, errstr_size, ""};
-    char prefix[32];
-    for (size_t i = 0; defaults[i]; i += 2)
-        if (conf_set_cb(defaults[i], defaults[i + 1], &c))
-            goto fail;
-    c.prefix = "kafka.";
-    if (bs_config_foreach(s->cfg, "kafka.", conf_set_cb, &c))
-        goto fail;
-    snprintf(prefix, sizeof(prefix), "%s.", role);
-    c.prefix = prefix;
-    if (bs_config_foreach(s->cfg, prefix, conf_set_cb, &c))
-        goto fail;
-    c.prefix = "";
-    for (size_t i = 0; forced[i]; i += 2)
-        if (conf_set_cb(forced[i], forced[i + 1], &c))
-            goto fail;
-    rd_kafka_conf_set_opaque(conf, s);
-    rd_kafka_conf_set_log_cb(conf, log_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    return conf;
-fail:
-    rd_kafka_conf_destroy(conf);
-    return NULL;
+    rd_kafka_conf_t *conf = bs_kafka_conf_new(s->cfg, role, defaults, forced,
+                                              errstr, errstr_size);
+    return conf ? with_callbacks(s, conf) : NULL;
 }
 
 static void drop_topics(bs_stage *s)
@@ -337,23 +306,12 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
                        BS_CONFIG_STORE_KAFKA;
     if (bs_exactly_once(s) || kafka_store) {
         /* Reads the output tail: assigned, never subscribed, commits
-         * nothing; its group id is never joined. */
-        /* It reads to a known end: a fetch that waits for more data
-         * only adds latency to a restore. */
-        static const char *const tdefaults[] = {
-            "client.id", "bloomstage-replay", "fetch.wait.max.ms", "10",
-            NULL};
-        char tgroup[300];
-        snprintf(tgroup, sizeof(tgroup), "%s.replay", group);
-        const char *tforced[] = {"enable.auto.commit", "false",
-                                 "enable.auto.offset.store", "false",
-                                 "enable.partition.eof", "true",
-                                 "isolation.level", "read_committed",
-                                 "group.id", tgroup, NULL};
-        rd_kafka_conf_t *tconf = client_conf(s, "consumer", tdefaults,
-                                             tforced, errstr, errstr_size);
+         * nothing. */
+        rd_kafka_conf_t *tconf = bs_kafka_reader_conf(
+            s->cfg, group, "bloomstage-replay", errstr, errstr_size);
         if (!tconf)
             return BS_FATAL;
+        with_callbacks(s, tconf);
         s->tail = rd_kafka_new(RD_KAFKA_CONSUMER, tconf, err, sizeof(err));
         if (!s->tail) {
             rd_kafka_conf_destroy(tconf);

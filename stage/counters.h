@@ -66,6 +66,20 @@
       "Memory of the dedup filters of all assigned partitions.",              \
       "filter_bytes")                                                         \
     X(filter_layers, GAUGE, NULL, NULL, NULL)                                 \
+    X(filter_inserts, GAUGE, NULL, NULL, NULL)                                \
+    X(audit_rescued, COUNTER, "bloomstage_audit_rescued_total",               \
+      "Sampled records the filter called seen that the audit sample knew "    \
+      "were new, forwarded (dedup.audit.rescue).", "audit_rescued")           \
+    X(audit_lookups, GAUGE, "bloomstage_audit_all_lookups",                   \
+      "Sampled lookups of keys the audit samples had not seen, all "          \
+      "assigned partitions (restored with their checkpoints).",               \
+      "audit_lookups")                                                        \
+    X(audit_false_positives, GAUGE, "bloomstage_audit_all_false_positives",   \
+      "Of those, the ones the filters called seen: false positives.",         \
+      "audit_false_positives")                                                \
+    X(audit_bytes, GAUGE, "bloomstage_audit_all_memory_bytes",                \
+      "Memory of the audit samples of all assigned partitions.",              \
+      "audit_bytes")                                                          \
     X(fetch_wakes, COUNTER, "bloomstage_fetch_wakeups_total",                \
       "Wake-ups sent to the consumer's fetcher when its read-ahead ran low "  \
       "(fetch_wake.h).", NULL)

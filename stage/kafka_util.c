@@ -6,6 +6,73 @@
 #include <stdio.h>
 #include <string.h>
 
+typedef struct conf_ctx {
+    rd_kafka_conf_t *conf;
+    char *errstr;
+    size_t errstr_size;
+    const char *prefix;
+} conf_ctx;
+
+static int conf_set_cb(const char *key, const char *value, void *opaque)
+{
+    conf_ctx *c = opaque;
+    char err[512];
+    if (rd_kafka_conf_set(c->conf, key, value, err, sizeof(err)) !=
+        RD_KAFKA_CONF_OK) {
+        snprintf(c->errstr, c->errstr_size, "%s%s: %s", c->prefix, key, err);
+        return -1;
+    }
+    return 0;
+}
+
+rd_kafka_conf_t *bs_kafka_conf_new(const bs_config *cfg, const char *role,
+                                   const char *const *defaults,
+                                   const char *const *forced, char *errstr,
+                                   size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    conf_ctx c = {conf, errstr, errstr_size, ""};
+    char prefix[32];
+    for (size_t i = 0; defaults[i]; i += 2)
+        if (conf_set_cb(defaults[i], defaults[i + 1], &c))
+            goto fail;
+    c.prefix = "kafka.";
+    if (bs_config_foreach(cfg, "kafka.", conf_set_cb, &c))
+        goto fail;
+    snprintf(prefix, sizeof(prefix), "%s.", role);
+    c.prefix = prefix;
+    if (bs_config_foreach(cfg, prefix, conf_set_cb, &c))
+        goto fail;
+    c.prefix = "";
+    for (size_t i = 0; forced[i]; i += 2)
+        if (conf_set_cb(forced[i], forced[i + 1], &c))
+            goto fail;
+    return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
+                                      const char *group_id,
+                                      const char *client_id, char *errstr,
+                                      size_t errstr_size)
+{
+    /* It reads to a known end: a fetch that waits for more data only adds
+     * latency to a restore. */
+    const char *const defaults[] = {"client.id", client_id,
+                                    "fetch.wait.max.ms", "10", NULL};
+    char group[300];
+    snprintf(group, sizeof(group), "%s.replay", group_id);
+    const char *const forced[] = {"enable.auto.commit", "false",
+                                  "enable.auto.offset.store", "false",
+                                  "enable.partition.eof", "true",
+                                  "isolation.level", "read_committed",
+                                  "group.id", group, NULL};
+    return bs_kafka_conf_new(cfg, "consumer", defaults, forced, errstr,
+                             errstr_size);
+}
+
 int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
                         int *err_out, char *errstr, size_t errstr_size)
 {

@@ -1,16 +1,38 @@
 /*
- * kafka_util.h -- Kafka metadata/watermark helpers the engine shares (the
- * stage, the checkpoint store, replay).  Each call is one round trip through
- * a client the caller owns and keeps; nothing here keeps state.
+ * kafka_util.h -- Kafka helpers the engine and the CLI share: the one way
+ * a client's configuration is built from the stage's (so every client
+ * gets the kafka.* settings: TLS, SASL), and metadata/watermark queries
+ * (the stage, the checkpoint store, replay), each one round trip through
+ * a client the caller owns and keeps.  Nothing here keeps state.
  */
 #ifndef BLOOMSTAGE_KAFKA_UTIL_H
 #define BLOOMSTAGE_KAFKA_UTIL_H
 
 #include "checkpoint.h"
+#include "config.h"
 
 #include <librdkafka/rdkafka.h>
 
 #include <stdbool.h>
+
+/* A librdkafka configuration for a client of cfg's stage: defaults, then
+ * every kafka.* key, then every ROLE.* key (role "consumer" or
+ * "producer"), then forced (defaults and forced: NULL-terminated key,
+ * value pairs; a pair whose key is NULL ends them).  NULL with errstr
+ * naming the key (with its prefix) when librdkafka refuses a value. */
+rd_kafka_conf_t *bs_kafka_conf_new(const bs_config *cfg, const char *role,
+                                   const char *const *defaults,
+                                   const char *const *forced, char *errstr,
+                                   size_t errstr_size);
+
+/* bs_kafka_conf_new for an assign-only consumer that reads topics to a
+ * known end at read_committed and commits nothing (the output tail, the
+ * Kafka checkpoint store): its group.id is group_id + ".replay", never
+ * joined (librdkafka's assign needs one; it looks its coordinator up). */
+rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
+                                      const char *group_id,
+                                      const char *client_id, char *errstr,
+                                      size_t errstr_size);
 
 /* Partitions of `topic` (metadata through rk), or -1 with errstr (which may
  * be NULL when the caller only wants the count) and *err (if not NULL) the

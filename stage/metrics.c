@@ -5,11 +5,15 @@
  */
 #include "metrics.h"
 #include "log.h"
+#include "metrics_guard.h"
+
+#include <bloomfilters.h>
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +21,13 @@
 struct bs_metrics {
     struct MHD_Daemon *daemon;
     bs_stage *stage;
+    bs_metrics_guard *guard; /* NULL: plain HTTP, no auth */
     unsigned port;
+    /* libmicrohttpd's messages: the first one while it starts (why it
+     * could not), logged at debug level once it runs (handshakes that
+     * failed: a plain-HTTP client on the TLS port, a scanner). */
+    atomic_bool running;
+    char start_err[256];
 };
 
 /* -- a bounded growable text buffer ---------------------------------------- */
@@ -154,6 +164,78 @@ static void render_lists(out *o, bs_stage *s)
     }
 }
 
+/* The audit of all assigned partitions together: the measured rate and
+ * its Wilson 95% interval from the summed counts, beside dedup.fpr, and
+ * the filters' bytes per key. */
+static void render_audit_totals(out *o, bs_stage *s, const bs_stage_stats *st)
+{
+    double lo, hi;
+    bf_wilson95(st->audit_false_positives, st->audit_lookups, &lo, &hi);
+    gauge(o, "bloomstage_audit_all_fpr", "False positives per sampled "
+          "lookup of an unseen key, all partitions: the filters' measured "
+          "rate (0 before any lookup).",
+          st->audit_lookups ? (double)st->audit_false_positives /
+                                  (double)st->audit_lookups
+                            : 0);
+    gauge(o, "bloomstage_audit_all_fpr_low", "Low end of its Wilson 95% "
+          "interval (0 before any lookup).", lo);
+    gauge(o, "bloomstage_audit_all_fpr_high", "High end of its Wilson 95% "
+          "interval (1 before any lookup).", hi);
+    gauge(o, "bloomstage_dedup_fpr", "dedup.fpr: the false-positive rate "
+          "the filters are built to stay under.", bs_stage_fpr_bound(s));
+    gauge(o, "bloomstage_dedup_bytes_per_key", "Memory of the "
+          "dedup filters per key they hold, all partitions (0 before any "
+          "key).", st->filter_inserts ? (double)st->filter_bytes /
+                                            (double)st->filter_inserts
+                                      : 0);
+}
+
+/* The audit's figures of each partition (those with a sample). */
+static void render_audit_parts(out *o, const bs_part_metrics *pm, size_t n)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"bloomstage_audit_lookups",
+         "Sampled lookups of keys the partition's audit sample had not seen "
+         "(restored with its checkpoint)."},
+        {"bloomstage_audit_false_positives",
+         "Of those, the ones the filter called seen: false positives."},
+        {"bloomstage_audit_rescued",
+         "Sampled false positives forwarded since the partition was "
+         "assigned (dedup.audit.rescue)."},
+        {"bloomstage_audit_fpr",
+         "False positives per sampled lookup: the filter's measured rate "
+         "(0 before any lookup)."},
+        {"bloomstage_audit_fpr_low",
+         "Low end of the measured rate's Wilson 95% interval."},
+        {"bloomstage_audit_fpr_high",
+         "High end of the measured rate's Wilson 95% interval."},
+        {"bloomstage_audit_memory_bytes",
+         "Memory of the partition's audit sample."},
+    };
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        head(o, fam[f].name, "gauge", fam[f].help);
+        for (size_t i = 0; i < n; i++) {
+            const bs_part_metrics *p = &pm[i];
+            if (!p->audit)
+                continue;
+            double v;
+            switch (f) {
+            case 0: v = (double)p->audit_lookups; break;
+            case 1: v = (double)p->audit_false_positives; break;
+            case 2: v = (double)p->audit_rescued; break;
+            case 3: v = p->audit_fpr; break;
+            case 4: v = p->audit_fpr_low; break;
+            case 5: v = p->audit_fpr_high; break;
+            default: v = (double)p->audit_bytes; break;
+            }
+            outf(o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n", fam[f].name,
+                 p->topic, (int)p->partition, v);
+        }
+    }
+}
+
 char *bs_metrics_render(bs_stage *s)
 {
     out o = {malloc(65536), 0, 65536, false};
@@ -197,6 +279,7 @@ char *bs_metrics_render(bs_stage *s)
                   (double)bs_stats_value(&st, i));
     gauge(&o, "bloomstage_ready", "1 when /ready answers 200.",
           bs_stage_ready(s, NULL, 0) ? 1 : 0);
+    render_audit_totals(&o, s, &st);
 
     size_t n = bs_stage_partitions(s, NULL, 0);
     bs_part_metrics *pm = n ? calloc(n, sizeof(*pm)) : NULL;
@@ -229,6 +312,8 @@ char *bs_metrics_render(bs_stage *s)
         {"bloomstage_window_oldest_seconds",
          "dedup.window.ms: where the oldest live generation starts, seconds "
          "since the epoch: keys from before it are forgotten."},
+        {"bloomstage_filter_bytes_per_key",
+         "Memory of the partition's dedup filter per key it holds."},
     };
     for (size_t g = 0; g < sizeof(per) / sizeof(per[0]); g++) {
         head(&o, per[g].name, "gauge", per[g].help);
@@ -245,17 +330,21 @@ char *bs_metrics_render(bs_stage *s)
             case 6: v = (double)p->bytes; break;
             case 7: v = p->generations; break;
             case 8: v = (double)p->stream_time_ms / 1000.0; break;
-            default: v = (double)p->oldest_ms / 1000.0; break;
+            case 9: v = (double)p->oldest_ms / 1000.0; break;
+            default:
+                v = p->inserts ? (double)p->bytes / (double)p->inserts : 0;
+                break;
             }
             if ((g == 5 && p->lag < 0) ||
                 (g == 7 && p->stream_time_ms < 0) ||
                 (g == 8 && p->stream_time_ms < 0) ||
-                (g == 9 && p->oldest_ms < 0))
-                continue; /* not known yet, or no window */
+                (g == 9 && p->oldest_ms < 0) || (g == 10 && !p->inserts))
+                continue; /* not known yet, no window, or no key */
             outf(&o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n",
                  per[g].name, p->topic, (int)p->partition, v);
         }
     }
+    render_audit_parts(&o, pm, n);
     free(pm);
     return o.buf;
 }
@@ -281,6 +370,48 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code,
     return ret;
 }
 
+/* 401 with WWW-Authenticate: Basic (no credentials, or wrong ones: the
+ * answer does not say which). */
+static enum MHD_Result refuse(struct MHD_Connection *c)
+{
+    static char body[] = "unauthorized\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    enum MHD_Result ret =
+        MHD_queue_basic_auth_fail_response(c, "bloomstage", r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    bs_metrics *m = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    if (!atomic_load(&m->running)) {
+        if (!m->start_err[0])
+            snprintf(m->start_err, sizeof(m->start_err), "%s", msg);
+        return;
+    }
+    char q[300];
+    bs_log(BS_LOG_DEBUG, "metrics endpoint", "message=%s",
+           bs_log_quote(msg, q, sizeof(q)));
+}
+
+/* An IPv4 or IPv6 loopback address. */
+static bool loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+                24) == 127;
+    return sa->sa_family == AF_INET6 &&
+           IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
                               const char *url, const char *method,
                               const char *version, const char *upload,
@@ -291,6 +422,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     (void)upload_size;
     (void)con_cls;
     bs_metrics *m = cls;
+    if (bs_metrics_guard_needs_auth(m->guard, url)) {
+        char *pass = NULL, *user = MHD_basic_auth_get_username_password(c,
+                                                                      &pass);
+        bool ok = bs_metrics_guard_allows(m->guard, user, pass);
+        if (pass)
+            explicit_bzero(pass, strlen(pass));
+        MHD_free(user);
+        MHD_free(pass);
+        if (!ok)
+            return refuse(c);
+    }
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply(c, 405, "text/plain", "method not allowed\n", false);
     if (!strcmp(url, "/metrics")) {
@@ -315,8 +457,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
                  "not found: try /metrics, /healthz, /ready\n", false);
 }
 
-bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
-                             char *errstr, size_t errstr_size)
+bs_metrics *bs_metrics_start(const char *listen, bs_metrics_guard *guard,
+                             bs_stage *stage, char *errstr,
+                             size_t errstr_size)
 {
     char host[256] = "", port[16] = "";
     const char *colon = strrchr(listen, ':');
@@ -324,6 +467,7 @@ bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
         (size_t)(colon - listen) >= sizeof(host)) {
         snprintf(errstr, errstr_size, "metrics.listen '%s': expected "
                  "HOST:PORT, :PORT or [V6]:PORT", listen);
+        bs_metrics_guard_free(guard);
         return NULL;
     }
     memcpy(host, listen, (size_t)(colon - listen));
@@ -340,34 +484,61 @@ bs_metrics *bs_metrics_start(const char *listen, bs_stage *stage,
     if (gerr) {
         snprintf(errstr, errstr_size, "metrics.listen '%s': %s", listen,
                  gai_strerror(gerr));
+        bs_metrics_guard_free(guard);
         return NULL;
     }
     bs_metrics *m = calloc(1, sizeof(*m));
     if (!m) {
         freeaddrinfo(ai);
         snprintf(errstr, errstr_size, "out of memory");
+        bs_metrics_guard_free(guard);
         return NULL;
     }
     m->stage = stage;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+    m->guard = guard;
+    const char *cert = bs_metrics_guard_cert(guard);
+    bool clear_auth = bs_metrics_guard_users(guard) && !cert &&
+                      !loopback(ai->ai_addr);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                     (cert ? MHD_USE_TLS : 0) |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, m,
-                                 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
-                                 MHD_OPTION_END);
+    /* The logger first (libmicrohttpd wants it so); without TLS the two
+     * PEM options end the list early (as END). */
+    m->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        m, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+        64u, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
+        cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+        MHD_OPTION_HTTPS_MEM_KEY, bs_metrics_guard_key(guard),
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!m->daemon) {
-        snprintf(errstr, errstr_size, "metrics.listen '%s': cannot listen "
-                 "(address in use or not local?)", listen);
+        if (cert && m->start_err[0])
+            snprintf(errstr, errstr_size, "metrics.listen '%s': cannot "
+                     "serve TLS with metrics.tls.cert.path and "
+                     "metrics.tls.key.path (do they belong together?): "
+                     "libmicrohttpd: %s", listen, m->start_err);
+        else
+            snprintf(errstr, errstr_size, "metrics.listen '%s': cannot "
+                     "listen (address in use or not local?)%s%s", listen,
+                     m->start_err[0] ? ": libmicrohttpd: " : "",
+                     m->start_err);
+        bs_metrics_guard_free(guard);
         free(m);
         return NULL;
     }
+    atomic_store(&m->running, true);
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? info->port : 0;
-    bs_log(BS_LOG_INFO, "metrics listening", "address=%s port=%u",
-           host[0] ? host : "*", m->port);
+    bs_log(BS_LOG_INFO, "metrics listening", "address=%s port=%u tls=%s "
+           "users=%zu", host[0] ? host : "*", m->port, cert ? "on" : "off",
+           bs_metrics_guard_users(guard));
+    if (clear_auth)
+        bs_log(BS_LOG_WARN, "metrics basic auth over plain HTTP",
+               "address=%s hint=\"passwords cross the network in clear: "
+               "set metrics.tls.cert.path and metrics.tls.key.path\"",
+               host[0] ? host : "*");
     return m;
 }
 
@@ -377,5 +548,6 @@ void bs_metrics_stop(bs_metrics *m)
     if (!m)
         return;
     MHD_stop_daemon(m->daemon);
+    bs_metrics_guard_free(m->guard);
     free(m);
 }

@@ -40,6 +40,7 @@ void bs_part_free(part *p)
 {
     free(p->topic);
     bf_filter_destroy(p->filter);
+    bf_audit_destroy(p->audit);
     free(p->wm);
     free(p->skip);
     free(p->skip_keys);
@@ -113,9 +114,49 @@ static void warn_window_changed(bs_stage *s, const part *p)
            (long long)want, want_g);
 }
 
-/* Loads a partition's checkpoint into p (filter and offsets), or gives it a
- * fresh filter when there is none.  A checkpoint that exists but cannot be
- * used is fatal, never silently replaced. */
+/* p's audit sample, once its filter is in place: the checkpoint's
+ * (`from`, taken; NULL: it had none) with the rate it was written with,
+ * else a fresh one at dedup.audit.rate; none when that is 0.  BS_FATAL
+ * with errstr without memory. */
+static bs_rc part_audit(bs_stage *s, part *p, bf_audit *from, bool had_ckpt,
+                        char *errstr, size_t errstr_size)
+{
+    double rate = s->set.audit_rate;
+    bf_audit_destroy(p->audit);
+    p->audit = NULL;
+    if (rate <= 0) {
+        if (from)
+            bs_log(BS_LOG_INFO, "audit off (dedup.audit.rate=0): the "
+                   "checkpoint's audit sample is dropped", "topic=%s "
+                   "partition=%d", p->topic, (int)p->partition);
+        bf_audit_destroy(from);
+        return BS_OK;
+    }
+    if (from) {
+        bf_audit_stats st;
+        bf_audit_stats_get(from, &st);
+        if (st.rate != rate)
+            bs_log(BS_LOG_WARN, "checkpoint keeps its own audit rate; "
+                   "dedup.audit.rate applies to partitions without a "
+                   "sample", "topic=%s partition=%d checkpoint_rate=%.17g "
+                   "rate=%.17g", p->topic, (int)p->partition, st.rate, rate);
+        p->audit = from;
+        return BS_OK;
+    }
+    if (!(p->audit = bf_audit_new(rate, s->fparams.seed, errstr,
+                                  errstr_size)))
+        return BS_FATAL;
+    if (had_ckpt)
+        bs_log(BS_LOG_INFO, "checkpoint without an audit sample (written "
+               "before the audit or with it off): a fresh sample starts",
+               "topic=%s partition=%d", p->topic, (int)p->partition);
+    return BS_OK;
+}
+
+/* Loads a partition's checkpoint into p (filter, audit sample and
+ * offsets), or gives it a fresh filter and sample when there is none.  A
+ * checkpoint that exists but cannot be used is fatal, never silently
+ * replaced. */
 static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
                        size_t errstr_size)
 {
@@ -128,7 +169,7 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
                 : bs_store_get(s->store, p->topic, p->partition,
                                s->txn ? at : BS_STORE_NEWEST, &c, errstr,
                                errstr_size);
-    if (r == BS_STORE_AHEAD)
+    if (r == BS_STORE_AHEAD || r == BS_STORE_UNREACHABLE)
         return BS_RETRY;
     if (r < 0)
         return BS_FATAL;
@@ -145,7 +186,8 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
     p->ckpt_offset = p->base_offset = p->next_offset = -1;
     if (r == 0) {
         p->filter = bs_dedup_filter_new(&s->dedup, errstr, errstr_size);
-        return p->filter ? BS_OK : BS_FATAL;
+        return p->filter ? part_audit(s, p, NULL, false, errstr, errstr_size)
+                         : BS_FATAL;
     }
     if (strcmp(c.topic, p->topic) != 0 || c.partition != p->partition) {
         snprintf(errstr, errstr_size, "the checkpoint of %s [%d] holds %s "
@@ -163,6 +205,12 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
     }
     p->filter = c.filter;
     c.filter = NULL;
+    bf_audit *audit = c.audit;
+    c.audit = NULL;
+    if (part_audit(s, p, audit, true, errstr, errstr_size) != BS_OK) {
+        bs_ckpt_free(&c);
+        return BS_FATAL;
+    }
     /* The memory cap is this process's setting; files do not carry it. */
     bs_dedup_filter_set_max_bytes(p->filter, s->fparams.max_bytes);
     warn_window_changed(s, p);
@@ -270,7 +318,7 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
     if (bs_output_watermarks(s->producer, s->set.output_topic, s->out_parts, wm,
                              BS_TIMEOUT_BROKER_MS, errstr, errstr_size) != 0 ||
         bs_store_put(s->store, p->topic, p->partition, start, wm,
-                     (uint32_t)s->out_parts, p->filter, errstr,
+                     (uint32_t)s->out_parts, p->filter, p->audit, errstr,
                      errstr_size) != 0 ||
         bs_store_sync(s->store, errstr, errstr_size) != 0) {
         free(wm);
@@ -329,8 +377,9 @@ static bs_rc await_committed_checkpoint(bs_stage *s, part *p, int64_t at,
     while (at > p->ckpt_offset && !atomic_load(&s->stop) &&
            (bs_now() - t0) * 1000 < BS_TIMEOUT_TXN_STABLE_MS) {
         usleep(BS_COMMITTED_CKPT_RETRY_MS * 1000u);
-        if (part_load(s, p, at, errstr, errstr_size) != BS_OK)
-            return BS_FATAL;
+        bs_rc r = part_load(s, p, at, errstr, errstr_size);
+        if (r != BS_OK)
+            return r;
     }
     if (at > p->ckpt_offset)
         bs_log(BS_LOG_WARN, "the committed checkpoint did not become "
@@ -346,10 +395,21 @@ void bs_part_log_restored(const part *p, const char *msg)
     if (p->state == BS_PART_RESTORE_PENDING)
         bs_log(BS_LOG_INFO, msg, "topic=%s partition=%d restore=pending",
                p->topic, (int)p->partition);
-    else
+    else if (!p->audit)
         bs_log(BS_LOG_INFO, msg, "topic=%s partition=%d "
                "checkpoint_offset=%lld already_forwarded=%zu", p->topic,
                (int)p->partition, (long long)p->ckpt_offset, p->nskip);
+    else {
+        /* The sample's counts as the checkpoint left them. */
+        bf_audit_stats st;
+        bf_audit_stats_get(p->audit, &st);
+        bs_log(BS_LOG_INFO, msg, "topic=%s partition=%d "
+               "checkpoint_offset=%lld already_forwarded=%zu "
+               "audit_lookups=%llu audit_false_positives=%llu", p->topic,
+               (int)p->partition, (long long)p->ckpt_offset, p->nskip,
+               (unsigned long long)st.lookups,
+               (unsigned long long)st.false_positives);
+    }
 }
 
 bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
@@ -387,9 +447,13 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
         bs_rc lr = part_load(s, p, at[i], errstr, errstr_size);
+        if (lr == BS_OK)
+            lr = await_committed_checkpoint(s, p, at[i], errstr,
+                                            errstr_size);
         if (lr == BS_RETRY) {
-            /* Its state is ahead of the commit (another owner went on):
-             * it waits, unprocessed, for a retry or its revocation. */
+            /* Its state is ahead of the commit (another owner went on), or
+             * the store cannot be read now (a broker away): it waits,
+             * unprocessed, for a retry or its revocation. */
             char q[1100];
             bs_log(BS_LOG_WARN, "restore deferred", "topic=%s partition=%d "
                    "error=%s", p->topic, (int)p->partition,
@@ -398,9 +462,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             rc = BS_RETRY;
             continue;
         }
-        if (lr != BS_OK ||
-            await_committed_checkpoint(s, p, at[i], errstr, errstr_size) !=
-                BS_OK) {
+        if (lr != BS_OK) {
             rc = BS_FATAL;
             goto out;
         }
@@ -428,6 +490,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         t[nt].wm = parts[i]->wm;
         t[nt].nwm = parts[i]->nwm;
         t[nt].filter = parts[i]->filter;
+        t[nt].audit = parts[i]->audit;
         nt++;
     }
     double t0 = bs_now();

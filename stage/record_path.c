@@ -3,10 +3,13 @@
  * hashed when it is polled (prepare), its filter blocks prefetched, and one
  * poll later (hold/release) the blocklists and the partition's dedup filter
  * asked (at the record's timestamp, when the filter is windowed; a record
- * older than the window keeps follows dedup.window.late), and the record produced to output.topic or, dropped, to
- * rejected.topic with its reason -- never dropped silently.  Every copy
- * carries bloomstage-src (TOPIC:PARTITION:OFFSET of the input), which the
- * exactly_once replay reads back (replay.h).
+ * older than the window keeps follows dedup.window.late), the filter's
+ * answer checked by the audit sample (a sampled false positive is counted
+ * and, with dedup.audit.rescue, forwarded), and the record produced to
+ * output.topic or, dropped, to rejected.topic with its reason -- never
+ * dropped silently.  Every copy carries bloomstage-src
+ * (TOPIC:PARTITION:OFFSET of the input), which the exactly_once replay
+ * reads back (replay.h).
  *
  * The hot path: no allocation per record beyond librdkafka's own, no
  * printf, counters without locked instructions (counters.h).
@@ -189,7 +192,21 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
         }
     }
     int added = bs_dedup_add(p->filter, pp->h);
-    if (added == 0) {
+    /* The audit sample's verdict on the filter's answer: 1 for a sampled
+     * key it knows is new that the filter calls seen (bloomfilters.h). */
+    int fp = p->audit ? bf_audit_check(p->audit, pp->h, added == 0) : 0;
+    if (fp < 0 && !s->audit_full_logged) {
+        s->audit_full_logged = true;
+        bs_log(BS_LOG_ERROR, "audit sample cannot grow (out of memory): "
+               "keys it would sample go unaudited", "topic=%s partition=%d",
+               topic, (int)m->partition);
+    }
+    if (added == 0 && fp == 1 && s->set.audit_rescue) {
+        /* Rescue: known unique, so forwarded as the filter would have
+         * without its false positive; the filter is left as it is. */
+        BS_INC(s->ctr.audit_rescued);
+        p->rescued++;
+    } else if (added == 0) {
         BS_INC(s->ctr.dropped_duplicate);
         drop(s, m, "duplicate");
         return;

@@ -243,8 +243,9 @@ static bs_replay_target *record_target(const tail_read *r,
 }
 
 /* A tail record of target t at input offset so: its offset onto the skip
- * list and its key into the filter (windowed: kept with the skip entry,
- * added when consumption reaches it).  -1: out of memory. */
+ * list, its key into the filter (windowed: kept with the skip entry,
+ * added when consumption reaches it) and noted by the audit sample.  -1:
+ * out of memory. */
 static int replay_record(tail_read *r, bs_replay_target *t,
                          rd_kafka_message_t *m, int64_t so)
 {
@@ -261,6 +262,10 @@ static int replay_record(tail_read *r, bs_replay_target *t,
         bs_dedup_add(t->filter, rk.h) < 0)
         bs_log(BS_LOG_ERROR, "replay: dedup filter at dedup.max.bytes",
                "topic=%s partition=%d", t->topic, (int)t->partition);
+    if (rc == 0 && rk.have && t->audit && bf_audit_note(t->audit, rk.h) < 0)
+        bs_log(BS_LOG_ERROR, "replay: the audit sample cannot grow (out of "
+               "memory): a sampled key is not held", "topic=%s "
+               "partition=%d", t->topic, (int)t->partition);
     bs_record_keys_reset(&keys);
     return rc;
 }

@@ -14,6 +14,10 @@
  * Records whose delivery failed are not in the log, so they are produced
  * again: every unique record ends up in the output exactly once.
  *
+ * The partition's audit sample notes the same keys as seen (without
+ * counting them): a sampled key forwarded before the crash must not count
+ * as a false positive when a copy comes after the restore.
+ *
  * A windowed filter (dedup.window.ms) must see its keys at the stream time
  * they were first added: the tail is read output partition by output
  * partition, not in input order, and spans any stretch of record time, so
@@ -47,6 +51,9 @@ typedef struct bs_replay_target {
     bf_filter *filter;          /* keys found are added here (a dedup
                                    filter: dedup_filter.h); windowed:
                                    into skip_keys instead */
+    bf_audit *audit;            /* keys found are noted here (held as
+                                   seen, not counted: bf_audit_note);
+                                   NULL: no audit */
     /* Results.  skip: sorted input offsets already forwarded (malloc'd,
      * the caller frees); skip_keys: for a windowed filter, the key of each
      * (malloc'd, the caller frees; NULL otherwise); records: how many tail

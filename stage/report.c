@@ -72,11 +72,40 @@ int bs_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
     return 0; /* librdkafka frees json */
 }
 
-/* Recomputes the filter gauges and publishes the per-partition view for
- * other threads. */
+/* A partition whose audit measures its filter's rate above dedup.fpr with
+ * 95% confidence (the interval's low end above it): a warning, repeated
+ * at most every BS_AUDIT_WARN_REPEAT_S while it holds. */
+static void audit_warn(bs_stage *s, part *p)
+{
+    bf_audit_stats st;
+    bf_audit_stats_get(p->audit, &st);
+    double now = bs_now();
+    if (st.lo <= s->set.dedup_fpr ||
+        (p->audit_warned > 0 && now - p->audit_warned < BS_AUDIT_WARN_REPEAT_S))
+        return;
+    p->audit_warned = now;
+    bf_info in;
+    bf_filter_info(p->filter, &in);
+    bs_log(BS_LOG_WARN, "audit: the filter's measured false-positive rate "
+           "is above dedup.fpr", "topic=%s partition=%d lookups=%llu "
+           "false_positives=%llu measured_fpr=%.3g fpr_low=%.3g "
+           "fpr_high=%.3g estimated_fpr=%.3g dedup_fpr=%g", p->topic,
+           (int)p->partition, (unsigned long long)st.lookups,
+           (unsigned long long)st.false_positives, st.measured, st.lo,
+           st.hi, in.est_fpr, s->set.dedup_fpr);
+}
+
+double bs_stage_fpr_bound(bs_stage *s)
+{
+    return s->set.dedup_fpr;
+}
+
+/* Recomputes the filter and audit gauges, publishes the per-partition view
+ * for other threads, and warns of a filter measured above dedup.fpr. */
 void bs_publish(bs_stage *s)
 {
-    uint64_t bytes = 0, layers = 0;
+    uint64_t bytes = 0, layers = 0, inserts = 0;
+    uint64_t a_lookups = 0, a_fps = 0, a_bytes = 0;
     pthread_mutex_lock(&s->pub_lock);
     if (s->nparts > s->cappub) {
         bs_part_metrics *np = realloc(s->pub, s->nparts * sizeof(*np));
@@ -94,6 +123,15 @@ void bs_publish(bs_stage *s)
         bf_filter_info(p->filter, &in);
         bytes += in.bytes;
         layers += in.layers;
+        inserts += in.inserts;
+        bf_audit_stats as;
+        memset(&as, 0, sizeof(as));
+        if (p->audit) {
+            bf_audit_stats_get(p->audit, &as);
+            a_lookups += as.lookups;
+            a_fps += as.false_positives;
+            a_bytes += as.bytes;
+        }
         if (s->npub < s->cappub) {
             bs_part_metrics *m = &s->pub[s->npub++];
             snprintf(m->topic, sizeof(m->topic), "%s", p->topic);
@@ -113,12 +151,28 @@ void bs_publish(bs_stage *s)
             bf_generation_info g;
             if (w && bf_windowed_generation_info(w, 0, &g))
                 m->oldest_ms = g.time_from;
+            m->inserts = in.inserts;
+            m->audit = p->audit != NULL;
+            m->audit_lookups = as.lookups;
+            m->audit_false_positives = as.false_positives;
+            m->audit_rescued = p->rescued;
+            m->audit_fpr = as.measured;
+            m->audit_fpr_low = as.lo;
+            m->audit_fpr_high = as.hi;
+            m->audit_bytes = as.bytes;
         }
     }
     pthread_mutex_unlock(&s->pub_lock);
+    for (size_t i = 0; i < s->nparts; i++) /* logged outside the lock */
+        if (s->parts[i].filter && s->parts[i].audit)
+            audit_warn(s, &s->parts[i]);
     s->last_publish = bs_now();
     BS_SET(s->ctr.filter_bytes, bytes);
     BS_SET(s->ctr.filter_layers, layers);
+    BS_SET(s->ctr.filter_inserts, inserts);
+    BS_SET(s->ctr.audit_lookups, a_lookups);
+    BS_SET(s->ctr.audit_false_positives, a_fps);
+    BS_SET(s->ctr.audit_bytes, a_bytes);
     BS_SET(s->ctr.partitions, s->nparts);
 }
 
@@ -144,6 +198,8 @@ void bs_report(bs_stage *s, double now)
                      (double)s->set.stats_interval_ms;
     if (!status && !stats)
         return;
+    if (stats)
+        bs_publish(s); /* the gauges as of now, beside the counters */
     bs_stage_stats st;
     bs_stage_stats_get(s, &st);
     int64_t lag = total_lag(s);
@@ -160,8 +216,28 @@ void bs_report(bs_stage *s, double now)
                                         "%s=%llu ", bs_counter_infos[i].stat,
                                         (unsigned long long)bs_stats_value(
                                             &st, i));
-        bs_log(BS_LOG_INFO, "stats", "%srate=%.0f lag=%lld", line, rate,
-               (long long)lag);
+        /* The audit, all partitions together: the measured rate and its
+         * interval beside the worst partition's estimate and the bound. */
+        double lo, hi, est = 0;
+        bf_wilson95(st.audit_false_positives, st.audit_lookups, &lo, &hi);
+        for (size_t i = 0; i < s->nparts; i++) {
+            bf_info in;
+            if (s->parts[i].filter) {
+                bf_filter_info(s->parts[i].filter, &in);
+                est = in.est_fpr > est ? in.est_fpr : est;
+            }
+        }
+        bs_log(BS_LOG_INFO, "stats", "%saudit_fpr=%.3g audit_fpr_low=%.3g "
+               "audit_fpr_high=%.3g estimated_fpr=%.3g dedup_fpr=%g "
+               "filter_bytes_per_key=%.2f rate=%.0f lag=%lld", line,
+               st.audit_lookups ? (double)st.audit_false_positives /
+                                      (double)st.audit_lookups
+                                : 0,
+               lo, hi, est, s->set.dedup_fpr,
+               st.filter_inserts ? (double)st.filter_bytes /
+                                       (double)st.filter_inserts
+                                 : 0,
+               rate, (long long)lag);
         s->last_stats = now;
         s->stats_in_before = st.records_in;
     }

@@ -51,7 +51,21 @@ typedef struct bs_part_metrics {
     uint32_t generations;
     int64_t stream_time_ms;
     int64_t oldest_ms;
+    uint64_t inserts; /* keys the filter holds (inserts that set a bit) */
+    /* dedup.audit.rate: the partition's audit sample (bf_audit_stats:
+     * lookups of unseen sampled keys, the false positives among them, the
+     * measured rate and its Wilson 95% interval, the sample's memory) and
+     * the records rescued since it was assigned.  audit false: no sample,
+     * the rest 0. */
+    bool audit;
+    uint64_t audit_lookups, audit_false_positives, audit_rescued;
+    double audit_fpr, audit_fpr_low, audit_fpr_high;
+    uint64_t audit_bytes;
 } bs_part_metrics;
+
+/* dedup.fpr, the bound the measured rates are read against (thread-safe:
+ * a setting). */
+double bs_stage_fpr_bound(bs_stage *s);
 
 /* Copies up to max partitions into out (may be NULL to count); returns the
  * number assigned.  Thread-safe. */

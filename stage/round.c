@@ -3,8 +3,9 @@
  * checks every delivery, writes each changed partition's checkpoint to the
  * store, makes the round durable, and commits exactly the offsets written
  * (invariants 1 and 2, state.c).  A failed delivery rolls back instead
- * (invariant 3); a failed round pauses consumption and is retried with
- * backoff (BACKOFF), never losing what is in memory or in Kafka.
+ * (invariant 3), and with transactions so does a checkpoint not written; a
+ * failed round pauses consumption and is retried with backoff (BACKOFF),
+ * never losing what is in memory or in Kafka.
  *
  * Everything here runs on the stage thread, in CHECKPOINTING (or inside a
  * rollback, which is part of a round).
@@ -404,7 +405,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                    (int)p->partition, p->nskip - p->skip_i);
         if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
                          ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
-                         p->filter, err, sizeof(err)) != 0) {
+                         p->filter, p->audit, err, sizeof(err)) != 0) {
             bs_log_ckpt_failed(p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             rc = BS_RETRY;
@@ -427,15 +428,21 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     if (nwritten)
         bs_crash_point(BS_CRASH_AFTER_STORE_SYNC);
     double t_stored = bs_now();
-    /* Transactions: a partition whose checkpoint could not be written
-     * holds records in the transaction too, so nothing is committed; and
-     * a transaction a write failed in can only be aborted (librdkafka
-     * answers every later write with __STATE, e.g. after the authorizer
-     * refused the checkpoint topic): rolled back to the last commit, the
-     * next round writes again in a new one. */
+    /* Transactions: a checkpoint not written is handled as a failed
+     * delivery of the output.  The transaction holds the round's output
+     * without it, and the Kafka store's records are in it too: one of them
+     * not delivered (a delivery timed out) leaves the transaction needing
+     * an abort, and librdkafka refuses every later record ("Erroneous
+     * state") until it has one.  So the transaction is aborted (librdkafka
+     * bumps the producer's epoch where the error asks for it) and the
+     * stage rolls back to the last committed state. */
     if (s->txn && rc != BS_OK) {
-        nwritten = 0;
+        bs_deliveries_unconfirmed(s, "checkpoint not written: %s",
+                                  written ? err : "out of memory");
         bs_rollback(s, false);
+        free(written);
+        free(wm);
+        return BS_RETRY;
     }
     rd_kafka_topic_partition_list_t *commit =
         rd_kafka_topic_partition_list_new((int)n);

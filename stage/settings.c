@@ -109,6 +109,11 @@ static void get_DOUBLE(const bs_config *cfg, const char *key, double *out)
     *out = bs_config_get_double(cfg, key);
 }
 
+static void get_BOOL(const bs_config *cfg, const char *key, bool *out)
+{
+    *out = bs_config_get_bool(cfg, key);
+}
+
 /* The table's ranges keep COUNT keys at 0 or more (tests/test_settings.c
  * checks): the conversion loses nothing. */
 static void get_COUNT(const bs_config *cfg, const char *key, uint64_t *out)
@@ -183,6 +188,7 @@ static bool set_KEYSPEC(const bs_config_keyspec *const *v)
 }
 #define set_OPT_STRING(v) true
 #define set_DOUBLE(v) true
+#define set_BOOL(v) true
 #define set_COUNT(v) true
 #define set_MS(v) true
 #define set_SIZE(v) true
@@ -259,6 +265,16 @@ int bs_settings_from_config(const bs_config *cfg, bs_settings *out,
                  (long long)out->window_ms,
                  (unsigned long long)out->window_generations,
                  bs_config_origin(cfg, "dedup.window.ms"));
+        return -1;
+    }
+    /* The audit samples by a 53-bit word (bloomfilters.h): a rate is a
+     * multiple of 2^-53, and one below it would sample nothing. */
+    if (out->audit_rate > 0 && out->audit_rate < 0x1p-53) {
+        const char *origin = bs_config_origin(cfg, "dedup.audit.rate");
+        snprintf(errstr, errstr_size, "%s: key 'dedup.audit.rate': value %g "
+                 "is below 2^-53 (1.1e-16), the smallest sampling rate; 0 "
+                 "turns the audit off", origin ? origin : "?",
+                 out->audit_rate);
         return -1;
     }
     return get_start_at(cfg, &out->start_at, errstr, errstr_size);

@@ -30,6 +30,7 @@
 #include "log.h"
 
 #include <config.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* NULL with errstr ("FILE:LINE: key 'x': ...") on any error.  file may be
@@ -69,6 +70,7 @@ typedef enum bs_start_at {
  *   OPT_STRING  const char *, NULL when empty  string
  *   KEYSPEC     const bs_config_keyspec *      key spec
  *   DOUBLE      double                         double
+ *   BOOL        bool                           bool
  *   COUNT       uint64_t                       int, range starting >= 0
  *   MS          int64_t milliseconds           int
  *   SIZE        uint64_t bytes                 size
@@ -79,6 +81,7 @@ typedef enum bs_start_at {
 #define BS_SETTINGS_CTYPE_OPT_STRING const char *
 #define BS_SETTINGS_CTYPE_KEYSPEC const bs_config_keyspec *
 #define BS_SETTINGS_CTYPE_DOUBLE double
+#define BS_SETTINGS_CTYPE_BOOL bool
 #define BS_SETTINGS_CTYPE_COUNT uint64_t
 #define BS_SETTINGS_CTYPE_MS int64_t
 #define BS_SETTINGS_CTYPE_SIZE uint64_t
@@ -104,6 +107,8 @@ typedef enum bs_start_at {
     X("dedup.window.ms", window_ms, MS)                                     \
     X("dedup.window.generations", window_generations, COUNT)                \
     X("dedup.window.late", window_late, LATE)                               \
+    X("dedup.audit.rate", audit_rate, DOUBLE)                               \
+    X("dedup.audit.rescue", audit_rescue, BOOL)                             \
     X("checkpoint.dir", checkpoint_dir, STRING)                             \
     X("checkpoint.store", checkpoint_store, CKPT_STORE)                     \
     X("checkpoint.topic", checkpoint_topic, STRING)                         \
@@ -117,6 +122,10 @@ typedef enum bs_start_at {
     X("exactly_once.transactional.id", transactional_id, OPT_STRING)        \
     X("consumer.group.id", group_id, STRING)                                \
     X("metrics.listen", metrics_listen, OPT_STRING)                         \
+    X("metrics.tls.cert.path", metrics_tls_cert, OPT_STRING)                \
+    X("metrics.tls.key.path", metrics_tls_key, OPT_STRING)                  \
+    X("metrics.auth.users.path", metrics_users, OPT_STRING)                 \
+    X("metrics.auth.probes.open", metrics_probes_open, BOOL)                \
     X("log.level", log_level, LOG_LEVEL)                                    \
     X("log.stats.interval.ms", stats_interval_ms, MS)
 

@@ -107,6 +107,12 @@ typedef struct part {
     bs_part_state state; /* changed only by bs_part_set_state */
     bf_filter *filter;   /* the dedup filter, scalable or windowed
                             (dedup_filter.h); NULL while RESTORING */
+    bf_audit *audit;     /* its audit sample (dedup.audit.rate), restored
+                            and checkpointed with it; NULL: off */
+    uint64_t rescued;    /* sampled false positives forwarded since the
+                            partition was assigned (dedup.audit.rescue) */
+    double audit_warned; /* bs_now() of its last "above dedup.fpr"
+                            warning; 0: none */
     int64_t base_offset; /* where a rollback resumes: the last checkpoint's
                             offset, else the first offset consumed; -1 none */
     int64_t next_offset; /* after the last record processed; -1 none */
@@ -189,6 +195,7 @@ struct bs_stage {
     double backoff, retry_at;
     bool filter_full_logged;
     bool late_logged;
+    bool audit_full_logged;
 
     /* Reporting (report.c). */
     double last_stats, last_status, last_publish;

@@ -323,7 +323,8 @@ static int dir_check(void *impl, char *errstr, size_t errstr_size)
 
 static int dir_put(void *impl, const char *topic, int32_t partition,
                    int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                   bf_filter *filter, char *errstr, size_t errstr_size)
+                   bf_filter *filter, const bf_audit *audit, char *errstr,
+                   size_t errstr_size)
 {
     bs_dirstore *ds = impl;
     dpart *p = part_of(ds, topic, partition);
@@ -336,7 +337,7 @@ static int dir_put(void *impl, const char *topic, int32_t partition,
     const dstate *tip = p->n ? &p->st[p->n - 1] : NULL;
     bs_ckpt_meta m = {topic, partition, next_offset, wm, nwm,
                       tip ? tip->h.seq + 1 : 1, bs_ckpt_new_id(),
-                      tip ? tip->h.id : 0};
+                      tip ? tip->h.id : 0, audit};
     uint64_t mark;
     bool delta = tip && ds->max_chain > 0 && !p->force_full &&
                  bf_filter_tracked(filter, &mark) && mark == tip->h.id;

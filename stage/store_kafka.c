@@ -21,6 +21,7 @@
 #include "kafka_util.h"
 #include "util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +252,8 @@ static bool chain_onto(const bs_kafkastore *ks, const known *k,
 
 static int kafka_put(void *impl, const char *topic, int32_t part,
                      int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-                     bf_filter *filter, char *errstr, size_t errstr_size)
+                     bf_filter *filter, const bf_audit *audit, char *errstr,
+                     size_t errstr_size)
 {
     bs_kafkastore *ks = impl;
     if (ks->npend == ks->cappend) {
@@ -268,7 +270,7 @@ static int kafka_put(void *impl, const char *topic, int32_t part,
     const bs_store_manifest *tip = k && k->n ? &k->chain[k->n - 1] : NULL;
     bs_ckpt_meta m = {topic, part, next_offset, wm, nwm,
                       (uint64_t)(tip ? tip->seq + 1 : 1), bs_ckpt_new_id(),
-                      k ? k->tip_id : 0};
+                      k ? k->tip_id : 0, audit};
     bool delta = chain_onto(ks, k, &m, filter);
     uint8_t *buf;
     size_t len;
@@ -427,14 +429,31 @@ static bool unknown_yet(rd_kafka_resp_err_t err)
            err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
 }
 
-/* Partition cp's low and high watermarks. */
+/* A read that failed for want of a broker now (none answered in time, the
+ * leader away or not known yet): BS_STORE_UNREACHABLE, not a damaged or
+ * refused state. */
+static bool transient(rd_kafka_resp_err_t err)
+{
+    return unknown_yet(err) || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+           err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
+           err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT;
+}
+
+/* Partition cp's low and high watermarks: 0, else -1 or (transient)
+ * BS_STORE_UNREACHABLE. */
 static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
                   char *errstr, size_t errstr_size)
 {
     rd_kafka_resp_err_t err;
     /* A topic created a moment ago (by this store, or beside it) is not
-     * yet known to every broker: those answer that it does not exist. */
+     * yet known to every broker: those answer that it does not exist.
+     * Leaders are asked for first, and again before each retry: the reader
+     * may have been idle while a broker went away, and librdkafka 2.0.2
+     * sends a watermark query to the leader it last knew, dead or not. */
     double known_by = bs_now() + BS_TIMEOUT_TOPIC_KNOWN_MS / 1000.0;
+    (void)bs_topic_partitions(ks->reader, ks->topic, BS_TIMEOUT_BROKER_MS,
+                              NULL, NULL, 0);
     while ((err = rd_kafka_query_watermark_offsets(
                 ks->reader, ks->topic, cp, lo, hi, BS_TIMEOUT_BROKER_MS)) &&
            unknown_yet(err) && bs_now() < known_by) {
@@ -442,17 +461,20 @@ static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
                "topic=%s partition=%d error=%s", ks->topic, (int)cp,
                rd_kafka_err2name(err));
         usleep(BS_TOPIC_KNOWN_RETRY_MS * 1000u);
+        (void)bs_topic_partitions(ks->reader, ks->topic,
+                                  BS_TIMEOUT_BROKER_MS, NULL, NULL, 0);
     }
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
                  ks->topic, (int)cp, rd_kafka_err2str(err));
-        return -1;
+        return transient(err) ? BS_STORE_UNREACHABLE : -1;
     }
     return 0;
 }
 
 /* Reads partition cp of the topic over offsets [from, to), calling fn for
- * each record until it returns non-zero. */
+ * each record until it returns non-zero: 0, else -1 or (not read in time)
+ * BS_STORE_UNREACHABLE. */
 static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
                       int (*fn)(const rd_kafka_message_t *m, void *op),
                       void *op, char *errstr, size_t errstr_size)
@@ -475,7 +497,7 @@ static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
             snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: not "
                      "read within %d ms", ks->topic, (int)cp,
                      BS_TIMEOUT_STORE_READ_MS);
-            rc = -1;
+            rc = BS_STORE_UNREACHABLE;
             break;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(ks->reader,
@@ -531,8 +553,9 @@ static int find_newest(bs_kafkastore *ks, int32_t cp, int64_t lo, int64_t hi,
 {
     for (int64_t to = hi, w = FIND_FIRST_RANGE; to > lo && !*seen; w *= 2) {
         int64_t from = to - lo > w ? to - w : lo;
-        if (read_range(ks, cp, from, to, fn, op, errstr, errstr_size) != 0)
-            return -1;
+        int rc = read_range(ks, cp, from, to, fn, op, errstr, errstr_size);
+        if (rc != 0)
+            return rc;
         to = from;
     }
     return 0;
@@ -586,13 +609,15 @@ static int kafka_get(void *impl, const char *topic, int32_t part,
     /* One look at the partition's bounds: the manifest is searched for
      * below hi, and the chunks it names lie below it too. */
     int64_t lo, hi;
-    if (bounds(ks, cp, &lo, &hi, errstr, errstr_size) != 0)
-        return -1;
+    int br = bounds(ks, cp, &lo, &hi, errstr, errstr_size);
+    if (br != 0)
+        return br;
     find_manifest f = {key, (size_t)klen, false, NULL, 0, false};
-    if (find_newest(ks, cp, lo, hi, on_manifest, &f, &f.seen, errstr,
-                    errstr_size)) {
+    br = find_newest(ks, cp, lo, hi, on_manifest, &f, &f.seen, errstr,
+                     errstr_size);
+    if (br != 0) {
         free(f.value);
-        return -1;
+        return br;
     }
     if (f.oom) {
         snprintf(errstr, errstr_size, "%s: out of memory", name);
@@ -618,9 +643,9 @@ static int kafka_get(void *impl, const char *topic, int32_t part,
         free(states);
         return -1;
     }
-    int rc = -1;
-    if (read_range(ks, cp, states[0].first < lo ? lo : states[0].first, hi,
-                   on_chunk, c, errstr, errstr_size) == 0)
+    int rc = read_range(ks, cp, states[0].first < lo ? lo : states[0].first,
+                        hi, on_chunk, c, errstr, errstr_size);
+    if (rc == 0)
         rc = bs_store_chain_decode(c, name, out, errstr, errstr_size);
     bs_store_chain_free(c);
     if (rc == 1 && at_offset != BS_STORE_NEWEST &&
@@ -787,6 +812,127 @@ bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
         return NULL;
     }
     return ks;
+}
+
+bs_kafkastore *bs_kafkastore_open_read(const bs_settings *set,
+                                       rd_kafka_t *reader, char *errstr,
+                                       size_t errstr_size)
+{
+    bs_kafkastore *ks = calloc(1, sizeof(*ks));
+    if (!ks) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    ks->group = set->group_id;
+    ks->topic = set->checkpoint_topic;
+    ks->reader = reader;
+    char why[512] = "";
+    ks->nparts = bs_topic_lookup(reader, ks->topic, BS_TIMEOUT_STORE_ADMIN_MS,
+                                 NULL, why, sizeof(why));
+    if (ks->nparts <= 0) {
+        snprintf(errstr, errstr_size, "checkpoint topic %s: %s", ks->topic,
+                 why[0] ? why : "no partitions");
+        free(ks);
+        return NULL;
+    }
+    snprintf(ks->desc, sizeof(ks->desc), "kafka topic:%s partitions:%d",
+             ks->topic, ks->nparts);
+    return ks;
+}
+
+/* bs_kafkastore_list's reading: the group's key prefix, what it found. */
+typedef struct lister {
+    char prefix[300];
+    size_t plen;
+    bs_store_part *parts;
+    size_t n, cap;
+    bool oom;
+} lister;
+
+/* A record: if its key is a manifest's of the group ("bs1/GROUP/TOPIC/
+ * PARTITION"; a chunk's has two more parts), its partition is added, or
+ * removed by a tombstone. */
+static int on_listed(const rd_kafka_message_t *m, void *op)
+{
+    lister *l = op;
+    const char *k = m->key;
+    if (!k || m->key_len <= l->plen || memcmp(k, l->prefix, l->plen))
+        return 0;
+    char rest[300], *end;
+    size_t rlen = m->key_len - l->plen;
+    if (rlen >= sizeof(rest))
+        return 0;
+    memcpy(rest, k + l->plen, rlen);
+    rest[rlen] = '\0';
+    char *slash = strchr(rest, '/');
+    if (!slash || strchr(slash + 1, '/') || slash - rest >= 250)
+        return 0;
+    *slash = '\0';
+    long p = strtol(slash + 1, &end, 10);
+    if (*end || end == slash + 1 || p < 0 || p > INT32_MAX)
+        return 0;
+    size_t i = 0;
+    while (i < l->n && !(l->parts[i].partition == (int32_t)p &&
+                         !strcmp(l->parts[i].topic, rest)))
+        i++;
+    if (!m->payload) { /* deleted */
+        if (i < l->n)
+            l->parts[i] = l->parts[--l->n];
+        return 0;
+    }
+    if (i < l->n)
+        return 0;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        bs_store_part *np = realloc(l->parts, nc * sizeof(*np));
+        if (!np) {
+            l->oom = true;
+            return 1;
+        }
+        l->parts = np;
+        l->cap = nc;
+    }
+    memcpy(l->parts[l->n].topic, rest, (size_t)(slash - rest) + 1);
+    l->parts[l->n++].partition = (int32_t)p;
+    return 0;
+}
+
+static int cmp_part(const void *a, const void *b)
+{
+    const bs_store_part *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+int bs_kafkastore_list(bs_kafkastore *ks, bs_store_part **parts, size_t *n,
+                       char *errstr, size_t errstr_size)
+{
+    lister l = {.plen = 0};
+    l.plen = (size_t)snprintf(l.prefix, sizeof(l.prefix), KEY_PREFIX "/%s/",
+                              ks->group);
+    int rc = l.plen < sizeof(l.prefix) ? 0 : -1;
+    if (rc)
+        snprintf(errstr, errstr_size, "consumer.group.id too long");
+    for (int32_t cp = 0; rc == 0 && cp < ks->nparts; cp++) {
+        int64_t lo, hi;
+        rc = bounds(ks, cp, &lo, &hi, errstr, errstr_size);
+        if (rc == 0)
+            rc = read_range(ks, cp, lo, hi, on_listed, &l, errstr,
+                            errstr_size);
+        if (rc == 0 && l.oom) {
+            snprintf(errstr, errstr_size, "out of memory");
+            rc = -1;
+        }
+    }
+    if (rc) {
+        free(l.parts);
+        return -1;
+    }
+    if (l.n > 1)
+        qsort(l.parts, l.n, sizeof(*l.parts), cmp_part);
+    *parts = l.parts;
+    *n = l.n;
+    return 0;
 }
 
 static void kafka_destroy(void *impl)

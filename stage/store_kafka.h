@@ -19,6 +19,28 @@ bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
                                  rd_kafka_conf_t *producer_conf, char *errstr,
                                  size_t errstr_size);
 
+/* A store that only reads, for `bloomstage checkpoint info`: no producer
+ * (put and sync fail), the topic's partitions learnt through reader, the
+ * topic never created.  NULL with errstr when it cannot be read.
+ * Destroyed by its table's destroy. */
+bs_kafkastore *bs_kafkastore_open_read(const bs_settings *set,
+                                       rd_kafka_t *reader, char *errstr,
+                                       size_t errstr_size);
+
+/* An input partition a manifest names. */
+typedef struct bs_store_part {
+    char topic[250];
+    int32_t partition;
+} bs_store_part;
+
+/* The input partitions whose newest manifest of the store's group (its
+ * key's, not a tombstone) is in the topic, every partition of which is
+ * read whole at the reader's isolation level: a malloc'd array in *parts
+ * (sorted by topic, then partition; NULL when *n is 0).  -1 with
+ * errstr. */
+int bs_kafkastore_list(bs_kafkastore *ks, bs_store_part **parts, size_t *n,
+                       char *errstr, size_t errstr_size);
+
 /* The contract's operations (store_ops.h) on a bs_kafkastore. */
 extern const bs_store_ops bs_kafkastore_ops;
 

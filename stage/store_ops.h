@@ -29,10 +29,14 @@
  * owner went on, or its commit is not visible yet; the state is not
  * damaged, and asking again later may find it matching. */
 #define BS_STORE_AHEAD (-2)
+/* get's answer when the kafka store's topic cannot be read now (no leader
+ * known, a broker away, a read not done in time): nothing says the state
+ * is damaged, and asking again later may read it. */
+#define BS_STORE_UNREACHABLE (-3)
 /* check's answer when the brokers' authorizer refuses the kafka store a
  * read of its topic (no Read ACL): errstr names it (bs_refusal_text);
  * granted, the same check passes. */
-#define BS_STORE_REFUSED (-3)
+#define BS_STORE_REFUSED (-4)
 
 /* Each operation takes the store's own state, `impl`. */
 typedef struct bs_store_ops {
@@ -42,10 +46,13 @@ typedef struct bs_store_ops {
      * (BS_STORE_REFUSED if not). */
     int (*check)(void *impl, char *errstr, size_t errstr_size);
     /* filter: the partition's filter, marked (bf_filter_track) once its
-     * state is written, so the next checkpoint of it can be a delta. */
+     * state is written, so the next checkpoint of it can be a delta;
+     * audit: its audit sample (NULL: none), written whole in every state,
+     * deltas included (checkpoint.h says why). */
     int (*put)(void *impl, const char *topic, int32_t partition,
                int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-               bf_filter *filter, char *errstr, size_t errstr_size);
+               bf_filter *filter, const bf_audit *audit, char *errstr,
+               size_t errstr_size);
     int (*sync)(void *impl, char *errstr, size_t errstr_size);
     /* A partition's state.  at_offset BS_STORE_NEWEST: the newest durable
      * state.  Otherwise at_offset is the partition's committed input
@@ -55,7 +62,8 @@ typedef struct bs_store_ops {
      * which and where).  The dir store removes the states newer than the
      * one loaded (written, never committed).  The kafka store keeps one
      * chain, restored to its newest state: BS_STORE_AHEAD when that one is
-     * past at_offset. */
+     * past at_offset, BS_STORE_UNREACHABLE when its topic cannot be read
+     * now. */
     int (*get)(void *impl, const char *topic, int32_t partition,
                int64_t at_offset, bs_checkpoint *out, char *errstr,
                size_t errstr_size);
@@ -99,10 +107,11 @@ bs_store_check(bs_store *st, char *errstr, size_t errstr_size)
 __attribute__((warn_unused_result)) static inline int
 bs_store_put(bs_store *st, const char *topic, int32_t partition,
              int64_t next_offset, const bs_ckpt_wm *wm, uint32_t nwm,
-             bf_filter *filter, char *errstr, size_t errstr_size)
+             bf_filter *filter, const bf_audit *audit, char *errstr,
+             size_t errstr_size)
 {
     return st->ops->put(st->impl, topic, partition, next_offset, wm, nwm,
-                        filter, errstr, errstr_size);
+                        filter, audit, errstr, errstr_size);
 }
 
 __attribute__((warn_unused_result)) static inline int

@@ -55,6 +55,9 @@
                                        exit within a minute of the start */
 #define BS_ERROR_LOG_REPEAT_S 60.0  /* one error text logged again at most
                                        this often, with its repeats */
+#define BS_AUDIT_WARN_REPEAT_S 60.0 /* a partition's "measured fpr above
+                                       dedup.fpr" warning, at most this
+                                       often while it holds (report.c) */
 
 #define BS_TIMEOUT_STORE_ADMIN_MS 5000 /* the Kafka store's topic checks */
 #define BS_TIMEOUT_TOPIC_KNOWN_MS 30000 /* a topic just created, until the

@@ -18,7 +18,8 @@ bs_add_cmocka_test(test_windowed SOURCES test_windowed.c LIBS bloomfilters TIMEO
 # and wrong bases named (~1 s).
 bs_add_cmocka_test(test_delta SOURCES test_delta.c LIBS bloomfilters TIMEOUT 120 LABELS filters)
 # The audit sample: its sampling, exact set and file, and its interval
-# against the true rate of an undersized filter over 20 seeds (~2 s).
+# against the true rate of an undersized filter over 20 seeds and of a
+# scalable filter grown 1000x at fixed seeds (~3 s).
 bs_add_cmocka_test(test_audit SOURCES test_audit.c LIBS bloomfilters TIMEOUT 120 LABELS filters)
 # The files of filters/ form layers, no dependency loop among them
 # (scripts/check-layers, on the sources and the built library).  It checks

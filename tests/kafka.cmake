@@ -59,7 +59,9 @@ if(TARGET bloomstage)
   # test_kafka_txn: exactly_once by transactions on a 1-node cluster: a
   # crash at every named crash point (BLOOMSTAGE_CRASH_AT) and kill -9,
   # the zombie twice (SIGSTOP past the session, SIGCONT: fenced), a
-  # transaction that times out, the broker restarted mid-transaction.
+  # transaction that times out, the broker restarted mid-transaction, the
+  # link cut (a proxy) while the Kafka store's records are in the
+  # transaction.
   bs_add_cmocka_test(test_kafka_txn SOURCES test_kafka_txn.c
                      LIBS bstestsupport TIMEOUT 900)
   bs_real_broker_test(test_kafka_txn a)

@@ -2,7 +2,9 @@
 # logfmt logs during a real `bloomstage run` against `bloomstage
 # mock-broker`: readiness before and after the group join and while
 # checkpoints fail, counters against what the topics hold, the Prometheus
-# text format on every scrape, the port closed after SIGTERM, msg=stats.
+# text format on every scrape, the port closed after SIGTERM, msg=stats;
+# HTTPS and basic auth (through the curl command), and the bad TLS and
+# users files refused at start-up.
 # README.md's table of metrics is read at run time: every family it names
 # must be served, with its type.
 bs_add_cmocka_test(test_metrics SOURCES test_metrics.c

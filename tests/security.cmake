@@ -15,4 +15,13 @@ if(TARGET bloomstage)
   bs_real_broker_test(test_kafka_secure b)
   set_tests_properties(test_kafka_secure PROPERTIES
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+  # test_kafka_secure_features: the output-tail replay, two instances in
+  # one group, live blocklists and `bloomstage blocklist` as the user stage
+  # with exactly the ACLs the README lists for each, over SASL_SSL and mTLS.
+  bs_add_cmocka_test(test_kafka_secure_features
+                     SOURCES test_kafka_secure_features.c
+                     LIBS bstestsupport TIMEOUT 900 LABELS security)
+  bs_real_broker_test(test_kafka_secure_features a)
+  set_tests_properties(test_kafka_secure_features PROPERTIES
+    ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
 endif()

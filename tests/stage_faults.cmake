@@ -8,3 +8,13 @@ bs_add_cmocka_test(test_stage_faults SOURCES test_stage_faults.c
                    LIBS bstestsupport TIMEOUT 900 LABELS integration)
 set_tests_properties(test_stage_faults PROPERTIES
   ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+
+# test_stage_audit: the audit sample in `bloomstage run` (dedup.audit.*):
+# an undersized filter warned of and its sampled keys rescued (and the
+# rescue-off control), the counts across a crash and the output-tail
+# replay.  Checks which keys are sampled with libbloomfilters itself.
+bs_add_cmocka_test(test_stage_audit SOURCES test_stage_audit.c
+                   LIBS bstestsupport bloomfilters TIMEOUT 300
+                   LABELS integration)
+set_tests_properties(test_stage_audit PROPERTIES
+  ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")

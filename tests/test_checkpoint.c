@@ -254,7 +254,7 @@ static void test_version1_loads(void **state)
     /* a delta on it */
     assert_int_equal(bf_filter_track(c.filter, c.id, err, sizeof(err)), BF_OK);
     assert_int_equal(bf_filter_add(c.filter, "new", 3), 1);
-    bs_ckpt_meta m = {"events", 0, 43, NULL, 0, 1, 77, c.id};
+    bs_ckpt_meta m = {"events", 0, 43, NULL, 0, 1, 77, c.id, NULL};
     uint8_t *buf;
     size_t blen;
     assert_int_equal(bs_ckpt_encode_record(&m, c.filter, true, &buf, &blen,
@@ -275,6 +275,154 @@ static void test_version1_loads(void **state)
     bs_ckpt_free(&d);
     bs_ckpt_free(&base);
     bs_ckpt_free(&c);
+}
+
+/* An audit sample with counts: rate 1 (every key sampled), n keys of
+ * which every third is said seen by the "filter" (a false positive). */
+static bf_audit *counted_audit(int n, uint64_t seed)
+{
+    char err[256];
+    bf_audit *a = bf_audit_new(1.0, seed, err, sizeof(err));
+    assert_non_null(a);
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        int len = snprintf(k, sizeof(k), "audit-%d", i);
+        assert_true(bf_audit_check(a, bf_hash_key(k, (size_t)len, seed),
+                                   i % 3 == 0) >= 0);
+    }
+    return a;
+}
+
+static void expect_same_audit(const bf_audit *want, const bf_audit *got)
+{
+    assert_non_null(got);
+    bf_audit_stats w, g;
+    bf_audit_stats_get(want, &w);
+    bf_audit_stats_get(got, &g);
+    assert_true(w.rate == g.rate);
+    assert_int_equal(w.sampled, g.sampled);
+    assert_int_equal(w.lookups, g.lookups);
+    assert_int_equal(w.false_positives, g.false_positives);
+    assert_int_equal(w.entries, g.entries);
+}
+
+/* The audit sample goes with the filter: whole in a snapshot and whole in
+ * each delta, whose sample becomes the state's when it applies. */
+static void test_audit_round_trip(void **state)
+{
+    (void)state;
+    bf_filter *f = filled_filter(2000);
+    uint64_t seed = bf_filter_seed(f);
+    bf_audit *a1 = counted_audit(300, seed);
+    char err[512] = "";
+    bs_ckpt_meta m = {"events", 2, 100, NULL, 0, 1, 11, 0, a1};
+    uint8_t *snap, *delta, *plain;
+    size_t slen, dlen, plen;
+    assert_int_equal(bs_ckpt_encode_record(&m, f, false, &snap, &slen, err,
+                                           sizeof(err)), 0);
+    assert_int_equal(slen, bs_ckpt_size(&m, f, false));
+    bs_checkpoint c;
+    if (bs_ckpt_decode(snap, slen, "s", &c, err, sizeof(err)) != 1)
+        fail_msg("%s", err);
+    expect_same_audit(a1, c.audit);
+    /* a delta: 100 more keys, the sample counted on */
+    assert_int_equal(bf_filter_track(f, 11, err, sizeof(err)), BF_OK);
+    bf_audit *a2 = counted_audit(400, seed);
+    for (int i = 0; i < 100; i++) {
+        char k[32];
+        int len = snprintf(k, sizeof(k), "more-%d", i);
+        assert_int_equal(bf_filter_add(f, k, (size_t)len), 1);
+    }
+    bs_ckpt_meta md = {"events", 2, 200, NULL, 0, 2, 12, 11, a2};
+    assert_int_equal(bs_ckpt_encode_record(&md, f, true, &delta, &dlen, err,
+                                           sizeof(err)), 0);
+    bs_checkpoint d;
+    if (bs_ckpt_decode(delta, dlen, "d", &d, err, sizeof(err)) != 1)
+        fail_msg("%s", err);
+    expect_same_audit(a2, d.audit);
+    if (bs_ckpt_apply(&c, &d, "d", err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    expect_same_audit(a2, c.audit);
+    assert_null(d.audit); /* moved to the state */
+    bs_ckpt_free(&d);
+    /* a delta written with the audit off leaves the state without one */
+    assert_int_equal(bf_filter_track(f, 12, err, sizeof(err)), BF_OK);
+    assert_int_equal(bf_filter_add(f, "last", 4), 1);
+    bs_ckpt_meta mo = {"events", 2, 201, NULL, 0, 3, 13, 12, NULL};
+    assert_int_equal(bs_ckpt_encode_record(&mo, f, true, &plain, &plen, err,
+                                           sizeof(err)), 0);
+    assert_int_equal(bs_ckpt_decode(plain, plen, "o", &d, err, sizeof(err)),
+                     1);
+    assert_null(d.audit);
+    if (bs_ckpt_apply(&c, &d, "o", err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_null(c.audit);
+    bs_ckpt_free(&d);
+    bs_ckpt_free(&c);
+    free(snap);
+    free(delta);
+    free(plain);
+    bf_audit_destroy(a1);
+    bf_audit_destroy(a2);
+    bf_filter_destroy(f);
+}
+
+/* A snapshot of format version 2 (before the audit section) still loads,
+ * without a sample; a damaged audit section, a wrong length and another
+ * seed's sample are refused by name. */
+static void test_audit_section_checked(void **state)
+{
+    (void)state;
+    bf_filter *f = filled_filter(100);
+    char err[512] = "";
+    bs_checkpoint c;
+    uint8_t *buf;
+    size_t len;
+    /* version 2: version 3 without the audit length, renumbered */
+    assert_int_equal(bs_ckpt_encode("events", 0, 5, NULL, 0, f, &buf, &len,
+                                    err, sizeof(err)), 0);
+    assert_int_equal(buf[8], 3);
+    buf[8] = 2;
+    memmove(buf + len - 16, buf + len - 8, 8);
+    fix_checksum((char *)buf, len - 8);
+    if (bs_ckpt_decode(buf, len - 8, "v2", &c, err, sizeof(err)) != 1)
+        fail_msg("%s", err);
+    assert_null(c.audit);
+    assert_int_equal(c.next_offset, 5);
+    bs_ckpt_free(&c);
+    free(buf);
+
+    bf_audit *a = counted_audit(50, bf_filter_seed(f));
+    bs_ckpt_meta m = {"events", 0, 5, NULL, 0, 1, 21, 0, a};
+    assert_int_equal(bs_ckpt_encode_record(&m, f, false, &buf, &len, err,
+                                           sizeof(err)), 0);
+    size_t alen = (size_t)bf_audit_serialized_size(a);
+    /* a fingerprint flipped inside the sample: its own checksum fails */
+    buf[len - 8 - alen + 200] ^= 1;
+    fix_checksum((char *)buf, len);
+    assert_int_equal(bs_ckpt_decode(buf, len, "x.ckpt", &c, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "x.ckpt: the audit sample inside is damaged"));
+    buf[len - 8 - alen + 200] ^= 1;
+    /* its length one more than the file holds */
+    buf[len - 8 - alen - 8] += 1;
+    fix_checksum((char *)buf, len);
+    assert_int_equal(bs_ckpt_decode(buf, len, "x.ckpt", &c, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "the header says the audit sample is"));
+    free(buf);
+    bf_audit_destroy(a);
+    /* a sample of hashes under another seed */
+    a = counted_audit(50, bf_filter_seed(f) ^ 1);
+    m.audit = a;
+    assert_int_equal(bs_ckpt_encode_record(&m, f, false, &buf, &len, err,
+                                           sizeof(err)), 0);
+    assert_int_equal(bs_ckpt_decode(buf, len, "x.ckpt", &c, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "the audit sample's hash seed"));
+    free(buf);
+    bf_audit_destroy(a);
+    bf_filter_destroy(f);
 }
 
 static void test_topic_with_nul_rejected(void **state)
@@ -367,6 +515,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_version1_loads),
+        cmocka_unit_test(test_audit_round_trip),
+        cmocka_unit_test(test_audit_section_checked),
         cmocka_unit_test(test_missing_is_not_an_error),
         cmocka_unit_test(test_replace_is_atomic_and_leaves_no_temp),
         cmocka_unit_test(test_damage_rejected),

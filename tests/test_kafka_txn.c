@@ -1,9 +1,10 @@
 /*
  * test_kafka_txn.c -- exactly_once by Kafka transactions
  * (exactly_once.method=transactions), shown against Apache Kafka itself
- * (one KRaft node from scripts/kafka, started once for the binary; each
- * test with topics and a group of its own), every topic read as downstream
- * consumers read it (isolation.level=read_committed):
+ * (one KRaft node from scripts/kafka --proxied, started once for the
+ * binary with a proxy to its proxied listener; each test with topics and a
+ * group of its own), every topic read as downstream consumers read it
+ * (isolation.level=read_committed):
  *
  *   1. the stage stopped abruptly at every named crash point of a round
  *      (BLOOMSTAGE_CRASH_AT: after the flush, the checkpoint write, the
@@ -29,6 +30,12 @@
  *      times);
  *   6. two instances given one exactly_once.transactional.id: fenced over
  *      and over, one of them says so, naming the id, and exits non-zero.
+ *   7. the Kafka store's checkpoint records cut off in the open
+ *      transaction (the stage reaches the node through a proxy, the link
+ *      blackholed past the transaction timeout as they are sent):
+ *      the transaction is aborted and rolled back, the stage commits again
+ *      after the heal, and every unique key is once in the output (issue
+ *      26: it was never aborted, and the instance stopped committing).
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -122,6 +129,29 @@ static void expect_all_once(h_kenv *e, const char *why)
                  "records are in the transaction)", why, extra, e->rej);
     print_message("%s: %zu records, %zu keys once in %s, %zu duplicates once "
                   "in %s\n", why, e->st->n, n, e->out, nrej, e->rej);
+}
+
+/* A fault made by fn(e, p, arg) until p logs needle once more within 20 s
+ * of it, three times at most: a fault that misses its moment (the test's
+ * thread late on a loaded machine) changes nothing and is made again.
+ * Returns how many it took; the test fails after three, naming `what`. */
+typedef void fault_fn(h_kenv *e, h_proc *p, void *arg);
+static int fault_until_said(h_kenv *e, h_proc *p, fault_fn *fn, void *arg,
+                            const char *needle, const char *what)
+{
+    for (int n = 1;; n++) {
+        size_t before = h_count_said(p, needle);
+        fn(e, p, arg);
+        double t0 = h_now_s();
+        while (h_count_said(p, needle) == before && h_now_s() - t0 < 20) {
+            h_stage_alive(p, what);
+            h_nap(100);
+        }
+        if (h_count_said(p, needle) > before)
+            return n;
+        if (n == 3)
+            h_stage_fail(p, "3 times %s, and no '%s'", what, needle);
+    }
 }
 
 /* ---- 1. a crash at every named point, kill -9 at two moments ----------- */
@@ -281,12 +311,24 @@ static void test_zombie_twice(void **state)
 
 /* ---- 3. a transaction that times out ------------------------------------ */
 
+/* p stopped for 16 s with records in its open transaction. */
+static void stall(h_kenv *e, h_proc *p, void *arg)
+{
+    (void)arg;
+    mid_transaction(e, p, 3000);
+    H_CHECK(h_process_kill(p, SIGSTOP));
+    h_nap(16000);
+    H_CHECK(h_process_kill(p, SIGCONT));
+}
+
 static void test_txn_timeout(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-timeout", false, 500);
-    /* 38 s of feed: room for three stalls. */
-    stream_fed(e, 120000, 5000, 231, 40);
+    /* 78 s of feed: room for three stalls of up to 26 s each (a stall,
+     * up to 20 s waiting for its rollback, a round before the next); the
+     * rest is produced at once at the end. */
+    stream_fed(e, 240000, 5000, 231, 40);
     /* The stall (SIGSTOP, 16 s) outlasts the transaction (2 s, ended by
      * the broker's check every 10 s), not the session (45 s). */
     const char *const xs[] = {TXN_X, "producer.transaction.timeout.ms=2000",
@@ -298,29 +340,12 @@ static void test_txn_timeout(void **state)
      * record (a loaded machine) times nothing out: the stage goes on
      * without a rollback, and the stall is made again, three times at
      * most. */
-    size_t stalls = 0;
-    for (;;) {
-        size_t before = h_count_said(p, "rolling back");
-        mid_transaction(e, p, 3000);
-        H_CHECK(h_process_kill(p, SIGSTOP));
-        h_nap(16000);
-        H_CHECK(h_process_kill(p, SIGCONT));
-        stalls++;
-        double t0 = h_now_s();
-        while (h_count_said(p, "rolling back") == before &&
-               h_now_s() - t0 < 20) {
-            h_stage_alive(p, "after the stall");
-            h_nap(100);
-        }
-        if (h_count_said(p, "rolling back") > before)
-            break;
-        if (stalls == 3)
-            h_stage_fail(p, "3 stalls of 16 s with a 2 s transaction timeout "
-                         "and no rollback");
-    }
+    int stalls = fault_until_said(e, p, stall, NULL, "rolling back",
+                                  "a stall of 16 s with a 2 s transaction "
+                                  "timeout");
     h_feed_finish(120000);
     h_kenv_wait_committed_end(e, procs, 180000);
-    print_message("after %zu stall(s) of 16 s with a 2 s transaction "
+    print_message("after %d stall(s) of 16 s with a 2 s transaction "
                   "timeout: %zu rollbacks, %zu 'fenced' lines\n", stalls,
                   h_count_said(p, "rolling back"),
                   h_count_said(p, H_SAID_FENCED));
@@ -462,6 +487,124 @@ static void test_shared_id_stops(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 7. the Kafka store's records cut off in the transaction ---------- */
+
+/* The node's proxy (group setup): the stages of test 7 reach the broker
+ * only through it; the feeder and every check use the direct listener. */
+static h_proxy *g_proxy;
+
+static int setup_proxied(void **state)
+{
+    (void)state;
+    static const char *const proxied[] = {"--proxied", NULL};
+    if (h_kgroup_setup_args(1, proxied))
+        return -1;
+    h_kcluster *c = h_kgroup_cluster();
+    g_proxy = h_proxy_new(h_kcluster_proxy_port(c, 1),
+                          h_kcluster_proxied_port(c, 1));
+    if (!g_proxy)
+        fprintf(stderr, "setup: the node's proxy: %s\n", h_last_error());
+    return g_proxy ? 0 : -1;
+}
+
+static int teardown_proxied(void **state)
+{
+    h_proxy_free(g_proxy);
+    g_proxy = NULL;
+    return h_kgroup_teardown(state);
+}
+
+/*
+ * The link blackholed by the proxy's trip wire at the first request that
+ * names the checkpoint topic after a round: the next round's checkpoint
+ * records are then in the open transaction, after the round's output was
+ * delivered.  The cut outlasts the transaction timeout, which bounds a
+ * record's delivery, so they time out and the transaction needs an abort
+ * (with an epoch bump).  After the heal the stage commits again, and every unique
+ * key is once in the output (issue 26: the failed transaction was never
+ * aborted, and every later round failed with "Erroneous state").  The
+ * session timeout is above the cut, and the clients' socket timeout below
+ * it, so the group keeps the instance and its requests lost in the cut
+ * are given up soon after.
+ */
+#define CUT_TXN_MS 10000
+#define CUT_HOLD_MS 14000
+
+typedef struct cut_times {
+    double cut, healed;
+} cut_times;
+
+/* After p's next round, the link cut at the first request that names the
+ * checkpoint topic (the next round's, adding its partition to the
+ * transaction or producing to it: the round's output is delivered by
+ * then), for CUT_HOLD_MS, then healed; *arg (cut_times) when. */
+static void cut_ckpt_records(h_kenv *e, h_proc *p, void *arg)
+{
+    cut_times *t = arg;
+    h_wait_said(p, H_SAID_CKPT, h_count_said(p, H_SAID_CKPT) + 1, 60000);
+    uint64_t trips = h_proxy_stats_get(g_proxy).trips;
+    h_proxy_cut_on(g_proxy, e->ckt);
+    double t0 = h_now_s();
+    while (h_proxy_stats_get(g_proxy).trips == trips) {
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(p, "no request named %s within 60 s", e->ckt);
+        h_stage_alive(p, "waiting for the checkpoint records");
+        h_nap(20);
+    }
+    t->cut = h_now_s();
+    h_nap(CUT_HOLD_MS);
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    t->healed = h_now_s();
+}
+
+static void test_store_records_cut_off(void **state)
+{
+    (void)state;
+    char bs[64];
+    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
+                     .checkpoint_ms = 1000, .capacity = 30000,
+                     .bootstraps = bs};
+    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-cut", &o);
+    stream_fed(e, 150000, 2000, 271, 40);
+    /* librdkafka wants the socket timeout within the transaction's. */
+    char *ttx = h_strdupf("producer.transaction.timeout.ms=%d", CUT_TXN_MS);
+    char *sto = h_strdupf("kafka.socket.timeout.ms=%d", CUT_TXN_MS);
+    /* Deltas only: no snapshot replaces a chain, so no tombstones go to
+     * the checkpoint topic between rounds. */
+    const char *const xs[] = {TXN_X, ttx, sto,
+                              "consumer.session.timeout.ms=45000",
+                              "checkpoint.delta.max=1000",
+                              "checkpoint.delta.ratio=100", NULL};
+    h_proc *p = start_txn(e, xs, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(1000);
+    /* The store saying its records were not delivered shows the cut
+     * caught them (a request of another kind naming the topic, a metadata
+     * refresh, would cut the output instead: rolled back as before). */
+    size_t fail0 = h_count_said(p, "msg=\"checkpoint failed\"");
+    h_wait_said(p, H_SAID_CKPT, 3, 60000); /* every partition's first */
+    cut_times t = {0};
+    int cuts = fault_until_said(e, p, cut_ckpt_records, &t,
+                                "records not delivered",
+                                "a cut of the checkpoint records");
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 90000);
+    print_message("cut %d: the checkpoint records cut off for %.1f s: %zu "
+                  "failed checkpoints, %zu rollbacks; the input's end "
+                  "committed %.1f s after the heal\n", cuts,
+                  t.healed - t.cut,
+                  h_count_said(p, "msg=\"checkpoint failed\"") - fail0,
+                  h_count_said(p, "rolling back"), h_now_s() - t.healed);
+    h_stage_stop(p);
+    free(ttx);
+    free(sto);
+    expect_all_once(e, "transactions and the Kafka store, its records cut "
+                    "off in the transaction");
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -477,6 +620,8 @@ int main(void)
         cmocka_unit_test_teardown(test_one_config_two_instances,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_shared_id_stops, h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_store_records_cut_off,
+                                  h_kfixture_teardown),
     };
-    return cmocka_run_group_tests(tests, h_kgroup_setup1, h_kgroup_teardown);
+    return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);
 }

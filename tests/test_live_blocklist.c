@@ -201,27 +201,6 @@ static int http_get(unsigned port, const char *path, char **body)
     return st;
 }
 
-/* /metrics, parsed; one series' value (NaN if absent). */
-static double metric(unsigned port, const char *series)
-{
-    char *body = NULL;
-    if (http_get(port, "/metrics", &body) != 200) {
-        free(body);
-        return NAN;
-    }
-    h_prom pm;
-    char err[256];
-    double v = NAN;
-    if (h_prom_parse(body, &pm, err, sizeof err) != 0)
-        fail_msg("/metrics does not parse: %s", err);
-    const h_prom_sample *s = h_prom_find(&pm, series);
-    if (s)
-        v = s->value;
-    h_prom_free(&pm);
-    free(body);
-    return v;
-}
-
 /* Polls /ready until 200; the stage must stay up. */
 static void wait_ready(h_proc *p, unsigned port)
 {
@@ -545,20 +524,23 @@ static void test_base_tombstones_restart(void **state)
     wait_ready(p, port);
     h_expect_said(p, "source=list+topic");
     h_expect_said(p, "msg=\"blocklist entry skipped\"");
-    assert_true(metric(port, "bloomstage_blocklist_entries{list=\"x\"}") ==
-                150 + 10 + 250);
-    assert_true(metric(port, "bloomstage_blocklist_skipped_total{list=\"x\","
-                             "reason=\"empty-key\"}") == nbad - 2);
-    assert_true(metric(port, "bloomstage_blocklist_skipped_total{list=\"x\","
-                             "reason=\"too-long\"}") == 1);
-    assert_true(metric(port, "bloomstage_blocklist_skipped_total{list=\"x\","
-                             "reason=\"empty-value\"}") == 1);
-    assert_true(metric(port, "bloomstage_blocklist_loaded{list=\"x\"}") == 1);
-    assert_true(metric(port, "bloomstage_blocklist_lag{list=\"x\"}") == 0);
-    assert_true(metric(port, "bloomstage_blocklist_saturated_counters{"
-                             "list=\"x\"}") == 0);
-    assert_true(metric(port, "bloomstage_records_dropped_total{reason="
-                             "\"blocklist\",list=\"x\"}") == (double)want_rej);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_entries{list="
+                               "\"x\"}") == 150 + 10 + 250);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_skipped_total{list="
+                               "\"x\",reason=\"empty-key\"}") == nbad - 2);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_skipped_total{list="
+                               "\"x\",reason=\"too-long\"}") == 1);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_skipped_total{list="
+                               "\"x\",reason=\"empty-value\"}") == 1);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_loaded{list="
+                               "\"x\"}") == 1);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_lag{list="
+                               "\"x\"}") == 0);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_saturated_counters{"
+                               "list=\"x\"}") == 0);
+    assert_true(h_stage_metric(port, "bloomstage_records_dropped_total{"
+                               "reason=\"blocklist\",list=\"x\"}") ==
+                (double)want_rej);
     h_stage_stop(p);
     h_proc_release(p);
     fates f;
@@ -728,8 +710,8 @@ static void test_bulk_load(void **state)
     assert_non_null(sec);
     boot_s = atof(sec + 9);
     assert_int_equal(h_log_int(line, "entries"), n);
-    assert_true(metric(port, "bloomstage_blocklist_entries{list=\"x\"}") ==
-                (double)n);
+    assert_true(h_stage_metric(port, "bloomstage_blocklist_entries{list="
+                               "\"x\"}") == (double)n);
     h_stage_stop(p);
     fates f;
     read_fates(e, &f);

@@ -3,9 +3,9 @@
  * and its logs, during a real run: `bloomstage run` with
  * metrics.listen=127.0.0.1:0 against `bloomstage mock-broker`, both as
  * separate processes, scraped over loopback TCP by the support layer's
- * small HTTP/1.0 client (no libcurl), and the scrape read by its
- * Prometheus text-format parser, strict enough to find format mistakes
- * (tests/support/http.h).
+ * small HTTP/1.0 client (no libcurl; HTTPS through the curl command), and
+ * the scrape read by its Prometheus text-format parser, strict enough to
+ * find format mistakes (tests/support/http.h).
  *
  * What must hold (README.md, "Metrics" and "Logs"):
  *   1. readiness: /healthz is 200 "ok" as soon as the port is known; /ready
@@ -42,7 +42,16 @@
  *      the other counters of the run; error lines too (a consume error, a
  *      fatal error at assignment, whose librdkafka or file-name text has
  *      spaces); and a fatal error at assignment exits 1 without crashing in
- *      the once-a-second publication of the per-partition gauges.
+ *      the once-a-second publication of the per-partition gauges;
+ *   6. TLS and basic auth (README "TLS and basic auth on the endpoint"):
+ *      over HTTPS (a self-signed certificate made at test time) 401 with
+ *      WWW-Authenticate: Basic without credentials, with a wrong password,
+ *      another user's or an unknown user's, on every path unless the
+ *      probes are open; 200 and a scrape that parses with the right ones;
+ *      plain HTTP on the TLS port gets no HTTP answer; no password or hash
+ *      in the log; each bad certificate, key or users file stops `run`
+ *      (exit 2, before anything starts) and `config --check`, naming the
+ *      key, the file and the line, never the hash.
  *
  * Polls are bounded; a failure prints the stage's stderr.  Needs
  * BLOOMSTAGE_BIN (ctest sets it); TEST_METRICS_FILTER=pattern runs a subset.
@@ -73,8 +82,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "metrics_guard.h" /* BS_BCRYPT_COST_MIN */
 #include "support.h"
 #include "timeouts.h" /* BS_START_GIVE_UP_S */
+
+#include <crypt.h>
 
 #define NPART 3           /* partitions of the input topic */
 #define DEDUP_FPR 1e-6    /* dedup.fpr of every run here */
@@ -347,6 +359,16 @@ static const char *write_conf(fixture *fx, const stream *s, const char *extra)
     free(spam);
     free(bad);
     return fx->conf;
+}
+
+/* dir/NAME.pem and dir/NAME.key, self-signed (h_tls_self_signed); the
+ * test is skipped without an openssl command. */
+static void self_signed(fixture *fx, const char *name)
+{
+    int made = h_tls_self_signed(fx->h.dir, name);
+    if (made == 1)
+        skip();
+    H_CHECK(made);
 }
 
 static void produce_stream(fixture *fx, const stream *s)
@@ -627,23 +649,10 @@ static void test_stop_while_no_broker(void **state)
 static void test_refused_certificate_exits(void **state)
 {
     fixture *fx = *state;
-    char *key = h_strdupf("%s/key.pem", fx->h.dir);
-    char *cert = h_strdupf("%s/cert.pem", fx->h.dir);
-    char *const req[] = {"openssl", "req", "-x509", "-newkey", "rsa:2048",
-                         "-nodes", "-keyout", key, "-out", cert, "-days",
-                         "1", "-subj", "/CN=localhost", NULL};
-    h_proc *gen = NULL;
+    self_signed(fx, "broker");
+    char *key = h_strdupf("%s/broker.key", fx->h.dir);
+    char *cert = h_strdupf("%s/broker.pem", fx->h.dir);
     int st = 0;
-    if (h_process_spawn(req, NULL, &gen) != 0) {
-        free(key);
-        free(cert);
-        skip(); /* no openssl command */
-    }
-    if (h_process_wait(gen, 30000, &st) != 0 || !WIFEXITED(st) ||
-        WEXITSTATUS(st) != 0)
-        fail_msg("openssl req: %s: %s", h_status_str(st),
-                 h_process_stderr(gen));
-    h_process_free(gen);
     unsigned sport = free_port();
     char accept[32];
     snprintf(accept, sizeof(accept), "127.0.0.1:%u", sport);
@@ -982,7 +991,10 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
         char topic[64];
         bool per = (!strncmp(fam, "bloomstage_filter_", 18) &&
                     strcmp(fam, "bloomstage_filter_memory_bytes")) ||
-                   !strcmp(fam, "bloomstage_consumer_lag");
+                   !strcmp(fam, "bloomstage_consumer_lag") ||
+                   (!strncmp(fam, "bloomstage_audit_", 17) &&
+                    strncmp(fam, "bloomstage_audit_all_", 21) &&
+                    strcmp(fam, "bloomstage_audit_rescued_total"));
         if (per) {
             if (sscanf(x->labels, "topic=\"%63[^\"]\",partition=\"%d\"%n",
                        topic, &part, &used) != 2 || part < 0 ||
@@ -1445,6 +1457,361 @@ static void test_fatal_at_assignment_exits_1(void **state)
         h_stage_fail(p, "the error does not name in-1.ckpt");
 }
 
+/* ==== 6. TLS and basic auth =========================================== */
+
+#define AUTH_USER "prom"
+#define AUTH_PASS "scrape-Pa55-of-prom" /* a test's; grepped for in logs */
+#define OTHER_PASS "other-Pa55"
+
+/* A bcrypt ($2b$) hash of password at the lowest cost: the tests' hashes
+ * need no strength. */
+static char *bcrypt_hash(const char *password)
+{
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    assert_non_null(crypt_gensalt_rn("$2b$", BS_BCRYPT_COST_MIN, NULL, 0,
+                                     salt, sizeof(salt)));
+    struct crypt_data *cd = h_xcalloc(1, sizeof(*cd));
+    const char *h = crypt_rn(password, salt, cd, sizeof(*cd));
+    assert_non_null(h);
+    assert_true(!strncmp(h, "$2b$", 4));
+    char *out = h_xstrdup(h);
+    free(cd);
+    return out;
+}
+
+/* The endpoint's files in the fixture's directory: metrics.pem and .key
+ * (skips the test without an openssl command), a users file with prom
+ * and other; *hash is prom's hash (to look for in the logs).  The
+ * configuration lines setting them, with more appended. */
+static char *guard_conf(fixture *fx, bool tls, const char *more,
+                        char **hash)
+{
+    if (tls)
+        self_signed(fx, "metrics");
+    *hash = bcrypt_hash(AUTH_PASS);
+    char *other = bcrypt_hash(OTHER_PASS);
+    char *users = h_strdupf("%s/users", fx->h.dir);
+    char *text = h_strdupf("# who may scrape\n" AUTH_USER ":%s\n\n"
+                           "other:%s\n", *hash, other);
+    H_CHECK(h_write_file(users, text));
+    char *lines = h_strdupf(
+        "%s%s%s%s%smetrics.auth.users.path=%s\n%s",
+        tls ? "metrics.tls.cert.path=" : "", tls ? fx->h.dir : "",
+        tls ? "/metrics.pem\nmetrics.tls.key.path=" : "",
+        tls ? fx->h.dir : "", tls ? "/metrics.key\n" : "", users,
+        more ? more : "");
+    free(text);
+    free(users);
+    free(other);
+    return lines;
+}
+
+/* GET path through curl (HTTPS against ca when not NULL); the status. */
+static int curl_status(h_proc *p, unsigned port, const char *ca,
+                       const char *path, const char *user,
+                       const char *pass, h_http_resp *r)
+{
+    char err[512];
+    if (h_curl_request(port, ca, path, user, pass, r, err, sizeof(err)))
+        h_stage_fail(p, "%s", err);
+    return r->status;
+}
+
+/* 401 with a WWW-Authenticate: Basic challenge. */
+static void expect_401(h_proc *p, unsigned port, const char *ca,
+                       const char *path, const char *user, const char *pass,
+                       const char *what)
+{
+    h_http_resp r;
+    char www[128];
+    if (curl_status(p, port, ca, path, user, pass, &r) != 401)
+        h_stage_fail(p, "GET %s %s: %d, want 401", path, what, r.status);
+    if (!h_http_header(&r, "WWW-Authenticate", www, sizeof(www)) ||
+        strcmp(www, "Basic realm=\"bloomstage\"") != 0)
+        h_stage_fail(p, "GET %s %s: 401 with WWW-Authenticate '%s', want "
+                     "Basic realm=\"bloomstage\"", path, what, www);
+    h_http_resp_free(&r);
+}
+
+/* Neither the password nor its hash in anything the stage wrote. */
+static void no_secret_said(h_proc *p, const char *hash)
+{
+    if (h_said(p, AUTH_PASS) || h_said(p, OTHER_PASS) || h_said(p, hash) ||
+        h_said(p, "$2b$"))
+        h_stage_fail(p, "a password or a bcrypt hash in the stage's log");
+}
+
+/* HTTPS and basic auth, the probes closed: 401 without credentials, with
+ * a wrong password or an unknown user, on every path; 200 and a scrape
+ * that parses with prom's; plain HTTP on the port gets no HTTP answer. */
+static void test_tls_basic_auth(void **state)
+{
+    fixture *fx = *state;
+    char *hash = NULL;
+    char *extra = guard_conf(fx, true, NULL, &hash);
+    char *ca = h_strdupf("%s/metrics.pem", fx->h.dir);
+    h_proc *p = stage_start(write_conf(fx, NULL, extra), NULL);
+    unsigned port = wait_port(p);
+    h_expect_said(p, " tls=on users=2");
+
+    expect_401(p, port, ca, "/metrics", NULL, NULL, "without credentials");
+    expect_401(p, port, ca, "/metrics", AUTH_USER, "wrong-Pa55",
+               "with a wrong password");
+    expect_401(p, port, ca, "/metrics", AUTH_USER, OTHER_PASS,
+               "with another user's password");
+    expect_401(p, port, ca, "/metrics", "nobody", AUTH_PASS,
+               "as an unknown user");
+    expect_401(p, port, ca, "/healthz", NULL, NULL,
+               "without credentials (probes not open)");
+    expect_401(p, port, ca, "/ready", NULL, NULL,
+               "without credentials (probes not open)");
+    expect_401(p, port, ca, "/nowhere", NULL, NULL, "without credentials");
+
+    h_http_resp r;
+    char err[512];
+    if (curl_status(p, port, ca, "/metrics", AUTH_USER, AUTH_PASS, &r) !=
+        200)
+        h_stage_fail(p, "GET /metrics as %s: %d, want 200", AUTH_USER,
+                     r.status);
+    h_prom pm = {0};
+    if (h_prom_parse(r.body, &pm, err, sizeof(err)) != 0 ||
+        !h_prom_has(&pm, "bloomstage_records_in_total"))
+        h_stage_fail(p, "/metrics over TLS: %s", err);
+    h_prom_free(&pm);
+    h_http_resp_free(&r);
+    if (curl_status(p, port, ca, "/metrics", "other", OTHER_PASS, &r) !=
+        200)
+        h_stage_fail(p, "GET /metrics as other: %d, want 200", r.status);
+    h_http_resp_free(&r);
+    if (curl_status(p, port, ca, "/healthz", AUTH_USER, AUTH_PASS, &r) !=
+            200 ||
+        strcmp(r.body, "ok\n") != 0)
+        h_stage_fail(p, "GET /healthz as %s: %d '%s', want 200 ok",
+                     AUTH_USER, r.status, r.body);
+    h_http_resp_free(&r);
+
+    /* Plain HTTP on the TLS port: no HTTP answer at all. */
+    if (h_http_request(port, "GET", "/metrics", &r, err, sizeof(err)) == 0)
+        h_stage_fail(p, "plain HTTP on the TLS port: %d, want no HTTP "
+                     "answer", r.status);
+    fprintf(stderr, "    plain HTTP on the TLS port: %s\n", err);
+    if (h_curl_request(port, NULL, "/metrics", AUTH_USER, AUTH_PASS, &r, err,
+                       sizeof(err)) == 0)
+        h_stage_fail(p, "curl http:// on the TLS port: %d, want a failure",
+                     r.status);
+    /* The endpoint still serves after those. */
+    if (curl_status(p, port, ca, "/metrics", AUTH_USER, AUTH_PASS, &r) !=
+        200)
+        h_stage_fail(p, "GET /metrics after a plain-HTTP client: %d",
+                     r.status);
+    h_http_resp_free(&r);
+    stage_stop(p);
+    no_secret_said(p, hash);
+    free(ca);
+    free(extra);
+    free(hash);
+}
+
+/* metrics.auth.probes.open, plain HTTP: /healthz and /ready answer
+ * without credentials, /metrics only with them; on 0.0.0.0 a warning
+ * says the passwords go in clear, on loopback none. */
+static void test_auth_probes_open(void **state)
+{
+    fixture *fx = *state;
+    char *hash = NULL;
+    char *extra = guard_conf(fx, false, "metrics.auth.probes.open=true\n",
+                             &hash);
+    h_proc *p = stage_start(write_conf(fx, NULL, extra), NULL);
+    unsigned port = wait_port(p);
+    h_expect_said(p, " tls=off users=2");
+    h_http_resp r;
+    http_must(p, port, "GET", "/healthz", &r);
+    if (r.status != 200 || strcmp(r.body, "ok\n") != 0)
+        h_stage_fail(p, "/healthz without credentials: %d '%s', want 200 "
+                     "ok", r.status, r.body);
+    h_http_resp_free(&r);
+    wait_ready(p, port, NULL, 0); /* 503s with reasons, then 200 */
+    expect_401(p, port, NULL, "/metrics", NULL, NULL, "without credentials");
+    expect_401(p, port, NULL, "/metrics", AUTH_USER, "wrong-Pa55",
+               "with a wrong password");
+    if (curl_status(p, port, NULL, "/metrics", AUTH_USER, AUTH_PASS, &r) !=
+        200)
+        h_stage_fail(p, "GET /metrics as %s: %d, want 200", AUTH_USER,
+                     r.status);
+    h_http_resp_free(&r);
+    stage_stop(p);
+    no_secret_said(p, hash);
+    if (h_said(p, "msg=\"metrics basic auth over plain HTTP\""))
+        h_stage_fail(p, "the clear-text warning on loopback");
+    /* Beyond loopback, basic auth without TLS is said to be clear text. */
+    const char *wide[] = {"metrics.listen=0.0.0.0:0", NULL};
+    p = stage_start(fx->conf, wide);
+    h_stage_metrics_port(p, (int)(PORT_WAIT_S * 1000));
+    h_expect_said(p, "level=warn msg=\"metrics basic auth over plain HTTP\" "
+                     "address=0.0.0.0");
+    stage_stop(p);
+    free(extra);
+    free(hash);
+}
+
+/* Bad TLS or auth settings stop `run` before it starts anything (no
+ * endpoint, no client: exit 2) and fail `config --check` (exit 1), with
+ * one message naming the key, the file and, in the users file, the line;
+ * never the hash.  A key that does not belong to the certificate is found
+ * when the endpoint starts, before any client: exit 1. */
+static void test_guard_bad_input(void **state)
+{
+    fixture *fx = *state;
+    self_signed(fx, "metrics");
+    self_signed(fx, "other");
+    const char *d = fx->h.dir;
+    char *good = bcrypt_hash(AUTH_PASS);
+    char *costly = h_strdupf("%s", good);
+    memcpy(costly + 4, "15", 2); /* cost 15 */
+    /* A SHA-512 crypt hash whose tail must never be shown. */
+    const char *sha = "$6$saltsalt$NEVERSHOWNhashhashhash";
+    struct {
+        const char *name, *text;
+    } files[] = {
+        {"users-malformed", "# comment\n\nprom\n"},
+        {"users-sha", NULL}, /* "x:" sha, below */
+        {"users-costly", NULL},
+        {"users-twice", NULL},
+        {"users-empty", "# nobody\n"},
+    };
+    char *texts[3] = {h_strdupf("x:%s\n", sha),
+                      h_strdupf("prom:%s\n", costly),
+                      h_strdupf("prom:%s\nprom:%s\n", good, good)};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char *path = h_strdupf("%s/%s", d, files[i].name);
+        H_CHECK(h_write_file(path, files[i].text ? files[i].text
+                                                 : texts[i - 1]));
+        free(path);
+    }
+    /* The path of users-sha, itself read from a file: hidden. */
+    char *pathfile = h_strdupf("%s/users-path", d);
+    char *shapath = h_strdupf("%s/users-sha\n", d);
+    H_CHECK(h_write_file(pathfile, shapath));
+    char *at_file = h_strdupf("metrics.auth.users.path=@file:%s", pathfile);
+
+    char *cert = h_strdupf("metrics.tls.cert.path=%s/metrics.pem", d);
+    char *key = h_strdupf("metrics.tls.key.path=%s/metrics.key", d);
+    char *x[16];
+    int nx = 0;
+    x[nx++] = h_strdupf("metrics.tls.cert.path=%s/nope.pem", d);
+    x[nx++] = h_strdupf("metrics.tls.key.path=%s", d);
+    x[nx++] = h_strdupf("metrics.auth.users.path=%s/users-malformed", d);
+    x[nx++] = h_strdupf("metrics.auth.users.path=%s/users-sha", d);
+    x[nx++] = h_strdupf("metrics.auth.users.path=%s/users-costly", d);
+    x[nx++] = h_strdupf("metrics.auth.users.path=%s/users-twice", d);
+    x[nx++] = h_strdupf("metrics.auth.users.path=%s/users-empty", d);
+    x[nx++] = h_strdupf("metrics.tls.key.path=%s/metrics.pem", d);
+    x[nx++] = h_strdupf("metrics.tls.key.path=%s/other.key", d);
+    static const struct {
+        int x;            /* the -X setting of x[] above (-1: none) */
+        bool with_cert;   /* and cert (key unless x sets it) */
+        const char *also; /* another -X (NULL: none) */
+        int run, check;   /* exit of run, of config --check */
+        const char *says[3];
+    } cases[] = {
+        {0, false, "metrics.tls.key.path=/dev/null", 2, 1,
+         {"key 'metrics.tls.cert.path'", "nope.pem",
+          "No such file or directory"}},
+        {1, true, NULL, 2, 1,
+         {"key 'metrics.tls.key.path'", "is a directory", NULL}},
+        {2, false, NULL, 2, 1,
+         {"key 'metrics.auth.users.path'", "users-malformed:3: ",
+          "expected USER:HASH"}},
+        {3, false, NULL, 2, 1,
+         {"users-sha:1: user 'x': ", "the hash is not bcrypt", "htpasswd"}},
+        {4, false, NULL, 2, 1,
+         {"users-costly:1: user 'prom': ", "cost is above 14", NULL}},
+        {5, false, NULL, 2, 1,
+         {"users-twice:2: user 'prom': ", "named twice", NULL}},
+        {6, false, NULL, 2, 1, {"users-empty", "names no user", NULL}},
+        {7, true, NULL, 2, 1,
+         {"key 'metrics.tls.key.path'", "metrics.pem' holds no PEM private "
+          "key", NULL}},
+        {8, true, NULL, 1, 0,
+         {"metrics.tls.cert.path and metrics.tls.key.path",
+          "do not match", NULL}},
+        {-1, false, "metrics.tls.cert.path=/dev/null", 2, 1,
+         {"key 'metrics.tls.cert.path' is set, so 'metrics.tls.key.path' "
+          "is required", NULL, NULL}},
+        {-1, false, "metrics.auth.probes.open=true", 2, 1,
+         {"key 'metrics.auth.probes.open'", "metrics.auth.users.path",
+          NULL}},
+        {-1, false, NULL, 2, 1, /* at_file */
+         {"@file:", "(the file it names):1: user 'x': ",
+          "the hash is not bcrypt"}},
+    };
+    const char *conf = write_conf(fx, NULL, NULL);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const char *xs[6];
+        int k = 0;
+        if (cases[c].x >= 0)
+            xs[k++] = x[cases[c].x];
+        if (cases[c].with_cert) {
+            xs[k++] = cert;
+            if (cases[c].x < 0 || strncmp(x[cases[c].x],
+                                          "metrics.tls.key.path=", 21))
+                xs[k++] = key;
+        }
+        if (cases[c].also)
+            xs[k++] = cases[c].also;
+        if (c == sizeof(cases) / sizeof(cases[0]) - 1)
+            xs[k++] = at_file;
+        xs[k] = NULL;
+        for (int mode = 0; mode < 2; mode++) {
+            const char *args[16] = {mode ? "config" : "run",
+                                    mode ? "--check" : "-c", conf};
+            int a = 3;
+            if (mode) {
+                args[2] = "-c";
+                args[3] = conf;
+                a = 4;
+            }
+            for (int i = 0; i < k; i++) {
+                args[a++] = "-X";
+                args[a++] = xs[i];
+            }
+            args[a] = NULL;
+            int want = mode ? cases[c].check : cases[c].run;
+            h_proc *p = h_bs_cmd(args, want);
+            if (want == 0)
+                continue;
+            /* h_said reads stderr afresh: before err is taken. */
+            if (!mode && (h_said(p, "metrics listening") ||
+                          (want == 2 && h_said(p, "kafka"))))
+                h_stage_fail(p, "case %zu: the stage started something", c);
+            const char *err = h_process_stderr(p);
+            for (int s = 0; s < 3; s++)
+                if (cases[c].says[s] && !strstr(err, cases[c].says[s]))
+                    h_stage_fail(p, "case %zu (%s): the message does not "
+                                 "say '%s'", c, args[0], cases[c].says[s]);
+            if (strstr(err, "NEVERSHOWN") || strstr(err, good) ||
+                (c == sizeof(cases) / sizeof(cases[0]) - 1 &&
+                 strstr(err, "users-sha")))
+                h_stage_fail(p, "case %zu: a hash or a hidden path shown",
+                             c);
+            const char *last = strstr(err, "bloomstage");
+            fprintf(stderr, "    %s: %.*s\n", args[0],
+                    (int)strcspn(last ? last : err, "\n"), last ? last : err);
+        }
+    }
+    for (int i = 0; i < nx; i++)
+        free(x[i]);
+    for (int i = 0; i < 3; i++)
+        free(texts[i]);
+    free(cert);
+    free(key);
+    free(at_file);
+    free(shapath);
+    free(pathfile);
+    free(costly);
+    free(good);
+}
+
 int main(void)
 {
     h_test_main("test_metrics", "TEST_METRICS_FILTER", NULL, NULL);
@@ -1471,6 +1838,12 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_fatal_at_assignment_exits_1,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_basic_auth, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_auth_probes_open, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_guard_bad_input, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,7 @@
 #define CT_OPT_STRING BS_CT_STRING
 #define CT_KEYSPEC BS_CT_KEYSPEC
 #define CT_DOUBLE BS_CT_DOUBLE
+#define CT_BOOL BS_CT_BOOL
 #define CT_COUNT BS_CT_INT
 #define CT_MS BS_CT_INT
 #define CT_SIZE BS_CT_SIZE
@@ -56,6 +57,7 @@ static const char *const level_texts[] = {
 #define VALUES_OPT_STRING NULL
 #define VALUES_KEYSPEC NULL
 #define VALUES_DOUBLE NULL
+#define VALUES_BOOL NULL
 #define VALUES_COUNT NULL
 #define VALUES_MS NULL
 #define VALUES_SIZE NULL
@@ -359,6 +361,44 @@ static void test_window_combinations(void **state)
     }
 }
 
+/* dedup.audit.*: the default rate is 1/1024 with rescue on; 0 turns the
+ * audit off; a rate the 53-bit sampling word cannot take is refused
+ * naming the key. */
+static void test_audit_rate(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *rate;
+        const char *err; /* NULL: accepted */
+    } cases[] = {
+        {NULL, NULL},
+        {"0", NULL},
+        {"1", NULL},
+        {"1.1102230246251565e-16", NULL}, /* 2^-53 */
+        {"1e-17", "test: key 'dedup.audit.rate': value 1e-17 is below 2^-53 "
+                  "(1.1e-16), the smallest sampling rate; 0 turns the audit "
+                  "off"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *kv[9] = {"input.topics", "in", "output.topic", "out",
+                             cases[i].rate ? "dedup.audit.rate" : NULL,
+                             cases[i].rate, NULL};
+        bs_config *cfg = config_of(kv);
+        bs_settings s;
+        char err[512] = "";
+        int rc = bs_settings_from_config(cfg, &s, err, sizeof err);
+        if (cases[i].err) {
+            assert_int_equal(rc, -1);
+            assert_string_equal(err, cases[i].err);
+        } else if (rc != 0) {
+            fail_msg("case %zu: %s", i, err);
+        } else if (!cases[i].rate) {
+            assert_true(s.audit_rate == 1.0 / 1024 && s.audit_rescue);
+        }
+        bs_config_destroy(cfg);
+    }
+}
+
 /* A configuration that skipped validation is refused, not half read. */
 static void test_unvalidated(void **state)
 {
@@ -415,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_start_at),
         cmocka_unit_test(test_unvalidated),
         cmocka_unit_test(test_window_combinations),
+        cmocka_unit_test(test_audit_rate),
         cmocka_unit_test(test_kafka_refusal_hides_secret),
     };
     return cmocka_run_group_tests_name("settings", tests, NULL, NULL);

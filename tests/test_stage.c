@@ -629,37 +629,6 @@ static void test_known_stream_filter_files(void **state)
 #define RS_OLD 600
 #define RS_NEW 150
 
-/* Parses `checkpoint info` output: next_offset per partition of `topic`,
- * and that each listed file verifies. */
-static void check_ckpt_info(h_proc *p, const char *topic,
-                            const int64_t *want, int parts)
-{
-    const char *text = h_process_stdout(p);
-    int found = 0;
-    for (const char *line = text; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        char t[256];
-        int part;
-        long long next;
-        if (sscanf(line, "%255s %d %lld", t, &part, &next) == 3 &&
-            !strcmp(t, topic)) {
-            if (part < 0 || part >= parts || next != want[part])
-                h_stage_fail(p, "checkpoint info: %s [%d] next_offset %lld, "
-                             "want %" PRId64, t, part, next,
-                             part >= 0 && part < parts ? want[part] : -1);
-            if (len < 3 || strncmp(line + len - 3, "yes", 3))
-                h_stage_fail(p, "checkpoint info: %s [%d] does not verify",
-                             t, part);
-            found++;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    if (found != parts)
-        fail_msg("checkpoint info lists %d partitions of %s, want %d:\n%s",
-                 found, topic, parts, text);
-}
-
 static void graceful_restart(fixture *fx, const char *guarantee)
 {
     char *text = h_strdupf(
@@ -712,7 +681,10 @@ static void graceful_restart(fixture *fx, const char *guarantee)
                          PRId64, i, off[i], hw[i]);
     }
     const char *info[] = {"checkpoint", "info", ckpt, NULL};
-    check_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
+    h_expect_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
+    /* The same by the stage's configuration (its checkpoint.dir). */
+    const char *info_c[] = {"checkpoint", "info", "-c", conf, NULL};
+    h_expect_ckpt_info(h_bs_cmd(info_c, 0), "in", hw, 3);
     consume(fx, "out", &out);
     consume(fx, "rej", &rej);
     check_routing("in", &in, &m, "out", &out, "rej", &rej);
@@ -784,7 +756,7 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     committed(fx, "restart", off);
     for (int i = 0; i < 3; i++)
         assert_int_equal(off[i], hw[i]);
-    check_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
+    h_expect_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
 
     model_free(&m);
     h_record_list_free(&in);

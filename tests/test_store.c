@@ -7,8 +7,9 @@
  * store against librdkafka's mock cluster in process: the round trip, the
  * chunking under checkpoint.chunk.bytes, the manifest written only after
  * every chunk was acknowledged, the previous checkpoint's chunks
- * tombstoned, the newest manifest winning, and delivery reports that land
- * on the right checkpoint whatever failed before.
+ * tombstoned, the newest manifest winning, delivery reports that land on
+ * the right checkpoint whatever failed before, and a leader that does not
+ * answer told apart from a damaged state.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -155,9 +156,9 @@ static void test_dir_round_trip(void **state)
     bf_filter *f0 = filter_with("zero", 300, 1000);
     bf_filter *f1 = filter_with("one", 50, 1000);
     bs_ckpt_wm wm[2] = {{0, 5}, {1, 9}};
-    assert_int_equal(bs_store_put(st, "in", 0, 300, wm, 2, f0, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 300, wm, 2, f0, NULL, err,
                                   sizeof(err)), 0);
-    assert_int_equal(bs_store_put(st, "in", 1, 50, NULL, 0, f1, err,
+    assert_int_equal(bs_store_put(st, "in", 1, 50, NULL, 0, f1, NULL, err,
                                   sizeof(err)), 0);
     if (bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("sync: %s", err);
@@ -206,11 +207,12 @@ static void expect_at(bs_store *st, int64_t at, int64_t want)
 
 /* Puts and syncs; want_delta 1 or 0: the put must have written a delta, or
  * a snapshot; -1: either. */
-static void put_sync(bs_store *st, int64_t next, bf_filter *f,
-                     int want_delta)
+/* put_sync with the partition's audit sample a (NULL: none). */
+static void put_sync_audit(bs_store *st, int64_t next, bf_filter *f,
+                           const bf_audit *a, int want_delta)
 {
     char err[1024] = "";
-    if (bs_store_put(st, "in", 0, next, NULL, 0, f, err, sizeof(err)) != 0 ||
+    if (bs_store_put(st, "in", 0, next, NULL, 0, f, a, err, sizeof(err)) != 0 ||
         bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("put %lld: %s", (long long)next, err);
     bool delta;
@@ -219,6 +221,49 @@ static void put_sync(bs_store *st, int64_t next, bf_filter *f,
         fail_msg("put %lld wrote a %s (%llu bytes), expected a %s",
                  (long long)next, delta ? "delta" : "snapshot",
                  (unsigned long long)bytes, want_delta == 1 ? "delta" : "snapshot");
+}
+
+static void put_sync(bs_store *st, int64_t next, bf_filter *f,
+                     int want_delta)
+{
+    put_sync_audit(st, next, f, NULL, want_delta);
+}
+
+/* An audit sample of every key (rate 1) for filters of the default seed,
+ * and n lookups of "TAG-i" counted in it, every fifth a false positive. */
+static bf_audit *audit_new(void)
+{
+    bf_scalable_params p;
+    bf_scalable_params_default(&p);
+    bf_audit *a = bf_audit_new(1.0, p.seed, NULL, 0);
+    assert_non_null(a);
+    return a;
+}
+
+static void audit_count(bf_audit *a, const char *tag, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        int len = snprintf(k, sizeof(k), "%s-%d", tag, i);
+        assert_true(bf_audit_check(a, bf_hash_key(k, (size_t)len,
+                                                  bf_audit_seed(a)),
+                                   i % 5 == 0) >= 0);
+    }
+}
+
+/* A restored state's audit sample has these counts. */
+static void assert_audit(const bs_checkpoint *c, uint64_t lookups,
+                         uint64_t fps)
+{
+    bf_audit_stats st;
+    assert_non_null(c->audit);
+    bf_audit_stats_get(c->audit, &st);
+    if (st.lookups != lookups || st.false_positives != fps)
+        fail_msg("state %llu: audit lookups %llu, false positives %llu; "
+                 "expected %llu, %llu", (unsigned long long)c->seq,
+                 (unsigned long long)st.lookups,
+                 (unsigned long long)st.false_positives,
+                 (unsigned long long)lookups, (unsigned long long)fps);
 }
 
 
@@ -261,7 +306,7 @@ static void test_dir_damage_and_crash_leftovers(void **state)
     char err[1024] = "";
     bf_filter *f = filter_with("k", 100, 1000);
     for (int p = 0; p < 2; p++)
-        assert_int_equal(bs_store_put(st, "in", p, 100, NULL, 0, f, err,
+        assert_int_equal(bs_store_put(st, "in", p, 100, NULL, 0, f, NULL, err,
                                       sizeof(err)), 0);
     assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
 
@@ -391,13 +436,19 @@ static void test_dir_chain(void **state)
     char err[1024] = "", tag[16];
     assert_int_equal(bs_store_check(st, err, sizeof(err)), 0);
     bf_filter *f = filter_with("r0", 50, 20000);
-    put_sync(st, 100, f, false); /* seq 1 */
+    /* The audit sample goes whole into every state, deltas too: state s
+     * holds 50 s lookups, 10 s false positives. */
+    bf_audit *a = audit_new();
+    audit_count(a, "r0", 50);
+    put_sync_audit(st, 100, f, a, false); /* seq 1 */
     for (int r = 1; r <= 8; r++) {
         snprintf(tag, sizeof(tag), "r%d", r);
         add_tagged(f, tag, 50);
+        audit_count(a, tag, 50);
         /* seq r+1: deltas 2-4, a snapshot at 5, deltas 6-8, one at 9 */
-        put_sync(st, 100 * (r + 1), f, (r + 1) % 4 != 1);
+        put_sync_audit(st, 100 * (r + 1), f, a, (r + 1) % 4 != 1);
     }
+    bf_audit_destroy(a);
     const char *all[] = {"in-0.1.ckps", "in-0.2.ckpd", "in-0.3.ckpd",
                          "in-0.4.ckpd", "in-0.5.ckps", "in-0.6.ckpd",
                          "in-0.7.ckpd", "in-0.8.ckpd", "in-0.ckpt"};
@@ -427,6 +478,7 @@ static void test_dir_chain(void **state)
     assert_int_equal(c.next_offset, 900);
     assert_int_equal(c.seq, 9);
     assert_same_filter(f, c.filter);
+    assert_audit(&c, 450, 90);
     bs_ckpt_free(&c);
 
     /* Offsets up to 700 committed: states 1-4 go, 5 (under 7) stays. */
@@ -443,6 +495,7 @@ static void test_dir_chain(void **state)
                      1);
     assert_int_equal(c.next_offset, 600);
     assert_int_equal(c.seq, 6);
+    assert_audit(&c, 300, 60);
     for (int r = 0; r <= 8; r++) {
         snprintf(tag, sizeof(tag), "r%d", r);
         int have = holds_count(c.filter, tag, 50);
@@ -494,7 +547,7 @@ static void test_dir_chain_bounds(void **state)
         snprintf(tag, sizeof(tag), "b%d", r);
         add_tagged(f, tag, 5);
         char err[1024];
-        assert_int_equal(bs_store_put(st, "in", 0, r + 1, NULL, 0, f, err,
+        assert_int_equal(bs_store_put(st, "in", 0, r + 1, NULL, 0, f, NULL, err,
                                       sizeof(err)), 0);
         assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
         bool delta;
@@ -889,19 +942,19 @@ static void test_chain_gather(void **state)
     char err[1024] = "";
     const size_t chunk = 512;
     bf_filter *f = filter_with("s", 200, 20000);
-    bs_ckpt_meta m1 = {"in", 4, 100, NULL, 0, 1, bs_ckpt_new_id(), 0};
+    bs_ckpt_meta m1 = {"in", 4, 100, NULL, 0, 1, bs_ckpt_new_id(), 0, NULL};
     uint8_t *snap, *delta, *other;
     size_t slen, dlen, olen;
     assert_int_equal(bs_ckpt_encode_record(&m1, f, false, &snap, &slen, err,
                                            sizeof(err)), 0);
     assert_int_equal(bf_filter_track(f, m1.id, err, sizeof(err)), BF_OK);
     add_tagged(f, "d", 30);
-    bs_ckpt_meta m2 = {"in", 4, 130, NULL, 0, 2, bs_ckpt_new_id(), m1.id};
+    bs_ckpt_meta m2 = {"in", 4, 130, NULL, 0, 2, bs_ckpt_new_id(), m1.id, NULL};
     assert_int_equal(bs_ckpt_encode_record(&m2, f, true, &delta, &dlen, err,
                                            sizeof(err)), 0);
     assert_true(dlen < slen / 10);
     /* a delta of seq 2 on a base that is not state 1 */
-    bs_ckpt_meta m3 = {"in", 4, 130, NULL, 0, 2, bs_ckpt_new_id(), 777};
+    bs_ckpt_meta m3 = {"in", 4, 130, NULL, 0, 2, bs_ckpt_new_id(), 777, NULL};
     assert_int_equal(bf_filter_track(f, 777, err, sizeof(err)), BF_OK);
     add_tagged(f, "o", 5);
     assert_int_equal(bs_ckpt_encode_record(&m3, f, true, &other, &olen, err,
@@ -1076,7 +1129,7 @@ static void test_kafka_round_trip_and_chunks(void **state)
     free(enc);
     size_t want_chunks = (enc_len + 1023) / 1024;
     assert_true(want_chunks >= 3);
-    assert_int_equal(bs_store_put(st, "in", 0, 2000, wm, 1, f, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 2000, wm, 1, f, NULL, err,
                                   sizeof(err)), 0);
     if (bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("sync: %s", err);
@@ -1150,10 +1203,10 @@ static void test_kafka_newer_manifest_wins_and_tombstones(void **state)
     char err[1024] = "";
     bf_filter *f1 = filter_with("first", 1000, 4000);
     bf_filter *f2 = filter_with("second", 1000, 4000);
-    assert_int_equal(bs_store_put(st, "in", 0, 100, NULL, 0, f1, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 100, NULL, 0, f1, NULL, err,
                                   sizeof(err)), 0);
     assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
-    assert_int_equal(bs_store_put(st, "in", 0, 200, NULL, 0, f2, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 200, NULL, 0, f2, NULL, err,
                                   sizeof(err)), 0);
     if (bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("sync: %s", err);
@@ -1192,7 +1245,7 @@ static void test_kafka_newer_manifest_wins_and_tombstones(void **state)
 
     /* A third checkpoint by the fresh instance tombstones checkpoint 2's
      * chunks: get taught it which one is current. */
-    assert_int_equal(bs_store_put(st, "in", 0, 300, NULL, 0, f1, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 300, NULL, 0, f1, NULL, err,
                                   sizeof(err)), 0);
     assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
     bs_store_destroy(st);
@@ -1235,11 +1288,13 @@ static void test_kafka_chain(void **state)
     const bool want_delta[12] = {false, false, true, true, true, false,
                                  true, true, true, false, true, false};
     uint64_t snap_bytes = 0, delta_bytes = 0;
+    bf_audit *a = audit_new(); /* state s: 50 s lookups, 10 s false pos. */
     for (int seq = 1; seq <= 11; seq++) {
         snprintf(tag, sizeof(tag), "r%d", seq);
         if (seq > 1)
             add_tagged(f, tag, 50);
-        put_sync(st, 100 * seq, f, want_delta[seq]);
+        audit_count(a, tag, 50);
+        put_sync_audit(st, 100 * seq, f, a, want_delta[seq]);
         bool delta;
         uint64_t bytes = bs_store_last_bytes(st, &delta);
         if (delta)
@@ -1301,14 +1356,18 @@ static void test_kafka_chain(void **state)
     assert_int_equal(c.next_offset, 1100);
     assert_int_equal(c.seq, 11);
     assert_same_filter(f, c.filter);
+    assert_audit(&c, 550, 110);
+    bf_audit_destroy(a);
     add_tagged(c.filter, "after", 40);
-    put_sync(st, 1200, c.filter, true);
+    audit_count(c.audit, "after", 40);
+    put_sync_audit(st, 1200, c.filter, c.audit, true);
     bs_store_destroy(st);
     st = kafka_store(&k, NULL);
     bs_checkpoint c2;
     assert_int_equal(get(st, "in", 0, &c2, err, sizeof(err)), 1);
     assert_int_equal(c2.seq, 12);
     assert_same_filter(c.filter, c2.filter);
+    assert_audit(&c2, 590, 118); /* the delta's sample */
     bs_ckpt_free(&c2);
     bs_ckpt_free(&c);
     bs_store_destroy(st);
@@ -1334,7 +1393,7 @@ static void test_kafka_manifest_far_back(void **state)
     put_sync(st, 20, f1, -1);
     for (int i = 0; i < 20; i++) {
         assert_int_equal(bs_store_put(st, "in", 1 + i % 3, 100 + i, NULL, 0,
-                                      big, err, sizeof(err)), 0);
+                                      big, NULL, err, sizeof(err)), 0);
         if (bs_store_sync(st, err, sizeof(err)) != 0)
             fail_msg("sync: %s", err);
     }
@@ -1370,7 +1429,7 @@ static void test_kafka_no_manifest_without_every_chunk(void **state)
     char err[1024] = "";
     bf_filter *f1 = filter_with("old", 500, 4000);
     bf_filter *f2 = filter_with("new", 500, 4000);
-    assert_int_equal(bs_store_put(st, "in", 0, 10, NULL, 0, f1, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 10, NULL, 0, f1, NULL, err,
                                   sizeof(err)), 0);
     assert_int_equal(bs_store_sync(st, err, sizeof(err)), 0);
     int64_t lo, hi_before, hi_after;
@@ -1379,7 +1438,7 @@ static void test_kafka_no_manifest_without_every_chunk(void **state)
     rd_kafka_mock_push_request_errors(
         k.c.mc, 0 /* ApiKey Produce */, 1,
         RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
-    assert_int_equal(bs_store_put(st, "in", 0, 20, NULL, 0, f2, err,
+    assert_int_equal(bs_store_put(st, "in", 0, 20, NULL, 0, f2, NULL, err,
                                   sizeof(err)), 0);
     err[0] = '\0';
     assert_int_equal(bs_store_sync(st, err, sizeof(err)), -1);
@@ -1399,7 +1458,7 @@ static void test_kafka_no_manifest_without_every_chunk(void **state)
     expect_ckpt(st, "in", 0, 10, "old", 500);
 
     /* The next round works again. */
-    if (bs_store_put(st, "in", 0, 30, NULL, 0, f2, err, sizeof(err)) != 0)
+    if (bs_store_put(st, "in", 0, 30, NULL, 0, f2, NULL, err, sizeof(err)) != 0)
         fail_msg("put: %s", err);
     if (bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("sync: %s", err);
@@ -1492,9 +1551,9 @@ static void test_kafka_late_report_of_failed_put(void **state)
     /* Warm-up: both brokers connected, B at seq 1. */
     bf_filter *small_w = filter_with("w", 10, 100);
     bf_filter *small_b = filter_with("B", 10, 100);
-    assert_int_equal(bs_store_put(st, "in", pw, 5, NULL, 0, small_w, err,
+    assert_int_equal(bs_store_put(st, "in", pw, 5, NULL, 0, small_w, NULL, err,
                                   sizeof(err)), 0);
-    assert_int_equal(bs_store_put(st, "in", pb, 5, NULL, 0, small_b, err,
+    assert_int_equal(bs_store_put(st, "in", pb, 5, NULL, 0, small_b, NULL, err,
                                   sizeof(err)), 0);
     if (bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("warm-up sync: %s", err);
@@ -1509,11 +1568,11 @@ static void test_kafka_late_report_of_failed_put(void **state)
 
     assert_int_equal(rd_kafka_mock_broker_set_rtt(k.c.mc, 1, 1500), 0);
     err[0] = '\0';
-    assert_int_equal(bs_store_put(st, "in", pa, 7, NULL, 0, big_a, err,
+    assert_int_equal(bs_store_put(st, "in", pa, 7, NULL, 0, big_a, NULL, err,
                                   sizeof(err)), -1);
     if (!strstr(err, rd_kafka_err2str(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)))
         fail_msg("put A failed otherwise than planned: %s", err);
-    if (bs_store_put(st, "in", pb, 500, NULL, 0, small_b, err, sizeof(err)))
+    if (bs_store_put(st, "in", pb, 500, NULL, 0, small_b, NULL, err, sizeof(err)))
         fail_msg("put B: %s", err);
     if (bs_store_sync(st, err, sizeof(err)) != 0)
         fail_msg("sync: %s", err);
@@ -1530,6 +1589,42 @@ static void test_kafka_late_report_of_failed_put(void **state)
     bf_filter_destroy(small_w);
     bf_filter_destroy(small_b);
     bf_filter_destroy(big_a);
+    kfx_stop(&k);
+}
+
+/* A checkpoint topic whose partition's leader keeps answering that it is
+ * not the leader (a broker killed, its successor not known yet) is
+ * BS_STORE_UNREACHABLE once the store has retried for
+ * BS_TIMEOUT_TOPIC_KNOWN_MS: a restore waits and retries it, where -1, a
+ * damaged state, stops the stage (issue 26's nemesis: a restore while a
+ * broker was killed stopped both instances).  The same state reads once
+ * the broker answers again. */
+static void test_kafka_unreachable(void **state)
+{
+    (void)state;
+    kfx k;
+    kfx_start(&k, 1, 1, NULL);
+    bs_store *st = kafka_store(&k, NULL);
+    bf_filter *f = filter_with("u", 10, 100);
+    char err[1024] = "";
+    if (bs_store_put(st, "in", 0, 9, NULL, 0, f, NULL, err, sizeof(err)) != 0 ||
+        bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("put: %s", err);
+    rd_kafka_resp_err_t nl[400];
+    for (size_t i = 0; i < sizeof(nl) / sizeof(nl[0]); i++)
+        nl[i] = RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
+    rd_kafka_mock_push_request_errors_array(
+        k.c.mc, 2 /* ListOffsets */, sizeof(nl) / sizeof(nl[0]), nl);
+    bs_checkpoint c;
+    err[0] = '\0';
+    assert_int_equal(get(st, "in", 0, &c, err, sizeof(err)),
+                     BS_STORE_UNREACHABLE);
+    if (!strstr(err, CKTOPIC))
+        fail_msg("the error does not name the topic: %s", err);
+    rd_kafka_mock_clear_request_errors(k.c.mc, 2);
+    expect_ckpt(st, "in", 0, 9, "u", 10);
+    bs_store_destroy(st);
+    bf_filter_destroy(f);
     kfx_stop(&k);
 }
 
@@ -1575,6 +1670,7 @@ int main(void)
         cmocka_unit_test(test_kafka_chain),
         cmocka_unit_test(test_kafka_manifest_far_back),
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
+        cmocka_unit_test(test_kafka_unreachable),
         cmocka_unit_test(test_kafka_damaged_manifest),
         cmocka_unit_test(test_kafka_late_report_of_failed_put),
     };

@@ -2,6 +2,7 @@
  * http.c -- see http.h.
  */
 #include "http.h"
+#include "proc.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -16,6 +17,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- a tiny HTTP/1.0 client -------------------------------------------- */
@@ -50,7 +52,7 @@ int h_loopback_connect(unsigned port)
 
 /* Header `name` (case-insensitive) of a response head into out ("" if
  * absent); true if present. */
-static bool http_header(const char *head, size_t head_len, const char *name,
+static bool head_header(const char *head, size_t head_len, const char *name,
                         char *out, size_t out_size)
 {
     size_t nl = strlen(name);
@@ -75,6 +77,10 @@ static bool http_header(const char *head, size_t head_len, const char *name,
     }
     return false;
 }
+
+static int http_parse(char *buf, size_t len, const char *method,
+                      const char *path, h_http_resp *r, char *err,
+                      size_t err_size);
 
 int h_http_request(unsigned port, const char *method, const char *path,
                         h_http_resp *r, char *err, size_t err_size)
@@ -129,8 +135,21 @@ int h_http_request(unsigned port, const char *method, const char *path,
         len += (size_t)got;
     }
     close(fd);
-    fd = -1;
     buf[len] = '\0';
+    return http_parse(buf, len, method, path, r, err, err_size);
+fail:
+    close(fd);
+    free(buf);
+    memset(r, 0, sizeof(*r));
+    return -1;
+}
+
+/* A whole response (buf, len bytes, malloc'd; r takes it) into r: 0, or
+ * -1 with err and buf freed. */
+static int http_parse(char *buf, size_t len, const char *method,
+                      const char *path, h_http_resp *r, char *err,
+                      size_t err_size)
+{
     r->raw = buf;
     int st = 0;
     if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 ||
@@ -151,7 +170,7 @@ int h_http_request(unsigned port, const char *method, const char *path,
     r->body = sep + 4;
     r->body_len = len - (size_t)(r->body - buf);
     char cl[32];
-    if (http_header(buf, (size_t)(sep - buf), "Content-Length", cl,
+    if (head_header(buf, (size_t)(sep - buf), "Content-Length", cl,
                     sizeof(cl)) &&
         strcmp(method, "HEAD") != 0 &&
         strtoull(cl, NULL, 10) != r->body_len) {
@@ -159,15 +178,98 @@ int h_http_request(unsigned port, const char *method, const char *path,
                  "body", method, path, cl, r->body_len);
         goto fail;
     }
-    http_header(buf, (size_t)(sep - buf), "Content-Type", r->content_type,
+    head_header(buf, (size_t)(sep - buf), "Content-Type", r->content_type,
                 sizeof(r->content_type));
     return 0;
 fail:
-    if (fd >= 0)
-        close(fd);
     free(buf);
     memset(r, 0, sizeof(*r));
     return -1;
+}
+
+bool h_http_header(const h_http_resp *r, const char *name, char *out,
+                   size_t out_size)
+{
+    if (!r->head || !r->body) {
+        out[0] = '\0';
+        return false;
+    }
+    return head_header(r->head, (size_t)(r->body - r->head), name, out,
+                       out_size);
+}
+
+int h_curl_request(unsigned port, const char *ca_pem, const char *path,
+                   const char *user, const char *password, h_http_resp *r,
+                   char *err, size_t err_size)
+{
+    memset(r, 0, sizeof(*r));
+    char timeout[16], *url = h_strdupf("%s://127.0.0.1:%u%s",
+                                       ca_pem ? "https" : "http", port, path);
+    char *cred = user ? h_strdupf("%s:%s", user, password) : NULL;
+    snprintf(timeout, sizeof(timeout), "%d", H_HTTP_TIMEOUT_S);
+    char *argv[16];
+    int k = 0;
+    argv[k++] = "curl";
+    argv[k++] = "--silent";
+    argv[k++] = "--show-error";
+    argv[k++] = "--include"; /* the head too */
+    argv[k++] = "--http1.1";
+    argv[k++] = "--max-time";
+    argv[k++] = timeout;
+    if (ca_pem) {
+        argv[k++] = "--cacert";
+        argv[k++] = (char *)ca_pem;
+    }
+    if (cred) {
+        argv[k++] = "--user";
+        argv[k++] = cred;
+    }
+    argv[k++] = url;
+    argv[k] = NULL;
+    h_proc *c = NULL;
+    int st = 0, rc = -1;
+    if (h_process_spawn(argv, NULL, &c) != 0) {
+        snprintf(err, err_size, "curl: %s", h_last_error());
+    } else if (h_process_wait(c, (H_HTTP_TIMEOUT_S + 10) * 1000, &st) != 0) {
+        snprintf(err, err_size, "curl %s: no exit in %d s", url,
+                 H_HTTP_TIMEOUT_S + 10);
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        const char *e = h_process_stderr(c);
+        snprintf(err, err_size, "curl %s: %s: %.*s", url, h_status_str(st),
+                 (int)strcspn(e, "\n"), e);
+    } else {
+        const char *out = h_process_stdout(c);
+        size_t len = strlen(out);
+        char *buf = h_xmalloc(len + 1);
+        memcpy(buf, out, len + 1);
+        rc = http_parse(buf, len, "GET", path, r, err, err_size);
+    }
+    h_process_free(c);
+    free(url);
+    free(cred);
+    return rc;
+}
+
+int h_tls_self_signed(const char *dir, const char *name)
+{
+    char *key = h_strdupf("%s/%s.key", dir, name);
+    char *cert = h_strdupf("%s/%s.pem", dir, name);
+    char *const argv[] = {"openssl", "req", "-x509", "-newkey", "rsa:2048",
+                          "-nodes", "-keyout", key, "-out", cert, "-days",
+                          "1", "-subj", "/CN=127.0.0.1", "-addext",
+                          "subjectAltName=IP:127.0.0.1,DNS:localhost", NULL};
+    h_proc *p = NULL;
+    int st = 0, rc = 0;
+    if (h_process_spawn(argv, NULL, &p) != 0)
+        rc = 1; /* no openssl command */
+    else if (h_process_wait(p, 30000, &st) != 0 || !WIFEXITED(st) ||
+             WEXITSTATUS(st) != 0)
+        rc = h_fail("openssl req: %s: %s", h_status_str(st),
+                    h_process_stderr(p));
+    h_process_free(p);
+    free(key);
+    free(cert);
+    return rc;
 }
 
 /* ---- a Prometheus text-format parser ----------------------------------- */

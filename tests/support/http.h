@@ -1,7 +1,9 @@
 /*
  * http.h -- the stage's HTTP endpoints seen from outside: a small HTTP/1.0
- * client over loopback TCP (no libcurl), and a Prometheus text-format
- * parser strict enough to find format mistakes (test_metrics).
+ * client over loopback TCP (no libcurl); HTTPS with basic auth through the
+ * curl command (Debian's curl); a self-signed certificate made with the
+ * openssl command; and a Prometheus text-format parser strict enough to
+ * find format mistakes (test_metrics).
  */
 #ifndef BS_SUPPORT_HTTP_H
 #define BS_SUPPORT_HTTP_H
@@ -36,6 +38,27 @@ int h_loopback_connect(unsigned port);
  * does not match the body is an error. */
 int h_http_request(unsigned port, const char *method, const char *path,
                    h_http_resp *r, char *err, size_t err_size);
+
+/* Header `name` of r (case-insensitive) into out ("" if absent); true if
+ * present. */
+bool h_http_header(const h_http_resp *r, const char *name, char *out,
+                   size_t out_size);
+
+/* `curl` GETs https://127.0.0.1:port/path (HTTP/1.1), the server's
+ * certificate checked against ca_pem, with basic auth as user:password
+ * when user is not NULL: 0 with *r filled as h_http_request does, or -1
+ * with err (curl's exit and its message: no TLS answer, a refused
+ * certificate).  ca_pem NULL: plain http:// instead.  The password is on
+ * curl's command line: test passwords only. */
+int h_curl_request(unsigned port, const char *ca_pem, const char *path,
+                   const char *user, const char *password, h_http_resp *r,
+                   char *err, size_t err_size) H_WARN_UNUSED;
+
+/* A self-signed certificate (RSA 2048, one day) for CN 127.0.0.1 with
+ * subjectAltName IP:127.0.0.1, DNS:localhost, and its unencrypted key:
+ * dir/NAME.pem and dir/NAME.key (openssl req): 0, 1 when there is no
+ * openssl command (the caller skips), -1 with h_last_error(). */
+int h_tls_self_signed(const char *dir, const char *name) H_WARN_UNUSED;
 
 /* ---- a Prometheus text-format parser ----------------------------------- */
 

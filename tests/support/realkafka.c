@@ -552,6 +552,7 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
     snprintf(e->out, sizeof(e->out), "%s-out", name);
     snprintf(e->rej, sizeof(e->rej), "%s-rej", name);
     snprintf(e->ckt, sizeof(e->ckt), "%s-ckpt", name);
+    snprintf(e->lst, sizeof(e->lst), "%s-lst", name);
     snprintf(e->group, sizeof(e->group), "%s", name);
     int rf = h_kcluster_rf(c);
     H_MUST(h_create_topic(e->h.bs, e->in, o->nparts, rf, NULL));
@@ -559,9 +560,10 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
         H_MUST(h_create_topic(e->h.bs, e->out, o->nparts, rf, NULL));
     if (o->rejected)
         H_MUST(h_create_topic(e->h.bs, e->rej, o->nparts, rf, NULL));
+    static const char *const compact[] = {"cleanup.policy=compact", NULL};
+    if (o->blocklist)
+        H_MUST(h_create_topic(e->h.bs, e->lst, 1, rf, compact));
     if (o->kafka_store || o->ckpt_topic) {
-        static const char *const compact[] = {"cleanup.policy=compact",
-                                              NULL};
         H_MUST(h_create_topic(e->h.bs, e->ckt, 3, rf, compact));
         char pol[64];
         H_MUST(h_topic_config(e->h.bs, e->ckt, "cleanup.policy", pol,
@@ -582,6 +584,9 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
                                   "checkpoint.chunk.bytes=16k\n", e->ckt)
                   : o->ckpt_topic ? h_strdupf("checkpoint.topic=%s\n", e->ckt)
                                   : h_strdupf("%s", "");
+    char *list = o->blocklist ? h_strdupf("blocklist.x.topic=%s\n"
+                                          "blocklist.x.key=key\n", e->lst)
+                              : h_strdupf("%s", "");
     char *text = h_strdupf(
         "input.topics=%s\n"
         "output.topic=%s\n"
@@ -598,15 +603,16 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
         "dedup.capacity=%d\n"
         "log.stats.interval.ms=0\n"
         "log.level=debug\n"
-        "%s",
+        "%s%s",
         e->in, e->out, rej, e->group, o->bootstraps ? o->bootstraps : e->h.bs,
         ck, store, o->checkpoint_ms,
-        o->capacity, o->extra ? o->extra : "");
+        o->capacity, list, o->extra ? o->extra : "");
     int rc = h_write_file(e->conf, text);
     free(text);
     free(rej);
     free(ck);
     free(store);
+    free(list);
     H_MUST(rc);
     e->q = h_query_client(h_kafka_conf(e->h.bs));
     if (!e->q)

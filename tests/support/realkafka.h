@@ -124,13 +124,16 @@ typedef struct h_kenv_opts {
                         * appended as they are; may be NULL */
     const char *bootstraps; /* the stage's kafka.bootstrap.servers; NULL:
                              * the cluster's (the layer's clients') */
+    bool blocklist;    /* NAME-lst (1 partition, compacted) as the topic
+                        * of live blocklist x, matched against the record
+                        * key (blocklist.x.topic, blocklist.x.key=key) */
 } h_kenv_opts;
 
 /* A real-broker test's state; tests embed nothing else in it (st and
  * scratch are theirs to fill, freed here). */
 typedef struct h_kenv {
     h_fixture h;
-    char in[64], out[64], rej[64], ckt[64], group[64];
+    char in[64], out[64], rej[64], ckt[64], lst[64], group[64];
     char *conf;       /* DIR/stage.conf */
     char *ckdir;      /* DIR/ckpt */
     rd_kafka_t *q;    /* a query client on the cluster */

@@ -8,13 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- the README's ACL table -------------------------------------------- */
 
-/* The conditions of the README's rows that the tests' stage meets. */
+/* The conditions of the README's rows that test_kafka_secure's stage
+ * meets. */
 static const char *const stage_meets[] = {
-    "every stage", "`rejected.topic` set", "`checkpoint.store=kafka`",
-    "`exactly_once.method=transactions`"};
+    "every stage", "`processing.guarantee=exactly_once`",
+    "`rejected.topic` set", "`checkpoint.store=kafka`",
+    "`exactly_once.method=transactions`", NULL};
 
 /* Cell i (1-based) of a markdown table row into buf, trimmed. */
 static void cell(const char *row, int i, char *buf, size_t size)
@@ -49,11 +52,16 @@ static h_acl acl_of_row(const char *row)
     cell(row, 5, op, sizeof(op));
     h_acl a = {.why = NULL};
     bool prefixed = strcmp(pattern, "prefixed") == 0;
+    bool group = strcmp(res, "Group") == 0 && !prefixed &&
+                 strstr(name, "`consumer.group.id`");
     if (strcmp(res, "TransactionalId") == 0 && prefixed &&
         strstr(name, "`consumer.group.id`"))
         a.on = H_ACL_TXN;
-    else if (strcmp(res, "Group") == 0 && !prefixed &&
-             strstr(name, "`consumer.group.id`"))
+    else if (group && strstr(name, "`.replay`"))
+        a.on = H_ACL_GROUP_REPLAY;
+    else if (group && strstr(name, "`.lists`"))
+        a.on = H_ACL_GROUP_LISTS;
+    else if (group && !strchr(name, '+'))
         a.on = H_ACL_GROUP;
     else if (strcmp(res, "Topic") == 0 && !prefixed &&
              strstr(name, "`input.topics`"))
@@ -67,6 +75,9 @@ static h_acl acl_of_row(const char *row)
     else if (strcmp(res, "Topic") == 0 && !prefixed &&
              strstr(name, "`checkpoint.topic`"))
         a.on = H_ACL_CKPT;
+    else if (strcmp(res, "Topic") == 0 && !prefixed &&
+             strstr(name, "`blocklist.NAME.topic`"))
+        a.on = H_ACL_LIST;
     else
         h_test_fail("README.md's ACL table: a resource the tests do not "
                     "know: %s", row);
@@ -76,19 +87,27 @@ static h_acl acl_of_row(const char *row)
         a.op = RD_KAFKA_ACL_OPERATION_WRITE;
     else if (strcmp(op, "Describe") == 0)
         a.op = RD_KAFKA_ACL_OPERATION_DESCRIBE;
+    else if (strcmp(op, "DescribeConfigs") == 0)
+        a.op = RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS;
     else
         h_test_fail("README.md's ACL table: an operation the tests do not "
                     "know: %s", row);
-    if (strcmp(without, "retries") == 0)
-        a.heals = true;
-    else if (strcmp(without, "exits 1") != 0)
-        h_test_fail("README.md's ACL table: 'without it' is neither "
-                    "'retries' nor 'exits 1': %s", row);
+    if (strcmp(without, "exits 1") == 0)
+        a.without = H_WITHOUT_EXITS;
+    else if (strcmp(without, "retries") == 0)
+        a.without = H_WITHOUT_RETRIES;
+    else if (strcmp(without, "goes on") == 0)
+        a.without = H_WITHOUT_GOES_ON;
+    else if (strcmp(without, "-") == 0)
+        a.without = H_WITHOUT_UNTRIED;
+    else
+        h_test_fail("README.md's ACL table: 'without it' is none of "
+                    "'exits 1', 'retries', 'goes on', '-': %s", row);
     a.why = h_xstrdup(why); /* kept for the test's life */
     return a;
 }
 
-size_t h_stage_acls(h_acl *acls, size_t max)
+size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max)
 {
     char *text = NULL;
     if (h_read_file(H_README_MD, &text, NULL))
@@ -100,6 +119,8 @@ size_t h_stage_acls(h_acl *acls, size_t max)
         h_test_fail("README.md (%s) has no ACL table: no line \"%s\"",
                     H_README_MD, header);
     size_t n = 0;
+    if (!meets)
+        meets = stage_meets;
     row = strchr(row, '\n');
     while (row && row[1] == '|') {
         row++;
@@ -108,10 +129,10 @@ size_t h_stage_acls(h_acl *acls, size_t max)
             *nl = '\0';
         char cond[256];
         cell(row, 1, cond, sizeof(cond));
-        bool meets = false;
-        for (size_t i = 0; i < sizeof(stage_meets) / sizeof(*stage_meets); i++)
-            meets |= strncmp(cond, stage_meets[i], strlen(stage_meets[i])) == 0;
-        if (meets && strncmp(row, "| ---", 5) != 0) {
+        bool met = false;
+        for (size_t i = 0; meets[i]; i++)
+            met |= strncmp(cond, meets[i], strlen(meets[i])) == 0;
+        if (met && strncmp(row, "| ---", 5) != 0) {
             if (n == max)
                 h_test_fail("README.md's ACL table: more than %zu rows", max);
             acls[n++] = acl_of_row(row);
@@ -123,6 +144,11 @@ size_t h_stage_acls(h_acl *acls, size_t max)
         h_test_fail("README.md's ACL table lists nothing for the tests' "
                     "stage");
     return n;
+}
+
+size_t h_stage_acls(h_acl *acls, size_t max)
+{
+    return h_stage_acls_for(stage_meets, acls, max);
 }
 
 /* ---- DIR/secure.env ---------------------------------------------------- */
@@ -322,8 +348,8 @@ int h_sec_try_metadata(const h_kcluster *c, h_sec_auth auth, h_sec_flaw flaw,
 
 /* ---- ACLs -------------------------------------------------------------- */
 
-/* The name of the resource `on` of e (buf holds a transactional-id
- * prefix). */
+/* The name of resource `on` of e (in buf where it is made): a topic, a
+ * group, or the transactional ids' prefix. */
 static const char *resource_name(const h_kenv *e, h_acl_on on, char *buf,
                                  size_t size)
 {
@@ -336,13 +362,26 @@ static const char *resource_name(const h_kenv *e, h_acl_on on, char *buf,
         return e->rej;
     case H_ACL_CKPT:
         return e->ckt;
+    case H_ACL_LIST:
+        return e->lst;
     case H_ACL_GROUP:
         return e->group;
+    case H_ACL_GROUP_REPLAY:
+    case H_ACL_GROUP_LISTS:
+        snprintf(buf, size, "%s.%s", e->group,
+                 on == H_ACL_GROUP_REPLAY ? "replay" : "lists");
+        return buf;
     case H_ACL_TXN:
         break;
     }
     snprintf(buf, size, "bloomstage-%s-", e->group);
     return buf;
+}
+
+static bool is_group(h_acl_on on)
+{
+    return on == H_ACL_GROUP || on == H_ACL_GROUP_REPLAY ||
+           on == H_ACL_GROUP_LISTS;
 }
 
 static const char *op_name(rd_kafka_AclOperation_t op)
@@ -352,8 +391,14 @@ static const char *op_name(rd_kafka_AclOperation_t op)
         return "Read";
     case RD_KAFKA_ACL_OPERATION_WRITE:
         return "Write";
+    case RD_KAFKA_ACL_OPERATION_CREATE:
+        return "Create";
     case RD_KAFKA_ACL_OPERATION_DESCRIBE:
         return "Describe";
+    case RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS:
+        return "DescribeConfigs";
+    case RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE:
+        return "IdempotentWrite";
     default:
         return "Unknown";
     }
@@ -363,97 +408,95 @@ void h_acl_refusal(const h_kenv *e, const h_acl *a, char *buf, size_t size)
 {
     char name[128];
     snprintf(buf, size, "%s on %s:%s", op_name(a->op),
-             a->on == H_ACL_GROUP ? "Group"
+             is_group(a->on)      ? "Group"
              : a->on == H_ACL_TXN ? "TransactionalId"
                                   : "Topic",
              resource_name(e, a->on, name, sizeof(name)));
 }
 
-/* The topic and group ACLs of a[0..n) added or removed by one Admin API
- * request (CreateAcls or DeleteAcls) of an admin client on c. */
-static int admin_acls(h_kcluster *c, const char *principal,
+/* CreateAcls (add) or DeleteAcls of b[0..n), sent as admin; the result
+ * checked. */
+static int acl_request(h_kcluster *c, rd_kafka_AclBinding_t **b, size_t n,
+                       bool add)
+{
+    const char *what = add ? "CreateAcls" : "DeleteAcls";
+    rd_kafka_t *rk = h_query_client(h_kafka_conf(h_kcluster_bootstraps(c)));
+    if (!rk)
+        return -1;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    if (add)
+        rd_kafka_CreateAcls(rk, b, n, NULL, q);
+    else
+        rd_kafka_DeleteAcls(rk, b, n, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, H_CMD_MS);
+    int rc = 0;
+    size_t nr = 0;
+    if (!ev)
+        rc = h_fail("%s: no answer within %d ms", what, H_CMD_MS);
+    else if (rd_kafka_event_error(ev))
+        rc = h_fail("%s: %s", what, rd_kafka_event_error_string(ev));
+    else if (add) {
+        const rd_kafka_acl_result_t **r = rd_kafka_CreateAcls_result_acls(
+            rd_kafka_event_CreateAcls_result(ev), &nr);
+        for (size_t i = 0; i < nr && rc == 0; i++)
+            if (rd_kafka_acl_result_error(r[i]))
+                rc = h_fail("%s: %s", what, rd_kafka_error_string(
+                                rd_kafka_acl_result_error(r[i])));
+    } else {
+        const rd_kafka_DeleteAcls_result_response_t **r =
+            rd_kafka_DeleteAcls_result_responses(
+                rd_kafka_event_DeleteAcls_result(ev), &nr);
+        for (size_t i = 0; i < nr && rc == 0; i++)
+            if (rd_kafka_DeleteAcls_result_response_error(r[i]))
+                rc = h_fail("%s: %s", what,
+                            rd_kafka_error_string(
+                                rd_kafka_DeleteAcls_result_response_error(
+                                    r[i])));
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* The topic and group ACLs of a[0..n), by one request. */
+static int acls_admin(h_kcluster *c, const char *principal,
                       const h_acl_for *a, size_t n, bool add)
 {
     rd_kafka_AclBinding_t **b = h_xcalloc(n ? n : 1, sizeof(*b));
-    size_t k = 0;
-    char errstr[256], buf[128];
-    for (size_t i = 0; i < n; i++) {
+    size_t nb = 0;
+    char err[256], name[128];
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         if (a[i].acl.on == H_ACL_TXN)
             continue;
-        rd_kafka_ResourceType_t t = a[i].acl.on == H_ACL_GROUP
-                                        ? RD_KAFKA_RESOURCE_GROUP
-                                        : RD_KAFKA_RESOURCE_TOPIC;
-        const char *name = resource_name(a[i].e, a[i].acl.on, buf,
-                                         sizeof(buf));
-        b[k] = add ? rd_kafka_AclBinding_new(
-                         t, name, RD_KAFKA_RESOURCE_PATTERN_LITERAL,
-                         principal, "*", a[i].acl.op,
-                         RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, errstr,
-                         sizeof(errstr))
-                   : rd_kafka_AclBindingFilter_new(
-                         t, name, RD_KAFKA_RESOURCE_PATTERN_LITERAL,
-                         principal, "*", a[i].acl.op,
-                         RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, errstr,
-                         sizeof(errstr));
-        if (!b[k]) {
-            rd_kafka_AclBinding_destroy_array(b, k);
-            free(b);
-            return h_fail("ACL on %s: %s", name, errstr);
-        }
-        k++;
+        const char *rname = resource_name(a[i].e, a[i].acl.on, name,
+                                          sizeof(name));
+        b[nb] = (add ? rd_kafka_AclBinding_new
+                     : rd_kafka_AclBindingFilter_new)(
+            is_group(a[i].acl.on) ? RD_KAFKA_RESOURCE_GROUP
+                                  : RD_KAFKA_RESOURCE_TOPIC,
+            rname, RD_KAFKA_RESOURCE_PATTERN_LITERAL, principal, "*",
+            a[i].acl.op, RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, err,
+            sizeof(err));
+        if (!b[nb])
+            rc = h_fail("ACL binding %s %s: %s", rname,
+                        op_name(a[i].acl.op), err);
+        else
+            nb++;
     }
-    int rc = 0;
-    if (k) {
-        rd_kafka_t *rk = h_query_client(h_kafka_conf(h_kcluster_bootstraps(c)));
-        if (!rk)
-            rc = -1;
-        rd_kafka_queue_t *q = rk ? rd_kafka_queue_new(rk) : NULL;
-        if (q && add)
-            rd_kafka_CreateAcls(rk, b, k, NULL, q);
-        else if (q)
-            rd_kafka_DeleteAcls(rk, b, k, NULL, q);
-        rd_kafka_event_t *ev = q ? rd_kafka_queue_poll(q, H_CMD_MS) : NULL;
-        if (q && !ev)
-            rc = h_fail("%s: no answer in %d ms",
-                        add ? "CreateAcls" : "DeleteAcls", H_CMD_MS);
-        else if (ev && rd_kafka_event_error(ev))
-            rc = h_fail("%s: %s", add ? "CreateAcls" : "DeleteAcls",
-                        rd_kafka_event_error_string(ev));
-        size_t nr = 0;
-        if (ev && rc == 0 && add) {
-            const rd_kafka_acl_result_t **r = rd_kafka_CreateAcls_result_acls(
-                rd_kafka_event_CreateAcls_result(ev), &nr);
-            for (size_t i = 0; i < nr && rc == 0; i++)
-                if (rd_kafka_acl_result_error(r[i]))
-                    rc = h_fail("CreateAcls: %s", rd_kafka_error_string(
-                                    rd_kafka_acl_result_error(r[i])));
-        } else if (ev && rc == 0) {
-            const rd_kafka_DeleteAcls_result_response_t **r =
-                rd_kafka_DeleteAcls_result_responses(
-                    rd_kafka_event_DeleteAcls_result(ev), &nr);
-            for (size_t i = 0; i < nr && rc == 0; i++)
-                if (rd_kafka_DeleteAcls_result_response_error(r[i]))
-                    rc = h_fail("DeleteAcls: %s",
-                                rd_kafka_error_string(
-                                    rd_kafka_DeleteAcls_result_response_error(
-                                        r[i])));
-        }
-        if (ev)
-            rd_kafka_event_destroy(ev);
-        if (q)
-            rd_kafka_queue_destroy(q);
-        if (rk)
-            rd_kafka_destroy(rk);
-    }
-    rd_kafka_AclBinding_destroy_array(b, k);
+    if (rc == 0 && nb)
+        rc = acl_request(c, b, nb, add);
+    rd_kafka_AclBinding_destroy_array(b, nb);
     free(b);
     return rc;
 }
 
-/* The transactional-id ACLs of a[0..n) (prefixed) added or removed by
- * kafka-acls as admin (`scripts/kafka tool acls`), one run per
- * operation naming every id of it. */
-static int txn_acls(h_kcluster *c, const char *principal, const h_acl_for *a,
+/* The transactional-id ACLs of a[0..n) (prefixed) by kafka-acls as admin
+ * (`scripts/kafka tool acls`), one run per operation naming every id of
+ * it. */
+static int acls_txn(h_kcluster *c, const char *principal, const h_acl_for *a,
                     size_t n, bool add)
 {
     static const rd_kafka_AclOperation_t ops[] = {
@@ -491,13 +534,51 @@ static int txn_acls(h_kcluster *c, const char *principal, const h_acl_for *a,
     return rc;
 }
 
+/* Waits (up to 20 s) until the node's authorizer has applied every ACL
+ * change made before: a change reaches it through the metadata log a
+ * moment after the request returns, in order.  So one more change is
+ * made, Describe for H_SEC_STAGE_PRINCIPAL on a topic that does not
+ * exist (H_SEC_SETTLE_TOPIC-N), and waited for: the stage's metadata
+ * request says "unknown topic" rather than "not authorized" once it
+ * applies; then it is removed. */
+static int acls_settle(h_kcluster *c)
+{
+    static unsigned seq;
+    char topic[64], err[256], why[1024];
+    snprintf(topic, sizeof(topic), H_SEC_SETTLE_TOPIC "-%u", seq++);
+    rd_kafka_AclBinding_t *b = rd_kafka_AclBinding_new(
+        RD_KAFKA_RESOURCE_TOPIC, topic, RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+        H_SEC_STAGE_PRINCIPAL, "*", RD_KAFKA_ACL_OPERATION_DESCRIBE,
+        RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, err, sizeof(err));
+    if (!b)
+        return h_fail("ACL binding %s: %s", topic, err);
+    int rc = acl_request(c, &b, 1, true);
+    for (int64_t end = h_now_ms() + 20000; rc == 0;) {
+        int r = h_sec_try_metadata(c, H_SEC_SCRAM, H_SEC_SOUND, topic, why,
+                                   sizeof(why));
+        if (r < 0)
+            rc = -1;
+        else if (r == 1 && strstr(why, "UNKNOWN_TOPIC"))
+            break;
+        else if (h_now_ms() > end)
+            rc = h_fail("ACLs not applied within 20 s: Describe on %s: %s",
+                        topic, r ? why : "the topic exists");
+        else
+            h_nap(100);
+    }
+    if (rc == 0)
+        rc = acl_request(c, &b, 1, false);
+    rd_kafka_AclBinding_destroy(b);
+    return rc;
+}
+
 int h_acls_apply(h_kcluster *c, const char *principal, const h_acl_for *a,
                  size_t n, bool add)
 {
-    if (admin_acls(c, principal, a, n, add) ||
-        txn_acls(c, principal, a, n, add))
+    if (acls_admin(c, principal, a, n, add) ||
+        acls_txn(c, principal, a, n, add))
         return -1;
-    return 0;
+    return acls_settle(c);
 }
 
 /* acls[0..n) on e's resources, as h_acls_apply's list. */
@@ -522,4 +603,84 @@ int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
                   const h_acl *acls, size_t n)
 {
     return acls_change(c, e, principal, acls, n, false);
+}
+
+/* ---- what the authorizer denied ---------------------------------------- */
+
+size_t h_sec_denied(const h_kcluster *c, size_t from, size_t *end, char *buf,
+                    size_t size)
+{
+    char *path = h_strdupf("%s/node1/server.log", h_kcluster_dir(c));
+    char *log = NULL;
+    size_t len = 0, used = 0, n = 0;
+    int rc = h_read_file(path, &log, &len);
+    free(path);
+    H_MUST(rc);
+    if (buf && size)
+        buf[0] = '\0';
+    static const char needle[] = "Principal = " H_SEC_STAGE_PRINCIPAL
+                                 " is Denied";
+    for (const char *s = log + (from < len ? from : len);
+         (s = strstr(s, needle)); s++) {
+        int l = (int)strcspn(s, "\n");
+        static const char settle[] = "Topic:LITERAL:" H_SEC_SETTLE_TOPIC;
+        if (memmem(s, (size_t)l, settle, strlen(settle)))
+            continue; /* acls_settle's, not the stage's */
+        n++;
+        if (buf && used + (size_t)l + 2 < size)
+            used += (size_t)snprintf(buf + used, size - used, "%.*s\n", l, s);
+    }
+    free(log);
+    if (end)
+        *end = len;
+    return n;
+}
+
+/* ---- a test's environment ---------------------------------------------- */
+
+/* chmod 0600 of path, or the test fails. */
+static void private_file(const char *path)
+{
+    if (chmod(path, 0600))
+        h_test_fail("chmod 0600 %s failed", path);
+}
+
+h_kenv *h_sec_kenv_new(h_kcluster *c, const char *name, h_sec_auth auth,
+                       const h_kenv_opts *o, const char *const *meets)
+{
+    char *sec = h_sec_stage_settings(c, auth, H_SEC_SOUND);
+    char *extra = h_strdupf("%smetrics.listen=127.0.0.1:0\n%s", sec,
+                            o->extra ? o->extra : "");
+    h_kenv_opts so = *o;
+    so.extra = extra;
+    so.bootstraps = h_sec_bootstrap(c, auth);
+    h_kenv *e = h_kenv_new(c, name, &so);
+    free(sec);
+    free(extra);
+    private_file(e->conf);
+    if (meets && !meets[0])
+        return e;
+    h_acl acls[32];
+    size_t nacls = h_stage_acls_for(meets, acls, 32);
+    H_MUST(h_acls_grant(c, e, H_SEC_STAGE_PRINCIPAL, acls, nacls));
+    return e;
+}
+
+char *h_sec_kenv_conf(h_kcluster *c, const h_kenv *e, h_sec_auth auth,
+                      h_sec_flaw flaw, const char *name)
+{
+    char *base = NULL;
+    H_MUST(h_read_file(e->conf, &base, NULL));
+    char *sec = h_sec_stage_settings(c, auth, flaw);
+    char *text = h_strdupf("%skafka.bootstrap.servers=%s\n%s", base,
+                           h_sec_bootstrap(c, auth), sec);
+    char *conf = h_strdupf("%s/%s.conf", e->h.dir, name);
+    /* Made 0600 before the password goes in. */
+    H_MUST(h_write_file(conf, ""));
+    private_file(conf);
+    H_MUST(h_write_file(conf, text));
+    free(base);
+    free(sec);
+    free(text);
+    return conf;
 }

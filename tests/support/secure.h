@@ -10,8 +10,8 @@
  * helpers (topics, feeding, reading at read_committed, committed offsets,
  * h_kenv_*) work on it unchanged.  A stage is given the settings of the
  * user `stage` by one means (h_sec_stage_settings) and exactly the ACLs
- * README.md lists (h_stage_acls), granted and revoked by Kafka's
- * kafka-acls as admin.
+ * README.md lists (h_stage_acls), granted and revoked as admin
+ * (h_acls_grant).
  * Conventions: core.h.
  */
 #ifndef BS_SUPPORT_SECURE_H
@@ -41,6 +41,10 @@ typedef enum h_sec_flaw {
 
 /* The principal a stage is (ACLs name it). */
 #define H_SEC_STAGE_PRINCIPAL "User:stage"
+/* The topics (never created) whose ACLs h_acls_grant and h_acls_revoke
+ * use to wait until a change applies: "h-sec-settled-N".  h_sec_denied
+ * does not count their denials. */
+#define H_SEC_SETTLE_TOPIC "h-sec-settled"
 
 /* `scripts/kafka start --secure` of one node (h_kcluster_start_args);
  * the layer's clients for its bootstrap list are admin from then on
@@ -73,6 +77,13 @@ int h_sec_try_metadata(const h_kcluster *c, h_sec_auth auth, h_sec_flaw flaw,
                        const char *topic, char *buf,
                        size_t size) H_WARN_UNUSED;
 
+/* What the node's authorizer logged as denied to User:stage from byte
+ * `from` of its log on: how many lines (the first few into buf, which may
+ * be NULL); *end (if not NULL) is the log's size, the `from` of a later
+ * call. */
+size_t h_sec_denied(const h_kcluster *c, size_t from, size_t *end, char *buf,
+                    size_t size);
+
 /* ---- the ACLs a stage needs ------------------------------------------- */
 
 /* Which of a test environment's resources an ACL is on. */
@@ -84,27 +95,43 @@ typedef enum h_acl_on {
     H_ACL_GROUP, /* the consumer group e->group, literal */
     H_ACL_TXN,   /* transactional ids "bloomstage-GROUP-", prefixed (the
                   * stage's default exactly_once.transactional.id) */
+    H_ACL_LIST,  /* e->lst, literal (live blocklist x's topic) */
+    H_ACL_GROUP_REPLAY, /* the group "GROUP.replay", literal */
+    H_ACL_GROUP_LISTS,  /* the group "GROUP.lists", literal */
 } h_acl_on;
+
+/* What the stage does without an ACL: README.md's "without it" cell. */
+typedef enum h_acl_without {
+    H_WITHOUT_EXITS,   /* "exits 1": held at start-up, then exit 1 */
+    H_WITHOUT_RETRIES, /* "retries": rounds fail until it is granted */
+    H_WITHOUT_GOES_ON, /* "goes on": works; the broker logs denials */
+    H_WITHOUT_UNTRIED, /* "-": no test leaves it out (a CLI's row, or a
+                        * configuration test_acl_missing does not run) */
+} h_acl_without;
 
 typedef struct h_acl {
     h_acl_on on;
     rd_kafka_AclOperation_t op;
     const char *why; /* what of the stage's needs it */
-    bool heals;      /* without it the stage retries until it is granted
-                      * ("retries"; else "exits 1") */
+    h_acl_without without; /* the table's "without it" */
 } h_acl;
 
 /* The ACLs README.md's table ("ACLs the stage's principal needs") lists
- * for a stage with exactly_once.method=transactions, a rejected topic and
- * checkpoint.store=kafka: every row whose condition is one of those or
- * "every stage", parsed into acls[0..max); returns how many.  The README
- * is the one list: a row the parser does not know (a resource, a name,
- * an operation, or what the stage does without it) fails the test,
- * naming it, as does a table not found. */
+ * for what a test runs: every row whose condition (the "needed for" cell)
+ * begins with one of meets[] (NULL-terminated, e.g. "every stage",
+ * "`checkpoint.store=kafka`"; NULL: h_stage_acls's), parsed into
+ * acls[0..max); returns how many.  The README is the one list: a row the
+ * parser does not know (a resource, a name, an operation, or what the
+ * stage does without it) fails the test, naming it, as does a table not
+ * found or nothing listed. */
+size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max);
+/* h_stage_acls_for a stage with exactly_once.method=transactions (and so
+ * processing.guarantee=exactly_once), a rejected topic and
+ * checkpoint.store=kafka. */
 size_t h_stage_acls(h_acl *acls, size_t max);
 
-/* Allows (add) or removes acls[0..n) for principal on e's resources on
- * cluster c, as admin: h_acls_apply. */
+/* Allows or removes acls[0..n) for principal on e's resources on cluster
+ * c, as admin: h_acls_apply. */
 int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
                  const h_acl *acls, size_t n) H_WARN_UNUSED;
 int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
@@ -125,8 +152,24 @@ typedef struct h_acl_for {
  * admin: the topic and group ACLs by one Admin API request (CreateAcls,
  * DeleteAcls), the transactional-id ones by one kafka-acls run per
  * operation (`scripts/kafka tool acls`: librdkafka 2.0.2's Admin API has
- * no TransactionalId resource type). */
+ * no TransactionalId resource type); then waits (up to 20 s) until the
+ * broker's authorizer applies the change. */
 int h_acls_apply(h_kcluster *c, const char *principal, const h_acl_for *a,
                  size_t n, bool add) H_WARN_UNUSED;
+
+/* ---- a test's environment on the secured node ------------------------- */
+
+/* h_kenv_new on cluster c with o (its extra lines after the stage's
+ * settings for auth; its bootstraps those of auth's listener, metrics on
+ * a free loopback port), the configuration kept 0600 (it holds a
+ * password), and the ACLs h_stage_acls_for(meets) granted to
+ * H_SEC_STAGE_PRINCIPAL (meets {NULL}: none). */
+h_kenv *h_sec_kenv_new(h_kcluster *c, const char *name, h_sec_auth auth,
+                       const h_kenv_opts *o, const char *const *meets);
+/* e's configuration as the stage reaching c by auth with flaw: e->conf
+ * with that listener and those settings after it (a later line wins),
+ * written 0600 to DIR/NAME.conf; its path (the caller frees it). */
+char *h_sec_kenv_conf(h_kcluster *c, const h_kenv *e, h_sec_auth auth,
+                      h_sec_flaw flaw, const char *name);
 
 #endif

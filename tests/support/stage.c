@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -265,6 +266,55 @@ void h_wait_said(h_proc *p, const char *needle, size_t n, int timeout_ms)
                          needle, n > 1 ? " often enough" : "", timeout_ms);
         h_nap(5);
     }
+}
+
+double h_stage_metric(unsigned port, const char *series)
+{
+    h_http_resp r;
+    char err[256];
+    if (h_http_request(port, "GET", "/metrics", &r, err, sizeof(err)) != 0)
+        return NAN;
+    double v = NAN;
+    if (r.status == 200) {
+        h_prom pm;
+        if (h_prom_parse(r.body ? r.body : "", &pm, err, sizeof(err)) != 0)
+            h_test_fail("/metrics on port %u does not parse: %s", port, err);
+        const h_prom_sample *smp = h_prom_find(&pm, series);
+        if (smp)
+            v = smp->value;
+        h_prom_free(&pm);
+    }
+    h_http_resp_free(&r);
+    return v;
+}
+
+void h_expect_ckpt_info(h_proc *p, const char *topic,
+                        const int64_t *want, int parts)
+{
+    const char *text = h_process_stdout(p);
+    int found = 0;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char t[256];
+        int part;
+        long long next;
+        if (sscanf(line, "%255s %d %lld", t, &part, &next) == 3 &&
+            !strcmp(t, topic)) {
+            if (part < 0 || part >= parts || next != want[part])
+                h_stage_fail(p, "checkpoint info: %s [%d] next_offset %lld, "
+                             "want %" PRId64, t, part, next,
+                             part >= 0 && part < parts ? want[part] : -1);
+            if (len < 3 || strncmp(line + len - 3, "yes", 3))
+                h_stage_fail(p, "checkpoint info: %s [%d] does not verify",
+                             t, part);
+            found++;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    if (found != parts)
+        h_stage_fail(p, "checkpoint info lists %d partitions of %s, want "
+                     "%d:\n%s", found, topic, parts, text);
 }
 
 long long h_log_int(const char *line, const char *key)

@@ -106,6 +106,17 @@ double h_stage_start_reason(h_proc *p, unsigned port,
                             const char *const *errors, int timeout_ms,
                             char *why, size_t why_size);
 
+/* One series' value (e.g. "bloomstage_blocklist_entries{list=\"x\"}") of
+ * the /metrics on port, parsed strictly (a body that does not parse fails
+ * the test); NaN if nothing answered 200 or the series is absent. */
+double h_stage_metric(unsigned port, const char *series);
+
+/* p is `bloomstage checkpoint info ...`: its lines for topic list exactly
+ * partitions 0..parts-1, each at next_offset want[p] and verified (fails
+ * the test otherwise). */
+void h_expect_ckpt_info(h_proc *p, const char *topic, const int64_t *want,
+                        int parts);
+
 /* The integer value of key=N in a logfmt line (bare), or -1 if absent. */
 long long h_log_int(const char *line, const char *key);
 /* How many of p's `partition assigned` lines of topic restored a

@@ -1,12 +1,15 @@
 /*
- * nemesis.c -- bench_nemesis: a Jepsen-style fault schedule on a 3-node
- * Apache Kafka cluster while a known stream flows through two or three
- * `bloomstage run` instances, then one oracle over everything that came
- * out (issue 26).  bench/nemesis starts nothing itself but the build; this
- * program starts the cluster (scripts/kafka start --proxied) and runs:
+ * nemesis.c -- a Jepsen-style fault schedule on a 3-node Apache Kafka
+ * cluster while a known stream flows through two or three `bloomstage run`
+ * instances, then one oracle over everything that came out (issue 26).
+ * One program, built twice: ctest's test_kafka_nemesis (tests/
+ * nemesis.cmake: a short schedule, labels kafka and nemesis) and
+ * bench_nemesis (bench/nemesis.cmake; bench/nemesis builds a Release tree
+ * and runs it for a soak).  It starts the cluster (scripts/kafka start
+ * --proxied) and runs:
  *
- *   bench_nemesis --minutes N --seed S [--instances 2|3] [--rate R]
- *                 [--bound SEC] [--bloomstage PATH]
+ *   NAME --minutes N --seed S [--instances 2|3] [--rate R]
+ *        [--bound SEC] [--bloomstage PATH]
  *
  * The stages (exactly_once.method=transactions, checkpoint.store=kafka, a
  * file blocklist and a live one) reach the brokers only through one TCP
