@@ -47,8 +47,18 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
             bs_stage_fatal(s, "consumer fatal error: %s", fe);
         return;
     }
+    /* The group's Read refused (FindCoordinator, JoinGroup): said, and it
+     * holds start-up.  Another client's refusal (the output-tail reader
+     * looks up the coordinator of a group it never joins) is only
+     * logged. */
+    if (rk == s->consumer &&
+        err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+        (void)bs_consumer_refused(s, err, NULL, reason);
+        return;
+    }
     bs_log_kafka_error(s, rd_kafka_name(rk), err, reason);
-    bs_startup_kafka_error(s, err, reason);
+    if (!bs_kafka_refused(err))
+        bs_startup_kafka_error(s, err, reason);
 }
 
 /* librdkafka's lines, through log.c; its FAIL lines (a connection that
@@ -60,6 +70,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
                    const char *buf)
 {
     uint64_t repeats;
+    bs_refusal_from_log(rd_kafka_opaque(rk), fac, buf);
     if (!strcmp(fac, "FAIL") &&
         !bs_error_log_due(rd_kafka_opaque(rk), "librdkafka", buf, &repeats))
         return;
@@ -71,12 +82,17 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
 {
     (void)rk;
     bs_stage *s = opaque;
+    /* No Write on the output, rejected or checkpoint topic: said. */
+    if (m->err)
+        (void)bs_refused(s, m->err, "Write", rd_kafka_topic_name(m->rkt),
+                         rd_kafka_err2str(m->err));
     if (s->store && bs_store_delivery(s->store, m))
         return; /* a checkpoint record (transactions, kafka store) */
-    if (m->err)
+    if (m->err) {
         bs_delivery_failed(s, "delivery to %s [%d] failed: %s",
                            rd_kafka_topic_name(m->rkt), (int)m->partition,
                            rd_kafka_err2str(m->err));
+    }
 }
 
 /* The stage's callbacks on conf. */
@@ -210,7 +226,20 @@ static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
     }
     if (s->txn)
         bs_txn_id(s, NULL);
-    bs_rc rc = bs_producer_recreate(s, errstr, errstr_size);
+    bs_rc rc;
+    /* The transactional id's Write refused (bs_txn_start said it): a new
+     * producer tries again, as start-up holds refusals. */
+    for (;;) {
+        s->refused_err = 0;
+        rc = bs_producer_recreate(s, errstr, errstr_size);
+        if (rc != BS_FATAL || !s->txn ||
+            s->refused_err !=
+                RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            break;
+        bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
+        if (w != BS_OK)
+            return w;
+    }
     if (rc == BS_OK || !s->txn) {
         if (rc == BS_OK && bs_exactly_once(s) &&
             (s->txn || m == BS_CONFIG_EOS_REPLAY))
@@ -318,7 +347,10 @@ static void serve(bs_stage *s)
 {
     rd_kafka_message_t *m;
     while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL) {
-        if (m->err) {
+        if (m->err &&
+            !bs_consumer_refused(s, m->err,
+                                 m->rkt ? rd_kafka_topic_name(m->rkt) : NULL,
+                                 rd_kafka_message_errstr(m))) {
             bs_log_kafka_error(s, rd_kafka_name(s->consumer), m->err,
                                rd_kafka_message_errstr(m));
             bs_startup_kafka_error(s, m->err, rd_kafka_message_errstr(m));
@@ -343,7 +375,18 @@ bs_rc bs_clients_probe(bs_stage *s, int timeout_ms)
 
 bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    if (bs_store_check(s->store, errstr, errstr_size) != 0)
+    int rc;
+    /* The checkpoint topic's Read refused: tried again, as start-up holds
+     * refusals. */
+    while ((rc = bs_store_check(s->store, errstr, errstr_size)) ==
+           BS_STORE_REFUSED) {
+        (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                         "Read", s->set.checkpoint_topic, errstr);
+        bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
+        if (w != BS_OK)
+            return w;
+    }
+    if (rc != 0)
         return BS_FATAL;
     return choose_method(s, errstr, errstr_size);
 }

@@ -74,7 +74,7 @@ rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
 }
 
 int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
-                        char *errstr, size_t errstr_size)
+                        int *err_out, char *errstr, size_t errstr_size)
 {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
@@ -98,11 +98,49 @@ int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
         snprintf(errstr, errstr_size, "topic %s has no partitions", topic);
     else
         n = md->topics[0].partition_cnt;
+    if (err_out)
+        *err_out = err ? (int)err
+                   : md && md->topic_cnt == 1 ? (int)md->topics[0].err
+                                              : 0;
     if (md)
         rd_kafka_metadata_destroy(md);
     if (rkt)
         rd_kafka_topic_destroy(rkt);
     return n;
+}
+
+bool bs_kafka_refused(int err)
+{
+    return err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+           err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED ||
+           err == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
+           err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED;
+}
+
+bool bs_refusal_text(int err, const char *op, const char *name, char *buf,
+                     size_t size)
+{
+    const char *type;
+    switch (err) {
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+        type = "Topic";
+        break;
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+        type = "Group";
+        break;
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        type = "TransactionalId";
+        break;
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+        type = "Cluster";
+        op = "IdempotentWrite";
+        name = "kafka-cluster";
+        break;
+    default:
+        return false;
+    }
+    snprintf(buf, size, "%s on %s:%s", op, type, name ? name : "?");
+    return true;
 }
 
 int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,

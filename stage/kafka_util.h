@@ -13,6 +13,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <stdbool.h>
+
 /* A librdkafka configuration for a client of cfg's stage: defaults, then
  * every kafka.* key, then every ROLE.* key (role "consumer" or
  * "producer"), then forced (defaults and forced: NULL-terminated key,
@@ -33,9 +35,22 @@ rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
                                       size_t errstr_size);
 
 /* Partitions of `topic` (metadata through rk), or -1 with errstr (which may
- * be NULL when the caller only wants the count). */
+ * be NULL when the caller only wants the count) and *err (if not NULL) the
+ * error (the request's or the topic's; RD_KAFKA_RESP_ERR_NO_ERROR when
+ * the topic has no partitions). */
 int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
-                        char *errstr, size_t errstr_size);
+                        int *err, char *errstr, size_t errstr_size);
+
+/* Whether err is a refusal by the brokers' authorizer: an ACL missing
+ * (TOPIC_, GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED). */
+bool bs_kafka_refused(int err);
+/* What such a refusal refuses, in the words of README.md's ACL table:
+ * "<op> on <resource type>:<name>" into buf ("Write on Topic:out"; op is
+ * what the request needed: Read, Write, Describe; the cluster's is
+ * IdempotentWrite whatever op says).  false, buf untouched, if err is no
+ * refusal. */
+bool bs_refusal_text(int err, const char *op, const char *name, char *buf,
+                     size_t size);
 
 /* The same from the metadata of every topic, so that asking creates
  * nothing (a Metadata request naming a topic makes librdkafka's mock, and

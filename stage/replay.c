@@ -185,7 +185,7 @@ static int tail_ranges(tail_read *r, rd_kafka_topic_partition_list_t *assign,
      * broker went away, and a query sent to a dead leader waits out its
      * whole timeout. */
     (void)bs_topic_partitions(r->tail, r->topic, BS_TIMEOUT_BROKER_MS, NULL,
-                              0);
+                              NULL, 0);
     for (uint32_t p = 0; p < r->nparts; p++) {
         int64_t lo, hi;
         rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(

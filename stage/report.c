@@ -297,7 +297,7 @@ size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)
 bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
 {
     const char *no = NULL;
-    char list_why[300], stall_why[80];
+    char list_why[300], stall_why[80], ckpt_why[460];
     if (bs_startup_why(s, why, why_size))
         return false; /* starting: the step, and what holds it */
     int64_t last = atomic_load(&s->last_poll_ms);
@@ -316,8 +316,19 @@ bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
         snprintf(stall_why, sizeof(stall_why), "the poll loop has not "
                  "turned for %.0f s", BS_READY_STALL_S);
         no = stall_why;
-    } else if (atomic_load(&s->pub_state) == BS_STAGE_BACKOFF)
-        no = "checkpoints are failing";
+    } else {
+        /* Failing, or refused since the last commit (a round with nothing
+         * to write goes through between refused ones): with the refusal,
+         * if one did (bs_refused). */
+        pthread_mutex_lock(&s->pub_lock);
+        if (atomic_load(&s->pub_state) == BS_STAGE_BACKOFF ||
+            s->refused_why[0]) {
+            snprintf(ckpt_why, sizeof(ckpt_why), "checkpoints are failing%s%s",
+                     s->refused_why[0] ? ": " : "", s->refused_why);
+            no = ckpt_why;
+        }
+        pthread_mutex_unlock(&s->pub_lock);
+    }
     if (why && why_size)
         snprintf(why, why_size, "%s", no ? no : "ready");
     return no == NULL;

@@ -479,6 +479,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
             if (!s->txn)
                 bs_crash_point(BS_CRASH_AFTER_COMMIT);
             store_committed(s, commit);
+            bs_refusal_healed(s);
             double now = bs_now(), dt = now - t0;
             BS_SET(s->ctr.checkpoint_bytes, bytes);
             bs_report_round(s, dt);
@@ -551,6 +552,7 @@ void bs_round_from_loop(bs_stage *s, const char *why)
         }
         return;
     }
+    bs_refusals_collect(s);
     bs_backoff_start(s);
     if (before != BS_STAGE_BACKOFF) {
         bs_log(BS_LOG_WARN, "checkpoint round failed, pausing consumption",

@@ -85,18 +85,29 @@ fail:
 /* A topic the stage produces to must exist before anything is consumed
  * (a production cluster does not create topics on demand): said now, with
  * its key, rather than as deliveries that fail and roll back for ever.
- * Its partition count, or -1 with errstr. */
+ * The brokers refusing it (no Write ACL, which brings Describe) is retried
+ * as start-up holds refusals (bs_startup_refusal_wait).  Its partition
+ * count; 0 when a stop was requested meanwhile; -1 with errstr. */
 static int produced_topic(bs_stage *s, const char *key, const char *topic,
                           char *errstr, size_t errstr_size)
 {
-    int n = bs_topic_partitions(s->producer, topic, BS_TIMEOUT_BROKER_MS,
-                                errstr, errstr_size);
-    if (n <= 0) {
+    for (;;) {
+        int err = 0;
+        int n = bs_topic_partitions(s->producer, topic, BS_TIMEOUT_BROKER_MS,
+                                    &err, errstr, errstr_size);
+        if (n > 0)
+            return n;
+        if (bs_refused(s, err, "Write", topic, errstr)) {
+            bs_rc rc = bs_startup_refusal_wait(s, errstr, errstr_size);
+            if (rc == BS_OK)
+                continue;
+            return rc == BS_RETRY ? 0 : -1;
+        }
         size_t l = strlen(errstr);
         snprintf(errstr + l, errstr_size - l, " (%s=%s must exist before "
                  "the stage starts)", key, topic);
+        return -1;
     }
-    return n;
 }
 
 /* Waits for a broker to answer, the clients' errors served meanwhile
@@ -134,18 +145,20 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
     if (rc != BS_OK)
         return rc;
     bs_startup_step(s, BS_START_CLIENTS, NULL);
-    if (bs_clients_start(s, errstr, errstr_size) != BS_OK)
-        return BS_FATAL;
+    rc = bs_clients_start(s, errstr, errstr_size);
+    if (rc != BS_OK)
+        return atomic_load(&s->stop) ? BS_RETRY : BS_FATAL;
     bs_startup_step(s, BS_START_TOPICS, s->set.output_topic);
     s->out_parts = produced_topic(s, "output.topic", s->set.output_topic,
                                   errstr, errstr_size);
     if (s->out_parts <= 0)
-        return BS_FATAL;
+        return s->out_parts == 0 ? BS_RETRY : BS_FATAL;
     if (s->set.rejected_topic) {
         bs_startup_step(s, BS_START_TOPICS, s->set.rejected_topic);
-        if (produced_topic(s, "rejected.topic", s->set.rejected_topic,
-                           errstr, errstr_size) <= 0)
-            return BS_FATAL;
+        int n = produced_topic(s, "rejected.topic", s->set.rejected_topic,
+                               errstr, errstr_size);
+        if (n <= 0)
+            return n == 0 ? BS_RETRY : BS_FATAL;
     }
     /* Live blocklists read to their end before any input is consumed. */
     bs_startup_step(s, BS_START_LISTS, NULL);
@@ -293,9 +306,14 @@ int bs_stage_run(bs_stage *s, char *errstr, size_t errstr_size)
                                rd_kafka_err2name(orig), fe);
                 rd_kafka_message_destroy(m);
             } else {
-                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                    /* e.g. GROUP_AUTHORIZATION_FAILED: what /ready
-                     * names while no partition came. */
+                /* The group's or an input topic's Read refused: the
+                 * refusal line, and what /ready names while no partition
+                 * came (start-up holds it: bs_refused). */
+                if (!bs_consumer_refused(s, m->err,
+                                         m->rkt ? rd_kafka_topic_name(m->rkt)
+                                                : NULL,
+                                         rd_kafka_message_errstr(m)) &&
+                    m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                     bs_startup_kafka_error(s, m->err,
                                            rd_kafka_message_errstr(m));
                     char eq[512];

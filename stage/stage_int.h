@@ -221,6 +221,19 @@ struct bs_stage {
     bool start_why_refused;
     int start_bad_err;
     double start_bad_since;
+    /* The last refusal by the brokers' authorizer (bs_refused; under
+     * pub_lock): /ready is 503 saying it until a start-up step or a
+     * round's commit goes through (bs_refusal_healed). */
+    char refused_why[400];
+    int refused_err; /* the last refusal's error (stage thread) */
+    /* A refusal the group consumer met before start-up joined (librdkafka
+     * says a FindCoordinator refusal once): said again when it does. */
+    int early_refused_err;
+    char early_refused_name[256], early_refused_detail[300];
+    /* A topic a transaction could not add a partition of, refused by the
+     * authorizer: librdkafka says which only in its log (log_cb, any
+     * thread; under err_lock), bs_refusals_collect says it. */
+    char txn_refused_topic[256];
     pthread_mutex_t err_lock;
     bs_error_seen seen[BS_ERRORS_SEEN];
 };
@@ -269,13 +282,15 @@ void bs_deliveries_unconfirmed(bs_stage *s, const char *fmt, ...)
  * from the broker): it does not heal by itself. */
 bool bs_kafka_error_needs_operator(int err, const char *text);
 /* The verdict: give up start-up after bad_for_s seconds of nothing but
- * err (BS_START_GIVE_UP_S, for the errors above only). */
+ * err (BS_START_GIVE_UP_S, for the errors above and the authorizer's
+ * refusals, bs_kafka_refused, only). */
 bool bs_startup_gives_up(int err, const char *text, double bad_for_s);
 /* Start-up made a step: /ready names it; the error held and the clock of
  * refused logins are reset. */
 void bs_startup_step(bs_stage *s, bs_start_step step, const char *topic);
 /* An error librdkafka reported (error_cb, a consumer error): shown by
- * /ready while starting; a refused login starts the clock. */
+ * /ready while starting; a refused login or a refusal by the authorizer
+ * starts the clock. */
 void bs_startup_kafka_error(bs_stage *s, int err, const char *text);
 /* true, with errstr (one line naming the cause), once the verdict is to
  * give up. */
@@ -292,6 +307,36 @@ bool bs_error_log_due(bs_stage *s, const char *msg, const char *text,
  * error for refused logins or handshakes, a warning otherwise. */
 void bs_log_kafka_error(bs_stage *s, const char *client, int err,
                         const char *text);
+/* The brokers' authorizer refused op (Read, Write) on name (a topic, the
+ * group, the transactional id: err says which; bs_refusal_text) to the
+ * stage: one error line `msg="not authorized" refused="Write on
+ * Topic:NAME" principal=User:USER error=... detail=...` per
+ * BS_ERROR_LOG_REPEAT_S (the principal when kafka.sasl.username names it),
+ * the refusal kept for /ready, and while starting it holds start-up as a
+ * refused login does (bs_startup_kafka_error).  false if err is no
+ * refusal. */
+bool bs_refused(bs_stage *s, int err, const char *op, const char *name,
+                const char *detail);
+/* bs_refused for an error of the group consumer: Read on the group, or on
+ * topic (an input topic; NULL if the error names none).  One met before
+ * start-up subscribes is said again when it does (librdkafka says a
+ * FindCoordinator refusal once).  false if err is no refusal. */
+bool bs_consumer_refused(bs_stage *s, int err, const char *topic,
+                         const char *detail);
+/* Any thread: a librdkafka log line (facility ADDPARTS) that may say a
+ * transaction could not add a topic's partition, refused by the
+ * authorizer: the topic kept for bs_refusals_collect. */
+void bs_refusal_from_log(bs_stage *s, const char *fac, const char *text);
+/* Stage thread, after a round failed: the refusal kept by
+ * bs_refusal_from_log, said (bs_refused: Write on that topic). */
+void bs_refusals_collect(bs_stage *s);
+/* A round committed: the refusal kept for /ready is forgotten. */
+void bs_refusal_healed(bs_stage *s);
+/* After a start-up step the brokers refused (bs_refused): BS_OK after a
+ * back-off of BS_START_PROBE_MS, to try the step again; BS_RETRY when a
+ * stop was requested; BS_FATAL with errstr once nothing but refusals came
+ * for BS_START_GIVE_UP_S (bs_startup_give_up). */
+bs_rc bs_startup_refusal_wait(bs_stage *s, char *errstr, size_t errstr_size);
 
 /* -- clients.c ------------------------------------------------------------ */
 

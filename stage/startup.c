@@ -8,7 +8,13 @@
  * /ready saying why.  Credentials or a certificate the brokers refuse
  * (authentication, SSL handshake): a wrong password does not heal by
  * itself, so after BS_START_GIVE_UP_S of nothing but such errors and no
- * step made, start-up ends with the error (bs_startup_give_up).
+ * step made, start-up ends with the error (bs_startup_give_up).  An ACL
+ * the stage lacks (the brokers' authorizer refusing a request: bs_refused)
+ * is held the same way while starting: retried, /ready naming it, a grant
+ * within BS_START_GIVE_UP_S lets start-up go on, then it ends; once
+ * running, a refused checkpoint round is retried with the rounds'
+ * back-off for as long as it lasts (README.md's ACL table says which
+ * ACL does which).
  *
  * Each distinct error text is logged once, its repeats counted and said
  * again at most every BS_ERROR_LOG_REPEAT_S: librdkafka reports a refused
@@ -18,11 +24,14 @@
  * under pub_lock).
  */
 #include "stage_int.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "util.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 bool bs_kafka_error_needs_operator(int err, const char *text)
 {
@@ -37,10 +46,16 @@ bool bs_kafka_error_needs_operator(int err, const char *text)
            err == RD_KAFKA_RESP_ERR__SSL;
 }
 
+/* What holds start-up until it gives up: a refused login or handshake, or
+ * a refusal by the authorizer that bs_refused said. */
+static bool holds_startup(int err, const char *text)
+{
+    return bs_kafka_error_needs_operator(err, text) || bs_kafka_refused(err);
+}
+
 bool bs_startup_gives_up(int err, const char *text, double bad_for_s)
 {
-    return bs_kafka_error_needs_operator(err, text) &&
-           bad_for_s >= BS_START_GIVE_UP_S;
+    return holds_startup(err, text) && bad_for_s >= BS_START_GIVE_UP_S;
 }
 
 /* What in librdkafka's text names the failure: the text without its
@@ -114,15 +129,21 @@ void bs_startup_step(bs_stage *s, bs_start_step step, const char *topic)
     s->start_bad_err = 0;
     pthread_mutex_lock(&s->pub_lock);
     s->start_why[0] = '\0';
+    s->refused_why[0] = '\0'; /* a refusal held the step before */
     s->start_why_refused = false;
     pthread_mutex_unlock(&s->pub_lock);
+    /* What the consumer was refused before, its group's coordinator
+     * looked up as soon as it was made, holds the join. */
+    if (step == BS_START_JOINING && s->early_refused_err)
+        (void)bs_refused(s, s->early_refused_err, "Read",
+                         s->early_refused_name, s->early_refused_detail);
 }
 
 void bs_startup_kafka_error(bs_stage *s, int err, const char *text)
 {
     if (atomic_load(&s->start_step) == BS_START_DONE)
         return;
-    bool refused = bs_kafka_error_needs_operator(err, text);
+    bool refused = holds_startup(err, text);
     if (refused && !s->start_bad_err) {
         s->start_bad_err = err;
         s->start_bad_since = bs_now();
@@ -154,11 +175,125 @@ bool bs_startup_give_up(bs_stage *s, char *errstr, size_t errstr_size)
     if (!bs_startup_gives_up(s->start_bad_err, held,
                              bs_now() - s->start_bad_since))
         return false;
-    snprintf(errstr, errstr_size, "the brokers refused the stage's login "
-             "or TLS handshake for %.0f s (%s); a wrong password or "
-             "certificate does not heal by itself: check kafka.sasl.* and "
-             "kafka.ssl.*", BS_START_GIVE_UP_S, held);
+    if (bs_kafka_refused(s->start_bad_err))
+        snprintf(errstr, errstr_size, "the brokers' authorizer refused the "
+                 "stage for %.0f s (%s): grant that ACL (README.md, \"ACLs "
+                 "the stage's principal needs\") and start it again",
+                 BS_START_GIVE_UP_S, held);
+    else
+        snprintf(errstr, errstr_size, "the brokers refused the stage's "
+                 "login or TLS handshake for %.0f s (%s); a wrong password "
+                 "or certificate does not heal by itself: check kafka.sasl.* "
+                 "and kafka.ssl.*", BS_START_GIVE_UP_S, held);
     return true;
+}
+
+/* The principal the brokers see, when the configuration says it: SASL's
+ * User:USERNAME (under mTLS it is the certificate's, mapped by the
+ * broker). */
+static const char *principal(const bs_stage *s, char *buf, size_t size)
+{
+    if (!s->cfg)
+        return NULL;
+    const char *proto = bs_config_get_str(s->cfg, "kafka.security.protocol");
+    const char *user = bs_config_get_str(s->cfg, "kafka.sasl.username");
+    if (!proto || strncasecmp(proto, "SASL_", 5) != 0 || !user || !*user)
+        return NULL;
+    snprintf(buf, size, "User:%s", user);
+    return buf;
+}
+
+bool bs_refused(bs_stage *s, int err, const char *op, const char *name,
+                const char *detail)
+{
+    char what[300], who[200], text[600];
+    if (!bs_refusal_text(err, op, name, what, sizeof(what)))
+        return false;
+    const char *p = principal(s, who, sizeof(who));
+    snprintf(text, sizeof(text), "%s refused%s%s", what, p ? " to " : "",
+             p ? p : "");
+    s->refused_err = err;
+    pthread_mutex_lock(&s->pub_lock);
+    snprintf(s->refused_why, sizeof(s->refused_why), "%s: %.340s",
+             rd_kafka_err2name((rd_kafka_resp_err_t)err), text);
+    pthread_mutex_unlock(&s->pub_lock);
+    bs_startup_kafka_error(s, err, text);
+    uint64_t repeats;
+    if (bs_error_log_due(s, "not authorized", text, &repeats)) {
+        char q1[400], q2[600];
+        bs_log(BS_LOG_ERROR, "not authorized", "refused=%s principal=%s "
+               "error=%s detail=%s repeats=%llu",
+               bs_log_quote(what, q1, sizeof(q1)), p ? p : "unknown",
+               rd_kafka_err2name((rd_kafka_resp_err_t)err),
+               bs_log_quote(detail ? detail : "", q2, sizeof(q2)),
+               (unsigned long long)repeats);
+    }
+    return true;
+}
+
+bool bs_consumer_refused(bs_stage *s, int err, const char *topic,
+                         const char *detail)
+{
+    const char *name = err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED
+                           ? s->set.group_id
+                       : topic ? topic
+                               : "one of input.topics";
+    if (!bs_refused(s, err, "Read", name, detail))
+        return false;
+    if (atomic_load(&s->start_step) < BS_START_JOINING) {
+        s->early_refused_err = err;
+        snprintf(s->early_refused_name, sizeof(s->early_refused_name), "%s",
+                 name);
+        snprintf(s->early_refused_detail, sizeof(s->early_refused_detail),
+                 "%s", detail ? detail : "");
+    }
+    return true;
+}
+
+void bs_refusal_from_log(bs_stage *s, const char *fac, const char *text)
+{
+    static const char head[] = "Failed to add partition \"";
+    const char *t = strstr(text, head);
+    if (strcmp(fac, "ADDPARTS") != 0 || !t ||
+        !strstr(text, "Topic authorization failed"))
+        return;
+    t += sizeof(head) - 1;
+    pthread_mutex_lock(&s->err_lock);
+    snprintf(s->txn_refused_topic, sizeof(s->txn_refused_topic), "%.*s",
+             (int)strcspn(t, "\""), t);
+    pthread_mutex_unlock(&s->err_lock);
+}
+
+void bs_refusals_collect(bs_stage *s)
+{
+    char topic[sizeof(s->txn_refused_topic)];
+    pthread_mutex_lock(&s->err_lock);
+    snprintf(topic, sizeof(topic), "%s", s->txn_refused_topic);
+    s->txn_refused_topic[0] = '\0';
+    pthread_mutex_unlock(&s->err_lock);
+    if (topic[0])
+        (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                         "Write", topic, "the transaction could not add the "
+                         "topic's partitions (AddPartitionsToTxn)");
+}
+
+void bs_refusal_healed(bs_stage *s)
+{
+    pthread_mutex_lock(&s->pub_lock);
+    s->refused_why[0] = '\0';
+    pthread_mutex_unlock(&s->pub_lock);
+}
+
+bs_rc bs_startup_refusal_wait(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    if (bs_startup_give_up(s, errstr, errstr_size))
+        return BS_FATAL;
+    for (int ms = 0; ms < BS_START_PROBE_MS; ms += 50) {
+        if (atomic_load(&s->stop))
+            return BS_RETRY;
+        usleep(50 * 1000);
+    }
+    return BS_OK;
 }
 
 bool bs_startup_why(bs_stage *s, char *why, size_t why_size)

@@ -74,7 +74,7 @@ struct bs_kafkastore {
     known *known;
     size_t nknown, capknown;
     uint64_t dr_failed;
-    char dr_error[256];
+    char dr_error[512];
     uint64_t last_bytes;
     bool last_delta;
 };
@@ -141,7 +141,12 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
     if (m->err) {
         if (m->_private == OPQ_TOMBSTONE)
             return;
-        if (ks->dr_failed++ == 0)
+        char what[300];
+        if (ks->dr_failed++ == 0 &&
+            bs_refusal_text(m->err, "Write", ks->topic, what, sizeof(what)))
+            snprintf(ks->dr_error, sizeof(ks->dr_error), "%s refused (%s)",
+                     what, rd_kafka_err2name(m->err));
+        else if (ks->dr_failed == 1)
             snprintf(ks->dr_error, sizeof(ks->dr_error), "%s",
                      rd_kafka_err2str(m->err));
         return;
@@ -448,7 +453,7 @@ static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
      * sends a watermark query to the leader it last knew, dead or not. */
     double known_by = bs_now() + BS_TIMEOUT_TOPIC_KNOWN_MS / 1000.0;
     (void)bs_topic_partitions(ks->reader, ks->topic, BS_TIMEOUT_BROKER_MS,
-                              NULL, 0);
+                              NULL, NULL, 0);
     while ((err = rd_kafka_query_watermark_offsets(
                 ks->reader, ks->topic, cp, lo, hi, BS_TIMEOUT_BROKER_MS)) &&
            unknown_yet(err) && bs_now() < known_by) {
@@ -457,7 +462,7 @@ static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
                rd_kafka_err2name(err));
         usleep(BS_TOPIC_KNOWN_RETRY_MS * 1000u);
         (void)bs_topic_partitions(ks->reader, ks->topic,
-                                  BS_TIMEOUT_BROKER_MS, NULL, 0);
+                                  BS_TIMEOUT_BROKER_MS, NULL, NULL, 0);
     }
     if (err) {
         snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
@@ -506,9 +511,19 @@ static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
          * not committed yet.  Without transactions the two are equal.  A
          * compacted topic has gaps: the first record at or past `to`
          * ends the range unread. */
+        char what[300];
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
             end = true;
-        else if (!m->err && m->offset >= to)
+        else if (m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED &&
+                 bs_refusal_text(m->err, "Read", ks->topic, what,
+                                 sizeof(what))) {
+            /* No Read ACL: waiting would not heal it. */
+            snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s "
+                     "refused (%s)", ks->topic, (int)cp, what,
+                     rd_kafka_err2name(m->err));
+            rc = -1;
+            end = true;
+        } else if (!m->err && m->offset >= to)
             end = true;
         else if (!m->err) {
             if (fn(m, op) != 0)
@@ -659,6 +674,43 @@ static int kafka_get(void *impl, const char *topic, int32_t part,
     return rc;
 }
 
+/* Whether the store may read its topic: a fetch at the end of partition
+ * 0, which answers at once (PARTITION_EOF) when it may.  BS_STORE_REFUSED
+ * with errstr when the brokers refuse it; 0 otherwise, a broker that does
+ * not answer included (a restore says that). */
+static int read_probe(bs_kafkastore *ks, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *a = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(a, ks->topic, 0)->offset =
+        RD_KAFKA_OFFSET_END;
+    rd_kafka_resp_err_t err = rd_kafka_assign(ks->reader, a);
+    rd_kafka_topic_partition_list_destroy(a);
+    int rc = 0;
+    for (double deadline = bs_now() + BS_TIMEOUT_BROKER_MS / 1000.0;
+         !err && bs_now() < deadline;) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(ks->reader,
+                                                       BS_POLL_MS);
+        if (!m)
+            continue;
+        rd_kafka_resp_err_t e = m->err;
+        rd_kafka_message_destroy(m);
+        /* (The reader's group.id is never joined: the brokers refusing
+         * its FindCoordinator, GROUP_AUTHORIZATION_FAILED, stops
+         * nothing.) */
+        char what[300];
+        if (e == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED &&
+            bs_refusal_text(e, "Read", ks->topic, what, sizeof(what))) {
+            snprintf(errstr, errstr_size, "checkpoint topic %s: %s refused "
+                     "(%s)", ks->topic, what, rd_kafka_err2name(e));
+            rc = BS_STORE_REFUSED;
+        }
+        if (rc || e == RD_KAFKA_RESP_ERR__PARTITION_EOF || !e)
+            break;
+    }
+    rd_kafka_assign(ks->reader, NULL);
+    return rc;
+}
+
 /* The topic must exist, compacted; if it does not, it is created so with
  * the admin API (never auto-created: a broker's auto-creation would make
  * it a deleting topic, and old checkpoints would vanish). */
@@ -666,7 +718,8 @@ static int kafka_check(void *impl, char *errstr, size_t errstr_size)
 {
     bs_kafkastore *ks = impl;
     ks->nparts = bs_topic_partitions(ks->producer, ks->topic,
-                                     BS_TIMEOUT_STORE_ADMIN_MS, NULL, 0);
+                                     BS_TIMEOUT_STORE_ADMIN_MS, NULL, NULL,
+                                     0);
     if (ks->nparts <= 0) {
         rd_kafka_NewTopic_t *nt =
             rd_kafka_NewTopic_new(ks->topic, -1, -1, NULL, 0);
@@ -707,7 +760,8 @@ static int kafka_check(void *impl, char *errstr, size_t errstr_size)
              attempt < BS_TOPIC_CREATED_ATTEMPTS && ks->nparts <= 0;
              attempt++) {
             ks->nparts = bs_topic_partitions(ks->producer, ks->topic,
-                                     BS_TIMEOUT_STORE_ADMIN_MS, NULL, 0);
+                                     BS_TIMEOUT_STORE_ADMIN_MS, NULL, NULL,
+                                     0);
             if (ks->nparts <= 0)
                 usleep(BS_TOPIC_CREATED_RETRY_MS * 1000u);
         }
@@ -721,7 +775,7 @@ static int kafka_check(void *impl, char *errstr, size_t errstr_size)
     }
     snprintf(ks->desc, sizeof(ks->desc), "kafka topic:%s partitions:%d",
              ks->topic, ks->nparts);
-    return 0;
+    return read_probe(ks, errstr, errstr_size);
 }
 
 bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
@@ -741,9 +795,13 @@ bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
     ks->max_ratio = set->checkpoint_delta_ratio;
     ks->reader = reader;
     snprintf(ks->desc, sizeof(ks->desc), "kafka topic:%s", ks->topic);
+    /* This client's opaque is the store: the stage's callbacks, which
+     * take the stage as theirs, are replaced (without an error callback
+     * librdkafka logs its errors, through bs_log_rdkafka). */
     rd_kafka_conf_set_opaque(producer_conf, ks);
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
     rd_kafka_conf_set_log_cb(producer_conf, bs_log_rdkafka);
+    rd_kafka_conf_set_error_cb(producer_conf, NULL);
     char err[512];
     ks->producer = ks->own = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf,
                                           err, sizeof(err));

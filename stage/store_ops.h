@@ -33,12 +33,17 @@
  * known, a broker away, a read not done in time): nothing says the state
  * is damaged, and asking again later may read it. */
 #define BS_STORE_UNREACHABLE (-3)
+/* check's answer when the brokers' authorizer refuses the kafka store a
+ * read of its topic (no Read ACL): errstr names it (bs_refusal_text);
+ * granted, the same check passes. */
+#define BS_STORE_REFUSED (-4)
 
 /* Each operation takes the store's own state, `impl`. */
 typedef struct bs_store_ops {
     /* Before joining the group.  dir: every checkpoint file must verify,
      * and temp files left by a crash are removed.  kafka: the topic exists
-     * (or is created) and its partitions are known. */
+     * (or is created), its partitions are known, and it may be read
+     * (BS_STORE_REFUSED if not). */
     int (*check)(void *impl, char *errstr, size_t errstr_size);
     /* filter: the partition's filter, marked (bf_filter_track) once its
      * state is written, so the next checkpoint of it can be a delta;

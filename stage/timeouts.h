@@ -49,9 +49,10 @@
                                        that wake-ups do not pile up */
 #define BS_START_PROBE_MS 500       /* start-up: one wait for a broker to
                                        answer, the callbacks served after */
-#define BS_START_GIVE_UP_S 60.0     /* start-up ends after this long of
-                                       nothing but refused logins or SSL
-                                       handshakes (startup.c) */
+#define BS_START_GIVE_UP_S 45.0     /* start-up ends after this long of
+                                       nothing but refused logins, SSL
+                                       handshakes or ACLs (startup.c): an
+                                       exit within a minute of the start */
 #define BS_ERROR_LOG_REPEAT_S 60.0  /* one error text logged again at most
                                        this often, with its repeats */
 #define BS_AUDIT_WARN_REPEAT_S 60.0 /* a partition's "measured fpr above

@@ -148,6 +148,10 @@ bs_rc bs_txn_start(bs_stage *s, char *errstr, size_t errstr_size)
          * out of the broker's range). */
         bool retriable = rd_kafka_error_is_retriable(e);
         say(e, "init_transactions", errstr, errstr_size);
+        /* No Write on the transactional id: the refusal said (a fatal
+         * error's code is the broker's, not __FATAL). */
+        (void)bs_refused(s, rd_kafka_error_code(e), "Write", s->txn_id,
+                         errstr);
         rd_kafka_error_destroy(e);
         return retriable ? BS_RETRY : BS_FATAL;
     }

@@ -8,7 +8,8 @@ if(TARGET bloomstage)
   include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
   # test_kafka_secure: exactly_once by transactions and the Kafka store as
   # the user stage with exactly the ACLs it needs, over SASL_SSL
-  # (SCRAM-SHA-512) and over mTLS.
+  # (SCRAM-SHA-512) and over mTLS; refused credentials and each ACL left
+  # out (side by side); a debug-level run searched for the password.
   bs_add_cmocka_test(test_kafka_secure SOURCES test_kafka_secure.c
                      LIBS bstestsupport TIMEOUT 900 LABELS security)
   bs_real_broker_test(test_kafka_secure b)

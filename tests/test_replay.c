@@ -146,12 +146,13 @@ static void test_topic_partitions(void **state)
                                   RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
     rd_kafka_t *rk = im_consumer(&c, NULL);
     char err[512] = "";
-    assert_int_equal(bs_topic_partitions(rk, "three", 10000, err,
+    assert_int_equal(bs_topic_partitions(rk, "three", 10000, NULL, err,
                                          sizeof(err)), 3);
-    assert_int_equal(bs_topic_partitions(rk, "absent", 10000, err,
+    assert_int_equal(bs_topic_partitions(rk, "absent", 10000, NULL, err,
                                          sizeof(err)), -1);
     assert_non_null(strstr(err, "absent"));
-    assert_int_equal(bs_topic_partitions(rk, "absent", 10000, NULL, 0), -1);
+    assert_int_equal(bs_topic_partitions(rk, "absent", 10000, NULL, NULL, 0),
+                     -1);
     rd_kafka_destroy(rk);
     im_stop(&c);
 }

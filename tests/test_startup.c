@@ -1,7 +1,8 @@
 /*
  * test_startup.c -- start-up's errors on their own (stage/startup.c): the
- * verdict (a refused login or TLS handshake ends start-up after
- * BS_START_GIVE_UP_S of nothing else; a broker away never does), what
+ * verdict (a refused login or TLS handshake, or a refusal by the brokers'
+ * authorizer, ends start-up after BS_START_GIVE_UP_S of nothing else; a
+ * broker away never does), the refusals' words, what
  * /ready says at each step and which error it names, and the rate limit
  * of the error lines (each distinct text once, its repeats counted).
  *
@@ -13,6 +14,7 @@
  * The stage struct is built by hand (zeroed, as bs_stage_new leaves it
  * before run), with its locks.
  */
+#include "kafka_util.h"
 #include "report.h"
 #include "stage_int.h"
 
@@ -60,9 +62,14 @@ static void test_verdict(void **state)
     static const int transient[] = {
         RD_KAFKA_RESP_ERR_NO_ERROR, RD_KAFKA_RESP_ERR__TRANSPORT,
         RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__TIMED_OUT,
-        RD_KAFKA_RESP_ERR__RESOLVE,
+        RD_KAFKA_RESP_ERR__RESOLVE};
+    /* An ACL missing: no operator's credentials at fault, but start-up
+     * given up on after BS_START_GIVE_UP_S all the same. */
+    static const int acl[] = {
         RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-        RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED};
+        RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+        RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED};
     const char *text = "Connection refused";
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         assert_true(bs_kafka_error_needs_operator(refused[i], text));
@@ -77,6 +84,12 @@ static void test_verdict(void **state)
         assert_false(bs_startup_gives_up(transient[i], text,
                                          BS_START_GIVE_UP_S));
         assert_false(bs_startup_gives_up(transient[i], text, 1e6));
+    }
+    for (size_t i = 0; i < sizeof(acl) / sizeof(acl[0]); i++) {
+        assert_false(bs_kafka_error_needs_operator(acl[i], text));
+        assert_false(bs_startup_gives_up(acl[i], text,
+                                         BS_START_GIVE_UP_S - 1));
+        assert_true(bs_startup_gives_up(acl[i], text, BS_START_GIVE_UP_S));
     }
     /* The broker refusing the stage's certificate: a TLS alert, which
      * librdkafka 2.0.2 reports as a transport error (seen with an expired
@@ -144,11 +157,15 @@ static void test_why_and_give_up(void **state)
     expect_why(s, "starting: checking topic out");
     assert_false(bs_startup_give_up(s, err, sizeof(err)));
     bs_startup_step(s, BS_START_JOINING, NULL);
-    bs_startup_kafka_error(s, RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
-                           "Broker: Group authorization failed");
+    assert_true(bs_refused(s, RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+                           "Read", "g", "Broker: Group authorization failed"));
     expect_why(s, "starting: waiting for partitions (group g): "
-                  "GROUP_AUTHORIZATION_FAILED: Broker: Group authorization "
-                  "failed");
+                  "GROUP_AUTHORIZATION_FAILED: Read on Group:g refused");
+    assert_false(bs_startup_give_up(s, err, sizeof(err)));
+    s->start_bad_since -= BS_START_GIVE_UP_S;
+    assert_true(bs_startup_give_up(s, err, sizeof(err)));
+    assert_non_null(strstr(err, "authorizer"));
+    assert_non_null(strstr(err, "Read on Group:g refused"));
 
     /* Processing: /ready's own checks; errors no longer held. */
     bs_startup_step(s, BS_START_DONE, NULL);
@@ -164,6 +181,69 @@ static void test_why_and_give_up(void **state)
     char small[40];
     assert_true(bs_startup_why(s, small, sizeof(small)));
     assert_int_equal(strlen(small), sizeof(small) - 1);
+    stage_free(s);
+}
+
+/* The authorizer's refusals in the ACL table's words, kept for /ready
+ * while checkpoints fail; other errors are no refusal. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        int err;
+        const char *op, *name, *want;
+    } cases[] = {
+        {RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "Write", "out",
+         "Write on Topic:out"},
+        {RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED, "Read", "g",
+         "Read on Group:g"},
+        {RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Write",
+         "bloomstage-g-h-slot0", "Write on TransactionalId:bloomstage-g-h-slot0"},
+        {RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED, "Write", "out",
+         "IdempotentWrite on Cluster:kafka-cluster"},
+    };
+    char buf[128];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_true(bs_kafka_refused(cases[i].err));
+        assert_true(bs_refusal_text(cases[i].err, cases[i].op, cases[i].name,
+                                    buf, sizeof(buf)));
+        assert_string_equal(buf, cases[i].want);
+    }
+    strcpy(buf, "untouched");
+    assert_false(bs_kafka_refused(RD_KAFKA_RESP_ERR__TRANSPORT));
+    assert_false(bs_refusal_text(RD_KAFKA_RESP_ERR__TRANSPORT, "Read", "in",
+                                 buf, sizeof(buf)));
+    assert_string_equal(buf, "untouched");
+
+    bs_stage *s = stage_new();
+    /* The group's Read refused while connecting (librdkafka says it once):
+     * it holds the join too. */
+    assert_true(bs_consumer_refused(
+        s, RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED, NULL,
+        "FindCoordinator response error: Group authorization failed."));
+    bs_startup_step(s, BS_START_TOPICS, "out");
+    expect_why(s, "starting: checking topic out");
+    bs_startup_step(s, BS_START_JOINING, NULL);
+    expect_why(s, "starting: waiting for partitions (group g): "
+                  "GROUP_AUTHORIZATION_FAILED: Read on Group:g refused");
+    assert_true(bs_consumer_refused(
+        s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "in", "Broker: "
+        "Topic authorization failed"));
+    expect_why(s, "starting: waiting for partitions (group g): "
+                  "TOPIC_AUTHORIZATION_FAILED: Read on Topic:in refused");
+    assert_false(bs_refused(s, RD_KAFKA_RESP_ERR__TRANSPORT, "Read", "in",
+                            REFUSED_TEXT));
+    /* Running: a refusal (a checkpoint round's) is kept for /ready until
+     * a round commits. */
+    bs_startup_step(s, BS_START_DONE, NULL);
+    assert_string_equal(s->refused_why, "");
+    assert_true(bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                           "Write", "ckpt", "Broker: Topic authorization "
+                           "failed"));
+    assert_string_equal(s->refused_why, "TOPIC_AUTHORIZATION_FAILED: Write "
+                                        "on Topic:ckpt refused");
+    bs_refusal_healed(s);
+    assert_string_equal(s->refused_why, "");
     stage_free(s);
 }
 
@@ -207,6 +287,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdict),
         cmocka_unit_test(test_why_and_give_up),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_log_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -474,7 +474,9 @@ int h_topic_config(const char *bootstraps, const char *topic,
 
 /* ---- fixtures ---------------------------------------------------------- */
 
-static h_fixture *g_kfx; /* the one alive, made by h_kfixture_new_sized */
+/* The fixtures alive, made by h_kfixture_new_sized (a test that runs
+ * cases side by side holds one per case). */
+static h_fixture *g_kfx[H_KFIXTURES_MAX];
 
 int h_kfixture_new_sized(h_kcluster *c, size_t size,
                          int (*cleanup)(h_fixture *fx), h_fixture **out)
@@ -482,8 +484,12 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
     *out = NULL;
     if (size < sizeof(h_fixture))
         return h_fail("h_kfixture_new_sized: %zu bytes", size);
-    if (g_kfx)
-        return h_fail("h_kfixture_new_sized: one is alive already");
+    size_t slot = 0;
+    while (slot < H_KFIXTURES_MAX && g_kfx[slot])
+        slot++;
+    if (slot == H_KFIXTURES_MAX)
+        return h_fail("h_kfixture_new_sized: %d are alive already",
+                      H_KFIXTURES_MAX);
     h_fixture *fx = h_xcalloc(1, size);
     fx->t0 = h_now_s();
     fx->cleanup = cleanup;
@@ -496,7 +502,7 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
         return h_fail("%s", why);
     }
     fx->bs = h_broker_bootstraps(fx->broker);
-    g_kfx = fx;
+    g_kfx[slot] = fx;
     *out = fx;
     return 0;
 }
@@ -506,13 +512,20 @@ int h_kfixture_teardown(void **state)
     (void)state;
     h_feed_abandon();
     h_proc_release_all();
-    h_fixture *fx = g_kfx;
-    g_kfx = NULL;
-    if (!fx)
-        return 0;
-    double t0 = fx->t0;
-    int rc = h_fixture_free(fx);
-    fprintf(stderr, "    (%.1f s)\n", h_now_s() - t0);
+    double t0 = 0;
+    int rc = 0;
+    for (size_t i = 0; i < H_KFIXTURES_MAX; i++) {
+        h_fixture *fx = g_kfx[i];
+        g_kfx[i] = NULL;
+        if (!fx)
+            continue;
+        if (t0 == 0 || fx->t0 < t0)
+            t0 = fx->t0;
+        if (h_fixture_free(fx))
+            rc = -1;
+    }
+    if (t0 > 0)
+        fprintf(stderr, "    (%.1f s)\n", h_now_s() - t0);
     return rc;
 }
 

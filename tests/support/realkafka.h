@@ -92,12 +92,15 @@ int h_topic_config(const char *bootstraps, const char *topic,
 
 /* As h_fixture_new_sized, on cluster c (h_broker_attach: no process) with
  * a fresh temporary directory.  Freed by h_fixture_free; remembered here
- * too, so h_kfixture_teardown frees what a failed test left. */
+ * too, so h_kfixture_teardown frees what a failed test left.  Up to
+ * H_KFIXTURES_MAX are alive at once (a test that runs its cases side by
+ * side, each on its own topics and group). */
+#define H_KFIXTURES_MAX 16
 int h_kfixture_new_sized(h_kcluster *c, size_t size,
                          int (*cleanup)(h_fixture *fx),
                          h_fixture **out) H_WARN_UNUSED;
 /* cmocka teardown: the feeder abandoned, every process released, the
- * fixture made by h_kfixture_new_sized (if still alive) freed; prints how
+ * fixtures made by h_kfixture_new_sized still alive freed; prints how
  * long the test took. */
 int h_kfixture_teardown(void **state);
 
@@ -147,7 +150,8 @@ typedef struct h_kenv {
  * lines.  Fails the test on any error.
  */
 h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o);
-/* Ends a test that went well: h_kfixture_teardown. */
+/* Ends a test that went well: h_kfixture_teardown (every environment
+ * alive freed, every process released). */
 void h_kenv_free(h_kenv *e);
 
 /* Checks of a test's outcome on e->st (they fail the test): the group's

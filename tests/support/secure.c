@@ -43,8 +43,9 @@ static void cell(const char *row, int i, char *buf, size_t size)
  * read. */
 static h_acl acl_of_row(const char *row)
 {
-    char res[64], name[128], pattern[32], op[32], why[256];
+    char res[64], name[128], pattern[32], op[32], why[256], without[32];
     cell(row, 1, why, sizeof(why));
+    cell(row, 6, without, sizeof(without));
     cell(row, 2, res, sizeof(res));
     cell(row, 3, name, sizeof(name));
     cell(row, 4, pattern, sizeof(pattern));
@@ -91,6 +92,17 @@ static h_acl acl_of_row(const char *row)
     else
         h_test_fail("README.md's ACL table: an operation the tests do not "
                     "know: %s", row);
+    if (strcmp(without, "exits 1") == 0)
+        a.without = H_WITHOUT_EXITS;
+    else if (strcmp(without, "retries") == 0)
+        a.without = H_WITHOUT_RETRIES;
+    else if (strcmp(without, "goes on") == 0)
+        a.without = H_WITHOUT_GOES_ON;
+    else if (strcmp(without, "-") == 0)
+        a.without = H_WITHOUT_UNTRIED;
+    else
+        h_test_fail("README.md's ACL table: 'without it' is none of "
+                    "'exits 1', 'retries', 'goes on', '-': %s", row);
     a.why = h_xstrdup(why); /* kept for the test's life */
     return a;
 }
@@ -101,7 +113,7 @@ size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max)
     if (h_read_file(H_README_MD, &text, NULL))
         h_test_fail("README.md's ACL table: %s", h_last_error());
     static const char header[] =
-        "| needed for | resource | name | pattern | operation |";
+        "| needed for | resource | name | pattern | operation | without it |";
     char *row = strstr(text, header);
     if (!row)
         h_test_fail("README.md (%s) has no ACL table: no line \"%s\"",
@@ -165,8 +177,7 @@ static char *sec_env(const h_kcluster *c, const char *key)
     return val;
 }
 
-/* The password of user (its password file's first line; malloc'd). */
-static char *sec_password(const h_kcluster *c, const char *user)
+char *h_sec_password(const h_kcluster *c, const char *user)
 {
     char *key = h_strdupf("KAFKA_PASSWORD_FILE_%s", user);
     char *path = sec_env(c, key), *text = NULL;
@@ -184,7 +195,7 @@ static char *sec_password(const h_kcluster *c, const char *user)
  * SCRAM-SHA-512 (until h_kcluster_stop). */
 static void admin_clients(h_kcluster *c)
 {
-    char *ca = sec_env(c, "KAFKA_CA"), *pw = sec_password(c, "admin");
+    char *ca = sec_env(c, "KAFKA_CA"), *pw = h_sec_password(c, "admin");
     char *kca = h_strdupf("ssl.ca.location=%s", ca);
     char *kpw = h_strdupf("sasl.password=%s", pw);
     const char *const kv[] = {"security.protocol=SASL_SSL",
@@ -248,7 +259,7 @@ char *h_sec_stage_settings(const h_kcluster *c, h_sec_auth auth,
         free(cert);
         free(key);
     } else {
-        char *pw = sec_password(c, "stage");
+        char *pw = h_sec_password(c, "stage");
         text = h_strdupf("kafka.security.protocol=SASL_SSL\n"
                          "kafka.sasl.mechanisms=%s\n"
                          "kafka.sasl.username=stage\n"
@@ -393,6 +404,16 @@ static const char *op_name(rd_kafka_AclOperation_t op)
     }
 }
 
+void h_acl_refusal(const h_kenv *e, const h_acl *a, char *buf, size_t size)
+{
+    char name[128];
+    snprintf(buf, size, "%s on %s:%s", op_name(a->op),
+             is_group(a->on)      ? "Group"
+             : a->on == H_ACL_TXN ? "TransactionalId"
+                                  : "Topic",
+             resource_name(e, a->on, name, sizeof(name)));
+}
+
 /* CreateAcls (add) or DeleteAcls of b[0..n), sent as admin; the result
  * checked. */
 static int acl_request(h_kcluster *c, rd_kafka_AclBinding_t **b, size_t n,
@@ -439,34 +460,77 @@ static int acl_request(h_kcluster *c, rd_kafka_AclBinding_t **b, size_t n,
     return rc;
 }
 
-/* The request for the acls that are on topics and groups. */
-static int acls_admin(h_kcluster *c, const h_kenv *e, const char *principal,
-                      const h_acl *acls, size_t n, bool add)
+/* The topic and group ACLs of a[0..n), by one request. */
+static int acls_admin(h_kcluster *c, const char *principal,
+                      const h_acl_for *a, size_t n, bool add)
 {
-    rd_kafka_AclBinding_t *b[32];
+    rd_kafka_AclBinding_t **b = h_xcalloc(n ? n : 1, sizeof(*b));
     size_t nb = 0;
     char err[256], name[128];
     int rc = 0;
-    for (size_t i = 0; i < n && nb < 32 && rc == 0; i++) {
-        if (acls[i].on == H_ACL_TXN)
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (a[i].acl.on == H_ACL_TXN)
             continue;
-        const char *rname = resource_name(e, acls[i].on, name, sizeof(name));
+        const char *rname = resource_name(a[i].e, a[i].acl.on, name,
+                                          sizeof(name));
         b[nb] = (add ? rd_kafka_AclBinding_new
                      : rd_kafka_AclBindingFilter_new)(
-            is_group(acls[i].on) ? RD_KAFKA_RESOURCE_GROUP
-                                 : RD_KAFKA_RESOURCE_TOPIC,
+            is_group(a[i].acl.on) ? RD_KAFKA_RESOURCE_GROUP
+                                  : RD_KAFKA_RESOURCE_TOPIC,
             rname, RD_KAFKA_RESOURCE_PATTERN_LITERAL, principal, "*",
-            acls[i].op, RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, err, sizeof(err));
+            a[i].acl.op, RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, err,
+            sizeof(err));
         if (!b[nb])
-            rc = h_fail("ACL binding %s %s: %s", rname, op_name(acls[i].op),
-                        err);
+            rc = h_fail("ACL binding %s %s: %s", rname,
+                        op_name(a[i].acl.op), err);
         else
             nb++;
     }
     if (rc == 0 && nb)
         rc = acl_request(c, b, nb, add);
-    for (size_t i = 0; i < nb; i++)
-        rd_kafka_AclBinding_destroy(b[i]);
+    rd_kafka_AclBinding_destroy_array(b, nb);
+    free(b);
+    return rc;
+}
+
+/* The transactional-id ACLs of a[0..n) (prefixed) by kafka-acls as admin
+ * (`scripts/kafka tool acls`), one run per operation naming every id of
+ * it. */
+static int acls_txn(h_kcluster *c, const char *principal, const h_acl_for *a,
+                    size_t n, bool add)
+{
+    static const rd_kafka_AclOperation_t ops[] = {
+        RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_OPERATION_WRITE,
+        RD_KAFKA_ACL_OPERATION_DESCRIBE};
+    int rc = 0;
+    for (size_t o = 0; o < sizeof(ops) / sizeof(*ops) && rc == 0; o++) {
+        const char **argv = h_xcalloc(2 * n + 16, sizeof(*argv));
+        char (*names)[128] = h_xcalloc(n ? n : 1, sizeof(*names));
+        size_t k = 0, ids = 0;
+        argv[k++] = "tool";
+        argv[k++] = "acls";
+        argv[k++] = add ? "--add" : "--remove";
+        if (!add)
+            argv[k++] = "--force";
+        argv[k++] = "--allow-principal";
+        argv[k++] = principal;
+        argv[k++] = "--operation";
+        argv[k++] = op_name(ops[o]);
+        argv[k++] = "--resource-pattern-type";
+        argv[k++] = "prefixed";
+        for (size_t i = 0; i < n; i++)
+            if (a[i].acl.on == H_ACL_TXN && a[i].acl.op == ops[o]) {
+                argv[k++] = "--transactional-id";
+                argv[k++] = resource_name(a[i].e, H_ACL_TXN, names[ids],
+                                          sizeof(names[ids]));
+                ids++;
+            }
+        argv[k] = NULL;
+        if (ids && h_kcluster_run(c, argv, H_CMD_MS, NULL))
+            rc = -1;
+        free(names);
+        free(argv);
+    }
     return rc;
 }
 
@@ -508,41 +572,25 @@ static int acls_settle(h_kcluster *c)
     return rc;
 }
 
-/* The ACLs on topics and groups by one Admin API request; those on
- * transactional ids by one kafka-acls run (librdkafka 2.0.2's Admin API
- * has no TransactionalId resource type). */
+int h_acls_apply(h_kcluster *c, const char *principal, const h_acl_for *a,
+                 size_t n, bool add)
+{
+    if (acls_admin(c, principal, a, n, add) ||
+        acls_txn(c, principal, a, n, add))
+        return -1;
+    return acls_settle(c);
+}
+
+/* acls[0..n) on e's resources, as h_acls_apply's list. */
 static int acls_change(h_kcluster *c, const h_kenv *e, const char *principal,
                        const h_acl *acls, size_t n, bool add)
 {
-    if (acls_admin(c, e, principal, acls, n, add))
-        return -1;
-    const char *argv[16];
-    char name[128];
-    size_t k = 0;
-    argv[k++] = "tool";
-    argv[k++] = "acls";
-    argv[k++] = add ? "--add" : "--remove";
-    if (!add)
-        argv[k++] = "--force";
-    argv[k++] = "--allow-principal";
-    argv[k++] = principal;
-    size_t ops = 0;
-    for (size_t i = 0; i < n && k < 10; i++)
-        if (acls[i].on == H_ACL_TXN) {
-            argv[k++] = "--operation";
-            argv[k++] = op_name(acls[i].op);
-            ops++;
-        }
-    if (!ops)
-        return acls_settle(c);
-    argv[k++] = "--transactional-id";
-    argv[k++] = resource_name(e, H_ACL_TXN, name, sizeof(name));
-    argv[k++] = "--resource-pattern-type";
-    argv[k++] = "prefixed";
-    argv[k] = NULL;
-    if (h_kcluster_run(c, argv, H_CMD_MS, NULL))
-        return -1;
-    return acls_settle(c);
+    h_acl_for *a = h_xcalloc(n ? n : 1, sizeof(*a));
+    for (size_t i = 0; i < n; i++)
+        a[i] = (h_acl_for){e, acls[i]};
+    int rc = h_acls_apply(c, principal, a, n, add);
+    free(a);
+    return rc;
 }
 
 int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
@@ -610,6 +658,8 @@ h_kenv *h_sec_kenv_new(h_kcluster *c, const char *name, h_sec_auth auth,
     free(sec);
     free(extra);
     private_file(e->conf);
+    if (meets && !meets[0])
+        return e;
     h_acl acls[32];
     size_t nacls = h_stage_acls_for(meets, acls, 32);
     H_MUST(h_acls_grant(c, e, H_SEC_STAGE_PRINCIPAL, acls, nacls));

@@ -58,6 +58,10 @@ int h_sec_group_setup(void **state);
 /* The bootstrap list of the listener a stage authenticating by `auth`
  * reaches (SASL_SSL or SSL); a static buffer. */
 const char *h_sec_bootstrap(const h_kcluster *c, h_sec_auth auth);
+/* The password of user (admin, stage) on c: its password file's first
+ * line, malloc'd. */
+char *h_sec_password(const h_kcluster *c, const char *user);
+
 /* The stage's configuration lines for auth with flaw ("kafka.security.
  * protocol=...\n" and the rest; without kafka.bootstrap.servers): the
  * caller frees them.  Fails the test if secure.env lacks something. */
@@ -96,20 +100,30 @@ typedef enum h_acl_on {
     H_ACL_GROUP_LISTS,  /* the group "GROUP.lists", literal */
 } h_acl_on;
 
+/* What the stage does without an ACL: README.md's "without it" cell. */
+typedef enum h_acl_without {
+    H_WITHOUT_EXITS,   /* "exits 1": held at start-up, then exit 1 */
+    H_WITHOUT_RETRIES, /* "retries": rounds fail until it is granted */
+    H_WITHOUT_GOES_ON, /* "goes on": works; the broker logs denials */
+    H_WITHOUT_UNTRIED, /* "-": no test leaves it out (a CLI's row, or a
+                        * configuration test_acl_missing does not run) */
+} h_acl_without;
+
 typedef struct h_acl {
     h_acl_on on;
     rd_kafka_AclOperation_t op;
     const char *why; /* what of the stage's needs it */
+    h_acl_without without; /* the table's "without it" */
 } h_acl;
 
 /* The ACLs README.md's table ("ACLs the stage's principal needs") lists
  * for what a test runs: every row whose condition (the "needed for" cell)
  * begins with one of meets[] (NULL-terminated, e.g. "every stage",
  * "`checkpoint.store=kafka`"; NULL: h_stage_acls's), parsed into
- * acls[0..max); returns how
- * many.  The README is the one list: a row the parser does not know (a
- * resource, a name or an operation) fails the test, naming it, as does a
- * table not found or nothing listed. */
+ * acls[0..max); returns how many.  The README is the one list: a row the
+ * parser does not know (a resource, a name, an operation, or what the
+ * stage does without it) fails the test, naming it, as does a table not
+ * found or nothing listed. */
 size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max);
 /* h_stage_acls_for a stage with exactly_once.method=transactions (and so
  * processing.guarantee=exactly_once), a rejected topic and
@@ -117,15 +131,31 @@ size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max);
 size_t h_stage_acls(h_acl *acls, size_t max);
 
 /* Allows or removes acls[0..n) for principal on e's resources on cluster
- * c, as admin: those on topics and groups by one Admin API request
- * (CreateAcls, DeleteAcls), those on transactional ids by one run of
- * Kafka's kafka-acls (`scripts/kafka tool acls`: librdkafka 2.0.2's Admin
- * API has no TransactionalId resource type); then waits (up to 20 s)
- * until the broker's authorizer applies the change. */
+ * c, as admin: h_acls_apply. */
 int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
                  const h_acl *acls, size_t n) H_WARN_UNUSED;
 int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
                   const h_acl *acls, size_t n) H_WARN_UNUSED;
+
+/* What the stage says when a's ACL on e's resources is missing, into
+ * buf: "Write on Topic:NAME" (a transactional id's prefix: the stage's id
+ * starts with it). */
+void h_acl_refusal(const h_kenv *e, const h_acl *a, char *buf, size_t size);
+
+/* One ACL on one environment's resources, for changes that span several
+ * environments (cases run side by side) in one go. */
+typedef struct h_acl_for {
+    const h_kenv *e;
+    h_acl acl;
+} h_acl_for;
+/* Allows (add) or removes every a[0..n) for principal on cluster c, as
+ * admin: the topic and group ACLs by one Admin API request (CreateAcls,
+ * DeleteAcls), the transactional-id ones by one kafka-acls run per
+ * operation (`scripts/kafka tool acls`: librdkafka 2.0.2's Admin API has
+ * no TransactionalId resource type); then waits (up to 20 s) until the
+ * broker's authorizer applies the change. */
+int h_acls_apply(h_kcluster *c, const char *principal, const h_acl_for *a,
+                 size_t n, bool add) H_WARN_UNUSED;
 
 /* ---- a test's environment on the secured node ------------------------- */
 
@@ -133,7 +163,7 @@ int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
  * settings for auth; its bootstraps those of auth's listener, metrics on
  * a free loopback port), the configuration kept 0600 (it holds a
  * password), and the ACLs h_stage_acls_for(meets) granted to
- * H_SEC_STAGE_PRINCIPAL. */
+ * H_SEC_STAGE_PRINCIPAL (meets {NULL}: none). */
 h_kenv *h_sec_kenv_new(h_kcluster *c, const char *name, h_sec_auth auth,
                        const h_kenv_opts *o, const char *const *meets);
 /* e's configuration as the stage reaching c by auth with flaw: e->conf
