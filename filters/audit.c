@@ -92,11 +92,17 @@ static uint8_t tag_now(const bf_audit *a)
     return a->slice < 0 ? 0 : (uint8_t)a->slice;
 }
 
-/* The slice of an entry tagged t: the latest at or before the current
- * one that is t mod 256 (every entry is within A_TAG_SPAN of it). */
+/* The slice of an entry tagged t when the current one is `now`: the
+ * latest at or before it that is t mod 256 (every entry is within
+ * A_TAG_SPAN of it). */
+static int64_t tag_slice(int64_t now, uint8_t t)
+{
+    return now - (uint8_t)((uint8_t)now - t);
+}
+
 static int64_t slice_of_tag(const bf_audit *a, uint8_t t)
 {
-    return a->slice - (uint8_t)((uint8_t)a->slice - t);
+    return tag_slice(a->slice, t);
 }
 
 /* The slot holding fp, or the empty slot ending its probe run. */
@@ -387,8 +393,9 @@ bf_err bf_audit_serialize(const bf_audit *a, bf_write_fn write, void *opaque)
  * linear probing from its home slot (it lies in the run of full slots
  * that starts at or before its home), and tags (NULL in a file without
  * them) that are 0 in every empty slot and, before any slice (slice -1),
- * in every slot.  One pass, from an empty slot (a set at most 3/4 full
- * has one). */
+ * in every slot, and otherwise name no slice before 0 (the first slice
+ * set is the oldest a set can hold).  One pass, from an empty slot (a
+ * set at most 3/4 full has one). */
 static bf_err check_slots(const uint8_t *p, const uint8_t *tags,
                           int64_t slice, uint64_t nslots, uint64_t entries,
                           char *errstr, size_t errstr_size)
@@ -398,6 +405,10 @@ static bf_err check_slots(const uint8_t *p, const uint8_t *tags,
             REFUSE("audit set: slot %llu has tag %u %s",
                    (unsigned long long)i, tags[i],
                    slice < 0 ? "before any slice" : "and no fingerprint");
+        else if (tags[i] && tag_slice(slice, tags[i]) < 0)
+            REFUSE("audit set: slot %llu has tag %u, a slice before 0 at "
+                   "slice %lld", (unsigned long long)i, tags[i],
+                   (long long)slice);
     unsigned shift = 64 - log2_of(nslots);
     uint64_t start = 0;
     while (start < nslots && bf_getn(p + 8 * start, 8))

@@ -667,6 +667,15 @@ static void test_damage(void **state)
             b[128 + 8 * nslots + i] = 3;
     fix_sum(b, m.len);
     expect_rejected(b, m.len, 0, "tag before a slice", "before any slice");
+    /* A tag naming a slice before 0 (200 at slice 23: slice -56). */
+    memcpy(b, m.data, m.len);
+    for (uint64_t i = 0; i < nslots; i++)
+        if (keys_get_le(b + 128 + 8 * i, 8)) {
+            b[128 + 8 * nslots + i] = 200;
+            break;
+        }
+    fix_sum(b, m.len);
+    expect_rejected(b, m.len, 0, "tag before slice 0", "before 0");
 
     /* A filter is not an audit, and an audit not a filter. */
     bf_filter *f = bf_filter_from_blocked(
