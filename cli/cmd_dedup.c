@@ -371,6 +371,8 @@ static int dedup_turn(dedup *d)
         /* Line numbers only grow: never late.  A line's own number, not
          * the read-ahead's: the window is counted in lines. */
         (void)bf_windowed_advance(d->wf, (int64_t)p->lineno);
+        if (d->audit) /* it forgets what the window forgets */
+            bf_audit_follow_window(d->audit, d->wf);
         added = bf_windowed_add_if_absent_h(d->wf, p->h);
     } else {
         added = bf_scalable_add_if_absent_h(d->sb, p->h);

@@ -228,6 +228,13 @@ bool bf_windowed_advance(bf_windowed *w, int64_t t)
     return slice_of(w, t) < w->cur - (int64_t)w->p.generations;
 }
 
+void bf_audit_follow_window(bf_audit *a, const bf_windowed *w)
+{
+    /* Before any advance an insert goes to slice 0's generation. */
+    int64_t cur = w->cur < 0 ? 0 : w->cur;
+    bf_audit_set_slice(a, cur, cur - (int64_t)w->p.generations);
+}
+
 bool bf_windowed_contains_h(const bf_windowed *w, bf_hash h)
 {
     /* Newest first: a repeat is likeliest soon after its key. */

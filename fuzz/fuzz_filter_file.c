@@ -25,7 +25,8 @@
  * checksum made right: one that loads keeps its counters in order and its
  * interval in [0, 1], round-trips to the same bytes,
  * and takes a few checks (a key it now holds is never a false positive)
- * under a 1 MiB cap, then round-trips again.  Any broken promise aborts,
+ * under a 1 MiB cap, then round-trips again, and again after moving on
+ * a few slices (its entries only drop).  Any broken promise aborts,
  * which libFuzzer reports as a crash with the input.
  */
 #include "fuzz_check.h"
@@ -274,6 +275,18 @@ static void exercise_audit(bf_audit *a, const uint8_t *data, size_t size)
         if (r >= 0 && bf_audit_sampled(a, h))
             CHECK(bf_audit_check(a, h, true) == 0);
     }
+    audit_round_trip(a);
+    /* On by 1..8 slices, keeping the last 0..4 (a window's forgetting):
+     * entries only drop, the slice moves, and it still round-trips. */
+    bf_audit_stats_get(a, &st);
+    if (bf_audit_slice(a) > INT64_MAX - 16)
+        return;
+    int64_t s = bf_audit_slice(a) + 1 + (size ? data[0] % 8 : 0);
+    bf_audit_set_slice(a, s, s - (size > 1 ? data[1] % 5 : 0));
+    bf_audit_stats after;
+    bf_audit_stats_get(a, &after);
+    CHECK(after.entries <= st.entries && bf_audit_slice(a) == s);
+    CHECK(after.lookups == st.lookups && after.sampled == st.sampled);
     audit_round_trip(a);
 }
 

@@ -8,13 +8,15 @@
  *                              counting, scalable with 1 and 3 layers and
  *                              with its newest layer full; windowed with
  *                              3 generations, and empty), audit samples
- *                              (empty, and holding 34 keys some of them
- *                              false positives), and
+ *                              (empty, and holding 34 keys over 4 slices,
+ *                              some of them false positives), and
  *                              damaged ones (bad magic, version, kind,
  *                              checksum, probe scheme; truncated; a header
- *                              only; an audit's slot count and entries);
- *                              older files are the hand-copied
- *                              v1-*.bf and v2-*.bf (from tests/data/)
+ *                              only; an audit's slot count, entries,
+ *                              flags and a tag); older files are the
+ *                              hand-copied v1-*.bf and v2-*.bf (from
+ *                              tests/data/; v2-audit-untagged.bf is an
+ *                              audit sample from before slice tags)
  *   fuzz/corpus/blocklist_list/  blocked.bf and counting.bf, as above
  *   fuzz/corpus/checkpoint/    small checkpoints (0 and 3 watermarks, 1 and 3
  *                              layers, a windowed filter, an audit sample),
@@ -162,7 +164,8 @@ static void damaged(const char *dir, const char *name, const bf_membuf *m,
 
 /* Audit samples: an empty one at the default rate; one at rate 1/2
  * holding the sampled keys of 80 (34, in 64 slots), every fourth called
- * seen by the filter, and damaged copies of it. */
+ * seen by the filter, added over slices 3..6 (tagged), and damaged
+ * copies of it. */
 static void audit_seeds(const char *dir)
 {
     char err[256];
@@ -172,6 +175,8 @@ static void audit_seeds(const char *dir)
     if (!e || !a)
         die("audit: %s", err);
     for (int i = 0; i < 80; i++) {
+        if (i % 20 == 0)
+            bf_audit_set_slice(a, 3 + i / 20, i / 20 - 1);
         char k[32];
         int n = snprintf(k, sizeof k, "user-%d", i);
         if (bf_audit_check(a, bf_hash_key(k, (size_t)n, BF_DEFAULT_SEED),
@@ -187,6 +192,10 @@ static void audit_seeds(const char *dir)
     /* Slots not a power of two; more entries than the slots hold. */
     damaged(dir, "audit-bad-slots.bf", &ma, ma.len, 40, "\x7f", 1, 1);
     damaged(dir, "audit-bad-entries.bf", &ma, ma.len, 48, "\x30", 1, 1);
+    /* Unknown flags; a tag in slot 0's place when it is empty or not. */
+    damaged(dir, "audit-bad-flags.bf", &ma, ma.len, 80, "\x03", 1, 1);
+    damaged(dir, "audit-bad-tag.bf", &ma, ma.len, 128 + 8 * 64, "\x09", 1,
+            1);
     free(me.buf);
     free(ma.buf);
     bf_audit_destroy(e);

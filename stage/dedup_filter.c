@@ -63,10 +63,15 @@ void bs_dedup_filter_set_max_bytes(bf_filter *f, uint64_t max_bytes)
         bf_scalable_set_max_bytes(bf_filter_scalable(f), max_bytes);
 }
 
-bool bs_dedup_advance(bf_filter *f, int64_t timestamp_ms)
+bool bs_dedup_advance(bf_filter *f, bf_audit *audit, int64_t timestamp_ms)
 {
     bf_windowed *w = bf_filter_windowed(f);
-    return w ? bf_windowed_advance(w, timestamp_ms) : false;
+    if (!w)
+        return false;
+    bool late = bf_windowed_advance(w, timestamp_ms);
+    if (audit)
+        bf_audit_follow_window(audit, w);
+    return late;
 }
 
 int bs_dedup_add(bf_filter *f, bf_hash h)

@@ -36,9 +36,11 @@ bool bs_dedup_filter_usable(const bf_filter *f, const bs_dedup_params *dp,
 void bs_dedup_filter_set_max_bytes(bf_filter *f, uint64_t max_bytes);
 
 /* Moves the filter's stream time to the record's timestamp (windowed
- * filters; a no-op otherwise).  True if the record is late: older than
- * the oldest generation the window keeps. */
-bool bs_dedup_advance(bf_filter *f, int64_t timestamp_ms);
+ * filters; a no-op otherwise), and the partition's audit sample (NULL:
+ * none) to the window's slice, so that it forgets what the window
+ * forgets.  True if the record is late: older than the oldest generation
+ * the window keeps. */
+bool bs_dedup_advance(bf_filter *f, bf_audit *audit, int64_t timestamp_ms);
 
 /* Lookup and insert at the filter's stream time: 1 new (added), 0 maybe
  * seen, negative -bf_err when the filter cannot grow (dedup.max.bytes):

@@ -105,17 +105,32 @@ static void drop(bs_stage *s, rd_kafka_message_t *m, const char *reason)
     }
 }
 
+/* The audit sample could not hold a key (rc < 0): logged once. */
+static void audit_held(bs_stage *s, const part *p, int rc)
+{
+    if (rc < 0 && !s->audit_full_logged) {
+        s->audit_full_logged = true;
+        bs_log(BS_LOG_ERROR, "audit sample cannot grow (out of memory): "
+               "keys it would sample go unaudited", "topic=%s partition=%d",
+               p->topic, (int)p->partition);
+    }
+}
+
 /* A windowed filter's key of skip entry i goes in now, at the stream time
- * the first pass added it (replay.h). */
+ * the first pass added it (replay.h), and into the audit sample in the
+ * same slice, so that both forget it together. */
 static void skip_key_add(bs_stage *s, part *p, size_t i)
 {
-    if (p->skip_keys && p->skip_keys[i].have &&
-        bs_dedup_add(p->filter, p->skip_keys[i].h) < 0 &&
+    if (!p->skip_keys || !p->skip_keys[i].have)
+        return;
+    if (bs_dedup_add(p->filter, p->skip_keys[i].h) < 0 &&
         !s->filter_full_logged) {
         s->filter_full_logged = true;
         bs_log(BS_LOG_ERROR, "dedup filter at dedup.max.bytes", "topic=%s "
                "partition=%d", p->topic, (int)p->partition);
     }
+    if (p->audit)
+        audit_held(s, p, bf_audit_note(p->audit, p->skip_keys[i].h));
 }
 
 static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
@@ -140,7 +155,8 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
     /* dedup.window.ms: every record moves the partition's stream time,
      * those skipped below too, so a restore replays the time the first
      * pass saw.  A record without a timestamp (-1) takes the stream time. */
-    bool late = bs_dedup_advance(p->filter, rd_kafka_message_timestamp(m, NULL));
+    bool late = bs_dedup_advance(p->filter, p->audit,
+                                 rd_kafka_message_timestamp(m, NULL));
 
     /* exactly_once: forwarded before a crash or rollback (the output tail
      * shows it), its key is in the filter already: do not produce again. */
@@ -195,12 +211,7 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
     /* The audit sample's verdict on the filter's answer: 1 for a sampled
      * key it knows is new that the filter calls seen (bloomfilters.h). */
     int fp = p->audit ? bf_audit_check(p->audit, pp->h, added == 0) : 0;
-    if (fp < 0 && !s->audit_full_logged) {
-        s->audit_full_logged = true;
-        bs_log(BS_LOG_ERROR, "audit sample cannot grow (out of memory): "
-               "keys it would sample go unaudited", "topic=%s partition=%d",
-               topic, (int)m->partition);
-    }
+    audit_held(s, p, fp);
     if (added == 0 && fp == 1 && s->set.audit_rescue) {
         /* Rescue: known unique, so forwarded as the filter would have
          * without its false positive; the filter is left as it is. */

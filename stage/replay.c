@@ -243,9 +243,9 @@ static bs_replay_target *record_target(const tail_read *r,
 }
 
 /* A tail record of target t at input offset so: its offset onto the skip
- * list, its key into the filter (windowed: kept with the skip entry,
- * added when consumption reaches it) and noted by the audit sample.  -1:
- * out of memory. */
+ * list, its key into the filter and noted by the audit sample (windowed:
+ * kept with the skip entry, added and noted when consumption reaches it,
+ * in the slice the first pass added it).  -1: out of memory. */
 static int replay_record(tail_read *r, bs_replay_target *t,
                          rd_kafka_message_t *m, int64_t so)
 {
@@ -258,11 +258,11 @@ static int replay_record(tail_read *r, bs_replay_target *t,
     if ((rk.have = bs_record_key(&keys, r->key, &k, &klen)))
         rk.h = bf_hash_key(k, klen, r->seed);
     int rc = skip_push(t, &r->caps[t - r->targets], so, rk);
-    if (rc == 0 && rk.have && !bf_filter_windowed(t->filter) &&
-        bs_dedup_add(t->filter, rk.h) < 0)
+    bool now = rc == 0 && rk.have && !bf_filter_windowed(t->filter);
+    if (now && bs_dedup_add(t->filter, rk.h) < 0)
         bs_log(BS_LOG_ERROR, "replay: dedup filter at dedup.max.bytes",
                "topic=%s partition=%d", t->topic, (int)t->partition);
-    if (rc == 0 && rk.have && t->audit && bf_audit_note(t->audit, rk.h) < 0)
+    if (now && t->audit && bf_audit_note(t->audit, rk.h) < 0)
         bs_log(BS_LOG_ERROR, "replay: the audit sample cannot grow (out of "
                "memory): a sampled key is not held", "topic=%s "
                "partition=%d", t->topic, (int)t->partition);

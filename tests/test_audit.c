@@ -20,7 +20,14 @@
  *     measured rate is within a stated tolerance of it (the CI version of
  *     bench/agreement);
  *   - the memory cap;
- *   - round trips, and damaged or forged files rejected by name.
+ *   - beside a windowed filter, at rate 1 and a filter rate of 1e-9: a
+ *     lookup counts as unseen exactly when the window adds the key (every
+ *     key it forgot and sees again), and no false positive is counted
+ *     (the set forgets nothing the window keeps); the set's entries stay
+ *     within the window's keys while the stream is 100 windows long;
+ *   - round trips (tags kept: a loaded set forgets what the original
+ *     forgets), a file without tags loads and takes its entries as of
+ *     the first slice, and damaged or forged files rejected by name.
  *
  * Tolerances and their false-failure probabilities are stated at each
  * check.  Keys and hash seeds are fixed, so every run computes the same
@@ -130,9 +137,9 @@ static void test_exact_set(void **state)
     assert_int_equal(st.false_positives, 1000);
     assert_int_equal(st.lookups, n + 1000);
     assert_int_equal(st.entries, n + 2000);
-    /* 8 bytes a slot, at most 3/4 full, at least 3/8 after a doubling. */
-    assert_true(st.bytes >= st.entries * 8 * 4 / 3);
-    assert_true(st.bytes <= st.entries * 8 * 8 / 3 + 8 * 64);
+    /* 9 bytes a slot, at most 3/4 full, at least 3/8 after a doubling. */
+    assert_true(st.bytes >= st.entries * 9 * 4 / 3);
+    assert_true(st.bytes <= st.entries * 9 * 8 / 3 + 9 * 64);
     bf_audit_destroy(a);
 }
 
@@ -314,6 +321,110 @@ static void test_max_bytes(void **state)
     bf_audit_destroy(a);
 }
 
+/* An audit at rate 1 following a windowed filter (W = 1000 time units,
+ * G = 4, rate 1e-9) over a stream of 100,000 records at times 0, 1, ...,
+ * each key drawn from 3000, so repeats come at every distance, within the
+ * window and past it.  For every record: the window adds the key (it
+ * forgot it, or never saw it) exactly when the audit counts an unseen
+ * lookup; the window calls it seen and the audit does not only for a
+ * false positive, and at 1e-9 over 100,000 lookups one comes with
+ * probability 1e-4 (the seeds are fixed: none does).  A set that forgot
+ * nothing would call most of the window's re-adds seen. */
+static void test_window_forgets(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    bf_windowed_params wp;
+    bf_windowed_params_default(&wp);
+    wp.window = 1000;
+    wp.generations = 4;
+    wp.fpr = 1e-9;
+    wp.initial_capacity = 1000;
+    wp.seed = SEED;
+    bf_windowed *w = bf_windowed_new(&wp, err, sizeof err);
+    if (!w)
+        fail_msg("bf_windowed_new: %s", err);
+    bf_audit *a = make(1.0, SEED);
+    uint64_t x = 88172645463325252u, readds = 0, max_entries = 0;
+    for (int64_t t = 0; t < 100000; t++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        bf_hash h = hkey(x % 3000, SEED);
+        (void)bf_windowed_advance(w, t);
+        bf_audit_follow_window(a, w);
+        int added = bf_windowed_add_if_absent_h(w, h);
+        assert_true(added >= 0);
+        bf_audit_stats before, after;
+        bf_audit_stats_get(a, &before);
+        assert_int_equal(bf_audit_check(a, h, added == 0), 0);
+        bf_audit_stats_get(a, &after);
+        if ((after.lookups > before.lookups) != (added == 1))
+            fail_msg("t=%lld: the window %s the key, the audit %s it", (long long)t,
+                     added ? "added" : "held",
+                     after.lookups > before.lookups ? "had not seen"
+                                                    : "held");
+        readds += added == 1 && t >= 3000;
+        if (after.entries > max_entries)
+            max_entries = after.entries;
+    }
+    bf_audit_stats st;
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.false_positives, 0);
+    /* Keys come back past the window often (each of 3000 keys about once
+     * in 3000 records, the window 1000): the check above ran on many. */
+    assert_true(readds > 10000);
+    /* The live slices cover at most W (1 + 1/G) = 1250 records, so at most
+     * 1250 keys: the set holds no more, and shrinks back to its size. */
+    assert_true(max_entries <= 1250);
+    assert_true(st.bytes <= 4096 * 9);
+    bf_audit_destroy(a);
+    bf_windowed_destroy(w);
+}
+
+/* Entries of slices before the oldest live one are dropped, those after
+ * kept; a key held is not re-tagged when it comes again (the window does
+ * not add it again); more than 256 slices back is dropped too. */
+static void test_forget_by_slice(void **state)
+{
+    (void)state;
+    bf_audit *a = make(1.0, SEED);
+    assert_int_equal(bf_audit_slice(a), -1);
+    for (int64_t s = 10; s < 14; s++) {
+        bf_audit_set_slice(a, s, s - 4);
+        for (uint64_t i = 0; i < 1000; i++)
+            assert_int_equal(bf_audit_check(a, hkey(s * 1000 + i, SEED),
+                                            false), 0);
+    }
+    /* Slice 10's keys come again in 13: held, not re-tagged. */
+    for (uint64_t i = 0; i < 1000; i++)
+        assert_int_equal(bf_audit_check(a, hkey(10000 + i, SEED), true), 0);
+    bf_audit_set_slice(a, 15, 11);
+    bf_audit_stats st;
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.entries, 3000);
+    assert_int_equal(bf_audit_slice(a), 15);
+    /* Slice 10's keys are unseen again: a false positive if called seen,
+     * counted as a lookup either way. */
+    uint64_t lookups = st.lookups;
+    for (uint64_t i = 0; i < 1000; i++)
+        assert_int_equal(bf_audit_check(a, hkey(10000 + i, SEED), i % 2 == 0),
+                         i % 2 == 0);
+    for (uint64_t i = 0; i < 1000; i++) /* slice 11's still held */
+        assert_int_equal(bf_audit_check(a, hkey(11000 + i, SEED), true), 0);
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.lookups, lookups + 1000);
+    /* A slice not past the current one changes nothing. */
+    bf_audit_set_slice(a, 14, 14);
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.entries, 4000);
+    /* 256 slices on, whatever `oldest` says, everything older goes; the
+     * set shrinks back to its smallest. */
+    bf_audit_set_slice(a, 15 + 256, 0);
+    bf_audit_stats_get(a, &st);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.bytes, 64 * 9);
+    bf_audit_destroy(a);
+}
+
 static keys_membuf serialize(const bf_audit *a)
 {
     keys_membuf m = {0};
@@ -395,10 +506,94 @@ static void fix_sum(unsigned char *b, size_t len)
     keys_put_le(b + len - 8, 8, XXH3_64bits(b, len - 8));
 }
 
+/* Keys in slices 20..23, some of them (a tenth) false positives. */
+static bf_audit *sliced(void)
+{
+    bf_audit *a = make(1.0 / 4, SEED);
+    for (int64_t s = 20; s < 24; s++) {
+        bf_audit_set_slice(a, s, s - 4);
+        for (uint64_t i = 0; i < 5000; i++)
+            assert_true(bf_audit_check(a, hkey((uint64_t)s * 5000 + i, SEED),
+                                       i % 10 == 0) >= 0);
+    }
+    return a;
+}
+
+/* Tags survive a round trip: the loaded set drops the same entries as
+ * the original when both move on two slices. */
+static void test_round_trip_tags(void **state)
+{
+    (void)state;
+    bf_audit *a = sliced(), *b = NULL;
+    keys_membuf m = serialize(a);
+    char err[256] = "";
+    if (bf_audit_load_mem(m.data, m.len, 0, &b, err, sizeof err))
+        fail_msg("load: %s", err);
+    assert_int_equal(bf_audit_slice(b), 23);
+    bf_audit_set_slice(a, 25, 21);
+    bf_audit_set_slice(b, 25, 21);
+    bf_audit_stats sa, sb;
+    bf_audit_stats_get(a, &sa);
+    bf_audit_stats_get(b, &sb);
+    assert_memory_equal(&sa, &sb, sizeof sa);
+    for (uint64_t i = 20 * 5000; i < 24 * 5000; i++) {
+        bf_hash h = hkey(i, SEED);
+        int r = bf_audit_check(a, h, true);
+        assert_int_equal(r, bf_audit_check(b, h, true));
+        /* Slice 20's sampled keys were dropped, the others held. */
+        if (bf_audit_sampled(a, h))
+            assert_int_equal(r, i < 21 * 5000);
+    }
+    free(m.data);
+    bf_audit_destroy(a);
+    bf_audit_destroy(b);
+}
+
+/* A file written before tags (flags 0, 8-byte slots) loads: its entries
+ * are held, taken as of the first slice set, and forgotten with it. */
+static void test_untagged_file(void **state)
+{
+    (void)state;
+    bf_audit *a = filled(), *b = NULL;
+    keys_membuf m = serialize(a);
+    uint64_t nslots = keys_get_le(m.data + 40, 8);
+    size_t len = m.len - nslots;
+    unsigned char *old = malloc(len);
+    assert_non_null(old);
+    memcpy(old, m.data, 128 + 8 * nslots);
+    keys_put_le(old + 24, 8, len);
+    keys_put_le(old + 80, 8, 0);
+    keys_put_le(old + 88, 8, 0);
+    fix_sum(old, len);
+    char err[256] = "";
+    if (bf_audit_load_mem(old, len, 0, &b, err, sizeof err))
+        fail_msg("load: %s", err);
+    assert_int_equal(bf_audit_slice(b), -1);
+    bf_audit_stats sa, sb;
+    bf_audit_stats_get(a, &sa);
+    bf_audit_stats_get(b, &sb);
+    assert_memory_equal(&sa, &sb, sizeof sa);
+    bf_audit_set_slice(b, 100, 96);
+    bf_audit_set_slice(b, 104, 100);
+    for (uint64_t i = 0; i < 20000; i++)
+        assert_int_equal(bf_audit_check(b, hkey(i, SEED), true), 0);
+    bf_audit_set_slice(b, 105, 101);
+    bf_audit_stats_get(b, &sb);
+    assert_int_equal(sb.entries, 0);
+    /* Flags 0 with a slice, or tag bytes left after the slots: refused. */
+    keys_put_le(old + 88, 8, 5);
+    fix_sum(old, len);
+    expect_rejected(old, len, 0, "slice without tags", "without tags");
+    free(old);
+    free(m.data);
+    bf_audit_destroy(a);
+    bf_audit_destroy(b);
+}
+
 static void test_damage(void **state)
 {
     (void)state;
-    bf_audit *a = filled();
+    bf_audit *a = sliced();
     keys_membuf m = serialize(a);
     unsigned char *b = malloc(m.len);
     assert_non_null(b);
@@ -428,6 +623,8 @@ static void test_damage(void **state)
         {72, 8, UINT64_C(1) << 40, "order"}, /* fps > lookups */
         {64, 8, 3, "order"},            /* lookups < entries */
         {100, 1, 1, "reserved"},
+        {80, 8, 3, "flags"},
+        {88, 8, UINT64_C(0xfffffffffffffffe), "below -1"}, /* slice -2 */
     };
     for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
         memcpy(b, m.data, m.len);
@@ -448,11 +645,37 @@ static void test_damage(void **state)
         if (fp && home == i && !keys_get_le(b + 128 + 8 * (i - 1), 8)) {
             keys_put_le(b + 128 + 8 * (i - 1), 8, fp);
             keys_put_le(b + 128 + 8 * i, 8, 0);
+            b[128 + 8 * nslots + i - 1] = b[128 + 8 * nslots + i];
+            b[128 + 8 * nslots + i] = 0;
             break;
         }
     }
     fix_sum(b, m.len);
     expect_rejected(b, m.len, 0, "unreachable fingerprint", "reach");
+    /* A tag in an empty slot; any tag before a slice (-1). */
+    memcpy(b, m.data, m.len);
+    uint64_t empty = 0;
+    while (keys_get_le(b + 128 + 8 * empty, 8))
+        empty++;
+    b[128 + 8 * nslots + empty] = 1;
+    fix_sum(b, m.len);
+    expect_rejected(b, m.len, 0, "tag of an empty slot", "no fingerprint");
+    memcpy(b, m.data, m.len);
+    keys_put_le(b + 88, 8, UINT64_MAX); /* slice -1 */
+    for (uint64_t i = 0; i < nslots; i++)
+        if (keys_get_le(b + 128 + 8 * i, 8))
+            b[128 + 8 * nslots + i] = 3;
+    fix_sum(b, m.len);
+    expect_rejected(b, m.len, 0, "tag before a slice", "before any slice");
+    /* A tag naming a slice before 0 (200 at slice 23: slice -56). */
+    memcpy(b, m.data, m.len);
+    for (uint64_t i = 0; i < nslots; i++)
+        if (keys_get_le(b + 128 + 8 * i, 8)) {
+            b[128 + 8 * nslots + i] = 200;
+            break;
+        }
+    fix_sum(b, m.len);
+    expect_rejected(b, m.len, 0, "tag before slice 0", "before 0");
 
     /* A filter is not an audit, and an audit not a filter. */
     bf_filter *f = bf_filter_from_blocked(
@@ -480,7 +703,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_undersized_filter),
     cmocka_unit_test(test_scalable_agreement),
     cmocka_unit_test(test_max_bytes),
+    cmocka_unit_test(test_window_forgets),
+    cmocka_unit_test(test_forget_by_slice),
     cmocka_unit_test(test_round_trip),
+    cmocka_unit_test(test_round_trip_tags),
+    cmocka_unit_test(test_untagged_file),
     cmocka_unit_test(test_damage),
 };
 

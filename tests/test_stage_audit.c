@@ -25,7 +25,11 @@
  *   4. deliveries failing (Produce errors in the broker), exactly_once:
  *      the rollback takes the sample back with the filter, so at the end
  *      every key counted one lookup but those the rollback's replay found
- *      delivered (noted).
+ *      delivered (noted);
+ *   5. dedup.window.ms: the sample forgets with the window.  Keys at a
+ *      time, all again ten windows later (the window forgot them: each
+ *      forwarded again, and a sampled lookup again, no false positive),
+ *      then half of them again inside the window (dropped, no lookup).
  *
  * Which keys are sampled is computed here with the library's own
  * bf_audit_sampled (the stage's hash seed is the filters' default).
@@ -89,25 +93,35 @@ static char *write_conf(h_fixture *fx, const char *const *extra)
     return path;
 }
 
+/* Keys PREFIX-from .. PREFIX-(to-1), one record each at timestamp ts
+ * (ms; 0: the producer's clock), produced to in [0]. */
+static void produce_at(h_fixture *fx, const char *prefix, int from, int to,
+                       int64_t ts)
+{
+    size_t n = (size_t)(to - from);
+    h_record *r = calloc(n, sizeof(*r));
+    char **keys = calloc(n, sizeof(*keys));
+    assert_true(r && keys);
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = h_strdupf("%s-%d", prefix, from + (int)i);
+        r[i] = h_rec(keys[i], "v");
+        r[i].timestamp = ts;
+    }
+    H_CHECK(h_produce(fx->bs, "in", 0, r, n));
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+    free(r);
+}
+
 /* Keys PREFIX-0 .. PREFIX-(n-1), one record each, then copies of keys
  * PREFIX-from .. PREFIX-(to-1), produced to in [0]. */
 static void produce_keys(h_fixture *fx, const char *prefix, int n, int from,
                          int to)
 {
-    size_t total = (size_t)n + (size_t)(to - from);
-    h_record *r = calloc(total, sizeof(*r));
-    char **keys = calloc(total, sizeof(*keys));
-    assert_true(r && keys);
-    for (size_t i = 0; i < total; i++) {
-        int k = i < (size_t)n ? (int)i : from + (int)(i - (size_t)n);
-        keys[i] = h_strdupf("%s-%d", prefix, k);
-        r[i] = h_rec(keys[i], "v");
-    }
-    H_CHECK(h_produce(fx->bs, "in", 0, r, total));
-    for (size_t i = 0; i < total; i++)
-        free(keys[i]);
-    free(keys);
-    free(r);
+    produce_at(fx, prefix, 0, n, 0);
+    if (to > from)
+        produce_at(fx, prefix, from, to, 0);
 }
 
 /* Runs the stage until the group committed the input's end `end`, then
@@ -145,6 +159,20 @@ static size_t copies_in(const h_record_list *l, const char *key)
     for (size_t i = 0; i < l->n; i++)
         n += l->recs[i].key_len == len && !memcmp(l->recs[i].key, key, len);
     return n;
+}
+
+/* Every key PREFIX-0 .. PREFIX-(n-1) is in the output `want` times. */
+static void expect_copies(const h_record_list *out, const char *prefix,
+                          int n, size_t want)
+{
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s-%d", prefix, i);
+        size_t c = copies_in(out, key);
+        if (c != want)
+            fail_msg("%s is in the output %zu times, not %zu", key, c,
+                     want);
+    }
 }
 
 /* key=N of the first line of p's log holding `msg` (fails if none). */
@@ -370,13 +398,7 @@ static void test_crash_restart_counts(void **state)
     /* No key twice in the output, every key there. */
     h_record_list out = {0};
     H_CHECK(h_consume_all(fx->bs, "out", H_CONSUME_MS, &out));
-    for (int i = 0; i < KEYS; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "k-%d", i);
-        size_t c = copies_in(&out, key);
-        if (c != 1)
-            fail_msg("%s is in the output %zu times", key, c);
-    }
+    expect_copies(&out, "k", KEYS, 1);
     h_record_list_free(&out);
     /* The replayed keys were noted, not looked up: no false positive when
      * they came again, and a lookup for every other key. */
@@ -442,6 +464,37 @@ static void test_rollback_counts(void **state)
     free(conf);
 }
 
+/* Test 5: a windowed filter's sample forgets what the window forgets.  A
+ * sample that forgot nothing would count KEYS lookups, not 2 KEYS: the
+ * second copies would be keys it holds. */
+static void test_window_forgets(void **state)
+{
+    h_fixture *fx = *state;
+    enum { KEYS = 2000, WINDOW_MS = 1000 };
+    const int64_t t0 = INT64_C(1700000000000);
+    const char *windowed[] = {"dedup.window.ms=1000",
+                              "dedup.window.generations=4",
+                              "dedup.fpr=1e-9", "dedup.audit.rate=1", NULL};
+    char *conf = write_conf(fx, windowed);
+    produce_at(fx, "w", 0, KEYS, t0);
+    produce_at(fx, "w", 0, KEYS, t0 + 10 * WINDOW_MS);
+    produce_at(fx, "w", 0, KEYS / 2, t0 + 10 * WINDOW_MS + 100);
+    h_proc *p = run_to(fx, conf, 2 * KEYS + KEYS / 2, NULL);
+    h_stage_stop(p);
+    h_record_list out = {0};
+    H_CHECK(h_consume_all(fx->bs, "out", H_CONSUME_MS, &out));
+    expect_copies(&out, "w", KEYS, 2); /* once a window */
+    h_record_list_free(&out);
+    char *ck = h_strdupf("%s/ck", fx->dir);
+    long long lookups, fps;
+    info_counts(ck, &lookups, &fps);
+    if (lookups != 2 * KEYS || fps != 0)
+        fail_msg("windowed: %lld lookups, %lld false positives; want %d (a "
+                 "key each window) and none", lookups, fps, 2 * KEYS);
+    free(ck);
+    free(conf);
+}
+
 int main(void)
 {
     h_test_main("test_stage_audit", "TEST_STAGE_AUDIT_FILTER",
@@ -455,6 +508,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rollback_counts, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_window_forgets, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -702,16 +702,28 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
  * nothing measurable) fits as well.
  *
  * The set is open addressing with linear probing, from 64 slots, doubling
- * at 3/4 full (8 bytes a slot: 11 to 21 bytes a sampled key, 0.01 to
- * 0.02 bytes a key at r = 1/1024, where a filter takes 1 to 10).
+ * at 3/4 full (9 bytes a slot, the fingerprint and a slice tag: 12 to 24
+ * bytes a sampled key, 0.01 to 0.02 bytes a key at r = 1/1024, where a
+ * filter takes 1 to 10).
  *
- * Windowed filters forget keys; the set does not (yet): with one, a key
- * the window forgot and that comes again is not a lookup of an unseen key
- * (the set saw it), so the audit measures the rate on keys never seen in
- * the whole stream, which the window's fpr bounds too.  Forgetting by
- * generation is the plan: each entry tagged with the slice it was added
- * in, and a call that drops the slices the filter's ring drops (a pass
- * over the set, once a slice).
+ * Forgetting, beside a windowed filter: each entry carries the slice it
+ * was added in (a byte, the slice mod 256, beside the fingerprint, which
+ * keeps its 64 bits and the argument above).  bf_audit_set_slice (or
+ * bf_audit_follow_window) moves the set to the window's current slice and
+ * drops the entries of slices before the oldest live one: a pass over the
+ * set that empties their slots and puts the rest back in place (a rebuild,
+ * not backward-shift deletion), then halves the set while a quarter of
+ * what it may hold would do, so its memory follows the sampled keys of
+ * one window.  A key the set holds is not re-tagged when it comes again,
+ * as the windowed filter does not add a key again that a live generation
+ * holds: the set forgets a key exactly when the window's ring drops the
+ * slice it was first seen in, so a lookup counts as unseen exactly when
+ * the window is no longer meant to remember the key, and the audit
+ * measures the rate on what the window should not find.  A set never
+ * given a slice (beside a scalable filter) forgets nothing; one that is
+ * given one takes what it held before as of that slice.  Tags span at
+ * most 256 slices: a slice 256 or more before the current one is dropped
+ * too (a window has at most 65 live).
  *
  * Its file: kind BF_FORMAT_KIND_AUDIT of the filter format (not a filter:
  * bf_filter_load_mem refuses it by name, and readers older than the audit
@@ -724,14 +736,20 @@ bf_err bf_fsync_dir(const char *path, char *errstr,
  *   56     8    sampled keys checked (repeats included)
  *   64     8    lookups of unseen sampled keys (<= sampled)
  *   72     8    false positives among them (<= lookups)
- *   80     48   reserved (0)
+ *   80     8    flags: bit 0, tags follow the slots (others 0)
+ *   88     8    the current slice, signed (-1: none yet); 0 without tags
+ *   96     32   reserved (0)
  *   128    8*S  the slots: fingerprints, 0 = empty
+ *   128+8S S    with tags: each slot's slice mod 256 (0 when empty)
  *   end-8  8    XXH3-64 (seed 0) of every byte before it
  *
- * The loader checks the envelope and checksum, every field's range, the
- * file size against S before allocating, and that the slots hold exactly
- * n non-zero fingerprints each reachable from its home slot (so every
- * lookup finds what the set holds).  Used in place never: it is copied.
+ * Files written before tags (flags 0, bytes 80..127 all 0) load: their
+ * entries are taken as of the first slice set.  The loader checks the
+ * envelope and checksum, every field's range, the file size against S
+ * and the flags before allocating, that the slots hold exactly n non-zero
+ * fingerprints each reachable from its home slot (so every lookup finds
+ * what the set holds), and that a tag is 0 in an empty slot and in every
+ * slot before any slice.  Used in place never: it is copied.
  */
 #define BF_FORMAT_KIND_AUDIT 5u
 #define BF_AUDIT_DEFAULT_RATE (1.0 / 1024)
@@ -769,6 +787,18 @@ int bf_audit_check(bf_audit *a, bf_hash h, bool filter_seen) BF_WARN_UNUSED;
  * one is held, nothing is counted.  0, or -BF_ERR_NOMEM as above. */
 int bf_audit_note(bf_audit *a, bf_hash h) BF_WARN_UNUSED;
 
+/* Moves the set to `slice` (>= 0; a slice not past the current one
+ * changes nothing): keys held from now on are tagged with it, and the
+ * entries of slices before `oldest` (or 256 or more before `slice`) are
+ * dropped.  The first slice a set is given drops nothing. */
+void bf_audit_set_slice(bf_audit *a, int64_t slice, int64_t oldest);
+/* The current slice, -1 before any. */
+int64_t bf_audit_slice(const bf_audit *a);
+/* bf_audit_set_slice to the window's current slice (0 before any
+ * advance, as its inserts) and its oldest live one: called after each
+ * bf_windowed_advance, the set forgets what the window forgets. */
+void bf_audit_follow_window(bf_audit *a, const bf_windowed *w);
+
 typedef struct bf_audit_stats {
     double rate;              /* the sampling fraction */
     uint64_t sampled;         /* sampled keys checked, repeats included */
@@ -777,7 +807,7 @@ typedef struct bf_audit_stats {
     double measured;          /* false_positives / lookups (0 for none) */
     double lo, hi;            /* its Wilson 95% interval ([0, 1] for none) */
     uint64_t entries;         /* fingerprints held */
-    uint64_t bytes;           /* memory of the set's slots */
+    uint64_t bytes;           /* memory of the set's slots and tags */
 } bf_audit_stats;
 
 void bf_audit_stats_get(const bf_audit *a, bf_audit_stats *out);

@@ -9,7 +9,8 @@
 # filter (exact at the default fpr, as above), periodic streams at the
 # contract's two edges, flat memory (the filter's, and peak RSS) with
 # --window-lines; --audit against the true rate of an undersized filter,
-# and its rescue.
+# and its rescue; with --window-lines, that the sample forgets with the
+# window.
 #
 #   bash tests/cli/test_dedup_cli.sh path/to/bloomstage
 #
@@ -374,6 +375,16 @@ check "rescue: written $Wr = $W + the $fp sampled new lines the filter dropped" 
 check "rescue: rescued $fp" err_has "rescued $fp,"
 bs 0 "--audit with --window-lines" dedup --window-lines 1000 --audit 0.0625 <big.txt
 check "--audit with a window: the audit line" err_has "audit: rate 1/16, sampled lookups"
+# The sample forgets with the window: 100 keys in turn, 3 times, through a
+# window of 10 lines: every line is written again, and each is a sampled
+# lookup of a line the window forgot (300, not the 100 of a sample that
+# never forgets).
+periodic 100 300 >periodic.txt
+bs 0 "--audit 1 --window-lines 10 on 100 keys x 3" dedup --window-lines 10 --audit 1 <periodic.txt
+check "window: every line written" same out periodic.txt
+check "window: the sample forgets with it (300 lookups, no false positive)" \
+    err_has "sampled lookups 300, false positives 0,"
+rm -f periodic.txt
 rm -f loose.plain
 
 tap_done
