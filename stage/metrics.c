@@ -386,7 +386,9 @@ static enum MHD_Result refuse(struct MHD_Connection *c)
     return ret;
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+/* libmicrohttpd hands its own format strings here. */
+__attribute__((format(printf, 2, 0))) static void
+mhd_log(void *cls, const char *fmt, va_list ap)
 {
     bs_metrics *m = cls;
     char msg[256];
