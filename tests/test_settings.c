@@ -321,6 +321,23 @@ static void test_start_at(void **state)
     bs_config_destroy(cfg);
 }
 
+/* Case i's configuration kv is refused with exactly want_err, or (NULL)
+ * accepted into *s, whose numbers and flags the caller may then check. */
+static void expect_settings(const char *const *kv, const char *want_err,
+                            size_t i, bs_settings *s)
+{
+    bs_config *cfg = config_of(kv);
+    char err[512] = "";
+    int rc = bs_settings_from_config(cfg, s, err, sizeof err);
+    bs_config_destroy(cfg);
+    if (want_err) {
+        assert_int_equal(rc, -1);
+        assert_string_equal(err, want_err);
+    } else if (rc != 0) {
+        fail_msg("case %zu: %s", i, err);
+    }
+}
+
 /* The window's keys that only make sense together: reject needs a
  * rejected.topic, and a window holds at least one ms per generation. */
 static void test_window_combinations(void **state)
@@ -346,18 +363,8 @@ static void test_window_combinations(void **state)
         const char *kv[13] = {"input.topics", "in", "output.topic", "out"};
         for (size_t j = 0; cases[i].kv[j]; j++)
             kv[4 + j] = cases[i].kv[j];
-        bs_config *cfg = config_of(kv);
         bs_settings s;
-        char err[512] = "";
-        int rc = bs_settings_from_config(cfg, &s, err, sizeof err);
-        if (cases[i].err) {
-            assert_int_equal(rc, -1);
-            assert_string_equal(err, cases[i].err);
-        } else {
-            if (rc != 0)
-                fail_msg("case %zu: %s", i, err);
-        }
-        bs_config_destroy(cfg);
+        expect_settings(kv, cases[i].err, i, &s);
     }
 }
 
@@ -383,19 +390,10 @@ static void test_audit_rate(void **state)
         const char *kv[9] = {"input.topics", "in", "output.topic", "out",
                              cases[i].rate ? "dedup.audit.rate" : NULL,
                              cases[i].rate, NULL};
-        bs_config *cfg = config_of(kv);
         bs_settings s;
-        char err[512] = "";
-        int rc = bs_settings_from_config(cfg, &s, err, sizeof err);
-        if (cases[i].err) {
-            assert_int_equal(rc, -1);
-            assert_string_equal(err, cases[i].err);
-        } else if (rc != 0) {
-            fail_msg("case %zu: %s", i, err);
-        } else if (!cases[i].rate) {
+        expect_settings(kv, cases[i].err, i, &s);
+        if (!cases[i].err && !cases[i].rate)
             assert_true(s.audit_rate == 1.0 / 1024 && s.audit_rescue);
-        }
-        bs_config_destroy(cfg);
     }
 }
 
