@@ -32,7 +32,7 @@
  *      and over, one of them says so, naming the id, and exits non-zero.
  *   7. the Kafka store's checkpoint records cut off in the open
  *      transaction (the stage reaches the node through a proxy, the link
- *      blackholed past the transaction timeout while they are in flight):
+ *      blackholed past the transaction timeout as they are sent):
  *      the transaction is aborted and rolled back, the stage commits again
  *      after the heal, and every unique key is once in the output (issue
  *      26: it was never aborted, and the instance stopped committing);
@@ -138,17 +138,27 @@ static void expect_all_once(h_kenv *e, const char *why)
                   "in %s\n", why, e->st->n, n, e->out, nrej, e->rej);
 }
 
-/* Whether p logs needle more than `before` times within seconds (it must
- * stay alive meanwhile; `when` says when, if it does not). */
-static bool said_more(h_proc *p, const char *needle, size_t before,
-                      double seconds, const char *when)
+/* A fault made by fn(e, p, arg) until p logs needle once more within 20 s
+ * of it, three times at most: a fault that misses its moment (the test's
+ * thread late on a loaded machine) changes nothing and is made again.
+ * Returns how many it took; the test fails after three, naming `what`. */
+typedef void fault_fn(h_kenv *e, h_proc *p, void *arg);
+static int fault_until_said(h_kenv *e, h_proc *p, fault_fn *fn, void *arg,
+                            const char *needle, const char *what)
 {
-    double t0 = h_now_s();
-    while (h_count_said(p, needle) == before && h_now_s() - t0 < seconds) {
-        h_stage_alive(p, when);
-        h_nap(100);
+    for (int n = 1;; n++) {
+        size_t before = h_count_said(p, needle);
+        fn(e, p, arg);
+        double t0 = h_now_s();
+        while (h_count_said(p, needle) == before && h_now_s() - t0 < 20) {
+            h_stage_alive(p, what);
+            h_nap(100);
+        }
+        if (h_count_said(p, needle) > before)
+            return n;
+        if (n == 3)
+            h_stage_fail(p, "3 times %s, and no '%s'", what, needle);
     }
-    return h_count_said(p, needle) > before;
 }
 
 /* ---- 1. a crash at every named point, kill -9 at two moments ----------- */
@@ -308,12 +318,24 @@ static void test_zombie_twice(void **state)
 
 /* ---- 3. a transaction that times out ------------------------------------ */
 
+/* p stopped for 16 s with records in its open transaction. */
+static void stall(h_kenv *e, h_proc *p, void *arg)
+{
+    (void)arg;
+    mid_transaction(e, p, 3000);
+    H_CHECK(h_process_kill(p, SIGSTOP));
+    h_nap(16000);
+    H_CHECK(h_process_kill(p, SIGCONT));
+}
+
 static void test_txn_timeout(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-timeout", false, 500);
-    /* 38 s of feed: room for three stalls. */
-    stream_fed(e, 120000, 5000, 231, 40);
+    /* 78 s of feed: room for three stalls of up to 26 s each (a stall,
+     * up to 20 s waiting for its rollback, a round before the next); the
+     * rest is produced at once at the end. */
+    stream_fed(e, 240000, 5000, 231, 40);
     /* The stall (SIGSTOP, 16 s) outlasts the transaction (2 s, ended by
      * the broker's check every 10 s), not the session (45 s). */
     const char *const xs[] = {TXN_X, "producer.transaction.timeout.ms=2000",
@@ -325,23 +347,12 @@ static void test_txn_timeout(void **state)
      * record (a loaded machine) times nothing out: the stage goes on
      * without a rollback, and the stall is made again, three times at
      * most. */
-    size_t stalls = 0;
-    for (;;) {
-        size_t before = h_count_said(p, "rolling back");
-        mid_transaction(e, p, 3000);
-        H_CHECK(h_process_kill(p, SIGSTOP));
-        h_nap(16000);
-        H_CHECK(h_process_kill(p, SIGCONT));
-        stalls++;
-        if (said_more(p, "rolling back", before, 20, "after the stall"))
-            break;
-        if (stalls == 3)
-            h_stage_fail(p, "3 stalls of 16 s with a 2 s transaction timeout "
-                         "and no rollback");
-    }
+    int stalls = fault_until_said(e, p, stall, NULL, "rolling back",
+                                  "a stall of 16 s with a 2 s transaction "
+                                  "timeout");
     h_feed_finish(120000);
     h_kenv_wait_committed_end(e, procs, 180000);
-    print_message("after %zu stall(s) of 16 s with a 2 s transaction "
+    print_message("after %d stall(s) of 16 s with a 2 s transaction "
                   "timeout: %zu rollbacks, %zu 'fenced' lines\n", stalls,
                   h_count_said(p, "rolling back"),
                   h_count_said(p, H_SAID_FENCED));
@@ -485,8 +496,9 @@ static void test_shared_id_stops(void **state)
 
 /* ---- 7. the Kafka store's records cut off in the transaction ---------- */
 
-/* The node's proxy (group setup): the stages of test 7 reach the broker
- * only through it; the feeder and every check use the direct listener. */
+/* The node's proxy (group setup): the stages of tests 7 and 8 reach the
+ * broker only through it; the feeder and every check use the direct
+ * listener. */
 static h_proxy *g_proxy;
 
 static int setup_proxied(void **state)
@@ -510,40 +522,72 @@ static int teardown_proxied(void **state)
     return h_kgroup_teardown(state);
 }
 
+/* Group `name`'s environment with the Kafka store, its stages reaching the
+ * node through the proxy (the link passing), a round every checkpoint_ms. */
+static h_kenv *proxied_env(const char *name, int checkpoint_ms)
+{
+    char bs[64];
+    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
+                     .checkpoint_ms = checkpoint_ms, .capacity = 30000,
+                     .bootstraps = bs};
+    return h_kenv_new(h_kgroup_cluster(), name, &o);
+}
+
 /*
- * The link slowed (CUT_DELAY_MS a byte) after a round, then blackholed the
- * moment the checkpoint topic grows: a round's checkpoint records have reached the
- * broker and their acknowledgements are on the way back, so they are in
- * flight in the open transaction, after the round's output was delivered.
- * The cut outlasts the transaction timeout, which bounds a record's
- * delivery, so they time out and the transaction needs an abort (with an
- * epoch bump).  After the heal the stage commits again, and every unique
+ * The link blackholed by the proxy's trip wire at the first request that
+ * names the checkpoint topic after a round: the next round's checkpoint
+ * records are then in the open transaction, after the round's output was
+ * delivered.  The cut outlasts the transaction timeout, which bounds a
+ * record's delivery, so they time out and the transaction needs an abort
+ * (with an epoch bump).  After the heal the stage commits again, and every unique
  * key is once in the output (issue 26: the failed transaction was never
  * aborted, and every later round failed with "Erroneous state").  The
  * session timeout is above the cut, and the clients' socket timeout below
  * it, so the group keeps the instance and its requests lost in the cut
  * are given up soon after.
  */
-#define CUT_DELAY_MS 1000
 #define CUT_TXN_MS 10000
 #define CUT_HOLD_MS 14000
+
+typedef struct cut_times {
+    double cut, healed;
+} cut_times;
+
+/* After p's next round, the link cut at the first request that names the
+ * checkpoint topic (the next round's, adding its partition to the
+ * transaction or producing to it: the round's output is delivered by
+ * then), for CUT_HOLD_MS, then healed; *arg (cut_times) when. */
+static void cut_ckpt_records(h_kenv *e, h_proc *p, void *arg)
+{
+    cut_times *t = arg;
+    h_wait_said(p, H_SAID_CKPT, h_count_said(p, H_SAID_CKPT) + 1, 60000);
+    uint64_t trips = h_proxy_stats_get(g_proxy).trips;
+    h_proxy_cut_on(g_proxy, e->ckt);
+    double t0 = h_now_s();
+    while (h_proxy_stats_get(g_proxy).trips == trips) {
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(p, "no request named %s within 60 s", e->ckt);
+        h_stage_alive(p, "waiting for the checkpoint records");
+        h_nap(20);
+    }
+    t->cut = h_now_s();
+    h_nap(CUT_HOLD_MS);
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    t->healed = h_now_s();
+}
 
 static void test_store_records_cut_off(void **state)
 {
     (void)state;
-    char bs[64];
-    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
-    h_proxy_set(g_proxy, H_LINK_PASS, 0);
-    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
-                     .checkpoint_ms = 1000, .capacity = 30000,
-                     .bootstraps = bs};
-    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-cut", &o);
+    h_kenv *e = proxied_env("kt-cut", 1000);
     stream_fed(e, 150000, 2000, 271, 40);
     /* librdkafka wants the socket timeout within the transaction's. */
     char *ttx = h_strdupf("producer.transaction.timeout.ms=%d", CUT_TXN_MS);
     char *sto = h_strdupf("kafka.socket.timeout.ms=%d", CUT_TXN_MS);
-    /* Deltas only: no snapshot replaces a chain, so no tombstones reach
-     * the checkpoint topic after a round. */
+    /* Deltas only: no snapshot replaces a chain, so no tombstones go to
+     * the checkpoint topic between rounds. */
     const char *const xs[] = {TXN_X, ttx, sto,
                               "consumer.session.timeout.ms=45000",
                               "checkpoint.delta.max=1000",
@@ -551,52 +595,23 @@ static void test_store_records_cut_off(void **state)
     h_proc *p = start_txn(e, xs, NULL);
     h_proc *const procs[] = {p, NULL};
     h_feed_rate(1000);
-    /* A cut that lands elsewhere (the test's thread late by more than
-     * the delay on a loaded machine: the commit's requests, or the next
-     * round's output) is rolled back as before and is made again, three
-     * times at most. */
-    const char *nd = "records not delivered";
+    /* The store saying its records were not delivered shows the cut
+     * caught them (a request of another kind naming the topic, a metadata
+     * refresh, would cut the output instead: rolled back as before). */
     size_t fail0 = h_count_said(p, "msg=\"checkpoint failed\"");
-    double t0 = 0, cut = 0, healed = 0;
-    int cuts = 1;
     h_wait_said(p, H_SAID_CKPT, 3, 60000); /* every partition's first */
-    for (;; cuts++) {
-        size_t nd0 = h_count_said(p, nd);
-        h_wait_said(p, H_SAID_CKPT, h_count_said(p, H_SAID_CKPT) + 1, 60000);
-        h_proxy_set(g_proxy, H_LINK_DELAY, CUT_DELAY_MS);
-        /* The round's commit markers land in the checkpoint topic after
-         * its commit returns; the next round's records come several round
-         * trips of the slow link later. */
-        h_nap(CUT_DELAY_MS / 2);
-        int64_t ck0 = h_topic_end(e->q, e->ckt, 3, NULL);
-        t0 = h_now_s();
-        while (h_topic_end(e->q, e->ckt, 3, NULL) == ck0) {
-            if (h_now_s() - t0 > 60)
-                h_stage_fail(p, "%s did not grow within 60 s", e->ckt);
-            h_stage_alive(p, "on the slow link");
-            usleep(20000); /* not h_nap: the feeder waits these seconds */
-        }
-        h_proxy_set(g_proxy, H_LINK_BLACKHOLE, 0);
-        cut = h_now_s();
-        h_nap(CUT_HOLD_MS);
-        h_proxy_set(g_proxy, H_LINK_PASS, 0);
-        healed = h_now_s();
-        /* The store says its records were not delivered: the cut caught
-         * them, not the output's. */
-        if (said_more(p, nd, nd0, 20, "after the cut"))
-            break;
-        if (cuts == 3)
-            h_stage_fail(p, "3 cuts, none caught the checkpoint records in "
-                         "flight");
-    }
+    cut_times t = {0};
+    int cuts = fault_until_said(e, p, cut_ckpt_records, &t,
+                                "records not delivered",
+                                "a cut of the checkpoint records");
     h_feed_finish(120000);
     h_kenv_wait_committed_end(e, procs, 90000);
-    print_message("cut %d: the checkpoint records cut off %.1f s after the "
-                  "slow link began, for %.1f s: %zu failed checkpoints, %zu "
-                  "rollbacks; the input's end committed %.1f s after the "
-                  "heal\n", cuts, cut - t0, healed - cut,
+    print_message("cut %d: the checkpoint records cut off for %.1f s: %zu "
+                  "failed checkpoints, %zu rollbacks; the input's end "
+                  "committed %.1f s after the heal\n", cuts,
+                  t.healed - t.cut,
                   h_count_said(p, "msg=\"checkpoint failed\"") - fail0,
-                  h_count_said(p, "rolling back"), h_now_s() - healed);
+                  h_count_said(p, "rolling back"), h_now_s() - t.healed);
     h_stage_stop(p);
     free(ttx);
     free(sto);
@@ -608,17 +623,19 @@ static void test_store_records_cut_off(void **state)
 /* ---- 8. the first transaction aborted ---------------------------------- */
 
 #define SAID_ABORTED "msg=\"transaction aborted, rolling back"
+#define FIRST_DELAY_MS 1000
 #define FIRST_HOLD_MS 8000
 
-/* p's link slowed until its output grows (records of the open
- * transaction reach the broker, more on the way), then blackholed for
- * FIRST_HOLD_MS, past a record's delivery timeout: the records in flight
- * time out, so the transaction needs an abort, and p rolls back once more
- * and goes on after the heal (it stays alive throughout). */
+/* p's link slowed (FIRST_DELAY_MS a byte) until its output grows
+ * (records of the open transaction reach the broker, more on the way),
+ * then blackholed for FIRST_HOLD_MS, past a record's delivery timeout:
+ * the records in flight time out, so the transaction needs an abort, and
+ * p rolls back once more and goes on after the heal (it stays alive
+ * throughout). */
 static void cut_link(h_kenv *e, h_proc *p, const char *when)
 {
     size_t before = h_count_said(p, SAID_ABORTED);
-    h_proxy_set(g_proxy, H_LINK_DELAY, CUT_DELAY_MS);
+    h_proxy_set(g_proxy, H_LINK_DELAY, FIRST_DELAY_MS);
     int64_t out0 = h_topic_end(e->q, e->out, NPARTS, NULL);
     double t0 = h_now_s();
     while (h_topic_end(e->q, e->out, NPARTS, NULL) == out0) {
@@ -630,8 +647,7 @@ static void cut_link(h_kenv *e, h_proc *p, const char *when)
     h_proxy_set(g_proxy, H_LINK_BLACKHOLE, 0);
     h_nap(FIRST_HOLD_MS);
     h_proxy_set(g_proxy, H_LINK_PASS, 0);
-    if (!said_more(p, SAID_ABORTED, before, 60, when))
-        h_stage_fail(p, "%s: no rollback within 60 s of the heal", when);
+    h_wait_said(p, SAID_ABORTED, before + 1, 60000); /* of the heal */
     h_nap(2000); /* the rollback's restore, and the next round */
     h_stage_alive(p, when);
 }
@@ -639,14 +655,8 @@ static void cut_link(h_kenv *e, h_proc *p, const char *when)
 static void test_first_txn_aborted(void **state)
 {
     (void)state;
-    char bs[64];
-    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
-    h_proxy_set(g_proxy, H_LINK_PASS, 0);
     /* The first round 15 s after the start: the cut comes before it. */
-    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
-                     .checkpoint_ms = 15000, .capacity = 30000,
-                     .bootstraps = bs};
-    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-first", &o);
+    h_kenv *e = proxied_env("kt-first", 15000);
     stream_fed(e, 30000, 3000, 281, 40);
     /* A record's delivery times out within the cut, the transaction does
      * not (nor the session); requests lost in the cut are given up soon

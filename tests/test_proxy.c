@@ -4,7 +4,8 @@
  * them at least that long; a blackhole drops them but keeps the connection
  * and later ones open; a reset resets every connection and refuses new
  * ones, even with a child process started since (the nemesis starts stage
- * processes while its proxies run); each heals back to pass.  The delay's check is a lower bound only,
+ * processes while its proxies run); a trip wire blackholes the link at the
+ * client bytes that hold it; each heals back to pass.  The delay's check is a lower bound only,
  * which load cannot break.
  */
 #include <setjmp.h>
@@ -246,6 +247,28 @@ static void test_blackhole(void **state)
     close(fd2);
 }
 
+/* The wire trips on the client's bytes that hold it: they and what
+ * follows are dropped, until a heal; other bytes before it pass. */
+static void test_trip_wire(void **state)
+{
+    fixture *f = *state;
+    int fd = dial(h_proxy_port(f->p));
+    h_proxy_cut_on(f->p, "WIRE");
+    round_trip(fd, "plain");
+    assert_int_equal(h_proxy_stats_get(f->p).trips, 0);
+    char b[16];
+    assert_int_equal(send(fd, "a WIRE", 6, MSG_NOSIGNAL), 6);
+    assert_int_equal(read_within(fd, b, 6, SILENCE_MS), 0);
+    assert_int_equal(h_proxy_stats_get(f->p).trips, 1);
+    assert_int_equal(send(fd, "after", 5, MSG_NOSIGNAL), 5);
+    assert_int_equal(read_within(fd, b, 5, SILENCE_MS), 0);
+    h_proxy_set(f->p, H_LINK_PASS, 0);
+    /* Disarmed once tripped. */
+    round_trip(fd, "WIRE again");
+    assert_int_equal(h_proxy_stats_get(f->p).trips, 1);
+    close(fd);
+}
+
 static void test_reset(void **state)
 {
     fixture *f = *state;
@@ -312,6 +335,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blackhole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trip_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_after_spawn, setup,
                                         teardown),

@@ -340,8 +340,17 @@ int h_producer_send(h_producer *p, const char *topic, int32_t partition,
             rd_kafka_poll(p->rk, 10);
             continue;
         }
-        return h_fail("produce record %zu to %s [%" PRId32 "]: %s", p->sent,
-                      topic, part, rd_kafka_err2str(err));
+        /* A fatal error names the one that made it fatal. */
+        char fatal[512] = "";
+        if (err == RD_KAFKA_RESP_ERR__FATAL) {
+            char why[480] = "";
+            rd_kafka_resp_err_t fe =
+                rd_kafka_fatal_error(p->rk, why, sizeof(why));
+            snprintf(fatal, sizeof(fatal), " (%s: %s)", rd_kafka_err2name(fe),
+                     why);
+        }
+        return h_fail("produce record %zu to %s [%" PRId32 "]: %s%s",
+                      p->sent, topic, part, rd_kafka_err2str(err), fatal);
     }
 }
 

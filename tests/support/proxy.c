@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -56,6 +57,9 @@ struct h_proxy {
     atomic_bool stop;
     atomic_int mode, delay_ms;
     h_link applied; /* the mode the loop last acted on */
+    char wire[128];     /* h_proxy_cut_on's bytes, */
+    atomic_bool armed;  /* set after them */
+    atomic_uint_fast64_t trips;
     conn conns[H_PROXY_CONNS];
     int nconns;
     atomic_uint_fast64_t accepted, forwarded, dropped, reset;
@@ -142,9 +146,24 @@ static void take_connection(h_proxy *p, h_link mode)
     c->up.to = c->down.from = server;
 }
 
-/* Reads what `from` has into the queue (or drops it in a blackhole).
- * false when the connection must close. */
-static bool flow_read(h_proxy *p, flow *f, h_link mode, int delay_ms)
+/* A client's bytes holding the armed wire: the link becomes a blackhole
+ * before they pass, and the wire is disarmed. */
+static bool tripped(h_proxy *p, const char *data, size_t n)
+{
+    if (!atomic_load(&p->armed) ||
+        !memmem(data, n, p->wire, strlen(p->wire)))
+        return false;
+    atomic_store(&p->armed, false);
+    atomic_store(&p->mode, (int)H_LINK_BLACKHOLE);
+    atomic_fetch_add(&p->trips, 1);
+    return true;
+}
+
+/* Reads what `from` has into the queue (or drops it in a blackhole; up:
+ * the client's side, which the wire watches).  false when the connection
+ * must close. */
+static bool flow_read(h_proxy *p, flow *f, bool up, h_link mode,
+                      int delay_ms)
 {
     chunk *c = malloc(sizeof(chunk) + H_PROXY_READ);
     if (!c)
@@ -159,6 +178,8 @@ static bool flow_read(h_proxy *p, flow *f, h_link mode, int delay_ms)
         f->eof = true;
         return true;
     }
+    if (up && tripped(p, c->data, (size_t)n))
+        mode = H_LINK_BLACKHOLE; /* the loop drops what is queued next */
     if (mode == H_LINK_BLACKHOLE) {
         free(c);
         atomic_fetch_add(&p->dropped, (uint64_t)n);
@@ -293,9 +314,9 @@ static void *proxy_loop(void *arg)
             short rc = fds[2 + 2 * i].revents, rs = fds[3 + 2 * i].revents;
             bool ok = true;
             if (rc & (POLLIN | POLLHUP | POLLERR))
-                ok = flow_read(p, &c->up, mode, delay_ms);
+                ok = flow_read(p, &c->up, true, mode, delay_ms);
             if (ok && (rs & (POLLIN | POLLHUP | POLLERR)))
-                ok = flow_read(p, &c->down, mode, delay_ms);
+                ok = flow_read(p, &c->down, false, mode, delay_ms);
             if (ok)
                 ok = flow_write(p, &c->up) && flow_write(p, &c->down);
             if (ok && c->up.eof && c->down.eof && !c->up.head && !c->down.head)
@@ -368,12 +389,20 @@ void h_proxy_set(h_proxy *p, h_link mode, int delay_ms)
     (void)!write(p->wake[1], "m", 1);
 }
 
+void h_proxy_cut_on(h_proxy *p, const char *wire)
+{
+    atomic_store(&p->armed, false);
+    snprintf(p->wire, sizeof(p->wire), "%s", wire);
+    atomic_store(&p->armed, *p->wire != '\0');
+}
+
 h_proxy_stats h_proxy_stats_get(h_proxy *p)
 {
     return (h_proxy_stats){.accepted = atomic_load(&p->accepted),
                            .forwarded = atomic_load(&p->forwarded),
                            .dropped = atomic_load(&p->dropped),
-                           .reset = atomic_load(&p->reset)};
+                           .reset = atomic_load(&p->reset),
+                           .trips = atomic_load(&p->trips)};
 }
 
 void h_proxy_free(h_proxy *p)

@@ -19,8 +19,9 @@
  * blackhole are gone, as on a real network, so a client must time out and
  * retry.
  *
- * Conventions: core.h.  The control calls (h_proxy_set, h_proxy_stats) may
- * be made from the test's thread while the proxy's thread runs.
+ * Conventions: core.h.  The control calls (h_proxy_set, h_proxy_cut_on,
+ * h_proxy_stats) may be made from the test's thread while the proxy's
+ * thread runs.
  */
 #ifndef BS_SUPPORT_PROXY_H
 #define BS_SUPPORT_PROXY_H
@@ -49,10 +50,18 @@ int h_proxy_port(const h_proxy *p);
 /* Puts the link in `mode`; delay_ms is read for H_LINK_DELAY only. */
 void h_proxy_set(h_proxy *p, h_link mode, int delay_ms);
 
+/* A trip wire: the first bytes from a client that hold `wire` (within one
+ * read) put the link in blackhole mode before they pass, as h_proxy_set
+ * would; then it is disarmed.  "" disarms it.  A cut at the moment a
+ * client sends a given request (a topic's name), whatever the caller's
+ * thread is doing. */
+void h_proxy_cut_on(h_proxy *p, const char *wire);
+
 /* What it has done so far: connections taken, bytes forwarded (both
- * directions), bytes dropped by a blackhole, connections reset. */
+ * directions), bytes dropped by a blackhole, connections reset, wires
+ * tripped. */
 typedef struct h_proxy_stats {
-    uint64_t accepted, forwarded, dropped, reset;
+    uint64_t accepted, forwarded, dropped, reset, trips;
 } h_proxy_stats;
 h_proxy_stats h_proxy_stats_get(h_proxy *p);
 
