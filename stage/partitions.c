@@ -184,6 +184,13 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
     p->skip_keys = NULL;
     p->nskip = p->skip_i = 0;
     p->ckpt_offset = p->base_offset = p->next_offset = -1;
+    /* Transactions: what is committed is said by the state loaded (set
+     * below when it is the committed one).  A committed offset with no
+     * state, the first checkpoint having been in a transaction that was
+     * aborted, stays behind: the first checkpoint written again takes it
+     * as its start. */
+    if (s->txn)
+        p->committed = -1;
     if (r == 0) {
         p->filter = bs_dedup_filter_new(&s->dedup, errstr, errstr_size);
         return p->filter ? part_audit(s, p, NULL, false, errstr, errstr_size)

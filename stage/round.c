@@ -169,6 +169,12 @@ void bs_rollback(bs_stage *s, bool pending)
         bs_stage_fatal(s, "%s", err);
         return;
     }
+    /* The next transaction is open before the restore: a partition
+     * restored without a committed state gets a first checkpoint, and the
+     * Kafka store writes it with the transactional producer, which refuses
+     * a record outside a transaction ("Erroneous state"). */
+    if (prc == BS_OK && s->txn)
+        (void)bs_txn_begin(s); /* a failure: the next round rolls back */
     if (prc != BS_OK) {
         /* The broker did not answer init_transactions (it is away): no
          * partition is processed until a later round's retry can. */
@@ -370,6 +376,12 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
             bs_log_ckpt_failed(p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             waiting = true;
+            /* Transactions: as any checkpoint not written (below), it
+             * rolls back, which aborts the transaction its records may
+             * have left needing an abort (every later record refused). */
+            if (s->txn)
+                bs_deliveries_unconfirmed(s, "first checkpoint not written: "
+                                          "%s", err);
         }
     }
     /* Invariant 2: nothing is written before every delivery succeeded. */

@@ -61,7 +61,8 @@ if(TARGET bloomstage)
   # the zombie twice (SIGSTOP past the session, SIGCONT: fenced), a
   # transaction that times out, the broker restarted mid-transaction, the
   # link cut (a proxy) while the Kafka store's records are in the
-  # transaction.
+  # transaction, and in the first transaction (the partitions' first
+  # checkpoints in it).
   bs_add_cmocka_test(test_kafka_txn SOURCES test_kafka_txn.c
                      LIBS bstestsupport TIMEOUT 900)
   bs_real_broker_test(test_kafka_txn a)

@@ -35,7 +35,14 @@
  *      blackholed past the transaction timeout as they are sent):
  *      the transaction is aborted and rolled back, the stage commits again
  *      after the heal, and every unique key is once in the output (issue
- *      26: it was never aborted, and the instance stopped committing).
+ *      26: it was never aborted, and the instance stopped committing);
+ *   8. the link cut (the proxy, past a record's delivery timeout) in the
+ *      stage's first transaction, which holds the partitions' first
+ *      checkpoints (the Kafka store): it is aborted and rolled back, the
+ *      stage goes on after the heal, and every unique key is once in the
+ *      output (the rollback wrote no first checkpoint, outside any
+ *      transaction, and broke invariant 1: SIGABRT).  Tests 2, 3 and 7
+ *      roll back later transactions.
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -489,8 +496,9 @@ static void test_shared_id_stops(void **state)
 
 /* ---- 7. the Kafka store's records cut off in the transaction ---------- */
 
-/* The node's proxy (group setup): the stages of test 7 reach the broker
- * only through it; the feeder and every check use the direct listener. */
+/* The node's proxy (group setup): the stages of tests 7 and 8 reach the
+ * broker only through it; the feeder and every check use the direct
+ * listener. */
 static h_proxy *g_proxy;
 
 static int setup_proxied(void **state)
@@ -512,6 +520,19 @@ static int teardown_proxied(void **state)
     h_proxy_free(g_proxy);
     g_proxy = NULL;
     return h_kgroup_teardown(state);
+}
+
+/* Group `name`'s environment with the Kafka store, its stages reaching the
+ * node through the proxy (the link passing), a round every checkpoint_ms. */
+static h_kenv *proxied_env(const char *name, int checkpoint_ms)
+{
+    char bs[64];
+    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
+                     .checkpoint_ms = checkpoint_ms, .capacity = 30000,
+                     .bootstraps = bs};
+    return h_kenv_new(h_kgroup_cluster(), name, &o);
 }
 
 /*
@@ -560,13 +581,7 @@ static void cut_ckpt_records(h_kenv *e, h_proc *p, void *arg)
 static void test_store_records_cut_off(void **state)
 {
     (void)state;
-    char bs[64];
-    snprintf(bs, sizeof(bs), "127.0.0.1:%d", h_proxy_port(g_proxy));
-    h_proxy_set(g_proxy, H_LINK_PASS, 0);
-    h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
-                     .checkpoint_ms = 1000, .capacity = 30000,
-                     .bootstraps = bs};
-    h_kenv *e = h_kenv_new(h_kgroup_cluster(), "kt-cut", &o);
+    h_kenv *e = proxied_env("kt-cut", 1000);
     stream_fed(e, 150000, 2000, 271, 40);
     /* librdkafka wants the socket timeout within the transaction's. */
     char *ttx = h_strdupf("producer.transaction.timeout.ms=%d", CUT_TXN_MS);
@@ -605,6 +620,69 @@ static void test_store_records_cut_off(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 8. the first transaction aborted ---------------------------------- */
+
+#define SAID_ABORTED "msg=\"transaction aborted, rolling back"
+#define FIRST_DELAY_MS 1000
+#define FIRST_HOLD_MS 8000
+
+/* p's link slowed (FIRST_DELAY_MS a byte) until its output grows
+ * (records of the open transaction reach the broker, more on the way),
+ * then blackholed for FIRST_HOLD_MS, past a record's delivery timeout:
+ * the records in flight time out, so the transaction needs an abort, and
+ * p rolls back once more and goes on after the heal (it stays alive
+ * throughout). */
+static void cut_link(h_kenv *e, h_proc *p, const char *when)
+{
+    size_t before = h_count_said(p, SAID_ABORTED);
+    h_proxy_set(g_proxy, H_LINK_DELAY, FIRST_DELAY_MS);
+    int64_t out0 = h_topic_end(e->q, e->out, NPARTS, NULL);
+    double t0 = h_now_s();
+    while (h_topic_end(e->q, e->out, NPARTS, NULL) == out0) {
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(p, "%s: %s did not grow within 60 s", when, e->out);
+        h_stage_alive(p, "on the slow link");
+        h_nap(20); /* the feeder goes on */
+    }
+    h_proxy_set(g_proxy, H_LINK_BLACKHOLE, 0);
+    h_nap(FIRST_HOLD_MS);
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    h_wait_said(p, SAID_ABORTED, before + 1, 60000); /* of the heal */
+    h_nap(2000); /* the rollback's restore, and the next round */
+    h_stage_alive(p, when);
+}
+
+static void test_first_txn_aborted(void **state)
+{
+    (void)state;
+    /* The first round 15 s after the start: the cut comes before it. */
+    h_kenv *e = proxied_env("kt-first", 15000);
+    stream_fed(e, 30000, 3000, 281, 40);
+    /* A record's delivery times out within the cut, the transaction does
+     * not (nor the session); requests lost in the cut are given up soon
+     * after the heal. */
+    const char *const xs[] = {TXN_X, "producer.transaction.timeout.ms=30000",
+                              "producer.message.timeout.ms=4000",
+                              "kafka.socket.timeout.ms=5000",
+                              "consumer.session.timeout.ms=45000", NULL};
+    h_proc *p = start_txn(e, xs, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(1000);
+    cut_link(e, p, "the first transaction aborted");
+    if (h_count_said(p, H_SAID_CKPT) != 0)
+        h_stage_fail(p, "a round committed before the first cut");
+    h_wait_said(p, H_SAID_CKPT, 1, 60000);
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 90000);
+    print_message("the first transaction aborted: %zu rollbacks, %zu "
+                  "rounds committed\n",
+                  h_count_said(p, SAID_ABORTED), h_count_said(p, H_SAID_CKPT));
+    h_stage_stop(p);
+    expect_all_once(e, "transactions and the Kafka store, the first "
+                    "transaction aborted");
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -622,6 +700,7 @@ int main(void)
         cmocka_unit_test_teardown(test_shared_id_stops, h_kfixture_teardown),
         cmocka_unit_test_teardown(test_store_records_cut_off,
                                   h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_first_txn_aborted, h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);
 }
