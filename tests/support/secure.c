@@ -39,6 +39,18 @@ static void cell(const char *row, int i, char *buf, size_t size)
     snprintf(buf, size, "%.*s", (int)(end - p), p);
 }
 
+/* The index of text among words (NULL-ended); the test fails, naming the
+ * table's column and the row, on a word the tests do not know. */
+static int word_of(const char *text, const char *const *words,
+                   const char *column, const char *row)
+{
+    for (int i = 0; words[i]; i++)
+        if (strcmp(text, words[i]) == 0)
+            return i;
+    h_test_fail("README.md's ACL table: '%s' is not a %s the tests know: %s",
+                text, column, row);
+}
+
 /* One row of the table as an ACL; fails the test on a row it cannot
  * read. */
 static h_acl acl_of_row(const char *row)
@@ -81,28 +93,17 @@ static h_acl acl_of_row(const char *row)
     else
         h_test_fail("README.md's ACL table: a resource the tests do not "
                     "know: %s", row);
-    if (strcmp(op, "Read") == 0)
-        a.op = RD_KAFKA_ACL_OPERATION_READ;
-    else if (strcmp(op, "Write") == 0)
-        a.op = RD_KAFKA_ACL_OPERATION_WRITE;
-    else if (strcmp(op, "Describe") == 0)
-        a.op = RD_KAFKA_ACL_OPERATION_DESCRIBE;
-    else if (strcmp(op, "DescribeConfigs") == 0)
-        a.op = RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS;
-    else
-        h_test_fail("README.md's ACL table: an operation the tests do not "
-                    "know: %s", row);
-    if (strcmp(without, "exits 1") == 0)
-        a.without = H_WITHOUT_EXITS;
-    else if (strcmp(without, "retries") == 0)
-        a.without = H_WITHOUT_RETRIES;
-    else if (strcmp(without, "goes on") == 0)
-        a.without = H_WITHOUT_GOES_ON;
-    else if (strcmp(without, "-") == 0)
-        a.without = H_WITHOUT_UNTRIED;
-    else
-        h_test_fail("README.md's ACL table: 'without it' is none of "
-                    "'exits 1', 'retries', 'goes on', '-': %s", row);
+    static const char *const ops[] = {"Read", "Write", "Describe",
+                                      "DescribeConfigs", NULL};
+    static const rd_kafka_AclOperation_t op_codes[] = {
+        RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_OPERATION_WRITE,
+        RD_KAFKA_ACL_OPERATION_DESCRIBE,
+        RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS};
+    a.op = op_codes[word_of(op, ops, "operation", row)];
+    /* In h_acl_without's order. */
+    static const char *const withouts[] = {"exits 1", "retries", "goes on",
+                                           "-", NULL};
+    a.without = (h_acl_without)word_of(without, withouts, "without it", row);
     a.why = h_xstrdup(why); /* kept for the test's life */
     return a;
 }
