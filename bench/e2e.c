@@ -2722,7 +2722,7 @@ int main(int argc, char **argv)
     if (write_blocklist(&b.d, run.list_path))
         rc = 1;
     else if (b.real)
-        rc = run_real(&b, &run);
+        rc = run_real(&b, &run) ? 1 : 0;
     else
         rc = run_mock(&b, &run) ? 1 : 0;
     finish(&b, &run, rc);

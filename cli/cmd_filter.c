@@ -309,6 +309,19 @@ static int filter_build(int argc, char **argv)
 
 /* -- info ------------------------------------------------------------------ */
 
+/* PATH loaded in place for reading, or NULL after saying why as
+ * "bloomstage filter CMD: ..." (info and query read a file alike). */
+static bf_filter *load_or_say(const char *cmd, const char *path)
+{
+    char err[512];
+    bf_filter *f;
+    if (bf_filter_load_file(path, BF_LOAD_INPLACE, &f, err, sizeof(err))) {
+        fprintf(stderr, "bloomstage filter %s: %s\n", cmd, err);
+        return NULL;
+    }
+    return f;
+}
+
 static const char INFO_HELP[] =
     "usage: bloomstage filter info FILE\n"
     "\n"
@@ -360,12 +373,9 @@ static int filter_info(int argc, char **argv)
         return usage_error("info", "%s", "expects exactly one FILE");
     if (argv[1][0] == '-')
         return usage_error("info", "unknown option '%s'", argv[1]);
-    char err[512];
-    bf_filter *f;
-    if (bf_filter_load_file(argv[1], BF_LOAD_INPLACE, &f, err, sizeof(err))) {
-        fprintf(stderr, "bloomstage filter info: %s\n", err);
+    bf_filter *f = load_or_say("info", argv[1]);
+    if (!f)
         return BS_EXIT_FAIL;
-    }
     bf_info in;
     bf_filter_info(f, &in);
     print_info(argv[1], &in, bf_filter_serialized_size(f));
@@ -426,12 +436,9 @@ static int filter_query(int argc, char **argv)
         return usage_error("query", "%s", "expects FILE and KEY... (or -)");
     if (argv[1][0] == '-')
         return usage_error("query", "unknown option '%s'", argv[1]);
-    char err[512];
-    bf_filter *f;
-    if (bf_filter_load_file(argv[1], BF_LOAD_INPLACE, &f, err, sizeof(err))) {
-        fprintf(stderr, "bloomstage filter query: %s\n", err);
+    bf_filter *f = load_or_say("query", argv[1]);
+    if (!f)
         return BS_EXIT_USAGE;
-    }
     bool all = true;
     int rc = BS_EXIT_OK;
     if (argc == 3 && !strcmp(argv[2], "-")) {
