@@ -14,8 +14,9 @@
  * The moves legal_stage and legal_part allow, the diagram and the function
  * that makes each move are in DESIGN.md (States); test_state fails when its
  * lists and these tables differ.  The numbered invariants are DESIGN.md's
- * too (Invariants); bs_stage_check_invariants checks 1, 4, 5 and 8 by
- * those numbers.
+ * too (Invariants); bs_stage_check_invariants checks 1, 4, 5, 8 and 9 by
+ * those numbers, and bs_stage_check_commit 9 before a transaction
+ * commits.
  */
 #include "stage_int.h"
 #include "log.h"
@@ -126,6 +127,31 @@ void bs_stage_check_invariants(const bs_stage *s)
             ((p->base_offset >= 0 && p->base_offset > p->next_offset) ||
              (p->ckpt_offset >= 0 && p->ckpt_offset > p->next_offset)))
             violated("5: base, checkpoint <= next offset", d);
+        if (p->txn_aborted && p->state == BS_PART_ACTIVE &&
+            s->state == BS_STAGE_RUNNING)
+            violated("9: transactions: a partition whose output was aborted "
+                     "is rolled back before more is processed", d);
+    }
+#else
+    (void)s;
+#endif
+}
+
+void bs_stage_check_commit(const bs_stage *s)
+{
+#ifdef BLOOMSTAGE_CHECKS
+    char d[400];
+    for (size_t i = 0; i < s->nparts; i++) {
+        const part *p = &s->parts[i];
+        if (!p->txn_aborted)
+            continue;
+        snprintf(d, sizeof(d), "topic=%s partition=%d state=%s "
+                 "committed=%lld txn_from=%lld next=%lld", p->topic,
+                 (int)p->partition, bs_part_state_name(p->state),
+                 (long long)p->committed, (long long)p->txn_from,
+                 (long long)p->next_offset);
+        violated("9: transactions: nothing is committed past output that "
+                 "was aborted", d);
     }
 #else
     (void)s;
