@@ -694,9 +694,9 @@ static void test_first_txn_aborted(void **state)
 /* ---- 9. a restore deferred beside active partitions --------------------- */
 
 /*
- * b stops at the crash point after send_offsets of its second round: its
- * transaction stays open, holding offsets for its partitions, for
- * DEFER_TXN_MS.  a (a round only every minute) is given them once b's
+ * The Kafka store, so that state follows the partitions.  b stops at the
+ * crash point after send_offsets of its second round: its transaction
+ * stays open, holding offsets for its partitions, for DEFER_TXN_MS.  a (a round only every minute) is given them once b's
  * session times out (6 s), with its own output since its last round in its
  * open transaction.  Their committed offsets stay unstable past the
  * restore's wait (BS_TIMEOUT_TXN_STABLE_MS, 90 s), so their restore is
