@@ -272,10 +272,10 @@ void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
 /* Checks every invariant (state.c lists them); a no-op without
  * BLOOMSTAGE_CHECKS. */
 void bs_stage_check_invariants(const bs_stage *s);
-/* Transactions, before a commit: invariant 9, that no partition's output
- * since its last commit was aborted without the partition rolled back
- * (the commit would pass records whose output is gone).  A no-op without
- * BLOOMSTAGE_CHECKS. */
+/* Transactions, before a commit: every invariant, and 9 as a commit
+ * reads it, that no partition's output since its last commit was aborted
+ * without the partition rolled back (the commit would pass records whose
+ * output is gone).  A no-op without BLOOMSTAGE_CHECKS. */
 void bs_stage_check_commit(const bs_stage *s);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.

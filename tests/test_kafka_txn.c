@@ -694,7 +694,7 @@ static void test_first_txn_aborted(void **state)
 /* ---- 9. a restore deferred beside active partitions --------------------- */
 
 /*
- * The Kafka store, so that state follows the partitions.  b stops at the
+ * The Kafka store, whose state follows the partitions.  b stops at the
  * crash point after send_offsets of its second round: its transaction
  * stays open, holding offsets for its partitions, for DEFER_TXN_MS.  a (a round only every minute) is given them once b's
  * session times out (6 s), with its own output since its last round in its
@@ -713,15 +713,13 @@ static void test_restore_deferred_beside_active(void **state)
     (void)state;
     h_kenv *e = env_new("kt-defer", true, 500);
     stream_fed(e, 200000, 2000, 291, 40);
-    char *cka = h_strdupf("checkpoint.dir=%s/a", e->h.dir);
-    char *ckb = h_strdupf("checkpoint.dir=%s/b", e->h.dir);
     char *ttb = h_strdupf("producer.transaction.timeout.ms=%d", DEFER_TXN_MS);
     /* a's transaction outlives the wait (its rounds are a minute apart,
      * and the restore holds the stage for up to 90 s at a time). */
-    const char *const xa[] = {TXN_X, cka, "checkpoint.interval.ms=60000",
+    const char *const xa[] = {TXN_X, "checkpoint.interval.ms=60000",
                               "checkpoint.records=0",
                               "producer.transaction.timeout.ms=600000", NULL};
-    const char *const xb[] = {TXN_X, ckb, ttb, NULL};
+    const char *const xb[] = {TXN_X, ttb, NULL};
     h_proc *a = start_txn(e, xa, NULL);
     h_proc *const procs[] = {a, NULL};
     h_feed_rate(1000);
@@ -748,8 +746,6 @@ static void test_restore_deferred_beside_active(void **state)
                   h_count_said(a, "rolling back"));
     h_stage_stop(a);
     h_proc_release(b);
-    free(cka);
-    free(ckb);
     free(ttb);
     expect_all_once(e, "transactions, a restore deferred beside active "
                     "partitions");
