@@ -75,9 +75,28 @@ part *bs_part_add(bs_stage *s, const char *topic, int32_t partition)
     p->state = BS_PART_RESTORING;
     p->base_offset = p->next_offset = p->ckpt_offset = -1;
     p->committed = -1;
+    p->txn_from = -1;
     p->lag = -1;
     s->nparts++;
     return p;
+}
+
+bool bs_part_in_txn(const part *p)
+{
+    return p->next_offset >= 0 && p->next_offset != p->txn_from;
+}
+
+void bs_parts_txn_aborted(bs_stage *s)
+{
+    for (size_t i = 0; i < s->nparts; i++)
+        if (bs_part_in_txn(&s->parts[i]))
+            s->parts[i].txn_aborted = true;
+}
+
+void bs_parts_txn_committed(bs_stage *s)
+{
+    for (size_t i = 0; i < s->nparts; i++)
+        s->parts[i].txn_from = s->parts[i].next_offset;
 }
 
 bool bs_parts_commit_behind(const bs_stage *s)
@@ -184,6 +203,8 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
     p->skip_keys = NULL;
     p->nskip = p->skip_i = 0;
     p->ckpt_offset = p->base_offset = p->next_offset = -1;
+    p->txn_from = -1;
+    p->txn_aborted = false;
     /* Transactions: what is committed is said by the state loaded (set
      * below when it is the committed one).  A committed offset with no
      * state, the first checkpoint having been in a transaction that was
@@ -227,6 +248,7 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
     /* The dedup settings may have changed since: growth from here on
      * follows the current ones, the layers already there stay as built. */
     p->ckpt_offset = p->base_offset = p->next_offset = c.next_offset;
+    p->txn_from = p->next_offset;
     bs_ckpt_free(&c);
     if (s->txn && p->ckpt_offset == at) {
         /* What the broker has committed is this state: the store may let
@@ -359,6 +381,7 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
     p->wm = wm;
     p->nwm = (uint32_t)s->out_parts;
     p->ckpt_offset = p->base_offset = p->next_offset = start;
+    p->txn_from = start;
     return BS_OK;
 }
 

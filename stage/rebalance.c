@@ -14,6 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Transactions: whether a partition in `parts` has output in the open
+ * transaction (its revoke's round did not commit). */
+static bool revoked_in_txn(bs_stage *s,
+                           const rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; s->txn && i < parts->cnt; i++) {
+        const part *p = bs_part_find(s, parts->elems[i].topic,
+                                     parts->elems[i].partition);
+        if (p && bs_part_in_txn(p))
+            return true;
+    }
+    return false;
+}
+
 /* Restores the assigned partitions.  false (FATAL entered, none of them
  * taken) if a checkpoint cannot be used.  An output tail that cannot be
  * read now (a broker away) leaves its partitions RESTORE_PENDING: they
@@ -177,16 +191,27 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         else
             /* (with transactions a round for every partition) */
             (void)bs_round(s, parts, "revoke"); /* failures logged */
+        /* A round that did not commit (a restore still pending, the
+         * output's watermarks not read) leaves their output in the open
+         * transaction: committed later, it would double what their next
+         * owner produces from their committed offsets. */
+        bool held = !lost && revoked_in_txn(s, parts);
         unassign(s, rk, cooperative, parts);
-        if (lost && s->txn && s->state != BS_STAGE_FATAL) {
-            /* The open transaction holds records of the lost partitions,
-             * which are someone else's now: it is aborted, and any
-             * partitions left go back to their committed state. */
-            bs_log(BS_LOG_WARN, "fenced: the group gave this instance's "
-                   "partitions to another (its session timed out); "
-                   "aborting the open transaction", "partitions=%d",
-                   parts->cnt);
-            bs_deliveries_unconfirmed(s, "assignment lost");
+        if ((lost || held) && s->txn && s->state != BS_STAGE_FATAL) {
+            /* The open transaction holds records of partitions that are
+             * someone else's now: it is aborted, and any partitions left
+             * go back to their committed state. */
+            if (lost)
+                bs_log(BS_LOG_WARN, "fenced: the group gave this "
+                       "instance's partitions to another (its session "
+                       "timed out); aborting the open transaction",
+                       "partitions=%d", parts->cnt);
+            else
+                bs_log(BS_LOG_WARN, "revoked partitions' output is in the "
+                       "open transaction, not committed; aborting it",
+                       "partitions=%d", parts->cnt);
+            bs_deliveries_unconfirmed(s, lost ? "assignment lost"
+                                              : "revoked uncommitted");
             bs_rollback(s, false);
         }
     } else {

@@ -140,10 +140,21 @@ static bool restore_pending(const bs_stage *s)
  * from the store and the consumer seeked.  A tail that cannot be read
  * leaves partitions RESTORE_PENDING: the next round retries them (pending
  * = true), and only them: the others are ACTIVE and may have records in
- * flight, which a rollback must flush first (invariant 2). */
+ * flight, which a rollback must flush first (invariant 2).  So a retry
+ * keeps what is theirs: the open transaction, which holds their output
+ * since the last commit (aborting it would discard that output while they
+ * keep their offsets, and the round would commit past it: invariant 9),
+ * and the failures noted for the round, which then rolls back every
+ * partition.  A producer that must be replaced loses the transaction all
+ * the same: then every partition rolls back. */
 void bs_rollback(bs_stage *s, bool pending)
 {
     char q[600];
+    if (pending && s->txn && rd_kafka_fatal_error(s->producer, NULL, 0)) {
+        bs_deliveries_unconfirmed(s, "the transactional producer failed "
+                                  "fatally");
+        pending = false;
+    }
     if (pending) {
         bs_log(BS_LOG_INFO, "retrying the restore", NULL);
     } else {
@@ -157,9 +168,13 @@ void bs_rollback(bs_stage *s, bool pending)
     char err[1024];
     /* Transactions: what the open one holds is aborted (read_committed
      * readers never see it); a producer that cannot abort is replaced,
-     * which aborts it as well. */
+     * which aborts it as well.  The partitions whose output that was are
+     * all restored below. */
+    bool was_open = s->txn_open;
     bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
-                   (s->txn && !bs_txn_abort(s));
+                   (s->txn && !pending && !bs_txn_abort(s));
+    if (s->txn && (replace || (was_open && !s->txn_open)))
+        bs_parts_txn_aborted(s);
     bs_rc prc = BS_OK;
     if (replace)
         prc = bs_producer_recreate(s, err, sizeof(err));
@@ -232,16 +247,20 @@ void bs_rollback(bs_stage *s, bool pending)
         if (p->base_offset >= 0)
             rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
                 ->offset = p->base_offset;
-        p->next_offset = -1;
+        /* Its records are processed again from there. */
+        p->next_offset = p->txn_from = -1;
+        p->txn_aborted = false;
     }
     free(chosen);
     free(bases);
     if (s->state != BS_STAGE_FATAL)
         seek_to(s, seek, "rollback");
     rd_kafka_topic_partition_list_destroy(seek);
-    s->dr_failed = 0;
-    s->dr_error[0] = '\0';
-    s->since_ckpt = 0;
+    if (!pending) {
+        s->dr_failed = 0;
+        s->dr_error[0] = '\0';
+        s->since_ckpt = 0;
+    }
     if (s->state != BS_STAGE_FATAL)
         (void)bs_txn_begin(s); /* a failure: the next round rolls back */
     bs_publish(s);
@@ -319,6 +338,7 @@ static void store_committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit
 static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     char err[1024];
+    bs_stage_check_commit(s);
     if (bs_txn_commit(s, commit, err, sizeof(err)) != BS_OK) {
         bs_log_ckpt_failed(NULL, -1, err);
         BS_INC(s->ctr.checkpoint_failures);
@@ -332,6 +352,7 @@ static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
         if (p)
             p->committed = commit->elems[i].offset;
     }
+    bs_parts_txn_committed(s);
     BS_INC(s->ctr.commits);
     (void)bs_txn_begin(s); /* a failure: the next round rolls back */
     return true;

@@ -118,6 +118,13 @@ typedef struct part {
     int64_t next_offset; /* after the last record processed; -1 none */
     int64_t ckpt_offset; /* in the newest durable checkpoint; -1 none */
     int64_t committed;   /* the last offset committed by this stage; -1 */
+    int64_t txn_from;    /* transactions: next_offset when the last
+                            transaction committed or the partition was
+                            restored; the records from here to next_offset
+                            have their output in the open transaction */
+    bool txn_aborted;    /* transactions: that output was aborted; the
+                            partition is rolled back before anything more
+                            is processed or committed (invariant 9) */
     int64_t lag;         /* consumer lag from librdkafka's stats; -1 none */
     /* exactly_once: the output watermarks of the newest checkpoint, and the
      * input offsets the output tail showed as forwarded already (sorted;
@@ -265,6 +272,11 @@ void bs_stage_fatal(bs_stage *s, const char *fmt, ...)
 /* Checks every invariant (state.c lists them); a no-op without
  * BLOOMSTAGE_CHECKS. */
 void bs_stage_check_invariants(const bs_stage *s);
+/* Transactions, before a commit: every invariant, and 9 as a commit
+ * reads it, that no partition's output since its last commit was aborted
+ * without the partition rolled back (the commit would pass records whose
+ * output is gone).  A no-op without BLOOMSTAGE_CHECKS. */
+void bs_stage_check_commit(const bs_stage *s);
 /* The round since the last checkpoint cannot be trusted: the next one
  * rolls back (round.c).  The first reason's text is kept for the log.
  * bs_delivery_failed also counts a failed delivery (a report with an error,
@@ -401,6 +413,15 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
                                  size_t errstr_size);
 /* True when some partition's durable checkpoint is not committed yet. */
 bool bs_parts_commit_behind(const bs_stage *s);
+/* Transactions: whether p has output in the open transaction (records
+ * processed since its last commit or restore). */
+bool bs_part_in_txn(const part *p);
+/* Transactions: the open transaction was aborted (or its producer
+ * replaced): every partition with output in it is marked txn_aborted. */
+void bs_parts_txn_aborted(bs_stage *s);
+/* Transactions: a transaction committed; every partition's output so far
+ * is in it. */
+void bs_parts_txn_committed(bs_stage *s);
 
 /* -- round.c -------------------------------------------------------------- */
 
@@ -421,7 +442,9 @@ void bs_backoff_start(bs_stage *s);
 void bs_pause_all(bs_stage *s, bool pause);
 
 /* Every partition back to the last state it committed (invariant 3):
- * with transactions the open one is aborted first.  Logs `why`. */
+ * with transactions the open one is aborted first.  pending: only the
+ * partitions RESTORE_PENDING are restored, and the open transaction and
+ * the failures noted for the round are kept (round.c). */
 void bs_rollback(bs_stage *s, bool pending);
 
 /* -- txn.c ------------------------------------------------------------------ */

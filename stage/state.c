@@ -14,8 +14,9 @@
  * The moves legal_stage and legal_part allow, the diagram and the function
  * that makes each move are in DESIGN.md (States); test_state fails when its
  * lists and these tables differ.  The numbered invariants are DESIGN.md's
- * too (Invariants); bs_stage_check_invariants checks 1, 4, 5 and 8 by
- * those numbers.
+ * too (Invariants); bs_stage_check_invariants checks 1, 4, 5, 8 and 9 by
+ * those numbers, and bs_stage_check_commit the same before a transaction
+ * commits, with 9 as a commit reads it.
  */
 #include "stage_int.h"
 #include "log.h"
@@ -98,18 +99,21 @@ static void violated(const char *what, const char *detail)
 }
 #endif
 
-void bs_stage_check_invariants(const bs_stage *s)
-{
 #ifdef BLOOMSTAGE_CHECKS
+/* Every invariant; committing: a transaction is about to commit, which
+ * makes every partition's output since the last commit visible. */
+static void check(const bs_stage *s, bool committing)
+{
     char d[400];
     for (size_t i = 0; i < s->nparts; i++) {
         const part *p = &s->parts[i];
         snprintf(d, sizeof(d), "topic=%s partition=%d state=%s stage=%s "
-                 "committed=%lld ckpt=%lld base=%lld next=%lld",
-                 p->topic, (int)p->partition, bs_part_state_name(p->state),
-                 bs_stage_state_name(s->state), (long long)p->committed,
-                 (long long)p->ckpt_offset, (long long)p->base_offset,
-                 (long long)p->next_offset);
+                 "committed=%lld ckpt=%lld base=%lld next=%lld "
+                 "txn_from=%lld", p->topic, (int)p->partition,
+                 bs_part_state_name(p->state), bs_stage_state_name(s->state),
+                 (long long)p->committed, (long long)p->ckpt_offset,
+                 (long long)p->base_offset, (long long)p->next_offset,
+                 (long long)p->txn_from);
         if (p->committed >= 0 && p->committed > p->ckpt_offset)
             violated("1: committed <= checkpointed", d);
         if (p->state == BS_PART_ACTIVE && !p->filter)
@@ -126,7 +130,30 @@ void bs_stage_check_invariants(const bs_stage *s)
             ((p->base_offset >= 0 && p->base_offset > p->next_offset) ||
              (p->ckpt_offset >= 0 && p->ckpt_offset > p->next_offset)))
             violated("5: base, checkpoint <= next offset", d);
+        if (p->txn_aborted && committing)
+            violated("9: transactions: nothing is committed past output "
+                     "that was aborted", d);
+        if (p->txn_aborted && p->state == BS_PART_ACTIVE &&
+            s->state == BS_STAGE_RUNNING)
+            violated("9: transactions: a partition whose output was aborted "
+                     "is rolled back before more is processed", d);
     }
+}
+#endif
+
+void bs_stage_check_invariants(const bs_stage *s)
+{
+#ifdef BLOOMSTAGE_CHECKS
+    check(s, false);
+#else
+    (void)s;
+#endif
+}
+
+void bs_stage_check_commit(const bs_stage *s)
+{
+#ifdef BLOOMSTAGE_CHECKS
+    check(s, true);
 #else
     (void)s;
 #endif

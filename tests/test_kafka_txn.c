@@ -43,6 +43,14 @@
  *      output (the rollback wrote no first checkpoint, outside any
  *      transaction, and broke invariant 1: SIGABRT).  Tests 2, 3 and 7
  *      roll back later transactions.
+ *   9. a restore deferred beside partitions with output in the open
+ *      transaction: a second instance stops right after sending its
+ *      offsets (its transaction left open, holding them), the first is
+ *      given its partitions, whose committed offsets stay unstable past
+ *      the restore's wait, so their restore waits RESTORE_PENDING for
+ *      later rounds; every unique key is once in the output (the retry
+ *      aborted the transaction holding the first instance's output, then
+ *      committed that instance's offsets past it: records lost).
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -683,6 +691,67 @@ static void test_first_txn_aborted(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 9. a restore deferred beside active partitions --------------------- */
+
+/*
+ * The Kafka store, whose state follows the partitions.  b stops at the
+ * crash point after send_offsets of its second round: its transaction
+ * stays open, holding offsets for its partitions, for DEFER_TXN_MS.  a (a round only every minute) is given them once b's
+ * session times out (6 s), with its own output since its last round in its
+ * open transaction.  Their committed offsets stay unstable past the
+ * restore's wait (BS_TIMEOUT_TXN_STABLE_MS, 90 s), so their restore is
+ * deferred, and the rounds that follow retry it until the broker aborts
+ * b's transaction.  Every unique key must be once in the output at
+ * read_committed: a retry that aborted a's transaction, and restored only
+ * the partitions it was retrying, committed a's other partitions' offsets
+ * past the output the abort had discarded.
+ */
+#define DEFER_TXN_MS 120000
+
+static void test_restore_deferred_beside_active(void **state)
+{
+    (void)state;
+    h_kenv *e = env_new("kt-defer", true, 500);
+    stream_fed(e, 200000, 2000, 291, 40);
+    char *ttb = h_strdupf("producer.transaction.timeout.ms=%d", DEFER_TXN_MS);
+    /* a's transaction outlives the wait (its rounds are a minute apart,
+     * and the restore holds the stage for up to 90 s at a time). */
+    const char *const xa[] = {TXN_X, "checkpoint.interval.ms=60000",
+                              "checkpoint.records=0",
+                              "producer.transaction.timeout.ms=600000", NULL};
+    const char *const xb[] = {TXN_X, ttb, NULL};
+    h_proc *a = start_txn(e, xa, NULL);
+    h_proc *const procs[] = {a, NULL};
+    h_feed_rate(1000);
+    h_proc *b = start_txn(e, xb, h_crash_env("after-send-offsets", 2));
+    h_wait_crashed(b, "after-send-offsets", 120000);
+    double t0 = h_now_s();
+    size_t rounds0 = h_count_said(a, H_SAID_CKPT);
+    /* b's partitions come to a, and wait. */
+    h_wait_said(a, "restore=pending", 1, 150000);
+    double deferred = h_now_s() - t0;
+    if (h_count_said(a, H_SAID_CKPT) != rounds0)
+        h_stage_fail(a, "a round committed between b's stop and the "
+                     "deferred restore: nothing of a's was in the open "
+                     "transaction");
+    h_wait_said(a, "msg=\"retrying the restore\"", 1, 60000);
+    h_wait_said(a, "msg=\"partition restored\"", 1, 120000);
+    double restored = h_now_s() - t0;
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 180000);
+    print_message("b stopped after send_offsets: its partitions' restore "
+                  "deferred %.1f s later, restored %.1f s later (%zu "
+                  "retries); %zu rollbacks\n", deferred, restored,
+                  h_count_said(a, "msg=\"retrying the restore\""),
+                  h_count_said(a, "rolling back"));
+    h_stage_stop(a);
+    h_proc_release(b);
+    free(ttb);
+    expect_all_once(e, "transactions, a restore deferred beside active "
+                    "partitions");
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -701,6 +770,8 @@ int main(void)
         cmocka_unit_test_teardown(test_store_records_cut_off,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_first_txn_aborted, h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_restore_deferred_beside_active,
+                                  h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);
 }

@@ -46,7 +46,7 @@ static bs_stage *stage_new(size_t nparts)
             p->partition = (int32_t)i;
             p->state = BS_PART_RESTORING;
             p->base_offset = p->next_offset = p->ckpt_offset = -1;
-            p->committed = -1;
+            p->committed = p->txn_from = -1;
         }
     }
     return s;
@@ -220,6 +220,25 @@ static void checkpoint_past_next(bs_stage *s)
     s->parts[0].next_offset = 11;
     bs_stage_set_state(s, BS_STAGE_RUNNING);
 }
+/* Transactions: records 5..8 processed, their output in the transaction,
+ * which is then aborted without the partition rolled back. */
+static void txn_aborted_kept(bs_stage *s)
+{
+    s->txn = s->txn_open = true;
+    s->parts[0].txn_from = 5;
+    bs_parts_txn_aborted(s);
+}
+static void running_past_aborted(bs_stage *s)
+{
+    txn_aborted_kept(s);
+    s->parts[0].state = BS_PART_ACTIVE;
+    bs_stage_set_state(s, BS_STAGE_RUNNING);
+}
+static void commit_past_aborted(bs_stage *s)
+{
+    txn_aborted_kept(s);
+    bs_stage_check_commit(s);
+}
 
 static void test_broken_invariants_abort(void **state)
 {
@@ -235,6 +254,13 @@ static void test_broken_invariants_abort(void **state)
     s->parts[0].base_offset = 5;
     s->parts[0].next_offset = 9;
     assert_false(aborts(active_without_filter, s));
+    /* 9: the partition with output in the aborted transaction; none
+     * processed since its last commit (txn_from at next) is left alone. */
+    assert_true(aborts(running_past_aborted, s));
+    assert_true(aborts(commit_past_aborted, s));
+    s->parts[0].next_offset = 5;
+    assert_false(aborts(running_past_aborted, s));
+    assert_false(aborts(commit_past_aborted, s));
     s->parts[0].filter = NULL;
     stage_free(s);
 }
