@@ -62,7 +62,8 @@ if(TARGET bloomstage)
   # transaction that times out, the broker restarted mid-transaction, the
   # link cut (a proxy) while the Kafka store's records are in the
   # transaction, and in the first transaction (the partitions' first
-  # checkpoints in it).
+  # checkpoints in it), and partitions given to an instance while it
+  # drains (the proxy slowing its link).
   bs_add_cmocka_test(test_kafka_txn SOURCES test_kafka_txn.c
                      LIBS bstestsupport TIMEOUT 900)
   bs_real_broker_test(test_kafka_txn a)
