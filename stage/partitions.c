@@ -456,8 +456,10 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         return BS_FATAL;
     }
     bs_rc rc = BS_OK;
-    /* A stop requested: partitions assigned while the group is left (a
-     * rebalance delivered by the drain or the close) are not restored. */
+    /* A stop requested: a restore the drain would give up at once (a
+     * rollback's retry in the final rounds) is not made.  Assignments
+     * that come meanwhile are declined before they get here
+     * (rebalance.c). */
     bool defer = atomic_load(&s->stop);
     if (defer)
         snprintf(errstr, errstr_size, "the stage is stopping");

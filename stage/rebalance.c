@@ -7,6 +7,13 @@
  * partitions first, so their next owner starts from this state; a lost
  * assignment commits nothing.  librdkafka calls this from
  * rd_kafka_consumer_poll and rd_kafka_consumer_close, on the stage thread.
+ *
+ * Once a stop is requested (or FATAL entered) an assignment is declined:
+ * librdkafka is answered, so the group's protocol goes on, but nothing is
+ * taken or restored; the close that follows gives the partitions up, and
+ * their next owner restores them.  The close may call back after the
+ * group handle is gone: the protocol is then the one of the last
+ * rebalance.
  */
 #include "stage_int.h"
 #include "log.h"
@@ -97,6 +104,25 @@ static void log_assignment(rd_kafka_error_t *e, rd_kafka_resp_err_t aerr)
     }
 }
 
+/* An assignment this stage does not take (a stop is requested, FATAL, or
+ * its restore failed): answered, so librdkafka's rebalance goes on (it
+ * waits for the call; in a close it makes it an unassign), with the
+ * partitions paused, none of them added or restored. */
+static void decline(rd_kafka_t *rk, bool cooperative,
+                    rd_kafka_topic_partition_list_t *parts, const char *why)
+{
+    bs_log(BS_LOG_INFO, "assignment declined", "partitions=%d reason=\"%s\"",
+           parts->cnt, why);
+    rd_kafka_error_t *e = NULL;
+    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (cooperative)
+        e = rd_kafka_incremental_assign(rk, parts);
+    else
+        aerr = rd_kafka_assign(rk, parts);
+    rd_kafka_pause_partitions(rk, parts);
+    log_assignment(e, aerr);
+}
+
 /* Assigns, then sets each new partition's pause flag to what this stage
  * wants (librdkafka keeps it across revocation and re-assignment).  Returns
  * whether a partition waits for its first checkpoint or its restore. */
@@ -150,18 +176,40 @@ static void unassign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
     log_assignment(e, aerr);
 }
 
+/* Whether the group's rebalance protocol is COOPERATIVE.  librdkafka says
+ * NULL once the consumer's group handle is gone (a close that calls back
+ * after it) and NONE while no assignor is chosen: then the last known
+ * answer stands (the protocol does not change while the consumer lives). */
+static bool cooperative_protocol(bs_stage *s, rd_kafka_t *rk)
+{
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    if (proto && strcmp(proto, "NONE") != 0)
+        s->rebalance_cooperative = !strcmp(proto, "COOPERATIVE");
+    return s->rebalance_cooperative;
+}
+
 void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                      rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     bs_stage *s = opaque;
     /* The held record belongs to the assignment before this one. */
     bs_record_release(s);
-    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    bool cooperative = cooperative_protocol(s, rk);
     if (s->state == BS_STAGE_FATAL) {
         /* Nothing more is taken or committed (invariant 7): an assignment
-         * is not taken, a revocation gives the partitions up. */
+         * is declined, a revocation gives the partitions up. */
         if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
             unassign(s, rk, cooperative, parts);
+        else if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS)
+            decline(rk, cooperative, parts, "fatal");
+        return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS &&
+        (atomic_load(&s->stop) || s->state == BS_STAGE_DRAINING)) {
+        /* Restoring what the drain gives up at once would only delay it
+         * (and hold its final rounds back: a partition waiting for its
+         * restore fails every round). */
+        decline(rk, cooperative, parts, "stopping");
         return;
     }
     bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_REBALANCING);
@@ -169,9 +217,9 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         if (!on_assign(s, parts)) {
             /* Take nothing: no record of a partition whose state is
-             * unusable may be processed.  A stop is requested as
-             * bs_stage_stop requests it (stage.c is above this file). */
-            atomic_store(&s->stop, true);
+             * unusable may be processed.  FATAL is entered, which ends the
+             * loop. */
+            decline(rk, cooperative, parts, "fatal");
             return;
         }
         if (assign(s, rk, cooperative, prev == BS_STAGE_BACKOFF, parts) &&

@@ -154,6 +154,9 @@ struct bs_stage {
 
     /* Clients (clients.c). */
     rd_kafka_t *consumer, *producer;
+    /* The group's rebalance protocol is COOPERATIVE, as its last
+     * rebalance said (rebalance.c: librdkafka stops saying it in a close). */
+    bool rebalance_cooperative;
     /* exactly_once by transactions (txn.c): decided once at start-up
      * (exactly_once.method); the producer is transactional and a
      * transaction is open whenever txn_open. */

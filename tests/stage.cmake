@@ -28,6 +28,13 @@ bs_add_cmocka_test(test_startup
   SOURCES test_startup.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 
+# test_rebalance: the consumer's rebalance callback (stage/rebalance.c)
+# after the consumer's close and once a stop is requested, on a consumer
+# that reaches no broker.
+bs_add_cmocka_test(test_rebalance
+  SOURCES test_rebalance.c
+  LIBS bsengine TIMEOUT 60 LABELS stage)
+
 # The engine's Kafka-facing modules; the ones that need a broker run
 # librdkafka's mock cluster in process (inproc_mock.c), with the test
 # support layer's client helpers (tests/support/).

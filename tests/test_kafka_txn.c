@@ -51,6 +51,11 @@
  *      later rounds; every unique key is once in the output (the retry
  *      aborted the transaction holding the first instance's output, then
  *      committed that instance's offsets past it: records lost).
+ *  10. partitions given to an instance while it drains (its link slowed
+ *      by the proxy, so the group's rebalance ends inside its consumer
+ *      close): it declines them, takes and restores nothing, exits 0, and
+ *      every unique key is once in the output after a third instance
+ *      took everything.
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -708,7 +713,7 @@ static void test_first_txn_aborted(void **state)
  */
 #define DEFER_TXN_MS 120000
 
-static void test_restore_deferred_beside_active(void **state)
+static void test_rebalance_deferred_restore(void **state)
 {
     (void)state;
     h_kenv *e = env_new("kt-defer", true, 500);
@@ -752,6 +757,110 @@ static void test_restore_deferred_beside_active(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 10. partitions assigned while the stage drains -------------------- */
+
+#define DRAIN_DELAY_MS 700
+#define SAID_DECLINED "msg=\"assignment declined\""
+
+/* p's log lines holding needle after its first "draining" line. */
+static size_t said_draining(h_proc *p, const char *needle)
+{
+    const char *d = strstr(h_process_stderr(p), "msg=draining");
+    size_t n = 0;
+    for (const char *at = d; at && (at = strstr(at, needle));
+         at += strlen(needle))
+        n++;
+    return n;
+}
+
+/*
+ * An assignment that comes while the stage stops.  Two instances share the
+ * partitions: S reaches the node through the proxy, T directly.  S's link
+ * is slowed (DRAIN_DELAY_MS each way), then T is stopped and S sent
+ * SIGTERM at once: T's leave makes the group give its partitions to S,
+ * and S's rejoin (a few round trips) ends while S's final round (more of
+ * them) still runs, so the assignment is served by S's consumer close.
+ * S must decline it (answer librdkafka, take and restore nothing: its
+ * next owner restores it) rather than take the partitions with their
+ * restore deferred ("restore=pending"), then exit 0 (a stage given
+ * partitions in its close died with SIGSEGV in test_kafka_cluster's
+ * scale-in).  A third instance then takes every partition and every
+ * unique key is once in the output.
+ */
+static void test_rebalance_while_draining(void **state)
+{
+    (void)state;
+    h_kenv *e = proxied_env("kt-drain", 1000);
+    stream_fed(e, 40000, 4000, 291, 40);
+    char *direct = h_strdupf("kafka.bootstrap.servers=%s", e->h.bs);
+    char *ck_s = h_strdupf("checkpoint.dir=%s/ck-s", e->h.dir);
+    char *ck_t = h_strdupf("checkpoint.dir=%s/ck-t", e->h.dir);
+    char *ck_u = h_strdupf("checkpoint.dir=%s/ck-u", e->h.dir);
+    /* S's session outlasts the slowed link's round trips. */
+    const char *const xs_s[] = {TXN_X, ck_s,
+                                "consumer.session.timeout.ms=45000", NULL};
+    const char *const xs_t[] = {TXN_X, ck_t, direct, NULL};
+    const char *const xs_u[] = {TXN_X, ck_u, direct, NULL};
+    h_proc *s = start_txn(e, xs_s, NULL);
+    h_proc *t = start_txn(e, xs_t, NULL);
+    h_proc *const both[] = {s, t, NULL};
+    h_feed_rate(1000);
+    const unsigned all = (1u << NPARTS) - 1;
+    double t0 = h_now_s();
+    while (!h_assigned_mask(s, e->in, false) ||
+           (h_assigned_mask(s, e->in, false) |
+            h_assigned_mask(t, e->in, false)) != all) {
+        h_stages_alive(both, "before both had partitions");
+        if (h_now_s() - t0 > 90)
+            h_stage_fail(t, "the two instances did not share the "
+                         "partitions within 90 s");
+        h_nap(50);
+    }
+    h_wait_said(s, H_SAID_CKPT, h_count_said(s, H_SAID_CKPT) + 1, 60000);
+    h_proxy_set(g_proxy, H_LINK_DELAY, DRAIN_DELAY_MS);
+    h_stage_stop(t);
+    H_MUST(h_process_kill(s, SIGTERM));
+    /* The link heals once S was given T's partitions (declined, or taken
+     * pending), or S exited. */
+    int st = 0;
+    t0 = h_now_s();
+    while (said_draining(s, SAID_DECLINED) == 0 &&
+           said_draining(s, "restore=pending") == 0 &&
+           h_process_peek(s, &st) == 1 && h_now_s() - t0 < 60)
+        h_nap(50);
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    if (h_process_wait(s, H_EXIT_MS, &st) != 0)
+        h_stage_fail(s, "no exit within %d ms of SIGTERM: %s", H_EXIT_MS,
+                     h_last_error());
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        h_stage_fail(s, "after SIGTERM, given partitions while draining: "
+                     "%s, want exit 0", h_status_str(st));
+    size_t declined = said_draining(s, SAID_DECLINED);
+    size_t pending = said_draining(s, "restore=pending");
+    if (pending)
+        h_stage_fail(s, "%zu partition(s) given to it while it drained "
+                     "were taken with their restore deferred: a stopping "
+                     "stage declines an assignment", pending);
+    if (!declined)
+        h_stage_fail(s, "no assignment came while it drained: the test did "
+                     "not reach its case");
+    /* A third instance takes everything, with its state. */
+    h_proc *u = start_txn(e, xs_u, NULL);
+    h_proc *const only_u[] = {u, NULL};
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, only_u, 120000);
+    h_stage_stop(u);
+    print_message("S declined %zu assignment(s) while it drained (its link "
+                  "slowed to %d ms each way) and exited 0\n", declined,
+                  DRAIN_DELAY_MS);
+    free(direct);
+    free(ck_s);
+    free(ck_t);
+    free(ck_u);
+    expect_all_once(e, "partitions assigned while an instance drained");
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -770,7 +879,9 @@ int main(void)
         cmocka_unit_test_teardown(test_store_records_cut_off,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_first_txn_aborted, h_kfixture_teardown),
-        cmocka_unit_test_teardown(test_restore_deferred_beside_active,
+        cmocka_unit_test_teardown(test_rebalance_deferred_restore,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_rebalance_while_draining,
                                   h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);

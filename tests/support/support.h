@@ -76,8 +76,10 @@ static inline void h_cmocka_fail_(const char *msg)
  * The first thing an integration test's main() does: h_test_init (the
  * binary's path, the environment scrubbed: exit 1 naming `name` without a
  * binary), checks failing through cmocka, the debugging variables
- * (h_stage_debug_env; NULL: none), and filter_env=PATTERN (NULL: none)
- * running only the matching tests (cmocka's filter).
+ * (h_stage_debug_env; NULL: none), filter_env=PATTERN (NULL: none)
+ * running only the matching tests (cmocka's filter), and
+ * BS_TEST_SKIP=PATTERN skipping the matching ones (cmocka's skip filter:
+ * how ctest splits one program's tests between two entries).
  */
 static inline void h_test_main(const char *name, const char *filter_env,
                                const char *verbose_env,
@@ -92,6 +94,9 @@ static inline void h_test_main(const char *name, const char *filter_env,
     const char *filter = filter_env ? getenv(filter_env) : NULL;
     if (filter && *filter)
         cmocka_set_test_filter(filter);
+    const char *skip = getenv("BS_TEST_SKIP");
+    if (skip && *skip)
+        cmocka_set_skip_filter(skip);
 }
 
 #endif /* fail_msg */
