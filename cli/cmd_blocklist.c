@@ -115,7 +115,8 @@ static int sender_open(const bs_config *cfg, const char *topic,
          * described (Write brings Describe): asked by name, the brokers
          * say whether they refuse it. */
         char why[512];
-        int refused = bs_topic_refused(sd->rk, topic, BS_TIMEOUT_BROKER_MS);
+        int refused = bs_topic_refused(cfg, sd->rk, topic,
+                                       BS_TIMEOUT_BROKER_MS);
         if (refused && bs_refusal_message(cfg, refused, "Write", topic, why,
                                           sizeof(why)))
             fprintf(stderr, "bloomstage blocklist: %s\n", why);

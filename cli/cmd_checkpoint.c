@@ -236,9 +236,10 @@ static bool info_refused(const bs_config *cfg, const bs_settings *set,
                          size_t err_size)
 {
     char why[512];
-    /* Not in the metadata of every topic: asked by name (the reader never
-     * creates a topic); found, but not read: one fetch says. */
-    int refused = !ks ? bs_topic_refused(rk, set->checkpoint_topic,
+    /* Not in the metadata of every topic: asked by name (the reader
+     * creates no topic: bs_kafka_reader_conf); found, but not read: one
+     * fetch says. */
+    int refused = !ks ? bs_topic_refused(cfg, rk, set->checkpoint_topic,
                                          BS_TIMEOUT_BROKER_MS)
                   : bs_kafkastore_read_check(ks, why, sizeof(why)) ==
                           BS_STORE_REFUSED

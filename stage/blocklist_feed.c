@@ -170,7 +170,7 @@ static bs_rc add_topic(bs_stage *s, size_t li, char *errstr,
         /* The metadata of every topic leaves out those the stage may not
          * Describe (Read brings Describe): asked by name, the brokers say
          * which. */
-        refused = n <= 0 ? bs_topic_refused(f->rk, bl->topic,
+        refused = n <= 0 ? bs_topic_refused(s->cfg, f->rk, bl->topic,
                                             BS_TIMEOUT_BROKER_MS)
                          : 0;
         if (refused)

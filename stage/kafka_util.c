@@ -69,6 +69,7 @@ rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
                                   "enable.auto.offset.store", "false",
                                   "enable.partition.eof", "true",
                                   "isolation.level", "read_committed",
+                                  "allow.auto.create.topics", "false",
                                   "group.id", group, NULL};
     return bs_kafka_conf_new(cfg, "consumer", defaults, forced, errstr,
                              errstr_size);
@@ -170,8 +171,14 @@ bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
     return true;
 }
 
-int bs_topic_refused(rd_kafka_t *rk, const char *topic, int timeout_ms)
+int bs_topic_refused(const bs_config *cfg, rd_kafka_t *rk, const char *topic,
+                     int timeout_ms)
 {
+    const char *proto = cfg ? bs_config_get_str(cfg, "kafka.security.protocol")
+                            : NULL;
+    if (!proto || (strncasecmp(proto, "SASL_", 5) != 0 &&
+                   strcasecmp(proto, "SSL") != 0))
+        return 0;
     int err = 0;
     (void)bs_topic_partitions(rk, topic, timeout_ms, &err, NULL, 0);
     return bs_kafka_refused(err) ? err : 0;

@@ -27,8 +27,9 @@ rd_kafka_conf_t *bs_kafka_conf_new(const bs_config *cfg, const char *role,
 
 /* bs_kafka_conf_new for an assign-only consumer that reads topics to a
  * known end at read_committed and commits nothing (the output tail, the
- * Kafka checkpoint store): its group.id is group_id + ".replay", never
- * joined (librdkafka's assign needs one; it looks its coordinator up). */
+ * Kafka checkpoint store) and creates no topic: its group.id is
+ * group_id + ".replay", never joined (librdkafka's assign needs one; it
+ * looks its coordinator up). */
 rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
                                       const char *group_id,
                                       const char *client_id, char *errstr,
@@ -64,9 +65,12 @@ bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
 /* Why `topic`, missing from the metadata of every topic (which leaves out
  * the topics the client may not Describe), is missing: the brokers'
  * refusal of a Metadata request naming it (TOPIC_AUTHORIZATION_FAILED),
- * or 0 (it does not exist, or no answer).  The request creates nothing
- * when rk has allow.auto.create.topics=false (a consumer's default). */
-int bs_topic_refused(rd_kafka_t *rk, const char *topic, int timeout_ms);
+ * or 0 (it does not exist, or no answer).  Asked only when cfg's
+ * kafka.security.protocol authenticates the client (SASL_*, SSL: an
+ * authorizer's principals), and rk must have allow.auto.create.topics=
+ * false: librdkafka's mock creates a topic such a request names. */
+int bs_topic_refused(const bs_config *cfg, rd_kafka_t *rk, const char *topic,
+                     int timeout_ms);
 
 /* The same from the metadata of every topic, so that asking creates
  * nothing (a Metadata request naming a topic makes librdkafka's mock, and
