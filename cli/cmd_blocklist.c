@@ -60,19 +60,25 @@ static const char HELP[] =
 #define MAX_LINE (1u << 20)
 
 typedef struct sender {
+    const bs_config *cfg; /* the stage's (the principal a refusal names) */
     rd_kafka_t *rk;
     rd_kafka_topic_t *rkt;
     uint64_t sent, failed;
-    char first_error[256];
+    char first_error[512];
 } sender;
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
     sender *sd = opaque;
-    if (m->err && sd->failed++ == 0)
-        snprintf(sd->first_error, sizeof(sd->first_error), "%s",
-                 rd_kafka_err2str(m->err));
+    if (m->err && sd->failed++ == 0) {
+        /* No Write ACL: said as the stage says a refusal. */
+        if (!bs_refusal_message(sd->cfg, m->err, "Write",
+                                rd_kafka_topic_name(m->rkt), sd->first_error,
+                                sizeof(sd->first_error)))
+            snprintf(sd->first_error, sizeof(sd->first_error), "%s",
+                     rd_kafka_err2str(m->err));
+    }
 }
 
 /* linger: "0" for a few entries (sent at once), more for a load (batched). */
@@ -92,6 +98,7 @@ static int sender_open(const bs_config *cfg, const char *topic,
         fprintf(stderr, "bloomstage blocklist: %s\n", err);
         return BS_EXIT_USAGE;
     }
+    sd->cfg = cfg;
     rd_kafka_conf_set_opaque(conf, sd);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     sd->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
@@ -104,8 +111,18 @@ static int sender_open(const bs_config *cfg, const char *topic,
     err[0] = '\0';
     if (bs_topic_lookup(sd->rk, topic, BS_TIMEOUT_BROKER_MS, NULL, err,
                         sizeof(err)) <= 0) {
-        fprintf(stderr, "bloomstage blocklist: %s (create it with "
-                "cleanup.policy=compact)\n", err);
+        /* Left out of the metadata of every topic when it may not be
+         * described (Write brings Describe): asked by name, the brokers
+         * say whether they refuse it. */
+        char why[512];
+        int refused = bs_topic_refused(cfg, sd->rk, topic,
+                                       BS_TIMEOUT_BROKER_MS);
+        if (refused && bs_refusal_message(cfg, refused, "Write", topic, why,
+                                          sizeof(why)))
+            fprintf(stderr, "bloomstage blocklist: %s\n", why);
+        else
+            fprintf(stderr, "bloomstage blocklist: %s (create it with "
+                    "cleanup.policy=compact)\n", err);
         return BS_EXIT_FAIL;
     }
     sd->rkt = rd_kafka_topic_new(sd->rk, topic, NULL);

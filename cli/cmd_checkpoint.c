@@ -13,6 +13,7 @@
 #include "settings.h"
 #include "store_dir.h"
 #include "store_kafka.h"
+#include "timeouts.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -227,15 +228,39 @@ static int info_dir(const char *dir)
     return bad ? BS_EXIT_FAIL : BS_EXIT_OK;
 }
 
+/* Whether the brokers' authorizer refused the read of the checkpoint
+ * topic that failed (ks NULL: its lookup): then said in one line naming
+ * the ACL, into err. */
+static bool info_refused(const bs_config *cfg, const bs_settings *set,
+                         rd_kafka_t *rk, bs_kafkastore *ks, char *err,
+                         size_t err_size)
+{
+    char why[512];
+    /* Not in the metadata of every topic: asked by name (the reader
+     * creates no topic: bs_kafka_reader_conf); found, but not read: one
+     * fetch says. */
+    int refused = !ks ? bs_topic_refused(cfg, rk, set->checkpoint_topic,
+                                         BS_TIMEOUT_BROKER_MS)
+                  : bs_kafkastore_read_check(ks, why, sizeof(why)) ==
+                          BS_STORE_REFUSED
+                      ? RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
+                      : 0;
+    return refused && bs_refusal_message(cfg, refused, "Read",
+                                         set->checkpoint_topic, err,
+                                         err_size);
+}
+
 /* The newest state of each partition the group has in the Kafka store
  * (set: checkpoint.topic, consumer.group.id), read through rk. */
-static int info_kafka_read(const bs_settings *set, rd_kafka_t *rk)
+static int info_kafka_read(const bs_config *cfg, const bs_settings *set,
+                           rd_kafka_t *rk)
 {
     char err[1024];
     bs_kafkastore *ks = bs_kafkastore_open_read(set, rk, err, sizeof(err));
     bs_store_part *parts = NULL;
     size_t n = 0;
     if (!ks || bs_kafkastore_list(ks, &parts, &n, err, sizeof(err)) != 0) {
+        (void)info_refused(cfg, set, rk, ks, err, sizeof(err));
         fprintf(stderr, "bloomstage checkpoint: %s\n", err);
         if (ks)
             bs_kafkastore_ops.destroy(ks);
@@ -283,7 +308,7 @@ static int info_kafka(const bs_config *cfg, const bs_settings *set)
         return BS_EXIT_FAIL;
     }
     rd_kafka_poll_set_consumer(rk);
-    int rc = info_kafka_read(set, rk);
+    int rc = info_kafka_read(cfg, set, rk);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return rc;

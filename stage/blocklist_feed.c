@@ -53,11 +53,13 @@ struct bs_list_feed {
 
 /* 1: cleanup.policy is compact; 0: it is not (policy says what it is);
  * 2: the broker does not answer DescribeConfigs (librdkafka's mock);
- * -1: no answer, errstr says why. */
+ * -1: no answer, errstr says why and *refused is the brokers' refusal
+ * (TOPIC_AUTHORIZATION_FAILED: no DescribeConfigs ACL) or 0. */
 static int topic_policy(rd_kafka_t *rk, const char *topic, int32_t broker,
-                        char *policy, size_t psize, char *errstr,
-                        size_t errstr_size)
+                        char *policy, size_t psize, int *refused,
+                        char *errstr, size_t errstr_size)
 {
+    *refused = 0;
     rd_kafka_ConfigResource_t *cr =
         rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
     rd_kafka_AdminOptions_t *o =
@@ -96,6 +98,7 @@ static int topic_policy(rd_kafka_t *rk, const char *topic, int32_t broker,
     } else if (err || n != 1) {
         snprintf(errstr, errstr_size, "DescribeConfigs of %s: %s", topic,
                  err ? rd_kafka_err2str(err) : "no such resource");
+        *refused = bs_kafka_refused(err) ? (int)err : 0;
     } else {
         size_t ne = 0;
         const rd_kafka_ConfigEntry_t **ce =
@@ -129,8 +132,27 @@ static bool first_with_topic(const bs_stage *s, size_t i)
     return true;
 }
 
+/* Whether a refusal by the brokers' authorizer (err; 0: none) of op on
+ * the list topic holds start-up: said (bs_refused), and waited on as
+ * start-up holds refusals (bs_startup_refusal_wait).  BS_OK: ask again;
+ * BS_RETRY: no refusal, or a stop requested (*stop); BS_FATAL with errstr
+ * once it lasted BS_START_GIVE_UP_S. */
+static bs_rc list_refused(bs_stage *s, int err, const char *op,
+                          const char *topic, const char *why, bool *stop,
+                          char *errstr, size_t errstr_size)
+{
+    *stop = false;
+    if (!err || !bs_refused(s, err, op, topic, why))
+        return BS_RETRY;
+    bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
+    *stop = w == BS_RETRY;
+    return w;
+}
+
 /* Every partition of the list topic of s->lists[li]: exists, compacted,
- * its ends, into f->parts.  BS_FATAL with errstr. */
+ * its ends, into f->parts.  A Read or DescribeConfigs the brokers refuse
+ * holds start-up as other refusals do (list_refused).  BS_FATAL with
+ * errstr; BS_RETRY: a stop was requested meanwhile. */
 static bs_rc add_topic(bs_stage *s, size_t li, char *errstr,
                        size_t errstr_size)
 {
@@ -138,17 +160,40 @@ static bs_rc add_topic(bs_stage *s, size_t li, char *errstr,
     const bs_blocklist *bl = &s->lists[li];
     char why[512], policy[128];
     int32_t leader = -1;
-    why[0] = '\0';
-    int n = bs_topic_lookup(f->rk, bl->topic, BS_TIMEOUT_BROKER_MS, &leader,
+    int n, pol, refused;
+    bool stop;
+    bs_rc w;
+    do {
+        why[0] = '\0';
+        n = bs_topic_lookup(f->rk, bl->topic, BS_TIMEOUT_BROKER_MS, &leader,
                             why, sizeof(why));
+        /* The metadata of every topic leaves out those the stage may not
+         * Describe (Read brings Describe): asked by name, the brokers say
+         * which. */
+        refused = n <= 0 ? bs_topic_refused(s->cfg, f->rk, bl->topic,
+                                            BS_TIMEOUT_BROKER_MS)
+                         : 0;
+        if (refused)
+            snprintf(why, sizeof(why), "topic %s: %s", bl->topic,
+                     rd_kafka_err2str((rd_kafka_resp_err_t)refused));
+    } while ((w = list_refused(s, refused, "Read", bl->topic, why, &stop,
+                               errstr, errstr_size)) == BS_OK);
+    if (w == BS_FATAL || stop)
+        return stop ? BS_RETRY : BS_FATAL;
     if (n <= 0) {
         snprintf(errstr, errstr_size, "blocklist '%s': %s (blocklist.%s."
                  "topic=%s must exist, with cleanup.policy=compact, before "
                  "the stage starts)", bl->name, why, bl->name, bl->topic);
         return BS_FATAL;
     }
-    int pol = topic_policy(f->rk, bl->topic, leader, policy, sizeof(policy),
-                           why, sizeof(why));
+    while ((pol = topic_policy(f->rk, bl->topic, leader, policy,
+                               sizeof(policy), &refused, why,
+                               sizeof(why))) < 0 &&
+           (w = list_refused(s, refused, "DescribeConfigs", bl->topic, why,
+                             &stop, errstr, errstr_size)) == BS_OK)
+        ;
+    if (pol < 0 && (w == BS_FATAL || stop))
+        return stop ? BS_RETRY : BS_FATAL;
     if (pol < 0) {
         snprintf(errstr, errstr_size, "blocklist '%s': %s", bl->name, why);
         return BS_FATAL;
@@ -308,6 +353,7 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                             "enable.auto.offset.store", "false",
                             "enable.partition.eof", "true",
                             "auto.offset.reset", "earliest",
+                            "allow.auto.create.topics", "false",
                             "group.id", group, NULL};
     rd_kafka_conf_t *conf = bs_client_conf(s, "consumer", defaults, forced,
                                            errstr, errstr_size);
@@ -322,10 +368,13 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
         return BS_FATAL;
     }
     rd_kafka_poll_set_consumer(f->rk);
-    for (size_t i = 0; i < s->nlists; i++)
-        if (s->lists[i].topic && first_with_topic(s, i) &&
-            add_topic(s, i, errstr, errstr_size) != BS_OK)
-            return BS_FATAL;
+    for (size_t i = 0; i < s->nlists; i++) {
+        bs_rc r = s->lists[i].topic && first_with_topic(s, i)
+                      ? add_topic(s, i, errstr, errstr_size)
+                      : BS_OK;
+        if (r != BS_OK)
+            return r;
+    }
 
     rd_kafka_topic_partition_list_t *a =
         rd_kafka_topic_partition_list_new((int)f->nparts);

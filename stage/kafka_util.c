@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct conf_ctx {
     rd_kafka_conf_t *conf;
@@ -68,6 +69,7 @@ rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
                                   "enable.auto.offset.store", "false",
                                   "enable.partition.eof", "true",
                                   "isolation.level", "read_committed",
+                                  "allow.auto.create.topics", "false",
                                   "group.id", group, NULL};
     return bs_kafka_conf_new(cfg, "consumer", defaults, forced, errstr,
                              errstr_size);
@@ -141,6 +143,45 @@ bool bs_refusal_text(int err, const char *op, const char *name, char *buf,
     }
     snprintf(buf, size, "%s on %s:%s", op, type, name ? name : "?");
     return true;
+}
+
+const char *bs_kafka_principal(const bs_config *cfg, char *buf, size_t size)
+{
+    if (!cfg)
+        return NULL;
+    const char *proto = bs_config_get_str(cfg, "kafka.security.protocol");
+    const char *user = bs_config_get_str(cfg, "kafka.sasl.username");
+    if (!proto || strncasecmp(proto, "SASL_", 5) != 0 || !user || !*user)
+        return NULL;
+    snprintf(buf, size, "User:%s", user);
+    return buf;
+}
+
+bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
+                        const char *name, char *buf, size_t size)
+{
+    char what[300], who[200];
+    if (!bs_refusal_text(err, op, name, what, sizeof(what)))
+        return false;
+    const char *p = bs_kafka_principal(cfg, who, sizeof(who));
+    snprintf(buf, size, "not authorized: %s refused%s%s (%s): grant that ACL "
+             "(README.md, \"ACLs the stage's principal needs\")", what,
+             p ? " to " : "", p ? p : "",
+             rd_kafka_err2name((rd_kafka_resp_err_t)err));
+    return true;
+}
+
+int bs_topic_refused(const bs_config *cfg, rd_kafka_t *rk, const char *topic,
+                     int timeout_ms)
+{
+    const char *proto = cfg ? bs_config_get_str(cfg, "kafka.security.protocol")
+                            : NULL;
+    if (!proto || (strncasecmp(proto, "SASL_", 5) != 0 &&
+                   strcasecmp(proto, "SSL") != 0))
+        return 0;
+    int err = 0;
+    (void)bs_topic_partitions(rk, topic, timeout_ms, &err, NULL, 0);
+    return bs_kafka_refused(err) ? err : 0;
 }
 
 int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,

@@ -27,8 +27,9 @@ rd_kafka_conf_t *bs_kafka_conf_new(const bs_config *cfg, const char *role,
 
 /* bs_kafka_conf_new for an assign-only consumer that reads topics to a
  * known end at read_committed and commits nothing (the output tail, the
- * Kafka checkpoint store): its group.id is group_id + ".replay", never
- * joined (librdkafka's assign needs one; it looks its coordinator up). */
+ * Kafka checkpoint store) and creates no topic: its group.id is
+ * group_id + ".replay", never joined (librdkafka's assign needs one; it
+ * looks its coordinator up). */
 rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
                                       const char *group_id,
                                       const char *client_id, char *errstr,
@@ -51,6 +52,25 @@ bool bs_kafka_refused(int err);
  * refusal. */
 bool bs_refusal_text(int err, const char *op, const char *name, char *buf,
                      size_t size);
+/* The principal the brokers see, when cfg says it: SASL's User:USERNAME
+ * into buf; NULL otherwise (under mTLS the broker maps it from the
+ * certificate). */
+const char *bs_kafka_principal(const bs_config *cfg, char *buf, size_t size);
+/* A command's one line for such a refusal, into buf: "not authorized:
+ * Write on Topic:t refused to User:u (TOPIC_AUTHORIZATION_FAILED): grant
+ * that ACL (README.md, ...)" (the principal when cfg says it).  false if
+ * err is no refusal. */
+bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
+                        const char *name, char *buf, size_t size);
+/* Why `topic`, missing from the metadata of every topic (which leaves out
+ * the topics the client may not Describe), is missing: the brokers'
+ * refusal of a Metadata request naming it (TOPIC_AUTHORIZATION_FAILED),
+ * or 0 (it does not exist, or no answer).  Asked only when cfg's
+ * kafka.security.protocol authenticates the client (SASL_*, SSL: an
+ * authorizer's principals), and rk must have allow.auto.create.topics=
+ * false: librdkafka's mock creates a topic such a request names. */
+int bs_topic_refused(const bs_config *cfg, rd_kafka_t *rk, const char *topic,
+                     int timeout_ms);
 
 /* The same from the metadata of every topic, so that asking creates
  * nothing (a Metadata request naming a topic makes librdkafka's mock, and

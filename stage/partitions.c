@@ -349,7 +349,7 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
         bs_store_put(s->store, p->topic, p->partition, start, wm,
                      (uint32_t)s->out_parts, p->filter, p->audit, errstr,
                      errstr_size) != 0 ||
-        bs_store_sync(s->store, errstr, errstr_size) != 0) {
+        bs_ckpt_sync(s, errstr, errstr_size) != 0) {
         free(wm);
         return BS_RETRY;
     }
@@ -526,12 +526,17 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         nt++;
     }
     double t0 = bs_now();
-    /* A tail that cannot be read is the broker, not the state: retried. */
-    bool tail_failed =
-        nt > 0 &&
-        bs_replay_tail(s->tail, s->set.output_topic, s->set.dedup_key,
-                       s->fparams.seed, t, nt, BS_TIMEOUT_REPLAY_MS, errstr,
-                       errstr_size) != 0;
+    /* A tail that cannot be read is the broker, not the state: retried.
+     * Refused (no Read on the output), it is said, and retried too: an
+     * ACL granted later heals it. */
+    int tr = nt > 0 ? bs_replay_tail(s->tail, s->set.output_topic,
+                                     s->set.dedup_key, s->fparams.seed, t, nt,
+                                     BS_TIMEOUT_REPLAY_MS, errstr, errstr_size)
+                    : 0;
+    bool tail_failed = tr != 0;
+    if (tr == BS_REPLAY_REFUSED)
+        (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                         "Read", s->set.output_topic, errstr);
     if (tail_failed)
         rc = BS_RETRY;
     uint64_t total = 0;

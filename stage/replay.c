@@ -273,7 +273,8 @@ static int replay_record(tail_read *r, bs_replay_target *t,
 /* Polls the assigned tail until every partition is read to its end (an
  * EOF event ends one whose last offsets hold no record: transaction
  * markers, compaction), replaying each record.  -1 with errstr past
- * timeout_ms or out of memory. */
+ * timeout_ms or out of memory; BS_REPLAY_REFUSED with errstr at the
+ * brokers' first refusal of a fetch. */
 static int read_tail(tail_read *r, bs_fetch_wake *wake, int timeout_ms,
                      char *errstr, size_t errstr_size)
 {
@@ -290,6 +291,12 @@ static int read_tail(tail_read *r, bs_fetch_wake *wake, int timeout_ms,
             bs_fetch_wake_check(wake);
         if (!m)
             continue;
+        if (m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+            snprintf(errstr, errstr_size, "replay: reading the output tail "
+                     "of %s: %s", r->topic, rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            return BS_REPLAY_REFUSED;
+        }
         int32_t op = m->partition;
         if (op < 0 || (uint32_t)op >= r->nparts || r->to[op] < 0) {
             rd_kafka_message_destroy(m); /* not ours, or done already */
@@ -371,8 +378,8 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
     bs_fetch_wake *wake = bs_fetch_wake_new(tail, NULL, werr, sizeof(werr));
     if (!wake)
         bs_log(BS_LOG_WARN, "replay: no fetch wake-ups", "error=%s", werr);
-    if (read_tail(&r, wake, timeout_ms, errstr, errstr_size) == 0) {
-        rc = 0;
+    rc = read_tail(&r, wake, timeout_ms, errstr, errstr_size);
+    if (rc == 0) {
         for (size_t i = 0; i < n && rc == 0; i++)
             if (skip_sort(&targets[i]) != 0) {
                 snprintf(errstr, errstr_size, "out of memory");

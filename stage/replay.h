@@ -64,10 +64,16 @@ typedef struct bs_replay_target {
     uint64_t records;
 } bs_replay_target;
 
+/* What bs_replay_tail returns when the brokers' authorizer refuses the
+ * tail's fetch (no Read ACL on the output topic): waiting out timeout_ms
+ * would not heal it. */
+#define BS_REPLAY_REFUSED (-2)
+
 /* Reads the output tail once for all targets (from the smallest of their
  * watermarks per output partition to the current end) with `tail`, a
  * consumer that is assigned, never subscribed.  0, or -1 with errstr (a
- * broker that does not answer within timeout_ms, an unreadable log). */
+ * broker that does not answer within timeout_ms, an unreadable log), or
+ * BS_REPLAY_REFUSED with errstr (at once). */
 int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
                    const bs_config_keyspec *key, uint64_t seed,
                    bs_replay_target *targets, size_t n, int timeout_ms,

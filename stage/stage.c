@@ -162,8 +162,9 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
     }
     /* Live blocklists read to their end before any input is consumed. */
     bs_startup_step(s, BS_START_LISTS, NULL);
-    if (bs_lists_start(s, errstr, errstr_size) != BS_OK)
-        return BS_FATAL;
+    rc = bs_lists_start(s, errstr, errstr_size);
+    if (rc != BS_OK)
+        return rc;
     const bs_topic_list *in = &s->set.input_topics;
     rd_kafka_topic_partition_list_t *sub =
         rd_kafka_topic_partition_list_new((int)in->n);

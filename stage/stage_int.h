@@ -388,7 +388,9 @@ rd_kafka_conf_t *bs_client_conf(bs_stage *s, const char *role,
 
 typedef struct bs_list_feed bs_list_feed;
 /* Live lists' topics checked (exist, compacted) and read to their end,
- * before the input is subscribed.  BS_FATAL with errstr. */
+ * before the input is subscribed; the brokers refusing a topic's Read or
+ * DescribeConfigs hold it as start-up holds refusals.  BS_FATAL with
+ * errstr; BS_RETRY when a stop was requested while refused. */
 bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size);
 /* Updates that arrived since, applied in order (no record held). */
 void bs_lists_follow(bs_stage *s);
@@ -427,6 +429,10 @@ void bs_parts_txn_aborted(bs_stage *s);
 void bs_parts_txn_committed(bs_stage *s);
 
 /* -- round.c -------------------------------------------------------------- */
+
+/* bs_store_sync of s's store; a write the brokers refused (the Kafka
+ * store's own producer: BS_STORE_REFUSED) said by bs_refused. */
+int bs_ckpt_sync(bs_stage *s, char *errstr, size_t errstr_size);
 
 /* One checkpoint round for the partitions in `only` (NULL: all): flush and
  * check deliveries, write each changed partition, commit exactly what was

@@ -30,7 +30,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 bool bs_kafka_error_needs_operator(int err, const char *text)
@@ -188,28 +187,13 @@ bool bs_startup_give_up(bs_stage *s, char *errstr, size_t errstr_size)
     return true;
 }
 
-/* The principal the brokers see, when the configuration says it: SASL's
- * User:USERNAME (under mTLS it is the certificate's, mapped by the
- * broker). */
-static const char *principal(const bs_stage *s, char *buf, size_t size)
-{
-    if (!s->cfg)
-        return NULL;
-    const char *proto = bs_config_get_str(s->cfg, "kafka.security.protocol");
-    const char *user = bs_config_get_str(s->cfg, "kafka.sasl.username");
-    if (!proto || strncasecmp(proto, "SASL_", 5) != 0 || !user || !*user)
-        return NULL;
-    snprintf(buf, size, "User:%s", user);
-    return buf;
-}
-
 bool bs_refused(bs_stage *s, int err, const char *op, const char *name,
                 const char *detail)
 {
     char what[300], who[200], text[600];
     if (!bs_refusal_text(err, op, name, what, sizeof(what)))
         return false;
-    const char *p = principal(s, who, sizeof(who));
+    const char *p = bs_kafka_principal(s->cfg, who, sizeof(who));
     snprintf(text, sizeof(text), "%s refused%s%s", what, p ? " to " : "",
              p ? p : "");
     s->refused_err = err;

@@ -75,6 +75,7 @@ struct bs_kafkastore {
     size_t nknown, capknown;
     uint64_t dr_failed;
     char dr_error[512];
+    bool dr_refused; /* the first of them refused by the authorizer */
     uint64_t last_bytes;
     bool last_delta;
 };
@@ -143,7 +144,8 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
             return;
         char what[300];
         if (ks->dr_failed++ == 0 &&
-            bs_refusal_text(m->err, "Write", ks->topic, what, sizeof(what)))
+            (ks->dr_refused = bs_refusal_text(m->err, "Write", ks->topic,
+                                              what, sizeof(what))))
             snprintf(ks->dr_error, sizeof(ks->dr_error), "%s refused (%s)",
                      what, rd_kafka_err2name(m->err));
         else if (ks->dr_failed == 1)
@@ -182,8 +184,10 @@ static known *known_find(bs_kafkastore *ks, const char *topic, int32_t part,
     return k;
 }
 
-/* Produces and waits; false if any delivery (but tombstones) failed. */
-static bool kafka_flush(bs_kafkastore *ks, char *errstr, size_t errstr_size)
+/* Produces and waits: 0; -1 with errstr if any delivery (but
+ * tombstones) failed, BS_STORE_REFUSED if the first that did was refused
+ * by the brokers' authorizer (no Write ACL). */
+static int kafka_flush(bs_kafkastore *ks, char *errstr, size_t errstr_size)
 {
     double t0 = bs_now();
     while (rd_kafka_flush(ks->producer, BS_FLUSH_STEP_MS) !=
@@ -195,10 +199,12 @@ static bool kafka_flush(bs_kafkastore *ks, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "checkpoint topic %s: %llu records "
                  "not delivered: %s", ks->topic,
                  (unsigned long long)ks->dr_failed, ks->dr_error);
+        bool refused = ks->dr_refused;
         ks->dr_failed = 0;
-        return false;
+        ks->dr_refused = false;
+        return refused ? BS_STORE_REFUSED : -1;
     }
-    return true;
+    return 0;
 }
 
 static int produce_rec(bs_kafkastore *ks, int32_t part, const char *key,
@@ -343,8 +349,11 @@ static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
     if (ks->npend == 0)
         return 0;
     /* 1. every chunk acknowledged */
-    if (!kafka_flush(ks, errstr, errstr_size))
+    int fr = kafka_flush(ks, errstr, errstr_size);
+    if (fr != 0) {
+        rc = fr;
         goto out;
+    }
     /* 2. the manifests, which make the states valid: a delta's names the
      * known chain and the delta, a snapshot's the snapshot alone */
     for (size_t i = 0; i < ks->npend; i++) {
@@ -384,8 +393,10 @@ static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
         if (r != 0)
             goto out;
     }
-    if (!kafka_flush(ks, errstr, errstr_size))
+    if ((fr = kafka_flush(ks, errstr, errstr_size)) != 0) {
+        rc = fr;
         goto out;
+    }
     /* 3. the known chains move on; a new snapshot's old chain is garbage */
     for (size_t i = 0; i < ks->npend; i++) {
         pending *p = &ks->pend[i];
@@ -709,6 +720,12 @@ static int read_probe(bs_kafkastore *ks, char *errstr, size_t errstr_size)
     }
     rd_kafka_assign(ks->reader, NULL);
     return rc;
+}
+
+int bs_kafkastore_read_check(bs_kafkastore *ks, char *errstr,
+                             size_t errstr_size)
+{
+    return read_probe(ks, errstr, errstr_size);
 }
 
 /* The topic must exist, compacted; if it does not, it is created so with

@@ -27,6 +27,12 @@ bs_kafkastore *bs_kafkastore_open_read(const bs_settings *set,
                                        rd_kafka_t *reader, char *errstr,
                                        size_t errstr_size);
 
+/* Whether the store may read its topic (a fetch at the end of partition
+ * 0): 0, or BS_STORE_REFUSED with errstr when the brokers' authorizer
+ * refuses it (no Read ACL). */
+int bs_kafkastore_read_check(bs_kafkastore *ks, char *errstr,
+                             size_t errstr_size);
+
 /* An input partition a manifest names. */
 typedef struct bs_store_part {
     char topic[250];

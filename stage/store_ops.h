@@ -34,8 +34,9 @@
  * is damaged, and asking again later may read it. */
 #define BS_STORE_UNREACHABLE (-3)
 /* check's answer when the brokers' authorizer refuses the kafka store a
- * read of its topic (no Read ACL): errstr names it (bs_refusal_text);
- * granted, the same check passes. */
+ * read of its topic (no Read ACL), and sync's when it refuses a write
+ * (no Write ACL): errstr names it (bs_refusal_text); granted, the same
+ * call passes. */
 #define BS_STORE_REFUSED (-4)
 
 /* Each operation takes the store's own state, `impl`. */

@@ -309,12 +309,41 @@ static void refused_ended(refused_run *r)
 /* ---- 5. each ACL of the table left out ------------------------------- */
 
 #define ACL_NRECS 3000
+#define ACL_MAX 24 /* cases: the table's stage rows, and one row again */
 
-/* One row of the table left out: its environment, the stage's process,
- * and the refusal's words ("Write on Topic:NAME", as the stage says it). */
+/* A stage whose rows test_acl_missing leaves out: what it runs, the
+ * README's conditions it meets, its -X settings, its store. */
+typedef struct acl_kind {
+    const char *what;
+    const char *const *meets;
+    const char *const *xs;
+    bool kafka_store; /* else the directory store */
+    bool blocklist;   /* live blocklist x on NAME-lst */
+} acl_kind;
+
+static const char *const TXN_X[] = {"exactly_once.method=transactions",
+                                    NULL};
+static const char *const REPLAY_X[] = {"exactly_once.method=replay", NULL};
+
+/* Each row is left out on the first of these that needs it. */
+static const acl_kind kinds[] = {
+    {"transactions", H_MEETS_TXN, TXN_X, true, false},
+    {"the output-tail replay", H_MEETS_REPLAY, REPLAY_X, true, false},
+    {"a live blocklist", H_MEETS_LISTS, TXN_X, false, true},
+};
+#define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+/* One row of the table left out of one stage: its kind, its environment,
+ * the stage's process, and the refusal's words ("Write on Topic:NAME", as
+ * the stage says it).  crash: the second run is preceded by one that
+ * stops at crash point after-checkpoint-write of its first round with
+ * records (output written, the checkpoint not valid yet: the round before
+ * wrote none), so the next one must read the output's tail back. */
 typedef struct acl_case {
+    const acl_kind *kind;
     h_kenv *e;
     h_acl left;
+    bool crash;
     h_proc *p;
     unsigned port;
     double t0, ready_s, log_s;
@@ -324,8 +353,7 @@ typedef struct acl_case {
 
 static h_proc *acl_stage_start(acl_case *k)
 {
-    const char *const xs[] = {"exactly_once.method=transactions", NULL};
-    k->p = h_stage_start(k->e->conf, xs, NULL);
+    k->p = h_stage_start(k->e->conf, k->kind->xs, NULL);
     k->t0 = h_now_s();
     k->port = 0;
     return k->p;
@@ -402,8 +430,11 @@ static void acl_wait_refused(acl_case *k, size_t n)
 }
 
 /* Nothing committed past what was forwarded: the group's offsets are
- * still the first run's, and the output at read_committed holds the
- * first half's keys once and nothing of the second half. */
+ * still the first run's, and, with transactions, the output at
+ * read_committed holds the first half's keys once and nothing of the
+ * second half (the replay's output also holds what was delivered past
+ * the last checkpoint, which the restart after the grant must recognise:
+ * the check after it counts every key). */
 static void acl_expect_held(acl_case *k, size_t half)
 {
     int64_t off[NPARTS];
@@ -414,57 +445,187 @@ static void acl_expect_held(acl_case *k, size_t half)
             fail_msg("%s left out: partition %d committed at %" PRId64
                      ", want %" PRId64 " (the first run's)", k->refusal, p,
                      off[p], k->half[p]);
+    if (k->kind->xs != TXN_X)
+        return;
     size_t nout = 0;
     h_read_out_committed(k->e->st, k->e->h.bs, k->e->out, k->e->in, &nout);
     unsigned *c = h_count_copies(k->e->st, k->e->in, half, NULL);
     h_expect_once(k->e->st, c, k->e->in, k->e->out, half, k->refusal);
 }
 
+/* The cases: every row of kinds[k]'s for each k, on the first kind that
+ * needs it, and the checkpoint topic's Write again on the replay's (the
+ * Kafka store's own producer without transactions; the transactional one
+ * writes checkpoints in the transaction); each with its environment, the
+ * first half of its input produced, and the ACLs of its kind into all[]
+ * (the row left out also into left[]).  Returns how many. */
+static size_t acl_cases(acl_case *k, h_acl_for *all, size_t *nall,
+                        h_acl_for *left)
+{
+    size_t n = 0, half = ACL_NRECS / 2;
+    *nall = 0;
+    for (size_t ki = 0; ki < N_KINDS; ki++) {
+        h_acl rows[16];
+        size_t nrows = h_stage_acls_for(kinds[ki].meets, rows, 16);
+        for (size_t r = 0; r < nrows; r++) {
+            bool again = kinds[ki].xs == REPLAY_X &&
+                         rows[r].on == H_ACL_CKPT &&
+                         rows[r].op == RD_KAFKA_ACL_OPERATION_WRITE;
+            bool seen = false;
+            for (size_t i = 0; i < n && !seen; i++)
+                seen = h_acl_same(&k[i].left, &rows[r]);
+            if (rows[r].without == H_WITHOUT_UNTRIED)
+                fail_msg("README.md's ACL table: the row '%s' applies to "
+                         "the stage with %s, so its 'without it' cell must "
+                         "say what the stage does, not '-'", rows[r].why,
+                         kinds[ki].what);
+            if (seen && !again)
+                continue;
+            if (n == ACL_MAX)
+                fail_msg("more than %d cases", ACL_MAX);
+            char name[32];
+            snprintf(name, sizeof(name), "ks-noacl%zu", n);
+            static const char *const none[] = {NULL};
+            h_kenv_opts o = {.nparts = NPARTS, .rejected = true,
+                             .kafka_store = kinds[ki].kafka_store,
+                             .ckdir = !kinds[ki].kafka_store,
+                             .blocklist = kinds[ki].blocklist,
+                             .checkpoint_ms = 500, .capacity = 30000};
+            acl_case *c = &k[n];
+            c->kind = &kinds[ki];
+            c->e = h_sec_kenv_new(h_kgroup_cluster(), name, H_SEC_SCRAM, &o,
+                                  none);
+            c->left = rows[r];
+            c->crash = rows[r].on == H_ACL_OUT &&
+                       rows[r].op == RD_KAFKA_ACL_OPERATION_READ;
+            h_acl_refusal(c->e, &rows[r], c->refusal, sizeof(c->refusal));
+            for (size_t j = 0; j < nrows; j++)
+                all[(*nall)++] = (h_acl_for){c->e, rows[j]};
+            left[n] = (h_acl_for){c->e, rows[r]};
+            c->e->st = h_stream_new(ACL_NRECS, NPARTS, 0xac1 + n);
+            h_stream_add(c->e->st, ACL_NRECS, 40);
+            h_stream_produce(c->e->st, c->e->h.bs, c->e->in, 0, half, NULL);
+            h_stream_ends(c->e->st, half, c->half);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* `bloomstage ARGV... -c e->conf` (argv without -c) run without the ACL
+ * a, which README.md says the command needs: "exits 1" must exit 1 with a
+ * line `bloomstage CMD: not authorized: <refusal> refused to User:stage
+ * (...)`, "goes on" exit 0; both within 15 s.  The process, for more
+ * checks (the caller releases it). */
+static h_proc *cli_without(const h_kenv *e, const h_acl *a,
+                           const char *const *argv, const char *what)
+{
+    const char *args[12];
+    size_t n = 0;
+    for (; argv[n] && n < 9; n++)
+        args[n] = argv[n];
+    args[n++] = "-c";
+    args[n++] = e->conf;
+    args[n] = NULL;
+    if (a->without != H_WITHOUT_EXITS && a->without != H_WITHOUT_GOES_ON)
+        fail_msg("README.md's ACL table: the row '%s' (%s) must say 'exits "
+                 "1' or 'goes on'", a->why, what);
+    double t0 = h_now_s();
+    h_proc *p = h_bs_cmd(args, a->without == H_WITHOUT_EXITS ? 1 : 0);
+    double t = h_now_s() - t0;
+    char refusal[256], want[400], line[1024] = "";
+    h_acl_refusal(e, a, refusal, sizeof(refusal));
+    snprintf(want, sizeof(want), "not authorized: %s refused to "
+             H_SEC_STAGE_PRINCIPAL " (", refusal);
+    const char *const needles[] = {"bloomstage ", want, NULL};
+    if (a->without == H_WITHOUT_EXITS &&
+        !log_line(p, needles, line, sizeof(line)))
+        h_stage_fail(p, "%s without %s: no line '%s...'", what, refusal,
+                     want);
+    if (t > 15)
+        h_stage_fail(p, "%s without %s: %.1f s, want 15 s at most", what,
+                     refusal, t);
+    print_message("%s without %s: exit %d after %.1f s%s%s\n", what, refusal,
+                  a->without == H_WITHOUT_EXITS ? 1 : 0, t,
+                  line[0] ? ": " : "", line);
+    return p;
+}
+
+/* The row of README.md's table for a command (meets) on resource `on`
+ * with operation op; fails the test if there is none. */
+static h_acl cli_row(const char *const *meets, h_acl_on on,
+                     rd_kafka_AclOperation_t op, h_acl *done, size_t *ndone)
+{
+    h_acl rows[8];
+    size_t n = h_stage_acls_for(meets, rows, 8);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].on == on && rows[i].op == op) {
+            done[(*ndone)++] = rows[i];
+            return rows[i];
+        }
+    h_test_fail("README.md's ACL table: no row for %s on %s", meets[0],
+                on == H_ACL_LIST ? "the list topic" : "the checkpoint store");
+}
+
 /*
- * Each row of README.md's table that the tests' stage needs, left out in
- * turn, each case on its own topics and group, all side by side over
- * SASL_SSL: a first run with every ACL forwards half the input and
- * commits; the row's ACL revoked, the second run must within 60 s log an
+ * Each row of README.md's table left out, all side by side over SASL_SSL
+ * on one broker.  The stage's rows (kinds[]), each case on its own topics
+ * and group: a first run with every ACL of its kind forwards half the
+ * input and commits; the row's ACL revoked (and, for the output's Read
+ * that the replay needs, a run that stops after its first round's output
+ * and before its checkpoint is valid), the second run must within 60 s log an
  * error naming the refusal and answer /ready 503 naming it; a row marked
  * "exits 1" ends the stage with exit 1 naming it (after
  * BS_START_GIVE_UP_S, within 60 s of its start), one marked "retries"
  * keeps it running; nothing is committed past the first run.  A row
  * marked "goes on" is not refused in a way the stage can see: its run
- * must forward the input to its end without the row.  The ACL
- * granted again (while it runs, or before a restart), the input is
- * forwarded to its end, every key once at read_committed.  Beside the
- * second run, the four refused credentials of section 4 run their course
- * (refused_run).
+ * must forward the input to its end without the row.  The ACL granted
+ * again (while it runs, or before a restart), the input is forwarded to
+ * its end, every key once at read_committed.  Beside the second run, the
+ * four refused credentials of section 4 run their course (refused_run).
+ * The commands' rows: `bloomstage blocklist add` and `checkpoint info`
+ * with only their other rows granted (their topics unseen), and beside
+ * the stage's ACLs (their topics seen: the refusal met by the write or
+ * the read itself), each as its cell says (cli_without).  Every row of
+ * the table is left out by one of these.
  */
 static void test_acl_missing(void **state)
 {
     (void)state;
     h_kcluster *cl = h_kgroup_cluster();
-    h_acl acls[16];
-    size_t n = h_stage_acls(acls, 16), half = ACL_NRECS / 2;
-    for (size_t i = 0; i < n; i++)
-        if (acls[i].without == H_WITHOUT_UNTRIED)
-            fail_msg("README.md's ACL table: the row '%s' applies to this "
-                     "test's stage, so its 'without it' cell must say what "
-                     "the stage does, not '-'", acls[i].why);
-    acl_case k[16];
-    h_acl_for all[16 * 16], left[16];
-    size_t nall = 0;
+    size_t half = ACL_NRECS / 2, nall = 0;
+    static acl_case k[ACL_MAX];
+    static h_acl_for all[ACL_MAX * 16 + 4], left[ACL_MAX + 2];
     memset(k, 0, sizeof(k));
-    for (size_t i = 0; i < n; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "ks-noacl%zu", i);
-        static const char *const none[] = {NULL};
-        k[i].e = env_make(name, H_SEC_SCRAM, none);
-        k[i].left = acls[i];
-        h_acl_refusal(k[i].e, &acls[i], k[i].refusal, sizeof(k[i].refusal));
-        for (size_t j = 0; j < n; j++)
-            all[nall++] = (h_acl_for){k[i].e, acls[j]};
-        left[i] = (h_acl_for){k[i].e, acls[i]};
-        k[i].e->st = h_stream_new(ACL_NRECS, NPARTS, 0xac1 + i);
-        h_stream_add(k[i].e->st, ACL_NRECS, 40);
-        h_stream_produce(k[i].e->st, k[i].e->h.bs, k[i].e->in, 0, half, NULL);
-        h_stream_ends(k[i].e->st, half, k[i].half);
+    size_t n = acl_cases(k, all, &nall, left);
+    /* The commands' environment: no stage, only the rows of theirs not
+     * left out granted (blocklist: none; checkpoint info: the reader's
+     * group). */
+    h_kenv_opts co = {.nparts = 1, .kafka_store = true, .blocklist = true,
+                      .checkpoint_ms = 500, .capacity = 1000};
+    static const char *const none[] = {NULL};
+    h_kenv *ce = h_sec_kenv_new(cl, "ks-noacl-cli", H_SEC_SCRAM, &co, none);
+    h_acl done[8];
+    size_t ndone = 0;
+    h_acl bl_write = cli_row(H_MEETS_BLOCKLIST_CLI, H_ACL_LIST,
+                             RD_KAFKA_ACL_OPERATION_WRITE, done, &ndone);
+    h_acl info_read = cli_row(H_MEETS_INFO_CLI, H_ACL_CKPT,
+                              RD_KAFKA_ACL_OPERATION_READ, done, &ndone);
+    h_acl info_group = cli_row(H_MEETS_INFO_CLI, H_ACL_GROUP_REPLAY,
+                               RD_KAFKA_ACL_OPERATION_DESCRIBE, done, &ndone);
+    all[nall++] = (h_acl_for){ce, info_group};
+    /* Every row of the table, left out by a case or a command. */
+    h_acl table[32];
+    size_t ntable = h_stage_acls_for(H_MEETS_ALL, table, 32);
+    for (size_t r = 0; r < ntable; r++) {
+        bool covered = false;
+        for (size_t i = 0; i < n && !covered; i++)
+            covered = h_acl_same(&k[i].left, &table[r]);
+        for (size_t i = 0; i < ndone && !covered; i++)
+            covered = h_acl_same(&done[i], &table[r]);
+        if (!covered)
+            fail_msg("README.md's ACL table: no test leaves out the row "
+                     "'%s'", table[r].why);
     }
     H_CHECK(h_acls_apply(cl, H_SEC_STAGE_PRINCIPAL, all, nall, true));
     /* 1. every ACL: the first half forwarded and committed */
@@ -486,10 +647,26 @@ static void test_acl_missing(void **state)
     for (size_t i = 0; i < n; i++)
         h_stream_produce(k[i].e->st, k[i].e->h.bs, k[i].e->in, half,
                          ACL_NRECS, NULL);
+    for (size_t i = 0; i < n; i++)
+        if (k[i].crash)
+            k[i].p = h_stage_start(k[i].e->conf, k[i].kind->xs,
+                                   h_crash_env("after-checkpoint-write", 1));
     refused_run bad;
     refused_start(&bad);
     for (size_t i = 0; i < n; i++)
-        acl_stage_start(&k[i]);
+        if (!k[i].crash)
+            acl_stage_start(&k[i]);
+    for (size_t i = 0; i < n; i++)
+        if (k[i].crash) {
+            h_wait_crashed(k[i].p, "after-checkpoint-write", 60000);
+            h_proc_release(k[i].p);
+            acl_stage_start(&k[i]);
+        }
+    const char *const add[] = {"blocklist", "add", "x", "k-none", NULL};
+    const char *const info[] = {"checkpoint", "info", NULL};
+    h_proc_release(cli_without(ce, &bl_write, add, "bloomstage blocklist"));
+    h_proc_release(cli_without(ce, &info_read, info,
+                               "bloomstage checkpoint info"));
     refused_ready(&bad);
     acl_wait_refused(k, n);
     for (size_t i = 0; i < n; i++) {
@@ -558,6 +735,31 @@ static void test_acl_missing(void **state)
         print_message("%s left out, then granted: %zu keys once\n",
                       k[i].refusal, nk);
     }
+    /* 4. the commands beside the stage's ACLs: `blocklist add` on a live
+     * list's environment (the topic seen by its Read, the write refused),
+     * `checkpoint info` on two of the transactions' at the input's end,
+     * each without one of its rows */
+    acl_case *lists = NULL, *txn[2] = {NULL, NULL};
+    for (size_t i = 0; i < n; i++)
+        if (k[i].kind->blocklist)
+            lists = &k[i];
+        else if (k[i].kind->xs == TXN_X && k[i].kind->kafka_store)
+            txn[txn[0] != NULL] = &k[i];
+    h_proc_release(cli_without(lists->e, &bl_write, add,
+                               "bloomstage blocklist, the stage's ACLs "
+                               "granted"));
+    const h_acl_for cli_left[] = {{txn[0]->e, info_read},
+                                  {txn[1]->e, info_group}};
+    H_CHECK(h_acls_apply(cl, H_SEC_STAGE_PRINCIPAL, cli_left, 2, false));
+    h_proc_release(cli_without(txn[0]->e, &info_read, info,
+                               "bloomstage checkpoint info, the stage's ACLs "
+                               "granted"));
+    h_proc *p = cli_without(txn[1]->e, &info_group, info,
+                            "bloomstage checkpoint info, the stage's ACLs "
+                            "granted");
+    if (info_group.without == H_WITHOUT_GOES_ON)
+        h_expect_ckpt_info(p, txn[1]->e->in, txn[1]->e->st->next, NPARTS);
+    h_proc_release(p);
     H_CHECK(h_acls_apply(cl, H_SEC_STAGE_PRINCIPAL, all, nall, false));
     h_kenv_free(k[0].e);
 }

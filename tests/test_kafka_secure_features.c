@@ -53,25 +53,6 @@
 #define NRECS 12000
 #define FEED_RATE 2000
 
-/* The README's conditions each case's stage meets (h_stage_acls_for). */
-static const char *const MEETS_REPLAY[] = {
-    "every stage", "`processing.guarantee=exactly_once`",
-    "`rejected.topic` set", "`checkpoint.store=kafka`",
-    "`exactly_once.method=replay`", NULL};
-static const char *const MEETS_TXN[] = {
-    "every stage", "`processing.guarantee=exactly_once`",
-    "`rejected.topic` set", "`checkpoint.store=kafka`",
-    "`exactly_once.method=transactions`", NULL};
-static const char *const MEETS_LISTS[] = {
-    "every stage", "`processing.guarantee=exactly_once`",
-    "`rejected.topic` set", "`exactly_once.method=transactions`",
-    "live blocklists", NULL};
-/* The commands', each alone. */
-static const char *const MEETS_BLOCKLIST_CLI[] = {"`bloomstage blocklist",
-                                                  NULL};
-static const char *const MEETS_INFO_CLI[] = {"`bloomstage checkpoint info`",
-                                             NULL};
-
 static const char *const REPLAY_X[] = {"exactly_once.method=replay", NULL};
 static const char *const TXN_X[] = {"exactly_once.method=transactions",
                                     NULL};
@@ -155,7 +136,7 @@ static void replay_case(const char *name, h_sec_auth auth, const char *how)
     h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
                      .checkpoint_ms = 500, .capacity = 30000};
     h_kenv *e = h_sec_kenv_new(h_kgroup_cluster(), name, auth, &o,
-                               MEETS_REPLAY);
+                               H_MEETS_REPLAY);
     size_t from = denials_from();
     stream_start(e, 0x7e91a7);
     h_proc *p = h_stage_start(e->conf, REPLAY_X,
@@ -183,10 +164,10 @@ static void replay_case(const char *name, h_sec_auth auth, const char *how)
                      e->ckt);
     h_proc_release(p);
     expect_once(e, false, how);
-    acls(e, MEETS_REPLAY, false);
-    acls(e, MEETS_INFO_CLI, true);
+    acls(e, H_MEETS_REPLAY, false);
+    acls(e, H_MEETS_INFO_CLI, true);
     expect_info(e, how);
-    acls(e, MEETS_INFO_CLI, false);
+    acls(e, H_MEETS_INFO_CLI, false);
     expect_nothing_denied(from, how);
     h_kenv_free(e);
 }
@@ -214,7 +195,7 @@ static void test_scale_out(void **state)
     h_kcluster *c = h_kgroup_cluster();
     h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
                      .checkpoint_ms = 500, .capacity = 30000};
-    h_kenv *e = h_sec_kenv_new(c, "ksf-scale", H_SEC_SCRAM, &o, MEETS_TXN);
+    h_kenv *e = h_sec_kenv_new(c, "ksf-scale", H_SEC_SCRAM, &o, H_MEETS_TXN);
     char *mtls = h_sec_kenv_conf(c, e, H_SEC_MTLS, H_SEC_SOUND, "mtls");
     size_t from = denials_from();
     stream_start(e, 0x5ca1e);
@@ -242,7 +223,7 @@ static void test_scale_out(void **state)
     h_proc_release(b);
     expect_once(e, true, how);
     expect_nothing_denied(from, how);
-    acls(e, MEETS_TXN, false);
+    acls(e, H_MEETS_TXN, false);
     h_kenv_free(e);
 }
 
@@ -309,7 +290,7 @@ static void blocklist_case(const char *name, h_sec_auth auth,
     h_kenv_opts o = {.nparts = 1, .rejected = true, .blocklist = true,
                      .ckdir = true, .checkpoint_ms = 500, .capacity = 1000};
     h_kenv *e = h_sec_kenv_new(h_kgroup_cluster(), name, auth, &o,
-                               MEETS_BLOCKLIST_CLI);
+                               H_MEETS_BLOCKLIST_CLI);
     size_t from = denials_from();
     /* x = {a, c, d}: loaded a b c, added d, removed b; then g, live. */
     char *list = h_strdupf("%s/list.txt", e->h.dir);
@@ -319,7 +300,7 @@ static void blocklist_case(const char *name, h_sec_auth auth,
     bl_cmd(e->conf, "add", d, 1);
     bl_cmd(e->conf, "remove", b, 1);
     free(list);
-    acls(e, MEETS_LISTS, true);
+    acls(e, H_MEETS_LISTS, true);
     static const char *const keys[] = {"a", "b", "c", "d", "e", "g", "f"};
     produce(e, keys, 0, 5);
     h_proc *p = h_stage_start(e->conf, TXN_X, NULL);
@@ -354,8 +335,8 @@ static void blocklist_case(const char *name, h_sec_auth auth,
                   "(blocked); the broker denied User:stage nothing\n", how,
                   e->out, out, e->rej, rej);
     expect_nothing_denied(from, how);
-    acls(e, MEETS_LISTS, false);
-    acls(e, MEETS_BLOCKLIST_CLI, false);
+    acls(e, H_MEETS_LISTS, false);
+    acls(e, H_MEETS_BLOCKLIST_CLI, false);
     h_kenv_free(e);
 }
 

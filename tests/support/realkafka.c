@@ -55,11 +55,14 @@ static const char *last_line(const char *text, int *len)
 static int run_script(const char *dir, const char *const *args,
                       int timeout_ms, char **out)
 {
-    const char *argv[32];
+    const char *argv[64];
     size_t k = 0;
     argv[k++] = script();
-    for (size_t i = 0; args[i] && k < 28; i++)
+    for (size_t i = 0; args[i]; i++) {
+        if (k == 60) /* a cut list would run another command */
+            return h_fail("%s %s: more than 59 arguments", argv[0], args[0]);
         argv[k++] = args[i];
+    }
     argv[k++] = "--dir";
     argv[k++] = dir;
     argv[k] = NULL;

@@ -12,12 +12,22 @@
 
 /* ---- the README's ACL table -------------------------------------------- */
 
-/* The conditions of the README's rows that test_kafka_secure's stage
- * meets. */
-static const char *const stage_meets[] = {
+const char *const H_MEETS_TXN[] = {
     "every stage", "`processing.guarantee=exactly_once`",
     "`rejected.topic` set", "`checkpoint.store=kafka`",
     "`exactly_once.method=transactions`", NULL};
+const char *const H_MEETS_REPLAY[] = {
+    "every stage", "`processing.guarantee=exactly_once`",
+    "`rejected.topic` set", "`checkpoint.store=kafka`",
+    "`exactly_once.method=replay`", NULL};
+const char *const H_MEETS_LISTS[] = {
+    "every stage", "`processing.guarantee=exactly_once`",
+    "`rejected.topic` set", "`exactly_once.method=transactions`",
+    "live blocklists", NULL};
+const char *const H_MEETS_BLOCKLIST_CLI[] = {"`bloomstage blocklist", NULL};
+const char *const H_MEETS_INFO_CLI[] = {"`bloomstage checkpoint info`",
+                                        NULL};
+const char *const H_MEETS_ALL[] = {"", NULL};
 
 /* Cell i (1-based) of a markdown table row into buf, trimmed. */
 static void cell(const char *row, int i, char *buf, size_t size)
@@ -121,7 +131,7 @@ size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max)
                     H_README_MD, header);
     size_t n = 0;
     if (!meets)
-        meets = stage_meets;
+        meets = H_MEETS_TXN;
     row = strchr(row, '\n');
     while (row && row[1] == '|') {
         row++;
@@ -149,7 +159,7 @@ size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max)
 
 size_t h_stage_acls(h_acl *acls, size_t max)
 {
-    return h_stage_acls_for(stage_meets, acls, max);
+    return h_stage_acls_for(H_MEETS_TXN, acls, max);
 }
 
 /* ---- DIR/secure.env ---------------------------------------------------- */
@@ -403,6 +413,11 @@ static const char *op_name(rd_kafka_AclOperation_t op)
     default:
         return "Unknown";
     }
+}
+
+bool h_acl_same(const h_acl *a, const h_acl *b)
+{
+    return a->on == b->on && a->op == b->op && !strcmp(a->why, b->why);
 }
 
 void h_acl_refusal(const h_kenv *e, const h_acl *a, char *buf, size_t size)

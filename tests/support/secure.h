@@ -116,6 +116,20 @@ typedef struct h_acl {
     h_acl_without without; /* the table's "without it" */
 } h_acl;
 
+/* The README's conditions (the "needed for" cells' beginnings) that a
+ * test's stage or command meets, for h_stage_acls_for: a stage with
+ * exactly_once.method=transactions, a rejected topic and
+ * checkpoint.store=kafka; the same with exactly_once.method=replay; one
+ * with transactions, a rejected topic and a live blocklist (the directory
+ * store); `bloomstage blocklist`; `bloomstage checkpoint info` on the
+ * Kafka store; and every row of the table. */
+extern const char *const H_MEETS_TXN[];
+extern const char *const H_MEETS_REPLAY[];
+extern const char *const H_MEETS_LISTS[];
+extern const char *const H_MEETS_BLOCKLIST_CLI[];
+extern const char *const H_MEETS_INFO_CLI[];
+extern const char *const H_MEETS_ALL[];
+
 /* The ACLs README.md's table ("ACLs the stage's principal needs") lists
  * for what a test runs: every row whose condition (the "needed for" cell)
  * begins with one of meets[] (NULL-terminated, e.g. "every stage",
@@ -125,9 +139,7 @@ typedef struct h_acl {
  * stage does without it) fails the test, naming it, as does a table not
  * found or nothing listed. */
 size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max);
-/* h_stage_acls_for a stage with exactly_once.method=transactions (and so
- * processing.guarantee=exactly_once), a rejected topic and
- * checkpoint.store=kafka. */
+/* h_stage_acls_for(H_MEETS_TXN). */
 size_t h_stage_acls(h_acl *acls, size_t max);
 
 /* Allows or removes acls[0..n) for principal on e's resources on cluster
@@ -137,6 +149,9 @@ int h_acls_grant(h_kcluster *c, const h_kenv *e, const char *principal,
 int h_acls_revoke(h_kcluster *c, const h_kenv *e, const char *principal,
                   const h_acl *acls, size_t n) H_WARN_UNUSED;
 
+/* Whether a and b are one row of the table (resource, operation and
+ * "needed for" cell). */
+bool h_acl_same(const h_acl *a, const h_acl *b);
 /* What the stage says when a's ACL on e's resources is missing, into
  * buf: "Write on Topic:NAME" (a transactional id's prefix: the stage's id
  * starts with it). */
