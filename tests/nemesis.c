@@ -225,40 +225,6 @@ static long node_pid(nemesis *n, int node)
     return pid;
 }
 
-/* Kafka's coordinator partition for an id: abs(String.hashCode) % count. */
-static int32_t java_partition(const char *id, int count)
-{
-    int32_t h = 0;
-    for (const unsigned char *s = (const unsigned char *)id; *s; s++)
-        h = (int32_t)((uint32_t)h * 31u + *s);
-    if (h == INT32_MIN)
-        h = 0;
-    return (h < 0 ? -h : h) % count;
-}
-
-/* The leader of a partition of topic (part -1: the one id hashes to), by
- * metadata through the direct listener; -1 if unknown. */
-static int leader_of(nemesis *n, const char *topic, int32_t part,
-                     const char *id)
-{
-    rd_kafka_topic_t *t = rd_kafka_topic_new(n->e->q, topic, NULL);
-    const rd_kafka_metadata_t *md = NULL;
-    int leader = -1;
-    if (rd_kafka_metadata(n->e->q, 0, t, &md, 5000) == 0 &&
-        md->topic_cnt == 1 && md->topics[0].partition_cnt > 0) {
-        const rd_kafka_metadata_topic_t *mt = &md->topics[0];
-        if (id)
-            part = java_partition(id, mt->partition_cnt);
-        for (int i = 0; i < mt->partition_cnt; i++)
-            if (mt->partitions[i].id == part)
-                leader = mt->partitions[i].leader;
-    }
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(t);
-    return leader;
-}
-
 /* A live instance's transactional id, from its start-up line. */
 static bool txn_id_of(nemesis *n, char *buf, size_t size)
 {
@@ -282,11 +248,13 @@ static int pick_broker(nemesis *n, target *t)
     int node = -1;
     char id[256];
     if (*t == T_LEADER)
-        node = leader_of(n, n->e->in, (int32_t)draw(n, NPARTS), NULL);
+        node = h_kleader_of(n->e->q, n->e->in, (int32_t)draw(n, NPARTS),
+                            NULL);
     else if (*t == T_TXN_COORD && txn_id_of(n, id, sizeof(id)))
-        node = leader_of(n, "__transaction_state", 0, id);
+        node = h_kleader_of(n->e->q, "__transaction_state", 0, id);
     else if (*t == T_GROUP_COORD)
-        node = leader_of(n, "__consumer_offsets", 0, n->e->group);
+        node = h_kleader_of(n->e->q, "__consumer_offsets", 0,
+                            n->e->group);
     if (node < 1 || node > NODES) {
         say("  (%s unknown: a node drawn at random)", target_name[*t]);
         node = 1 + (int)draw(n, NODES);
