@@ -155,7 +155,6 @@
 #include <librdkafka/rdkafka.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -231,32 +230,6 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return -1;
-}
-
-/* CPU seconds (user + system) of a process so far, from /proc/PID/stat;
- * -1 if it cannot be read. */
-static double cpu_seconds(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    if (!p)
-        return -1;
-    unsigned long long ut = 0, st = 0;
-    /* after ")": state(3) ppid pgrp session tty tpgid flags minflt cminflt
-     * majflt cmajflt utime(14) stime(15) */
-    if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-               &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* -- child processes ------------------------------------------------------ */
@@ -598,7 +571,7 @@ static void *observer_main(void *arg)
         if (rc) {
             o->errors++;
         } else if (sum != last) {
-            double cc = cpu_seconds(o->client), cm = cpu_seconds(o->mock);
+            double cc = h_proc_cpu_s(o->client), cm = h_proc_cpu_s(o->mock);
             if (last == 0) {
                 o->t_first = t;
                 o->cpu_client_first = cc;

@@ -9,7 +9,8 @@
  * --proxied) and runs:
  *
  *   NAME --minutes N --seed S [--instances 2|3] [--rate R]
- *        [--bound SEC] [--bloomstage PATH]
+ *        [--bound SEC] [--each K] [--hold LO-HI] [--gap LO-HI]
+ *        [--bloomstage PATH]
  *
  * The stages (exactly_once.method=transactions, checkpoint.store=kafka, a
  * file blocklist and a live one) reach the brokers only through one TCP
@@ -18,7 +19,10 @@
  * PROXIED listener); the feeder and every check use the direct listener,
  * so they are never cut.  Every choice -- the stream, the blocked keys, the
  * faults, their targets and how long each is held -- comes from the seed,
- * which is printed first so that a failure can be replayed.
+ * which is printed first so that a failure can be replayed.  With --each K
+ * the schedule first deals every fault kind K times in an order shuffled
+ * from the seed, then draws by weight: a soak covers every kind by
+ * construction, which weights alone do not promise.
  *
  * Faults: a stage instance killed -9 and started again, paused (SIGSTOP)
  * past its session timeout and resumed, restarted gracefully; a broker
@@ -115,6 +119,10 @@ typedef struct nemesis {
     char *logdir; /* every run's stderr: LOGDIR/iI-rR.log */
     uint64_t rng;
     double bound_s;
+    int hold_lo, hold_hi; /* a fault's hold, seconds: [lo, hi) */
+    int gap_lo, gap_hi;   /* the quiet time before a fault, the same */
+    fault *deck;          /* --each: dealt before any draw */
+    size_t ndeck, dealt;
     unsigned done[F_COUNT];
     double worst[F_COUNT];
     unsigned over_bound;
@@ -225,40 +233,6 @@ static long node_pid(nemesis *n, int node)
     return pid;
 }
 
-/* Kafka's coordinator partition for an id: abs(String.hashCode) % count. */
-static int32_t java_partition(const char *id, int count)
-{
-    int32_t h = 0;
-    for (const unsigned char *s = (const unsigned char *)id; *s; s++)
-        h = (int32_t)((uint32_t)h * 31u + *s);
-    if (h == INT32_MIN)
-        h = 0;
-    return (h < 0 ? -h : h) % count;
-}
-
-/* The leader of a partition of topic (part -1: the one id hashes to), by
- * metadata through the direct listener; -1 if unknown. */
-static int leader_of(nemesis *n, const char *topic, int32_t part,
-                     const char *id)
-{
-    rd_kafka_topic_t *t = rd_kafka_topic_new(n->e->q, topic, NULL);
-    const rd_kafka_metadata_t *md = NULL;
-    int leader = -1;
-    if (rd_kafka_metadata(n->e->q, 0, t, &md, 5000) == 0 &&
-        md->topic_cnt == 1 && md->topics[0].partition_cnt > 0) {
-        const rd_kafka_metadata_topic_t *mt = &md->topics[0];
-        if (id)
-            part = java_partition(id, mt->partition_cnt);
-        for (int i = 0; i < mt->partition_cnt; i++)
-            if (mt->partitions[i].id == part)
-                leader = mt->partitions[i].leader;
-    }
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(t);
-    return leader;
-}
-
 /* A live instance's transactional id, from its start-up line. */
 static bool txn_id_of(nemesis *n, char *buf, size_t size)
 {
@@ -282,11 +256,13 @@ static int pick_broker(nemesis *n, target *t)
     int node = -1;
     char id[256];
     if (*t == T_LEADER)
-        node = leader_of(n, n->e->in, (int32_t)draw(n, NPARTS), NULL);
+        node = h_kleader_of(n->e->q, n->e->in, (int32_t)draw(n, NPARTS),
+                            NULL);
     else if (*t == T_TXN_COORD && txn_id_of(n, id, sizeof(id)))
-        node = leader_of(n, "__transaction_state", 0, id);
+        node = h_kleader_of(n->e->q, "__transaction_state", 0, id);
     else if (*t == T_GROUP_COORD)
-        node = leader_of(n, "__consumer_offsets", 0, n->e->group);
+        node = h_kleader_of(n->e->q, "__consumer_offsets", 0,
+                            n->e->group);
     if (node < 1 || node > NODES) {
         say("  (%s unknown: a node drawn at random)", target_name[*t]);
         node = 1 + (int)draw(n, NODES);
@@ -416,7 +392,7 @@ static void live_add(nemesis *n)
 
 static void run_fault(nemesis *n, fault f)
 {
-    int hold = draw_ms(n, 3, 12);
+    int hold = draw_ms(n, n->hold_lo, n->hold_hi);
     int inst = (int)draw(n, (uint64_t)n->ninst);
     target t = T_LEADER;
     int node = 0;
@@ -517,6 +493,8 @@ static void run_fault(nemesis *n, fault f)
 
 static fault draw_fault(nemesis *n)
 {
+    if (n->dealt < n->ndeck)
+        return n->deck[n->dealt++];
     unsigned sum = 0;
     for (int f = 0; f < F_COUNT; f++)
         sum += fault_weight[f];
@@ -527,6 +505,21 @@ static fault draw_fault(nemesis *n)
         r -= fault_weight[f];
     }
     return F_STAGE_KILL9;
+}
+
+/* Every kind `each` times, shuffled from the seed (Fisher-Yates). */
+static void deal(nemesis *n, unsigned each)
+{
+    n->ndeck = (size_t)each * F_COUNT;
+    n->deck = h_xcalloc(n->ndeck ? n->ndeck : 1, sizeof(*n->deck));
+    for (size_t i = 0; i < n->ndeck; i++)
+        n->deck[i] = (fault)(i % F_COUNT);
+    for (size_t i = n->ndeck; i > 1; i--) {
+        size_t j = (size_t)draw(n, i);
+        fault t = n->deck[i - 1];
+        n->deck[i - 1] = n->deck[j];
+        n->deck[j] = t;
+    }
 }
 
 /* ---- the oracle -------------------------------------------------------- */
@@ -664,13 +657,23 @@ static void usage(const char *me)
 {
     fprintf(stderr,
             "usage: %s --minutes N --seed S [--instances 2|3] [--rate R]\n"
-            "          [--bound SEC] [--bloomstage PATH]\n"
+            "          [--bound SEC] [--each K] [--hold LO-HI] [--gap LO-HI]"
+            "\n          [--bloomstage PATH]\n"
             "  --minutes N    how long the fault schedule runs (default 3)\n"
             "  --seed S       the stream, the blocked keys, the faults\n"
             "                 (default: from the clock; printed first)\n"
             "  --instances K  bloomstage run instances (default 2)\n"
             "  --rate R       input records a second (default 400)\n"
             "  --bound SEC    the stall allowed after a heal (default 60)\n"
+            "  --each K       deal every fault kind K times first, in a "
+            "seeded\n"
+            "                 order, then draw by weight (default 0: draw "
+            "only)\n"
+            "  --hold LO-HI   how long a fault is held, whole seconds drawn "
+            "in\n"
+            "                 [LO, HI) (default 3-12; a stage pause adds 8)\n"
+            "  --gap LO-HI    the quiet time before each fault, the same way"
+            "\n                 (default 2-6)\n"
             "  --bloomstage P the binary (default: $BLOOMSTAGE_BIN or the "
             "build's)\n",
             me);
@@ -680,7 +683,8 @@ int main(int argc, char **argv)
 {
     double minutes = 3, rate = 400, bound = 60;
     uint64_t seed = (uint64_t)h_wall_s() ^ (uint64_t)getpid() << 20;
-    int ninst = 2;
+    int ninst = 2, each = 0, hold_lo = 3, hold_hi = 12, gap_lo = 2,
+        gap_hi = 6;
     const char *bin = getenv("BLOOMSTAGE_BIN");
     if (!bin || !*bin)
         bin = BENCH_BLOOMSTAGE_PATH;
@@ -690,6 +694,9 @@ int main(int argc, char **argv)
         {"instances", required_argument, 0, 'i'},
         {"rate", required_argument, 0, 'r'},
         {"bound", required_argument, 0, 'b'},
+        {"each", required_argument, 0, 'e'},
+        {"hold", required_argument, 0, 'H'},
+        {"gap", required_argument, 0, 'g'},
         {"bloomstage", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -700,19 +707,36 @@ int main(int argc, char **argv)
         case 'i': ninst = atoi(optarg); break;
         case 'r': rate = atof(optarg); break;
         case 'b': bound = atof(optarg); break;
+        case 'e': each = atoi(optarg); break;
+        case 'H':
+        case 'g': {
+            int end = 0;
+            if (sscanf(optarg, "%d-%d%n", ch == 'H' ? &hold_lo : &gap_lo,
+                       ch == 'H' ? &hold_hi : &gap_hi, &end) != 2 ||
+                optarg[end] != '\0') {
+                fprintf(stderr, "%s: --%s '%s': want LO-HI, whole "
+                        "seconds\n", argv[0], ch == 'H' ? "hold" : "gap",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'B': bin = optarg; break;
         case 'h': usage(argv[0]); return 0;
         default: usage(argv[0]); return 2;
         }
     }
     if (optind != argc || minutes <= 0 || rate <= 0 || bound <= 0 ||
-        ninst < 2 || ninst > MAXINST || !*bin) {
+        ninst < 2 || ninst > MAXINST || each < 0 || each > 100 ||
+        hold_lo < 1 || hold_hi <= hold_lo || hold_hi > 600 || gap_lo < 0 ||
+        gap_hi <= gap_lo || gap_hi > 600 || !*bin) {
         usage(argv[0]);
         return 2;
     }
     printf("seed %" PRIu64 " (replay: bench/nemesis --minutes %g --seed %"
-           PRIu64 " --instances %d --rate %g --bound %g)\n", seed, minutes,
-           seed, ninst, rate, bound);
+           PRIu64 " --instances %d --rate %g --bound %g --each %d --hold "
+           "%d-%d --gap %d-%d)\n", seed, minutes, seed, ninst, rate, bound,
+           each, hold_lo, hold_hi, gap_lo, gap_hi);
     fflush(stdout);
     setenv("BLOOMSTAGE_BIN", bin, 1);
     if (h_test_init()) {
@@ -720,7 +744,9 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    nemesis n = {.ninst = ninst, .rng = seed, .bound_s = bound};
+    nemesis n = {.ninst = ninst, .rng = seed, .bound_s = bound,
+                 .hold_lo = hold_lo, .hold_hi = hold_hi, .gap_lo = gap_lo,
+                 .gap_hi = gap_hi};
     H_MUST(h_tmpdir_new(&n.logdir));
     g_n = &n;
     h_set_fail_hook(on_fail);
@@ -805,10 +831,11 @@ int main(int argc, char **argv)
     say("%d instances up; caught up with the feed in %.1f s", ninst,
         t_first);
 
+    deal(&n, (unsigned)each);
     double t_end = h_now_s() + minutes * 60;
     unsigned faults = 0;
     while (h_now_s() < t_end) {
-        h_nap(draw_ms(&n, 2, 6));
+        h_nap(draw_ms(&n, n.gap_lo, n.gap_hi));
         if (faults % 3 == 1)
             live_add(&n);
         run_fault(&n, draw_fault(&n));
@@ -836,11 +863,23 @@ int main(int argc, char **argv)
            v.produced, st->nids, nfile, nlive, n.late_keys, n.late_adds);
     printf("records forwarded    %zu\n", v.forwarded);
     printf("records rejected     %zu\n", v.rejected);
-    printf("faults               %u\n", faults);
+    printf("faults               %u (holds %d - %d s, gaps %d - %d s; %zu "
+           "dealt of a deck of every kind %d times, the rest drawn by "
+           "weight)\n", faults, hold_lo, hold_hi, gap_lo, gap_hi, n.dealt,
+           each);
     printf("  %-22s %5s %14s\n", "type", "count", "largest stall");
     for (int f = 0; f < F_COUNT; f++)
         printf("  %-22s %5u %12.1f s\n", fault_name[f], n.done[f],
                n.worst[f]);
+    if (each > 0) {
+        unsigned fewest = n.done[0];
+        for (int f = 1; f < F_COUNT; f++)
+            if (n.done[f] < fewest)
+                fewest = n.done[f];
+        printf("coverage             every kind at least %d times: %s "
+               "(fewest %u)\n", each, fewest >= (unsigned)each ? "PASS" :
+               "MISS", fewest);
+    }
     printf("lost                 %zu\n", v.lost);
     printf("duplicated           %zu\n", v.duplicated);
     printf("unexpected           %zu\n", v.unexpected);
@@ -872,5 +911,6 @@ int main(int argc, char **argv)
     free(live_path);
     free(conf_extra);
     free(n.cls);
+    free(n.deck);
     return ok ? 0 : 1;
 }

@@ -61,6 +61,9 @@ int h_process_kill(h_proc *p, int sig);
 pid_t h_process_pid(const h_proc *p);
 /* A memory field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
 long h_proc_status_kib(pid_t pid, const char *field);
+/* CPU seconds (user + system) of a running process so far, from
+ * /proc/PID/stat; -1 if it cannot be read. */
+double h_proc_cpu_s(pid_t pid);
 /* The child's resource usage, once reaped (zeros before). */
 const struct rusage *h_process_rusage(const h_proc *p);
 /* Everything the child wrote so far, as a string owned by p (valid until

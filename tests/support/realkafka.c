@@ -893,6 +893,40 @@ void h_wait_out_tolerant(rd_kafka_t *q, const char *topic, int nparts,
     }
 }
 
+/* ---- leaders and coordinators ------------------------------------------ */
+
+/* Kafka's coordinator partition for an id: abs(String.hashCode) % count. */
+static int32_t java_partition(const char *id, int count)
+{
+    int32_t h = 0;
+    for (const unsigned char *s = (const unsigned char *)id; *s; s++)
+        h = (int32_t)((uint32_t)h * 31u + *s);
+    if (h == INT32_MIN)
+        h = 0;
+    return (h < 0 ? -h : h) % count;
+}
+
+int h_kleader_of(rd_kafka_t *q, const char *topic, int32_t part,
+                 const char *id)
+{
+    rd_kafka_topic_t *t = rd_kafka_topic_new(q, topic, NULL);
+    const rd_kafka_metadata_t *md = NULL;
+    int leader = -1;
+    if (rd_kafka_metadata(q, 0, t, &md, 5000) == 0 && md->topic_cnt == 1 &&
+        md->topics[0].partition_cnt > 0) {
+        const rd_kafka_metadata_topic_t *mt = &md->topics[0];
+        if (id)
+            part = java_partition(id, mt->partition_cnt);
+        for (int i = 0; i < mt->partition_cnt; i++)
+            if (mt->partitions[i].id == part)
+                leader = mt->partitions[i].leader;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    return leader;
+}
+
 /* ---- reading ----------------------------------------------------------- */
 
 h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,

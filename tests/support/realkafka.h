@@ -223,6 +223,16 @@ int64_t h_topic_end_tolerant(rd_kafka_t *q, const char *topic, int nparts,
 void h_wait_out_tolerant(rd_kafka_t *q, const char *topic, int nparts,
                          h_proc *const *procs, int64_t want, int timeout_ms);
 
+/* ---- leaders and coordinators ---------------------------------------- */
+
+/* The node id leading partition `part` of topic, by a metadata request on
+ * q; with id (part ignored): the partition Kafka's coordinator lookup
+ * hashes id to -- abs(String.hashCode) % partitions, a group's on
+ * __consumer_offsets, a transactional id's on __transaction_state -- so
+ * its leader is that coordinator.  -1 if unknown. */
+int h_kleader_of(rd_kafka_t *q, const char *topic, int32_t part,
+                 const char *id);
+
 /* ---- reading the output as consumers do ------------------------------- */
 
 /* h_read_out (stream.h), reading out_topic with
