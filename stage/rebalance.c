@@ -89,19 +89,26 @@ static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
     return true;
 }
 
-/* The outcome of an (incremental) assign or unassign: e from the
- * cooperative calls (destroyed here), aerr from the eager ones. */
-static void log_assignment(rd_kafka_error_t *e, rd_kafka_resp_err_t aerr)
+/* Answers librdkafka's rebalance by the group's protocol: parts taken
+ * (take) or given up; a failed answer is logged. */
+static void answer(rd_kafka_t *rk, bool cooperative, bool take,
+                   rd_kafka_topic_partition_list_t *parts)
 {
-    if (e) {
-        char eq[512];
-        bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
-               bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
-        rd_kafka_error_destroy(e);
-    } else if (aerr) {
+    if (cooperative) {
+        rd_kafka_error_t *e = take ? rd_kafka_incremental_assign(rk, parts)
+                                   : rd_kafka_incremental_unassign(rk, parts);
+        if (e) {
+            char eq[512];
+            bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
+                   bs_log_quote(rd_kafka_error_string(e), eq, sizeof(eq)));
+            rd_kafka_error_destroy(e);
+        }
+        return;
+    }
+    rd_kafka_resp_err_t aerr = rd_kafka_assign(rk, take ? parts : NULL);
+    if (aerr)
         bs_log(BS_LOG_ERROR, "assignment failed", "error=%s",
                rd_kafka_err2name(aerr));
-    }
 }
 
 /* An assignment this stage does not take (a stop is requested, FATAL, or
@@ -113,14 +120,8 @@ static void decline(rd_kafka_t *rk, bool cooperative,
 {
     bs_log(BS_LOG_INFO, "assignment declined", "partitions=%d reason=\"%s\"",
            parts->cnt, why);
-    rd_kafka_error_t *e = NULL;
-    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
-    if (cooperative)
-        e = rd_kafka_incremental_assign(rk, parts);
-    else
-        aerr = rd_kafka_assign(rk, parts);
+    answer(rk, cooperative, true, parts);
     rd_kafka_pause_partitions(rk, parts);
-    log_assignment(e, aerr);
 }
 
 /* Assigns, then sets each new partition's pause flag to what this stage
@@ -129,12 +130,7 @@ static void decline(rd_kafka_t *rk, bool cooperative,
 static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
                    bool paused, rd_kafka_topic_partition_list_t *parts)
 {
-    rd_kafka_error_t *e = NULL;
-    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
-    if (cooperative)
-        e = rd_kafka_incremental_assign(rk, parts);
-    else
-        aerr = rd_kafka_assign(rk, parts);
+    answer(rk, cooperative, true, parts);
     rd_kafka_topic_partition_list_t *hold =
         rd_kafka_topic_partition_list_new(parts->cnt);
     bool waiting = false;
@@ -152,7 +148,6 @@ static bool assign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
     if (hold->cnt > 0)
         rd_kafka_pause_partitions(rk, hold);
     rd_kafka_topic_partition_list_destroy(hold);
-    log_assignment(e, aerr);
     return waiting;
 }
 
@@ -167,13 +162,7 @@ static void unassign(bs_stage *s, rd_kafka_t *rk, bool cooperative,
     bs_publish(s);
     /* Not paused when they come back (see assign). */
     rd_kafka_resume_partitions(rk, parts);
-    rd_kafka_error_t *e = NULL;
-    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
-    if (cooperative)
-        e = rd_kafka_incremental_unassign(rk, parts);
-    else
-        aerr = rd_kafka_assign(rk, NULL);
-    log_assignment(e, aerr);
+    answer(rk, cooperative, false, parts);
 }
 
 /* Whether the group's rebalance protocol is COOPERATIVE.  librdkafka says
