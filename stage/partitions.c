@@ -310,6 +310,17 @@ static bs_rc committed_offsets(bs_stage *s, part **parts, size_t n,
     return BS_OK;
 }
 
+int bs_ckpt_sync(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    int rc = bs_store_sync(s->store, errstr, errstr_size);
+    /* The Kafka store's own producer (no transactions) was refused its
+     * Write: said as the stage's clients' refusals are. */
+    if (rc == BS_STORE_REFUSED)
+        (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                         "Write", s->set.checkpoint_topic, errstr);
+    return rc;
+}
+
 /* exactly_once: where a partition that has no checkpoint starts (its
  * committed offset, else where auto.offset.reset points), written down as
  * a first checkpoint with the output's watermarks before any of its

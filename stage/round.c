@@ -371,17 +371,6 @@ static const bs_ckpt_wm *ckpt_wm(const part *p, const bs_ckpt_wm *wm)
     return wm && p->skip_i < p->nskip && p->wm ? p->wm : wm;
 }
 
-int bs_ckpt_sync(bs_stage *s, char *errstr, size_t errstr_size)
-{
-    int rc = bs_store_sync(s->store, errstr, errstr_size);
-    /* The Kafka store's own producer (no transactions) was refused its
-     * Write: said as the stage's clients' refusals are. */
-    if (rc == BS_STORE_REFUSED)
-        (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                         "Write", s->set.checkpoint_topic, errstr);
-    return rc;
-}
-
 /* The body of a round, in CHECKPOINTING. */
 static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                         const char *why, double t0)

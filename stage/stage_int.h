@@ -428,11 +428,11 @@ void bs_parts_txn_aborted(bs_stage *s);
  * is in it. */
 void bs_parts_txn_committed(bs_stage *s);
 
-/* -- round.c -------------------------------------------------------------- */
-
 /* bs_store_sync of s's store; a write the brokers refused (the Kafka
  * store's own producer: BS_STORE_REFUSED) said by bs_refused. */
 int bs_ckpt_sync(bs_stage *s, char *errstr, size_t errstr_size);
+
+/* -- round.c -------------------------------------------------------------- */
 
 /* One checkpoint round for the partitions in `only` (NULL: all): flush and
  * check deliveries, write each changed partition, commit exactly what was
