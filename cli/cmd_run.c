@@ -82,11 +82,13 @@ static int run_stage(const bs_config *cfg, const bs_settings *set,
     signal(SIGPIPE, SIG_IGN);
 
     int rc = bs_stage_run(s, err, sizeof(err));
-    if (rc != 0)
-        fprintf(stderr, "bloomstage run: %s\n", err);
     running = NULL;
     bs_metrics_stop(metrics);
+    /* The clients are gone before the verdict, so it is the last line:
+     * a client destroyed after it could still log (librdkafka's threads). */
     bs_stage_destroy(s);
+    if (rc != 0)
+        fprintf(stderr, "bloomstage run: %s\n", err);
     return rc == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
 }
 
