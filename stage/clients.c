@@ -395,6 +395,9 @@ void bs_consumer_close(bs_stage *s)
 {
     bs_fetch_wake_destroy(s->fwake); /* it uses the consumer */
     s->fwake = NULL;
+    if (s->consumer_closed)
+        return;
+    s->consumer_closed = true;
     rd_kafka_consumer_close(s->consumer);
 }
 

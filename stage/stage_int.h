@@ -154,6 +154,7 @@ struct bs_stage {
 
     /* Clients (clients.c). */
     rd_kafka_t *consumer, *producer;
+    bool consumer_closed; /* bs_consumer_close ran: the group was left */
     /* The group's rebalance protocol is COOPERATIVE, as its last
      * rebalance said (rebalance.c: librdkafka stops saying it in a close). */
     bool rebalance_cooperative;
@@ -369,7 +370,8 @@ bs_rc bs_clients_probe(bs_stage *s, int timeout_ms);
  * and the producer made.  BS_FATAL with errstr. */
 bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size);
 void bs_clients_destroy(bs_stage *s);
-/* Stops the fetch wake-ups, then rd_kafka_consumer_close. */
+/* Stops the fetch wake-ups, then rd_kafka_consumer_close; once: a drain
+ * that ends in FATAL has closed it already. */
 void bs_consumer_close(bs_stage *s);
 /* A new idempotent producer (and topic handles) in place of the current
  * one, whose leftovers are purged; with s->txn a transactional one, whose
