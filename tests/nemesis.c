@@ -37,11 +37,16 @@
  * The oracle, once the schedule ends, the feeder has produced the rest and
  * everything is committed: the output read at read_committed holds each
  * unique non-blocked key exactly once (its first record, in input order
- * per partition) but for false drops within what dedup.fpr allows; the
- * rejected topic holds every other record exactly once with its reason
- * (blocklist:spam, blocklist:live or duplicate); a key added to the live
+ * per partition) but for false drops within what dedup.fpr allows and
+ * keys a list's filter matches though they are not on it (confirmed by
+ * that filter, rebuilt with `bloomstage filter build`, within what
+ * blocklist.*.fpr allows); the rejected topic holds every other record
+ * exactly once with its reason (blocklist:spam, blocklist:live or
+ * duplicate); a key added to the live
  * list meets it from one copy on, never without it after that; nothing
- * came out that was never fed; the group committed the input's end.  Exit 0 only if all of that holds and
+ * came out that was never fed; the group committed the input's end.
+ * Each record counted against the stage is named (key, input partition
+ * and offset, what came of it).  Exit 0 only if all of that holds and
  * every stall is within the bound; 1 otherwise; 2 on usage.
  */
 #include "support.h"
@@ -130,7 +135,14 @@ typedef struct nemesis {
     uint8_t *cls;    /* key_class per key id */
     unsigned late_adds;
     size_t late_keys;
+    char *spam_path; /* the file blocklist's text */
 } nemesis;
+
+/* blocklist.live.capacity: room for the keys on it and every late add. */
+static size_t live_capacity(const h_stream *st)
+{
+    return st->nids / 10 + 1000;
+}
 
 static uint64_t draw(nemesis *n, uint64_t below)
 {
@@ -527,10 +539,150 @@ static void deal(nemesis *n, unsigned each)
 typedef struct verdict {
     size_t produced, forwarded, rejected, lost, duplicated, unexpected,
         disorder, false_drops, bad_reason, rej_missing, rej_twice,
-        uncommitted, late_order;
-    uint64_t fp_allowed;
-    double fp_mean;
+        uncommitted, late_order, list_fps;
+    uint64_t fp_allowed, list_fp_allowed;
+    double fp_mean, list_fp_mean;
 } verdict;
+
+/* What the oracle knows of each input record and key while it checks. */
+typedef struct facts {
+    const h_stream *st;
+    const uint8_t *cls;
+    unsigned *fwd;  /* per record: copies in the output */
+    unsigned *nrej; /* per record: copies in the rejected topic */
+    char *reason;   /* per record: 'b', 'l', 'd' or '?' (another) */
+    char *fp;       /* per key: the list ('b', 'l') whose filter matches it
+                       though it is not on that list, confirmed; else 0 */
+} facts;
+
+static const char *reason_name(char r)
+{
+    return r == 'b'   ? "blocklist:" BLOCKLIST
+           : r == 'l' ? "blocklist:" LIVELIST
+           : r == 'd' ? "duplicate"
+                      : "a reason not the stage's";
+}
+
+static const char *class_name(key_class c)
+{
+    static const char *const names[] = {
+        "a key on no list", "a key on " BLOCKLIST, "a key on " LIVELIST,
+        "a key of the late pool, never added", "a key added to " LIVELIST};
+    return names[c];
+}
+
+#define NAMED_MAX 10 /* records named per kind of finding */
+
+/* Counts a record against the stage and names the first NAMED_MAX of each
+ * kind: its key, what the key is, where it was in the input and what came
+ * of it, so that a failed soak says which record to look for in the
+ * stages' logs. */
+static void blame(const facts *x, const char *kind, size_t *count, size_t r)
+{
+    if (++*count > NAMED_MAX) {
+        if (*count == NAMED_MAX + 1)
+            printf("  %s: more than %d, the rest not named\n", kind,
+                   NAMED_MAX);
+        return;
+    }
+    uint32_t id = x->st->id[r];
+    printf("  %s: k%07u (%s), record %zu (copy %s), input partition %d "
+           "offset %" PRId64 ": forwarded %u time(s), rejected %u time(s)%s"
+           "%s\n", kind, id, class_name((key_class)x->cls[id]), r,
+           r == x->st->first[id] ? "first" : "later", x->st->part[r],
+           x->st->off[r], x->fwd[r], x->nrej[r],
+           x->nrej[r] ? ", last as " : "",
+           x->nrej[r] ? reason_name(x->reason[r]) : "");
+}
+
+/* The filter a stage builds for the spam list (from its text file) and
+ * for the live one (a counting filter of blocklist.live.capacity over the
+ * keys on it now: none is ever removed here), built by the product's own
+ * `bloomstage filter build`, so that a key blocked by a list it is not on
+ * can be told apart: the filter matches it (a false positive, within the
+ * list's fpr) or does not (the stage's error). */
+static char *list_filter(nemesis *n, char which)
+{
+    const h_stream *st = n->e->st;
+    char *out = h_strdupf("%s/%s.bf", n->logdir,
+                          which == 'b' ? BLOCKLIST : LIVELIST);
+    char *list = NULL, *cap = NULL;
+    if (which == 'b') {
+        list = h_strdupf("%s", n->spam_path);
+    } else {
+        list = h_strdupf("%s/" LIVELIST "-at-end.txt", n->logdir);
+        char *text = h_xmalloc(st->nids * 9 + 1);
+        size_t len = 0;
+        for (uint32_t id = 0; id < st->nids; id++)
+            if (n->cls[id] == K_LIVE || n->cls[id] == K_LATE)
+                len += (size_t)sprintf(text + len, "k%07u\n", id);
+        text[len] = '\0';
+        H_MUST(h_write_file(list, text));
+        free(text);
+        cap = h_strdupf("%zu", live_capacity(st));
+    }
+    char fpr[32];
+    snprintf(fpr, sizeof(fpr), "%g", FPR);
+    const char *const blocked[] = {"filter", "build", "--fpr", fpr, "-o",
+                                   out, list, NULL};
+    const char *const counting[] = {"filter", "build", "--fpr", fpr,
+                                    "--counting", "--capacity", cap, "-o",
+                                    out, list, NULL};
+    h_proc_release(h_bs_cmd(which == 'b' ? blocked : counting, 0));
+    free(list);
+    free(cap);
+    return out;
+}
+
+/* Sets x->fp[id] for every key some record of which was rejected by a
+ * list it is not on, if that list's filter matches the key; the others
+ * stay counted against the stage. */
+static void confirm_list_fps(nemesis *n, facts *x)
+{
+    const h_stream *st = x->st;
+    for (int which = 0; which < 2; which++) {
+        char list = which ? 'l' : 'b';
+        const char *args[NAMED_MAX * 4 + 4] = {"filter", "query", NULL};
+        char keys[NAMED_MAX * 4][16];
+        size_t k = 0;
+        for (size_t r = 0; r < st->n && k < NAMED_MAX * 4; r++) {
+            uint32_t id = st->id[r];
+            key_class c = (key_class)x->cls[id];
+            bool on = list == 'b' ? c == K_FILE : c == K_LIVE || c == K_LATE;
+            if (!x->nrej[r] || x->reason[r] != list || on || x->fp[id])
+                continue;
+            x->fp[id] = '?'; /* asked once */
+            snprintf(keys[k], sizeof(keys[k]), "k%07u", id);
+            args[3 + k] = keys[k];
+            k++;
+        }
+        if (!k)
+            continue;
+        char *filter = list_filter(n, list);
+        args[2] = filter;
+        args[3 + k] = NULL;
+        h_proc *p = h_bs_spawn(args, NULL);
+        int status = -1;
+        if (h_process_wait(p, H_CMD_MS, &status) != 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) > 1)
+            h_stage_fail(p, "bloomstage filter query %s failed", filter);
+        for (const char *s = h_process_stdout(p); (s = strstr(s, "present\tk"));
+             s++) {
+            unsigned id = (unsigned)strtoul(s + strlen("present\tk"), NULL,
+                                            10);
+            if (id < st->nids)
+                x->fp[id] = list;
+        }
+        say("oracle: %zu key(s) rejected by %s though not on it; its "
+            "filter (%s) matches those confirmed", k, reason_name(list),
+            filter);
+        h_proc_release(p);
+        free(filter);
+    }
+    for (uint32_t id = 0; id < st->nids; id++)
+        if (x->fp[id] == '?')
+            x->fp[id] = 0;
+}
 
 static int cmp_out(const void *a, const void *b)
 {
@@ -546,10 +698,16 @@ static verdict oracle(nemesis *n)
     h_kenv *e = n->e;
     h_stream *st = e->st;
     verdict v = {.produced = st->n};
+    facts x = {.st = st, .cls = cls,
+               .fwd = h_xcalloc(st->n, sizeof(unsigned)),
+               .nrej = h_xcalloc(st->n, sizeof(unsigned)),
+               .reason = h_xcalloc(st->n, 1),
+               .fp = h_xcalloc(st->nids, 1)};
+    printf("\n== the oracle's findings, each named (none: nothing "
+           "below)\n");
     size_t nout = 0;
     h_outrec *o = h_read_out_committed(st, e->h.bs, e->out, e->in, &nout);
     v.forwarded = nout;
-    unsigned *fwd = h_xcalloc(st->n, sizeof(*fwd));
     unsigned *kfwd = h_xcalloc(st->nids, sizeof(*kfwd));
     qsort(o, nout, sizeof(*o), cmp_out);
     int64_t last[H_STREAM_MAXP][H_STREAM_MAXP];
@@ -557,97 +715,128 @@ static verdict oracle(nemesis *n)
         for (int b = 0; b < H_STREAM_MAXP; b++)
             last[a][b] = -1;
     for (size_t i = 0; i < nout; i++) {
-        fwd[o[i].rec]++;
+        x.fwd[o[i].rec]++;
         kfwd[o[i].id]++;
+    }
+    for (size_t i = 0; i < nout; i++) {
         if (cls[o[i].id] == K_FILE || cls[o[i].id] == K_LIVE)
-            v.unexpected++;
+            blame(&x, "unexpected (a listed key forwarded)", &v.unexpected,
+                  o[i].rec);
         int64_t *l = &last[o[i].part][o[i].src_part];
         if (o[i].src_off <= *l)
-            v.disorder++;
+            blame(&x, "out of order", &v.disorder, o[i].rec);
         *l = o[i].src_off;
     }
     h_record_list rej = {0};
     H_MUST(h_consume_all_conf(e->h.bs, e->rej, H_CONSUME_MS,
                               H_READ_COMMITTED, &rej));
     v.rejected = rej.n;
-    unsigned *nrej = h_xcalloc(st->n, sizeof(*nrej));
-    char *reason = h_xcalloc(st->n, 1); /* 'b', 'l', 'd', '?' */
     for (size_t i = 0; i < rej.n; i++) {
         size_t r = h_stream_which(st, &rej.recs[i]);
         if (r >= st->n) {
-            v.unexpected++;
+            if (++v.unexpected <= NAMED_MAX)
+                printf("  unexpected: a rejected record that was never fed"
+                       " (partition %d offset %" PRId64 ")\n",
+                       rej.recs[i].partition, rej.recs[i].offset);
             continue;
         }
-        nrej[r]++;
+        x.nrej[r]++;
         const h_header *h = h_header_last(&rej.recs[i], "bloomstage-reason");
         char val[64] = "";
         if (h && h->value)
             snprintf(val, sizeof(val), "%.*s", (int)h->value_len,
                      (const char *)h->value);
-        reason[r] = !strcmp(val, "blocklist:" BLOCKLIST)  ? 'b'
-                    : !strcmp(val, "blocklist:" LIVELIST) ? 'l'
-                    : !strcmp(val, "duplicate")          ? 'd'
-                                                         : '?';
+        x.reason[r] = !strcmp(val, "blocklist:" BLOCKLIST)  ? 'b'
+                      : !strcmp(val, "blocklist:" LIVELIST) ? 'l'
+                      : !strcmp(val, "duplicate")          ? 'd'
+                                                           : '?';
     }
+    confirm_list_fps(n, &x);
     size_t unblocked = 0;
     for (uint32_t id = 0; id < st->nids; id++) {
+        size_t f = st->first[id];
+        if (x.fp[id]) {
+            v.list_fps++;
+            printf("  a list's false positive: k%07u (%s), its filter "
+                   "matches it; %s\n", id,
+                   class_name((key_class)cls[id]), reason_name(x.fp[id]));
+        }
         if (cls[id] == K_FILE || cls[id] == K_LIVE)
             continue;
         unblocked++;
         if (kfwd[id] > 1)
             v.duplicated += kfwd[id] - 1;
-        if (kfwd[id] == 0 && cls[id] == K_LATE && reason[st->first[id]] == 'l')
+        if (kfwd[id] == 0 && cls[id] == K_LATE && x.reason[f] == 'l')
             continue; /* its first copy met the list with it */
+        if (kfwd[id] == 0 && x.nrej[f] == 1 && x.reason[f] == x.fp[id])
+            continue; /* a list's false positive, counted above */
         if (kfwd[id] == 0) {
-            size_t f = st->first[id];
-            if (nrej[f] == 1 && reason[f] == 'd')
+            if (x.nrej[f] == 1 && x.reason[f] == 'd')
                 v.false_drops++;
             else
-                v.lost++;
+                blame(&x, "lost (no copy forwarded)", &v.lost, f);
         }
     }
     /* Per late key, in input order: copies without the list (the first
      * forwarded, the others duplicates), then from the first copy that met
      * the list with it (blocklist:live) on, every copy so. */
     bool *listed = h_xcalloc(st->nids, sizeof(*listed));
+    size_t dup_named = 0;
     for (size_t r = 0; r < st->n; r++) {
         uint32_t id = st->id[r];
         char want = cls[id] == K_FILE ? 'b' : cls[id] == K_LIVE ? 'l' : 'd';
         if (cls[id] == K_LATE) {
-            bool now = nrej[r] == 1 && reason[r] == 'l';
+            bool now = x.nrej[r] == 1 && x.reason[r] == 'l';
             if (listed[id] && !now)
-                v.late_order++;
+                blame(&x, "live list not kept", &v.late_order, r);
             listed[id] = listed[id] || now;
             if (now)
                 want = 'l';
         }
-        if (fwd[r] && r != st->first[st->id[r]])
-            continue; /* a duplicate forwarded: counted above */
-        if (fwd[r]) {
-            if (nrej[r])
-                v.rej_twice++;
+        if (x.fp[id] && x.reason[r] == x.fp[id])
+            want = x.fp[id];
+        if (x.fwd[r] && r != st->first[id]) {
+            blame(&x, "duplicated (a later copy forwarded)", &dup_named, r);
+            continue; /* counted above, by key */
+        }
+        if (x.fwd[r]) {
+            if (x.nrej[r])
+                blame(&x, "rejected and forwarded", &v.rej_twice, r);
             continue;
         }
-        if (nrej[r] == 0)
-            v.rej_missing++;
-        else if (nrej[r] > 1)
-            v.rej_twice++;
-        else if (reason[r] != want)
-            v.bad_reason++;
+        if (x.nrej[r] == 0)
+            blame(&x, "neither forwarded nor rejected", &v.rej_missing, r);
+        else if (x.nrej[r] > 1)
+            blame(&x, "rejected twice", &v.rej_twice, r);
+        else if (x.reason[r] != want)
+            blame(&x, "rejected with a wrong reason", &v.bad_reason, r);
     }
     free(listed);
     int64_t c[NPARTS];
     H_MUST(h_committed_retry(e->h.bs, e->group, e->in, NPARTS, c, 30000));
     for (int p = 0; p < NPARTS; p++)
-        if (c[p] != st->next[p])
+        if (c[p] != st->next[p]) {
             v.uncommitted++;
+            printf("  not committed to the end: %s [%d] committed %" PRId64
+                   ", end %" PRId64 "\n", e->in, p, c[p], st->next[p]);
+        }
     v.fp_mean = (double)unblocked * FPR;
     v.fp_allowed = h_poisson_upper(v.fp_mean, 1e-4);
+    /* Each list's filter is sized for at most FPR; every key not on a
+     * list is a draw against it. */
+    size_t off_spam = 0, off_live = 0;
+    for (uint32_t id = 0; id < st->nids; id++) {
+        off_spam += cls[id] != K_FILE;
+        off_live += cls[id] != K_LIVE && cls[id] != K_LATE;
+    }
+    v.list_fp_mean = (double)(off_spam + off_live) * FPR;
+    v.list_fp_allowed = h_poisson_upper(v.list_fp_mean, 1e-4);
     h_record_list_free(&rej);
-    free(reason);
-    free(nrej);
+    free(x.fp);
+    free(x.reason);
+    free(x.nrej);
+    free(x.fwd);
     free(kfwd);
-    free(fwd);
     return v;
 }
 
@@ -792,7 +981,8 @@ int main(int argc, char **argv)
         }
     }
     spam_text[slen] = live_text[llen] = '\0';
-    char *spam_path = h_strdupf("%s/" BLOCKLIST ".txt", n.logdir);
+    char *spam_path = n.spam_path =
+        h_strdupf("%s/" BLOCKLIST ".txt", n.logdir);
     char *live_path = h_strdupf("%s/" LIVELIST ".txt", n.logdir);
     H_MUST(h_write_file(spam_path, spam_text));
     H_MUST(h_write_file(live_path, live_text));
@@ -808,7 +998,7 @@ int main(int argc, char **argv)
         "blocklist." BLOCKLIST ".path=%s\n"
         "blocklist." LIVELIST ".topic=nemesis-" LIVELIST "\n"
         "blocklist." LIVELIST ".capacity=%zu\n",
-        FPR, spam_path, st->nids / 10 + 1000);
+        FPR, spam_path, live_capacity(st));
     o.extra = conf_extra;
     n.e = h_kenv_new(n.c, "nemesis", &o);
     n.e->st = st;
@@ -890,6 +1080,10 @@ int main(int argc, char **argv)
            v.rej_missing, v.rej_twice, v.bad_reason);
     printf("false drops          %zu (dedup.fpr %g: expected %.4f, at most "
            "%" PRIu64 ")\n", v.false_drops, FPR, v.fp_mean, v.fp_allowed);
+    printf("list false positives %zu (keys a list's filter matches though "
+           "not on it, confirmed by that filter; blocklist.*.fpr %g: "
+           "expected at most %.4f, allowed %" PRIu64 ")\n", v.list_fps, FPR,
+           v.list_fp_mean, v.list_fp_allowed);
     printf("partitions not committed to the end  %zu\n", v.uncommitted);
     printf("stalls over the bound %u\n", n.over_bound);
     printf("stage restarts       %u (%u exited by themselves)\n", n.restarts,
@@ -899,6 +1093,7 @@ int main(int argc, char **argv)
     bool ok = v.lost == 0 && v.duplicated == 0 && v.unexpected == 0 &&
               v.disorder == 0 && v.rej_missing == 0 && v.rej_twice == 0 &&
               v.bad_reason == 0 && v.false_drops <= v.fp_allowed &&
+              v.list_fps <= v.list_fp_allowed &&
               v.late_order == 0 &&
               v.uncommitted == 0 && n.over_bound == 0 && n.died == 0;
     printf("verdict              %s\n", ok ? "PASS" : "FAIL");
