@@ -38,9 +38,10 @@ endif()
 # C tests against the real broker, on the support layer (tests/support/,
 # realkafka.h: a cluster started through scripts/kafka with the test as
 # its --owner, topics by the Admin API, output read at read_committed).
-# test_kafka_guarantees: one 1-node cluster for its four tests (graceful
-# stop and restart, kill -9 at seven moments, the output topic missing, the
-# broker stopped and started mid-stream with /ready).
+# test_kafka_guarantees: one 1-node cluster for its tests (graceful stop
+# and restart, kill -9 at seven moments, the output topic missing, the
+# broker stopped and started mid-stream with /ready, static membership,
+# and the harness's feeder recovering from its producer's fatal error).
 if(TARGET bloomstage)
   include(${CMAKE_CURRENT_LIST_DIR}/support/support.cmake)
   bs_add_cmocka_test(test_kafka_guarantees SOURCES test_kafka_guarantees.c

@@ -17,7 +17,10 @@
  * proxy per node
  * (tests/support/proxy.h, on the ports scripts/kafka advertises for its
  * PROXIED listener); the feeder and every check use the direct listener,
- * so they are never cut.  Every choice -- the stream, the blocked keys, the
+ * so they are never cut.  The feeder's idempotent producer can still fail
+ * fatally under a broker pause (librdkafka 2.0.2, #4438); the feeder then
+ * resends, with a new producer, what is not in the input, without changing
+ * its offsets (realkafka.c), and the report counts those recoveries.  Every choice -- the stream, the blocked keys, the
  * faults, their targets and how long each is held -- comes from the seed,
  * which is printed first so that a failure can be replayed.  With --each K
  * the schedule first deals every fault kind K times in an order shuffled
@@ -1089,6 +1092,7 @@ int main(int argc, char **argv)
     printf("stage restarts       %u (%u exited by themselves)\n", n.restarts,
            n.died);
     printf("fencings logged      %u\n", n.fencings);
+    printf("feeder recoveries    %u\n", h_feed_recoveries());
     printf("stage logs           %s\n", n.logdir);
     bool ok = v.lost == 0 && v.duplicated == 0 && v.unexpected == 0 &&
               v.disorder == 0 && v.rej_missing == 0 && v.rej_twice == 0 &&

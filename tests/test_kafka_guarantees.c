@@ -24,6 +24,11 @@
  *      itself, /ready answers 503 with a reason while the broker is away
  *      and 200 after, and every unique key is in the output exactly once.
  *
+ * Beside them, one test of the harness itself (issue 26): the feeder
+ * (h_feed_*) recovers from its idempotent producer's fatal error, raised
+ * mid-stream, and the input still holds exactly the stream's records at
+ * the stream's offsets.
+ *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KG_ONLY=PATTERN runs only the matching tests; BS_KG_VERBOSE=1
  * prints every stage's stderr; BS_KG_STAGE_X="k=v ..." adds -X settings.
@@ -476,6 +481,89 @@ static void test_static_membership(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 6. the harness's feeder survives its producer's fatal error -------- */
+
+/* Issue 26: librdkafka 2.0.2's idempotent producer can fail fatally under
+ * a broker pause (#4438).  A fatal error raised into a stream fed at a
+ * rate: the feeder recovers once, and the input holds exactly the
+ * stream's records at the stream's offsets, each once, none missing. */
+static void test_feeder_recovers(void **state)
+{
+    (void)state;
+    env *e = env_new("kg-feeder", false);
+    const size_t N = 60000;
+    e->st = h_stream_new(N, NPARTS, 151);
+    h_stream_add(e->st, N, 30);
+    unsigned before = h_feed_recoveries();
+    h_feed_start(e->h.bs, e->in, e->st, 0);
+    h_feed_rate(10000);
+    /* Raised once every partition holds records, while more are queued
+     * or in flight and more are still to come: some of what was sent is
+     * in the log, some is not, and the feeder goes on after it. */
+    int64_t hw[NPARTS] = {0}, in_log = 0;
+    for (bool all = false; !all;) {
+        h_nap(20);
+        H_MUST(h_offsets(e->q, e->in, NPARTS, RD_KAFKA_OFFSET_END, hw,
+                         H_REQUEST_MS));
+        all = true;
+        in_log = 0;
+        for (int p = 0; p < NPARTS; p++) {
+            all = all && hw[p] > 0;
+            in_log += hw[p];
+        }
+    }
+    size_t fed_at_fatal = h_feed_next();
+    if (fed_at_fatal >= N || (size_t)in_log >= fed_at_fatal)
+        fail_msg("%zu of %zu records fed, %lld in %s: nothing left to feed "
+                 "or nothing in flight, the test would prove little",
+                 fed_at_fatal, N, (long long)in_log, e->in);
+    h_feed_test_fatal("raised by test_feeder_recovers");
+    h_feed_finish(120000);
+    if (h_feed_recoveries() != before + 1)
+        fail_msg("the feeder recovered %u times, want once",
+                 h_feed_recoveries() - before);
+
+    h_record_list l = {0};
+    H_MUST(h_consume_all(e->h.bs, e->in, H_CONSUME_MS, &l));
+    bool *seen = h_xcalloc(N, sizeof(*seen));
+    char bad[300] = "";
+    for (size_t k = 0; k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        size_t i = h_stream_which(e->st, r);
+        if (i >= N)
+            snprintf(bad, sizeof(bad), "%s [%d] offset %lld holds a record "
+                     "that is not the stream's: key %s", e->in,
+                     (int)r->partition, (long long)r->offset,
+                     r->key ? (const char *)r->key : "NULL");
+        else if (seen[i])
+            snprintf(bad, sizeof(bad), "record %zu (%s) is in %s twice, the "
+                     "second time at [%d] offset %lld", i, e->st->key[i],
+                     e->in, (int)r->partition, (long long)r->offset);
+        else if (r->partition != e->st->part[i] || r->offset != e->st->off[i])
+            snprintf(bad, sizeof(bad), "record %zu (%s) is at %s [%d] offset "
+                     "%lld, the stream has it at [%d] offset %lld", i,
+                     e->st->key[i], e->in, (int)r->partition,
+                     (long long)r->offset, (int)e->st->part[i],
+                     (long long)e->st->off[i]);
+        else
+            seen[i] = true;
+    }
+    if (!bad[0] && l.n != N)
+        snprintf(bad, sizeof(bad), "%s holds %zu records, the stream %zu",
+                 e->in, l.n, N);
+    free(seen);
+    h_record_list_free(&l);
+    if (bad[0])
+        fail_msg("after the feeder's producer failed at record %zu: %s",
+                 fed_at_fatal, bad);
+    print_message("a fatal error raised at record %zu of %zu (input ends "
+                  "%lld %lld %lld %lld): the input holds the stream's records "
+                  "at its offsets, each once\n", fed_at_fatal, N,
+                  (long long)hw[0], (long long)hw[1], (long long)hw[2],
+                  (long long)hw[3]);
+    h_kenv_free(e);
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 int main(void)
@@ -494,6 +582,7 @@ int main(void)
         cmocka_unit_test_teardown(test_broker_restart, h_kfixture_teardown),
         cmocka_unit_test_teardown(test_static_membership,
                                   h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_feeder_recovers, h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, h_kgroup_setup1, h_kgroup_teardown);
 }

@@ -301,6 +301,8 @@ int h_producer_new(rd_kafka_conf_t *conf, int queue_full_ms,
     return 0;
 }
 
+rd_kafka_t *h_producer_rk(h_producer *p) { return p->rk; }
+
 void h_producer_poll(h_producer *p)
 {
     rd_kafka_poll(p->rk, 0);
@@ -682,50 +684,28 @@ static bool reads_committed(const char *const *conf_kv)
     return false;
 }
 
-int h_consume_all_conf(const char *bootstraps, const char *topic,
-                       int timeout_ms, const char *const *conf_kv,
-                       h_record_list *out)
+/* rk (a consumer that has not been assigned anything) reads partitions
+ * 0..nparts-1 of topic from next[p] (start NULL: from the beginning) up to
+ * high[p] (a partition with next[p] >= high[p] is not read), appending to
+ * out; next[] is moved along.  0, or -1 (h_fail) on a topic error or when
+ * the deadline passes; what was read stays in out, sorted by partition
+ * and offset. */
+static int consume_to(rd_kafka_t *rk, const char *topic, int nparts,
+                      const int64_t *start, int64_t *next,
+                      const int64_t *high, int64_t deadline, int timeout_ms,
+                      h_record_list *out)
 {
-    int64_t deadline = h_now_ms() + timeout_ms;
-    char *group = random_group();
-    rd_kafka_t *rk = new_consumer(bootstraps, group, conf_kv);
-    free(group);
-    if (!rk)
-        return -1;
-
-    int rc = -1, nparts = 0;
-    int64_t *high = NULL, *next = NULL;
-    rd_kafka_topic_partition_list_t *assign = NULL;
+    int rc = -1, pending = 0;
     size_t first_new = out->n;
     char last_error[512] = "";
-
-    if (topic_partition_count(rk, topic, &nparts))
-        goto done;
-    if (reads_committed(conf_kv) &&
-        wait_stable(bootstraps, rk, topic, nparts, deadline))
-        goto done;
-    high = h_xcalloc((size_t)nparts, sizeof(*high));
-    next = h_xcalloc((size_t)nparts, sizeof(*next));
-    assign = rd_kafka_topic_partition_list_new(nparts);
-    int pending = 0;
-    for (int p = 0; p < nparts; p++) {
-        int64_t lo;
-        /* With isolation.level=read_committed this is the last stable
-         * offset (ListOffsets asks with the client's isolation level). */
-        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-            rk, topic, p, &lo, &high[p], H_REQUEST_MS);
-        if (err) {
-            h_fail("watermarks of %s [%d]: %s", topic, p,
-                   rd_kafka_err2name(err));
-            goto done;
-        }
-        next[p] = lo;
-        if (high[p] > lo) {
+    rd_kafka_topic_partition_list_t *assign =
+        rd_kafka_topic_partition_list_new(nparts);
+    for (int p = 0; p < nparts; p++)
+        if (high[p] > next[p]) {
             rd_kafka_topic_partition_list_add(assign, topic, p)->offset =
-                RD_KAFKA_OFFSET_BEGINNING;
+                start ? start[p] : RD_KAFKA_OFFSET_BEGINNING;
             pending++;
         }
-    }
     if (pending == 0) {
         rc = 0;
         goto done;
@@ -785,9 +765,65 @@ done:
     if (out->n > first_new)
         qsort(out->recs + first_new, out->n - first_new, sizeof(h_record),
               by_partition_offset);
-    if (assign)
-        rd_kafka_topic_partition_list_destroy(assign);
+    rd_kafka_topic_partition_list_destroy(assign);
+    return rc;
+}
+
+int h_consume_all_conf(const char *bootstraps, const char *topic,
+                       int timeout_ms, const char *const *conf_kv,
+                       h_record_list *out)
+{
+    int64_t deadline = h_now_ms() + timeout_ms;
+    char *group = random_group();
+    rd_kafka_t *rk = new_consumer(bootstraps, group, conf_kv);
+    free(group);
+    if (!rk)
+        return -1;
+
+    int rc = -1, nparts = 0;
+    int64_t *high = NULL, *next = NULL;
+
+    if (topic_partition_count(rk, topic, &nparts))
+        goto done;
+    if (reads_committed(conf_kv) &&
+        wait_stable(bootstraps, rk, topic, nparts, deadline))
+        goto done;
+    high = h_xcalloc((size_t)nparts, sizeof(*high));
+    next = h_xcalloc((size_t)nparts, sizeof(*next));
+    for (int p = 0; p < nparts; p++) {
+        /* With isolation.level=read_committed this is the last stable
+         * offset (ListOffsets asks with the client's isolation level). */
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+            rk, topic, p, &next[p], &high[p], H_REQUEST_MS);
+        if (err) {
+            h_fail("watermarks of %s [%d]: %s", topic, p,
+                   rd_kafka_err2name(err));
+            goto done;
+        }
+    }
+    rc = consume_to(rk, topic, nparts, NULL, next, high, deadline,
+                    timeout_ms, out);
+
+done:
     free(high);
+    free(next);
+    close_consumer(rk);
+    return rc;
+}
+
+int h_consume_range(const char *bootstraps, const char *topic, int nparts,
+                    const int64_t *from, const int64_t *to, int timeout_ms,
+                    h_record_list *out)
+{
+    char *group = random_group();
+    rd_kafka_t *rk = new_consumer(bootstraps, group, NULL);
+    free(group);
+    if (!rk)
+        return -1;
+    int64_t *next = h_xcalloc((size_t)nparts, sizeof(*next));
+    memcpy(next, from, (size_t)nparts * sizeof(*next));
+    int rc = consume_to(rk, topic, nparts, from, next, to,
+                        h_now_ms() + timeout_ms, timeout_ms, out);
     free(next);
     close_consumer(rk);
     return rc;

@@ -132,6 +132,9 @@ int h_producer_new(rd_kafka_conf_t *conf, int queue_full_ms,
  * own). */
 int h_producer_send(h_producer *p, const char *topic, int32_t partition,
                     const h_record *r) H_WARN_UNUSED;
+/* The producer's client, still p's (rd_kafka_fatal_error; a test's
+ * rd_kafka_test_fatal_error). */
+rd_kafka_t *h_producer_rk(h_producer *p);
 /* Serves delivery reports (rd_kafka_poll with timeout 0). */
 void h_producer_poll(h_producer *p);
 /* Flushes (up to flush_ms), destroys, frees: 0 iff every record sent was
@@ -163,6 +166,14 @@ int h_consume_all_conf(const char *bootstraps, const char *topic,
                        int timeout_ms, const char *const *conf_kv,
                        h_record_list *out) H_WARN_UNUSED;
 extern const char *const H_READ_COMMITTED[];
+/* Reads offsets [from[p], to[p]) of partitions 0..nparts-1 of topic (none
+ * of a partition whose from[p] >= to[p]; read_uncommitted, no group join),
+ * appending to *out in partition order, offset order within a partition.
+ * -1 if they are not all read within timeout_ms (the records read so far
+ * stay in *out). */
+int h_consume_range(const char *bootstraps, const char *topic, int nparts,
+                    const int64_t *from, const int64_t *to, int timeout_ms,
+                    h_record_list *out) H_WARN_UNUSED;
 
 /* The partition count of an existing topic (-1 if it does not exist). */
 int h_topic_partitions(const char *bootstraps, const char *topic,

@@ -939,36 +939,304 @@ h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,
 
 /* ---- the feeder -------------------------------------------------------- */
 
+/*
+ * One idempotent producer keeps the input's offsets the stream's.  When it
+ * fails fatally (librdkafka before 2.3.0, #4438: a sequence desynchronized
+ * under a broker pause), the feeder recovers without changing them:
+ *
+ *   1. the producer is purged (queue and in flight) and destroyed, so
+ *      nothing more of it is sent;
+ *   2. the input's high watermarks are asked every second by a fresh
+ *      client (no metadata of its own to trust: it asks for the leaders,
+ *      then ListOffsets, each bounded) until each has stood still for the
+ *      quiet time: a record the old producer's leader appended but its
+ *      followers had not yet fetched becomes visible when they do, or when
+ *      a follower that stopped fetching leaves the ISR
+ *      (replica.lag.time.max.ms, 30 s), so a replicated partition waits
+ *      past that;
+ *   3. each end lies between what the input held before the feeder began
+ *      and what it sent, and the last FEED_CHECK records before it are
+ *      the stream's at their offsets (else the test fails, naming them);
+ *   4. a new idempotent producer resends, in stream order, exactly the
+ *      records sent whose offset is at or past their partition's end (the
+ *      ones before it are in the log, these are not: their producer is
+ *      gone); then the feeder goes on at its rate.
+ *
+ * A failure during the resend starts the same again.  h_feed_finish's
+ * check of the ends against the stream's is what would see a record of the
+ * old producer that still landed after the quiet time.
+ */
+#define FEED_QUERY_MS 5000     /* each metadata and ListOffsets request */
+#define FEED_QUIET_MS 2000     /* a partition with one replica */
+#define FEED_QUIET_RF_MS 35000 /* a replicated one: 30 s and a margin */
+#define FEED_RECOVER_MS 600000 /* the ends settled and checked, at most */
+#define FEED_CHECK 64          /* records checked before each end */
+
 typedef struct feeder {
     char *bs, *topic;
     const h_stream *st;
-    h_producer *p;
-    size_t next, end;
+    h_producer *p; /* NULL while recovering */
+    size_t from, next, end;
     double rate, credit, t_last;
+    bool busy; /* in feed_tick: h_nap's hook is not entered twice */
+    /* recovering: the fatal error, when, and the ends seen */
+    char fatal[600], why_not[400];
+    int64_t t_fatal, t_query;
+    int64_t hw[H_STREAM_MAXP], still_since[H_STREAM_MAXP];
+    int replicas[H_STREAM_MAXP];
 } feeder;
 
 static feeder *g_feed;
+static unsigned g_feed_recoveries;
+
+static void feed_producer_new(feeder *f)
+{
+    /* One request in flight and a request timeout past a paused
+     * follower's removal from the ISR (replica.lag.time.max.ms, 30 s):
+     * librdkafka before 2.3.0 (#4438) turns a request that may have been
+     * persisted (a timeout, a cut connection) into a fatal error when a
+     * later request of the same partition is already in flight.  They
+     * make that rarer; the recovery above handles it. */
+    rd_kafka_conf_t *conf = h_conf_pairs(
+        h_kafka_conf(f->bs), "enable.idempotence", "true", "acks", "all",
+        "linger.ms", "5", "message.timeout.ms", "300000",
+        "max.in.flight.requests.per.connection", "1",
+        "request.timeout.ms", "120000",
+        "queue.buffering.max.messages", "2000000", NULL);
+    H_MUST(h_producer_new(conf, 0, &f->p));
+}
+
+/* The producer failed fatally: what it said kept, the producer purged and
+ * destroyed, the recovery begun. */
+static void feed_lost_producer(feeder *f)
+{
+    char why[480] = "";
+    rd_kafka_resp_err_t err =
+        rd_kafka_fatal_error(h_producer_rk(f->p), why, sizeof(why));
+    snprintf(f->fatal, sizeof(f->fatal), "%s: %s", rd_kafka_err2name(err),
+             why);
+    h_producer_abandon(f->p);
+    f->p = NULL;
+    f->t_fatal = h_now_ms();
+    f->t_query = 0;
+    f->why_not[0] = '\0';
+    for (int p = 0; p < f->st->nparts; p++)
+        f->still_since[p] = -1;
+}
+
+/* The producer has failed fatally. */
+static bool feed_failed(const feeder *f)
+{
+    char why[8];
+    return rd_kafka_fatal_error(h_producer_rk(f->p), why, sizeof(why)) != 0;
+}
+
+/* Record i queued: 0; -1 if the producer has failed fatally (the recovery
+ * begun); any other failure fails the test. */
+static int feed_send(feeder *f, size_t i)
+{
+    const h_stream *st = f->st;
+    h_record r = h_rec(st->key[i], st->val[i]);
+    if (h_producer_send(f->p, f->topic, st->part[i], &r) == 0)
+        return 0;
+    if (feed_failed(f)) {
+        feed_lost_producer(f);
+        return -1;
+    }
+    h_test_fail("feeding record %zu: %s", i, h_last_error());
+}
 
 static void feed_upto(feeder *f, size_t upto)
 {
+    for (; f->p && f->next < upto; f->next++)
+        if (feed_send(f, f->next))
+            return;
+    if (f->p)
+        h_producer_poll(f->p);
+}
+
+/* The input's high watermarks into hw[] and each partition's replica
+ * count, asked by a fresh client: its leaders first (every partition must
+ * have one), then ListOffsets.  0, or -1 with f->why_not. */
+static int feed_query_ends(feeder *f, int64_t *hw, int *replicas)
+{
+    int nparts = f->st->nparts, rc = -1;
+    rd_kafka_t *q = h_query_client(h_kafka_conf(f->bs));
+    if (!q) {
+        snprintf(f->why_not, sizeof(f->why_not), "%s", h_last_error());
+        return -1;
+    }
+    rd_kafka_topic_t *t = rd_kafka_topic_new(q, f->topic, NULL);
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(q, 0, t, &md, FEED_QUERY_MS);
+    if (err) {
+        snprintf(f->why_not, sizeof(f->why_not), "metadata of %s: %s",
+                 f->topic, rd_kafka_err2name(err));
+        goto done;
+    }
+    const rd_kafka_metadata_topic_t *mt = &md->topics[0];
+    if (md->topic_cnt != 1 || mt->err || mt->partition_cnt != nparts) {
+        snprintf(f->why_not, sizeof(f->why_not), "metadata of %s: %s, %d "
+                 "partitions", f->topic,
+                 md->topic_cnt == 1 ? rd_kafka_err2name(mt->err) : "none",
+                 md->topic_cnt == 1 ? mt->partition_cnt : 0);
+        goto done;
+    }
+    for (int i = 0; i < nparts; i++) {
+        const rd_kafka_metadata_partition_t *mp = &mt->partitions[i];
+        if (mp->id < 0 || mp->id >= nparts || mp->leader < 0 || mp->err) {
+            snprintf(f->why_not, sizeof(f->why_not), "%s [%d]: leader %d, "
+                     "%s", f->topic, (int)mp->id, (int)mp->leader,
+                     rd_kafka_err2name(mp->err));
+            goto done;
+        }
+        replicas[mp->id] = mp->replica_cnt;
+    }
+    if (h_offsets(q, f->topic, nparts, RD_KAFKA_OFFSET_END, hw,
+                  FEED_QUERY_MS)) {
+        snprintf(f->why_not, sizeof(f->why_not), "%s", h_last_error());
+        goto done;
+    }
+    rc = 0;
+done:
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    rd_kafka_destroy(q);
+    return rc;
+}
+
+/* Step 3: the input as the old producer left it agrees with the stream
+ * (else the test fails).  0; -1 with f->why_not if it could not be read
+ * (tried again later). */
+static int feed_check_log(feeder *f)
+{
     const h_stream *st = f->st;
-    for (; f->next < upto; f->next++) {
-        size_t i = f->next;
-        h_record r = h_rec(st->key[i], st->val[i]);
-        if (h_producer_send(f->p, f->topic, st->part[i], &r))
-            h_test_fail("feeding record %zu: %s", i, h_last_error());
+    int nparts = st->nparts;
+    int64_t before[H_STREAM_MAXP], sent[H_STREAM_MAXP], lo[H_STREAM_MAXP];
+    h_stream_ends(st, f->from, before);
+    h_stream_ends(st, f->next, sent);
+    for (int p = 0; p < nparts; p++) {
+        if (f->hw[p] < before[p] || f->hw[p] > sent[p])
+            h_test_fail("the feeder's producer failed (%s); then %s [%d] "
+                        "ended at offset %lld, but the stream's records "
+                        "there end at %lld before the feeder began and at "
+                        "%lld with all it sent: the input's offsets are no "
+                        "longer the stream's", f->fatal, f->topic, p,
+                        (long long)f->hw[p], (long long)before[p],
+                        (long long)sent[p]);
+        lo[p] = f->hw[p] > FEED_CHECK ? f->hw[p] - FEED_CHECK : 0;
+    }
+    h_record_list l = {0};
+    if (h_consume_range(f->bs, f->topic, nparts, lo, f->hw, 30000, &l)) {
+        snprintf(f->why_not, sizeof(f->why_not), "%s", h_last_error());
+        h_record_list_free(&l);
+        return -1;
+    }
+    char bad[600] = "";
+    size_t want = 0;
+    for (int p = 0; p < nparts; p++)
+        want += (size_t)(f->hw[p] - lo[p]);
+    for (size_t k = 0; k < l.n && !bad[0]; k++) {
+        const h_record *r = &l.recs[k];
+        size_t i = h_stream_which(st, r);
+        if (i >= f->next || st->part[i] != r->partition ||
+            st->off[i] != r->offset)
+            snprintf(bad, sizeof(bad), "%s [%d] offset %lld holds key '%s' "
+                     "value '%s', not the stream's record there",
+                     f->topic, (int)r->partition, (long long)r->offset,
+                     r->key ? (const char *)r->key : "NULL",
+                     r->value ? (const char *)r->value : "NULL");
+    }
+    if (!bad[0] && l.n != want)
+        snprintf(bad, sizeof(bad), "%zu records in the last %d offsets "
+                 "before the ends of %s, want %zu", l.n, FEED_CHECK,
+                 f->topic, want);
+    h_record_list_free(&l);
+    if (bad[0])
+        h_test_fail("the feeder's producer failed (%s); then %s", f->fatal,
+                    bad);
+    return 0;
+}
+
+/* Step 4: a new producer resends what the old one sent past the ends;
+ * one line says so. */
+static void feed_resend(feeder *f)
+{
+    const h_stream *st = f->st;
+    size_t resent[H_STREAM_MAXP] = {0};
+    feed_producer_new(f);
+    for (size_t i = f->from; i < f->next; i++) {
+        if (st->off[i] < f->hw[st->part[i]])
+            continue;
+        if (feed_send(f, i))
+            return; /* failed again: the recovery starts over */
+        resent[st->part[i]]++;
     }
     h_producer_poll(f->p);
+    g_feed_recoveries++;
+    char per[H_STREAM_MAXP * 40] = "";
+    size_t len = 0, total = 0;
+    for (int p = 0; p < st->nparts; p++) {
+        len += (size_t)snprintf(per + len, sizeof(per) - len, "%s[%d] %zu "
+                                "from %lld", p ? ", " : "", p, resent[p],
+                                (long long)f->hw[p]);
+        total += resent[p];
+    }
+    printf("feeder: recovered from its producer's fatal error (%s) in "
+           "%.1f s: a new producer resent %zu of the %zu records sent to %s "
+           "(%s)\n", f->fatal, (h_now_ms() - f->t_fatal) / 1000.0, total,
+           f->next - f->from, f->topic, per);
+    fflush(stdout);
+}
+
+/* Steps 2 to 4, a look at the ends a second at most. */
+static void feed_recover_step(feeder *f)
+{
+    int64_t now = h_now_ms();
+    if (now < f->t_query)
+        return;
+    f->t_query = now + 1000;
+    int nparts = f->st->nparts, replicas[H_STREAM_MAXP];
+    int64_t hw[H_STREAM_MAXP];
+    bool settled = true;
+    if (feed_query_ends(f, hw, replicas) == 0) {
+        for (int p = 0; p < nparts; p++) {
+            if (f->still_since[p] < 0 || hw[p] != f->hw[p]) {
+                f->hw[p] = hw[p];
+                f->still_since[p] = now;
+            }
+            int quiet = replicas[p] > 1 ? FEED_QUIET_RF_MS : FEED_QUIET_MS;
+            settled = settled && now - f->still_since[p] >= quiet;
+        }
+    } else {
+        for (int p = 0; p < nparts; p++) /* unknown: may have moved */
+            f->still_since[p] = -1;
+        settled = false;
+    }
+    if (settled && feed_check_log(f) == 0) {
+        feed_resend(f);
+        return;
+    }
+    if (now - f->t_fatal > FEED_RECOVER_MS)
+        h_test_fail("the feeder's producer failed (%s) and the ends of %s "
+                    "were not settled and checked within %d s; last: %s",
+                    f->fatal, f->topic, FEED_RECOVER_MS / 1000,
+                    f->why_not[0] ? f->why_not : "still moving");
 }
 
 static void feed_tick(void *arg)
 {
     (void)arg;
     feeder *f = g_feed;
-    if (!f)
+    if (!f || f->busy)
         return;
+    f->busy = true;
     double t = h_now_s();
-    if (f->rate > 0) {
+    if (!f->p) {
+        feed_recover_step(f);
+        f->credit = 0; /* on at the rate after it, no burst */
+    } else if (f->rate > 0) {
         f->credit += (t - f->t_last) * f->rate;
         size_t n = (size_t)f->credit;
         if (n > f->end - f->next)
@@ -977,7 +1245,12 @@ static void feed_tick(void *arg)
         feed_upto(f, f->next + n);
     }
     f->t_last = t;
-    h_producer_poll(f->p);
+    if (f->p) {
+        h_producer_poll(f->p);
+        if (feed_failed(f))
+            feed_lost_producer(f);
+    }
+    f->busy = false;
 }
 
 void h_feed_start(const char *bootstraps, const char *topic,
@@ -989,22 +1262,12 @@ void h_feed_start(const char *bootstraps, const char *topic,
     f->bs = h_xstrdup(bootstraps);
     f->topic = h_xstrdup(topic);
     f->st = st;
+    f->from = from;
     f->next = from;
     f->end = st->n;
-    /* One request in flight and a request timeout past a paused
-     * follower's removal from the ISR (replica.lag.time.max.ms, 30 s):
-     * librdkafka before 2.3.0 (#4438) turns a request that may have been
-     * persisted (a timeout, a cut connection) into a fatal error when a
-     * later request of the same partition is already in flight. */
-    rd_kafka_conf_t *conf = h_conf_pairs(
-        h_kafka_conf(bootstraps), "enable.idempotence", "true", "acks", "all",
-        "linger.ms", "5", "message.timeout.ms", "300000",
-        "max.in.flight.requests.per.connection", "1",
-        "request.timeout.ms", "120000",
-        "queue.buffering.max.messages", "2000000", NULL);
     f->t_last = h_now_s();
     g_feed = f; /* before anything can fail: h_feed_abandon frees it */
-    H_MUST(h_producer_new(conf, 0, &f->p));
+    feed_producer_new(f);
     h_set_idle_hook(feed_tick, NULL);
 }
 
@@ -1019,15 +1282,35 @@ void h_feed_rate(double rate)
 
 size_t h_feed_next(void) { return g_feed ? g_feed->next : 0; }
 
+unsigned h_feed_recoveries(void) { return g_feed_recoveries; }
+
 void h_feed_finish(int flush_ms)
 {
     feeder *f = g_feed;
     if (!f)
         h_test_fail("h_feed_finish: no feeder");
-    feed_upto(f, f->end);
+    /* Everything produced and delivered by one producer, recovering from
+     * a fatal error as often as it takes; flush_ms is each producer's. */
+    for (;;) {
+        if (!f->p) {
+            feed_recover_step(f);
+            h_sleep_ms(100);
+            continue;
+        }
+        feed_upto(f, f->end);
+        int64_t deadline = h_now_ms() + flush_ms;
+        while (f->p && rd_kafka_outq_len(h_producer_rk(f->p)) > 0 &&
+               h_now_ms() < deadline) {
+            rd_kafka_flush(h_producer_rk(f->p), 200);
+            if (feed_failed(f))
+                feed_lost_producer(f);
+        }
+        if (f->p)
+            break;
+    }
     g_feed = NULL;
     h_set_idle_hook(NULL, NULL);
-    int rc = h_producer_close(f->p, f->topic, flush_ms);
+    int rc = h_producer_close(f->p, f->topic, 0);
     char *bs = f->bs, *topic = f->topic;
     const h_stream *st = f->st;
     free(f);
@@ -1063,6 +1346,17 @@ void h_feed_abandon(void)
     free(f->bs);
     free(f->topic);
     free(f);
+}
+
+void h_feed_test_fatal(const char *reason)
+{
+    if (!g_feed || !g_feed->p)
+        h_test_fail("h_feed_test_fatal: no feeder producing");
+    rd_kafka_resp_err_t err = rd_kafka_test_fatal_error(
+        h_producer_rk(g_feed->p),
+        RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason);
+    if (err)
+        h_test_fail("rd_kafka_test_fatal_error: %s", rd_kafka_err2str(err));
 }
 
 h_ckpt_chains h_kenv_ckpt_chains(h_kenv *e)

@@ -247,17 +247,29 @@ h_outrec *h_read_out_committed(h_stream *st, const char *bootstraps,
  * Records [from, st->n) of st are produced to topic, each to its own
  * partition, in order, at `rate` records/s from the layer's wait loops
  * (the idle hook of h_nap, set here), by one idempotent producer (so the
- * offsets are the stream's).  One feeder at a time.
+ * offsets are the stream's).  If that producer fails fatally, a new one
+ * resends the records it sent that are not in the topic once the topic's
+ * ends stand still (realkafka.c says how; the offsets stay the stream's),
+ * and one line on stdout says so.  One feeder at a time.
  */
 void h_feed_start(const char *bootstraps, const char *topic,
                   const h_stream *st, size_t from);
 void h_feed_rate(double rate);
 /* The next record to be produced. */
 size_t h_feed_next(void);
-/* Produces the rest, waits (up to flush_ms) for every delivery, checks
- * the topic's ends against the stream's, ends the feeder. */
+/* How many times a feeder of this process has recovered from its
+ * producer's fatal error. */
+unsigned h_feed_recoveries(void);
+/* Produces the rest, waits (up to flush_ms, a recovery's producer each
+ * again) for every delivery, checks the topic's ends against the
+ * stream's, ends the feeder. */
 void h_feed_finish(int flush_ms);
 /* Purges and ends the feeder, if any. */
 void h_feed_abandon(void);
+/* For tests of the feeder itself: raises a fatal error
+ * (OUT_OF_ORDER_SEQUENCE_NUMBER with reason, rd_kafka_test_fatal_error)
+ * on the feeder's producer, as librdkafka 2.0.2 does under a broker
+ * pause; fails the test if no producer is feeding. */
+void h_feed_test_fatal(const char *reason);
 
 #endif
