@@ -26,7 +26,8 @@
  * Every case checks the outcome as admin at read_committed (every unique
  * key once in the output, the duplicates or blocked records in the
  * rejected topic, the group's offsets at the input's end) and that the
- * broker's authorizer denied User:stage nothing meanwhile: so no client
+ * broker's authorizer denied User:stage nothing while the case's ACLs were
+ * granted (up to each revoke: replay_case says why): so no client
  * the stage or the CLI makes lacks the kafka.* security settings (it
  * would not get through the listener) or needs an ACL the table does not
  * list.  The ACLs are revoked at the end of each case.
@@ -164,11 +165,19 @@ static void replay_case(const char *name, h_sec_auth auth, const char *how)
                      e->ckt);
     h_proc_release(p);
     expect_once(e, false, how);
+    /* Denials are counted up to each revoke: a process's last request
+     * can reach the authorizer after the process exits (librdkafka
+     * 2.0.2's destroy can send, and not wait for, a metadata request for
+     * the topics it knows as its coordinator's connection goes down: for
+     * the CLI, the checkpoint topic alone), and after a revoke that is a
+     * denial no missing row caused. */
+    expect_nothing_denied(from, how);
     acls(e, H_MEETS_REPLAY, false);
     acls(e, H_MEETS_INFO_CLI, true);
+    from = denials_from();
     expect_info(e, how);
-    acls(e, H_MEETS_INFO_CLI, false);
     expect_nothing_denied(from, how);
+    acls(e, H_MEETS_INFO_CLI, false);
     h_kenv_free(e);
 }
 

@@ -15,10 +15,16 @@
  *   - add while running: records with the entry are dropped from a moment
  *     on, and forwarded again after a remove; along the input the fate
  *     switches exactly once per change, in order (a record is checked
- *     against the list as of the moment it is processed).  The update
- *     latency -- creation time of the first record dropped minus the
- *     creation time of the add record, and the same for removes -- is
- *     printed per round with its spread, and must stay under LAT_BOUND_MS;
+ *     against the list as of the moment it is processed).  Each change
+ *     must take effect (a record made after it has its fate in the output
+ *     at read_committed) within H_OUTPUT_MS before the next one is made,
+ *     one of them made while the stage is paused (SIGSTOP, as a loaded
+ *     machine's scheduler may): a stage that stalls is slow, not wrong,
+ *     and a change it reads together with the next one is one no record
+ *     could see.  The update latency -- creation time of the first record
+ *     dropped minus the creation time of the add record, and the same for
+ *     removes -- is printed per round with its spread, a measurement
+ *     (README.md's figures), not a bound;
  *   - a base file plus the topic: file entries are blocked, a tombstone
  *     removes a file entry as it removes a topic entry, an entry re-added
  *     after its tombstone is blocked; malformed list records (null key --
@@ -47,6 +53,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +72,7 @@ static const char *const *g_read_conf = H_READ_COMMITTED;
 #define LAT_ROUNDS 6
 static const char *const *g_read_conf = NULL;
 #endif
-#define LAT_WINDOW_MS 3000 /* records fed after each change */
-#define LAT_BOUND_MS 3000  /* a change must show within this */
+#define LAT_WINDOW_MS 3000 /* records fed after each change, at least */
 #define REFUSE_MS 30000
 #define READY_WAIT_MS 60000
 
@@ -231,9 +237,9 @@ static void fates_free(fates *f)
     free(f->ts);
 }
 
-static int find_val(const fates *f, const void *v, size_t len)
+/* The index N of a value "v-N" (the order records were made in), or -1. */
+static long seq_of(const void *v, size_t len)
 {
-    /* Values are "v-N": N is the index. */
     char buf[32];
     if (len == 0 || len >= sizeof buf)
         return -1;
@@ -241,7 +247,12 @@ static int find_val(const fates *f, const void *v, size_t len)
     buf[len] = '\0';
     if (strncmp(buf, "v-", 2) != 0)
         return -1;
-    long i = strtol(buf + 2, NULL, 10);
+    return strtol(buf + 2, NULL, 10);
+}
+
+static int find_val(const fates *f, const void *v, size_t len)
+{
+    long i = seq_of(v, len);
     return i >= 0 && (size_t)i < f->n ? (int)i : -1;
 }
 
@@ -326,6 +337,19 @@ static void print_spread(const char *what, int64_t *v, int n)
 
 /* ---- add and remove while running: the fate switches, and how soon ---- */
 
+/* Whether topic holds, at read_committed, a record made at or after input
+ * record `from`. */
+static bool holds_from(env *e, const char *topic, size_t from)
+{
+    h_record_list l = {0};
+    read_topic(e, topic, &l);
+    bool found = false;
+    for (size_t i = 0; i < l.n && !found; i++)
+        found = seq_of(l.recs[i].value, l.recs[i].value_len) >= (long)from;
+    h_record_list_free(&l);
+    return found;
+}
+
 static void test_add_remove_latency(void **state)
 {
     (void)state;
@@ -344,13 +368,27 @@ static void test_add_remove_latency(void **state)
     size_t seq = 0;
     char val[32];
     const char *verb[2] = {"add", "remove"};
+    /* The last add is made while the stage is paused (until LAT_WINDOW_MS
+     * after the command exits): it reads the change late, and must still
+     * apply it, in order, to the records it processes from then on. */
+    const int paused = 2 * LAT_ROUNDS - 2;
     for (int change = 0; change < 2 * LAT_ROUNDS; change++) {
         /* The change runs as its own process while records keep coming:
-         * one every ~2 ms, each with its creation time. */
+         * one every ~2 ms, each with its creation time.  Records go on
+         * coming until LAT_WINDOW_MS after it exits and until it took
+         * effect: a record made since the command started (seq `from` on)
+         * has the change's fate at read_committed.  The previous change
+         * had taken effect by a record made before `from`, so every record
+         * from `from` on is processed after it: that record's fate is this
+         * change's doing. */
         const char *args[] = {"blocklist", verb[change % 2], "x", "victim",
                               "-c", e->conf, NULL};
+        const char *want = change % 2 == 0 ? e->rej : e->out;
+        size_t from = seq;
+        if (change == paused)
+            H_CHECK(h_process_kill(p, SIGSTOP));
         h_proc *cli = h_bs_spawn(args, NULL);
-        double t_end = -1;
+        double t_end = -1, t_check = 0, t0 = h_now_s();
         for (;;) {
             snprintf(val, sizeof val, "v-%zu", seq++);
             h_record r = h_rec("victim", val);
@@ -358,14 +396,25 @@ static void test_add_remove_latency(void **state)
             h_producer_poll(pr);
             h_sleep_ms(2);
             int st;
+            double now = h_now_s();
             if (t_end < 0 && h_process_peek(cli, &st) == 0) {
                 if (st != 0)
                     h_stage_fail(cli, "blocklist %s exited %s",
                                  verb[change % 2], h_status_str(st));
-                t_end = h_now_s() + LAT_WINDOW_MS / 1000.0;
+                t_end = now + LAT_WINDOW_MS / 1000.0;
             }
-            if (t_end > 0 && h_now_s() > t_end)
+            if (t_end < 0 || now < t_end || now < t_check)
+                continue;
+            if (change == paused && t_check == 0)
+                H_CHECK(h_process_kill(p, SIGCONT));
+            if (holds_from(e, want, from))
                 break;
+            if ((now - t0) * 1000 > H_OUTPUT_MS)
+                h_stage_fail(p, "change %d (%s) did not take effect within "
+                             "%d s: no record made since `blocklist %s` "
+                             "started is in %s", change, verb[change % 2],
+                             H_OUTPUT_MS / 1000, verb[change % 2], want);
+            t_check = now + 0.2;
         }
         h_proc_release(cli);
         h_stage_alive(p, "feeding");
@@ -408,9 +457,6 @@ static void test_add_remove_latency(void **state)
         if (c + 1 < lst.n && f.ts[i] >= lst.recs[c + 1].timestamp)
             fail_msg("change %zu took effect only after the next change",
                      c);
-        if (lat > LAT_BOUND_MS)
-            fail_msg("change %zu took effect %" PRId64 " ms after it was "
-                     "made (bound %d ms)", c, lat, LAT_BOUND_MS);
         (adding ? lat_add : lat_rm)[c / 2] = lat;
         /* ...and no flapping back before the next change. */
         size_t j = i;
