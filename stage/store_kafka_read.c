@@ -485,9 +485,17 @@ static void gather(bs_kafkastore *ks, cpread *cps, size_t ncp,
             fail_cp(&cps[i], rc, err);
             continue;
         }
-        for (size_t j = 0; j < cps[i].nw; j++)
-            if (cps[i].w[j]->chain)
-                finish_chain(ks, cps[i].w[j]);
+        for (size_t j = 0; j < cps[i].nw; j++) {
+            want *w = cps[i].w[j];
+            if (!w->chain)
+                continue;
+            finish_chain(ks, w);
+            /* Its records go as soon as its state is decoded: a restore's
+             * peak is every partition's state and one chain's records, as
+             * when partitions were read one after another. */
+            bs_store_chain_free(w->chain);
+            w->chain = NULL;
+        }
     }
 }
 
