@@ -8,6 +8,7 @@
  *
  *   bench_restore [--records N] [--rounds R] [--methods replay,transactions]
  *                 [--membership dynamic,static] [--bloomstage PATH]
+ *                 [--baseline PATH]
  *
  * For each exactly_once.method and each membership (a configuration): its
  * own topics (6 partitions, checkpoint.store=kafka), N records of N
@@ -48,6 +49,13 @@
  * the end of each configuration the stage is stopped and its output read
  * at read_committed: every key exactly once, or the run fails.
  *
+ * --baseline PATH: every round runs its two cycles with the baseline
+ * binary (e.g. one built from main) as well as with --bloomstage's, on
+ * the same cluster and topics, which of the two goes first alternating
+ * from round to round; each round prints the pair's ratios (restore
+ * time and CPU), the end their medians and spread.  The stage that
+ * forwards the records first is --bloomstage's.
+ *
  * BENCH_RESTORE_X="k=v k=v" adds -X settings to every stage, e.g.
  * kafka.debug=protocol,cgrp to see which request a restore waits on.
  *
@@ -57,11 +65,13 @@
 #include "support.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef BENCH_BLOOMSTAGE_PATH
 #define BENCH_BLOOMSTAGE_PATH ""
@@ -87,14 +97,34 @@ typedef struct cycle {
     int node;       /* away: the node killed */
 } cycle;
 
+/* The binaries compared: [0] --bloomstage's, [1] --baseline's (NULL:
+ * none). */
+#define NBIN 2
+
 typedef struct config {
     const char *method;
     bool stat; /* static membership */
-    cycle up[MAX_ROUNDS], away[MAX_ROUNDS];
+    cycle up[NBIN][MAX_ROUNDS], away[NBIN][MAX_ROUNDS];
 } config;
 
 static h_kcluster *g_c;
 static const char *g_logdir;
+static const char *g_bins[NBIN];
+static const char *const g_bin_names[NBIN] = {"new", "base"};
+static char *g_link; /* the path the support layer starts, a symlink to
+                      * the binary of the cycle */
+
+/* Points g_link at binary b (a new link renamed over it). */
+static void use_binary(int b)
+{
+    if (!g_link)
+        return;
+    char *tmp = h_strdupf("%s.tmp", g_link);
+    unlink(tmp);
+    if (symlink(g_bins[b], tmp) != 0 || rename(tmp, g_link) != 0)
+        h_test_fail("%s -> %s: %s", g_link, g_bins[b], strerror(errno));
+    free(tmp);
+}
 
 static double median_of(const double *v, int n, double *lo, double *hi)
 {
@@ -247,13 +277,51 @@ static void restart(h_kenv *e, const char *const *xs, h_proc **p, cycle *cy,
 static void print_cycle(const char *what, const cycle *cy)
 {
     printf("    %-4s %6.2f s  (started %.2f, assignment %.2f, first "
-           "partition %.2f, tail %.2f s; CPU %.2f s, waiting for a CPU "
-           "%.2f s", what, cy->restore, cy->started, cy->join, cy->first,
+           "partition %.2f, restored %.2f s after the assignment, tail "
+           "%.2f s; CPU %.2f s, waiting for a CPU %.2f s", what, cy->restore,
+           cy->started, cy->join, cy->first, cy->restore - cy->join,
            cy->tail, cy->cpu, cy->runq);
     if (cy->node)
         printf("; node %d killed, its leaders moved in %.1f s", cy->node,
                cy->moved);
     printf(")\n");
+}
+
+/* Round r's two cycles (up, then away) with binary b. */
+static void run_cycles(h_kenv *e, const char *const *xs, h_proc **p,
+                       config *cf, int r, int b, const char *name,
+                       bool replay)
+{
+    char tag[64];
+    use_binary(b);
+    snprintf(tag, sizeof(tag), "%s-r%d-%s-up", name, r + 1,
+             g_bin_names[b]);
+    restart(e, xs, p, &cf->up[b][r], tag);
+    printf("   %s\n", g_bins[1] ? g_bin_names[b] : "");
+    print_cycle("up", &cf->up[b][r]);
+    fflush(stdout);
+
+    int node = replay ? h_kleader_of(e->q, e->out, 0, NULL)
+                      : h_kleader_of(e->q, "__consumer_offsets", 0, e->group);
+    if (node < 1 || node > NODES)
+        h_test_fail("no leader known to kill (%d)", node);
+    cycle *cy = &cf->away[b][r];
+    cy->node = node;
+    double k0 = h_now_s();
+    H_MUST(h_kcluster_kill_node(g_c, node));
+    while (leads_any(e->q, node)) {
+        if (h_now_s() - k0 > MOVE_MAX_S)
+            h_test_fail("node %d still leads partitions %d s after its "
+                        "kill", node, MOVE_MAX_S);
+        h_nap(100);
+    }
+    cy->moved = h_now_s() - k0;
+    snprintf(tag, sizeof(tag), "%s-r%d-%s-away", name, r + 1,
+             g_bin_names[b]);
+    restart(e, xs, p, cy, tag);
+    print_cycle("away", cy);
+    fflush(stdout);
+    H_MUST(h_kcluster_start_node(g_c, node));
 }
 
 static void run_config(config *cf, size_t nrec, int rounds, int ci)
@@ -295,36 +363,15 @@ static void run_config(config *cf, size_t nrec, int rounds, int ci)
                                   procs, 600000);
     printf("   forwarded in %.1f s\n", h_now_s() - t0);
     fflush(stdout);
+    int nbin = g_bins[1] ? NBIN : 1;
     for (int r = 0; r < rounds; r++) {
-        char tag[64];
         printf("  round %d\n", r + 1);
-        snprintf(tag, sizeof(tag), "%s-r%d-up", name, r + 1);
-        restart(e, xs, &p, &cf->up[r], tag);
-        print_cycle("up", &cf->up[r]);
-        fflush(stdout);
-
-        int node = replay ? h_kleader_of(e->q, e->out, 0, NULL)
-                          : h_kleader_of(e->q, "__consumer_offsets", 0,
-                                         e->group);
-        if (node < 1 || node > NODES)
-            h_test_fail("no leader known to kill (%d)", node);
-        cycle *cy = &cf->away[r];
-        cy->node = node;
-        double k0 = h_now_s();
-        H_MUST(h_kcluster_kill_node(g_c, node));
-        while (leads_any(e->q, node)) {
-            if (h_now_s() - k0 > MOVE_MAX_S)
-                h_test_fail("node %d still leads partitions %d s after its "
-                            "kill", node, MOVE_MAX_S);
-            h_nap(100);
+        for (int k = 0; k < nbin; k++) {
+            int b = (r + k) % nbin; /* who goes first alternates */
+            run_cycles(e, xs, &p, cf, r, b, name, replay);
         }
-        cy->moved = h_now_s() - k0;
-        snprintf(tag, sizeof(tag), "%s-r%d-away", name, r + 1);
-        restart(e, xs, &p, cy, tag);
-        print_cycle("away", cy);
-        fflush(stdout);
-        H_MUST(h_kcluster_start_node(g_c, node));
     }
+    use_binary(0);
     h_stage_stop(p);
     h_proc_release(p);
     size_t n = 0;
@@ -335,27 +382,68 @@ static void run_config(config *cf, size_t nrec, int rounds, int ci)
     h_kenv_free(e);
 }
 
-static void report(const config *cf, int rounds)
+/* One binary's line: up and away medians (min - max), away / up, the
+ * tail, the CPU, and the target. */
+static void report_bin(const config *cf, int rounds, int bin)
 {
     double up[MAX_ROUNDS], away[MAX_ROUNDS], ratio[MAX_ROUNDS],
-        tail[MAX_ROUNDS], lo, hi, rlo, rhi, tlo, thi;
+        tail[MAX_ROUNDS], cpu[MAX_ROUNDS], lo, hi, rlo, rhi, tlo, thi, clo,
+        chi;
     for (int r = 0; r < rounds; r++) {
-        up[r] = cf->up[r].restore;
-        away[r] = cf->away[r].restore;
+        up[r] = cf->up[bin][r].restore;
+        away[r] = cf->away[bin][r].restore;
         ratio[r] = away[r] / up[r];
-        tail[r] = cf->away[r].tail;
+        tail[r] = cf->away[bin][r].tail;
+        cpu[r] = cf->away[bin][r].cpu;
     }
     double target = cf->stat ? 2.0 : 2.0 + SESSION_S;
     double um = median_of(up, rounds, &lo, &hi);
-    printf("  %-12s %-7s up %5.2f s (%.2f - %.2f)", cf->method,
-           cf->stat ? "static" : "dynamic", um, lo, hi);
+    printf("  %-12s %-7s %-4s up %5.2f s (%.2f - %.2f)", cf->method,
+           cf->stat ? "static" : "dynamic", g_bins[1] ? g_bin_names[bin] : "",
+           um, lo, hi);
     double m = median_of(away, rounds, &lo, &hi);
     double rm = median_of(ratio, rounds, &rlo, &rhi);
     double tm = median_of(tail, rounds, &tlo, &thi);
+    double cm = median_of(cpu, rounds, &clo, &chi);
     printf("  away %5.2f s (%.2f - %.2f) = %.2fx up (%.2f - %.2f); tail "
-           "%.2f s (%.2f - %.2f)\n", m, lo, hi, rm, rlo, rhi, tm, tlo, thi);
-    printf("  %-20s target away < %.0f s: %s (largest %.2f s)\n", "",
+           "%.2f s (%.2f - %.2f); CPU away %.2f s (%.2f - %.2f)\n", m, lo,
+           hi, rm, rlo, rhi, tm, tlo, thi, cm, clo, chi);
+    printf("  %-25s target away < %.0f s: %s (largest %.2f s)\n", "",
            target, hi < target ? "PASS" : "MISS", hi);
+}
+
+/* With a baseline: per cycle kind, new / base of the restore time, of
+ * the restore's own work (from the assignment to the last partition
+ * restored) and of the stage's CPU, round by round, as median (min -
+ * max). */
+static void report_pair(const config *cf, int rounds)
+{
+    for (int away = 0; away < 2; away++) {
+        double t[MAX_ROUNDS], w[MAX_ROUNDS], c[MAX_ROUNDS], tlo, thi, wlo,
+            whi, clo, chi;
+        for (int r = 0; r < rounds; r++) {
+            const cycle *n = away ? &cf->away[0][r] : &cf->up[0][r];
+            const cycle *b = away ? &cf->away[1][r] : &cf->up[1][r];
+            t[r] = n->restore / b->restore;
+            w[r] = (n->restore - n->join) / (b->restore - b->join);
+            c[r] = n->cpu / b->cpu;
+        }
+        double tm = median_of(t, rounds, &tlo, &thi);
+        double wm = median_of(w, rounds, &wlo, &whi);
+        double cm = median_of(c, rounds, &clo, &chi);
+        printf("  %-25s new / base, %-4s time %.2fx (%.2f - %.2f), from "
+               "the assignment %.2fx (%.2f - %.2f), CPU %.2fx (%.2f - "
+               "%.2f)\n", "", away ? "away" : "up", tm, tlo, thi, wm, wlo,
+               whi, cm, clo, chi);
+    }
+}
+
+static void report(const config *cf, int rounds)
+{
+    for (int b = 0; b < (g_bins[1] ? NBIN : 1); b++)
+        report_bin(cf, rounds, b);
+    if (g_bins[1])
+        report_pair(cf, rounds);
 }
 
 static void usage(const char *me)
@@ -373,7 +461,9 @@ static void usage(const char *me)
             "  --membership LIST dynamic and/or static (default "
             "dynamic,static)\n"
             "  --bloomstage P    the binary (default: $BLOOMSTAGE_BIN or "
-            "the build's)\n",
+            "the build's)\n"
+            "  --baseline P      a second binary, run beside it in every "
+            "round\n",
             me, MAX_ROUNDS);
 }
 
@@ -391,6 +481,7 @@ int main(int argc, char **argv)
         {"methods", required_argument, 0, 'm'},
         {"membership", required_argument, 0, 'M'},
         {"bloomstage", required_argument, 0, 'B'},
+        {"baseline", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -400,6 +491,7 @@ int main(int argc, char **argv)
         case 'm': methods = optarg; break;
         case 'M': members = optarg; break;
         case 'B': bin = optarg; break;
+        case 'b': g_bins[1] = optarg; break;
         case 'h': usage(argv[0]); return 0;
         default: usage(argv[0]); return 2;
         }
@@ -417,17 +509,27 @@ int main(int argc, char **argv)
         usage(argv[0]);
         return 2;
     }
+    char *logdir = NULL;
+    H_MUST(h_tmpdir_new(&logdir));
+    g_logdir = logdir;
+    g_bins[0] = bin;
+    if (g_bins[1]) {
+        /* The support layer starts the path it was given at init: a link
+         * that each cycle points at its binary. */
+        g_link = h_strdupf("%s/bloomstage", logdir);
+        use_binary(0);
+        bin = g_link;
+    }
     setenv("BLOOMSTAGE_BIN", bin, 1);
     if (h_test_init()) {
         fprintf(stderr, "bench_restore: %s\n", h_last_error());
         return 1;
     }
     h_stage_debug_env(NULL, "BENCH_RESTORE_X");
-    char *logdir = NULL;
-    H_MUST(h_tmpdir_new(&logdir));
-    g_logdir = logdir;
     printf("bench_restore: %zu records, %d rounds; the stages' logs in %s\n",
            nrec, rounds, logdir);
+    if (g_bins[1])
+        printf("new: %s\nbase: %s\n", g_bins[0], g_bins[1]);
     printf("starting a %d-node Apache Kafka cluster\n", NODES);
     fflush(stdout);
     H_MUST(h_kcluster_start(NODES, &g_c));

@@ -172,22 +172,31 @@ static bs_rc part_audit(bs_stage *s, part *p, bf_audit *from, bool had_ckpt,
     return BS_OK;
 }
 
-/* Loads a partition's checkpoint into p (filter, audit sample and
- * offsets), or gives it a fresh filter and sample when there is none.  A
- * checkpoint that exists but cannot be used is fatal, never silently
- * replaced. */
-static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
-                       size_t errstr_size)
+/* Whether p's restore asks the store at all: transactions with nothing
+ * committed want no state (any state there is belongs to a transaction
+ * that never committed). */
+static bool part_asks_store(const bs_stage *s, int64_t at)
 {
-    bs_checkpoint c;
-    /* Transactions: the state the committed offset was committed with
-     * (none when nothing is committed: any state there is belongs to a
-     * transaction that never committed). */
-    int r = s->txn && at < 0
-                ? 0
-                : bs_store_get(s->store, p->topic, p->partition,
-                               s->txn ? at : BS_STORE_NEWEST, &c, errstr,
-                               errstr_size);
+    return !(s->txn && at < 0);
+}
+
+/* What p's restore asks the store for: the newest state, or with
+ * transactions the state the committed offset was committed with. */
+static int64_t part_store_at(const bs_stage *s, int64_t at)
+{
+    return s->txn ? at : BS_STORE_NEWEST;
+}
+
+/* Puts the store's answer r for p (bs_store_get's; *cp, taken, when 1) in
+ * place: the checkpoint's filter, audit sample and offsets, or a fresh
+ * filter and sample when there is none.  A checkpoint that exists but
+ * cannot be used is fatal, never silently replaced. */
+static bs_rc part_apply(bs_stage *s, part *p, int64_t at, int r,
+                        bs_checkpoint *cp, char *errstr, size_t errstr_size)
+{
+    bs_checkpoint c = {0};
+    if (r == 1)
+        c = *cp;
     if (r == BS_STORE_AHEAD || r == BS_STORE_UNREACHABLE)
         return BS_RETRY;
     if (r < 0)
@@ -259,6 +268,18 @@ static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
             bs_log_ckpt_failed(p->topic, p->partition, errstr);
     }
     return BS_OK;
+}
+
+/* Loads p's checkpoint from the store (part_apply). */
+static bs_rc part_load(bs_stage *s, part *p, int64_t at, char *errstr,
+                       size_t errstr_size)
+{
+    bs_checkpoint c;
+    int r = part_asks_store(s, at)
+                ? bs_store_get(s->store, p->topic, p->partition,
+                               part_store_at(s, at), &c, errstr, errstr_size)
+                : 0;
+    return part_apply(s, p, at, r, &c, errstr, errstr_size);
 }
 
 /* Transactions: the group's committed offsets of parts[0..n) into at[]
@@ -459,14 +480,17 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     int64_t *at = calloc(n ? n : 1, sizeof(*at));
     bool *replay = calloc(n ? n : 1, sizeof(*replay));
     bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
-    if (!at || !replay || !t) {
+    bs_store_query *q = calloc(n ? n : 1, sizeof(*q));
+    if (!at || !replay || !t || !q) {
         free(at);
         free(replay);
         free(t);
+        free(q);
         snprintf(errstr, errstr_size, "out of memory");
         return BS_FATAL;
     }
     bs_rc rc = BS_OK;
+    size_t nq = 0; /* q[0..nq): the states asked for */
     /* A stop requested: a restore the drain would give up at once (a
      * rollback's retry in the final rounds) is not made.  Assignments
      * that come meanwhile are declined before they get here
@@ -486,10 +510,25 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         rc = BS_RETRY;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    /* Every state asked for at once: the Kafka store reads each partition
+     * of its topic once for all of them, side by side. */
+    for (size_t i = 0; i < n; i++)
+        if (part_asks_store(s, at[i]))
+            q[nq++] = (bs_store_query){.topic = parts[i]->topic,
+                                       .partition = parts[i]->partition,
+                                       .at_offset = part_store_at(s, at[i])};
+    bs_store_get_many(s->store, q, nq);
+    for (size_t i = 0, k = 0; i < n; i++) {
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
-        bs_rc lr = part_load(s, p, at[i], errstr, errstr_size);
+        bs_store_query *a = part_asks_store(s, at[i]) ? &q[k++] : NULL;
+        int r = a ? a->rc : 0;
+        if (r < 0)
+            snprintf(errstr, errstr_size, "%s", a->err);
+        if (a)
+            a->rc = 0; /* its state is part_apply's now */
+        bs_rc lr = part_apply(s, p, at[i], r, a ? &a->out : NULL, errstr,
+                              errstr_size);
         if (lr == BS_OK)
             lr = await_committed_checkpoint(s, p, at[i], errstr,
                                             errstr_size);
@@ -497,10 +536,10 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             /* Its state is ahead of the commit (another owner went on), or
              * the store cannot be read now (a broker away): it waits,
              * unprocessed, for a retry or its revocation. */
-            char q[1100];
+            char quoted[1100];
             bs_log(BS_LOG_WARN, "restore deferred", "topic=%s partition=%d "
                    "error=%s", p->topic, (int)p->partition,
-                   bs_log_quote(errstr, q, sizeof(q)));
+                   bs_log_quote(errstr, quoted, sizeof(quoted)));
             bs_part_set_state(s, p, BS_PART_RESTORE_PENDING);
             rc = BS_RETRY;
             continue;
@@ -573,8 +612,12 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
                "records=%llu seconds=%.3f", nt, (unsigned long long)total,
                bs_now() - t0);
 out:
+    for (size_t k = 0; k < nq; k++)
+        if (q[k].rc == 1) /* not taken: a fatal error came first */
+            bs_ckpt_free(&q[k].out);
     free(at);
     free(replay);
     free(t);
+    free(q);
     return rc;
 }

@@ -270,65 +270,101 @@ static int replay_record(tail_read *r, bs_replay_target *t,
     return rc;
 }
 
-/* Polls the assigned tail until every partition is read to its end (an
+/* One message of the tail (destroyed here): a record is replayed, an EOF
+ * event at or past a partition's end ends it.  0, or -1 (out of memory) /
+ * BS_REPLAY_REFUSED with errstr. */
+static int tail_message(tail_read *r, bs_fetch_wake *wake,
+                        rd_kafka_message_t *m, char *errstr,
+                        size_t errstr_size)
+{
+    if (m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+        snprintf(errstr, errstr_size, "replay: reading the output tail "
+                 "of %s: %s", r->topic, rd_kafka_message_errstr(m));
+        rd_kafka_message_destroy(m);
+        return BS_REPLAY_REFUSED;
+    }
+    int32_t op = m->partition;
+    if (op < 0 || (uint32_t)op >= r->nparts || r->to[op] < 0) {
+        rd_kafka_message_destroy(m); /* not ours, or done already */
+        return 0;
+    }
+    bool last;
+    if (m->err) {
+        last = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+               m->offset >= r->to[op];
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            bs_log(BS_LOG_WARN, "replay: consume error", "error=%s",
+                   rd_kafka_err2name(m->err));
+    } else {
+        last = m->offset + 1 >= r->to[op];
+        if (wake) {
+            bs_fetch_wake_note(wake, m->key_len + m->len);
+            if (r->read % WAKE_CHECK_EVERY == 0)
+                bs_fetch_wake_check(wake);
+        }
+        r->read++;
+        int64_t so;
+        bs_replay_target *t = record_target(r, m, &so);
+        if (t && replay_record(r, t, m, so) != 0) {
+            snprintf(errstr, errstr_size, "out of memory");
+            rd_kafka_message_destroy(m);
+            return -1;
+        }
+    }
+    rd_kafka_message_destroy(m);
+    if (last) {
+        r->to[op] = -1; /* done with this partition */
+        r->pending--;
+    }
+    return 0;
+}
+
+/* Messages taken from the tail's queue at a time: what is queued already
+ * comes in one call (one lock of the queue, not one a message). */
+#define TAIL_BATCH 512
+
+/* Reads the assigned tail until every partition is read to its end (an
  * EOF event ends one whose last offsets hold no record: transaction
- * markers, compaction), replaying each record.  -1 with errstr past
- * timeout_ms or out of memory; BS_REPLAY_REFUSED with errstr at the
- * brokers' first refusal of a fetch. */
+ * markers, compaction), replaying each record.  What is queued is taken
+ * in batches without waiting; only an empty queue waits, up to BS_POLL_MS
+ * for one message (a batch call that waits would wait to fill the batch).
+ * -1 with errstr past timeout_ms or out of memory; BS_REPLAY_REFUSED with
+ * errstr at the brokers' first refusal of a fetch. */
 static int read_tail(tail_read *r, bs_fetch_wake *wake, int timeout_ms,
                      char *errstr, size_t errstr_size)
 {
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(r->tail);
+    if (!q) {
+        snprintf(errstr, errstr_size, "replay: the tail reader has no "
+                 "consumer queue");
+        return -1;
+    }
+    rd_kafka_message_t *batch[TAIL_BATCH];
     double deadline = bs_now() + timeout_ms / 1000.0;
-    while (r->pending > 0) {
+    int rc = 0;
+    while (rc == 0 && r->pending > 0) {
         if (bs_now() > deadline) {
             snprintf(errstr, errstr_size, "replay: the output tail of %s was "
                      "not read within %d ms (%llu records read)",
                      r->topic, timeout_ms, (unsigned long long)r->read);
-            return -1;
+            rc = -1;
+            break;
         }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(r->tail, BS_POLL_MS);
-        if (wake && (!m || r->read % WAKE_CHECK_EVERY == 0))
+        ssize_t got = rd_kafka_consume_batch_queue(q, 0, batch, TAIL_BATCH);
+        if (got <= 0) {
+            batch[0] = rd_kafka_consumer_poll(r->tail, BS_POLL_MS);
+            got = batch[0] != NULL;
+        }
+        if (got == 0 && wake)
             bs_fetch_wake_check(wake);
-        if (!m)
-            continue;
-        if (m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
-            snprintf(errstr, errstr_size, "replay: reading the output tail "
-                     "of %s: %s", r->topic, rd_kafka_message_errstr(m));
-            rd_kafka_message_destroy(m);
-            return BS_REPLAY_REFUSED;
-        }
-        int32_t op = m->partition;
-        if (op < 0 || (uint32_t)op >= r->nparts || r->to[op] < 0) {
-            rd_kafka_message_destroy(m); /* not ours, or done already */
-            continue;
-        }
-        bool last;
-        if (m->err) {
-            last = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF &&
-                   m->offset >= r->to[op];
-            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-                bs_log(BS_LOG_WARN, "replay: consume error", "error=%s",
-                       rd_kafka_err2name(m->err));
-        } else {
-            last = m->offset + 1 >= r->to[op];
-            r->read++;
-            if (wake)
-                bs_fetch_wake_note(wake, m->key_len + m->len);
-            int64_t so;
-            bs_replay_target *t = record_target(r, m, &so);
-            if (t && replay_record(r, t, m, so) != 0) {
-                snprintf(errstr, errstr_size, "out of memory");
-                rd_kafka_message_destroy(m);
-                return -1;
-            }
-        }
-        rd_kafka_message_destroy(m);
-        if (last) {
-            r->to[op] = -1; /* done with this partition */
-            r->pending--;
-        }
+        ssize_t i = 0;
+        while (i < got && rc == 0)
+            rc = tail_message(r, wake, batch[i++], errstr, errstr_size);
+        while (i < got)
+            rd_kafka_message_destroy(batch[i++]); /* after a failure */
     }
-    return 0;
+    rd_kafka_queue_destroy(q);
+    return rc;
 }
 
 int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,

@@ -10,12 +10,12 @@
  * A put produces a state's chunks and remembers it as pending; sync
  * flushes, learns chunk 0's offset from its delivery report, writes each
  * manifest and flushes again, then sends tombstones for chains a new
- * snapshot replaced.  A get finds the newest manifest backwards from the
- * partition's end, then reads once from the snapshot's chunk 0 and gathers
- * every state the manifest names (bs_store_chain_*).
+ * snapshot replaced.  The reads of a restore (get, get_many) are
+ * store_kafka_read.c's, with the keys and the known chains both halves
+ * share.
  */
 #include "store_kafka.h"
-#include "store_kafka_records.h"
+#include "store_kafka_read.h"
 #include "timeouts.h"
 #include "log.h"
 #include "kafka_util.h"
@@ -28,10 +28,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define KEY_PREFIX "bs1"
-
 /* A state produced in chunks and waiting for its manifest. */
-typedef struct pending {
+struct bs_kafkastore_pending {
     uintptr_t ticket; /* its chunk 0's message opaque (kafka_dr) */
     char topic[250];
     int32_t partition;
@@ -39,71 +37,11 @@ typedef struct pending {
     bool delta;            /* chains onto the known tip, base_id */
     uint64_t id, base_id;
     int64_t input_offset;
-} pending;
-
-/* The newest manifest this instance knows of, per partition: the chain it
- * names (for the next manifest, the next seq and the tombstones), the
- * newest state's id (a delta's base) and whether its offsets are
- * committed. */
-typedef struct known {
-    char topic[250];
-    int32_t partition;
-    bs_store_manifest *chain; /* [0] the snapshot */
-    size_t n, cap;
-    uint64_t tip_id;
-    bool tip_chainable; /* the tip's record seq is its key's (not a v1
-                         * manifest's) and its id is known */
-    int64_t tip_input;  /* the tip's next input offset */
-    bool committed;     /* bs_store_committed reached tip_input */
-} known;
-
-struct bs_kafkastore {
-    char desc[300];
-    const char *group;
-    const char *topic;
-    size_t chunk;
-    uint32_t max_chain; /* checkpoint.delta.max */
-    double max_ratio;   /* checkpoint.delta.ratio */
-    int nparts;
-    rd_kafka_t *producer; /* the one records go through: own, or lent */
-    rd_kafka_t *own;      /* the store's own (bs_kafkastore_new) */
-    rd_kafka_t *reader;
-    pending *pend; /* in ticket order */
-    size_t npend, cappend;
-    uintptr_t next_ticket;
-    known *known;
-    size_t nknown, capknown;
-    uint64_t dr_failed;
-    char dr_error[512];
-    bool dr_refused; /* the first of them refused by the authorizer */
-    uint64_t last_bytes;
-    bool last_delta;
 };
+typedef bs_kafkastore_pending pending;
+typedef bs_kafkastore_known known;
 
-/* -- keys and delivery reports -------------------------------------------- */
-
-static int manifest_key(const bs_kafkastore *ks, const char *topic,
-                        int32_t part, char *buf, size_t size)
-{
-    return snprintf(buf, size, KEY_PREFIX "/%s/%s/%d", ks->group, topic,
-                    (int)part);
-}
-
-static int chunk_key(const bs_kafkastore *ks, const char *topic, int32_t part,
-                     int64_t seq, uint32_t i, char *buf, size_t size)
-{
-    return snprintf(buf, size, KEY_PREFIX "/%s/%s/%d/%lld/%u", ks->group,
-                    topic, (int)part, (long long)seq, i);
-}
-
-/* All of one partition's records go to one partition of the topic. */
-static int32_t ckpt_partition(const bs_kafkastore *ks, const char *topic,
-                              int32_t part)
-{
-    char key[600];
-    int n = manifest_key(ks, topic, part, key, sizeof(key));
-    return (int32_t)(XXH3_64bits(key, (size_t)n) % (uint64_t)ks->nparts);
-}
+/* -- delivery reports ----------------------------------------------------- */
 
 /* Message opaque: NULL nothing to note; UINTPTR_MAX a tombstone (its
  * failure is harmless: compaction or the next tombstone removes the chunk);
@@ -158,30 +96,6 @@ static void kafka_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op)
         if (p)
             p->rec.first = m->offset;
     }
-}
-
-static known *known_find(bs_kafkastore *ks, const char *topic, int32_t part,
-                         bool add)
-{
-    for (size_t i = 0; i < ks->nknown; i++)
-        if (ks->known[i].partition == part &&
-            !strcmp(ks->known[i].topic, topic))
-            return &ks->known[i];
-    if (!add)
-        return NULL;
-    if (ks->nknown == ks->capknown) {
-        size_t cap = ks->capknown ? ks->capknown * 2 : 16;
-        known *nk = realloc(ks->known, cap * sizeof(*nk));
-        if (!nk)
-            return NULL;
-        ks->known = nk;
-        ks->capknown = cap;
-    }
-    known *k = &ks->known[ks->nknown++];
-    memset(k, 0, sizeof(*k));
-    snprintf(k->topic, sizeof(k->topic), "%s", topic);
-    k->partition = part;
-    return k;
 }
 
 /* Produces and waits: 0; -1 with errstr if any delivery (but
@@ -272,7 +186,7 @@ static int kafka_put(void *impl, const char *topic, int32_t part,
         ks->pend = np;
         ks->cappend = cap;
     }
-    known *k = known_find(ks, topic, part, false);
+    known *k = bs_kafkastore_known_find(ks, topic, part, false);
     const bs_store_manifest *tip = k && k->n ? &k->chain[k->n - 1] : NULL;
     bs_ckpt_meta m = {topic, part, next_offset, wm, nwm,
                       (uint64_t)(tip ? tip->seq + 1 : 1), bs_ckpt_new_id(),
@@ -304,11 +218,11 @@ static int kafka_put(void *impl, const char *topic, int32_t part,
     p->base_id = m.prev_id;
     p->input_offset = next_offset;
     ks->npend++;
-    int32_t cp = ckpt_partition(ks, topic, part);
+    int32_t cp = bs_kafkastore_partition(ks, topic, part);
     int rc = 0;
     for (uint32_t i = 0; i < p->rec.nchunks && rc == 0; i++) {
         char key[600];
-        chunk_key(ks, topic, part, p->rec.seq, i, key, sizeof(key));
+        bs_kafkastore_chunk_key(ks, topic, part, p->rec.seq, i, key, sizeof(key));
         size_t off = (size_t)i * ks->chunk;
         size_t n = len - off < ks->chunk ? len - off : ks->chunk;
         rc = produce_rec(ks, cp, key, buf + off, n,
@@ -325,21 +239,6 @@ static int kafka_put(void *impl, const char *topic, int32_t part,
      * the known tip is another id and the next checkpoint a snapshot. */
     bs_ckpt_track_from(filter, m.id);
     return 0;
-}
-
-static bool known_reserve(known *k, size_t n)
-{
-    if (n <= k->cap)
-        return true;
-    size_t cap = k->cap ? k->cap : 4;
-    while (cap < n)
-        cap *= 2;
-    bs_store_manifest *c = realloc(k->chain, cap * sizeof(*c));
-    if (!c)
-        return false;
-    k->chain = c;
-    k->cap = cap;
-    return true;
 }
 
 static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
@@ -363,8 +262,8 @@ static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
                      "for its first chunk", p->topic, (int)p->partition);
             goto out;
         }
-        known *k = known_find(ks, p->topic, p->partition, true);
-        if (!k || !known_reserve(k, k->n + 1)) {
+        known *k = bs_kafkastore_known_find(ks, p->topic, p->partition, true);
+        if (!k || !bs_kafkastore_known_reserve(k, k->n + 1)) {
             snprintf(errstr, errstr_size, "out of memory");
             goto out;
         }
@@ -376,13 +275,13 @@ static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
             goto out;
         }
         char key[600];
-        manifest_key(ks, p->topic, p->partition, key, sizeof(key));
+        bs_kafkastore_manifest_key(ks, p->topic, p->partition, key, sizeof(key));
         k->chain[k->n] = p->rec; /* room reserved; counted below */
         char *val = p->delta
                         ? bs_store_manifest_json(k->chain, k->n + 1,
                                                  p->input_offset)
                         : bs_store_manifest_json(&p->rec, 1, p->input_offset);
-        int r = val ? produce_rec(ks, ckpt_partition(ks, p->topic,
+        int r = val ? produce_rec(ks, bs_kafkastore_partition(ks, p->topic,
                                                      p->partition),
                                   key, val, strlen(val), NULL, errstr,
                                   errstr_size)
@@ -400,15 +299,15 @@ static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
     /* 3. the known chains move on; a new snapshot's old chain is garbage */
     for (size_t i = 0; i < ks->npend; i++) {
         pending *p = &ks->pend[i];
-        known *k = known_find(ks, p->topic, p->partition, true);
+        known *k = bs_kafkastore_known_find(ks, p->topic, p->partition, true);
         if (!k)
             continue;
         if (!p->delta) {
-            int32_t cp = ckpt_partition(ks, p->topic, p->partition);
+            int32_t cp = bs_kafkastore_partition(ks, p->topic, p->partition);
             for (size_t s = 0; s < k->n; s++)
                 for (uint32_t c = 0; c < k->chain[s].nchunks; c++) {
                     char key[600];
-                    chunk_key(ks, p->topic, p->partition, k->chain[s].seq, c,
+                    bs_kafkastore_chunk_key(ks, p->topic, p->partition, k->chain[s].seq, c,
                               key, sizeof(key));
                     char ignored[64];
                     (void)produce_rec(ks, cp, key, NULL, 0, OPQ_TOMBSTONE,
@@ -426,262 +325,6 @@ static int kafka_sync(void *impl, char *errstr, size_t errstr_size)
     rc = 0;
 out:
     ks->npend = 0;
-    return rc;
-}
-
-/* -- reading ------------------------------------------------------------- */
-
-static bool unknown_yet(rd_kafka_resp_err_t err)
-{
-    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-           err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
-           err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
-           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
-           err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
-}
-
-/* A read that failed for want of a broker now (none answered in time, the
- * leader away or not known yet): BS_STORE_UNREACHABLE, not a damaged or
- * refused state. */
-static bool transient(rd_kafka_resp_err_t err)
-{
-    return unknown_yet(err) || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
-           err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-           err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
-           err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT;
-}
-
-/* Partition cp's low and high watermarks: 0, else -1 or (transient)
- * BS_STORE_UNREACHABLE. */
-static int bounds(bs_kafkastore *ks, int32_t cp, int64_t *lo, int64_t *hi,
-                  char *errstr, size_t errstr_size)
-{
-    rd_kafka_resp_err_t err;
-    /* A topic created a moment ago (by this store, or beside it) is not
-     * yet known to every broker: those answer that it does not exist.
-     * Leaders are asked for first, and again before each retry: the reader
-     * may have been idle while a broker went away, and librdkafka 2.0.2
-     * sends a watermark query to the leader it last knew, dead or not. */
-    double known_by = bs_now() + BS_TIMEOUT_TOPIC_KNOWN_MS / 1000.0;
-    (void)bs_topic_partitions(ks->reader, ks->topic, BS_TIMEOUT_BROKER_MS,
-                              NULL, NULL, 0);
-    while ((err = rd_kafka_query_watermark_offsets(
-                ks->reader, ks->topic, cp, lo, hi, BS_TIMEOUT_BROKER_MS)) &&
-           unknown_yet(err) && bs_now() < known_by) {
-        bs_log(BS_LOG_INFO, "checkpoint topic not known yet, retrying",
-               "topic=%s partition=%d error=%s", ks->topic, (int)cp,
-               rd_kafka_err2name(err));
-        usleep(BS_TOPIC_KNOWN_RETRY_MS * 1000u);
-        (void)bs_topic_partitions(ks->reader, ks->topic,
-                                  BS_TIMEOUT_BROKER_MS, NULL, NULL, 0);
-    }
-    if (err) {
-        snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s",
-                 ks->topic, (int)cp, rd_kafka_err2str(err));
-        return transient(err) ? BS_STORE_UNREACHABLE : -1;
-    }
-    return 0;
-}
-
-/* Reads partition cp of the topic over offsets [from, to), calling fn for
- * each record until it returns non-zero: 0, else -1 or (not read in time)
- * BS_STORE_UNREACHABLE. */
-static int read_range(bs_kafkastore *ks, int32_t cp, int64_t from, int64_t to,
-                      int (*fn)(const rd_kafka_message_t *m, void *op),
-                      void *op, char *errstr, size_t errstr_size)
-{
-    if (from >= to)
-        return 0;
-    rd_kafka_topic_partition_list_t *a = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(a, ks->topic, cp)->offset = from;
-    rd_kafka_resp_err_t err = rd_kafka_assign(ks->reader, a);
-    rd_kafka_topic_partition_list_destroy(a);
-    if (err) {
-        snprintf(errstr, errstr_size, "checkpoint topic %s: assign: %s",
-                 ks->topic, rd_kafka_err2str(err));
-        return -1;
-    }
-    int rc = 0;
-    double deadline = bs_now() + BS_TIMEOUT_STORE_READ_MS / 1000.0;
-    for (;;) {
-        if (bs_now() > deadline) {
-            snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: not "
-                     "read within %d ms", ks->topic, (int)cp,
-                     BS_TIMEOUT_STORE_READ_MS);
-            rc = BS_STORE_UNREACHABLE;
-            break;
-        }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(ks->reader,
-                                                       BS_POLL_MS);
-        if (!m)
-            continue;
-        bool end = false;
-        /* read_committed: the end is the last stable offset, which an
-         * open transaction (another instance's, a zombie's until it is
-         * aborted) holds below the high watermark; what lies beyond is
-         * not committed yet.  Without transactions the two are equal.  A
-         * compacted topic has gaps: the first record at or past `to`
-         * ends the range unread. */
-        char what[300];
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            end = true;
-        else if (m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED &&
-                 bs_refusal_text(m->err, "Read", ks->topic, what,
-                                 sizeof(what))) {
-            /* No Read ACL: waiting would not heal it. */
-            snprintf(errstr, errstr_size, "checkpoint topic %s [%d]: %s "
-                     "refused (%s)", ks->topic, (int)cp, what,
-                     rd_kafka_err2name(m->err));
-            rc = -1;
-            end = true;
-        } else if (!m->err && m->offset >= to)
-            end = true;
-        else if (!m->err) {
-            if (fn(m, op) != 0)
-                end = true;
-            else
-                end = m->offset + 1 >= to;
-        }
-        rd_kafka_message_destroy(m);
-        if (end)
-            break;
-    }
-    rd_kafka_assign(ks->reader, NULL);
-    return rc;
-}
-
-/* The manifest is rewritten every round its partition is checkpointed, so
- * the newest is near the end: ranges are read backwards from the end,
- * each twice the one after it, until one holds the key (*seen); the last
- * record of the key in that range is the newest.  The rest of the
- * partition (older states, not yet compacted away) is never read. */
-#define FIND_FIRST_RANGE 64
-
-static int find_newest(bs_kafkastore *ks, int32_t cp, int64_t lo, int64_t hi,
-                       int (*fn)(const rd_kafka_message_t *m, void *op),
-                       void *op, const bool *seen, char *errstr,
-                       size_t errstr_size)
-{
-    for (int64_t to = hi, w = FIND_FIRST_RANGE; to > lo && !*seen; w *= 2) {
-        int64_t from = to - lo > w ? to - w : lo;
-        int rc = read_range(ks, cp, from, to, fn, op, errstr, errstr_size);
-        if (rc != 0)
-            return rc;
-        to = from;
-    }
-    return 0;
-}
-
-typedef struct find_manifest {
-    const char *key;
-    size_t keylen;
-    bool seen;   /* a record with the key, a tombstone too */
-    char *value; /* newest; NULL if none or deleted */
-    size_t len;
-    bool oom;
-} find_manifest;
-
-static int on_manifest(const rd_kafka_message_t *m, void *op)
-{
-    find_manifest *f = op;
-    if (m->key_len == f->keylen && !memcmp(m->key, f->key, f->keylen)) {
-        f->seen = true;
-        free(f->value);
-        f->value = NULL;
-        f->len = 0;
-        if (m->payload) { /* NULL: deleted */
-            f->value = malloc(m->len ? m->len : 1);
-            if (!f->value) {
-                f->oom = true;
-                return 1;
-            }
-            memcpy(f->value, m->payload, m->len);
-            f->len = m->len;
-        }
-    }
-    return 0;
-}
-
-static int on_chunk(const rd_kafka_message_t *m, void *op)
-{
-    return bs_store_chain_add(op, m->offset, m->key, m->key_len, m->payload,
-                              m->len);
-}
-
-static int kafka_get(void *impl, const char *topic, int32_t part,
-                     int64_t at_offset, bs_checkpoint *out, char *errstr,
-                     size_t errstr_size)
-{
-    bs_kafkastore *ks = impl;
-    char key[600], name[700];
-    int klen = manifest_key(ks, topic, part, key, sizeof(key));
-    snprintf(name, sizeof(name), "%s:%s", ks->topic, key);
-    int32_t cp = ckpt_partition(ks, topic, part);
-    /* One look at the partition's bounds: the manifest is searched for
-     * below hi, and the chunks it names lie below it too. */
-    int64_t lo, hi;
-    int br = bounds(ks, cp, &lo, &hi, errstr, errstr_size);
-    if (br != 0)
-        return br;
-    find_manifest f = {key, (size_t)klen, false, NULL, 0, false};
-    br = find_newest(ks, cp, lo, hi, on_manifest, &f, &f.seen, errstr,
-                     errstr_size);
-    if (br != 0) {
-        free(f.value);
-        return br;
-    }
-    if (f.oom) {
-        snprintf(errstr, errstr_size, "%s: out of memory", name);
-        return -1;
-    }
-    if (!f.value)
-        return 0;
-    bs_store_manifest *states;
-    size_t n;
-    int parsed = bs_store_manifest_parse(f.value, f.len, &states, &n);
-    free(f.value);
-    if (parsed != 0) {
-        snprintf(errstr, errstr_size, "%s: damaged manifest", name);
-        return -1;
-    }
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += states[i].size;
-    bs_store_chain *c = bs_store_chain_new(key, states, n);
-    if (!c) {
-        snprintf(errstr, errstr_size, "%s: cannot allocate %llu bytes for "
-                 "%zu states", name, (unsigned long long)bytes, n);
-        free(states);
-        return -1;
-    }
-    int rc = read_range(ks, cp, states[0].first < lo ? lo : states[0].first,
-                        hi, on_chunk, c, errstr, errstr_size);
-    if (rc == 0)
-        rc = bs_store_chain_decode(c, name, out, errstr, errstr_size);
-    bs_store_chain_free(c);
-    if (rc == 1 && at_offset != BS_STORE_NEWEST &&
-        out->next_offset > at_offset) {
-        /* The topic keeps one chain per partition (compaction), restored
-         * to its newest state. */
-        snprintf(errstr, errstr_size, "%s: the checkpoint covers up to offset "
-                 "%lld, past the committed %lld, and no older one is kept",
-                 name, (long long)out->next_offset, (long long)at_offset);
-        bs_ckpt_free(out);
-        rc = BS_STORE_AHEAD;
-    }
-    known *k = rc == 1 ? known_find(ks, topic, part, true) : NULL;
-    if (k && known_reserve(k, n)) {
-        memcpy(k->chain, states, n * sizeof(*states));
-        k->n = n;
-        k->tip_id = out->id;
-        /* a v1 manifest's snapshot has record seq 0 under key seq >= 1 */
-        k->tip_chainable = (int64_t)out->seq == states[n - 1].seq;
-        k->tip_input = out->next_offset;
-        k->committed = true; /* read at read_committed, or the newest */
-    } else if (k) {
-        k->n = 0; /* the next put is a snapshot and tombstones nothing */
-    }
-    free(states);
     return rc;
 }
 
@@ -925,17 +568,17 @@ int bs_kafkastore_list(bs_kafkastore *ks, bs_store_part **parts, size_t *n,
                        char *errstr, size_t errstr_size)
 {
     lister l = {.plen = 0};
-    l.plen = (size_t)snprintf(l.prefix, sizeof(l.prefix), KEY_PREFIX "/%s/",
+    l.plen = (size_t)snprintf(l.prefix, sizeof(l.prefix), BS_KAFKASTORE_KEY_PREFIX "/%s/",
                               ks->group);
     int rc = l.plen < sizeof(l.prefix) ? 0 : -1;
     if (rc)
         snprintf(errstr, errstr_size, "consumer.group.id too long");
     for (int32_t cp = 0; rc == 0 && cp < ks->nparts; cp++) {
-        int64_t lo, hi;
-        rc = bounds(ks, cp, &lo, &hi, errstr, errstr_size);
+        bs_kafkastore_range r = {.cp = cp, .fn = on_listed, .op = &l};
+        rc = bs_kafkastore_bounds(ks, cp, true, &r.from, &r.to, errstr,
+                                  errstr_size);
         if (rc == 0)
-            rc = read_range(ks, cp, lo, hi, on_listed, &l, errstr,
-                            errstr_size);
+            rc = bs_kafkastore_read_ranges(ks, &r, 1, errstr, errstr_size);
         if (rc == 0 && l.oom) {
             snprintf(errstr, errstr_size, "out of memory");
             rc = -1;
@@ -978,7 +621,7 @@ static int kafka_committed(void *impl, const char *topic, int32_t partition,
     /* One chain per partition, and compaction drops what its manifests no
      * longer name: a commit only lets the next checkpoint chain onto the
      * state it covers. */
-    known *k = known_find(ks, topic, partition, false);
+    known *k = bs_kafkastore_known_find(ks, topic, partition, false);
     if (k && k->n && k->tip_input <= next_offset)
         k->committed = true;
     return 0;
@@ -1015,7 +658,7 @@ static bool kafka_delivery(void *impl, const rd_kafka_message_t *m)
 
 const bs_store_ops bs_kafkastore_ops = {
     .check = kafka_check, .put = kafka_put, .sync = kafka_sync,
-    .get = kafka_get, .committed = kafka_committed,
+    .get = bs_kafkastore_get, .get_many = bs_kafkastore_get_many, .committed = kafka_committed,
     .last_bytes = kafka_last_bytes, .describe = kafka_describe,
     .use_producer = kafka_use_producer, .delivery = kafka_delivery,
     .destroy = kafka_destroy};

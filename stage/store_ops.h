@@ -39,6 +39,18 @@
  * call passes. */
 #define BS_STORE_REFUSED (-4)
 
+/* One partition's state asked for with others (get_many): the question
+ * (topic, partition, at_offset, as get's) and the answer (rc as get's;
+ * out when rc is 1, the caller's to free; err when rc < 0). */
+typedef struct bs_store_query {
+    const char *topic;
+    int32_t partition;
+    int64_t at_offset;
+    int rc;
+    bs_checkpoint out;
+    char err[1024];
+} bs_store_query;
+
 /* Each operation takes the store's own state, `impl`. */
 typedef struct bs_store_ops {
     /* Before joining the group.  dir: every checkpoint file must verify,
@@ -68,6 +80,12 @@ typedef struct bs_store_ops {
     int (*get)(void *impl, const char *topic, int32_t partition,
                int64_t at_offset, bs_checkpoint *out, char *errstr,
                size_t errstr_size);
+    /* get for each of q[0..n), a restore's partitions, answered as get
+     * answers each (a failure to read answers every partition it leaves
+     * unread).  The kafka store reads each partition of its topic once
+     * for all the queries it holds, every partition at once.  NULL: get is
+     * called for each. */
+    void (*get_many)(void *impl, bs_store_query *q, size_t n);
     /* The partition's input offsets below next_offset are committed (the
      * round's commit, or transaction, succeeded).  Until this is called
      * for a state, put keeps the state before it, so a restore can still
@@ -128,6 +146,19 @@ bs_store_get(bs_store *st, const char *topic, int32_t partition,
 {
     return st->ops->get(st->impl, topic, partition, at_offset, out, errstr,
                         errstr_size);
+}
+
+static inline void bs_store_get_many(bs_store *st, bs_store_query *q,
+                                     size_t n)
+{
+    if (st->ops->get_many) {
+        st->ops->get_many(st->impl, q, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        q[i].rc = st->ops->get(st->impl, q[i].topic, q[i].partition,
+                               q[i].at_offset, &q[i].out, q[i].err,
+                               sizeof(q[i].err));
 }
 
 static inline int bs_store_committed(bs_store *st, const char *topic,

@@ -413,6 +413,71 @@ static void test_replay_tail_nothing(void **state)
     im_stop(&c);
 }
 
+/* A tail of many batches (the reader takes what is queued, up to
+ * hundreds of messages a call) behind a read-ahead far smaller than it:
+ * every record replayed once, to its own target, in offset order, the
+ * partitions ending where their ends were. */
+static void test_replay_tail_batches(void **state)
+{
+    (void)state;
+    enum { PER = 1500 }; /* records per output partition */
+    im_cluster c;
+    im_start(&c, 1);
+    im_topic(&c, "out", 3);
+    static char keys[3][PER][16], srcs[3][PER][24];
+    static h_header hs[3][PER];
+    static h_record rs[3][PER];
+    for (int p = 0; p < 3; p++) {
+        for (int i = 0; i < PER; i++) {
+            /* input offset o of in [o % 2], spread over the partitions */
+            int o = i * 3 + p;
+            snprintf(keys[p][i], sizeof(keys[p][i]), "k%d", o);
+            snprintf(srcs[p][i], sizeof(srcs[p][i]), "in:%d:%d", o % 2, o);
+            hs[p][i] = (h_header){BS_HDR_SRC, srcs[p][i],
+                                  strlen(srcs[p][i])};
+            rs[p][i] = h_rec(keys[p][i], "v");
+            rs[p][i].headers = &hs[p][i];
+            rs[p][i].n_headers = 1;
+        }
+        H_CHECK(h_produce(c.bootstraps, "out", p, rs[p], PER));
+    }
+    bs_ckpt_wm wm[3] = {{0, 0}, {1, 0}, {2, 0}};
+    bs_replay_target t[2];
+    memset(t, 0, sizeof(t));
+    for (int j = 0; j < 2; j++) {
+        t[j].topic = "in";
+        t[j].partition = j;
+        t[j].wm = wm;
+        t[j].nwm = 3;
+        t[j].filter = new_filter();
+    }
+    const char *small[] = {"queued.min.messages", "100", NULL};
+    rd_kafka_t *tail = im_consumer(&c, small);
+    const bs_config_keyspec key = {BS_CONFIG_KEYSPEC_KEY, "", 0, NULL};
+    char err[512] = "";
+    if (bs_replay_tail(tail, "out", &key, SEED, t, 2, 60000, err,
+                       sizeof(err)) != 0)
+        fail_msg("bs_replay_tail: %s", err);
+    for (int j = 0; j < 2; j++) {
+        assert_int_equal(t[j].records, 3 * PER / 2);
+        assert_int_equal(t[j].nskip, 3 * PER / 2);
+        for (size_t i = 0; i < t[j].nskip; i++)
+            if (t[j].skip[i] != (int64_t)(2 * i + (size_t)j))
+                fail_msg("in [%d]: skip[%zu] = %lld", j, i,
+                         (long long)t[j].skip[i]);
+        for (int o = j; o < 3 * PER; o += 2) {
+            char k[16];
+            snprintf(k, sizeof(k), "k%d", o);
+            if (!has(t[j].filter, k))
+                fail_msg("in [%d] lacks %s", j, k);
+        }
+        free(t[j].skip);
+        bf_filter_destroy(t[j].filter);
+    }
+    rd_kafka_destroy(tail);
+    im_stop(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_replay_tail),
         cmocka_unit_test(test_replay_tail_nothing),
         cmocka_unit_test(test_replay_tail_windowed),
+        cmocka_unit_test(test_replay_tail_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1628,6 +1628,110 @@ static void test_kafka_unreachable(void **state)
     kfx_stop(&k);
 }
 
+/* A restore's partitions asked for at once (get_many), six input
+ * partitions on a topic of two partitions, so some share one and it is
+ * read once for them all: each answers what get answers alone -- a
+ * snapshot, a delta chain, the state at its committed offset, a state
+ * ahead of it, a damaged manifest, none -- and a restored chain is known
+ * for the next put, which is a delta on it. */
+static void test_kafka_get_many(void **state)
+{
+    (void)state;
+    kfx k;
+    const char *extra[] = {"checkpoint.delta.max", "3",
+                           "checkpoint.delta.ratio", "10", NULL};
+    kfx_start(&k, 1, 2, extra);
+    int shared = 0; /* input partitions beside another on their cp */
+    for (int32_t p = 0; p < 6; p++)
+        for (int32_t o = 0; o < 6; o++)
+            shared += o != p && ckpt_part("in", p, 2) == ckpt_part("in", o, 2);
+    assert_true(shared > 0);
+    bs_store *st = kafka_store(&k, NULL);
+    char err[1024] = "", tag[16];
+    bf_filter *f[4];
+    for (int32_t p = 0; p < 4; p++) {
+        snprintf(tag, sizeof(tag), "g%d", (int)p);
+        f[p] = filter_with(tag, 100 + p, 5000);
+        if (bs_store_put(st, "in", p, 1000 + p, NULL, 0, f[p], NULL, err,
+                         sizeof(err)) != 0)
+            fail_msg("put in [%d]: %s", (int)p, err);
+    }
+    if (bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("sync: %s", err);
+    for (int32_t p = 0; p < 4; p++)
+        assert_int_equal(bs_store_committed(st, "in", p, 1000 + p, err,
+                                            sizeof(err)), 0);
+    add_tagged(f[1], "d1", 20); /* in [1]: a delta on its snapshot */
+    bool delta = false;
+    if (bs_store_put(st, "in", 1, 2000, NULL, 0, f[1], NULL, err,
+                     sizeof(err)) != 0 ||
+        bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("put in [1]: %s", err);
+    (void)bs_store_last_bytes(st, &delta);
+    assert_true(delta);
+    bs_store_destroy(st);
+    h_record bad = h_rec("bs1/" GROUP "/in/5", "{\"v\":1,\"seq\":\"x\"}");
+    H_CHECK(h_produce(k.c.bootstraps, CKTOPIC, ckpt_part("in", 5, 2), &bad,
+                      1));
+
+    bs_store_query q[6] = {
+        {.topic = "in", .partition = 0, .at_offset = BS_STORE_NEWEST},
+        {.topic = "in", .partition = 1, .at_offset = BS_STORE_NEWEST},
+        {.topic = "in", .partition = 2, .at_offset = 1002},
+        {.topic = "in", .partition = 3, .at_offset = 500},
+        {.topic = "in", .partition = 5, .at_offset = BS_STORE_NEWEST},
+        {.topic = "in", .partition = 6, .at_offset = BS_STORE_NEWEST}};
+    const int want_rc[6] = {1, 1, 1, BS_STORE_AHEAD, -1, 0};
+    st = kafka_store(&k, NULL);
+    bs_store_get_many(st, q, 6);
+    bs_store *one = kafka_store(&k, NULL); /* get, one at a time */
+    for (int i = 0; i < 6; i++) {
+        if (q[i].rc != want_rc[i])
+            fail_msg("in [%d]: %d (%s), expected %d", (int)q[i].partition,
+                     q[i].rc, q[i].err, want_rc[i]);
+        bs_checkpoint c;
+        char err1[1024] = "";
+        int r = bs_store_get(one, "in", q[i].partition, q[i].at_offset, &c,
+                             err1, sizeof(err1));
+        assert_int_equal(r, q[i].rc);
+        if (r < 0)
+            assert_string_equal(err1, q[i].err);
+        if (r == 1) {
+            assert_int_equal(c.next_offset, q[i].out.next_offset);
+            assert_int_equal(c.seq, q[i].out.seq);
+            assert_same_filter(c.filter, q[i].out.filter);
+            bs_ckpt_free(&c);
+        }
+    }
+    bs_store_destroy(one);
+    assert_int_equal(q[0].out.next_offset, 1000);
+    assert_holds(q[0].out.filter, "g0", 100);
+    assert_int_equal(q[1].out.next_offset, 2000);
+    assert_int_equal(q[1].out.seq, 2);
+    assert_same_filter(f[1], q[1].out.filter);
+    assert_int_equal(q[2].out.next_offset, 1002);
+    if (!strstr(q[3].err, "past the committed 500"))
+        fail_msg("in [3]: %s", q[3].err);
+    if (!strstr(q[4].err, "bs1/" GROUP "/in/5") ||
+        !strstr(q[4].err, "manifest"))
+        fail_msg("the error does not name the manifest: %s", q[4].err);
+
+    /* The chains restored are known: in [0]'s next state is a delta. */
+    add_tagged(q[0].out.filter, "after", 10);
+    if (bs_store_put(st, "in", 0, 1100, NULL, 0, q[0].out.filter, NULL, err,
+                     sizeof(err)) != 0 ||
+        bs_store_sync(st, err, sizeof(err)) != 0)
+        fail_msg("put in [0] after the restore: %s", err);
+    (void)bs_store_last_bytes(st, &delta);
+    assert_true(delta);
+    for (int i = 0; i < 3; i++)
+        bs_ckpt_free(&q[i].out);
+    for (int32_t p = 0; p < 4; p++)
+        bf_filter_destroy(f[p]);
+    bs_store_destroy(st);
+    kfx_stop(&k);
+}
+
 /* A damaged manifest is an error naming it, never a fresh filter. */
 static void test_kafka_damaged_manifest(void **state)
 {
@@ -1672,6 +1776,7 @@ int main(void)
         cmocka_unit_test(test_kafka_no_manifest_without_every_chunk),
         cmocka_unit_test(test_kafka_unreachable),
         cmocka_unit_test(test_kafka_damaged_manifest),
+        cmocka_unit_test(test_kafka_get_many),
         cmocka_unit_test(test_kafka_late_report_of_failed_put),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
