@@ -109,7 +109,8 @@ N1=$(wc -l <"$T/input1.txt")
 kafka_tool() { docker exec "$(dc ps -q kafka)" "/opt/kafka/bin/kafka-$1.sh" --bootstrap-server kafka:9092 "${@:2}"; }
 stage_id() { dc ps -q bloomstage; }
 stage_ip() { docker inspect -f '{{ range .NetworkSettings.Networks }}{{ .IPAddress }}{{ end }}' "$(stage_id)"; }
-http() { curl -s -m 5 -w '\n%{http_code}' "http://$(stage_ip):9464/$1"; }
+# $stage_addr, when set, spares the docker-compose lookup in a tight loop.
+http() { curl -s -m 5 -w '\n%{http_code}' "http://${stage_addr:-$(stage_ip)}:9464/$1"; }
 metric() { awk -v s="$1" '$1 == s { print $2 }' <<<"$metrics"; }
 state() { docker inspect -f "$1" "$(stage_id)"; }
 
@@ -130,14 +131,17 @@ committed() {
 # $T/input.txt (every stream sent so far).
 check_outputs() {
   compose_model "$repo/config/spam-senders.txt" "$T/input.txt" || notok "the model: out $want_out, duplicate $want_dup, spam $want_spam"
-  local o r try
+  local o r try wait_ms
   # Both at once; each read ends 20 s after its last record, or 20 s after
   # its start with none (a loaded machine can spend that on the JVM and the
-  # group join): a read short of the model is tried again, up to 3 times.
+  # group join): a read short of the model is tried again, up to 3 times,
+  # the later ones waiting 60 s (a machine at load 40 took more than 20 s
+  # to start a console consumer's fetches twice in a row).
   for try in 1 2 3; do
-    kafka_tool console-consumer --topic events-unique --from-beginning --timeout-ms 20000 \
+    wait_ms=$((try == 1 ? 20000 : 60000))
+    kafka_tool console-consumer --topic events-unique --from-beginning --timeout-ms $wait_ms \
       --isolation-level read_committed --property print.key=true 2>"$T/read-out.err" | cut -f 1 | sort >"$T/got-out.txt" &
-    kafka_tool console-consumer --topic events-rejected --from-beginning --timeout-ms 20000 \
+    kafka_tool console-consumer --topic events-rejected --from-beginning --timeout-ms $wait_ms \
       --isolation-level read_committed --property print.key=true --property print.headers=true 2>"$T/read-rej.err" |
       rejected_with_reason >"$T/got-rej.txt" &
     wait
@@ -236,9 +240,13 @@ ok "the replay of $N1 already-seen records: none out, $(metric 'bloomstage_recor
 
 # The third stream: the producer's own command, its event ids renamed, so
 # that the kill lands among records the stage has never seen, and its lines
-# paced (400 each 0.1 s, about 6 s in all) so that it lands mid-stream.
+# paced (100 each 0.1 s, about 24 s in all) so that it lands mid-stream.
+# The stage's address is looked up once: on a loaded machine each
+# docker-compose call takes seconds, and a poll that slow let the whole
+# stream through before the kill.
 n0=$(metric bloomstage_records_in_total)
-produce 's/evt-%06d/new-%06d/g; s#^\(/opt/kafka/bin/kafka-console-producer.sh\)#awk "{ print; fflush(); if (NR % 400 == 0) system(\\"sleep 0.1\\") }" | \1#' &
+stage_addr=$(stage_ip)
+produce 's/evt-%06d/new-%06d/g; s#^\(/opt/kafka/bin/kafka-console-producer.sh\)#awk "{ print; fflush(); if (NR % 100 == 0) system(\\"sleep 0.1\\") }" | \1#' &
 producer=$!
 deadline=$((SECONDS + 120))
 while :; do
@@ -250,6 +258,7 @@ while :; do
 done
 docker kill -s KILL "$(stage_id)" >/dev/null || notok "docker kill"
 docker wait "$(stage_id)" >"$T/kill.rc" 2>&1
+unset stage_addr # a started container may get another address
 killed_at=$n
 ((n < N1)) || notok "the kill came after the third stream's $N1 records, not mid-stream"
 ok "docker kill (SIGKILL) mid-stream, $n of $N1 records into the third stream; exit $(cat "$T/kill.rc")"
