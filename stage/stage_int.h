@@ -164,6 +164,10 @@ struct bs_stage {
     bool txn;
     bool txn_ready; /* the producer's init_transactions succeeded */
     bool txn_open;
+    /* A delivery of this producer timed out: its transaction may have a
+     * request lost in flight, so the rollback replaces the producer rather
+     * than aborting (txn.c, bs_txn_abort). */
+    bool txn_timed_out;
     char txn_id[300];
     bs_txn_slot txn_slot;          /* the host slot behind a default id */
     bs_fence_window txn_fencings; /* the producer's recent fencings */

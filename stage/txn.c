@@ -8,8 +8,8 @@
  * checkpoint records become visible to read_committed readers together, or
  * not at all.  round.c drives a round; this file wraps librdkafka's calls
  * and their error classes (retriable: the same call again; abortable: the
- * transaction is aborted and the stage rolls back; fatal: the producer is
- * replaced, then the same rollback).
+ * transaction is aborted and the stage rolls back; fatal, or a delivery
+ * that timed out: the producer is replaced, then the same rollback).
  *
  * Everything here runs on the stage thread and uses s->producer, which
  * clients.c makes and replaces.
@@ -191,6 +191,18 @@ bool bs_txn_abort(bs_stage *s)
     s->txn_open = false;
     if (rd_kafka_fatal_error(s->producer, NULL, 0))
         return false;
+    if (s->txn_timed_out) {
+        /* A delivery timed out: a request of the transaction (an
+         * AddPartitionsToTxn the network lost) may still be in flight.
+         * librdkafka 2.0.2's abort zeroes its count of them, and that
+         * request's own timeout, later, then fails its assertion
+         * `txn_req_cnt > 0` (SIGABRT).  A new producer aborts the
+         * transaction instead (its init_transactions, which also fences
+         * this one), and destroying this one ends the request. */
+        bs_log(BS_LOG_WARN, "a delivery timed out: replacing the producer "
+               "rather than aborting its transaction", NULL);
+        return false;
+    }
     rd_kafka_error_t *e = NULL;
     for (int attempt = 1; attempt <= TXN_ATTEMPTS; attempt++) {
         /* -1: the transaction's remaining time, as librdkafka advises. */

@@ -56,6 +56,12 @@
  *      close): it declines them, takes and restores nothing, exits 0, and
  *      every unique key is once in the output after a third instance
  *      took everything.
+ *  11. an AddPartitionsToTxn lost in a cut (the proxy's trip wire drops
+ *      it, later requests on its connection are answered): its records
+ *      time out, the transaction is rolled back, and the stage outlives
+ *      the lost request's own timeout (librdkafka 2.0.2's abort zeroed its
+ *      count of requests in flight, and that timeout failed an assertion:
+ *      SIGABRT); every unique key is once in the output.
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -571,10 +577,9 @@ typedef struct cut_times {
 /* After p's next round, the link cut at the first request that names the
  * checkpoint topic (the next round's, adding its partition to the
  * transaction or producing to it: the round's output is delivered by
- * then), for CUT_HOLD_MS, then healed; *arg (cut_times) when. */
-static void cut_ckpt_records(h_kenv *e, h_proc *p, void *arg)
+ * then); returns when. */
+static double cut_next_ckpt_request(h_kenv *e, h_proc *p)
 {
-    cut_times *t = arg;
     h_wait_said(p, H_SAID_CKPT, h_count_said(p, H_SAID_CKPT) + 1, 60000);
     uint64_t trips = h_proxy_stats_get(g_proxy).trips;
     h_proxy_cut_on(g_proxy, e->ckt);
@@ -585,7 +590,15 @@ static void cut_ckpt_records(h_kenv *e, h_proc *p, void *arg)
         h_stage_alive(p, "waiting for the checkpoint records");
         h_nap(20);
     }
-    t->cut = h_now_s();
+    return h_now_s();
+}
+
+/* cut_next_ckpt_request, the link healed CUT_HOLD_MS later; *arg
+ * (cut_times) when. */
+static void cut_ckpt_records(h_kenv *e, h_proc *p, void *arg)
+{
+    cut_times *t = arg;
+    t->cut = cut_next_ckpt_request(e, p);
     h_nap(CUT_HOLD_MS);
     h_proxy_set(g_proxy, H_LINK_PASS, 0);
     t->healed = h_now_s();
@@ -861,6 +874,68 @@ static void test_rebalance_while_draining(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 11. a transactional request lost in a cut ------------------------- */
+
+/*
+ * The proxy's trip wire blackholes the link at the first request that
+ * names the checkpoint topic after a round: the next round's
+ * AddPartitionsToTxn for its checkpoint records, after its output's
+ * partitions were registered.  The cut drops that request whole (the
+ * connection stays open, and later requests on it are answered after the
+ * heal).  The checkpoint records wait for the registration and time out
+ * (message.timeout.ms), so the transaction is aborted (EndTxn, then an
+ * epoch bump), and the abort completes while the lost request is still in
+ * flight: its own timeout (socket.timeout.ms, transaction.timeout.ms -
+ * 100 ms) comes later, when no transaction has partitions registered (the
+ * feed paused).  librdkafka 2.0.2's handler then fails
+ * `rk_eos.txn_req_cnt > 0` (SIGABRT): the abort set the count to 0.  The
+ * stage must stay alive and every unique key be once in the output.
+ */
+#define SAID_CKPT_TIMED_OUT "records not delivered: Local: Message timed out"
+#define LOST_HOLD_MS 2600
+#define LOST_WAIT_MS 25000
+
+static void test_request_lost_in_cut(void **state)
+{
+    (void)state;
+    h_kenv *e = proxied_env("kt-lost", 1000);
+    stream_fed(e, 30000, 2000, 301, 40);
+    /* Deliveries time out well before the lost request does. */
+    const char *const xs[] = {TXN_X, "producer.message.timeout.ms=5000",
+                              "consumer.session.timeout.ms=45000", NULL};
+    h_proc *p = start_txn(e, xs, NULL);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(1000);
+    h_wait_said(p, H_SAID_CKPT, 3, 60000);
+    size_t aborted0 = h_count_said(p, SAID_ABORTED);
+    size_t timed_out0 = h_count_said(p, SAID_CKPT_TIMED_OUT);
+    double cut = cut_next_ckpt_request(e, p);
+    h_feed_rate(0);
+    h_nap(LOST_HOLD_MS);
+    h_proxy_set(g_proxy, H_LINK_PASS, 0);
+    h_wait_said(p, SAID_ABORTED, aborted0 + 1, 60000);
+    double aborted = h_now_s();
+    if (h_count_said(p, SAID_CKPT_TIMED_OUT) == timed_out0)
+        h_stage_fail(p, "the rollback after the cut was not for checkpoint "
+                     "records that timed out: the cut missed their "
+                     "registration, and the test did not reach its case");
+    while (h_now_s() - cut < LOST_WAIT_MS / 1000.0) {
+        h_stage_alive(p, "past the lost request's timeout");
+        h_nap(100);
+    }
+    h_feed_rate(1000);
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 120000);
+    print_message("a request lost in a %d ms cut: aborted %.1f s after the "
+                  "cut, alive %d s after it; %zu rollbacks\n", LOST_HOLD_MS,
+                  aborted - cut, LOST_WAIT_MS / 1000,
+                  h_count_said(p, SAID_ABORTED));
+    h_stage_stop(p);
+    expect_all_once(e, "transactions, a transactional request lost in a "
+                    "cut");
+    h_kenv_free(e);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -882,6 +957,8 @@ int main(void)
         cmocka_unit_test_teardown(test_rebalance_deferred_restore,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_rebalance_while_draining,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_request_lost_in_cut,
                                   h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);
