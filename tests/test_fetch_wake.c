@@ -163,9 +163,14 @@ static void test_wakes_keep_a_small_read_ahead_fetching(void **state)
         print_message("    librdkafka parked its fetcher only %d times in "
                       "the readings without wake-ups (12-16 in most "
                       "runs): no comparison this time\n", without.gaps);
-    /* With: a wake-up per refill, and (nearly) no parked fetcher; a few
-     * gaps are allowed for a machine busy with other work. */
-    assert_true(with.wakes >= RECORDS / 500 / 2);
+    /* With: the waker acts while the read runs, and the fetcher
+     * (nearly) never parks; a few gaps are allowed for a machine busy
+     * with other work.  How many wake-ups it takes is librdkafka's
+     * timing, not a property of the waker: a wake-up goes out only when
+     * the queue runs low, and a fetcher that refills on its own (a slow
+     * reader on a loaded machine) leaves fewer to send (18 in one CI run,
+     * with no gap, against 34-38 in other runs). */
+    assert_true(with.wakes > 0);
     assert_true(with.gaps <= 3);
     im_stop(&c);
 }
