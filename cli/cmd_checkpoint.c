@@ -109,13 +109,10 @@ static int list_snapshots(const char *dir, char ***names, size_t *n)
             !(bs_dirstore_is_state_name(e->d_name) &&
               !strcmp(e->d_name + len - 5, ".ckps")))
             continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 32;
-            char **nn = realloc(*names, cap * sizeof(*nn));
-            if (!nn)
-                break;
-            *names = nn;
-        }
+        char **nn = bs_grow(*names, &cap, *n + 1, sizeof(*nn), 32);
+        if (!nn)
+            break;
+        *names = nn;
         (*names)[(*n)++] = strdup(e->d_name);
     }
     closedir(d);

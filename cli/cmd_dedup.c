@@ -142,16 +142,11 @@ typedef struct pending {
 
 static bool pending_set(pending *p, const char *line, size_t len)
 {
-    if (len > p->cap || !p->buf) { /* a buffer even for an empty line */
-        size_t cap = p->cap ? p->cap : 64;
-        while (cap < len)
-            cap *= 2;
-        char *nb = realloc(p->buf, cap);
-        if (!nb)
-            return false;
-        p->buf = nb;
-        p->cap = cap;
-    }
+    /* A buffer even for an empty line (no buffer: cap is 0). */
+    char *nb = bs_grow(p->buf, &p->cap, len ? len : 1, 1, 64);
+    if (!nb)
+        return false;
+    p->buf = nb;
     memcpy(p->buf, line, len);
     p->len = len;
     return true;

@@ -58,14 +58,10 @@ void bs_part_remove(bs_stage *s, const char *topic, int32_t partition)
 
 part *bs_part_add(bs_stage *s, const char *topic, int32_t partition)
 {
-    if (s->nparts == s->capparts) {
-        size_t cap = s->capparts ? s->capparts * 2 : 16;
-        part *np = realloc(s->parts, cap * sizeof(*np));
-        if (!np)
-            return NULL;
-        s->parts = np;
-        s->capparts = cap;
-    }
+    part *np = bs_grow(s->parts, &s->capparts, s->nparts + 1, sizeof(*np), 16);
+    if (!np)
+        return NULL;
+    s->parts = np;
     part *p = &s->parts[s->nparts];
     memset(p, 0, sizeof(*p));
     p->topic = strdup(topic);

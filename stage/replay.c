@@ -84,20 +84,19 @@ static int skip_push(bs_replay_target *t, size_t *cap, int64_t off,
                      bs_replay_key key)
 {
     bool keyed = bf_filter_windowed(t->filter) != NULL;
-    if (t->nskip == *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
-        int64_t *ns = realloc(t->skip, nc * sizeof(*ns));
-        if (!ns)
+    size_t nc = *cap, kc = *cap; /* both grow alike */
+    int64_t *ns = bs_grow(t->skip, &nc, t->nskip + 1, sizeof(*ns), 256);
+    if (!ns)
+        return -1;
+    t->skip = ns;
+    if (keyed) {
+        bs_replay_key *nk = bs_grow(t->skip_keys, &kc, t->nskip + 1,
+                                    sizeof(*nk), 256);
+        if (!nk)
             return -1;
-        t->skip = ns;
-        if (keyed) {
-            bs_replay_key *nk = realloc(t->skip_keys, nc * sizeof(*nk));
-            if (!nk)
-                return -1;
-            t->skip_keys = nk;
-        }
-        *cap = nc;
+        t->skip_keys = nk;
     }
+    *cap = nc;
     t->skip[t->nskip] = off;
     if (keyed)
         t->skip_keys[t->nskip] = key;

@@ -176,16 +176,13 @@ static int kafka_put(void *impl, const char *topic, int32_t part,
                      size_t errstr_size)
 {
     bs_kafkastore *ks = impl;
-    if (ks->npend == ks->cappend) {
-        size_t cap = ks->cappend ? ks->cappend * 2 : 16;
-        pending *np = realloc(ks->pend, cap * sizeof(*np));
-        if (!np) {
-            snprintf(errstr, errstr_size, "out of memory");
-            return -1;
-        }
-        ks->pend = np;
-        ks->cappend = cap;
+    pending *np = bs_grow(ks->pend, &ks->cappend, ks->npend + 1, sizeof(*np),
+                          16);
+    if (!np) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
     }
+    ks->pend = np;
     known *k = bs_kafkastore_known_find(ks, topic, part, false);
     const bs_store_manifest *tip = k && k->n ? &k->chain[k->n - 1] : NULL;
     bs_ckpt_meta m = {topic, part, next_offset, wm, nwm,
@@ -542,16 +539,12 @@ static int on_listed(const rd_kafka_message_t *m, void *op)
     }
     if (i < l->n)
         return 0;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 16;
-        bs_store_part *np = realloc(l->parts, nc * sizeof(*np));
-        if (!np) {
-            l->oom = true;
-            return 1;
-        }
-        l->parts = np;
-        l->cap = nc;
+    bs_store_part *np = bs_grow(l->parts, &l->cap, l->n + 1, sizeof(*np), 16);
+    if (!np) {
+        l->oom = true;
+        return 1;
     }
+    l->parts = np;
     memcpy(l->parts[l->n].topic, rest, (size_t)(slash - rest) + 1);
     l->parts[l->n++].partition = (int32_t)p;
     return 0;

@@ -62,14 +62,11 @@ bs_kafkastore_known *bs_kafkastore_known_find(bs_kafkastore *ks,
             return &ks->known[i];
     if (!add)
         return NULL;
-    if (ks->nknown == ks->capknown) {
-        size_t cap = ks->capknown ? ks->capknown * 2 : 16;
-        bs_kafkastore_known *nk = realloc(ks->known, cap * sizeof(*nk));
-        if (!nk)
-            return NULL;
-        ks->known = nk;
-        ks->capknown = cap;
-    }
+    bs_kafkastore_known *nk = bs_grow(ks->known, &ks->capknown,
+                                      ks->nknown + 1, sizeof(*nk), 16);
+    if (!nk)
+        return NULL;
+    ks->known = nk;
     bs_kafkastore_known *k = &ks->known[ks->nknown++];
     memset(k, 0, sizeof(*k));
     snprintf(k->topic, sizeof(k->topic), "%s", topic);
@@ -79,16 +76,11 @@ bs_kafkastore_known *bs_kafkastore_known_find(bs_kafkastore *ks,
 
 bool bs_kafkastore_known_reserve(bs_kafkastore_known *k, size_t n)
 {
-    if (n <= k->cap)
-        return true;
-    size_t cap = k->cap ? k->cap : 4;
-    while (cap < n)
-        cap *= 2;
-    bs_store_manifest *c = realloc(k->chain, cap * sizeof(*c));
+    bs_store_manifest *c = bs_grow(k->chain, &k->cap, n ? n : 1,
+                                   sizeof(*c), 4);
     if (!c)
         return false;
     k->chain = c;
-    k->cap = cap;
     return true;
 }
 

@@ -205,6 +205,27 @@ bool bs_list_entry(const char **line, size_t *len)
     return true;
 }
 
+/* -- growing arrays -------------------------------------------------------- */
+
+void *bs_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return arr;
+    size_t c = *cap ? *cap : (first ? first : 1);
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return NULL;
+        c *= 2;
+    }
+    if (size && c > SIZE_MAX / size)
+        return NULL;
+    void *n = realloc(arr, c * size);
+    if (!n)
+        return NULL;
+    *cap = c;
+    return n;
+}
+
 /* -- progress bar ---------------------------------------------------------- */
 
 void bs_progress_start(bs_progress *p, const char *what, uint64_t total)

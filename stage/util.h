@@ -2,7 +2,7 @@
  * util.h -- small helpers the bloomstage commands share: strict number
  * parsing for command-line counts (byte sizes: bs_config_parse_size in
  * config.h), human-readable sizes, a line reader for lists and streams,
- * and a progress bar for long jobs on a terminal.
+ * a growing array's room, and a progress bar for long jobs on a terminal.
  */
 #ifndef BLOOMSTAGE_UTIL_H
 #define BLOOMSTAGE_UTIL_H
@@ -51,6 +51,14 @@ uint64_t bs_lines_bytes(const bs_lines *lr);  /* consumed so far */
 /* A list entry from a raw line: leading and trailing white space (and so a
  * CRLF's '\r') stripped; false for a blank line or a '#' comment. */
 bool bs_list_entry(const char **line, size_t *len);
+
+/* Room for `need` (>= 1) elements of `size` bytes in a growing array:
+ * arr itself when *cap already holds them, else arr reallocated to the
+ * capacity doubled from *cap (from `first` when *cap is 0) until it
+ * does, with *cap set.  NULL when out of memory or when the size would
+ * overflow; arr is then still valid and *cap unchanged. */
+void *bs_grow(void *arr, size_t *cap, size_t need, size_t size,
+              size_t first) BS_WARN_UNUSED;
 
 /* A progress bar on stderr, drawn only when stderr is a terminal, at most
  * ten times a second.  total 0 = unknown (a counter is shown instead). */

@@ -16,6 +16,11 @@ bs_add_cmocka_test(test_state
 target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1
   BS_DESIGN_MD="${PROJECT_SOURCE_DIR}/DESIGN.md")
 
+# test_util: the engine's small shared helpers (stage/util.c).
+bs_add_cmocka_test(test_util
+  SOURCES test_util.c
+  LIBS bsengine TIMEOUT 60 LABELS stage)
+
 # test_txn_id: the transactional id a stage derives and the host slots
 # behind it (stage/txn_id.c), with slot files in a directory of its own.
 bs_add_cmocka_test(test_txn_id
