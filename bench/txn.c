@@ -31,10 +31,21 @@
  * It prints p50, p99 and the maximum per configuration and round, and the
  * median over rounds; every record of the input must arrive once.
  *
+ * Rollback (--rollbacks K, 0 to skip): what ending an open transaction
+ * costs the way the stage's rollback ends it -- the producer replaced:
+ * purged, destroyed, a new one's init_transactions and
+ * begin_transaction, as stage/clients.c does -- against librdkafka's
+ * abort_transaction and begin_transaction (the baseline), on one
+ * transactional id each, K times each way in turn.  Each transaction
+ * holds RB_RECORDS delivered records over NPARTS partitions, as a round's
+ * output does when its commit fails.  It prints the median and the
+ * spread of each way and of their ratio.
+ *
  * Owns its topics and its stage processes; the broker is the support
  * layer's (tests/support/realkafka.h) when it starts one.
  */
 #include "support.h"
+#include "timeouts.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -48,6 +59,8 @@
 #define MAX_CONF 8
 #define MAX_ROUNDS 9
 #define WARMUP_S 3.0 /* latency: the first seconds' records not timed */
+#define RB_RECORDS 1000 /* rollback: in each transaction ended */
+#define RB_MAX 50       /* rollback: most times each way */
 
 typedef struct conf {
     const char *method; /* exactly_once.method; NULL: at_least_once */
@@ -342,18 +355,145 @@ out:
 
 static const char USAGE[] =
     "usage: bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]\n"
-    "                 [--intervals MS,MS,...] [--rounds K]\n"
+    "                 [--no-rate] [--intervals MS,MS,...] [--rounds K]\n"
+    "                 [--rollbacks K]\n"
     "                 [--bootstrap LIST] [--bloomstage PATH]\n"
     "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
     "transactions (and by replay) against at_least_once (N records loaded\n"
     "first, checkpoint.interval.ms=1000), and the latency append -> visible\n"
     "to a read_committed consumer (R records/s for S s, the first 3 s not\n"
     "timed) at each checkpoint\n"
-    "interval with transactions, against at_least_once and replay.\n";
+    "interval with transactions, against at_least_once and replay; and\n"
+    "what a rollback's new producer costs against abort_transaction\n"
+    "(K times each way, default 20, 0: not measured).\n";
 
 static const char *conf_label(const conf *c)
 {
     return c->method ? c->method : "at_least_once";
+}
+
+/* -- rollback: a new producer against abort_transaction ------------------ */
+
+/* A transactional producer for `id`, its transactions initialised and one
+ * begun; NULL with a message. */
+static rd_kafka_t *rb_producer(const char *bs, const char *id)
+{
+    rd_kafka_conf_t *kc =
+        h_conf_pairs(h_kafka_conf(bs), "transactional.id", id, NULL);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(kc);
+        fprintf(stderr, "bench_txn: producer: %s\n", err);
+        return NULL;
+    }
+    rd_kafka_error_t *e =
+        rd_kafka_init_transactions(rk, BS_TIMEOUT_BROKER_MS);
+    if (!e)
+        e = rd_kafka_begin_transaction(rk);
+    if (e) {
+        fprintf(stderr, "bench_txn: %s: %s\n", id, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        rd_kafka_destroy(rk);
+        return NULL;
+    }
+    return rk;
+}
+
+/* RB_RECORDS records into the open transaction, delivered. */
+static int rb_fill(rd_kafka_t *rk, const char *topic)
+{
+    for (int i = 0; i < RB_RECORDS; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k%d", i);
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(i % NPARTS),
+            RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE(key, strlen(key)),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (err) {
+            fprintf(stderr, "bench_txn: produce: %s\n",
+                    rd_kafka_err2str(err));
+            return -1;
+        }
+    }
+    if (rd_kafka_flush(rk, BS_TIMEOUT_BROKER_MS)) {
+        fprintf(stderr, "bench_txn: the records were not delivered\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Ends the open transaction and begins the next one, by abort (the
+ * baseline) or by a new producer; the seconds it took, or -1. */
+static double rb_end(rd_kafka_t **rk, const char *bs, const char *id,
+                     bool replace)
+{
+    double t0 = h_now_s();
+    if (replace) {
+        rd_kafka_purge(*rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(*rk, BS_TIMEOUT_PURGE_FLUSH_MS);
+        rd_kafka_destroy(*rk);
+        *rk = rb_producer(bs, id);
+        return *rk ? h_now_s() - t0 : -1;
+    }
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(*rk, -1);
+    if (!e)
+        e = rd_kafka_begin_transaction(*rk);
+    if (e) {
+        fprintf(stderr, "bench_txn: abort: %s\n", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return -1;
+    }
+    return h_now_s() - t0;
+}
+
+static void rb_print(const char *what, double *v, int n, const char *unit,
+                     double scale)
+{
+    double lo = v[0], hi = v[0];
+    for (int i = 1; i < n; i++) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    printf("  %-34s %8.2f%s (%.2f-%.2f)\n", what,
+           h_sort_median(v, (size_t)n) * scale, unit, lo * scale,
+           hi * scale);
+}
+
+static int rollback_all(const char *bs, int times)
+{
+    const char *topic = "bench-rollback";
+    if (h_create_topic(bs, topic, NPARTS, 1, NULL)) {
+        fprintf(stderr, "bench_txn: %s\n", h_last_error());
+        return -1;
+    }
+    rd_kafka_t *ab = rb_producer(bs, "bench-rollback-abort");
+    rd_kafka_t *re = ab ? rb_producer(bs, "bench-rollback-replace") : NULL;
+    double t_ab[RB_MAX], t_re[RB_MAX], ratio[RB_MAX];
+    int rc = re ? 0 : -1;
+    for (int i = 0; i < times && rc == 0; i++) {
+        if (rb_fill(ab, topic) || (t_ab[i] = rb_end(&ab, bs,
+                                       "bench-rollback-abort", false)) < 0 ||
+            rb_fill(re, topic) || (t_re[i] = rb_end(&re, bs,
+                                       "bench-rollback-replace", true)) < 0)
+            rc = -1;
+        else
+            ratio[i] = t_re[i] / t_ab[i];
+    }
+    if (rc == 0) {
+        printf("rollback: a transaction of %d delivered records over %d "
+               "partitions ended and the next begun, %d times each way, "
+               "median (min-max):\n", RB_RECORDS, NPARTS, times);
+        rb_print("abort_transaction (baseline)", t_ab, times, " ms", 1000);
+        rb_print("new producer (the stage's)", t_re, times, " ms", 1000);
+        rb_print("ratio new producer / abort", ratio, times, "x", 1);
+    }
+    if (ab)
+        rd_kafka_destroy(ab);
+    if (re)
+        rd_kafka_destroy(re);
+    return rc;
 }
 
 static void spread(const double *v, int n, double *lo, double *hi)
@@ -372,7 +512,8 @@ int main(int argc, char **argv)
     int rounds = 3;
     const char *intervals = "100,1000,5000";
     const char *bs = NULL;
-    bool latency = true;
+    bool latency = true, rate_on = true;
+    int rollbacks = 20;
     const char *bin = getenv("BLOOMSTAGE_BIN");
     if (!bin)
         bin = BENCH_BLOOMSTAGE_PATH;
@@ -384,6 +525,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--no-latency")) {
             latency = false;
+            continue;
+        }
+        if (!strcmp(a, "--no-rate")) {
+            rate_on = false;
             continue;
         }
         if (!v) {
@@ -400,6 +545,8 @@ int main(int argc, char **argv)
             intervals = v;
         else if (!strcmp(a, "--rounds"))
             rounds = atoi(v);
+        else if (!strcmp(a, "--rollbacks"))
+            rollbacks = atoi(v);
         else if (!strcmp(a, "--bootstrap"))
             bs = v;
         else if (!strcmp(a, "--bloomstage"))
@@ -411,7 +558,7 @@ int main(int argc, char **argv)
         i++;
     }
     if (rate <= 0 || seconds <= 0 || records < 2 || rounds < 1 ||
-        rounds > MAX_ROUNDS) {
+        rounds > MAX_ROUNDS || rollbacks < 0 || rollbacks > RB_MAX) {
         fputs(USAGE, stderr);
         return 2;
     }
@@ -458,7 +605,7 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int r = 0; r < rounds && rc == 0; r++) {
         for (int k = 0; k < nconf && rc == 0; k++) {
-            if (!confs[k].rate_too)
+            if (!rate_on || !confs[k].rate_too)
                 continue;
             rc = rate_one(bs, bin, dir, &confs[k], r, records);
             if (rc == 0)
@@ -477,13 +624,13 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && (rate_on || latency)) {
         printf("median over %d rounds (min-max):\n", rounds);
         const conf *alo = &confs[0];
         for (int k = 0; k < nconf; k++) {
             const conf *c = &confs[k];
             double lo, hi;
-            if (c->rate_too) {
+            if (rate_on && c->rate_too) {
                 double ratio[MAX_ROUNDS];
                 for (int r = 0; r < rounds; r++)
                     ratio[r] = c->rate[r] / alo->rate[r];
@@ -505,6 +652,8 @@ int main(int argc, char **argv)
                    median(c->p99, rounds), lo99, hi99);
         }
     }
+    if (rc == 0 && rollbacks > 0)
+        rc = rollback_all(bs, rollbacks);
     h_tmpdir_remove(dir);
     free(dir);
     if (cluster && h_kcluster_stop(cluster))

@@ -82,8 +82,6 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
 {
     (void)rk;
     bs_stage *s = opaque;
-    if (s->txn && m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
-        s->txn_timed_out = true;
     /* No Write on the output, rejected or checkpoint topic: said. */
     if (m->err)
         (void)bs_refused(s, m->err, "Write", rd_kafka_topic_name(m->rkt),
@@ -189,7 +187,8 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
         return BS_FATAL;
     }
     if (s->producer) {
-        /* A fatal producer: what it still holds is failed anyway. */
+        /* A fatal producer, or one whose transaction a rollback ends:
+         * what it still holds is discarded. */
         rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE |
                                         RD_KAFKA_PURGE_F_INFLIGHT);
         rd_kafka_flush(s->producer, BS_TIMEOUT_PURGE_FLUSH_MS);
@@ -197,7 +196,6 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
         rd_kafka_destroy(s->producer);
     }
     s->producer = rk;
-    s->txn_timed_out = false;
     s->out_rkt = out;
     s->rej_rkt = rej;
     /* Transactions: the new producer fences the old one (same id) and

@@ -167,13 +167,17 @@ void bs_rollback(bs_stage *s, bool pending)
     }
     char err[1024];
     /* Transactions: what the open one holds is aborted (read_committed
-     * readers never see it); a producer that cannot abort is replaced,
-     * which aborts it as well.  The partitions whose output that was are
-     * all restored below. */
-    bool was_open = s->txn_open;
+     * readers never see it) by replacing the producer, whose
+     * init_transactions fences the old one and aborts its transaction.
+     * Not by abort_transaction: librdkafka 2.0.2's abort sets its count
+     * of the transaction's requests in flight to 0, and a request the
+     * network lost (an AddPartitionsToTxn) then fails an assertion on that
+     * count when it times out, seconds later (SIGABRT); destroying the
+     * producer ends the request instead.  The partitions whose output that
+     * was are all restored below. */
     bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
-                   (s->txn && !pending && !bs_txn_abort(s));
-    if (s->txn && (replace || (was_open && !s->txn_open)))
+                   (s->txn && !pending && s->txn_open);
+    if (s->txn && replace)
         bs_parts_txn_aborted(s);
     bs_rc prc = BS_OK;
     if (replace)

@@ -164,10 +164,6 @@ struct bs_stage {
     bool txn;
     bool txn_ready; /* the producer's init_transactions succeeded */
     bool txn_open;
-    /* A delivery of this producer timed out: its transaction may have a
-     * request lost in flight, so the rollback replaces the producer rather
-     * than aborting (txn.c, bs_txn_abort). */
-    bool txn_timed_out;
     char txn_id[300];
     bs_txn_slot txn_slot;          /* the host slot behind a default id */
     bs_fence_window txn_fencings; /* the producer's recent fencings */
@@ -488,13 +484,10 @@ bs_rc bs_txn_fenced_check(bs_stage *s, char *errstr, size_t errstr_size);
 bool bs_txn_begin(bs_stage *s);
 /* Sends `offsets` with the consumer group's metadata and commits the
  * open transaction.  BS_OK: committed.  Otherwise errstr says why and the
- * transaction is not committed: the caller rolls back (bs_rollback aborts
+ * transaction is not committed: the caller rolls back (bs_rollback ends
  * it).  Crash points after-send-offsets and after-commit are here. */
 bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
                     char *errstr, size_t errstr_size);
-/* Aborts the open transaction.  false: it could not be (the producer is
- * then to be replaced). */
-bool bs_txn_abort(bs_stage *s);
 /* Whether a librdkafka error means this instance was fenced: another one
  * owns its partitions now, or its transaction timed out. */
 bool bs_txn_fenced_error(rd_kafka_resp_err_t err);

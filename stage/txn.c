@@ -7,9 +7,9 @@
  * member of an older generation) and, with checkpoint.store=kafka, its
  * checkpoint records become visible to read_committed readers together, or
  * not at all.  round.c drives a round; this file wraps librdkafka's calls
- * and their error classes (retriable: the same call again; abortable: the
- * transaction is aborted and the stage rolls back; fatal, or a delivery
- * that timed out: the producer is replaced, then the same rollback).
+ * and their error classes (retriable: the same call again; abortable or
+ * fatal: the stage rolls back, and the rollback replaces the producer,
+ * whose init_transactions aborts the transaction: bs_rollback says why).
  *
  * Everything here runs on the stage thread and uses s->producer, which
  * clients.c makes and replaces.
@@ -182,50 +182,6 @@ bool bs_txn_begin(bs_stage *s)
     }
     s->txn_open = true;
     return true;
-}
-
-bool bs_txn_abort(bs_stage *s)
-{
-    if (!s->txn_open)
-        return true;
-    s->txn_open = false;
-    if (rd_kafka_fatal_error(s->producer, NULL, 0))
-        return false;
-    if (s->txn_timed_out) {
-        /* A delivery timed out: a request of the transaction (an
-         * AddPartitionsToTxn the network lost) may still be in flight.
-         * librdkafka 2.0.2's abort zeroes its count of them, and that
-         * request's own timeout, later, then fails its assertion
-         * `txn_req_cnt > 0` (SIGABRT).  A new producer aborts the
-         * transaction instead (its init_transactions, which also fences
-         * this one), and destroying this one ends the request. */
-        bs_log(BS_LOG_WARN, "a delivery timed out: replacing the producer "
-               "rather than aborting its transaction", NULL);
-        return false;
-    }
-    rd_kafka_error_t *e = NULL;
-    for (int attempt = 1; attempt <= TXN_ATTEMPTS; attempt++) {
-        /* -1: the transaction's remaining time, as librdkafka advises. */
-        e = rd_kafka_abort_transaction(s->producer, -1);
-        if (!e || !rd_kafka_error_is_retriable(e))
-            break;
-        if (attempt < TXN_ATTEMPTS) {
-            rd_kafka_error_destroy(e);
-            e = NULL;
-        }
-    }
-    if (!e)
-        return true;
-    char err[600], q[700];
-    say(e, "abort_transaction", err, sizeof(err));
-    bs_log(BS_LOG_WARN, bs_txn_fenced_error(rd_kafka_error_code(e))
-                            ? "fenced: the transaction cannot be aborted by "
-                              "this producer; replacing it"
-                            : "transaction abort failed, replacing the "
-                              "producer",
-           "error=%s", bs_log_quote(err, q, sizeof(q)));
-    rd_kafka_error_destroy(e);
-    return false;
 }
 
 /* A failed call's outcome for bs_txn_commit: the round's text, and the
