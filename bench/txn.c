@@ -372,6 +372,15 @@ static const char *conf_label(const conf *c)
     return c->method ? c->method : "at_least_once";
 }
 
+static void spread(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
 /* -- rollback: a new producer against abort_transaction ------------------ */
 
 /* A transactional producer for `id`, its transactions initialised and one
@@ -451,11 +460,8 @@ static double rb_end(rd_kafka_t **rk, const char *bs, const char *id,
 static void rb_print(const char *what, double *v, int n, const char *unit,
                      double scale)
 {
-    double lo = v[0], hi = v[0];
-    for (int i = 1; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
-    }
+    double lo, hi;
+    spread(v, n, &lo, &hi);
     printf("  %-34s %8.2f%s (%.2f-%.2f)\n", what,
            h_sort_median(v, (size_t)n) * scale, unit, lo * scale,
            hi * scale);
@@ -494,15 +500,6 @@ static int rollback_all(const char *bs, int times)
     if (re)
         rd_kafka_destroy(re);
     return rc;
-}
-
-static void spread(const double *v, int n, double *lo, double *hi)
-{
-    *lo = *hi = v[0];
-    for (int i = 1; i < n; i++) {
-        *lo = v[i] < *lo ? v[i] : *lo;
-        *hi = v[i] > *hi ? v[i] : *hi;
-    }
 }
 
 int main(int argc, char **argv)
