@@ -12,7 +12,7 @@
 #define BS_BENCH_KAFKA_H
 
 #include "support.h"
-#include "util.h" /* bs_parse_count, the engine's one count parser */
+#include "base/util.h" /* bs_parse_count, the engine's one count parser */
 
 #include <librdkafka/rdkafka.h>
 

@@ -11,10 +11,10 @@
  * The mock cluster keeps at most 5 MiB per partition, so the Kafka column
  * stops at filters that fit; the dir column goes on to 100M keys.
  */
-#include "checkpoint.h"
-#include "log.h"
-#include "store.h"
-#include "util.h"
+#include "checkpoint/checkpoint.h"
+#include "base/log.h"
+#include "store/store.h"
+#include "base/util.h"
 
 #include <bloomfilters.h>
 #include <config.h>

@@ -27,11 +27,11 @@
  * the same machine.  First, what tracking changes costs an insert: 1e7
  * new keys into an untracked and a tracked filter, alternating.
  */
-#include "checkpoint.h"
-#include "log.h"
-#include "store.h"
+#include "checkpoint/checkpoint.h"
+#include "base/log.h"
+#include "store/store.h"
 #include "support.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <bloomfilters.h>
 #include <config.h>
@@ -79,7 +79,7 @@ static void topic_of(const char *dir, char *out, size_t size)
 }
 
 /* A client configuration for the broker with the stage's settings for its
- * checkpoint clients (stage/clients.c): name, value pairs. */
+ * checkpoint clients (stage/clients/clients.c): name, value pairs. */
 static rd_kafka_conf_t *kconf(const char *const *kv)
 {
     rd_kafka_conf_t *conf = h_kafka_conf(kafka);

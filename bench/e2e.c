@@ -86,8 +86,8 @@
  * the consumer queue that is the total) and looks again only when its
  * broker thread wakes, else after a fixed 1000 ms (fetch.queue.backoff.ms
  * only came in 2.2).  bloomstage keeps a small read-ahead and wakes the
- * fetcher when it runs low (stage/fetch_wake.h); the pass-throughs use the
- * same settings (stage/client_defaults.h) and the same wake-ups, so the
+ * fetcher when it runs low (stage/kafka/fetch_wake.h); the pass-throughs use the
+ * same settings (stage/kafka/client_defaults.h) and the same wake-ups, so the
  * limit they measure is one with the stage's memory bound.
  *
  * Timing.  Every phase is timed by the same observer: a thread that asks
@@ -149,8 +149,8 @@
  */
 #include "support.h"
 #include "bench_kafka.h"
-#include "client_defaults.h"
-#include "fetch_wake.h"
+#include "kafka/client_defaults.h"
+#include "kafka/fetch_wake.h"
 
 #include <librdkafka/rdkafka.h>
 
@@ -2296,14 +2296,14 @@ static void print_header_input(const bench *b, const e2e_run *run)
 static void print_header_clients(const bench *b, const e2e_run *run)
 {
     printf("  producers    all: enable.idempotence=true, the stage's tuning "
-           "(stage/client_defaults.h),\n"
+           "(stage/kafka/client_defaults.h),\n"
            "               topic.metadata.refresh.interval.ms="
            METADATA_REFRESH_MS " (the first-record lag: see bench/e2e.c)\n");
     static const char *const ctuning[] = {BS_CONSUMER_TUNING, NULL};
-    printf("  consumers    all: the stage's tuning (stage/client_defaults.h:");
+    printf("  consumers    all: the stage's tuning (stage/kafka/client_defaults.h:");
     for (size_t i = 0; ctuning[i]; i += 2)
         printf(" %s=%s", ctuning[i], ctuning[i + 1]);
-    printf(")\n               and its fetch wake-ups (stage/fetch_wake.h)\n");
+    printf(")\n               and its fetch wake-ups (stage/kafka/fetch_wake.h)\n");
     printf("  bloomstage   %s run: dedup.key=key, checkpoint defaults",
            b->bloomstage);
     for (int i = 0; i < b->nx; i++)

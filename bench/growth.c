@@ -6,7 +6,7 @@
  *   bench_growth [--keys N] [--seeds S] [--fpr P]... [--absent A]
  *
  * The product's path: the stage's dedup filter is a scalable filter
- * (stage/dedup_filter.c) from dedup.capacity keys, each layer growth times
+ * (stage/keys/dedup_filter.c) from dedup.capacity keys, each layer growth times
  * the last at tightening times its error; the README's "about 5 bytes per
  * distinct key at one in a million" is a blocked filter sized in advance
  * for the keys it gets.  For each policy -- (initial capacity, growth,

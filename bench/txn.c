@@ -34,7 +34,7 @@
  * Rollback (--rollbacks K, 0 to skip): what ending an open transaction
  * costs the way the stage's rollback ends it -- the producer replaced:
  * purged, destroyed, a new one's init_transactions and
- * begin_transaction, as stage/clients.c does -- against librdkafka's
+ * begin_transaction, as stage/clients/clients.c does -- against librdkafka's
  * abort_transaction and begin_transaction (the baseline), on one
  * transactional id each, K times each way in turn.  Each transaction
  * holds RB_RECORDS delivered records over NPARTS partitions, as a round's
@@ -45,7 +45,7 @@
  * layer's (tests/support/realkafka.h) when it starts one.
  */
 #include "support.h"
-#include "timeouts.h"
+#include "base/timeouts.h"
 
 #include <inttypes.h>
 #include <signal.h>

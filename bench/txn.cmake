@@ -8,7 +8,7 @@ include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(bench_txn ${CMAKE_CURRENT_LIST_DIR}/txn.c)
 target_link_libraries(bench_txn PRIVATE bstestsupport PkgConfig::RDKAFKA
   Threads::Threads m)
-# stage/timeouts.h: the rollback's timeouts are the stage's.
+# stage/base/timeouts.h: the rollback's timeouts are the stage's.
 target_include_directories(bench_txn PRIVATE ${PROJECT_SOURCE_DIR}/stage)
 target_compile_definitions(bench_txn PRIVATE
   BENCH_BLOOMSTAGE_PATH="$<TARGET_FILE:bloomstage>")

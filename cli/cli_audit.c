@@ -2,7 +2,7 @@
  * cli_audit.c -- see cli_audit.h.
  */
 #include "cli_audit.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <math.h>
 

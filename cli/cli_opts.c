@@ -5,7 +5,7 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
-#include "settings.h"
+#include "base/settings.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -20,13 +20,13 @@
  * are checked before anything is sent (bs_list_record_decode: non-empty,
  * at most BS_BLOCKLIST_MAX_ENTRY bytes): a bad one is a usage error.
  */
-#include "blocklist.h"
+#include "keys/blocklist.h"
 #include "cli_opts.h"
 #include "commands.h"
-#include "kafka_util.h"
-#include "settings.h"
-#include "timeouts.h"
-#include "util.h"
+#include "kafka/kafka_util.h"
+#include "base/settings.h"
+#include "base/timeouts.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

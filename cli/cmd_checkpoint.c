@@ -5,16 +5,16 @@
  * directory or the Kafka store (read through a consumer that takes the
  * kafka.* and consumer.* keys, as the stage's own reader does).
  */
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "cli_audit.h"
 #include "cli_opts.h"
 #include "commands.h"
-#include "kafka_util.h"
-#include "settings.h"
-#include "store_dir.h"
-#include "store_kafka.h"
-#include "timeouts.h"
-#include "util.h"
+#include "kafka/kafka_util.h"
+#include "base/settings.h"
+#include "store/store_dir.h"
+#include "store/store_kafka.h"
+#include "base/timeouts.h"
+#include "base/util.h"
 
 #include <dirent.h>
 #include <getopt.h>

@@ -16,8 +16,8 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
-#include "metrics_guard.h"
-#include "settings.h"
+#include "ops/metrics_guard.h"
+#include "base/settings.h"
 #include "config.h"
 
 #include <stdarg.h>

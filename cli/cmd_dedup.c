@@ -23,7 +23,7 @@
 #include "cli_audit.h"
 #include "cli_opts.h"
 #include "commands.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <bloomfilters.h>
 #include <config.h>

@@ -9,9 +9,9 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
-#include "log.h"
-#include "stage.h"
-#include "util.h"
+#include "base/log.h"
+#include "loop/stage.h"
+#include "base/util.h"
 
 #include <config.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * from a record the same way, so a list must be spelled as the keys are.
  */
 #include "commands.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <bloomfilters.h>
 #include <config.h>

@@ -36,7 +36,7 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>

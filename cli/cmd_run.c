@@ -8,10 +8,10 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
-#include "log.h"
-#include "metrics.h"
-#include "settings.h"
-#include "stage.h"
+#include "base/log.h"
+#include "ops/metrics.h"
+#include "base/settings.h"
+#include "loop/stage.h"
 
 #include <config.h>
 #include <getopt.h>

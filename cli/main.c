@@ -2,7 +2,7 @@
  * main.c -- the bloomstage binary: dispatches to one command per cmd_*.c.
  */
 #include "commands.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <librdkafka/rdkafka.h>
 

@@ -432,7 +432,7 @@ out:
 
 /* BLOOMSTAGE_ variables that are not configuration keys: load_env leaves
  * them alone instead of calling them unknown.  BLOOMSTAGE_CRASH_AT: the
- * tests' crash points (stage/crash_point.c). */
+ * tests' crash points (stage/base/crash_point.c). */
 static const char *const env_not_keys[] = {"BLOOMSTAGE_CRASH_AT", NULL};
 
 /* The suffix of a variable whose value is the path of a file holding the

@@ -170,7 +170,7 @@ typedef enum bs_ckpt_store_kind {
 } bs_ckpt_store_kind;
 
 /* log.level (the stage maps it to its own bs_log_level by name, not by
- * position: stage/settings.c) */
+ * position: stage/base/settings.c) */
 #define BS_CONFIG_LOG_LEVEL_LIST(X)                                          \
     X(BS_CONFIG_LOG_ERROR, "error")                                          \
     X(BS_CONFIG_LOG_WARN, "warn")                                            \

@@ -4,7 +4,7 @@
  * A row gives name, type, section, default, range and help; parsing
  * (values.c), validation (config.c), `config --list` and `config --sample`
  * (print.c) all read it, so adding a key is adding a row here (and, for a
- * key the stage reads, a line in BS_SETTINGS_FIELDS, stage/settings.h).
+ * key the stage reads, a line in BS_SETTINGS_FIELDS, stage/base/settings.h).
  * An enum key's values come from its list in config.h.  The sample
  * config/bloomstage.conf is generated from this file: after editing a row,
  * regenerate it with

@@ -184,7 +184,7 @@ static int check_not_input(const bs_config *cfg, const char *key,
 /* -- librdkafka properties checked before any client exists ------------- */
 
 /* The prefixes of the two clients' own keys; each client also gets the
- * kafka. keys, which its own override (as stage/clients.c sets them). */
+ * kafka. keys, which its own override (as stage/clients/clients.c sets them). */
 static const char *const client_prefixes[] = {"consumer.", "producer."};
 
 /* The entry giving librdkafka property `prop` to the client of `prefix`:
@@ -284,7 +284,7 @@ static int check_kafka_files(const bs_config *cfg, char *errstr, size_t n)
 
 /* The keys that protect the metrics endpoint; the files they name are
  * read here first, so a wrong path is a configuration error (what is in
- * them is the endpoint's to check: stage/metrics_guard.c). */
+ * them is the endpoint's to check: stage/ops/metrics_guard.c). */
 static const char *const metrics_guard_keys[] = {
     "metrics.tls.cert.path", "metrics.tls.key.path",
     "metrics.auth.users.path", "metrics.auth.probes.open"};

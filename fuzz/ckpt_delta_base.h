@@ -9,7 +9,7 @@
 #define BS_FUZZ_CKPT_DELTA_BASE_H
 
 #include <bloomfilters.h>
-#include <checkpoint.h>
+#include "checkpoint/checkpoint.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * fuzz_blocklist_list.c -- libFuzzer target for blocklist files as the
- * stage loads them at start-up (stage/blocklist.c, bs_blocklists_load): a
- * text list (stage/util.c's bs_lines_* reader and bs_list_entry) built into
+ * stage loads them at start-up (stage/keys/blocklist.c, bs_blocklists_load): a
+ * text list (stage/base/util.c's bs_lines_* reader and bs_list_entry) built into
  * a blocked filter, or, when the file starts with the filter magic, a filter
  * file memory-mapped in place.  Seeds: fuzz/corpus/blocklist_list/.
  *
@@ -13,10 +13,10 @@
  * promise aborts.
  */
 #include "fuzz_check.h"
-#include <blocklist.h>
+#include "keys/blocklist.h"
 #include <config.h>
-#include <settings.h>
-#include <util.h>
+#include "base/settings.h"
+#include "base/util.h"
 
 #include "fuzz_list_config.h"
 

@@ -1,7 +1,7 @@
 /*
  * fuzz_blocklist_topic.c -- libFuzzer target for the records of a live
  * blocklist's topic (blocklist.NAME.topic) as the stage applies them
- * (stage/blocklist.c: bs_list_record_decode, bs_blocklist_apply): keys and
+ * (stage/keys/blocklist.c: bs_list_record_decode, bs_blocklist_apply): keys and
  * values from anyone who can write to the topic.  Seeds:
  * fuzz/corpus/blocklist_topic/.
  *
@@ -18,9 +18,9 @@
  * negative).  A broken promise aborts.
  */
 #include "fuzz_check.h"
-#include <blocklist.h>
+#include "keys/blocklist.h"
 #include <config.h>
-#include <settings.h>
+#include "base/settings.h"
 
 #include "fuzz_list_config.h"
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_checkpoint.c -- libFuzzer target for directory checkpoint files
- * (stage/checkpoint.c, bs_ckpt_decode: what bs_ckpt_load runs on the bytes
+ * (stage/checkpoint/checkpoint.c, bs_ckpt_decode: what bs_ckpt_load runs on the bytes
  * of CHECKPOINT_DIR/TOPIC-PARTITION.ckpt).  The input is a whole checkpoint
  * file; seeds in fuzz/corpus/checkpoint/ are real ones (fuzz/make-seeds).
  *
@@ -16,7 +16,7 @@
 #include "fuzz_check.h"
 #include "fuzz_ckpt.h"
 
-#include <checkpoint.h>
+#include "checkpoint/checkpoint.h"
 
 #include <stdint.h>
 #include <stdio.h>

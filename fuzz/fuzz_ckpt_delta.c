@@ -1,6 +1,6 @@
 /*
  * fuzz_ckpt_delta.c -- libFuzzer target for checkpoint deltas
- * (CHECKPOINT_DIR/TOPIC-P.SEQ.ckpd: stage/checkpoint.c's bs_ckpt_decode and
+ * (CHECKPOINT_DIR/TOPIC-P.SEQ.ckpd: stage/checkpoint/checkpoint.c's bs_ckpt_decode and
  * bs_ckpt_apply, which ends in libbloomfilters' bf_filter_delta_apply).
  * The input is a whole delta file; seeds in fuzz/corpus/ckpt_delta/ are
  * real ones made from the base in ckpt_delta_base.h (fuzz/make_seeds).

@@ -1,6 +1,6 @@
 /*
  * fuzz_record_key.c -- libFuzzer target for the key extraction of
- * stage/record_key.c: key specs as the configuration parses them, applied
+ * stage/keys/record_key.c: key specs as the configuration parses them, applied
  * to a record built from the input (bs_record_keys_init_view: no broker).
  *
  * Input, '\n'-separated:
@@ -16,7 +16,7 @@
  * key found is never NULL, and every key of the record is still readable
  * (same bytes) after the last spec ran.
  */
-#include "record_key.h"
+#include "keys/record_key.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_src_header.c -- libFuzzer target for bs_parse_src (stage/replay.c),
+ * fuzz_src_header.c -- libFuzzer target for bs_parse_src (stage/checkpoint/replay.c),
  * the parser of the bloomstage-src header every output record carries and
  * replay reads back from the output topic, where anyone may have written
  * anything.
@@ -9,7 +9,7 @@
  * the stage writes the header parses back to the same result; a smaller
  * topic buffer never overflows (it is refused instead).
  */
-#include "replay.h"
+#include "checkpoint/replay.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * fuzz_store_kafka.c -- libFuzzer target for the Kafka checkpoint store's
- * decoding (stage/store_kafka_records.c): a manifest record's value
+ * decoding (stage/store/store_kafka_records.c): a manifest record's value
  * (bs_store_manifest_parse: version 1, one state, or 2, a chain), then
  * records of the checkpoint topic offered to the chain as its chunks
  * (bs_store_chain_add), then the state they make (bs_store_chain_decode:
@@ -17,7 +17,7 @@
  * the claimed sizes, up to 1 TiB a state, by design).  Everything is freed
  * on every call.
  */
-#include "store_kafka_records.h"
+#include "store/store_kafka_records.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -48,7 +48,7 @@
 #include "fuzz_config_files.h"
 
 #include <bloomfilters.h>
-#include <checkpoint.h>
+#include "checkpoint/checkpoint.h"
 #include <config_int.h>
 
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /*
  * audit_agree.h -- one seeded stream through the stage's kind of dedup
  * filter (a scalable filter, add-if-absent per record, as
- * stage/dedup_filter.c's bs_dedup_add does it) with audit samples
+ * stage/keys/dedup_filter.c's bs_dedup_add does it) with audit samples
  * (bf_audit) at one or more rates checking every answer, and the ground
  * truth counted from the stream itself: shared by the agreement test
  * (tests/test_audit.c) and benchmark (bench/agreement.c).

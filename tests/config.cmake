@@ -9,7 +9,7 @@ bs_add_cmocka_test(test_config SOURCES test_config.c LIBS bsconfig
 # in a build without the binary.
 target_compile_definitions(test_config PRIVATE
   BS_SAMPLE_CONF="${PROJECT_SOURCE_DIR}/config/bloomstage.conf")
-# The typed settings the engine reads (stage/settings.h) against the table.
+# The typed settings the engine reads (stage/base/settings.h) against the table.
 bs_add_cmocka_test(test_settings SOURCES test_settings.c LIBS bsengine
                    LABELS config)
 

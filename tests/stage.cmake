@@ -5,35 +5,35 @@ bs_add_cmocka_test(test_checkpoint
 # A checkpoint of format version 1 (before seq and ids) still loads.
 target_compile_definitions(test_checkpoint PRIVATE
   BS_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
-# test_state: the engine's state machine (stage/state.c) with its checks
+# test_state: the engine's state machine (stage/core/state.c) with its checks
 # compiled in whatever the build's BLOOMSTAGE_CHECKS: legal moves pass,
 # illegal ones and broken invariants abort.  Its own state.o comes first,
 # so the library's copy is not linked.
 bs_add_cmocka_test(test_state
-  SOURCES test_state.c ${PROJECT_SOURCE_DIR}/stage/state.c
+  SOURCES test_state.c ${PROJECT_SOURCE_DIR}/stage/core/state.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 # It also checks DESIGN.md's lists of legal moves against state.c's tables.
 target_compile_definitions(test_state PRIVATE BLOOMSTAGE_CHECKS=1
   BS_DESIGN_MD="${PROJECT_SOURCE_DIR}/DESIGN.md")
 
-# test_util: the engine's small shared helpers (stage/util.c).
+# test_util: the engine's small shared helpers (stage/base/util.c).
 bs_add_cmocka_test(test_util
   SOURCES test_util.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 
 # test_txn_id: the transactional id a stage derives and the host slots
-# behind it (stage/txn_id.c), with slot files in a directory of its own.
+# behind it (stage/kafka/txn_id.c), with slot files in a directory of its own.
 bs_add_cmocka_test(test_txn_id
   SOURCES test_txn_id.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 
-# test_startup: start-up's errors (stage/startup.c): the verdict on each
+# test_startup: start-up's errors (stage/core/startup.c): the verdict on each
 # error code, what /ready says at each step, the error lines' rate limit.
 bs_add_cmocka_test(test_startup
   SOURCES test_startup.c
   LIBS bsengine TIMEOUT 60 LABELS stage)
 
-# test_rebalance: the consumer's rebalance callback (stage/rebalance.c)
+# test_rebalance: the consumer's rebalance callback (stage/loop/rebalance.c)
 # after the consumer's close and once a stop is requested, on a consumer
 # that reaches no broker.
 bs_add_cmocka_test(test_rebalance
@@ -53,20 +53,21 @@ bs_add_cmocka_test(test_replay
 bs_add_cmocka_test(test_store
   SOURCES test_store.c inproc_mock.c
   LIBS bsengine bstestsupport TIMEOUT 300 LABELS stage)
-# stage/fetch_wake.c: a small read-ahead kept fetching (librdkafka 2.0.2
+# stage/kafka/fetch_wake.c: a small read-ahead kept fetching (librdkafka 2.0.2
 # parks a full consumer's fetcher for a second).
 bs_add_cmocka_test(test_fetch_wake
   SOURCES test_fetch_wake.c inproc_mock.c
   LIBS bsengine bstestsupport TIMEOUT 300 LABELS stage)
 
-# The engine's modules form layers (scripts/check-layers): no file of
-# stage/ depends, through its includes or its object's symbols, on one that
-# depends back on it; and DESIGN.md's file table lists every module, top
-# layer first.  A property of the sources: checked in the plain build, not
+# The engine's rooms and modules form layers (scripts/check-layers
+# --rooms): no file of stage/ depends, through its includes or its
+# object's symbols, on one that depends back on it, no room on a room that
+# depends back on it; and DESIGN.md's file table lists every module, room
+# by room, top layer first.  A property of the sources: checked in the plain build, not
 # again under the sanitizers.
 if(NOT BLOOMSTAGE_SANITIZE)
   add_test(NAME layers_engine
-    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers --rooms
             --table ${PROJECT_SOURCE_DIR}/DESIGN.md
             ${PROJECT_SOURCE_DIR}/stage $<TARGET_FILE:bsengine>)
   set_tests_properties(layers_engine PROPERTIES TIMEOUT 60 LABELS stage)

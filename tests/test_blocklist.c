@@ -1,5 +1,5 @@
 /*
- * test_blocklist.c -- live blocklists as data (stage/blocklist.c, no
+ * test_blocklist.c -- live blocklists as data (stage/keys/blocklist.c, no
  * broker): what one list-topic record is (bs_list_record_decode), what
  * applying it does to the entry set and the counting filter
  * (bs_blocklist_apply), the base text list a topic's changes apply to,
@@ -30,9 +30,9 @@
 
 #include <cmocka.h>
 
-#include <blocklist.h>
+#include "keys/blocklist.h"
 #include <config.h>
-#include <settings.h>
+#include "base/settings.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * test_fetch_wake.c -- stage/fetch_wake.c on librdkafka's mock cluster in
+ * test_fetch_wake.c -- stage/kafka/fetch_wake.c on librdkafka's mock cluster in
  * process: a group consumer with a read-ahead of 500 records reads 20,000
  * of them.  Without wake-ups librdkafka 2.0.2 parks the fetcher each time
  * the queue is full and looks again only a second later, so the consumer
@@ -16,7 +16,7 @@
 
 #include "support.h"
 #include "inproc_mock.h"
-#include "fetch_wake.h"
+#include "kafka/fetch_wake.h"
 
 #include <stdio.h>
 #include <stdlib.h>

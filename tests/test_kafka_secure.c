@@ -52,7 +52,7 @@
 #include <sys/wait.h>
 
 #include "support.h"
-#include "timeouts.h" /* BS_START_GIVE_UP_S */
+#include "base/timeouts.h" /* BS_START_GIVE_UP_S */
 
 #define NPARTS 3
 #define NRECS 20000

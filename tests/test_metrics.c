@@ -82,9 +82,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "metrics_guard.h" /* BS_BCRYPT_COST_MIN */
+#include "ops/metrics_guard.h" /* BS_BCRYPT_COST_MIN */
 #include "support.h"
-#include "timeouts.h" /* BS_START_GIVE_UP_S */
+#include "base/timeouts.h" /* BS_START_GIVE_UP_S */
 
 #include <crypt.h>
 

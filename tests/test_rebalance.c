@@ -1,5 +1,5 @@
 /*
- * test_rebalance.c -- the consumer's rebalance callback (stage/rebalance.c)
+ * test_rebalance.c -- the consumer's rebalance callback (stage/loop/rebalance.c)
  * at the edges of the stage's life, where librdkafka still calls it:
  *
  *   1. after the consumer's close, when librdkafka no longer says the
@@ -16,7 +16,10 @@
  * touches only states, partitions, the published view and the consumer
  * here.
  */
-#include "stage_int.h"
+#include "core/stage_int.h"
+#include "core/state.h"
+#include "core/partitions.h"
+#include "loop/rebalance.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

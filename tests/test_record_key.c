@@ -14,7 +14,7 @@
 
 #include "support.h"
 #include "inproc_mock.h"
-#include "record_key.h"
+#include "keys/record_key.h"
 
 #include <stdio.h>
 #include <stdlib.h>

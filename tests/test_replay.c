@@ -15,8 +15,8 @@
 
 #include "support.h"
 #include "inproc_mock.h"
-#include "kafka_util.h"
-#include "replay.h"
+#include "kafka/kafka_util.h"
+#include "checkpoint/replay.h"
 
 #include <stdio.h>
 #include <stdlib.h>

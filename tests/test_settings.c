@@ -1,5 +1,5 @@
 /*
- * test_settings.c -- unit tests of the typed settings (stage/settings.h):
+ * test_settings.c -- unit tests of the typed settings (stage/base/settings.h):
  * BS_SETTINGS_FIELDS against the key table (every field's key exists, as a
  * plain key of the type its kind reads; every plain key has a field), and
  * bs_settings_from_config reading every field, the blocklists and
@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "config_int.h"
-#include "settings.h"
+#include "base/settings.h"
 
 #include <stdio.h>
 #include <string.h>

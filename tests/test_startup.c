@@ -1,5 +1,5 @@
 /*
- * test_startup.c -- start-up's errors on their own (stage/startup.c): the
+ * test_startup.c -- start-up's errors on their own (stage/core/startup.c): the
  * verdict (a refused login or TLS handshake, or a refusal by the brokers'
  * authorizer, ends start-up after BS_START_GIVE_UP_S of nothing else; a
  * broker away never does), the refusals' words, what
@@ -14,9 +14,10 @@
  * The stage struct is built by hand (zeroed, as bs_stage_new leaves it
  * before run), with its locks.
  */
-#include "kafka_util.h"
-#include "report.h"
-#include "stage_int.h"
+#include "kafka/kafka_util.h"
+#include "ops/report.h"
+#include "core/stage_int.h"
+#include "core/startup.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * test_state.c -- the engine's state machine (stage/state.c) on its own:
+ * test_state.c -- the engine's state machine (stage/core/state.c) on its own:
  * the moves the loop, rounds and rebalances make are legal; an illegal
  * move, and each checked invariant broken, aborts a build with
  * BLOOMSTAGE_CHECKS (tests/stage.cmake builds this binary's engine so),
@@ -11,7 +11,9 @@
  * before its clients exist): state.c touches only states, partitions and
  * the published state.
  */
-#include "stage_int.h"
+#include "core/stage_int.h"
+#include "core/state.h"
+#include "core/partitions.h"
 
 #include <setjmp.h>
 #include <signal.h>

@@ -19,9 +19,9 @@
 
 #include "support.h"
 #include "inproc_mock.h"
-#include "settings.h"
-#include "store.h"
-#include "store_kafka_records.h"
+#include "base/settings.h"
+#include "store/store.h"
+#include "store/store_kafka_records.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 /*
- * test_txn_id.c -- the transactional id a stage derives (stage/txn.c,
- * bs_txn_id) and the host slots behind it (stage/txn_id.c), without a
+ * test_txn_id.c -- the transactional id a stage derives (stage/clients/txn.c,
+ * bs_txn_id) and the host slots behind it (stage/kafka/txn_id.c), without a
  * broker (issue 26: two instances of one configuration on one host had one
  * id and fenced each other):
  *
@@ -21,7 +21,7 @@
  * The stages are built by hand (zeroed, with the settings bs_txn_id reads),
  * as test_state builds its own.
  */
-#include "stage_int.h"
+#include "clients/txn.h"
 
 #include <setjmp.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 /*
- * test_util.c -- stage/util.c's growing array (bs_grow): the capacity it
+ * test_util.c -- stage/base/util.c's growing array (bs_grow): the capacity it
  * picks, the array it keeps, and what it leaves untouched when the size
  * would overflow.
  */
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #include <stdlib.h>
 

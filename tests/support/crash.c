@@ -3,7 +3,7 @@
  */
 #include "crash.h"
 #include "stage.h"
-#include "../../stage/crash_point.h"
+#include "base/crash_point.h"
 
 #include <stdio.h>
 #include <string.h>

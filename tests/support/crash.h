@@ -1,7 +1,7 @@
 /*
  * crash.h -- kill -9 at a chosen moment of a stage's run (test_stage_faults,
  * test_eos), and the stage's own named crash points (BLOOMSTAGE_CRASH_AT,
- * stage/crash_point.h: it exits abruptly at a named step of a round;
+ * stage/base/crash_point.h: it exits abruptly at a named step of a round;
  * test_kafka_txn).  Checking helpers (they fail the test, core.h).
  */
 #ifndef BS_SUPPORT_CRASH_H

@@ -4,7 +4,7 @@
 #include "stage.h"
 #include "http.h"
 #include "kafka.h"
-#include "store_dir.h"
+#include "store/store_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,436 @@
+/*
+ * clients.c -- the stage's librdkafka clients: the group consumer, the
+ * idempotent or (exactly_once.method, txn.c) transactional producer
+ * (replaced whole when it fails fatally), the
+ * assign-only consumer that reads the output tail and the Kafka checkpoint
+ * store, and the store itself; their configuration (our defaults, then the
+ * kafka.* and consumer.* / producer.* keys, then what the stage must
+ * force), and the callbacks librdkafka makes into the stage thread.
+ *
+ * The stage owns every client; bs_clients_destroy frees them in the order
+ * their dependencies need (the store borrows the tail consumer).
+ */
+#include "clients/clients.h"
+#include "core/stage_int.h"
+#include "kafka/client_defaults.h"
+#include "kafka/kafka_util.h"
+#include "base/log.h"
+#include "store/store.h"
+#include "core/state.h"
+#include "core/startup.h"
+#include "clients/txn.h"
+#include "ops/publish.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason,
+                     void *opaque)
+{
+    bs_stage *s = opaque;
+    char q[512];
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char fe[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, fe, sizeof(fe));
+        bs_log(BS_LOG_ERROR, "kafka fatal error", "client=%s error=%s "
+               "detail=%s", rd_kafka_name(rk), rd_kafka_err2name(orig),
+               bs_log_quote(fe, q, sizeof(q)));
+        if (rk == s->producer && s->txn && bs_txn_fenced_error(orig))
+            bs_log(BS_LOG_WARN, "fenced: the producer's transaction was "
+                   "ended by the broker (it timed out, or another producer "
+                   "took its transactional.id); rolling back to the last "
+                   "committed state with a new producer", "error=%s",
+                   rd_kafka_err2name(orig));
+        if (rk == s->producer)
+            /* The producer cannot go on: everything since the checkpoint
+             * (with transactions: since the last commit) is redone with a
+             * new producer (round.c, rollback); counted as a failure but
+             * not as a failed delivery. */
+            bs_deliveries_unconfirmed(s, "producer fatal error: %s", fe);
+        else
+            bs_stage_fatal(s, "consumer fatal error: %s", fe);
+        return;
+    }
+    /* The group's Read refused (FindCoordinator, JoinGroup): said, and it
+     * holds start-up.  Another client's refusal (the output-tail reader
+     * looks up the coordinator of a group it never joins) is only
+     * logged. */
+    if (rk == s->consumer &&
+        err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+        (void)bs_consumer_refused(s, err, NULL, reason);
+        return;
+    }
+    bs_log_kafka_error(s, rd_kafka_name(rk), err, reason);
+    if (!bs_kafka_refused(err))
+        bs_startup_kafka_error(s, err, reason);
+}
+
+/* librdkafka's lines, through log.c; its FAIL lines (a connection that
+ * failed or was refused: the same text from every client, on every
+ * reconnect) once per text and then at most every BS_ERROR_LOG_REPEAT_S
+ * (they carry librdkafka's own count of the identical ones).  Called from
+ * librdkafka's threads. */
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf)
+{
+    uint64_t repeats;
+    bs_refusal_from_log(rd_kafka_opaque(rk), fac, buf);
+    if (!strcmp(fac, "FAIL") &&
+        !bs_error_log_due(rd_kafka_opaque(rk), "librdkafka", buf, &repeats))
+        return;
+    bs_log_rdkafka(rk, level, fac, buf);
+}
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
+                      void *opaque)
+{
+    (void)rk;
+    bs_stage *s = opaque;
+    /* No Write on the output, rejected or checkpoint topic: said. */
+    if (m->err)
+        (void)bs_refused(s, m->err, "Write", rd_kafka_topic_name(m->rkt),
+                         rd_kafka_err2str(m->err));
+    if (s->store && bs_store_delivery(s->store, m))
+        return; /* a checkpoint record (transactions, kafka store) */
+    if (m->err) {
+        bs_delivery_failed(s, "delivery to %s [%d] failed: %s",
+                           rd_kafka_topic_name(m->rkt), (int)m->partition,
+                           rd_kafka_err2str(m->err));
+    }
+}
+
+/* The stage's callbacks on conf. */
+static rd_kafka_conf_t *with_callbacks(bs_stage *s, rd_kafka_conf_t *conf)
+{
+    rd_kafka_conf_set_opaque(conf, s);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    return conf;
+}
+
+/* A librdkafka configuration (bs_kafka_conf_new: our defaults, the
+ * kafka.* and role.* keys, what the stage must force) with the stage's
+ * callbacks. */
+static rd_kafka_conf_t *client_conf(bs_stage *s, const char *role,
+                                    const char *const *defaults,
+                                    const char *const *forced, char *errstr,
+                                    size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = bs_kafka_conf_new(s->cfg, role, defaults, forced,
+                                              errstr, errstr_size);
+    return conf ? with_callbacks(s, conf) : NULL;
+}
+
+static void drop_topics(bs_stage *s)
+{
+    if (s->out_rkt)
+        rd_kafka_topic_destroy(s->out_rkt);
+    if (s->rej_rkt)
+        rd_kafka_topic_destroy(s->rej_rkt);
+    s->out_rkt = s->rej_rkt = NULL;
+}
+
+bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    static const char *const defaults[] = {"client.id", "bloomstage",
+                                           BS_PRODUCER_TUNING, NULL};
+    static const char *const forced[] = {"enable.idempotence", "true", NULL};
+    const char *tforced[] = {"enable.idempotence", "true",
+                             "transactional.id", s->txn_id, NULL};
+    /* Transactions with the Kafka store: its chunks (checkpoint.chunk.bytes,
+     * up to 16 MiB) go through this producer too, so it takes records and a
+     * queue of that size (after the tuning, before the user's keys). */
+    char kbytes[32];
+    snprintf(kbytes, sizeof(kbytes), "%llu",
+             (unsigned long long)(4096 + 2 * s->set.checkpoint_chunk_bytes /
+                                             1024));
+    /* Transactions: a transaction left open by a crashed instance holds
+     * read_committed readers (and the restore of its partitions) back until
+     * the broker aborts it: BS_TXN_TIMEOUT_INTERVALS checkpoint intervals
+     * within BS_TXN_TIMEOUT_MIN_MS..MAX_MS, rather than librdkafka's 60 s,
+     * unless producer.* says otherwise. */
+    char ttimeout[32];
+    int64_t tt = BS_TXN_TIMEOUT_INTERVALS * s->set.checkpoint_interval_ms;
+    tt = tt < BS_TXN_TIMEOUT_MIN_MS   ? BS_TXN_TIMEOUT_MIN_MS
+         : tt > BS_TXN_TIMEOUT_MAX_MS ? BS_TXN_TIMEOUT_MAX_MS
+                                      : tt;
+    snprintf(ttimeout, sizeof(ttimeout), "%lld", (long long)tt);
+    bool big = s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
+    const char *tdefaults[] = {"client.id", "bloomstage", BS_PRODUCER_TUNING,
+                               "transaction.timeout.ms", ttimeout,
+                               big ? "message.max.bytes" : NULL, "20000000",
+                               "queue.buffering.max.kbytes", kbytes, NULL};
+    if (bs_txn_fenced_check(s, errstr, errstr_size) != BS_OK)
+        return BS_FATAL; /* and the other instance keeps the id */
+    rd_kafka_conf_t *conf = client_conf(s, "producer",
+                                        s->txn ? tdefaults : defaults,
+                                        s->txn ? tforced : forced, errstr,
+                                        errstr_size);
+    if (!conf)
+        return BS_FATAL;
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(errstr, errstr_size, "cannot create the producer: %s", err);
+        return BS_FATAL;
+    }
+    rd_kafka_topic_t *out = rd_kafka_topic_new(rk, s->set.output_topic, NULL);
+    rd_kafka_topic_t *rej =
+        s->set.rejected_topic ? rd_kafka_topic_new(rk, s->set.rejected_topic, NULL)
+                          : NULL;
+    if (!out || (s->set.rejected_topic && !rej)) {
+        snprintf(errstr, errstr_size, "cannot use the output topics: %s",
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        if (out)
+            rd_kafka_topic_destroy(out);
+        if (rej)
+            rd_kafka_topic_destroy(rej);
+        rd_kafka_destroy(rk);
+        return BS_FATAL;
+    }
+    if (s->producer) {
+        /* A fatal producer, or one whose transaction a rollback ends:
+         * what it still holds is discarded. */
+        rd_kafka_purge(s->producer, RD_KAFKA_PURGE_F_QUEUE |
+                                        RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(s->producer, BS_TIMEOUT_PURGE_FLUSH_MS);
+        drop_topics(s);
+        rd_kafka_destroy(s->producer);
+    }
+    s->producer = rk;
+    s->out_rkt = out;
+    s->rej_rkt = rej;
+    /* Transactions: the new producer fences the old one (same id) and
+     * aborts what it left open, then a transaction is begun. */
+    if (s->store)
+        bs_store_use_producer(s->store, s->txn ? rk : NULL);
+    return s->txn ? bs_txn_start(s, errstr, errstr_size) : BS_OK;
+}
+
+/* exactly_once.method: transactions when asked for, or with auto when the
+ * broker accepts them (init_transactions succeeds); else the output-tail
+ * replay.  Said in the log either way. */
+static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    bs_eos_method m = s->set.eos_method;
+    s->txn = bs_exactly_once(s) && m != BS_CONFIG_EOS_REPLAY;
+    if (s->txn && m == BS_CONFIG_EOS_AUTO) {
+        /* librdkafka's mock cluster answers the transactional requests but
+         * writes no transaction markers (read_committed readers would see
+         * aborted records): auto keeps the replay there.  Its cluster id
+         * says which it is. */
+        char *id = rd_kafka_clusterid(s->consumer, BS_TIMEOUT_BROKER_MS);
+        if (id && !strncmp(id, "mockCluster", 11)) {
+            bs_log(BS_LOG_INFO, "exactly_once method", "method=replay "
+                   "reason=\"librdkafka's mock cluster\"");
+            s->txn = false;
+        }
+        rd_kafka_mem_free(s->consumer, id);
+    }
+    if (s->txn)
+        bs_txn_id(s, NULL);
+    bs_rc rc;
+    /* The transactional id's Write refused (bs_txn_start said it): a new
+     * producer tries again, as start-up holds refusals. */
+    for (;;) {
+        s->refused_err = 0;
+        rc = bs_producer_recreate(s, errstr, errstr_size);
+        if (rc != BS_FATAL || !s->txn ||
+            s->refused_err !=
+                RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            break;
+        bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
+        if (w != BS_OK)
+            return w;
+    }
+    if (rc == BS_OK || !s->txn) {
+        if (rc == BS_OK && bs_exactly_once(s) &&
+            (s->txn || m == BS_CONFIG_EOS_REPLAY))
+            bs_log(BS_LOG_INFO, "exactly_once method", "method=%s%s%s",
+                   s->txn ? "transactions" : "replay",
+                   s->txn ? " transactional_id=" : "",
+                   s->txn ? s->txn_id : "");
+        return rc;
+    }
+    /* auto: the replay when the broker refused transactions; a broker
+     * that did not answer stops start-up, as any broker error there. */
+    if (m == BS_CONFIG_EOS_TRANSACTIONS || rc == BS_RETRY) {
+        size_t l = strlen(errstr);
+        snprintf(errstr + l, errstr_size - l, " (exactly_once.method=%s)",
+                 m == BS_CONFIG_EOS_TRANSACTIONS ? "transactions" : "auto");
+        return BS_FATAL;
+    }
+    char q[700];
+    bs_log(BS_LOG_WARN, "exactly_once method", "method=replay reason=%s",
+           bs_log_quote(errstr, q, sizeof(q)));
+    s->txn = false;
+    return bs_producer_recreate(s, errstr, errstr_size) == BS_OK ? BS_OK
+                                                                 : BS_FATAL;
+}
+
+bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
+                     char *errstr, size_t errstr_size)
+{
+    const char *group = s->set.group_id;
+    static const char *const cdefaults[] = {
+        "client.id", "bloomstage", "auto.offset.reset", "earliest",
+        "partition.assignment.strategy", "cooperative-sticky",
+        "statistics.interval.ms", "5000",
+        /* A small read-ahead, kept fetching by s->fwake. */
+        BS_CONSUMER_TUNING, NULL};
+    /* exactly_once reads only committed records (librdkafka's default
+     * too): an aborted transaction's never count as input, and the
+     * committed offsets it asks for are stable ones (KIP-447). */
+    const char *cforced[] = {"enable.auto.commit", "false",
+                             "enable.auto.offset.store", "false",
+                             "group.id", group,
+                             bs_exactly_once(s) ? "isolation.level" : NULL,
+                             "read_committed", NULL};
+    rd_kafka_conf_t *cconf = client_conf(s, "consumer", cdefaults, cforced,
+                                         errstr, errstr_size);
+    if (!cconf)
+        return BS_FATAL;
+    rd_kafka_conf_set_rebalance_cb(cconf, rebalance_cb);
+    rd_kafka_conf_set_stats_cb(cconf, bs_stats_cb);
+    char err[512];
+    s->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
+    if (!s->consumer) {
+        rd_kafka_conf_destroy(cconf);
+        snprintf(errstr, errstr_size, "cannot create the consumer: %s", err);
+        return BS_FATAL;
+    }
+    rd_kafka_poll_set_consumer(s->consumer);
+    s->fwake = bs_fetch_wake_new(s->consumer, &s->ctr.fetch_wakes, errstr,
+                                 errstr_size);
+    if (!s->fwake)
+        return BS_FATAL;
+
+    bool kafka_store = s->set.checkpoint_store ==
+                       BS_CONFIG_STORE_KAFKA;
+    if (bs_exactly_once(s) || kafka_store) {
+        /* Reads the output tail: assigned, never subscribed, commits
+         * nothing. */
+        rd_kafka_conf_t *tconf = bs_kafka_reader_conf(
+            s->cfg, group, "bloomstage-replay", errstr, errstr_size);
+        if (!tconf)
+            return BS_FATAL;
+        with_callbacks(s, tconf);
+        s->tail = rd_kafka_new(RD_KAFKA_CONSUMER, tconf, err, sizeof(err));
+        if (!s->tail) {
+            rd_kafka_conf_destroy(tconf);
+            snprintf(errstr, errstr_size, "cannot create the replay "
+                     "consumer: %s", err);
+            return BS_FATAL;
+        }
+        rd_kafka_poll_set_consumer(s->tail);
+    }
+
+    /* The checkpoint store, checked by bs_clients_start. */
+    rd_kafka_conf_t *sconf = NULL;
+    if (kafka_store) {
+        static const char *const sdefaults[] = {
+            "client.id", "bloomstage-checkpoints", "linger.ms", "1",
+            "message.max.bytes", "20000000", NULL};
+        static const char *const sforced[] = {
+            "enable.idempotence", "true", "acks", "all",
+            "allow.auto.create.topics", "false", NULL};
+        sconf = client_conf(s, "producer", sdefaults, sforced, errstr,
+                            errstr_size);
+        if (!sconf)
+            return BS_FATAL;
+    }
+    s->store = bs_store_new(&s->set, s->tail, sconf, errstr, errstr_size);
+    return s->store ? BS_OK : BS_FATAL;
+}
+
+/* Serves the callbacks of the clients the loop polls (their errors come
+ * to error_cb only then); a consumer error returned before the
+ * subscription is shown by /ready. */
+static void serve(bs_stage *s)
+{
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll(s->consumer, 0)) != NULL) {
+        if (m->err &&
+            !bs_consumer_refused(s, m->err,
+                                 m->rkt ? rd_kafka_topic_name(m->rkt) : NULL,
+                                 rd_kafka_message_errstr(m))) {
+            bs_log_kafka_error(s, rd_kafka_name(s->consumer), m->err,
+                               rd_kafka_message_errstr(m));
+            bs_startup_kafka_error(s, m->err, rd_kafka_message_errstr(m));
+        }
+        rd_kafka_message_destroy(m);
+    }
+    if (s->producer)
+        rd_kafka_poll(s->producer, 0);
+}
+
+bs_rc bs_clients_probe(bs_stage *s, int timeout_ms)
+{
+    serve(s);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err =
+        rd_kafka_metadata(s->consumer, 0, NULL, &md, timeout_ms);
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    serve(s);
+    return err ? BS_RETRY : BS_OK;
+}
+
+bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    int rc;
+    /* The checkpoint topic's Read refused: tried again, as start-up holds
+     * refusals. */
+    while ((rc = bs_store_check(s->store, errstr, errstr_size)) ==
+           BS_STORE_REFUSED) {
+        (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                         "Read", s->set.checkpoint_topic, errstr);
+        bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
+        if (w != BS_OK)
+            return w;
+    }
+    if (rc != 0)
+        return BS_FATAL;
+    return choose_method(s, errstr, errstr_size);
+}
+
+void bs_consumer_close(bs_stage *s)
+{
+    bs_fetch_wake_destroy(s->fwake); /* it uses the consumer */
+    s->fwake = NULL;
+    if (s->consumer_closed)
+        return;
+    s->consumer_closed = true;
+    rd_kafka_consumer_close(s->consumer);
+}
+
+void bs_clients_destroy(bs_stage *s)
+{
+    bs_fetch_wake_destroy(s->fwake);
+    s->fwake = NULL;
+    if (s->consumer)
+        rd_kafka_destroy(s->consumer);
+    bs_store_destroy(s->store);
+    if (s->tail) {
+        rd_kafka_consumer_close(s->tail);
+        rd_kafka_destroy(s->tail);
+    }
+    drop_topics(s);
+    if (s->producer)
+        rd_kafka_destroy(s->producer);
+    bs_txn_slot_release(&s->txn_slot); /* after the producer using it */
+    s->consumer = s->tail = s->producer = NULL;
+    s->store = NULL;
+}
+
+/* For the clients other engine files make (blocklist_feed.c). */
+rd_kafka_conf_t *bs_client_conf(bs_stage *s, const char *role,
+                                const char *const *defaults,
+                                const char *const *forced, char *errstr,
+                                size_t errstr_size)
+{
+    return client_conf(s, role, defaults, forced, errstr, errstr_size);
+}

@@ -1,0 +1,220 @@
+/*
+ * kafka_util.c -- see kafka_util.h.
+ */
+#include "kafka/kafka_util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct conf_ctx {
+    rd_kafka_conf_t *conf;
+    char *errstr;
+    size_t errstr_size;
+    const char *prefix;
+} conf_ctx;
+
+static int conf_set_cb(const char *key, const char *value, void *opaque)
+{
+    conf_ctx *c = opaque;
+    char err[512];
+    if (rd_kafka_conf_set(c->conf, key, value, err, sizeof(err)) !=
+        RD_KAFKA_CONF_OK) {
+        snprintf(c->errstr, c->errstr_size, "%s%s: %s", c->prefix, key, err);
+        return -1;
+    }
+    return 0;
+}
+
+rd_kafka_conf_t *bs_kafka_conf_new(const bs_config *cfg, const char *role,
+                                   const char *const *defaults,
+                                   const char *const *forced, char *errstr,
+                                   size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    conf_ctx c = {conf, errstr, errstr_size, ""};
+    char prefix[32];
+    for (size_t i = 0; defaults[i]; i += 2)
+        if (conf_set_cb(defaults[i], defaults[i + 1], &c))
+            goto fail;
+    c.prefix = "kafka.";
+    if (bs_config_foreach(cfg, "kafka.", conf_set_cb, &c))
+        goto fail;
+    snprintf(prefix, sizeof(prefix), "%s.", role);
+    c.prefix = prefix;
+    if (bs_config_foreach(cfg, prefix, conf_set_cb, &c))
+        goto fail;
+    c.prefix = "";
+    for (size_t i = 0; forced[i]; i += 2)
+        if (conf_set_cb(forced[i], forced[i + 1], &c))
+            goto fail;
+    return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
+                                      const char *group_id,
+                                      const char *client_id, char *errstr,
+                                      size_t errstr_size)
+{
+    /* It reads to a known end: a fetch that waits for more data only adds
+     * latency to a restore. */
+    const char *const defaults[] = {"client.id", client_id,
+                                    "fetch.wait.max.ms", "10", NULL};
+    char group[300];
+    snprintf(group, sizeof(group), "%s.replay", group_id);
+    const char *const forced[] = {"enable.auto.commit", "false",
+                                  "enable.auto.offset.store", "false",
+                                  "enable.partition.eof", "true",
+                                  "isolation.level", "read_committed",
+                                  "allow.auto.create.topics", "false",
+                                  "group.id", group, NULL};
+    return bs_kafka_conf_new(cfg, "consumer", defaults, forced, errstr,
+                             errstr_size);
+}
+
+int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                        int *err_out, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err =
+        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
+            : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    int n = -1;
+    char ignored[8];
+    if (!errstr) { /* the caller only wants the count, or 0 */
+        errstr = ignored;
+        errstr_size = sizeof(ignored);
+    }
+    if (err)
+        snprintf(errstr, errstr_size, "metadata of %s: %s", topic,
+                 rd_kafka_err2str(err));
+    else if (md->topic_cnt != 1 || md->topics[0].err)
+        snprintf(errstr, errstr_size, "topic %s: %s", topic,
+                 md->topic_cnt ? rd_kafka_err2str(md->topics[0].err)
+                               : "not in the metadata");
+    else if (md->topics[0].partition_cnt <= 0)
+        snprintf(errstr, errstr_size, "topic %s has no partitions", topic);
+    else
+        n = md->topics[0].partition_cnt;
+    if (err_out)
+        *err_out = err ? (int)err
+                   : md && md->topic_cnt == 1 ? (int)md->topics[0].err
+                                              : 0;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+bool bs_kafka_refused(int err)
+{
+    return err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+           err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED ||
+           err == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
+           err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED;
+}
+
+bool bs_refusal_text(int err, const char *op, const char *name, char *buf,
+                     size_t size)
+{
+    const char *type;
+    switch (err) {
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+        type = "Topic";
+        break;
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+        type = "Group";
+        break;
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        type = "TransactionalId";
+        break;
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+        type = "Cluster";
+        op = "IdempotentWrite";
+        name = "kafka-cluster";
+        break;
+    default:
+        return false;
+    }
+    snprintf(buf, size, "%s on %s:%s", op, type, name ? name : "?");
+    return true;
+}
+
+const char *bs_kafka_principal(const bs_config *cfg, char *buf, size_t size)
+{
+    if (!cfg)
+        return NULL;
+    const char *proto = bs_config_get_str(cfg, "kafka.security.protocol");
+    const char *user = bs_config_get_str(cfg, "kafka.sasl.username");
+    if (!proto || strncasecmp(proto, "SASL_", 5) != 0 || !user || !*user)
+        return NULL;
+    snprintf(buf, size, "User:%s", user);
+    return buf;
+}
+
+bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
+                        const char *name, char *buf, size_t size)
+{
+    char what[300], who[200];
+    if (!bs_refusal_text(err, op, name, what, sizeof(what)))
+        return false;
+    const char *p = bs_kafka_principal(cfg, who, sizeof(who));
+    snprintf(buf, size, "not authorized: %s refused%s%s (%s): grant that ACL "
+             "(README.md, \"ACLs the stage's principal needs\")", what,
+             p ? " to " : "", p ? p : "",
+             rd_kafka_err2name((rd_kafka_resp_err_t)err));
+    return true;
+}
+
+int bs_topic_refused(const bs_config *cfg, rd_kafka_t *rk, const char *topic,
+                     int timeout_ms)
+{
+    const char *proto = cfg ? bs_config_get_str(cfg, "kafka.security.protocol")
+                            : NULL;
+    if (!proto || (strncasecmp(proto, "SASL_", 5) != 0 &&
+                   strcasecmp(proto, "SSL") != 0))
+        return 0;
+    int err = 0;
+    (void)bs_topic_partitions(rk, topic, timeout_ms, &err, NULL, 0);
+    return bs_kafka_refused(err) ? err : 0;
+}
+
+int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                    int32_t *leader0, char *errstr, size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
+    if (err) {
+        snprintf(errstr, errstr_size, "metadata: %s", rd_kafka_err2str(err));
+        return -1;
+    }
+    int n = -1;
+    for (int i = 0; i < md->topic_cnt; i++) {
+        const rd_kafka_metadata_topic_t *t = &md->topics[i];
+        if (strcmp(t->topic, topic) != 0)
+            continue;
+        if (t->err)
+            snprintf(errstr, errstr_size, "topic %s: %s", topic,
+                     rd_kafka_err2str(t->err));
+        else if (t->partition_cnt <= 0)
+            snprintf(errstr, errstr_size, "topic %s has no partitions",
+                     topic);
+        else
+            n = t->partition_cnt;
+        if (n > 0 && leader0)
+            for (int p = 0; p < t->partition_cnt; p++)
+                if (t->partitions[p].id == 0)
+                    *leader0 = t->partitions[p].leader;
+        break;
+    }
+    if (n < 0 && !errstr[0])
+        snprintf(errstr, errstr_size, "topic %s does not exist", topic);
+    rd_kafka_metadata_destroy(md);
+    return n;
+}
+

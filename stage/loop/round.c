@@ -1,0 +1,606 @@
+/*
+ * round.c -- checkpoint, then commit: one round flushes the producer and
+ * checks every delivery, writes each changed partition's checkpoint to the
+ * store, makes the round durable, and commits exactly the offsets written
+ * (invariants 1 and 2, state.c).  A failed delivery rolls back instead
+ * (invariant 3), and with transactions so does a checkpoint not written; a
+ * failed round pauses consumption and is retried with backoff (BACKOFF),
+ * never losing what is in memory or in Kafka.
+ *
+ * Everything here runs on the stage thread, in CHECKPOINTING (or inside a
+ * rollback, which is part of a round).
+ */
+#include "loop/round.h"
+#include "core/stage_int.h"
+#include "base/crash_point.h"
+#include "kafka/kafka_util.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "core/state.h"
+#include "core/startup.h"
+#include "clients/clients.h"
+#include "core/partitions.h"
+#include "clients/txn.h"
+#include "ops/publish.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool in_list(const rd_kafka_topic_partition_list_t *l, const part *p)
+{
+    if (!l)
+        return true;
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition == p->partition &&
+            !strcmp(l->elems[i].topic, p->topic))
+            return true;
+    return false;
+}
+
+/* Waits for every produced record's delivery report.  false if the wait
+ * was cut short by a fatal error; librdkafka itself fails undeliverable
+ * records after message.timeout.ms. */
+static bool flush_producer(bs_stage *s)
+{
+    double t0 = bs_now();
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_flush(s->producer,
+                                                 BS_FLUSH_STEP_MS);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return true;
+        if (s->state == BS_STAGE_FATAL)
+            return false;
+        if (bs_now() - t0 >= 5.0)
+            bs_log(BS_LOG_INFO, "waiting for deliveries", "in_flight=%d",
+                   rd_kafka_outq_len(s->producer));
+    }
+}
+
+/* Seeks the consumer to the offsets in `seek` (nothing if empty).  A seek
+ * that cannot be made at all, BS_SEEK_ATTEMPTS times in a row, is fatal:
+ * where consumption goes on would be unknown.  librdkafka 2.0.2 can answer
+ * "Timed out waiting for N remaining partition seek(s)" within milliseconds
+ * of the call, several times in a row on a loaded machine; seeking the same
+ * partitions again is harmless, so it is retried after a pause that
+ * doubles from BS_SEEK_RETRY_MS.  A partition the broker refuses is
+ * logged. */
+static void seek_to(bs_stage *s, rd_kafka_topic_partition_list_t *seek,
+                    const char *why)
+{
+    if (seek->cnt == 0)
+        return;
+    rd_kafka_error_t *e = NULL;
+    for (int attempt = 1; attempt <= BS_SEEK_ATTEMPTS; attempt++) {
+        e = rd_kafka_seek_partitions(s->consumer, seek, BS_TIMEOUT_BROKER_MS);
+        if (!e)
+            break;
+        if (attempt < BS_SEEK_ATTEMPTS) {
+            char q[512];
+            bs_log(BS_LOG_WARN, "seek failed, retrying", "reason=%s "
+                   "attempt=%d error=%s", why, attempt,
+                   bs_log_quote(rd_kafka_error_string(e), q, sizeof(q)));
+            rd_kafka_error_destroy(e);
+            e = NULL;
+            usleep((BS_SEEK_RETRY_MS * 1000u) << (attempt - 1));
+        }
+    }
+    if (e) {
+        bs_stage_fatal(s, "%s: seek failed %d times: %s", why,
+                       BS_SEEK_ATTEMPTS, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return;
+    }
+    for (int i = 0; i < seek->cnt; i++)
+        if (seek->elems[i].err)
+            bs_log(BS_LOG_WARN, "seek failed", "reason=%s topic=%s "
+                   "partition=%d error=%s", why, seek->elems[i].topic,
+                   (int)seek->elems[i].partition,
+                   rd_kafka_err2name(seek->elems[i].err));
+}
+
+/* A resume also seeks each partition to where this stage's own state says
+ * it is (after the last record processed, or its base after a rollback),
+ * so where fetching restarts never depends on what librdkafka remembers
+ * across a pause and a seek. */
+void bs_pause_all(bs_stage *s, bool pause)
+{
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (rd_kafka_assignment(s->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    if (a->cnt == 0) {
+        rd_kafka_topic_partition_list_destroy(a);
+        return;
+    }
+    if (pause) {
+        rd_kafka_pause_partitions(s->consumer, a);
+        rd_kafka_topic_partition_list_destroy(a);
+        return;
+    }
+    rd_kafka_resume_partitions(s->consumer, a);
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new(a->cnt);
+    for (int i = 0; i < a->cnt; i++) {
+        part *p = bs_part_find(s, a->elems[i].topic, a->elems[i].partition);
+        int64_t pos = !p ? -1 : p->next_offset >= 0 ? p->next_offset
+                                                     : p->base_offset;
+        if (pos >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = pos;
+    }
+    seek_to(s, seek, "resume");
+    rd_kafka_topic_partition_list_destroy(seek);
+    rd_kafka_topic_partition_list_destroy(a);
+}
+
+static bool restore_pending(const bs_stage *s)
+{
+    for (size_t i = 0; i < s->nparts; i++)
+        if (s->parts[i].state == BS_PART_RESTORE_PENDING)
+            return true;
+    return false;
+}
+
+/* Invariant 3: every partition back to its last checkpoint (with
+ * transactions: the one matching its committed offset), filters reloaded
+ * from the store and the consumer seeked.  A tail that cannot be read
+ * leaves partitions RESTORE_PENDING: the next round retries them (pending
+ * = true), and only them: the others are ACTIVE and may have records in
+ * flight, which a rollback must flush first (invariant 2).  So a retry
+ * keeps what is theirs: the open transaction, which holds their output
+ * since the last commit (aborting it would discard that output while they
+ * keep their offsets, and the round would commit past it: invariant 9),
+ * and the failures noted for the round, which then rolls back every
+ * partition.  A producer that must be replaced loses the transaction all
+ * the same: then every partition rolls back. */
+void bs_rollback(bs_stage *s, bool pending)
+{
+    char q[600];
+    if (pending && s->txn && rd_kafka_fatal_error(s->producer, NULL, 0)) {
+        bs_deliveries_unconfirmed(s, "the transactional producer failed "
+                                  "fatally");
+        pending = false;
+    }
+    if (pending) {
+        bs_log(BS_LOG_INFO, "retrying the restore", NULL);
+    } else {
+        BS_INC(s->ctr.rollbacks);
+        bs_log(BS_LOG_WARN, s->txn ? "transaction aborted, rolling back to "
+               "the last committed state" : "delivery failed, rolling back "
+               "to the last checkpoint", "failed=%llu error=%s",
+               (unsigned long long)s->dr_failed,
+               bs_log_quote(s->dr_error, q, sizeof(q)));
+    }
+    char err[1024];
+    /* Transactions: what the open one holds is aborted (read_committed
+     * readers never see it) by replacing the producer, whose
+     * init_transactions fences the old one and aborts its transaction.
+     * Not by abort_transaction: librdkafka 2.0.2's abort sets its count
+     * of the transaction's requests in flight to 0, and a request the
+     * network lost (an AddPartitionsToTxn) then fails an assertion on that
+     * count when it times out, seconds later (SIGABRT); destroying the
+     * producer ends the request instead.  The partitions whose output that
+     * was are all restored below. */
+    bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
+                   (s->txn && !pending && s->txn_open);
+    if (s->txn && replace)
+        bs_parts_txn_aborted(s);
+    bs_rc prc = BS_OK;
+    if (replace)
+        prc = bs_producer_recreate(s, err, sizeof(err));
+    else if (s->txn && !s->txn_ready)
+        prc = bs_txn_start(s, err, sizeof(err)); /* an earlier one failed */
+    if (prc == BS_FATAL) {
+        bs_stage_fatal(s, "%s", err);
+        return;
+    }
+    /* The next transaction is open before the restore: a partition
+     * restored without a committed state gets a first checkpoint, and the
+     * Kafka store writes it with the transactional producer, which refuses
+     * a record outside a transaction ("Erroneous state"). */
+    if (prc == BS_OK && s->txn)
+        (void)bs_txn_begin(s); /* a failure: the next round rolls back */
+    if (prc != BS_OK) {
+        /* The broker did not answer init_transactions (it is away): no
+         * partition is processed until a later round's retry can. */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+        for (size_t i = 0; i < s->nparts; i++) {
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORING);
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORE_PENDING);
+        }
+        s->dr_failed = 0;
+        bs_deliveries_unconfirmed(s, "%s", err); /* the next round retries */
+        bs_publish(s);
+        return;
+    }
+    size_t n = s->nparts;
+    part **chosen = calloc(n ? n : 1, sizeof(*chosen));
+    int64_t *bases = calloc(n ? n : 1, sizeof(*bases));
+    if (!chosen || !bases) {
+        free(chosen);
+        free(bases);
+        bs_stage_fatal(s, "rollback: out of memory");
+        return;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pending && s->parts[i].state != BS_PART_RESTORE_PENDING)
+            continue;
+        bases[m] = s->parts[i].base_offset;
+        chosen[m++] = &s->parts[i];
+    }
+    n = m;
+    bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
+    for (size_t i = 0; pending && r != BS_FATAL && i < n; i++)
+        if (chosen[i]->state != BS_PART_RESTORE_PENDING)
+            bs_part_log_restored(chosen[i], "partition restored");
+    if (r == BS_FATAL) {
+        bs_stage_fatal(s, "rollback: %s", err);
+    } else if (r == BS_RETRY) {
+        /* Nothing of theirs is processed until a retry reads the tail
+         * (the next round calls back here first). */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, pending ? "restore incomplete, will retry"
+                                    : "rollback incomplete, will retry",
+               "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+    }
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n && s->state != BS_STAGE_FATAL; i++) {
+        part *p = chosen[i];
+        /* No checkpoint yet: back to the first record consumed. */
+        if (p->ckpt_offset < 0)
+            p->base_offset = bases[i];
+        if (p->base_offset >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = p->base_offset;
+        /* Its records are processed again from there. */
+        p->next_offset = p->txn_from = -1;
+        p->txn_aborted = false;
+    }
+    free(chosen);
+    free(bases);
+    if (s->state != BS_STAGE_FATAL)
+        seek_to(s, seek, "rollback");
+    rd_kafka_topic_partition_list_destroy(seek);
+    if (!pending) {
+        s->dr_failed = 0;
+        s->dr_error[0] = '\0';
+        s->since_ckpt = 0;
+    }
+    if (s->state != BS_STAGE_FATAL)
+        (void)bs_txn_begin(s); /* a failure: the next round rolls back */
+    bs_publish(s);
+}
+
+/* exactly_once: the output's end, now that everything is delivered: a
+ * replay from this round's checkpoints starts there.  NULL (logged and
+ * counted) if it cannot be read. */
+static bs_ckpt_wm *output_watermarks(bs_stage *s)
+{
+    char err[512];
+    bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
+    if (!wm)
+        snprintf(err, sizeof(err), "out of memory");
+    if (!wm || bs_output_watermarks(s->producer, s->set.output_topic,
+                                    s->out_parts, wm, BS_TIMEOUT_BROKER_MS,
+                                    err, sizeof(err)) != 0) {
+        bs_log_ckpt_failed(NULL, -1, err);
+        BS_INC(s->ctr.checkpoint_failures);
+        free(wm);
+        return NULL;
+    }
+    return wm;
+}
+
+/* Commits the offsets in `commit`; a partition whose commit succeeded
+ * records it.  A failed commit is safe (the checkpoints are durable and
+ * ahead of the committed offsets) and made again by the next round. */
+static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
+    if (cerr) {
+        bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
+               rd_kafka_err2name(cerr), commit->cnt);
+        return false;
+    }
+    for (int i = 0; i < commit->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &commit->elems[i];
+        if (e->err) {
+            bs_log(BS_LOG_WARN, "commit failed", "topic=%s partition=%d "
+                   "error=%s", e->topic, (int)e->partition,
+                   rd_kafka_err2name(e->err));
+            continue;
+        }
+        part *p = bs_part_find(s, e->topic, e->partition);
+        if (p)
+            p->committed = e->offset;
+    }
+    BS_INC(s->ctr.commits);
+    return true;
+}
+
+/* After the commit of `commit` (the entries without an error): the store
+ * may let go of the states before them. */
+static void store_committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    char err[600];
+    for (int i = 0; i < commit->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &commit->elems[i];
+        if (e->err)
+            continue;
+        if (bs_store_committed(s->store, e->topic, e->partition, e->offset,
+                               err, sizeof(err)) != 0) {
+            part *p = bs_part_find(s, e->topic, e->partition);
+            bs_log_ckpt_failed(p ? p->topic : NULL, p ? p->partition : -1,
+                               err); /* only older states stay behind */
+        }
+    }
+    bs_crash_point(BS_CRASH_AFTER_STORE_COMMITTED);
+}
+
+/* Transactions: sends the offsets and commits the transaction that holds
+ * the round's output.  false: not committed; rolled back (everything since
+ * the last committed state is processed again). */
+static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    char err[1024];
+    bs_stage_check_commit(s);
+    if (bs_txn_commit(s, commit, err, sizeof(err)) != BS_OK) {
+        bs_log_ckpt_failed(NULL, -1, err);
+        BS_INC(s->ctr.checkpoint_failures);
+        bs_deliveries_unconfirmed(s, "transaction not committed: %s", err);
+        bs_rollback(s, false);
+        return false;
+    }
+    for (int i = 0; i < commit->cnt; i++) {
+        part *p = bs_part_find(s, commit->elems[i].topic,
+                               commit->elems[i].partition);
+        if (p)
+            p->committed = commit->elems[i].offset;
+    }
+    bs_parts_txn_committed(s);
+    BS_INC(s->ctr.commits);
+    (void)bs_txn_begin(s); /* a failure: the next round rolls back */
+    return true;
+}
+
+/* The output watermarks a partition's checkpoint records: the round's,
+ * unless the partition still has skip entries from its last replay that
+ * consumption has not reached.  Then its own, the ones that replay read
+ * from: the records those entries stand for are in the output before the
+ * round's watermarks, and a restore from this checkpoint must find them
+ * again (a windowed filter holds their keys only once consumption reaches
+ * them: test_window's kill -9 test produced a record twice when a kill
+ * came right after such a checkpoint). */
+static const bs_ckpt_wm *ckpt_wm(const part *p, const bs_ckpt_wm *wm)
+{
+    return wm && p->skip_i < p->nskip && p->wm ? p->wm : wm;
+}
+
+/* The body of a round, in CHECKPOINTING. */
+static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                        const char *why, double t0)
+{
+    if (restore_pending(s)) {
+        bs_rollback(s, true);
+        if (restore_pending(s) || s->state == BS_STAGE_FATAL)
+            return BS_RETRY;
+    }
+    /* Transactions: a commit makes everything the open transaction holds
+     * visible, every partition's output, so a round covers them all. */
+    if (s->txn)
+        only = NULL;
+    /* exactly_once partitions still without a first checkpoint. */
+    bool waiting = false;
+    char err[1024];
+    for (size_t i = 0; i < s->nparts; i++) {
+        part *p = &s->parts[i];
+        if (p->state != BS_PART_WAITING_FIRST || !in_list(only, p))
+            continue;
+        if (bs_part_initial_checkpoint(s, p, err, sizeof(err)) == BS_OK) {
+            bs_part_set_state(s, p, BS_PART_ACTIVE);
+        } else {
+            bs_log_ckpt_failed(p->topic, p->partition, err);
+            BS_INC(s->ctr.checkpoint_failures);
+            waiting = true;
+            /* Transactions: as any checkpoint not written (below), it
+             * rolls back, which aborts the transaction its records may
+             * have left needing an abort (every later record refused). */
+            if (s->txn)
+                bs_deliveries_unconfirmed(s, "first checkpoint not written: "
+                                          "%s", err);
+        }
+    }
+    /* Invariant 2: nothing is written before every delivery succeeded. */
+    if (!flush_producer(s) || s->dr_failed) {
+        if (!s->dr_failed)
+            bs_deliveries_unconfirmed(s, "flush interrupted");
+        bs_rollback(s, false);
+        BS_INC(s->ctr.checkpoint_failures);
+        return BS_RETRY;
+    }
+    bs_crash_point(BS_CRASH_AFTER_FLUSH);
+    double t_flushed = bs_now();
+    bs_ckpt_wm *wm = NULL;
+    uint32_t nwm = 0;
+    if (bs_exactly_once(s)) {
+        if (!(wm = output_watermarks(s)))
+            return BS_RETRY;
+        nwm = (uint32_t)s->out_parts;
+    }
+    bs_rc rc = BS_OK;
+    size_t n = s->nparts;
+    bool *written = calloc(n ? n : 1, sizeof(*written));
+    size_t nwritten = 0;
+    uint64_t put_bytes = 0; /* what the store wrote: deltas or snapshots */
+    for (size_t i = 0; written && i < n; i++) {
+        part *p = &s->parts[i];
+        if (!in_list(only, p) || p->next_offset < 0 ||
+            p->next_offset == p->ckpt_offset)
+            continue;
+        if (ckpt_wm(p, wm) != wm)
+            bs_log(BS_LOG_DEBUG, "checkpoint keeps the replay's watermarks",
+                   "topic=%s partition=%d skip_entries_left=%zu", p->topic,
+                   (int)p->partition, p->nskip - p->skip_i);
+        if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
+                         ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
+                         p->filter, p->audit, err, sizeof(err)) != 0) {
+            bs_log_ckpt_failed(p->topic, p->partition, err);
+            BS_INC(s->ctr.checkpoint_failures);
+            rc = BS_RETRY;
+            continue;
+        }
+        written[i] = true;
+        nwritten++;
+        put_bytes += bs_store_last_bytes(s->store, NULL);
+    }
+    if (nwritten)
+        bs_crash_point(BS_CRASH_AFTER_CKPT_WRITE);
+    /* Durable only now (the directory's fsync, the Kafka store's
+     * manifests): nothing of this round is committed if that fails. */
+    if (!written || bs_ckpt_sync(s, err, sizeof(err)) != 0) {
+        bs_log_ckpt_failed(NULL, -1, written ? err : "out of memory");
+        BS_INC(s->ctr.checkpoint_failures);
+        rc = BS_RETRY;
+        nwritten = 0;
+    }
+    if (nwritten)
+        bs_crash_point(BS_CRASH_AFTER_STORE_SYNC);
+    double t_stored = bs_now();
+    /* Transactions: a checkpoint not written is handled as a failed
+     * delivery of the output.  The transaction holds the round's output
+     * without it, and the Kafka store's records are in it too: one of them
+     * not delivered (a delivery timed out) leaves the transaction needing
+     * an abort, and librdkafka refuses every later record ("Erroneous
+     * state") until it has one.  So the transaction is aborted (librdkafka
+     * bumps the producer's epoch where the error asks for it) and the
+     * stage rolls back to the last committed state. */
+    if (s->txn && rc != BS_OK) {
+        bs_deliveries_unconfirmed(s, "checkpoint not written: %s",
+                                  written ? err : "out of memory");
+        bs_rollback(s, false);
+        free(written);
+        free(wm);
+        return BS_RETRY;
+    }
+    rd_kafka_topic_partition_list_t *commit =
+        rd_kafka_topic_partition_list_new((int)n);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        part *p = &s->parts[i];
+        if (nwritten && written[i]) {
+            BS_INC(s->ctr.checkpoints);
+            bytes = put_bytes;
+            p->ckpt_offset = p->base_offset = p->next_offset;
+            if (wm && ckpt_wm(p, wm) == wm) {
+                bs_ckpt_wm *copy = malloc(nwm * sizeof(*copy));
+                if (copy) {
+                    memcpy(copy, wm, nwm * sizeof(*copy));
+                    free(p->wm);
+                    p->wm = copy;
+                    p->nwm = nwm;
+                }
+            }
+            rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
+                ->offset = p->ckpt_offset;
+        } else if (in_list(only, p) && p->ckpt_offset >= 0 &&
+                   p->committed < p->ckpt_offset &&
+                   p->state != BS_PART_WAITING_FIRST && !s->txn) {
+            /* A commit that failed earlier is made again even when nothing
+             * new was checkpointed since (its checkpoint is durable). */
+            rd_kafka_topic_partition_list_add(commit, p->topic, p->partition)
+                ->offset = p->ckpt_offset;
+        }
+    }
+    if (commit->cnt > 0) {
+        bool ok = s->txn ? commit_txn(s, commit) : commit_offsets(s, commit);
+        if (ok) {
+            if (!s->txn)
+                bs_crash_point(BS_CRASH_AFTER_COMMIT);
+            store_committed(s, commit);
+            bs_refusal_healed(s);
+            double now = bs_now(), dt = now - t0;
+            BS_SET(s->ctr.checkpoint_bytes, bytes);
+            bs_report_round(s, dt);
+            bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d "
+                   "bytes=%llu seconds=%.3f flush_seconds=%.3f "
+                   "store_seconds=%.3f commit_seconds=%.3f", why,
+                   commit->cnt, (unsigned long long)bytes, dt,
+                   t_flushed - t0, t_stored - t_flushed, now - t_stored);
+        } else if (s->txn) {
+            rc = BS_RETRY; /* rolled back; a failed plain commit is not a
+                              failed round (made again by the next) */
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(commit);
+    free(written);
+    free(wm);
+    if (waiting)
+        rc = BS_RETRY; /* some partition still has no first checkpoint */
+    return rc;
+}
+
+bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                    const char *why)
+{
+    double t0 = bs_now();
+    if (s->state == BS_STAGE_FATAL)
+        return BS_RETRY;
+    bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_CHECKPOINTING);
+    bs_rc rc = round_body(s, only, why, t0);
+    /* The interval runs from the round's end: a round slower than
+     * checkpoint.interval.ms (a loaded cluster's acks=all round trips)
+     * must not start the next at once, leaving no time for records. */
+    s->last_ckpt = bs_now();
+    if (rc == BS_OK)
+        s->since_ckpt = 0;
+    bs_publish(s);
+    if (s->state == BS_STAGE_FATAL)
+        return BS_RETRY;
+    /* A loop round's outcome decides between RUNNING and BACKOFF; inside
+     * a rebalance or the drain the round goes back to where it came from. */
+    if (prev == BS_STAGE_RUNNING || prev == BS_STAGE_BACKOFF)
+        bs_stage_set_state(s, rc == BS_OK ? BS_STAGE_RUNNING
+                                          : BS_STAGE_BACKOFF);
+    else
+        bs_stage_set_state(s, prev);
+    return rc;
+}
+
+void bs_backoff_start(bs_stage *s)
+{
+    s->backoff = s->backoff == 0 ? BS_BACKOFF_MIN_S : s->backoff * 2;
+    if (s->backoff > BS_BACKOFF_MAX_S)
+        s->backoff = BS_BACKOFF_MAX_S;
+    s->retry_at = bs_now() + s->backoff;
+}
+
+/* Nothing is lost while paused: the filters and offsets stay in memory and
+ * the records stay in Kafka. */
+void bs_round_from_loop(bs_stage *s, const char *why)
+{
+    bs_stage_state before = s->state; /* RUNNING or BACKOFF */
+    bs_rc rc = bs_round(s, NULL, why);
+    if (s->state == BS_STAGE_FATAL)
+        return;
+    if (rc == BS_OK) {
+        if (before == BS_STAGE_BACKOFF) {
+            bs_log(BS_LOG_INFO, "checkpoints recovered, resuming", NULL);
+            s->backoff = 0;
+            bs_pause_all(s, false);
+        }
+        return;
+    }
+    bs_refusals_collect(s);
+    bs_backoff_start(s);
+    if (before != BS_STAGE_BACKOFF) {
+        bs_log(BS_LOG_WARN, "checkpoint round failed, pausing consumption",
+               "retry_in_s=%.1f", s->backoff);
+        bs_pause_all(s, true);
+    }
+}

@@ -1,0 +1,20 @@
+/*
+ * publish.h -- the stage thread's side of what the stage tells the
+ * world (publish.c): the counters and partitions published for other
+ * threads' readers (report.h), the stats log line, round durations and
+ * librdkafka's statistics callback.
+ */
+#ifndef BLOOMSTAGE_PUBLISH_H
+#define BLOOMSTAGE_PUBLISH_H
+
+#include "core/stage_int.h"
+
+/* Recomputes the filter gauges and publishes the partition view. */
+void bs_publish(bs_stage *s);
+/* The periodic stats log line and the live status line on a terminal. */
+void bs_report(bs_stage *s, double now);
+/* A round's duration into the histogram. */
+void bs_report_round(bs_stage *s, double seconds);
+int bs_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * record_path.c -- what happens to each consumed record: its keys taken and
+ * hashed when it is polled (prepare), its filter blocks prefetched, and one
+ * poll later (hold/release) the blocklists and the partition's dedup filter
+ * asked (at the record's timestamp, when the filter is windowed; a record
+ * older than the window keeps follows dedup.window.late), the filter's
+ * answer checked by the audit sample (a sampled false positive is counted
+ * and, with dedup.audit.rescue, forwarded), and the record produced to
+ * output.topic or, dropped, to rejected.topic with its reason -- never
+ * dropped silently.  Every copy carries bloomstage-src
+ * (TOPIC:PARTITION:OFFSET of the input), which the exactly_once replay
+ * reads back (replay.h).
+ *
+ * The hot path: no allocation per record beyond librdkafka's own, no
+ * printf, counters without locked instructions (counters.h).
+ */
+#include "path/record_path.h"
+#include "core/stage_int.h"
+#include "base/log.h"
+#include "keys/record_key.h"
+#include "checkpoint/replay.h"
+#include "core/state.h"
+#include "core/partitions.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "TOPIC:PARTITION:OFFSET" without printf (once per record).  Topic names
+ * are at most 249 bytes; buf must hold 249 + 1 + 11 + 1 + 20 + 1. */
+static size_t format_src(char *buf, size_t size, const char *topic,
+                         int32_t partition, int64_t offset)
+{
+    size_t tl = strlen(topic);
+    if (tl + 34 > size)
+        tl = size - 34;
+    memcpy(buf, topic, tl);
+    char *p = buf + tl;
+    *p++ = ':';
+    char tmp[24];
+    int n = 0;
+    uint64_t v = partition < 0 ? 0 : (uint64_t)partition;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    while (n)
+        *p++ = tmp[--n];
+    *p++ = ':';
+    v = offset < 0 ? 0 : (uint64_t)offset;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    while (n)
+        *p++ = tmp[--n];
+    *p = '\0';
+    return (size_t)(p - buf);
+}
+
+/* Produces a copy of m to `topic` with its key, value, timestamp and
+ * headers, plus bloomstage-src (TOPIC:PARTITION:OFFSET of the input) and,
+ * for rejected records, bloomstage-reason.  Waits while the producer queue
+ * is full: a consumed record is never dropped for lack of room. */
+static void produce(bs_stage *s, rd_kafka_message_t *m, rd_kafka_topic_t *rkt,
+                    const char *reason)
+{
+    /* The record's own headers move to the copy (no copying); the caller
+     * has taken every key it needed from them. */
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_detach_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        !hdrs)
+        hdrs = rd_kafka_headers_new(2);
+    char src[320];
+    size_t n = format_src(src, sizeof(src), rd_kafka_topic_name(m->rkt),
+                          m->partition, m->offset);
+    rd_kafka_header_add(hdrs, BS_HDR_SRC, -1, src, (ssize_t)n);
+    if (reason)
+        rd_kafka_header_add(hdrs, BS_HDR_REASON, -1, reason, -1);
+    rd_kafka_timestamp_type_t tstype;
+    int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            s->producer, RD_KAFKA_V_RKT(rkt),
+            RD_KAFKA_V_KEY(m->key, m->key_len),
+            RD_KAFKA_V_VALUE(m->payload, m->len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return; /* the producer owns hdrs now */
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_poll(s->producer, BS_QUEUE_FULL_POLL_MS);
+            continue;
+        }
+        /* Not queued: count it as a failed delivery, so the next
+         * checkpoint rolls back and the record is processed again. */
+        rd_kafka_headers_destroy(hdrs);
+        bs_delivery_failed(s, "produce to %s failed: %s",
+                           rd_kafka_topic_name(rkt), rd_kafka_err2str(err));
+        return;
+    }
+}
+
+static void drop(bs_stage *s, rd_kafka_message_t *m, const char *reason)
+{
+    if (s->rej_rkt) {
+        produce(s, m, s->rej_rkt, reason);
+        BS_INC(s->ctr.rejected_out);
+    }
+}
+
+/* The audit sample could not hold a key (rc < 0): logged once. */
+static void audit_held(bs_stage *s, const part *p, int rc)
+{
+    if (rc < 0 && !s->audit_full_logged) {
+        s->audit_full_logged = true;
+        bs_log(BS_LOG_ERROR, "audit sample cannot grow (out of memory): "
+               "keys it would sample go unaudited", "topic=%s partition=%d",
+               p->topic, (int)p->partition);
+    }
+}
+
+/* A windowed filter's key of skip entry i goes in now, at the stream time
+ * the first pass added it (replay.h), and into the audit sample in the
+ * same slice, so that both forget it together. */
+static void skip_key_add(bs_stage *s, part *p, size_t i)
+{
+    if (!p->skip_keys || !p->skip_keys[i].have)
+        return;
+    if (bs_dedup_add(p->filter, p->skip_keys[i].h) < 0 &&
+        !s->filter_full_logged) {
+        s->filter_full_logged = true;
+        bs_log(BS_LOG_ERROR, "dedup filter at dedup.max.bytes", "topic=%s "
+               "partition=%d", p->topic, (int)p->partition);
+    }
+    if (p->audit)
+        audit_held(s, p, bf_audit_note(p->audit, p->skip_keys[i].h));
+}
+
+static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
+{
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    part *p = bs_part_find(s, topic, m->partition);
+    if (!p) {
+        /* Fetched before its partition was revoked, handed out after: not
+         * ours any more (its next owner starts from the checkpoint). */
+        bs_log(BS_LOG_DEBUG, "record from an unassigned partition skipped",
+               "topic=%s partition=%d offset=%lld", topic, (int)m->partition,
+               (long long)m->offset);
+        return;
+    }
+    if (p->state != BS_PART_ACTIVE)
+        return; /* invariant 4: comes again after its restore's seek */
+    BS_INC(s->ctr.records_in);
+    if (p->base_offset < 0)
+        p->base_offset = m->offset;
+    p->next_offset = m->offset + 1;
+    s->since_ckpt++;
+    /* dedup.window.ms: every record moves the partition's stream time,
+     * those skipped below too, so a restore replays the time the first
+     * pass saw.  A record without a timestamp (-1) takes the stream time. */
+    bool late = bs_dedup_advance(p->filter, p->audit,
+                                 rd_kafka_message_timestamp(m, NULL));
+
+    /* exactly_once: forwarded before a crash or rollback (the output tail
+     * shows it), its key is in the filter already: do not produce again. */
+    while (p->skip_i < p->nskip && p->skip[p->skip_i] < m->offset)
+        skip_key_add(s, p, p->skip_i++);
+    if (p->skip_i < p->nskip && p->skip[p->skip_i] == m->offset) {
+        skip_key_add(s, p, p->skip_i++);
+        BS_INC(s->ctr.replayed);
+        if (p->skip_i == p->nskip) {
+            free(p->skip);
+            free(p->skip_keys);
+            p->skip = NULL;
+            p->skip_keys = NULL;
+            p->nskip = p->skip_i = 0;
+        }
+        return;
+    }
+
+    for (size_t i = 0; i < s->nlists; i++) {
+        if (!pp->list_have[i])
+            continue; /* no such key: this list cannot match */
+        bs_blocklist *bl = &s->lists[i];
+        if (bf_filter_contains_h(bl->filter, pp->list_h[i])) {
+            char reason[300];
+            snprintf(reason, sizeof(reason), "blocklist:%s", bl->name);
+            BS_INC(s->ctr.dropped_blocklist);
+            BS_INC(s->list_drops[i]);
+            drop(s, m, reason);
+            return;
+        }
+    }
+
+    if (!pp->have) {
+        BS_INC(s->ctr.missing_key);
+        if (s->set.missing_key == BS_CONFIG_MISSING_REJECT) {
+            drop(s, m, "missing-key");
+            return;
+        }
+        produce(s, m, s->out_rkt, NULL);
+        BS_INC(s->ctr.records_out);
+        return;
+    }
+    if (late) {
+        /* Older than the window keeps: its copies may be forgotten. */
+        BS_INC(s->ctr.late);
+        if (s->set.window_late == BS_CONFIG_LATE_REJECT) {
+            drop(s, m, "late");
+            return;
+        }
+    }
+    int added = bs_dedup_add(p->filter, pp->h);
+    /* The audit sample's verdict on the filter's answer: 1 for a sampled
+     * key it knows is new that the filter calls seen (bloomfilters.h). */
+    int fp = p->audit ? bf_audit_check(p->audit, pp->h, added == 0) : 0;
+    audit_held(s, p, fp);
+    if (added == 0 && fp == 1 && s->set.audit_rescue) {
+        /* Rescue: known unique, so forwarded as the filter would have
+         * without its false positive; the filter is left as it is. */
+        BS_INC(s->ctr.audit_rescued);
+        p->rescued++;
+    } else if (added == 0) {
+        BS_INC(s->ctr.dropped_duplicate);
+        drop(s, m, "duplicate");
+        return;
+    }
+    if (added < 0 && !s->filter_full_logged) {
+        /* dedup.max.bytes reached: forwarding without dedup loses nothing;
+         * dropping would. */
+        s->filter_full_logged = true;
+        bs_log(BS_LOG_ERROR, "dedup filter at dedup.max.bytes, forwarding "
+               "without dedup", "topic=%s partition=%d", topic,
+               (int)m->partition);
+    }
+    produce(s, m, s->out_rkt, NULL);
+    BS_INC(s->ctr.records_out);
+}
+
+/* Takes a polled record's keys and hashes them, and starts bringing the
+ * filter blocks they will touch into the cache: the lookups come one poll
+ * later (hold), when the blocks are there instead of ~100 ns away.  The
+ * filters and partitions may change before then (a new layer, a
+ * rebalance): process() looks everything up again, only the hashes
+ * carry over, and they depend on the record alone. */
+static void prepare(bs_stage *s, rd_kafka_message_t *m, prepared *pp)
+{
+    bs_record_keys keys;
+    bs_record_keys_init(&keys, m);
+    const void *key;
+    size_t len;
+    pp->have = bs_record_key(&keys, s->set.dedup_key, &key, &len);
+    if (pp->have)
+        pp->h = bf_hash_key(key, len, s->fparams.seed);
+    for (size_t i = 0; i < s->nlists; i++) {
+        bs_blocklist *bl = &s->lists[i];
+        if (s->list_shares_hash[i]) {
+            pp->list_have[i] = pp->have; /* one hash serves both */
+            pp->list_h[i] = pp->h;
+        } else {
+            const void *bk;
+            size_t blen;
+            pp->list_have[i] = bs_record_key(&keys, bl->key, &bk, &blen);
+            if (pp->list_have[i])
+                pp->list_h[i] = bf_hash_key(bk, blen, bl->seed);
+        }
+        if (pp->list_have[i])
+            bf_filter_prefetch_h(bl->filter, pp->list_h[i]);
+    }
+    bs_record_keys_reset(&keys);
+    if (pp->have) {
+        part *p = bs_part_find(s, rd_kafka_topic_name(m->rkt), m->partition);
+        if (p && p->filter)
+            bf_filter_prefetch_h(p->filter, pp->h);
+    }
+}
+
+/* The held record, processed now (or left, if consumption is paused: the
+ * resume seeks back to it), then destroyed.  Called before anything that
+ * checkpoints, seeks or rebalances, so that all of that sees every polled
+ * record either processed or not consumed at all. */
+void bs_record_release(bs_stage *s)
+{
+    rd_kafka_message_t *m = s->held;
+    if (!m)
+        return;
+    s->held = NULL;
+    /* Invariants 6 and 7. */
+    if (s->state != BS_STAGE_BACKOFF && s->state != BS_STAGE_FATAL)
+        process(s, m, &s->prep[s->held_slot]);
+    rd_kafka_message_destroy(m);
+}
+
+/* Holds m (just polled, no error) and processes the record held before:
+ * a lookahead of one record. */
+void bs_record_hold(bs_stage *s, rd_kafka_message_t *m)
+{
+    unsigned slot = s->held ? s->held_slot ^ 1u : s->held_slot;
+    prepare(s, m, &s->prep[slot]);
+    bs_record_release(s);
+    s->held = m;
+    s->held_slot = slot;
+}
+
