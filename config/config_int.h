@@ -146,7 +146,7 @@ void bs_config_format_range(const bs_config_row *row, char *buf, size_t n);
 /* A row's name for documents: a middle '*' shown as NAME. */
 void bs_config_display_name(const bs_config_row *row, char *buf, size_t n);
 
-/* -- the store's insides, shared by config.c (layers, loaders, getters),
+/* -- the store's insides, shared by store.c (layers, loaders, getters),
  * validate.c and print.c (the effective configuration) ------------------ */
 
 /* One key set: copies of its key, value text and origin (see

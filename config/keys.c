@@ -2,7 +2,7 @@
  * keys.c -- the key table: every configuration key bloomstage knows, once.
  *
  * A row gives name, type, section, default, range and help; parsing
- * (values.c), validation (config.c), `config --list` and `config --sample`
+ * (values.c), validation (store.c), `config --list` and `config --sample`
  * (print.c) all read it, so adding a key is adding a row here (and, for a
  * key the stage reads, a line in BS_SETTINGS_FIELDS, stage/base/settings.h).
  * An enum key's values come from its list in config.h.  The sample

@@ -8,7 +8,7 @@
  * that value is a path, not the key: it is shown, and start-up checks name
  * it when the file is missing (validate.c).  The store never shows the
  * value of a secret key, nor any value read from a file, in an origin, a
- * message or the effective configuration (config.c, print.c).
+ * message or the effective configuration (store.c, print.c).
  *
  * Opening and reading files is here too, so the values read with @file: or
  * BLOOMSTAGE_..._FILE and the paths start-up checks (validate.c) fail with

@@ -1,5 +1,5 @@
 /*
- * validate.c -- bs_config_validate: what no single value can say (config.c
+ * validate.c -- bs_config_validate: what no single value can say (store.c
  * parses each one as it is set).  Required keys set and non-empty; every
  * blocklist.NAME group complete (its required keys, and a path or a topic);
  * the output and rejected topics neither consumed by the stage nor the

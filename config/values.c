@@ -11,7 +11,7 @@
  *
  * bs_value_parse fills a bs_value whose buffers the caller owns
  * (bs_value_free) and whose key-spec arg points into the parsed text, so the
- * text must outlive the value (config.c parses its own stored copy).  On
+ * text must outlive the value (store.c parses its own stored copy).  On
  * failure it writes the complaint that follows "value 'TEXT' " in the
  * caller's message.
  */

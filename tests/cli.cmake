@@ -14,3 +14,11 @@ else()
   message(WARNING "tests/cli.cmake: no bloomstage target; the `bloomstage "
                   "filter` and `bloomstage dedup` CLI tests are not registered")
 endif()
+# cli/'s files form layers (scripts/check-layers): main.c on the commands,
+# the commands on the shared option parsing, none on another command.
+if(NOT BLOOMSTAGE_SANITIZE)
+  add_test(NAME layers_cli
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers
+            ${PROJECT_SOURCE_DIR}/cli $<TARGET_FILE:bscli>)
+  set_tests_properties(layers_cli PROPERTIES LABELS cli TIMEOUT 60)
+endif()

@@ -63,3 +63,11 @@ else()
   message(WARNING "tests/config.cmake: no bloomstage target; the "
                   "`bloomstage config` tests are not registered")
 endif()
+# config/'s files form layers (scripts/check-layers): the public config.h
+# below config_int.h, the shared insides, below the files that use them.
+if(NOT BLOOMSTAGE_SANITIZE)
+  add_test(NAME layers_config
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layers
+            ${PROJECT_SOURCE_DIR}/config $<TARGET_FILE:bsconfig>)
+  set_tests_properties(layers_config PROPERTIES LABELS config TIMEOUT 60)
+endif()

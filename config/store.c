@@ -1,5 +1,5 @@
 /*
- * config.c -- the configuration store: layers, loaders, getters (the
+ * store.c -- the configuration store: layers, loaders, getters (the
  * checks across keys are validate.c's, the effective-configuration print
  * print.c's, what is secret and reading values from files secrets.c's).
  *
