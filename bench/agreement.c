@@ -11,7 +11,7 @@
  * keys grow it 1000x -- at each dedup.fpr P (default 1e-2 and 1e-3),
  * rescue off, with audits at each rate R side by side on the same stream
  * (default 1/1024, the stage's default, and 1/128); the stream and its
- * truth are tests/audit_agree.h's (with --repeat-every K, a repeat of an
+ * truth are harness/audit_agree.h's (with --repeat-every K, a repeat of an
  * earlier key after every K keys; default 8).  S seeds (default 20) per P,
  * each seed its own hash seed, so its own filter and sample.
  *
@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "bloomfilters.h"
-#include "core.h" /* h_sort_median, h_now_s (tests/support) */
+#include "core.h" /* h_sort_median, h_now_s (harness/) */
 #include "keys.h"
 #include "audit_agree.h"
 

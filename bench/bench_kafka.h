@@ -1,6 +1,6 @@
 /*
  * bench_kafka.h -- what the real-broker benchmarks (bench_e2e --bootstrap,
- * bench_scale) need beyond tests/support: creating topics explicitly (the
+ * bench_scale) need beyond harness/: creating topics explicitly (the
  * brokers scripts/kafka starts have auto.create.topics.enable=false) and
  * reading one counter from bloomstage's /metrics.  Header-only (static
  * inline): each benchmark is one translation unit.  Also the benchmarks'

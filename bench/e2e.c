@@ -123,7 +123,7 @@
  * not match fails the run (exit 1): it is not a number.
  *
  * Processes, the mock broker and the Kafka helpers are the integration
- * tests' support layer (tests/support/, the library bstestsupport): the
+ * tests' support layer (harness/, the library bstestsupport): the
  * mock broker is `bloomstage mock-broker --control` as there, its control
  * channel unused.
  *

@@ -7,9 +7,8 @@
 # the stage, so it depends on the target and is told where the binary is;
 # --bloomstage or $BLOOMSTAGE_BIN override that at run time.  Its processes,
 # mock broker and Kafka helpers are the integration tests' support layer
-# (tests/support/, bstestsupport: no cmocka in it, so this builds with
+# (harness/, bstestsupport: no cmocka in it, so this builds with
 # BLOOMSTAGE_TESTS=OFF too).
-include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(bench_e2e ${CMAKE_CURRENT_LIST_DIR}/e2e.c)
 target_link_libraries(bench_e2e PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
   Threads::Threads)

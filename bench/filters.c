@@ -56,7 +56,7 @@
 #include <time.h>
 
 #include "bloomfilters.h"
-#include "core.h" /* h_sort_median (tests/support) */
+#include "core.h" /* h_sort_median (harness/) */
 #include "sbbf.h"
 
 #define SEED BF_DEFAULT_SEED

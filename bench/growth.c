@@ -45,7 +45,7 @@
  * policy is the stage's filter sized in advance, dedup.capacity = N (one
  * layer, at error P (1 - r), the first layer's share of the bound).
  *
- * Keys: tests/keys.h's key_u64(i) for i < N; never-added keys from
+ * Keys: harness/keys.h's key_u64(i) for i < N; never-added keys from
  * KEYS_ABSENT_BASE on.
  */
 #include <inttypes.h>
@@ -57,7 +57,7 @@
 #include <time.h>
 
 #include "bloomfilters.h"
-#include "core.h" /* h_sort_median (tests/support) */
+#include "core.h" /* h_sort_median (harness/) */
 #include "keys.h"
 
 #define BASE_SEED UINT64_C(0x67726f7774683031) /* "growth01" */

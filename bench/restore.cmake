@@ -2,8 +2,7 @@
 # cluster, every broker up and one away, for each exactly_once method and
 # membership (bench/restore.c; bench/restore builds a Release tree and runs
 # it).  Included from bench/CMakeLists.txt.  Like bench_nemesis it runs the
-# bloomstage binary and links the support layer (tests/support).
-include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+# bloomstage binary and links the support layer (harness).
 add_executable(bench_restore ${CMAKE_CURRENT_LIST_DIR}/restore.c)
 target_link_libraries(bench_restore PRIVATE bstestsupport PkgConfig::RDKAFKA
   Threads::Threads m)

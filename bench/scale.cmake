@@ -2,8 +2,7 @@
 # records, 10M keys by default, a kill -9 and restore part way; bench/scale.c;
 # bench/scale starts the broker, builds a Release tree and runs it).
 # Included from bench/CMakeLists.txt.  Like bench_e2e it runs the bloomstage
-# binary and links the support layer (tests/support, bstestsupport).
-include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+# binary and links the support layer (harness, bstestsupport).
 add_executable(bench_scale ${CMAKE_CURRENT_LIST_DIR}/scale.c)
 target_link_libraries(bench_scale PRIVATE bsengine bstestsupport PkgConfig::RDKAFKA
   Threads::Threads m)

@@ -42,7 +42,7 @@
  * spread of each way and of their ratio.
  *
  * Owns its topics and its stage processes; the broker is the support
- * layer's (tests/support/realkafka.h) when it starts one.
+ * layer's (harness/realkafka.h) when it starts one.
  */
 #include "support.h"
 #include "base/timeouts.h"

@@ -3,8 +3,7 @@
 # intervals, against at_least_once, on a real Apache Kafka broker
 # (bench/txn.c; bench/txn starts the broker, builds a Release tree and runs
 # it).  Like bench_e2e it runs the bloomstage binary and links the support
-# layer (tests/support, bstestsupport).
-include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+# layer (harness, bstestsupport).
 add_executable(bench_txn ${CMAKE_CURRENT_LIST_DIR}/txn.c)
 target_link_libraries(bench_txn PRIVATE bstestsupport PkgConfig::RDKAFKA
   Threads::Threads m)

@@ -9,7 +9,7 @@
  * day with a diurnal rate (a sine, 3x between night and peak), each a new
  * key (50%), a copy of a record from the last 6 hours (30%), or of one
  * 20-40 hours back (20%: around the window's edge and past it): the support
- * layer's h_traffic_days (tests/support/stream.c), which bench_window_kafka
+ * layer's h_traffic_days (harness/stream.c), which bench_window_kafka
  * also runs on a real broker.  Keys are 8-byte ids; everything is
  * generated before anything is timed.
  *
@@ -38,8 +38,8 @@
 #include <time.h>
 
 #include "bloomfilters.h"
-#include "core.h"   /* h_sort_median (tests/support) */
-#include "stream.h" /* h_traffic_days, h_mix64 (tests/support) */
+#include "core.h"   /* h_sort_median (harness/) */
+#include "stream.h" /* h_traffic_days, h_mix64 (harness/) */
 
 #define DAY_MS INT64_C(86400000)
 #define WINDOW_MS DAY_MS
@@ -71,7 +71,7 @@ typedef struct stream {
     int64_t *ts;
 } stream;
 
-/* The support layer's synthetic days (tests/support/stream.h), the same
+/* The support layer's synthetic days (harness/stream.h), the same
  * stream bench_window_kafka runs through the stage and Kafka Streams. */
 static stream make_stream(uint64_t per_day, int days)
 {

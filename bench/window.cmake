@@ -1,8 +1,7 @@
 # bench_window: windowed dedup (24 h window) over synthetic days of traffic,
 # time compressed through record timestamps, against unwindowed dedup and an
 # exact hash set of the window's keys (bench/window.c).  The filters' public
-# API, and the support layer's stream generator (tests/support, bstestsupport).
-include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+# API, and the support layer's stream generator (harness, bstestsupport).
 add_executable(bench_window window.c)
 target_link_libraries(bench_window PRIVATE bloomfilters bstestsupport m)
 

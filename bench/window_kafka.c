@@ -6,7 +6,7 @@
  * builds it, starts the broker and runs it.
  *
  * The input: the support layer's synthetic days (h_stream_add_days,
- * tests/support/stream.c: the very stream bench_window times in memory),
+ * harness/stream.c: the very stream bench_window times in memory),
  * DAYS days of PER_DAY records with a diurnal rate, time compressed through
  * the record timestamps (the last day ending about now), a key's copies in
  * one partition.  The job: drop a repeat of a key within 24 hours of the
@@ -41,7 +41,7 @@
  * Poisson bound), in between either; and the output's size against the
  * exact set's.
  *
- * Owned by the windowed-dedup work; the helpers are tests/support's and
+ * Owned by the windowed-dedup work; the helpers are harness/'s and
  * bench_kafka.h's.
  */
 #include "bench_kafka.h"

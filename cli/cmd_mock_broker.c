@@ -15,7 +15,7 @@
  *
  * How the mock treats topics it does not know (librdkafka 2.0.2,
  * src/rdkafka_mock.c and rdkafka_mock_handlers.c, checked against the
- * running mock by tests/test_harness.c):
+ * running mock by tests/stage/test_harness.c):
  *   - a Metadata request naming an unknown topic auto-creates it when the
  *     request allows auto-creation (AllowAutoTopicCreation, which clients
  *     set from `allow.auto.create.topics`: true by default for a producer,

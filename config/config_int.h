@@ -3,7 +3,7 @@
  * table's row type, parsed values, the helpers the tests reach into, and
  * the store's insides its own files share.
  * Not part of the API; only the config/ sources and the tests that check
- * the table (tests/test_config.c, tests/test_settings.c) include it.
+ * the table (tests/unit/test_config.c, tests/unit/test_settings.c) include it.
  *
  * A row's name is either a plain key ("dedup.fpr") or a pattern with one
  * '*':  in the middle ("blocklist.*.path") it stands for a NAME of

@@ -3,7 +3,7 @@
  * BLOOMSTAGE_CRASH_AT=NAME[:N] makes the stage exit abruptly (test-only,
  * crash_point.c), the exit status it then has, and bs_crash_point, which
  * the engine calls at each point.  The names and the status are macros, so
- * the test support layer (tests/support/crash.h) shares the one list
+ * the test support layer (harness/crash.h) shares the one list
  * without linking the engine.  Owned by the engine; tests only read it.
  *
  * In the order a round passes them (after-send-offsets with transactions

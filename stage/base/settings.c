@@ -114,7 +114,7 @@ static void get_BOOL(const bs_config *cfg, const char *key, bool *out)
     *out = bs_config_get_bool(cfg, key);
 }
 
-/* The table's ranges keep COUNT keys at 0 or more (tests/test_settings.c
+/* The table's ranges keep COUNT keys at 0 or more (tests/unit/test_settings.c
  * checks): the conversion loses nothing. */
 static void get_COUNT(const bs_config *cfg, const char *key, uint64_t *out)
 {

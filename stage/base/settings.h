@@ -12,7 +12,7 @@
  * so nothing looks a key up by its name at run time.  The field list is
  * declared once, in BS_SETTINGS_FIELDS below (key, field, kind): adding a
  * key the engine reads is one line there (and its row in config/keys.c);
- * tests/test_settings.c checks every line's key is in the table with the
+ * tests/unit/test_settings.c checks every line's key is in the table with the
  * type its kind needs, and every plain key of the table has a line.  The
  * kafka.*, consumer.* and producer.* keys stay strings for librdkafka
  * (bs_config_foreach); of those only consumer.auto.offset.reset, which the

@@ -194,7 +194,7 @@ bs 1 "--max-memory 1k below the first layer" dedup --max-memory 1k <big.txt
 check "--max-memory 1k is 1024 bytes: says the first layer passes that cap" err_has "would pass the cap of 1024 bytes"
 check "--max-memory 1k: no output" out_empty
 # Sizes mean what they mean in the config: 512M is 512 MiB (dedup.max.bytes
-# reads it the same way; tests/test_config.c).  A first layer of 1G lines
+# reads it the same way; tests/unit/test_config.c).  A first layer of 1G lines
 # needs more, so the cap shows in the message before anything is read.
 for m in 512M 512m 524288k 536870912; do
     bs 1 "--capacity 1G --max-memory $m: the first layer passes the cap" \

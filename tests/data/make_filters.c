@@ -1,7 +1,7 @@
 /*
  * make_filters.c -- the one-off program that wrote the filter files in
  * this directory, each set with the library of its time, and the answers
- * they gave then (<version>_answers.txt).  tests/test_legacy_files.c loads
+ * they gave then (<version>_answers.txt).  tests/unit/test_legacy_files.c loads
  * them with the current library and checks it still gives exactly those
  * answers.
  *
