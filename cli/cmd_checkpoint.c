@@ -344,10 +344,13 @@ static int info_config(int argc, char **argv)
 
 int cmd_checkpoint(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(CKPT_HELP, stdout);
-        return BS_EXIT_OK;
-    }
+    /* --help anywhere asks for help: `checkpoint --help` and `checkpoint
+     * info --help` alike (a directory named --help needs ./--help). */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(CKPT_HELP, stdout);
+            return BS_EXIT_OK;
+        }
     for (int i = 1; i < argc; i++)
         if (!strncmp(argv[i], "-c", 2) || !strncmp(argv[i], "--config", 8) ||
             !strncmp(argv[i], "-X", 2))
@@ -355,6 +358,12 @@ int cmd_checkpoint(int argc, char **argv)
     if (argc != 3 || strcmp(argv[1], "info") != 0) {
         fprintf(stderr, "bloomstage checkpoint: expects 'info DIR'\n%s",
                 CKPT_HELP);
+        return BS_EXIT_USAGE;
+    }
+    if (argv[2][0] == '-') {
+        fprintf(stderr, "bloomstage checkpoint info: unknown option '%s' "
+                        "(a directory named so: ./%s)\n%s",
+                argv[2], argv[2], CKPT_HELP);
         return BS_EXIT_USAGE;
     }
     return info_dir(argv[2]);

@@ -9,9 +9,13 @@ if(TARGET bloomstage)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_filter_cli.sh $<TARGET_FILE:bloomstage>)
   add_test(NAME cli_dedup
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_dedup_cli.sh $<TARGET_FILE:bloomstage>)
-  set_tests_properties(cli_filter cli_dedup PROPERTIES TIMEOUT 300 LABELS cli)
+  # Every command and subcommand: --help exits 0 with its usage on
+  # stdout, an unknown option exits 2 (commands read from --help).
+  add_test(NAME cli_help
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_help.sh $<TARGET_FILE:bloomstage>)
+  set_tests_properties(cli_filter cli_dedup cli_help PROPERTIES TIMEOUT 300 LABELS cli)
 else()
-  message(WARNING "tests/cli.cmake: no bloomstage target; the `bloomstage "
+  message(WARNING "tests/cli/cli.cmake: no bloomstage target; the `bloomstage "
                   "filter` and `bloomstage dedup` CLI tests are not registered")
 endif()
 # cli/'s files form layers (scripts/check-layers): main.c on the commands,
