@@ -83,7 +83,7 @@ bs_config *cli_config_opts_load(const cli_config_opts *o, const char *cmd,
                 need);
         return NULL;
     }
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     bs_config *cfg = bs_settings_load(o->file, o->xs, o->nx, err,
                                       sizeof(err));
     if (!cfg)

@@ -64,7 +64,7 @@ typedef struct sender {
     rd_kafka_t *rk;
     rd_kafka_topic_t *rkt;
     uint64_t sent, failed;
-    char first_error[512];
+    char first_error[BS_ERRSTR_SIZE];
 } sender;
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -91,7 +91,7 @@ static int sender_open(const bs_config *cfg, const char *topic,
         "enable.idempotence", "true", "acks", "all",
         "partitioner", "murmur2_random", "allow.auto.create.topics", "false",
         NULL};
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     rd_kafka_conf_t *conf = bs_kafka_conf_new(cfg, "producer", defaults,
                                               forced, err, sizeof(err));
     if (!conf) {
@@ -114,7 +114,7 @@ static int sender_open(const bs_config *cfg, const char *topic,
         /* Left out of the metadata of every topic when it may not be
          * described (Write brings Describe): asked by name, the brokers
          * say whether they refuse it. */
-        char why[512];
+        char why[BS_ERRSTR_SIZE];
         int refused = bs_topic_refused(cfg, sd->rk, topic,
                                        BS_TIMEOUT_BROKER_MS);
         if (refused && bs_refusal_message(cfg, refused, "Write", topic, why,

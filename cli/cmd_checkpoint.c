@@ -203,7 +203,7 @@ static int info_dir(const char *dir)
     shown_part *shown = calloc(n ? n : 1, sizeof(*shown));
     size_t nshown = 0;
     for (size_t i = 0; i < n; i++) {
-        char err[1024];
+        char err[BS_ERRSTR_SIZE];
         bs_checkpoint c;
         uint64_t snap_seq;
         int r = load_newest(dir, names[i], shown, &nshown, &c, &snap_seq,
@@ -232,7 +232,7 @@ static bool info_refused(const bs_config *cfg, const bs_settings *set,
                          rd_kafka_t *rk, bs_kafkastore *ks, char *err,
                          size_t err_size)
 {
-    char why[512];
+    char why[BS_ERRSTR_SIZE];
     /* Not in the metadata of every topic: asked by name (the reader
      * creates no topic: bs_kafka_reader_conf); found, but not read: one
      * fetch says. */
@@ -252,7 +252,7 @@ static bool info_refused(const bs_config *cfg, const bs_settings *set,
 static int info_kafka_read(const bs_config *cfg, const bs_settings *set,
                            rd_kafka_t *rk)
 {
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     bs_kafkastore *ks = bs_kafkastore_open_read(set, rk, err, sizeof(err));
     bs_store_part *parts = NULL;
     size_t n = 0;
@@ -290,7 +290,7 @@ static int info_kafka_read(const bs_config *cfg, const bs_settings *set,
 /* `checkpoint info -c FILE` on the Kafka store. */
 static int info_kafka(const bs_config *cfg, const bs_settings *set)
 {
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     rd_kafka_conf_t *conf = bs_kafka_reader_conf(
         cfg, set->group_id, "bloomstage-checkpoint-info", err, sizeof(err));
     if (!conf) {
@@ -329,7 +329,7 @@ static int info_config(int argc, char **argv)
     if (!cfg)
         return BS_EXIT_USAGE;
     bs_settings set;
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     if (bs_settings_from_config(cfg, &set, err, sizeof(err)) != 0) {
         fprintf(stderr, "bloomstage checkpoint: %s\n", err);
         rc = BS_EXIT_USAGE;

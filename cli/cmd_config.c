@@ -60,7 +60,7 @@ static int usage_error(const char *fmt, ...)
 
 static int check(const char *path, char **xargs, int nx)
 {
-    char errstr[1024];
+    char errstr[BS_ERRSTR_SIZE];
     bs_config *cfg = bs_settings_load(path, xargs, nx, errstr, sizeof errstr);
     /* What the metrics endpoint's files hold, as `run` checks it. */
     bs_settings set;

@@ -299,7 +299,7 @@ typedef struct dedup {
 static int dedup_filter_new(dedup *d)
 {
     const dedup_opts *o = d->o;
-    char err[256];
+    char err[BS_ERRSTR_SIZE];
     if (o->window) {
         bf_windowed_params wp;
         bf_windowed_params_default(&wp);

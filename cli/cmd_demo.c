@@ -168,7 +168,7 @@ static int generate(rd_kafka_t *rk, uint64_t n, gen *g)
 typedef struct runner {
     bs_stage *stage;
     int rc;
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
 } runner;
 
 static void *run_stage(void *arg)
@@ -182,7 +182,7 @@ static void *run_stage(void *arg)
 static int verify(const char *bootstraps, const gen *g, uint64_t expect,
                   uint64_t *got, uint64_t *dups, uint64_t *spam_out)
 {
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, err,
                           sizeof(err)) ||
@@ -332,7 +332,7 @@ static int demo_workdir(demo *d)
  * creates the demo's topics on it.  -1 after a message. */
 static int demo_cluster(demo *d)
 {
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     rd_kafka_conf_t *pconf = rd_kafka_conf_new();
     rd_kafka_conf_set_dr_msg_cb(pconf, demo_dr);
     rd_kafka_conf_set_log_cb(pconf, bs_log_rdkafka);
@@ -391,7 +391,7 @@ static int demo_input(demo *d)
 /* Sets one key of the demo's configuration: -1 after a message. */
 static int set(bs_config *cfg, const char *k, const char *v)
 {
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     if (bs_config_set(cfg, k, v, "demo", err, sizeof(err))) {
         fprintf(stderr, "bloomstage demo: %s\n", err);
         return -1;
@@ -403,7 +403,7 @@ static int set(bs_config *cfg, const char *k, const char *v)
  * NULL after a message (or without memory). */
 static bs_config *demo_config(const demo *d)
 {
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     bs_config *cfg = bs_config_new();
     if (!cfg)
         return NULL;

@@ -287,7 +287,7 @@ static int filter_build(int argc, char **argv)
     int rc = build_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     int fd = open_list(o.list, err, sizeof(err));
     if (fd < 0) {
         fprintf(stderr, "bloomstage filter build: %s\n", err);
@@ -313,7 +313,7 @@ static int filter_build(int argc, char **argv)
  * "bloomstage filter CMD: ..." (info and query read a file alike). */
 static bf_filter *load_or_say(const char *cmd, const char *path)
 {
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     bf_filter *f;
     if (bf_filter_load_file(path, BF_LOAD_INPLACE, &f, err, sizeof(err))) {
         fprintf(stderr, "bloomstage filter %s: %s\n", cmd, err);
@@ -502,7 +502,7 @@ static int filter_merge(int argc, char **argv)
     }
     if (argc - optind != 2 || !out)
         return usage_error("merge", "%s", "expects A B -o C");
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     bf_filter *a = NULL, *b = NULL;
     int rc = BS_EXIT_FAIL;
     if (bf_filter_load_file(argv[optind], BF_LOAD_COPY, &a, err,
@@ -510,11 +510,10 @@ static int filter_merge(int argc, char **argv)
         bf_filter_load_file(argv[optind + 1], BF_LOAD_INPLACE, &b, err,
                             sizeof(err)))
         goto fail;
-    char why[256];
-    if (bf_filter_merge(a, b, why, sizeof(why)) != BF_OK) {
-        snprintf(err, sizeof(err), "cannot merge %s and %s: %s",
-                 argv[optind], argv[optind + 1], why);
-        goto fail;
+    if (bf_filter_merge(a, b, err, sizeof(err)) != BF_OK) {
+        fprintf(stderr, "bloomstage filter merge: cannot merge %s and %s: %s\n",
+                argv[optind], argv[optind + 1], err);
+        goto done;
     }
     if (bf_filter_save_file(a, out, err, sizeof(err)) != BF_OK)
         goto fail;

@@ -228,7 +228,7 @@ static void control_create_topic(rd_kafka_mock_cluster_t *mc, char **tok,
                                  char *reply, size_t reply_size)
 {
     long v;
-    char why[300];
+    char why[BS_ERRSTR_SIZE];
     if (!valid_topic(tok[1], strlen(tok[1])))
         snprintf(reply, reply_size, "error: invalid topic name '%s'", tok[1]);
     else if (!parse_int(tok[2], 1, MAX_PARTITIONS, &v))
@@ -598,7 +598,7 @@ static void mock_signals(sigset_t *old)
 static int mock_start(const mock_opts *o, rd_kafka_t **rk,
                       rd_kafka_mock_cluster_t **mc)
 {
-    char errstr[512];
+    char errstr[BS_ERRSTR_SIZE];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     /* The handle only hosts the cluster; it talks to no broker itself.
      * Warnings and errors from the mock still reach stderr. */

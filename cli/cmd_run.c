@@ -52,7 +52,7 @@ static void on_signal(int sig)
 static int run_stage(const bs_config *cfg, const bs_settings *set,
                      bs_metrics_guard *guard)
 {
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     bs_stage *s = bs_stage_new(cfg, err, sizeof(err));
     if (!s) {
         bs_metrics_guard_free(guard);
@@ -109,7 +109,7 @@ int cmd_run(int argc, char **argv)
                    "BLOOMSTAGE_* or -X");
     if (!cfg)
         return BS_EXIT_USAGE;
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     bs_settings set;
     bs_metrics_guard *guard = NULL;
     /* The metrics endpoint's certificate and users are configuration:

@@ -67,6 +67,11 @@ extern "C" {
 /* Input bounds: a file line (key, '=', value) and a value set by any layer
  * are at most this many bytes; a key at most BS_CONFIG_MAX_KEY bytes; a
  * configuration holds at most BS_CONFIG_MAX_KEYS distinct keys. */
+/* The size of every error buffer of bloomstage's libraries and program
+ * (the caller's `char errstr[BS_ERRSTR_SIZE]`), as librdkafka's 512: a
+ * message names what failed and where in one line; longer is cut. */
+#define BS_ERRSTR_SIZE 512
+
 #define BS_CONFIG_MAX_LINE 65536
 #define BS_CONFIG_MAX_KEY 255
 #define BS_CONFIG_MAX_KEYS 4096

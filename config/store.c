@@ -118,7 +118,7 @@ bs_config *bs_config_new(void)
         if (!e->key || !e->origin)
             goto err;
         if (row->def) {
-            char why[256];
+            char why[BS_ERRSTR_SIZE];
             e->value = strdup(row->def);
             /* A default the parser rejects is a bug in the table (and a
              * test checks none does). */
@@ -185,7 +185,7 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
         return -1;
     }
 
-    char why[512];
+    char why[BS_ERRSTR_SIZE];
     const bs_config_row *row = bs_config_row_find(key, why, sizeof why);
     if (!row) {
         unknown_key(where, key, layer, why, errstr, n);
@@ -576,7 +576,7 @@ static const bs_value *typed_value(const bs_config *cfg,
         e = bs_config_find_entry(cfg, row->def_from);
         return e && e->value ? &e->v : NULL;
     }
-    char why[256];
+    char why[BS_ERRSTR_SIZE];
     if (!row->def || row->type == BS_CT_KEYSPEC || row->type == BS_CT_TOPICS ||
         bs_value_parse(row, row->def, tmp, why, sizeof why) != 0)
         return NULL;

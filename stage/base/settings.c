@@ -21,7 +21,7 @@ typedef struct try_ctx {
 static int try_key(const char *key, const char *value, void *opaque)
 {
     try_ctx *t = opaque;
-    char why[512], full[600];
+    char why[BS_ERRSTR_SIZE], full[600];
     if (rd_kafka_conf_set(t->conf, key, value, why, sizeof(why)) ==
         RD_KAFKA_CONF_OK)
         return 0;

@@ -3,6 +3,7 @@
  */
 #include "checkpoint/checkpoint.h"
 
+#include <config.h>
 #include <bf_endian.h>
 
 #include <errno.h>
@@ -371,7 +372,7 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
             out->wm[i].high = (int64_t)bf_getn(e + 4, 8);
         }
     }
-    char why[512];
+    char why[BS_ERRSTR_SIZE];
     if (alen && bf_audit_load_mem(buf + aoff, (size_t)alen, 0, &out->audit,
                                   why, sizeof(why)) != BF_OK)
         FAIL("%s: the audit sample inside is damaged: %s", path, why);
@@ -436,7 +437,7 @@ int bs_ckpt_decode(const uint8_t *buf, size_t len, const char *path,
 int bs_ckpt_apply(bs_checkpoint *c, bs_checkpoint *d, const char *name,
                   char *errstr, size_t errstr_size)
 {
-    char why[512];
+    char why[BS_ERRSTR_SIZE];
     if (!d->delta || c->delta || !c->filter) {
         snprintf(errstr, errstr_size, "%s: not a delta on a whole state",
                  name);

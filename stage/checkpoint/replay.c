@@ -409,7 +409,7 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
     /* A tail of more than the read-ahead would otherwise wait a second at
      * every refill (fetch_wake.h).  Without the helper the replay is only
      * slower. */
-    char werr[256];
+    char werr[BS_ERRSTR_SIZE];
     bs_fetch_wake *wake = bs_fetch_wake_new(tail, NULL, werr, sizeof(werr));
     if (!wake)
         bs_log(BS_LOG_WARN, "replay: no fetch wake-ups", "error=%s", werr);

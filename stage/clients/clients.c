@@ -170,7 +170,7 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
     if (!conf)
         return BS_FATAL;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (!rk) {
         rd_kafka_conf_destroy(conf);
@@ -295,7 +295,7 @@ bs_rc bs_clients_new(bs_stage *s, bs_rebalance_fn *rebalance_cb,
         return BS_FATAL;
     rd_kafka_conf_set_rebalance_cb(cconf, rebalance_cb);
     rd_kafka_conf_set_stats_cb(cconf, bs_stats_cb);
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     s->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, err, sizeof(err));
     if (!s->consumer) {
         rd_kafka_conf_destroy(cconf);

@@ -177,7 +177,7 @@ bool bs_txn_begin(bs_stage *s)
     }
     rd_kafka_error_t *e = rd_kafka_begin_transaction(s->producer);
     if (e) {
-        char err[600];
+        char err[BS_ERRSTR_SIZE];
         say(e, "begin_transaction", err, sizeof(err));
         rd_kafka_error_destroy(e);
         bs_deliveries_unconfirmed(s, "%s", err);

@@ -232,7 +232,7 @@ static bs_rc part_apply(bs_stage *s, part *p, int64_t at, int r,
         bs_ckpt_free(&c);
         return BS_FATAL;
     }
-    char why[256];
+    char why[BS_ERRSTR_SIZE];
     if (!bs_dedup_filter_usable(c.filter, &s->dedup, why, sizeof(why))) {
         snprintf(errstr, errstr_size, "the checkpoint of %s [%d] %s",
                  p->topic, (int)p->partition, why);

@@ -151,7 +151,7 @@ typedef struct prepared {
 struct bs_stage {
     const bs_config *cfg;
     bs_stage_state state; /* changed only by bs_stage_set_state */
-    char err[1024];       /* FATAL: why (bs_stage_fatal) */
+    char err[BS_ERRSTR_SIZE];       /* FATAL: why (bs_stage_fatal) */
     atomic_bool stop;     /* any thread: a drain was requested */
 
     /* Clients (clients.c). */
@@ -200,7 +200,7 @@ struct bs_stage {
      * next round rolls back instead of checkpointing.  The first failure's
      * text says why. */
     uint64_t dr_failed;
-    char dr_error[512];
+    char dr_error[BS_ERRSTR_SIZE];
 
     /* Round pacing (round.c). */
     uint64_t since_ckpt; /* records processed since the last checkpoint */

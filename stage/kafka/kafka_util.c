@@ -17,7 +17,7 @@ typedef struct conf_ctx {
 static int conf_set_cb(const char *key, const char *value, void *opaque)
 {
     conf_ctx *c = opaque;
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     if (rd_kafka_conf_set(c->conf, key, value, err, sizeof(err)) !=
         RD_KAFKA_CONF_OK) {
         snprintf(c->errstr, c->errstr_size, "%s%s: %s", c->prefix, key, err);

@@ -335,7 +335,7 @@ static void maybe_rebuild(bs_blocklist *bl)
     } else {
         return;
     }
-    char why[256];
+    char why[BS_ERRSTR_SIZE];
     double t0 = bs_now();
     if (rebuild(bl, cap, why, sizeof(why)) != 0) {
         bs_log(BS_LOG_WARN, "blocklist filter rebuild failed", "name=%s "
@@ -500,7 +500,7 @@ int bs_blocklists_load(const bs_settings *set, bs_blocklist **out,
         snprintf(errstr, errstr_size, "out of memory");
         return -1;
     }
-    char why[1024];
+    char why[BS_ERRSTR_SIZE];
     for (size_t i = 0; i < count; i++) {
         bs_blocklist *bl = &lists[i];
         bl->name = strdup(conf[i].name);

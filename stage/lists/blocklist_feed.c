@@ -162,7 +162,7 @@ static bs_rc add_topic(bs_stage *s, size_t li, char *errstr,
 {
     bs_list_feed *f = s->feed;
     const bs_blocklist *bl = &s->lists[li];
-    char why[512], policy[128];
+    char why[BS_ERRSTR_SIZE], policy[128];
     int32_t leader = -1;
     int n, pol, refused;
     bool stop;
@@ -363,7 +363,7 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                                            errstr, errstr_size);
     if (!conf)
         return BS_FATAL;
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     f->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (!f->rk) {
         rd_kafka_conf_destroy(conf);

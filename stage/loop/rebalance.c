@@ -64,7 +64,7 @@ static bool on_assign(bs_stage *s, rd_kafka_topic_partition_list_t *parts)
     for (int i = 0; i < parts->cnt; i++)
         chosen[i] = bs_part_find(s, parts->elems[i].topic,
                                  parts->elems[i].partition);
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     bs_rc r = bs_parts_restore(s, chosen, (size_t)parts->cnt, err,
                                sizeof(err));
     if (r == BS_RETRY) {

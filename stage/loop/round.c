@@ -172,7 +172,7 @@ void bs_rollback(bs_stage *s, bool pending)
                (unsigned long long)s->dr_failed,
                bs_log_quote(s->dr_error, q, sizeof(q)));
     }
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     /* Transactions: what the open one holds is aborted (read_committed
      * readers never see it) by replacing the producer, whose
      * init_transactions fences the old one and aborts its transaction.
@@ -282,7 +282,7 @@ void bs_rollback(bs_stage *s, bool pending)
  * counted) if it cannot be read. */
 static bs_ckpt_wm *output_watermarks(bs_stage *s)
 {
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     bs_ckpt_wm *wm = calloc((size_t)s->out_parts, sizeof(*wm));
     if (!wm)
         snprintf(err, sizeof(err), "out of memory");
@@ -328,7 +328,7 @@ static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
  * may let go of the states before them. */
 static void store_committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
-    char err[600];
+    char err[BS_ERRSTR_SIZE];
     for (int i = 0; i < commit->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &commit->elems[i];
         if (e->err)
@@ -348,7 +348,7 @@ static void store_committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit
  * the last committed state is processed again). */
 static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     bs_stage_check_commit(s);
     if (bs_txn_commit(s, commit, err, sizeof(err)) != BS_OK) {
         bs_log_ckpt_failed(NULL, -1, err);
@@ -397,7 +397,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         only = NULL;
     /* exactly_once partitions still without a first checkpoint. */
     bool waiting = false;
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
     for (size_t i = 0; i < s->nparts; i++) {
         part *p = &s->parts[i];
         if (p->state != BS_PART_WAITING_FIRST || !in_list(only, p))

@@ -27,7 +27,7 @@ struct bs_metrics {
      * could not), logged at debug level once it runs (handshakes that
      * failed: a plain-HTTP client on the TLS port, a scanner). */
     atomic_bool running;
-    char start_err[256];
+    char start_err[BS_ERRSTR_SIZE];
 };
 
 /* -- a bounded growable text buffer ---------------------------------------- */
@@ -448,7 +448,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         return reply(c, 200, "text/plain", "ok\n", false);
     if (!strcmp(url, "/ready")) {
         /* Room for a start-up step and librdkafka's error text. */
-        char why[512], *body = malloc(sizeof(why) + 1);
+        char why[BS_ERRSTR_SIZE], *body = malloc(sizeof(why) + 1);
         if (!body)
             return MHD_NO;
         bool ok = bs_stage_ready(m->stage, why, sizeof(why));

@@ -112,7 +112,7 @@ static int load_tls(bs_metrics_guard *g, const bs_config *cfg,
              "(built without GnuTLS): the endpoint cannot serve HTTPS");
         return -1;
     }
-    char why[256];
+    char why[BS_ERRSTR_SIZE];
     size_t len;
     const char *cpath = shown_path(cfg, CERT_KEY, set->metrics_tls_cert);
     const char *kpath = shown_path(cfg, KEY_KEY, set->metrics_tls_key);

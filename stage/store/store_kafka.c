@@ -459,7 +459,7 @@ bs_kafkastore *bs_kafkastore_new(const bs_settings *set, rd_kafka_t *reader,
     rd_kafka_conf_set_dr_msg_cb(producer_conf, kafka_dr);
     rd_kafka_conf_set_log_cb(producer_conf, bs_log_rdkafka);
     rd_kafka_conf_set_error_cb(producer_conf, NULL);
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     ks->producer = ks->own = rd_kafka_new(RD_KAFKA_PRODUCER, producer_conf,
                                           err, sizeof(err));
     if (!ks->producer) {
@@ -483,7 +483,7 @@ bs_kafkastore *bs_kafkastore_open_read(const bs_settings *set,
     ks->group = set->group_id;
     ks->topic = set->checkpoint_topic;
     ks->reader = reader;
-    char why[512] = "";
+    char why[BS_ERRSTR_SIZE] = "";
     ks->nparts = bs_topic_lookup(reader, ks->topic, BS_TIMEOUT_STORE_ADMIN_MS,
                                  NULL, why, sizeof(why));
     if (ks->nparts <= 0) {

@@ -21,6 +21,7 @@
 #include "base/timeouts.h"
 #include "base/util.h"
 
+#include <config.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,7 +377,7 @@ static void start_chain(want *w)
                                          &w->nstates);
     if (parsed != 0) {
         q->rc = -1;
-        snprintf(q->err, sizeof(q->err), "%s: damaged manifest", w->name);
+        snprintf(q->err, sizeof(q->err), "%.300s: damaged manifest", w->name);
         return;
     }
     uint64_t bytes = 0;
@@ -385,7 +386,7 @@ static void start_chain(want *w)
     w->chain = bs_store_chain_new(w->key, w->states, w->nstates);
     if (!w->chain) {
         q->rc = -1;
-        snprintf(q->err, sizeof(q->err), "%s: cannot allocate %llu bytes for "
+        snprintf(q->err, sizeof(q->err), "%.300s: cannot allocate %llu bytes for "
                  "%zu states", w->name, (unsigned long long)bytes,
                  w->nstates);
         return;
@@ -405,7 +406,7 @@ static void finish_chain(bs_kafkastore *ks, want *w)
         q->out.next_offset > q->at_offset) {
         /* The topic keeps one chain per partition (compaction), restored
          * to its newest state. */
-        snprintf(q->err, sizeof(q->err), "%s: the checkpoint covers up to "
+        snprintf(q->err, sizeof(q->err), "%.300s: the checkpoint covers up to "
                  "offset %lld, past the committed %lld, and no older one is "
                  "kept", w->name, (long long)q->out.next_offset,
                  (long long)q->at_offset);
@@ -437,7 +438,7 @@ static int all_bounds(bs_kafkastore *ks, cpread *cps, size_t ncp)
     (void)bs_topic_partitions(ks->reader, ks->topic, BS_TIMEOUT_BROKER_MS,
                               NULL, NULL, 0);
     for (size_t i = 0; i < ncp; i++) {
-        char err[512];
+        char err[BS_ERRSTR_SIZE];
         int rc = bs_kafkastore_bounds(ks, cps[i].cp, false, &cps[i].lo,
                                       &cps[i].hi, err, sizeof(err));
         if (rc != 0) {
@@ -470,7 +471,7 @@ static void gather(bs_kafkastore *ks, cpread *cps, size_t ncp,
             r[nr++] = (bs_kafkastore_range){c->cp, from, c->hi, on_chunk, c,
                                             false};
     }
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     int rc = nr ? bs_kafkastore_read_ranges(ks, r, nr, err, sizeof(err)) : 0;
     for (size_t i = 0; i < ncp; i++) {
         if (rc != 0) {
@@ -541,7 +542,7 @@ void bs_kafkastore_get_many(void *impl, bs_store_query *q, size_t n)
     }
     if (all_bounds(ks, cps, ncp) != 0)
         goto out;
-    char err[512];
+    char err[BS_ERRSTR_SIZE];
     int rc = find_manifests(ks, cps, ncp, r, err, sizeof(err));
     for (size_t c = 0; c < ncp; c++) {
         if (rc != 0) {

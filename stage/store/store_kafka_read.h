@@ -58,7 +58,7 @@ struct bs_kafkastore {
     bs_kafkastore_known *known;
     size_t nknown, capknown;
     uint64_t dr_failed;
-    char dr_error[512];
+    char dr_error[BS_ERRSTR_SIZE];
     bool dr_refused; /* the first of them refused by the authorizer */
     uint64_t last_bytes;
     bool last_delta;

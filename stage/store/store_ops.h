@@ -19,6 +19,7 @@
 
 #include "checkpoint/checkpoint.h"
 
+#include <config.h>
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,7 +49,7 @@ typedef struct bs_store_query {
     int64_t at_offset;
     int rc;
     bs_checkpoint out;
-    char err[1024];
+    char err[BS_ERRSTR_SIZE];
 } bs_store_query;
 
 /* Each operation takes the store's own state, `impl`. */
