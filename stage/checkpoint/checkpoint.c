@@ -303,24 +303,26 @@ fail:
     return -1;
 }
 
-/* take: buf is malloc'd and a delta's record keeps it (set to true only
- * when it did: the caller frees it otherwise). */
-static int decode(const uint8_t *buf, size_t len, const char *path,
-                  bs_checkpoint *out, bool *taken, char *errstr,
-                  size_t errstr_size)
+/* Where a checkpoint's sections lie, once their lengths and the checksum
+ * agree with the file. */
+typedef struct sections {
+    size_t off;     /* the filter (or filter delta) */
+    uint64_t flen;
+    size_t aoff;    /* the audit sample */
+    uint64_t alen;  /* 0: none */
+    uint64_t sum;   /* the checksum stored (and computed) */
+} sections;
+
+/* The sections after the header h (parse_head's, payload at off): the
+ * filter's length, the audit section's (snapshots from version 3 and
+ * deltas from version 2 end with it: its length, 0 for none, then the
+ * sample), and the checksum over everything before it. */
+static int check_sections(const uint8_t *buf, size_t len, const char *path,
+                          const bs_ckpt_head *h, size_t off, sections *sec,
+                          char *errstr, size_t errstr_size)
 {
-    bool take = taken != NULL;
-    memset(out, 0, sizeof(*out));
-    bs_ckpt_head h;
-    size_t tlen, off;
-    if (parse_head(buf, len, len, path, &h, &tlen, &off, errstr,
-                   errstr_size) != 0)
-        goto fail;
-    uint32_t nwm = (uint32_t)bf_getn(buf + 32, 4);
     unsigned version = (unsigned)bf_getn(buf + 8, 2);
-    /* Snapshots from version 3 and deltas from version 2 end with the
-     * audit sample's section (its length, 0 for none, then the sample). */
-    bool audited = h.delta ? version >= 2 : version >= 3;
+    bool audited = h->delta ? version >= 2 : version >= 3;
     uint64_t flen = bf_getn(buf + off, 8);
     off += 8;
     size_t room = len - 8 - off; /* parse_head saw to it */
@@ -331,7 +333,7 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
     if (audited ? flen > room : flen != room)
         FAIL("%s: truncated or damaged: the header says the %s is %llu "
              "bytes, the file has %zu for it", path,
-             h.delta ? "filter delta" : "filter", (unsigned long long)flen,
+             h->delta ? "filter delta" : "filter", (unsigned long long)flen,
              room);
     size_t aoff = off + (size_t)flen + 8;
     uint64_t alen = audited ? bf_getn(buf + aoff - 8, 8) : 0;
@@ -345,22 +347,35 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
         FAIL("%s: checksum mismatch (the checkpoint is damaged: stored "
              "%016llx, computed %016llx)", path, (unsigned long long)want,
              (unsigned long long)have);
+    *sec = (sections){off, flen, aoff, alen, want};
+    return 0;
+fail:
+    return -1;
+}
+
+/* The record's fields from its header: topic, partition, offsets, ids and
+ * the output watermarks.  out->wm is allocated (bs_ckpt_free frees it). */
+static int fill_header(const uint8_t *buf, const char *path,
+                       const bs_ckpt_head *h, size_t tlen, uint64_t sum,
+                       bs_checkpoint *out, char *errstr, size_t errstr_size)
+{
     /* A NUL would cut the name short: another partition's name, or
      * none. */
     if (memchr(buf + FIXED, '\0', tlen))
         FAIL("%s: bad topic name (a NUL byte in its %zu bytes)", path, tlen);
     memcpy(out->topic, buf + FIXED, tlen);
     out->topic[tlen] = '\0';
-    out->partition = h.partition;
-    out->next_offset = h.next_offset;
+    out->partition = h->partition;
+    out->next_offset = h->next_offset;
     out->written_ms = (int64_t)bf_getn(buf + 24, 8);
-    out->delta = h.delta;
-    out->seq = h.seq;
+    out->delta = h->delta;
+    out->seq = h->seq;
     /* A version-1 snapshot has no ids: it is seq 0, named by its sum. */
-    out->id = bf_getn(buf + 8, 2) == 1 && !h.delta ? want : h.id;
-    out->prev_id = h.prev_id;
+    out->id = bf_getn(buf + 8, 2) == 1 && !h->delta ? sum : h->id;
+    out->prev_id = h->prev_id;
     if (out->next_offset < 0)
         FAIL("%s: negative offset %lld", path, (long long)out->next_offset);
+    uint32_t nwm = (uint32_t)bf_getn(buf + 32, 4);
     out->nwm = nwm;
     if (nwm) {
         out->wm = calloc(nwm, sizeof(*out->wm));
@@ -372,44 +387,60 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
             out->wm[i].high = (int64_t)bf_getn(e + 4, 8);
         }
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* A delta's filter delta checked against the record's ids, then kept:
+ * the caller's buffer itself when taken is not NULL (*taken set), else a
+ * copy. */
+static int keep_delta(const uint8_t *buf, const char *path,
+                      const sections *sec, bs_checkpoint *out, bool *taken,
+                      char *errstr, size_t errstr_size)
+{
     char why[BS_ERRSTR_SIZE];
-    if (alen && bf_audit_load_mem(buf + aoff, (size_t)alen, 0, &out->audit,
-                                  why, sizeof(why)) != BF_OK)
-        FAIL("%s: the audit sample inside is damaged: %s", path, why);
-    if (h.delta) {
-        bf_delta_info di;
-        if (bf_delta_check(buf + off, (size_t)flen, &di, why, sizeof(why)) !=
-            BF_OK)
-            FAIL("%s: the filter delta inside is damaged: %s", path, why);
-        if (di.base_mark != out->prev_id || di.new_mark != out->id)
-            FAIL("%s: the filter delta inside goes from state %016llx to "
-                 "%016llx, the record from %016llx to %016llx", path,
-                 (unsigned long long)di.base_mark,
-                 (unsigned long long)di.new_mark,
-                 (unsigned long long)out->prev_id,
-                 (unsigned long long)out->id);
-        if (out->seq == 0)
-            FAIL("%s: a delta with seq 0 (deltas follow a state)", path);
-        if (take) { /* the caller's buffer becomes the record's */
-            out->dmem = (void *)buf;
-            out->dbytes = buf + off;
-            *taken = true;
-        } else {
-            uint8_t *copy = malloc((size_t)flen);
-            if (!copy)
-                FAIL("%s: out of memory", path);
-            memcpy(copy, buf + off, (size_t)flen);
-            out->dmem = copy;
-            out->dbytes = copy;
-        }
-        out->dlen = (size_t)flen;
-        return 1;
+    bf_delta_info di;
+    if (bf_delta_check(buf + sec->off, (size_t)sec->flen, &di, why,
+                       sizeof(why)) != BF_OK)
+        FAIL("%s: the filter delta inside is damaged: %s", path, why);
+    if (di.base_mark != out->prev_id || di.new_mark != out->id)
+        FAIL("%s: the filter delta inside goes from state %016llx to "
+             "%016llx, the record from %016llx to %016llx", path,
+             (unsigned long long)di.base_mark,
+             (unsigned long long)di.new_mark,
+             (unsigned long long)out->prev_id, (unsigned long long)out->id);
+    if (out->seq == 0)
+        FAIL("%s: a delta with seq 0 (deltas follow a state)", path);
+    if (taken) { /* the caller's buffer becomes the record's */
+        out->dmem = (void *)buf;
+        out->dbytes = buf + sec->off;
+        *taken = true;
+    } else {
+        uint8_t *copy = malloc((size_t)sec->flen);
+        if (!copy)
+            FAIL("%s: out of memory", path);
+        memcpy(copy, buf + sec->off, (size_t)sec->flen);
+        out->dmem = copy;
+        out->dbytes = copy;
     }
-    if (bf_filter_load_mem(buf + off, (size_t)flen, BF_LOAD_COPY,
+    out->dlen = (size_t)sec->flen;
+    return 0;
+fail:
+    return -1;
+}
+
+/* A snapshot's filter, loaded: a dedup filter (scalable, or windowed for
+ * dedup.window.ms, which carries its generations and stream time inside)
+ * whose seed is its audit sample's. */
+static int load_filter(const uint8_t *buf, const char *path,
+                       const sections *sec, bs_checkpoint *out, char *errstr,
+                       size_t errstr_size)
+{
+    char why[BS_ERRSTR_SIZE];
+    if (bf_filter_load_mem(buf + sec->off, (size_t)sec->flen, BF_LOAD_COPY,
                            &out->filter, why, sizeof(why)) != BF_OK)
         FAIL("%s: the filter inside is damaged: %s", path, why);
-    /* A dedup filter: scalable, or windowed (dedup.window.ms), which
-     * carries its generations and stream time inside. */
     if (bf_filter_kind(out->filter) != BF_KIND_SCALABLE &&
         bf_filter_kind(out->filter) != BF_KIND_WINDOWED)
         FAIL("%s: holds a %s filter, not a scalable one", path,
@@ -418,6 +449,36 @@ static int decode(const uint8_t *buf, size_t len, const char *path,
         FAIL("%s: the audit sample's hash seed %#llx is not the filter's "
              "%#llx", path, (unsigned long long)bf_audit_seed(out->audit),
              (unsigned long long)bf_filter_seed(out->filter));
+    return 0;
+fail:
+    return -1;
+}
+
+/* take: buf is malloc'd and a delta's record keeps it (set to true only
+ * when it did: the caller frees it otherwise). */
+static int decode(const uint8_t *buf, size_t len, const char *path,
+                  bs_checkpoint *out, bool *taken, char *errstr,
+                  size_t errstr_size)
+{
+    memset(out, 0, sizeof(*out));
+    bs_ckpt_head h;
+    size_t tlen, off;
+    sections sec;
+    if (parse_head(buf, len, len, path, &h, &tlen, &off, errstr,
+                   errstr_size) != 0 ||
+        check_sections(buf, len, path, &h, off, &sec, errstr,
+                       errstr_size) != 0 ||
+        fill_header(buf, path, &h, tlen, sec.sum, out, errstr,
+                    errstr_size) != 0)
+        goto fail;
+    char why[BS_ERRSTR_SIZE];
+    if (sec.alen && bf_audit_load_mem(buf + sec.aoff, (size_t)sec.alen, 0,
+                                      &out->audit, why, sizeof(why)) != BF_OK)
+        FAIL("%s: the audit sample inside is damaged: %s", path, why);
+    if (h.delta ? keep_delta(buf, path, &sec, out, taken, errstr,
+                             errstr_size) != 0
+                : load_filter(buf, path, &sec, out, errstr, errstr_size) != 0)
+        goto fail;
     return 1;
 fail:
     if (taken && *taken) { /* not kept after all: the caller frees it */

@@ -473,50 +473,46 @@ void bs_part_log_restored(const part *p, const char *msg)
     }
 }
 
-bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
-                       size_t errstr_size)
+/* Whether the restore of parts[0..n) waits for a retry, loading nothing
+ * (each then RESTORE_PENDING): a stop requested (a restore the drain would
+ * give up at once, as a rollback's retry in the final rounds; assignments
+ * that come meanwhile are declined before they get here, rebalance.c), or
+ * with transactions the committed offsets not to be had (at[] holds them
+ * otherwise). */
+static bool restore_deferred(bs_stage *s, part **parts, size_t n,
+                             int64_t *at, char *errstr, size_t errstr_size)
 {
-    int64_t *at = calloc(n ? n : 1, sizeof(*at));
-    bool *replay = calloc(n ? n : 1, sizeof(*replay));
-    bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
-    bs_store_query *q = calloc(n ? n : 1, sizeof(*q));
-    if (!at || !replay || !t || !q) {
-        free(at);
-        free(replay);
-        free(t);
-        free(q);
-        snprintf(errstr, errstr_size, "out of memory");
-        return BS_FATAL;
-    }
-    bs_rc rc = BS_OK;
-    size_t nq = 0; /* q[0..nq): the states asked for */
-    /* A stop requested: a restore the drain would give up at once (a
-     * rollback's retry in the final rounds) is not made.  Assignments
-     * that come meanwhile are declined before they get here
-     * (rebalance.c). */
     bool defer = atomic_load(&s->stop);
     if (defer)
         snprintf(errstr, errstr_size, "the stage is stopping");
     else if (s->txn)
         defer = committed_offsets(s, parts, n, at, errstr, errstr_size) !=
                 BS_OK;
-    if (defer) {
-        /* Nothing loaded: they wait, unprocessed, for a retry. */
+    if (defer)
         for (size_t i = 0; i < n; i++) {
             bs_part_set_state(s, parts[i], BS_PART_RESTORING);
             bs_part_set_state(s, parts[i], BS_PART_RESTORE_PENDING);
         }
-        rc = BS_RETRY;
-        goto out;
-    }
-    /* Every state asked for at once: the Kafka store reads each partition
-     * of its topic once for all of them, side by side. */
+    return defer;
+}
+
+/* Every partition's state from the store, asked for at once (the Kafka
+ * store reads each partition of its topic once for all of them, side by
+ * side; q[0..*nq) are the questions), applied, and its first checkpoint
+ * written where exactly_once has none.  replay[i]: parts[i] needs the
+ * output tail since its state.  BS_FATAL stops at the first unusable
+ * state; BS_RETRY leaves the partitions that wait RESTORE_PENDING. */
+static bs_rc restore_states(bs_stage *s, part **parts, size_t n,
+                            const int64_t *at, bs_store_query *q, size_t *nq,
+                            bool *replay, char *errstr, size_t errstr_size)
+{
+    bs_rc rc = BS_OK;
     for (size_t i = 0; i < n; i++)
         if (part_asks_store(s, at[i]))
-            q[nq++] = (bs_store_query){.topic = parts[i]->topic,
-                                       .partition = parts[i]->partition,
-                                       .at_offset = part_store_at(s, at[i])};
-    bs_store_get_many(s->store, q, nq);
+            q[(*nq)++] = (bs_store_query){.topic = parts[i]->topic,
+                                          .partition = parts[i]->partition,
+                                          .at_offset = part_store_at(s, at[i])};
+    bs_store_get_many(s->store, q, *nq);
     for (size_t i = 0, k = 0; i < n; i++) {
         part *p = parts[i];
         bs_part_set_state(s, p, BS_PART_RESTORING);
@@ -543,10 +539,8 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
             rc = BS_RETRY;
             continue;
         }
-        if (lr != BS_OK) {
-            rc = BS_FATAL;
-            goto out;
-        }
+        if (lr != BS_OK)
+            return BS_FATAL;
         if (bs_exactly_once(s) && p->ckpt_offset < 0 &&
             bs_part_initial_checkpoint(s, p, errstr, errstr_size) != BS_OK) {
             /* Like any failed checkpoint write: the partition waits,
@@ -561,6 +555,18 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         replay[i] = bs_replay_mode(s) ||
                     (s->txn && p->ckpt_offset >= 0 && at[i] > p->ckpt_offset);
     }
+    return rc;
+}
+
+/* The output tail since their states read for the partitions marked in
+ * replay[] (t[] their targets), and every partition restored made ACTIVE.
+ * A tail that cannot be read is the broker, not the state: BS_RETRY, its
+ * partitions RESTORE_PENDING.  Refused (no Read on the output), it is
+ * said, and retried too: an ACL granted later heals it. */
+static bs_rc restore_tails(bs_stage *s, part **parts, size_t n,
+                           const bool *replay, bs_replay_target *t,
+                           char *errstr, size_t errstr_size)
+{
     size_t nt = 0;
     for (size_t i = 0; i < n; i++) {
         if (!replay[i])
@@ -575,9 +581,6 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         nt++;
     }
     double t0 = bs_now();
-    /* A tail that cannot be read is the broker, not the state: retried.
-     * Refused (no Read on the output), it is said, and retried too: an
-     * ACL granted later heals it. */
     int tr = nt > 0 ? bs_replay_tail(s->tail, s->set.output_topic,
                                      s->set.dedup_key, s->fparams.seed, t, nt,
                                      BS_TIMEOUT_REPLAY_MS, errstr, errstr_size)
@@ -586,8 +589,6 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
     if (tr == BS_REPLAY_REFUSED)
         (void)bs_refused(s, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
                          "Read", s->set.output_topic, errstr);
-    if (tail_failed)
-        rc = BS_RETRY;
     uint64_t total = 0;
     for (size_t i = 0, k = 0; i < n; i++) {
         part *p = parts[i];
@@ -610,7 +611,31 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
         bs_log(BS_LOG_INFO, "output tail replayed", "partitions=%zu "
                "records=%llu seconds=%.3f", nt, (unsigned long long)total,
                bs_now() - t0);
-out:
+    return tail_failed ? BS_RETRY : BS_OK;
+}
+
+bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
+                       size_t errstr_size)
+{
+    int64_t *at = calloc(n ? n : 1, sizeof(*at));
+    bool *replay = calloc(n ? n : 1, sizeof(*replay));
+    bs_replay_target *t = calloc(n ? n : 1, sizeof(*t));
+    bs_store_query *q = calloc(n ? n : 1, sizeof(*q));
+    size_t nq = 0; /* q[0..nq): the states asked for */
+    bs_rc rc;
+    if (!at || !replay || !t || !q) {
+        snprintf(errstr, errstr_size, "out of memory");
+        rc = BS_FATAL;
+    } else if (restore_deferred(s, parts, n, at, errstr, errstr_size)) {
+        rc = BS_RETRY; /* nothing loaded: they wait for a retry */
+    } else {
+        rc = restore_states(s, parts, n, at, q, &nq, replay, errstr,
+                            errstr_size);
+        if (rc != BS_FATAL &&
+            restore_tails(s, parts, n, replay, t, errstr, errstr_size) !=
+                BS_OK)
+            rc = BS_RETRY;
+    }
     for (size_t k = 0; k < nq; k++)
         if (q[k].rc == 1) /* not taken: a fatal error came first */
             bs_ckpt_free(&q[k].out);

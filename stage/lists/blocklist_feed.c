@@ -328,23 +328,12 @@ static bool all_done(const bs_list_feed *f)
     return true;
 }
 
-bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
+/* The feed's consumer: assigned, never subscribed, commits nothing (its
+ * group id is never joined).  A fetch that waits for data bounds how late
+ * an update is seen when the topic is quiet. */
+static bs_rc feed_consumer_new(bs_stage *s, bs_list_feed *f, char *errstr,
+                               size_t errstr_size)
 {
-    bool any = false;
-    for (size_t i = 0; i < s->nlists; i++)
-        any |= s->lists[i].topic != NULL;
-    if (!any)
-        return BS_OK;
-    s->feed = calloc(1, sizeof(*s->feed));
-    if (!s->feed ||
-        !(s->feed->last_skip_log = calloc(s->nlists, sizeof(double)))) {
-        snprintf(errstr, errstr_size, "out of memory");
-        return BS_FATAL;
-    }
-    bs_list_feed *f = s->feed;
-    /* Assigned, never subscribed, commits nothing: its group id is never
-     * joined.  A fetch that waits for data bounds how late an update is
-     * seen when the topic is quiet. */
     static const char *const defaults[] = {
         "client.id", "bloomstage-lists", "fetch.wait.max.ms", "100",
         /* The group consumer's small read-ahead (client_defaults.h), kept
@@ -372,14 +361,13 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
         return BS_FATAL;
     }
     rd_kafka_poll_set_consumer(f->rk);
-    for (size_t i = 0; i < s->nlists; i++) {
-        bs_rc r = s->lists[i].topic && first_with_topic(s, i)
-                      ? add_topic(s, i, errstr, errstr_size)
-                      : BS_OK;
-        if (r != BS_OK)
-            return r;
-    }
+    return BS_OK;
+}
 
+/* Every partition of the lists' topics (add_topic found them) assigned
+ * from its beginning, and the waker started. */
+static bs_rc feed_assign(bs_list_feed *f, char *errstr, size_t errstr_size)
+{
     rd_kafka_topic_partition_list_t *a =
         rd_kafka_topic_partition_list_new((int)f->nparts);
     for (size_t i = 0; i < f->nparts; i++)
@@ -394,12 +382,17 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
         return BS_FATAL;
     }
     f->wake = bs_fetch_wake_new(f->rk, NULL, errstr, errstr_size);
-    if (!f->wake)
-        return BS_FATAL;
+    return f->wake ? BS_OK : BS_FATAL;
+}
 
-    /* To the end each partition had when this began. */
-    double t0 = bs_now(), progress = t0;
-    uint64_t records = 0, applied = 0; /* polled (events too), applied */
+/* Each partition read to the end it had when this began (*applied: the
+ * records applied).  BS_FATAL when nothing came for BS_TIMEOUT_LISTS_MS;
+ * BS_OK also when a stop or FATAL ended it early (the caller looks). */
+static bs_rc feed_catch_up(bs_stage *s, bs_list_feed *f, uint64_t *applied,
+                           char *errstr, size_t errstr_size)
+{
+    double progress = bs_now();
+    uint64_t records = 0; /* polled, events too */
     while (!all_done(f) && !atomic_load(&s->stop) &&
            s->state != BS_STAGE_FATAL) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(f->rk, BS_POLL_MS);
@@ -430,20 +423,18 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                    "detail=%s", rd_kafka_err2name(m->err),
                    bs_log_quote(rd_kafka_message_errstr(m), q, sizeof(q)));
         } else {
-            applied++;
+            (*applied)++;
             bs_fetch_wake_note(f->wake, m->key_len + m->len);
             apply(s, m);
         }
         rd_kafka_message_destroy(m);
     }
-    if (s->state == BS_STAGE_FATAL) {
-        snprintf(errstr, errstr_size, "%s", s->err);
-        return BS_FATAL;
-    }
-    if (atomic_load(&s->stop))
-        return BS_OK; /* nothing will be consumed: the loop sees stop */
-    double dt = bs_now() - t0;
-    update_lag(s);
+    return BS_OK;
+}
+
+/* Each live list marked caught up, with a line saying what it holds. */
+static void feed_caught_up(bs_stage *s, uint64_t applied, double seconds)
+{
     for (size_t i = 0; i < s->nlists; i++) {
         bs_blocklist *bl = &s->lists[i];
         if (!bl->topic)
@@ -457,8 +448,45 @@ bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
                "skipped=%llu seconds=%.3f", bl->name, bl->topic,
                (unsigned long long)BS_GET(bl->entries),
                (unsigned long long)bl->base_entries,
-               (unsigned long long)applied, (unsigned long long)skipped, dt);
+               (unsigned long long)applied, (unsigned long long)skipped,
+               seconds);
     }
+}
+
+bs_rc bs_lists_start(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    bool any = false;
+    for (size_t i = 0; i < s->nlists; i++)
+        any |= s->lists[i].topic != NULL;
+    if (!any)
+        return BS_OK;
+    s->feed = calloc(1, sizeof(*s->feed));
+    if (!s->feed ||
+        !(s->feed->last_skip_log = calloc(s->nlists, sizeof(double)))) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return BS_FATAL;
+    }
+    bs_list_feed *f = s->feed;
+    bs_rc r = feed_consumer_new(s, f, errstr, errstr_size);
+    for (size_t i = 0; r == BS_OK && i < s->nlists; i++)
+        if (s->lists[i].topic && first_with_topic(s, i))
+            r = add_topic(s, i, errstr, errstr_size);
+    if (r == BS_OK)
+        r = feed_assign(f, errstr, errstr_size);
+    double t0 = bs_now();
+    uint64_t applied = 0;
+    if (r == BS_OK)
+        r = feed_catch_up(s, f, &applied, errstr, errstr_size);
+    if (r != BS_OK)
+        return r;
+    if (s->state == BS_STAGE_FATAL) {
+        snprintf(errstr, errstr_size, "%s", s->err);
+        return BS_FATAL;
+    }
+    if (atomic_load(&s->stop))
+        return BS_OK; /* nothing will be consumed: the loop sees stop */
+    update_lag(s);
+    feed_caught_up(s, applied, bs_now() - t0);
     return BS_OK;
 }
 
