@@ -244,11 +244,11 @@ typedef struct parsed {
     dlayer l[BF_MAX_LAYERS];
 } parsed;
 
-/* Everything that can be checked without the filter. */
-static bf_err parse(const uint8_t *buf, size_t len, parsed *p, char *errstr,
-                    size_t errstr_size)
+/* The envelope: magic, version, size, checksum, then the header's kind,
+ * hash, marks and layer counts into p->info. */
+static bf_err parse_header(const uint8_t *buf, size_t len, parsed *p,
+                           char *errstr, size_t errstr_size)
 {
-    memset(p, 0, sizeof(*p));
     if (len < 8 || memcmp(buf, BF_DELTA_MAGIC, sizeof(BF_DELTA_MAGIC)) != 0) {
         if (len >= 8)
             FAIL(BF_ERR_FORMAT, "not a filter delta (bad magic)");
@@ -292,60 +292,82 @@ static bf_err parse(const uint8_t *buf, size_t len, parsed *p, char *errstr,
         in->base_layers == 0 || in->base_layers > in->layers)
         FAIL(BF_ERR_FORMAT, "bad layer counts: %u after, %u before, for a %s "
              "filter", in->layers, in->base_layers, bf_kind_name(in->kind));
-    uint64_t off = D_HDR + (uint64_t)D_DESC * in->layers;
-    if (off + D_TRAILER > len)
+    if (D_HDR + (uint64_t)D_DESC * in->layers + D_TRAILER > len)
         FAIL(BF_ERR_FORMAT, "truncated: %u layer descriptors do not fit in "
              "%zu bytes", in->layers, len);
+    return BF_OK;
+}
+
+/* Layer i's descriptor, and its changed blocks at *off (numbers, then
+ * blocks), which *off then passes. */
+static bf_err parse_layer(const uint8_t *buf, size_t len, uint32_t i,
+                          dlayer *l, uint64_t *off, char *errstr,
+                          size_t errstr_size)
+{
+    const uint8_t *d = buf + D_HDR + D_DESC * i;
+    l->nblocks = bf_getn(d, 8);
+    l->k = (uint32_t)bf_getn(d + 8, 2);
+    l->scheme = (uint32_t)bf_getn(d + 10, 2);
+    l->capacity = bf_getn(d + 16, 8);
+    l->fpr = bf_getf64(d + 24);
+    l->inserts = bf_getn(d + 32, 8);
+    l->cells_set = bf_getn(d + 40, 8);
+    l->n = bf_getn(d + 48, 8);
+    if (l->nblocks == 0 || l->nblocks > BF_MAX_BLOCKS)
+        FAIL(BF_ERR_FORMAT, "layer %u: block count %llu out of range", i,
+             (unsigned long long)l->nblocks);
+    if (l->k == 0 || l->k > BF_MAX_K)
+        FAIL(BF_ERR_FORMAT, "layer %u: k %u out of range 1..%u", i, l->k,
+             BF_MAX_K);
+    if (!bf_scheme_ok(l->scheme, BF_BLOCK_BITS, l->k))
+        FAIL(BF_ERR_FORMAT, "layer %u: no probe scheme %u with k %u", i,
+             l->scheme, l->k);
+    if (!(l->fpr >= 0 && l->fpr <= BF_FPR_MAX))
+        FAIL(BF_ERR_FORMAT, "layer %u: fpr %g out of range", i, l->fpr);
+    if (l->cells_set > l->nblocks * BF_BLOCK_BITS)
+        FAIL(BF_ERR_FORMAT, "layer %u: %llu bits set of %llu", i,
+             (unsigned long long)l->cells_set,
+             (unsigned long long)(l->nblocks * BF_BLOCK_BITS));
+    if (l->n > l->nblocks)
+        FAIL(BF_ERR_FORMAT, "layer %u: %llu changed blocks of %llu", i,
+             (unsigned long long)l->n, (unsigned long long)l->nblocks);
+    /* n <= 2^40: n * 72 and the running offset stay far below 2^64 */
+    if (l->n * (8 + BF_BLOCK_BYTES) > len - D_TRAILER - *off)
+        FAIL(BF_ERR_FORMAT, "truncated: layer %u's %llu changed blocks "
+             "run past the end of the %zu-byte delta", i,
+             (unsigned long long)l->n, len);
+    l->numbers = buf + *off;
+    l->blocks = buf + *off + l->n * 8;
+    *off += l->n * (8 + BF_BLOCK_BYTES);
+    uint64_t prev = 0;
+    for (uint64_t j = 0; j < l->n; j++) {
+        uint64_t b = bf_getn(l->numbers + j * 8, 8);
+        if (b >= l->nblocks || (j > 0 && b <= prev))
+            FAIL(BF_ERR_FORMAT, "layer %u: block number %llu (entry %llu)"
+                 " is %s", i, (unsigned long long)b, (unsigned long long)j,
+                 b >= l->nblocks ? "outside the layer"
+                                 : "not after the one before it");
+        prev = b;
+    }
+    return BF_OK;
+}
+
+/* Everything that can be checked without the filter. */
+static bf_err parse(const uint8_t *buf, size_t len, parsed *p, char *errstr,
+                    size_t errstr_size)
+{
+    memset(p, 0, sizeof(*p));
+    bf_err err = parse_header(buf, len, p, errstr, errstr_size);
+    if (err)
+        return err;
+    const bf_delta_info *in = &p->info;
+    uint64_t off = D_HDR + (uint64_t)D_DESC * in->layers;
     uint64_t total = 0;
     for (uint32_t i = 0; i < in->layers; i++) {
-        const uint8_t *d = buf + D_HDR + D_DESC * i;
-        dlayer *l = &p->l[i];
-        l->nblocks = bf_getn(d, 8);
-        l->k = (uint32_t)bf_getn(d + 8, 2);
-        l->scheme = (uint32_t)bf_getn(d + 10, 2);
-        l->capacity = bf_getn(d + 16, 8);
-        l->fpr = bf_getf64(d + 24);
-        l->inserts = bf_getn(d + 32, 8);
-        l->cells_set = bf_getn(d + 40, 8);
-        l->n = bf_getn(d + 48, 8);
-        if (l->nblocks == 0 || l->nblocks > BF_MAX_BLOCKS)
-            FAIL(BF_ERR_FORMAT, "layer %u: block count %llu out of range", i,
-                 (unsigned long long)l->nblocks);
-        if (l->k == 0 || l->k > BF_MAX_K)
-            FAIL(BF_ERR_FORMAT, "layer %u: k %u out of range 1..%u", i, l->k,
-                 BF_MAX_K);
-        if (!bf_scheme_ok(l->scheme, BF_BLOCK_BITS, l->k))
-            FAIL(BF_ERR_FORMAT, "layer %u: no probe scheme %u with k %u", i,
-                 l->scheme, l->k);
-        if (!(l->fpr >= 0 && l->fpr <= BF_FPR_MAX))
-            FAIL(BF_ERR_FORMAT, "layer %u: fpr %g out of range", i, l->fpr);
-        if (l->cells_set > l->nblocks * BF_BLOCK_BITS)
-            FAIL(BF_ERR_FORMAT, "layer %u: %llu bits set of %llu", i,
-                 (unsigned long long)l->cells_set,
-                 (unsigned long long)(l->nblocks * BF_BLOCK_BITS));
-        if (l->n > l->nblocks)
-            FAIL(BF_ERR_FORMAT, "layer %u: %llu changed blocks of %llu", i,
-                 (unsigned long long)l->n, (unsigned long long)l->nblocks);
-        /* n <= 2^40: n * 72 and the running offset stay far below 2^64 */
-        if (l->n * (8 + BF_BLOCK_BYTES) > len - D_TRAILER - off)
-            FAIL(BF_ERR_FORMAT, "truncated: layer %u's %llu changed blocks "
-                 "run past the end of the %zu-byte delta", i,
-                 (unsigned long long)l->n, len);
-        l->numbers = buf + off;
-        l->blocks = buf + off + l->n * 8;
-        off += l->n * (8 + BF_BLOCK_BYTES);
-        total += l->n;
-        uint64_t prev = 0;
-        for (uint64_t j = 0; j < l->n; j++) {
-            uint64_t b = bf_getn(l->numbers + j * 8, 8);
-            if (b >= l->nblocks || (j > 0 && b <= prev))
-                FAIL(BF_ERR_FORMAT, "layer %u: block number %llu (entry %llu)"
-                     " is %s", i, (unsigned long long)b,
-                     (unsigned long long)j,
-                     b >= l->nblocks ? "outside the layer"
-                                     : "not after the one before it");
-            prev = b;
-        }
+        if ((err = parse_layer(buf, len, i, &p->l[i], &off, errstr,
+                               errstr_size)))
+            return err;
+        total += p->l[i].n;
     }
     if (off != len - D_TRAILER)
         FAIL(BF_ERR_FORMAT, "sizes do not add up: the blocks end at %llu, "
@@ -510,6 +532,63 @@ static void undo_old_layers(bf_filter *f, const parsed *p, uint32_t have,
     }
 }
 
+/* The layers a delta adds (fresh[have..want), tracked) made and the
+ * filter's layer array grown for them; the filter itself unchanged. */
+static bf_err grow_for(bf_filter *f, const parsed *p, uint32_t have,
+                       uint32_t want, bf_blocked **fresh, char *errstr,
+                       size_t errstr_size)
+{
+    for (uint32_t i = have; i < want; i++) {
+        const dlayer *l = &p->l[i];
+        fresh[i] = bf_blocked_new_geometry(l->nblocks, l->k,
+                                           bf_filter_seed(f), errstr,
+                                           errstr_size);
+        if (!fresh[i] || !bf_blocked_track(fresh[i]))
+            FAIL(BF_ERR_NOMEM, "out of memory for new layer %u (%llu "
+                 "blocks)", i, (unsigned long long)l->nblocks);
+    }
+    if (want > have) {
+        bf_blocked **nl = realloc(f->u.s->layers, want * sizeof(*nl));
+        if (!nl)
+            FAIL(BF_ERR_NOMEM, "out of memory");
+        f->u.s->layers = nl; /* the first `have` still the only ones */
+    }
+    return BF_OK;
+}
+
+/* After the old layers took their blocks: the new layers' blocks copied
+ * in and the layers added (fresh[] handed over), every layer's counts as
+ * the delta says, and the filter's mark moved to the delta's. */
+static void install(bf_filter *f, const parsed *p, uint32_t have,
+                    uint32_t want, bf_blocked **fresh, const uint64_t *bits)
+{
+    for (uint32_t i = have; i < want; i++) {
+        const dlayer *l = &p->l[i];
+        for (uint64_t j = 0; j < l->n; j++)
+            memcpy(fresh[i]->words + bf_getn(l->numbers + j * 8, 8) *
+                                         BF_BLOCK_WORDS,
+                   l->blocks + j * 64, BF_BLOCK_BYTES);
+        f->u.s->layers[i] = fresh[i];
+        f->u.s->bytes += fresh[i]->nblocks * BF_BLOCK_BYTES;
+        fresh[i] = NULL;
+    }
+    if (want > have) {
+        f->u.s->nlayers = want;
+        f->u.s->next_bytes = 0;
+    }
+    for (uint32_t i = 0; i < want; i++) {
+        const dlayer *l = &p->l[i];
+        bf_blocked *bf = layer(f, i);
+        bf->capacity = l->capacity;
+        bf->fpr = l->fpr;
+        bf->inserts = l->inserts;
+        bf->bits_set = bits[i];
+        bf->uncounted = 0;
+    }
+    f->mark = p->info.new_mark;
+    f->mark_layers = want;
+}
+
 bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
                              char *errstr, size_t errstr_size)
 {
@@ -532,26 +611,9 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
     /* New layers are made, the layer array grown and the undo space taken
      * before anything of the filter changes: a failure here leaves it as
      * it was. */
+    if ((err = grow_for(f, p, have, want, fresh, errstr, errstr_size)))
+        goto out;
     err = BF_ERR_NOMEM;
-    for (uint32_t i = have; i < want; i++) {
-        const dlayer *l = &p->l[i];
-        fresh[i] = bf_blocked_new_geometry(l->nblocks, l->k,
-                                           bf_filter_seed(f), errstr,
-                                           errstr_size);
-        if (!fresh[i] || !bf_blocked_track(fresh[i])) {
-            bf_seterr(errstr, errstr_size, "out of memory for new layer %u "
-                      "(%llu blocks)", i, (unsigned long long)l->nblocks);
-            goto out;
-        }
-    }
-    if (want > have) {
-        bf_blocked **nl = realloc(f->u.s->layers, want * sizeof(*nl));
-        if (!nl) {
-            bf_seterr(errstr, errstr_size, "out of memory");
-            goto out;
-        }
-        f->u.s->layers = nl; /* the first `have` still the only ones */
-    }
     uint64_t old_blocks = 0;
     for (uint32_t i = 0; i < have; i++)
         old_blocks += p->l[i].n;
@@ -579,31 +641,7 @@ bf_err bf_filter_delta_apply(bf_filter *f, const void *buf, size_t len,
             goto out;
         }
     }
-    for (uint32_t i = have; i < want; i++) {
-        const dlayer *l = &p->l[i];
-        for (uint64_t j = 0; j < l->n; j++)
-            memcpy(fresh[i]->words + bf_getn(l->numbers + j * 8, 8) *
-                                         BF_BLOCK_WORDS,
-                   l->blocks + j * 64, BF_BLOCK_BYTES);
-        f->u.s->layers[i] = fresh[i];
-        f->u.s->bytes += fresh[i]->nblocks * BF_BLOCK_BYTES;
-        fresh[i] = NULL;
-    }
-    if (want > have) {
-        f->u.s->nlayers = want;
-        f->u.s->next_bytes = 0;
-    }
-    for (uint32_t i = 0; i < want; i++) {
-        const dlayer *l = &p->l[i];
-        bf_blocked *bf = layer(f, i);
-        bf->capacity = l->capacity;
-        bf->fpr = l->fpr;
-        bf->inserts = l->inserts;
-        bf->bits_set = bits[i];
-        bf->uncounted = 0;
-    }
-    f->mark = p->info.new_mark;
-    f->mark_layers = want;
+    install(f, p, have, want, fresh, bits);
     err = BF_OK;
 out:
     for (uint32_t i = 0; i < BF_MAX_LAYERS; i++)

@@ -474,25 +474,25 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
-bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
-                        bf_windowed **out, char *errstr, size_t errstr_size)
+/* What a windowed filter's header says, once checked. */
+typedef struct w_header {
+    bf_windowed_params p;
+    uint32_t n;     /* generations stored */
+    uint32_t hsize; /* header and descriptors */
+    int64_t T;      /* stream time, -1: none yet */
+    uint64_t hint;  /* the last generation's inserts, for sizing */
+} w_header;
+
+static bf_err parse_header(const uint8_t *buf, size_t len, w_header *h,
+                           char *errstr, size_t errstr_size)
 {
-    /* The caller checked the envelope (magic, version, kind, hash id, file
-     * size, checksum unless NOVERIFY) before calling here. */
-    *out = NULL;
     bf_err err = BF_OK;
-    bf_windowed *w = NULL;
-    if (flags & BF_LOAD_INPLACE) {
-        bf_seterr(errstr, errstr_size, "a windowed filter cannot be used in "
-                  "place (load it as a copy)");
-        return BF_ERR_INVALID;
-    }
     if (len < W_HDR_SIZE + W_TRAILER_SIZE)
         FAIL(BF_ERR_FORMAT, "truncated: %zu bytes is too short for a windowed "
              "filter header", len);
-    uint32_t n = (uint32_t)bf_getn(buf + 32, 4);
-    uint32_t hsize = (uint32_t)bf_getn(buf + 36, 4);
-    bf_windowed_params p = {
+    h->n = (uint32_t)bf_getn(buf + 32, 4);
+    h->hsize = (uint32_t)bf_getn(buf + 36, 4);
+    h->p = (bf_windowed_params){
         .window = (int64_t)bf_getn(buf + 64, 8),
         .generations = (uint32_t)bf_getn(buf + 72, 4),
         .fpr = bf_getf64(buf + 40),
@@ -503,46 +503,51 @@ bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
         .max_bytes = 0,
     };
     char why[200];
-    if (!params_valid(&p, why, sizeof(why)))
+    if (!params_valid(&h->p, why, sizeof(why)))
         FAIL(BF_ERR_FORMAT, "bad windowed parameters: %s", why);
-    if (n > p.generations + 1u)
+    if (h->n > h->p.generations + 1u)
         FAIL(BF_ERR_FORMAT, "%u generations, more than the %u a window of %u "
-             "slices keeps", n, p.generations + 1u, p.generations);
-    if (hsize != W_HDR_SIZE + W_DESC_SIZE * n)
+             "slices keeps", h->n, h->p.generations + 1u, h->p.generations);
+    if (h->hsize != W_HDR_SIZE + W_DESC_SIZE * h->n)
         FAIL(BF_ERR_FORMAT, "header size %u does not match %u generations",
-             hsize, n);
-    if ((uint64_t)hsize + W_TRAILER_SIZE > len)
+             h->hsize, h->n);
+    if ((uint64_t)h->hsize + W_TRAILER_SIZE > len)
         FAIL(BF_ERR_FORMAT, "truncated: %u generation descriptors do not fit "
-             "in %zu bytes", n, len);
+             "in %zu bytes", h->n, len);
     if (!all_zero(buf + 76, 4) || !all_zero(buf + 104, 24))
         FAIL(BF_ERR_FORMAT, "reserved header bytes are not zero");
-    int64_t T = (int64_t)bf_getn(buf + 80, 8);
-    uint64_t hint = bf_getn(buf + 96, 8);
-    if (T < -1)
-        FAIL(BF_ERR_FORMAT, "stream time %lld is negative", (long long)T);
-    if (T == -1 && n > 0)
-        FAIL(BF_ERR_FORMAT, "%u generations but no stream time", n);
-    if (hint > W_MAX_HINT)
+    h->T = (int64_t)bf_getn(buf + 80, 8);
+    h->hint = bf_getn(buf + 96, 8);
+    if (h->T < -1)
+        FAIL(BF_ERR_FORMAT, "stream time %lld is negative", (long long)h->T);
+    if (h->T == -1 && h->n > 0)
+        FAIL(BF_ERR_FORMAT, "%u generations but no stream time", h->n);
+    if (h->hint > W_MAX_HINT)
         FAIL(BF_ERR_FORMAT, "sizing hint %llu keys is beyond 2^40",
-             (unsigned long long)hint);
-    w = bf_windowed_new(&p, why, sizeof(why));
-    if (!w)
-        FAIL(BF_ERR_NOMEM, "%s", why);
-    w->T = T;
-    w->cur = T < 0 ? -1 : slice_of(w, T);
-    w->last_inserts = hint;
+             (unsigned long long)h->hint);
+fail:
+    return err;
+}
 
-    /* Every descriptor checked before any generation is loaded. */
-    uint64_t expect = hsize;
+/* Every descriptor checked before any generation is loaded: live slices
+ * in order, each generation where the last one ended (aligned, zero
+ * padding), the last one ending at the checksum. */
+static bf_err check_descriptors(const uint8_t *buf, size_t len,
+                                const w_header *h, const bf_windowed *w,
+                                char *errstr, size_t errstr_size)
+{
+    bf_err err = BF_OK;
+    uint64_t expect = h->hsize;
     int64_t prev = -1;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < h->n; i++) {
         const uint8_t *d = buf + W_HDR_SIZE + W_DESC_SIZE * i;
         int64_t s = (int64_t)bf_getn(d, 8);
         uint64_t off = bf_getn(d + 8, 8), size = bf_getn(d + 16, 8);
-        if (s <= prev || s > w->cur || s < w->cur - (int64_t)p.generations)
+        if (s <= prev || s > w->cur ||
+            s < w->cur - (int64_t)h->p.generations)
             FAIL(BF_ERR_FORMAT, "generation %u: slice %lld is not live at "
                  "stream time %lld (or out of order)", i, (long long)s,
-                 (long long)T);
+                 (long long)h->T);
         if (!all_zero(d + 24, 8))
             FAIL(BF_ERR_FORMAT, "generation %u: reserved bytes are not zero",
                  i);
@@ -564,38 +569,80 @@ bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
         FAIL(BF_ERR_FORMAT, "sizes do not add up: generations end at %llu, "
              "checksum at %zu", (unsigned long long)expect,
              len - W_TRAILER_SIZE);
+fail:
+    return err;
+}
 
-    /* The outer checksum covered the generations' bytes already. */
+/* Each generation loaded into its ring slot: a scalable filter with the
+ * window's seed and per-generation rate.  The outer checksum covered the
+ * generations' bytes already. */
+static bf_err load_generations(const uint8_t *buf, const w_header *h,
+                               bf_windowed *w, char *errstr,
+                               size_t errstr_size)
+{
     unsigned gflags = BF_LOAD_COPY | BF_LOAD_NOVERIFY;
-    for (uint32_t i = 0; i < n; i++) {
+    char why[200];
+    for (uint32_t i = 0; i < h->n; i++) {
         const uint8_t *d = buf + W_HDR_SIZE + W_DESC_SIZE * i;
         int64_t s = (int64_t)bf_getn(d, 8);
         uint64_t off = bf_getn(d + 8, 8), size = bf_getn(d + 16, 8);
         bf_layered f;
         bf_err e = bf_layered_load(buf + off, (size_t)size, gflags, &f, why,
                                    sizeof(why));
-        if (e)
-            FAIL(e, "generation %u: %s", i, why);
+        if (e) {
+            bf_seterr(errstr, errstr_size, "generation %u: %s", i, why);
+            return e;
+        }
         bf_scalable *sb = f.kind == BF_KIND_SCALABLE ? f.u.s : NULL;
-        if (!sb || sb->params.seed != p.seed ||
+        if (!sb || sb->params.seed != h->p.seed ||
             fabs(sb->params.fpr - w->gen_fpr) > 1e-9 * w->gen_fpr) {
             bf_seterr(errstr, errstr_size, "generation %u: a %s filter with "
                       "seed %#llx and fpr %g, not a scalable one with seed "
                       "%#llx and fpr %g", i, bf_kind_name(f.kind),
                       (unsigned long long)bf_layered_seed(&f),
                       sb ? sb->params.fpr : 0.0,
-                      (unsigned long long)p.seed, w->gen_fpr);
+                      (unsigned long long)h->p.seed, w->gen_fpr);
             bf_layered_destroy(&f);
-            err = BF_ERR_FORMAT;
-            goto fail;
+            return BF_ERR_FORMAT;
         }
         gen *g = ring_at(w, s);
         g->slice = s;
         g->sb = sb;
     }
+    return BF_OK;
+}
+
+bf_err bf_windowed_load(const uint8_t *buf, size_t len, unsigned flags,
+                        bf_windowed **out, char *errstr, size_t errstr_size)
+{
+    /* The caller checked the envelope (magic, version, kind, hash id, file
+     * size, checksum unless NOVERIFY) before calling here. */
+    *out = NULL;
+    if (flags & BF_LOAD_INPLACE) {
+        bf_seterr(errstr, errstr_size, "a windowed filter cannot be used in "
+                  "place (load it as a copy)");
+        return BF_ERR_INVALID;
+    }
+    w_header h;
+    bf_err err = parse_header(buf, len, &h, errstr, errstr_size);
+    if (err)
+        return err;
+    char why[200];
+    bf_windowed *w = bf_windowed_new(&h.p, why, sizeof(why));
+    if (!w) {
+        bf_seterr(errstr, errstr_size, "%s", why);
+        return BF_ERR_NOMEM;
+    }
+    w->T = h.T;
+    w->cur = h.T < 0 ? -1 : slice_of(w, h.T);
+    w->last_inserts = h.hint;
+    err = check_descriptors(buf, len, &h, w, errstr, errstr_size);
+    if (!err)
+        err = load_generations(buf, &h, w, errstr, errstr_size);
+    if (err) {
+        bf_windowed_destroy(w);
+        return err;
+    }
     *out = w;
     return BF_OK;
-fail:
-    bf_windowed_destroy(w);
-    return err;
 }
