@@ -154,18 +154,11 @@ static void unknown_key(const char *where, const char *key, int layer,
     }
 }
 
-/* Sets key=value (both trimmed here) in `layer`.  `where` prefixes every
- * message and becomes the entry's origin.  The value is read from a file
- * when it is "@file:PATH" or, with `path_given` (BLOOMSTAGE_..._FILE), is
- * the path itself: then it is taken as the file holds it, untrimmed. */
-static int set_layer(bs_config *cfg, int layer, const char *rawkey,
-                     size_t keylen, const char *rawval, size_t vallen,
-                     bool path_given, const char *where, char *errstr,
-                     size_t n)
+/* The trimmed key as a string in key[BS_CONFIG_MAX_KEY + 1]: -1 with
+ * errstr when it is empty or too long. */
+static int take_key(const char *k, size_t keylen, const char *where,
+                    char *key, char *errstr, size_t n)
 {
-    const char *k = trim(rawkey, &keylen);
-    const char *val = trim(rawval, &vallen);
-    char key[BS_CONFIG_MAX_KEY + 1];
     if (keylen == 0) {
         bs_config_fail(errstr, n, "%s: empty key", where);
         return -1;
@@ -179,72 +172,80 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
     }
     memcpy(key, k, keylen);
     key[keylen] = '\0';
-    if (vallen > BS_CONFIG_MAX_LINE) {
-        bs_config_fail(errstr, n, "%s: key '%s': value longer than %d bytes",
-                       where, key, BS_CONFIG_MAX_LINE);
-        return -1;
-    }
+    return 0;
+}
 
+/* e->value from val (or from the file it names: then e->secret) and
+ * e->v parsed from it by row's type.  -1 with errstr (a secret value
+ * never shown); e holds what it allocated either way. */
+static int take_value(const bs_config_row *row, const char *key,
+                      const char *val, size_t vallen, bool path_given,
+                      const char *where, bs_config_entry *e, char *errstr,
+                      size_t n)
+{
     char why[BS_ERRSTR_SIZE];
-    const bs_config_row *row = bs_config_row_find(key, why, sizeof why);
-    if (!row) {
-        unknown_key(where, key, layer, why, errstr, n);
-        return -1;
-    }
-
     const size_t plen = strlen(BS_CONFIG_FILE_PREFIX);
-    bs_config_entry e = {.row = row, .layer = layer};
-    e.secret = bs_config_key_is_secret(key);
     if (path_given ||
         (vallen >= plen && memcmp(val, BS_CONFIG_FILE_PREFIX, plen) == 0)) {
         char *path = path_given ? strndup(val, vallen)
                                 : strndup(val + plen, vallen - plen);
         if (!path)
             goto nomem;
-        int rc = bs_config_read_value_file(path, &e.value, why, sizeof why);
+        int rc = bs_config_read_value_file(path, &e->value, why, sizeof why);
         free(path);
         if (rc != 0) {
             bs_config_fail(errstr, n, "%s: key '%s': %s", where, key, why);
             return -1;
         }
-        e.secret = true;
+        e->secret = true;
     } else {
-        e.value = strndup(val, vallen);
-        if (!e.value)
+        e->value = strndup(val, vallen);
+        if (!e->value)
             goto nomem;
     }
-    if (bs_value_parse(row, e.value, &e.v, why, sizeof why) != 0) {
+    if (bs_value_parse(row, e->value, &e->v, why, sizeof why) != 0) {
         char shown[BS_CONFIG_SHOW_MAX + 1];
-        bs_config_show(shown, sizeof shown, e.value, strlen(e.value),
+        bs_config_show(shown, sizeof shown, e->value, strlen(e->value),
                        false);
         bs_config_fail(errstr, n, "%s: key '%s': value '%s' %s", where, key,
-                       e.secret ? BS_CONFIG_REDACTED : shown, why);
-        entry_free(&e);
+                       e->secret ? BS_CONFIG_REDACTED : shown, why);
         return -1;
     }
+    return 0;
+nomem:
+    bs_config_fail(errstr, n, "%s: key '%s': out of memory", where, key);
+    return -1;
+}
 
+/* e (its origin, where) stored as key's entry, replacing one a lower or
+ * equal layer set; dropped when a higher layer set key already.  The
+ * entry is cfg's either way, or freed: -1 with errstr. */
+static int store_entry(bs_config *cfg, int layer, const char *key,
+                       bs_config_entry *e, const char *where, char *errstr,
+                       size_t n)
+{
     bs_config_entry *old = bs_config_find_entry(cfg, key);
     if (old && old->layer > layer) { /* a higher layer already set it */
-        entry_free(&e);
+        entry_free(e);
         return 0;
     }
-    e.origin = strdup(where);
-    if (!e.origin)
+    e->origin = strdup(where);
+    if (!e->origin)
         goto nomem;
     if (old) {
-        e.key = old->key;
+        e->key = old->key;
         old->key = NULL;
         entry_free(old);
-        *old = e;
+        *old = *e;
     } else {
         if (cfg->n >= BS_CONFIG_MAX_KEYS) {
             bs_config_fail(errstr, n, "%s: key '%s': more than %d keys", where,
                            key, BS_CONFIG_MAX_KEYS);
-            entry_free(&e);
+            entry_free(e);
             return -1;
         }
-        e.key = strdup(key);
-        if (!e.key)
+        e->key = strdup(key);
+        if (!e->key)
             goto nomem;
         if (cfg->n == cfg->cap) {
             size_t cap = cfg->cap * 2;
@@ -255,14 +256,49 @@ static int set_layer(bs_config *cfg, int layer, const char *rawkey,
             cfg->entries = grown;
             cfg->cap = cap;
         }
-        cfg->entries[cfg->n++] = e;
+        cfg->entries[cfg->n++] = *e;
     }
     bs_config_drop_blocklists(cfg);
     return 0;
 nomem:
-    entry_free(&e);
+    entry_free(e);
     bs_config_fail(errstr, n, "%s: key '%s': out of memory", where, key);
     return -1;
+}
+
+/* Sets key=value (both trimmed here) in `layer`.  `where` prefixes every
+ * message and becomes the entry's origin.  The value is read from a file
+ * when it is "@file:PATH" or, with `path_given` (BLOOMSTAGE_..._FILE), is
+ * the path itself: then it is taken as the file holds it, untrimmed. */
+static int set_layer(bs_config *cfg, int layer, const char *rawkey,
+                     size_t keylen, const char *rawval, size_t vallen,
+                     bool path_given, const char *where, char *errstr,
+                     size_t n)
+{
+    const char *k = trim(rawkey, &keylen);
+    const char *val = trim(rawval, &vallen);
+    char key[BS_CONFIG_MAX_KEY + 1];
+    if (take_key(k, keylen, where, key, errstr, n) != 0)
+        return -1;
+    if (vallen > BS_CONFIG_MAX_LINE) {
+        bs_config_fail(errstr, n, "%s: key '%s': value longer than %d bytes",
+                       where, key, BS_CONFIG_MAX_LINE);
+        return -1;
+    }
+    char why[BS_ERRSTR_SIZE];
+    const bs_config_row *row = bs_config_row_find(key, why, sizeof why);
+    if (!row) {
+        unknown_key(where, key, layer, why, errstr, n);
+        return -1;
+    }
+    bs_config_entry e = {.row = row, .layer = layer};
+    e.secret = bs_config_key_is_secret(key);
+    if (take_value(row, key, val, vallen, path_given, where, &e, errstr,
+                   n) != 0) {
+        entry_free(&e);
+        return -1;
+    }
+    return store_entry(cfg, layer, key, &e, where, errstr, n);
 }
 
 /* The origin of `-X key=value`.  It repeats the value only where that
