@@ -69,10 +69,23 @@ rd_kafka_conf_t *bs_kafka_reader_conf(const bs_config *cfg,
                                   "enable.auto.offset.store", "false",
                                   "enable.partition.eof", "true",
                                   "isolation.level", "read_committed",
-                                  "allow.auto.create.topics", "false",
                                   "group.id", group, NULL};
-    return bs_kafka_conf_new(cfg, "consumer", defaults, forced, errstr,
-                             errstr_size);
+    rd_kafka_conf_t *conf = bs_kafka_conf_new(cfg, "consumer", defaults,
+                                              forced, errstr, errstr_size);
+    if (conf)
+        bs_kafka_conf_no_auto_create(conf);
+    return conf;
+}
+
+void bs_kafka_conf_no_auto_create(rd_kafka_conf_t *conf)
+{
+    char v[8];
+    size_t n = sizeof(v);
+    if (rd_kafka_conf_get(conf, "allow.auto.create.topics", v, &n) ==
+            RD_KAFKA_CONF_OK &&
+        strcmp(v, "false") != 0)
+        (void)rd_kafka_conf_set(conf, "allow.auto.create.topics", "false",
+                                NULL, 0);
 }
 
 int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,

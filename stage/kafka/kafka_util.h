@@ -24,6 +24,14 @@ rd_kafka_conf_t *bs_kafka_conf_new(const bs_config *cfg, const char *role,
                                    const char *const *forced, char *errstr,
                                    size_t errstr_size);
 
+/* A consumer's allow.auto.create.topics made false without marking it set
+ * when it is false already (librdkafka's default for consumers): 2.0.2
+ * warns of an explicitly set false on every Metadata request below
+ * version 4, which a bootstrap connection and the mock cluster make, though
+ * the request creates nothing.  Set only when the kafka.* or consumer.*
+ * keys made it true. */
+void bs_kafka_conf_no_auto_create(rd_kafka_conf_t *conf);
+
 /* bs_kafka_conf_new for an assign-only consumer that reads topics to a
  * known end at read_committed and commits nothing (the output tail, the
  * Kafka checkpoint store) and creates no topic: its group.id is

@@ -346,12 +346,12 @@ static bs_rc feed_consumer_new(bs_stage *s, bs_list_feed *f, char *errstr,
                             "enable.auto.offset.store", "false",
                             "enable.partition.eof", "true",
                             "auto.offset.reset", "earliest",
-                            "allow.auto.create.topics", "false",
                             "group.id", group, NULL};
     rd_kafka_conf_t *conf = bs_client_conf(s, "consumer", defaults, forced,
                                            errstr, errstr_size);
     if (!conf)
         return BS_FATAL;
+    bs_kafka_conf_no_auto_create(conf);
     char err[BS_ERRSTR_SIZE];
     f->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (!f->rk) {

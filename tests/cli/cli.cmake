@@ -13,7 +13,13 @@ if(TARGET bloomstage)
   # stdout, an unknown option exits 2 (commands read from --help).
   add_test(NAME cli_help
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_help.sh $<TARGET_FILE:bloomstage>)
-  set_tests_properties(cli_filter cli_dedup cli_help PROPERTIES TIMEOUT 300 LABELS cli)
+  # The demo, the first thing a newcomer runs: it passes its own check
+  # and logs no warning or error (librdkafka's included).
+  add_test(NAME cli_demo
+    COMMAND sh -c "\"$0\" demo --events 20000 2>\"$1\" | grep -qx '  OK: every unique event exactly once' &&
+                   ! grep -E 'level=(warn|error)' \"$1\""
+            $<TARGET_FILE:bloomstage> ${CMAKE_CURRENT_BINARY_DIR}/cli_demo.err)
+  set_tests_properties(cli_filter cli_dedup cli_help cli_demo PROPERTIES TIMEOUT 300 LABELS cli)
 else()
   message(WARNING "tests/cli/cli.cmake: no bloomstage target; the `bloomstage "
                   "filter` and `bloomstage dedup` CLI tests are not registered")
