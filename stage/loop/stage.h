@@ -2,7 +2,8 @@
  * stage.h -- the stage: consume input topics in a consumer group, drop
  * blocklisted and duplicate records, produce the rest to the output topic,
  * and commit offsets only after the filter state that covers them is
- * checkpointed to disk (DESIGN.md, "The stage").
+ * durable in the checkpoint store, a directory or a compacted Kafka topic
+ * (DESIGN.md, "The engine" and "Checkpoint, then commit").
  *
  *   bs_stage_new    settings, blocklists' files: nothing waits on a broker
  *   bs_stage_run    start-up (clients, topics, live lists, the group),
