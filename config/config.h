@@ -95,16 +95,22 @@ typedef struct bs_config bs_config;
 /* ------------------------------------------------------------------------ */
 /* Parsed values of the structured types                                     */
 
-/* Where a record's dedup or blocklist key comes from. */
+/* Where one part of a record's dedup or blocklist key comes from. */
 typedef enum bs_config_keyspec_kind {
     BS_CONFIG_KEYSPEC_KEY = 0, /* "key": the record key */
     BS_CONFIG_KEYSPEC_VALUE,   /* "value": the whole record value */
     BS_CONFIG_KEYSPEC_HEADER,  /* "header:NAME": the value of header NAME */
-    BS_CONFIG_KEYSPEC_JSON,    /* "json:/ptr": a JSON pointer into the value */
+    BS_CONFIG_KEYSPEC_JSON,    /* "json:/ptr": a JSON pointer into the value
+                                  ("key.json:/ptr": into the record key) */
 } bs_config_keyspec_kind;
 
-typedef struct bs_config_keyspec {
+/* The most parts a composite key has. */
+#define BS_CONFIG_KEY_PARTS_MAX 8
+
+typedef struct bs_config_keypart {
     bs_config_keyspec_kind kind;
+    /* JSON: the record key is parsed ("key.json:"), not the value. */
+    bool on_key;
     /* HEADER: the header name (non-empty).  JSON: the pointer as written
      * ("" = the whole document, else starts with '/').  KEY, VALUE: "". */
     const char *arg;
@@ -112,6 +118,14 @@ typedef struct bs_config_keyspec {
      * ~0 -> '~'), so "/a~1b/0" gives {"a/b", "0"}.  0 tokens for "". */
     size_t ntokens;
     const char *const *tokens;
+} bs_config_keypart;
+
+/* A key spec: one part, or several separated by commas (a composite key,
+ * "json:/user,json:/event"; a comma starts a part only where a part's
+ * name follows it, so a header name or a pointer may hold one). */
+typedef struct bs_config_keyspec {
+    size_t nparts; /* 1 .. BS_CONFIG_KEY_PARTS_MAX */
+    const bs_config_keypart *parts;
 } bs_config_keyspec;
 
 /* One `blocklist.NAME.*` group, after bs_config_validate. */

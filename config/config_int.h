@@ -68,9 +68,9 @@ typedef struct bs_value {
     double d;   /* DOUBLE */
     bool b;     /* BOOL */
     int e;      /* ENUM: index into row->values */
-    bs_config_keyspec ks; /* KEYSPEC; strings point into ks_buf */
-    char *ks_buf;
-    const char **ks_tokens;
+    bs_config_keyspec ks; /* KEYSPEC; its parts and their strings are
+                             ks_mem's */
+    void *ks_mem;
     const char **topics; /* TOPICS; strings point into topics_buf */
     size_t ntopics;
     char *topics_buf;

@@ -100,10 +100,14 @@ const bs_config_row bs_config_rows[] = {
     {.name = "dedup.key", .type = BS_CT_KEYSPEC, .section = SEC_DEDUP,
      .def = "key",
      .help = "What identifies a record: `key` (the record key), `value` "
-             "(the whole value), `header:NAME` (the value of header NAME) "
-             "or `json:/pointer` (the value parsed as JSON and an RFC 6901 "
+             "(the whole value), `header:NAME` (the value of header NAME), "
+             "`json:/pointer` (the value parsed as JSON and an RFC 6901 "
              "pointer into it, e.g. json:/user/id; `json:` alone is the "
-             "whole document)."},
+             "whole document) or `key.json:/pointer` (the same into the "
+             "record key).  A JSON string is its text; any other JSON value "
+             "is typed, so 7 and \"7\" are two keys.  Several parts "
+             "separated by commas make a composite key, e.g. "
+             "json:/user,json:/event: a tuple, missing if any part is."},
     {.name = "dedup.fpr", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
      .def = "1e-6", DRANGE(0, BS_CONFIG_FPR_MAX, BS_CF_MIN_OPEN),
      .help = "Target false-positive rate of each partition's filter: the "

@@ -27,8 +27,7 @@ void bs_value_free(bs_value *v)
 {
     if (!v)
         return;
-    free(v->ks_buf);
-    free(v->ks_tokens);
+    free(v->ks_mem);
     free(v->topics_buf);
     free(v->topics);
     memset(v, 0, sizeof *v);
@@ -244,10 +243,8 @@ static int parse_enum(const bs_config_row *row, const char *s, int *out,
     return -1;
 }
 
-/* RFC 6901: "" or "/tok/tok..." where '~' is only in ~0 and ~1.  Splits
- * into unescaped tokens in v->ks_buf. */
-static int parse_json_pointer(const char *ptr, bs_value *v, char *why,
-                              size_t n)
+/* RFC 6901: "" or "/tok/tok..." where '~' is only in ~0 and ~1. */
+static int check_json_pointer(const char *ptr, char *why, size_t n)
 {
     if (*ptr != '\0' && *ptr != '/') {
         snprintf(why, n, "has a JSON pointer not starting with '/' (RFC "
@@ -261,31 +258,25 @@ static int parse_json_pointer(const char *ptr, bs_value *v, char *why,
             return -1;
         }
     }
-    size_t ntok = 0;
-    for (const char *p = ptr; *p; p++)
-        ntok += *p == '/';
-    if (ntok == 0)
+    return 0;
+}
+
+/* The pointer's reference tokens, unescaped, written at *text (which
+ * passes them) and pointed to from toks[]; returns their count. */
+static size_t split_json_pointer(const char *ptr, const char **toks,
+                                 char **text)
+{
+    if (*ptr == '\0')
         return 0;
-    size_t len = strlen(ptr);
-    char *buf = malloc(len + 1); /* the pointer without its first '/' */
-    const char **toks = calloc(ntok, sizeof *toks);
-    if (!buf || !toks) {
-        free(buf);
-        free(toks);
-        snprintf(why, n, "could not be stored: out of memory");
-        return -1;
-    }
-    memcpy(buf, ptr + 1, len); /* includes the NUL */
     size_t t = 0;
-    char *start = buf, *w = buf;
-    for (char *r = buf;; r++) {
+    char *w = *text, *start = w;
+    for (const char *r = ptr + 1;; r++) {
         if (*r == '/' || *r == '\0') {
-            bool end = *r == '\0';
-            *w = '\0';
+            *w++ = '\0';
             toks[t++] = start;
-            if (end)
+            if (*r == '\0')
                 break;
-            start = w = r + 1;
+            start = w;
         } else if (*r == '~') {
             *w++ = r[1] == '0' ? '~' : '/';
             r++;
@@ -293,42 +284,133 @@ static int parse_json_pointer(const char *ptr, bs_value *v, char *why,
             *w++ = *r;
         }
     }
-    v->ks_buf = buf;
-    v->ks_tokens = toks;
-    v->ks.tokens = toks;
-    v->ks.ntokens = ntok;
+    *text = w;
+    return t;
+}
+
+/* The part names a key spec is written with, each followed by its
+ * argument ("" for key and value). */
+static const struct part_name {
+    const char *prefix;
+    bs_config_keyspec_kind kind;
+    bool on_key, exact;
+} part_names[] = {
+    {"key.json:", BS_CONFIG_KEYSPEC_JSON, true, false},
+    {"key", BS_CONFIG_KEYSPEC_KEY, false, true},
+    {"value", BS_CONFIG_KEYSPEC_VALUE, false, true},
+    {"header:", BS_CONFIG_KEYSPEC_HEADER, false, false},
+    {"json:", BS_CONFIG_KEYSPEC_JSON, false, false},
+};
+
+/* The part name s starts with, if the part ends at `end` (for the names
+ * that take no argument); NULL if none. */
+static const struct part_name *part_name_at(const char *s, const char *end)
+{
+    for (size_t i = 0; i < sizeof(part_names) / sizeof(part_names[0]); i++) {
+        size_t n = strlen(part_names[i].prefix);
+        if (strncmp(s, part_names[i].prefix, n) == 0 &&
+            (!part_names[i].exact || s + n == end))
+            return &part_names[i];
+    }
+    return NULL;
+}
+
+/* Where the part starting at s ends: at the first comma followed by a part
+ * name (up to the next comma or the end), else at the end. */
+static const char *part_end(const char *s)
+{
+    for (const char *c = strchr(s, ','); c; c = strchr(c + 1, ',')) {
+        const char *next_end = strchr(c + 1, ',');
+        if (!next_end)
+            next_end = c + 1 + strlen(c + 1);
+        if (part_name_at(c + 1, next_end))
+            return c;
+    }
+    return s + strlen(s);
+}
+
+/* One part, s .. end, into *part; its header name or pointer text copied
+ * to *text (which passes it), its tokens to *toks (likewise). */
+static int parse_part(const char *s, const char *end, size_t idx,
+                      bs_config_keypart *part, const char ***toks,
+                      char **text, char *why, size_t n)
+{
+    const struct part_name *pn = part_name_at(s, end);
+    if (!pn) {
+        if (*end == '\0' && idx == 0)
+            snprintf(why, n, "is not a key spec (key, value, header:NAME, "
+                     "json:/pointer or key.json:/pointer, or several "
+                     "separated by commas)");
+        else
+            snprintf(why, n, "has a part '%.*s' that is not one of key, "
+                     "value, header:NAME, json:/pointer, key.json:/pointer",
+                     (int)(end - s), s);
+        return -1;
+    }
+    size_t plen = strlen(pn->prefix);
+    part->kind = pn->kind;
+    part->on_key = pn->on_key;
+    size_t alen = (size_t)(end - s) - plen;
+    memcpy(*text, s + plen, alen);
+    (*text)[alen] = '\0';
+    part->arg = *text;
+    *text += alen + 1;
+    if (pn->kind == BS_CONFIG_KEYSPEC_HEADER && alen == 0) {
+        snprintf(why, n, "has an empty header name (header:NAME)");
+        return -1;
+    }
+    if (pn->kind != BS_CONFIG_KEYSPEC_JSON)
+        return 0;
+    if (check_json_pointer(part->arg, why, n) != 0)
+        return -1;
+    part->tokens = *toks;
+    part->ntokens = split_json_pointer(part->arg, *toks, text);
+    *toks += part->ntokens;
     return 0;
 }
 
+/* A key spec: its parts, in one block of memory (v->ks_mem) holding the
+ * parts, their tokens and the text both point into. */
 static int parse_keyspec(const char *s, bs_value *v, char *why, size_t n)
 {
     memset(&v->ks, 0, sizeof v->ks);
-    v->ks.arg = "";
-    if (strcmp(s, "key") == 0) {
-        v->ks.kind = BS_CONFIG_KEYSPEC_KEY;
-        return 0;
+    size_t nparts = 0, len = strlen(s);
+    for (const char *p = s;; p = part_end(p) + 1) {
+        nparts++;
+        if (!*part_end(p))
+            break;
     }
-    if (strcmp(s, "value") == 0) {
-        v->ks.kind = BS_CONFIG_KEYSPEC_VALUE;
-        return 0;
+    if (nparts > BS_CONFIG_KEY_PARTS_MAX) {
+        snprintf(why, n, "has %zu parts, more than %d", nparts,
+                 BS_CONFIG_KEY_PARTS_MAX);
+        return -1;
     }
-    if (strncmp(s, "header:", 7) == 0) {
-        if (s[7] == '\0') {
-            snprintf(why, n, "has an empty header name (header:NAME)");
+    /* Tokens: at most one a '/'; text: each part's argument and its
+     * unescaped tokens, each no longer than the spec. */
+    size_t ntok = 0;
+    for (const char *p = s; *p; p++)
+        ntok += *p == '/';
+    size_t bytes = nparts * sizeof(bs_config_keypart) +
+                   ntok * sizeof(const char *) + 2 * (len + nparts + ntok);
+    char *mem = calloc(1, bytes);
+    if (!mem) {
+        snprintf(why, n, "could not be stored: out of memory");
+        return -1;
+    }
+    v->ks_mem = mem;
+    bs_config_keypart *parts = (bs_config_keypart *)mem;
+    const char **toks = (const char **)(parts + nparts);
+    char *text = (char *)(toks + ntok);
+    const char *p = s;
+    for (size_t i = 0; i < nparts; i++) {
+        const char *end = part_end(p);
+        if (parse_part(p, end, i, &parts[i], &toks, &text, why, n) != 0)
             return -1;
-        }
-        v->ks.kind = BS_CONFIG_KEYSPEC_HEADER;
-        v->ks.arg = s + 7;
-        return 0;
+        p = end + 1;
     }
-    if (strncmp(s, "json:", 5) == 0) {
-        v->ks.kind = BS_CONFIG_KEYSPEC_JSON;
-        v->ks.arg = s + 5;
-        return parse_json_pointer(s + 5, v, why, n);
-    }
-    snprintf(why, n, "is not a key spec (key, value, header:NAME or "
-                     "json:/pointer)");
-    return -1;
+    v->ks.nparts = nparts;
+    v->ks.parts = parts;
+    return 0;
 }
 
 static bool topic_char_ok(char c)

@@ -183,8 +183,11 @@ static void get_all(const bs_config *cfg)
         case BS_CT_KEYSPEC: {
             const bs_config_keyspec *ks = bs_config_get_keyspec(cfg,
                                                                 row->name);
-            for (size_t t = 0; ks && t < ks->ntokens; t++)
-                CHECK(ks->tokens[t] != NULL);
+            CHECK(!ks || (ks->nparts >= 1 &&
+                          ks->nparts <= BS_CONFIG_KEY_PARTS_MAX));
+            for (size_t p = 0; ks && p < ks->nparts; p++)
+                for (size_t t = 0; t < ks->parts[p].ntokens; t++)
+                    CHECK(ks->parts[p].tokens[t] != NULL);
             break;
         }
         case BS_CT_TOPICS: {

@@ -5,8 +5,10 @@
  *
  * Input, '\n'-separated:
  *   line 1  key specs, separated by '|' (at most 16): "key", "value",
- *           "header:NAME", "json:/pointer"; each becomes a
- *           blocklist.bN.key, so a record sees many specs at once
+ *           "header:NAME", "json:/pointer", "key.json:/pointer", or
+ *           several of those separated by commas (a composite key);
+ *           each becomes a blocklist.bN.key, so a record sees many
+ *           specs at once
  *   line 2  flags: byte 0 bit 0 the record has a key, bit 1 a value
  *   line 3  the record key
  *   line 4  headers, NAME=VALUE separated by '&' (a NAME without '='

@@ -3,6 +3,7 @@
  */
 #include "keys/record_key.h"
 
+#include <fm_key.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,8 @@ void bs_record_keys_reset(bs_record_keys *rk)
 {
     if (rk->doc)
         json_decref(rk->doc);
+    if (rk->kdoc)
+        json_decref(rk->kdoc);
     for (size_t i = 0; i < rk->nowned; i++)
         free(rk->owned[i]);
     for (size_t i = 0; i < rk->nmore; i++)
@@ -93,21 +96,97 @@ static bool array_index(const char *tok, size_t n, size_t *idx)
     return true;
 }
 
-static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
+/* The JSON document of the value (or, on_key, of the record key), parsed
+ * once; NULL when it is absent or not JSON. */
+static json_t *json_doc(bs_record_keys *rk, bool on_key)
+{
+    bool *parsed = on_key ? &rk->kparsed : &rk->parsed;
+    bool *bad = on_key ? &rk->kbad_json : &rk->bad_json;
+    void **doc = on_key ? &rk->kdoc : &rk->doc;
+    if (!*parsed) {
+        const void *b = on_key ? rk->rec.key : rk->rec.value;
+        size_t n = on_key ? rk->rec.key_len : rk->rec.value_len;
+        *parsed = true;
+        if (b && n)
+            *doc = json_loadb(b, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        *bad = *doc == NULL;
+    }
+    return *bad ? NULL : *doc;
+}
+
+/* A JSON value's typed bytes (fm_key.h), nested values as elements. */
+static void json_encode(fm_key *k, const json_t *node)
+{
+    switch (json_typeof(node)) {
+    case JSON_STRING:
+        fm_key_bytes(k, json_string_value(node), json_string_length(node));
+        return;
+    case JSON_INTEGER:
+        fm_key_int(k, (int64_t)json_integer_value(node));
+        return;
+    case JSON_REAL:
+        fm_key_real(k, json_real_value(node));
+        return;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        fm_key_bool(k, json_is_true(node));
+        return;
+    case JSON_NULL:
+        fm_key_null(k);
+        return;
+    case JSON_ARRAY: {
+        fm_key_compound(k, 'a');
+        for (size_t i = 0; i < json_array_size(node); i++) {
+            fm_key_mark m = fm_key_elem_begin(k);
+            json_encode(k, json_array_get(node, i));
+            fm_key_elem_end(k, m);
+        }
+        return;
+    }
+    case JSON_OBJECT: {
+        fm_key_compound(k, 'm');
+        size_t start = k->len;
+        const char *name;
+        size_t nlen;
+        json_t *v;
+        json_object_keylen_foreach((json_t *)node, name, nlen, v) {
+            fm_key_mark m = fm_key_elem_begin(k);
+            fm_key_bytes(k, name, nlen);
+            fm_key_elem_end(k, m);
+            m = fm_key_elem_begin(k);
+            json_encode(k, v);
+            fm_key_elem_end(k, m);
+        }
+        (void)fm_key_map_sort(k, start);
+        return;
+    }
+    }
+}
+
+/* Keeps a copy of the key's bytes until the reset; false when out of
+ * memory or the key failed. */
+static bool keep_key(bs_record_keys *rk, const fm_key *k, const void **key,
+                     size_t *len)
+{
+    if (!fm_key_ok(k))
+        return false;
+    char *copy = malloc(k->len ? k->len : 1);
+    if (!copy)
+        return false;
+    memcpy(copy, k->p, k->len);
+    if (!keep(rk, copy))
+        return false;
+    *key = copy;
+    *len = k->len;
+    return true;
+}
+
+static bool json_key(bs_record_keys *rk, const bs_config_keypart *part,
                      const void **key, size_t *len)
 {
-    if (!rk->parsed) {
-        rk->parsed = true;
-        if (rk->rec.value && rk->rec.value_len)
-            rk->doc = json_loadb(rk->rec.value, rk->rec.value_len,
-                                 JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-        rk->bad_json = rk->doc == NULL;
-    }
-    if (rk->bad_json)
-        return false;
-    json_t *node = rk->doc;
-    for (size_t i = 0; i < spec->ntokens && node; i++) {
-        const char *tok = spec->tokens[i];
+    json_t *node = json_doc(rk, part->on_key);
+    for (size_t i = 0; i < part->ntokens && node; i++) {
+        const char *tok = part->tokens[i];
         size_t idx;
         if (json_is_object(node))
             node = json_object_get(node, tok);
@@ -124,20 +203,19 @@ static bool json_key(bs_record_keys *rk, const bs_config_keyspec *spec,
         *len = json_string_length(node);
         return true;
     }
-    char *text = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS |
-                                      JSON_ENCODE_ANY);
-    if (!text || !keep(rk, text))
-        return false;
-    *key = text;
-    *len = strlen(text);
-    return true;
+    fm_key k;
+    fm_key_init(&k);
+    json_encode(&k, node);
+    bool ok = keep_key(rk, &k, key, len);
+    fm_key_free(&k);
+    return ok;
 }
 
-bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
-                   const void **key, size_t *len)
+static bool part_key(bs_record_keys *rk, const bs_config_keypart *part,
+                     const void **key, size_t *len)
 {
     const bs_record_view *r = &rk->rec;
-    switch (spec->kind) {
+    switch (part->kind) {
     case BS_CONFIG_KEYSPEC_KEY:
         if (!r->key)
             return false;
@@ -151,14 +229,47 @@ bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
         *len = r->value_len;
         return true;
     case BS_CONFIG_KEYSPEC_HEADER:
-        return r->header && r->header(r->header_opaque, spec->arg, key, len);
+        return r->header && r->header(r->header_opaque, part->arg, key, len);
     case BS_CONFIG_KEYSPEC_JSON:
-        return json_key(rk, spec, key, len);
+        return json_key(rk, part, key, len);
     }
     return false;
 }
 
+bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
+                   const void **key, size_t *len)
+{
+    if (spec->nparts == 1)
+        return part_key(rk, &spec->parts[0], key, len);
+    /* A composite key: the tuple of its parts, none missing. */
+    fm_key k;
+    fm_key_init(&k);
+    fm_key_compound(&k, 'T');
+    bool ok = true;
+    for (size_t i = 0; ok && i < spec->nparts; i++) {
+        const void *b;
+        size_t n;
+        ok = part_key(rk, &spec->parts[i], &b, &n);
+        if (ok) {
+            fm_key_mark m = fm_key_elem_begin(&k);
+            fm_key_bytes(&k, b, n);
+            fm_key_elem_end(&k, m);
+        }
+    }
+    ok = ok && keep_key(rk, &k, key, len);
+    fm_key_free(&k);
+    return ok;
+}
+
 bool bs_keyspec_equal(const bs_config_keyspec *a, const bs_config_keyspec *b)
 {
-    return a->kind == b->kind && strcmp(a->arg, b->arg) == 0;
+    if (a->nparts != b->nparts)
+        return false;
+    for (size_t i = 0; i < a->nparts; i++) {
+        const bs_config_keypart *x = &a->parts[i], *y = &b->parts[i];
+        if (x->kind != y->kind || x->on_key != y->on_key ||
+            strcmp(x->arg, y->arg) != 0)
+            return false;
+    }
+    return true;
 }

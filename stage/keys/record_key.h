@@ -1,11 +1,17 @@
 /*
  * record_key.h -- the key a dedup filter or blocklist looks at, taken from a
  * consumed record as a key-spec says: the record key, the whole value, a
- * header's value, or a JSON pointer (RFC 6901) into a JSON value.
+ * header's value, or a JSON pointer (RFC 6901) into the JSON value or the
+ * JSON record key; or a tuple of several of those (a composite key).
  *
- * One bs_record_keys per record: it parses the JSON value at most once
- * however many specs ask for it, and owns the text of non-string JSON
- * results (serialized compactly), until bs_record_keys_reset.
+ * The bytes are formats/include/fm_key.h's: a part that is bytes or a JSON
+ * string is those bytes; any other JSON value is typed (so {"id":7} and
+ * {"id":"7"} are two keys, as are null and "null"); a composite key is
+ * the tuple of its parts' bytes, so ("ab","c") and ("a","bc") differ.
+ *
+ * One bs_record_keys per record: it parses the JSON value (and the JSON
+ * key) at most once however many specs ask for it, and owns the keys it
+ * had to encode, until bs_record_keys_reset.
  *
  * The extraction itself works on a bs_record_view (key, value and a header
  * lookup), so tests and fuzz targets can feed it plain bytes; the record
@@ -39,11 +45,13 @@ typedef struct bs_record_view {
 
 typedef struct bs_record_keys {
     bs_record_view rec;
-    void *doc; /* json_t *, parsed lazily */
+    void *doc;  /* json_t *, the value parsed lazily */
     bool parsed, bad_json;
-    /* Serialized non-string results, as many as the specs ask for: the
-     * first few inline (no allocation on the record path beyond the text
-     * itself), the rest in `more`, which grows. */
+    void *kdoc; /* json_t *, the record key parsed lazily (key.json:) */
+    bool kparsed, kbad_json;
+    /* Encoded results (typed JSON values, composite keys), as many as the
+     * specs ask for: the first few inline (no allocation on the record
+     * path beyond the key itself), the rest in `more`, which grows. */
     char *owned[8];
     size_t nowned;
     char **more;
@@ -57,15 +65,17 @@ void bs_record_keys_init_view(bs_record_keys *rk, const bs_record_view *rec);
 void bs_record_keys_reset(bs_record_keys *rk); /* frees what it owns */
 
 /* true with key/len set (may be empty, never NULL), false when the record
- * has no such key: no record key, no such header, a value that is not JSON
- * or a pointer that leads nowhere.  A JSON string yields its UTF-8 text;
- * any other JSON value its compact serialization with sorted keys, so equal
- * values give equal keys.  false also when that serialization cannot be
- * allocated (out of memory), which the caller treats as a missing key. */
+ * has no such key: no record key, no such header, a value (or key) that is
+ * not JSON, a pointer that leads nowhere, or any part of a composite key
+ * missing.  A JSON string yields its UTF-8 text; any other JSON value its
+ * typed encoding (fm_key.h: numbers by value, objects as maps sorted by
+ * key), so equal values give equal keys.  false also when an encoding
+ * cannot be allocated (out of memory), which the caller treats as a
+ * missing key. */
 bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
                    const void **key, size_t *len);
 
-/* Two specs that always yield the same key. */
+/* Two specs that always yield the same key: the same parts, in order. */
 bool bs_keyspec_equal(const bs_config_keyspec *a, const bs_config_keyspec *b);
 
 #endif

@@ -97,10 +97,10 @@ static bs_record_view view(const char *key, const char *value,
     return r;
 }
 
-/* The key `text` gives for the record, as a NUL-terminated copy in buf;
- * false when the record has none. */
+/* The key `text` gives for the record, as a NUL-terminated copy in buf
+ * (*n its length); false when the record has none. */
 static bool key_of(const bs_record_view *r, const char *text, char *buf,
-                   size_t size)
+                   size_t size, size_t *n)
 {
     bs_record_keys rk;
     bs_record_keys_init_view(&rk, r);
@@ -112,15 +112,32 @@ static bool key_of(const bs_record_view *r, const char *text, char *buf,
         assert_true(len < size);
         memcpy(buf, k, len);
         buf[len] = '\0';
+        *n = len;
     }
     bs_record_keys_reset(&rk);
     return ok;
 }
 
+/* The key `text` gives is exactly the n bytes of want (typed keys hold
+ * NUL bytes in their lengths). */
+#define assert_key_bytes(r, text, want, n)                                   \
+    do {                                                                     \
+        char got_[512];                                                      \
+        size_t n_;                                                           \
+        if (!key_of((r), (text), got_, sizeof(got_), &n_))                   \
+            fail_msg("%s: no key", (text));                                  \
+        if (n_ != (size_t)(n) || memcmp(got_, (want), n_) != 0)              \
+            fail_msg("%s: a key of %zu bytes, not the %zu expected", (text), \
+                     n_, (size_t)(n));                                       \
+    } while (0)
+#define KEY_LIT(lit) lit, sizeof(lit) - 1
+#define assert_key_is(r, text, lit) assert_key_bytes(r, text, lit, sizeof(lit) - 1)
+
 #define assert_key(r, text, want)                                            \
     do {                                                                     \
         char got_[512];                                                      \
-        if (!key_of((r), (text), got_, sizeof(got_)))                        \
+        size_t n_;                                                           \
+        if (!key_of((r), (text), got_, sizeof(got_), &n_))                   \
             fail_msg("%s: no key, expected \"%s\"", (text), (want));         \
         if (strcmp(got_, (want)) != 0)                                       \
             fail_msg("%s: key \"%s\", expected \"%s\"", (text), got_,        \
@@ -130,7 +147,8 @@ static bool key_of(const bs_record_view *r, const char *text, char *buf,
 #define assert_missing(r, text)                                              \
     do {                                                                     \
         char got_[512];                                                      \
-        if (key_of((r), (text), got_, sizeof(got_)))                         \
+        size_t n_;                                                           \
+        if (key_of((r), (text), got_, sizeof(got_), &n_))                    \
             fail_msg("%s: key \"%s\", expected none", (text), got_);         \
     } while (0)
 
@@ -215,20 +233,44 @@ static void test_json_non_strings(void **state)
         "\"o\":{\"b\":[1, 2],  \"a\":{\"y\":1,\"x\":\"s\"}},\"e\":{},"
         "\"l\":[ ],\"nul\":\"a\\u0000b\"}",
         NULL);
-    assert_key(&r, "json:/n", "42");
-    assert_key(&r, "json:/f", "1.5");
-    assert_key(&r, "json:/t", "true");
-    assert_key(&r, "json:/z", "null");
-    assert_key(&r, "json:/neg", "-7");
-    /* compact, keys sorted at every level: equal values, equal keys */
-    assert_key(&r, "json:/o", "{\"a\":{\"x\":\"s\",\"y\":1},\"b\":[1,2]}");
-    assert_key(&r, "json:/e", "{}");
-    assert_key(&r, "json:/l", "[]");
+    /* Typed (formats/include/fm_key.h): 0xFF, a type letter, the value. */
+    assert_key_is(&r, "json:/n", ("\xffi42"));
+    assert_key_is(&r, "json:/f", ("\xff" "d1.5"));
+    assert_key_is(&r, "json:/t", ("\xfft"));
+    assert_key_is(&r, "json:/z", ("\xffn"));
+    assert_key_is(&r, "json:/neg", ("\xffi-7"));
+    assert_key_is(&r, "json:/e", ("\xffm"));
+    assert_key_is(&r, "json:/l", ("\xff" "a"));
+    /* An object: a map sorted by key, each key and value an element (its
+     * length, 4 bytes little-endian, then its bytes). */
+    bs_record_view small = view(NULL, "{\"id\":7}", NULL);
+    assert_key_is(&small, "json:", ("\xffm\x02\0\0\0id"
+                                              "\x03\0\0\0\xffi7"));
 
-    /* The same object written differently gives the same key. */
+    /* The same object written in another order gives the same key. */
     bs_record_view r2 = view(NULL, "{\"o\":{\"a\":{\"x\":\"s\",\"y\":1},"
                                    "\"b\":[1,2]}}", NULL);
-    assert_key(&r2, "json:/o", "{\"a\":{\"x\":\"s\",\"y\":1},\"b\":[1,2]}");
+    char a[512], b[512];
+    size_t na, nb;
+    assert_true(key_of(&r, "json:/o", a, sizeof(a), &na));
+    assert_true(key_of(&r2, "json:/o", b, sizeof(b), &nb));
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    /* 7 and "7", null and "null", 1 and 1.0, [] and {}: typed, so only
+     * equal values of one kind give one key. */
+    bs_record_view num7 = view(NULL, "7", NULL), str7 = view(NULL, "\"7\"", NULL);
+    assert_true(key_of(&num7, "json:", a, sizeof(a), &na));
+    assert_true(key_of(&str7, "json:", b, sizeof(b), &nb));
+    assert_false(na == nb && memcmp(a, b, na) == 0);
+    bs_record_view nul = view(NULL, "null", NULL), snul = view(NULL, "\"null\"", NULL);
+    assert_true(key_of(&nul, "json:", a, sizeof(a), &na));
+    assert_true(key_of(&snul, "json:", b, sizeof(b), &nb));
+    assert_false(na == nb && memcmp(a, b, na) == 0);
+    bs_record_view one = view(NULL, "1", NULL), onef = view(NULL, "1.0", NULL);
+    assert_true(key_of(&one, "json:", a, sizeof(a), &na));
+    assert_true(key_of(&onef, "json:", b, sizeof(b), &nb));
+    assert_int_equal(na, nb); /* numbers by value */
+    assert_memory_equal(a, b, na);
 
     /* A string with a NUL in it keeps every byte. */
     bs_record_keys rk;
@@ -242,11 +284,12 @@ static void test_json_non_strings(void **state)
 
     /* The whole document ("json:" is the empty pointer). */
     bs_record_view doc = view(NULL, "{\"b\":2,\"a\":1}", NULL);
-    assert_key(&doc, "json:", "{\"a\":1,\"b\":2}");
+    assert_key_is(&doc, "json:", ("\xffm\x01\0\0\0a\x03\0\0\0\xffi1"
+                                            "\x01\0\0\0b\x03\0\0\0\xffi2"));
     bs_record_view scalar = view(NULL, "\"top\"", NULL);
     assert_key(&scalar, "json:", "top");
     bs_record_view num = view(NULL, " 17 ", NULL);
-    assert_key(&num, "json:", "17");
+    assert_key_is(&num, "json:", ("\xffi17"));
 }
 
 static void test_bad_json(void **state)
@@ -285,15 +328,23 @@ static void test_many_keys_one_record(void **state)
     bs_record_keys rk;
     bs_record_keys_init_view(&rk, &r);
     const char *texts[] = {"json:/a", "json:/b", "key", "json:/c", "json:"};
-    const char *want[] = {"x", "[1]", "rk", "3",
-                          "{\"a\":\"x\",\"b\":[1],\"c\":3}"};
+    static const struct {
+        const char *b;
+        size_t n;
+    } want[] = {{KEY_LIT("x")},
+                {KEY_LIT("\xff" "a\x03\0\0\0\xffi1")},
+                {KEY_LIT("rk")},
+                {KEY_LIT("\xffi3")},
+                {KEY_LIT("\xffm\x01\0\0\0a\x01\0\0\0x\x01\0\0\0b"
+                         "\x09\0\0\0\xff" "a\x03\0\0\0\xffi1"
+                         "\x01\0\0\0c\x03\0\0\0\xffi3")}};
     const void *k[5];
     size_t len[5];
     for (int i = 0; i < 5; i++)
         assert_true(bs_record_key(&rk, spec(texts[i]), &k[i], &len[i]));
     for (int i = 0; i < 5; i++) {
-        assert_int_equal(len[i], strlen(want[i]));
-        assert_memory_equal(k[i], want[i], len[i]);
+        assert_int_equal(len[i], want[i].n);
+        assert_memory_equal(k[i], want[i].b, len[i]);
     }
     bs_record_keys_reset(&rk);
 }
@@ -330,12 +381,16 @@ static void test_many_non_string_json_keys(void **state)
         assert_non_null(ks);
         if (!bs_record_key(&rk, ks, &k[i], &len[i]))
             fail_msg("json key %d of %d (%s) reported missing", i + 1, N,
-                     ks->arg);
+                     ks->parts[0].arg);
     }
     for (int i = 0; i < N; i++) { /* all still valid */
-        char want[32];
-        snprintf(want, sizeof(want), "{\"v\":%d}", i * 11);
-        assert_int_equal(len[i], strlen(want));
+        char want[32], num[16];
+        int nn = snprintf(num, sizeof(num), "\xffi%d", i * 11);
+        memcpy(want, "\xffm\x01\0\0\0v", 7);
+        want[7] = (char)nn;
+        memcpy(want + 8, "\0\0\0", 3);
+        memcpy(want + 11, num, (size_t)nn);
+        assert_int_equal(len[i], 11 + (size_t)nn);
         assert_memory_equal(k[i], want, len[i]);
     }
     bs_record_keys_reset(&rk);
@@ -343,6 +398,50 @@ static void test_many_non_string_json_keys(void **state)
     bs_record_keys_init_view(&rk, &r);
     assert_true(bs_record_key(&rk, spec("json:/n3"), &k[0], &len[0]));
     bs_record_keys_reset(&rk);
+}
+
+/* A composite key is the tuple of its parts: unambiguous where the
+ * parts' bytes concatenate alike, missing when any part is. */
+static void test_composite(void **state)
+{
+    (void)state;
+    bs_record_view ab_c = view("k", "{\"u\":\"ab\",\"e\":\"c\"}", NULL);
+    bs_record_view a_bc = view("k", "{\"u\":\"a\",\"e\":\"bc\"}", NULL);
+    assert_key_is(&ab_c, "json:/u,json:/e",
+                  "\xffT\x02\0\0\0ab\x01\0\0\0c");
+    assert_key_is(&a_bc, "json:/u,json:/e",
+                  "\xffT\x01\0\0\0a\x02\0\0\0bc");
+    /* A part that is typed stays typed inside the tuple. */
+    bs_record_view n = view("k", "{\"u\":7,\"e\":null}", NULL);
+    assert_key_is(&n, "json:/u,json:/e,key",
+                  "\xffT\x03\0\0\0\xffi7\x02\0\0\0\xffn\x01\0\0\0k");
+    /* One part missing: the whole key is missing. */
+    assert_missing(&ab_c, "json:/u,json:/nope");
+    assert_missing(&ab_c, "header:h,json:/u");
+    bs_record_view nokey = view(NULL, "{\"u\":\"x\"}", NULL);
+    assert_missing(&nokey, "json:/u,key");
+}
+
+/* key.json: reads the record key as JSON, the value untouched. */
+static void test_json_record_key(void **state)
+{
+    (void)state;
+    bs_record_view r = view("{\"id\":\"k-1\",\"n\":2}", "{\"id\":\"v-1\"}",
+                            NULL);
+    assert_key(&r, "key.json:/id", "k-1");
+    assert_key(&r, "json:/id", "v-1");
+    assert_key_is(&r, "key.json:/n", "\xffi2");
+    assert_key_is(&r, "key.json:/id,json:/id",
+                  "\xffT\x03\0\0\0k-1\x03\0\0\0v-1");
+    bs_record_view plain = view("not json", "{\"id\":1}", NULL);
+    assert_missing(&plain, "key.json:/id");
+    assert_missing(&plain, "key.json:");
+    bs_record_view none = view(NULL, "{\"id\":1}", NULL);
+    assert_missing(&none, "key.json:");
+    assert_false(bs_keyspec_equal(spec("json:/id"), spec("key.json:/id")));
+    assert_true(bs_keyspec_equal(spec("json:/a,key"), spec("json:/a,key")));
+    assert_false(bs_keyspec_equal(spec("json:/a,key"), spec("json:/a")));
+    assert_false(bs_keyspec_equal(spec("json:/a,key"), spec("key,json:/a")));
 }
 
 static void test_keyspec_equal(void **state)
@@ -402,8 +501,8 @@ static void test_kafka_message(void **state)
     assert_false(bs_record_key(&rk, spec("header:nul"), &k, &len));
     assert_false(bs_record_key(&rk, spec("header:absent"), &k, &len));
     assert_true(bs_record_key(&rk, spec("json:/u"), &k, &len));
-    assert_int_equal(len, 8);
-    assert_memory_equal(k, "{\"id\":7}", 8);
+    assert_int_equal(len, 15);
+    assert_memory_equal(k, "\xffm\x02\0\0\0id\x03\0\0\0\xffi7", 15);
     assert_true(bs_record_key(&rk, spec("json:/s"), &k, &len));
     assert_memory_equal(k, "x", 1);
     bs_record_keys_reset(&rk);
@@ -434,6 +533,8 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_json, teardown),
         cmocka_unit_test_teardown(test_many_keys_one_record, teardown),
         cmocka_unit_test_teardown(test_many_non_string_json_keys, teardown),
+        cmocka_unit_test_teardown(test_composite, teardown),
+        cmocka_unit_test_teardown(test_json_record_key, teardown),
         cmocka_unit_test_teardown(test_keyspec_equal, teardown),
         cmocka_unit_test_teardown(test_kafka_message, teardown),
     };

@@ -24,6 +24,10 @@
 
 /* -- bs_parse_src --------------------------------------------------------- */
 
+/* The spec `key`: the record key, as the stage's default. */
+static const bs_config_keypart record_key_part = {BS_CONFIG_KEYSPEC_KEY, false,
+                                                  "", 0, NULL};
+
 static bool parse(const char *s, char *topic, int32_t *p, int64_t *o)
 {
     return bs_parse_src(s, strlen(s), topic, 256, p, o);
@@ -275,7 +279,7 @@ static void test_replay_tail(void **state)
     t[1].filter = new_filter();
 
     rd_kafka_t *tail = im_consumer(&c, NULL);
-    const bs_config_keyspec key = {BS_CONFIG_KEYSPEC_KEY, "", 0, NULL};
+    const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
     if (bs_replay_tail(tail, "out", &key, SEED, t, 2, 20000, err,
                        sizeof(err)) != 0)
@@ -343,7 +347,7 @@ static void test_replay_tail_windowed(void **state)
     t.filter = bf_filter_from_windowed(bf_windowed_new(&wp, NULL, 0));
     assert_non_null(t.filter);
     rd_kafka_t *tail = im_consumer(&c, NULL);
-    const bs_config_keyspec key = {BS_CONFIG_KEYSPEC_KEY, "", 0, NULL};
+    const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
     if (bs_replay_tail(tail, "out", &key, SEED, &t, 1, 20000, err,
                        sizeof(err)) != 0)
@@ -381,7 +385,7 @@ static void test_replay_tail_nothing(void **state)
     rd_kafka_mock_topic_set_error(c.mc, "absent",
                                   RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
     rd_kafka_t *tail = im_consumer(&c, NULL);
-    const bs_config_keyspec key = {BS_CONFIG_KEYSPEC_KEY, "", 0, NULL};
+    const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
     assert_int_equal(bs_replay_tail(tail, "out", &key, SEED, NULL, 0, 5000,
                                     err, sizeof(err)), 0);
@@ -453,7 +457,7 @@ static void test_replay_tail_batches(void **state)
     }
     const char *small[] = {"queued.min.messages", "100", NULL};
     rd_kafka_t *tail = im_consumer(&c, small);
-    const bs_config_keyspec key = {BS_CONFIG_KEYSPEC_KEY, "", 0, NULL};
+    const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
     if (bs_replay_tail(tail, "out", &key, SEED, t, 2, 60000, err,
                        sizeof(err)) != 0)

@@ -139,8 +139,8 @@ static void test_defaults(void **state)
 
     const bs_config_keyspec *ks = bs_config_get_keyspec(cfg, "dedup.key");
     assert_non_null(ks);
-    assert_int_equal(ks->kind, BS_CONFIG_KEYSPEC_KEY);
-    assert_string_equal(ks->arg, "");
+    assert_int_equal(ks->parts[0].kind, BS_CONFIG_KEYSPEC_KEY);
+    assert_string_equal(ks->parts[0].arg, "");
 
     assert_null(bs_config_get_str(cfg, "input.topics"));
     assert_null(bs_config_get_str(cfg, "output.topic"));
@@ -513,12 +513,25 @@ static void test_bad_values(void **state)
          "is not one of: at_least_once, exactly_once"},
         /* key-spec */
         {"dedup.key", "Key",
-         "is not a key spec (key, value, header:NAME or json:/pointer)"},
+         "is not a key spec (key, value, header:NAME, json:/pointer or "
+         "key.json:/pointer, or several separated by commas)"},
         {"dedup.key", "",
-         "is not a key spec (key, value, header:NAME or json:/pointer)"},
+         "is not a key spec (key, value, header:NAME, json:/pointer or "
+         "key.json:/pointer, or several separated by commas)"},
         {"dedup.key", "header",
-         "is not a key spec (key, value, header:NAME or json:/pointer)"},
+         "is not a key spec (key, value, header:NAME, json:/pointer or "
+         "key.json:/pointer, or several separated by commas)"},
         {"dedup.key", "header:", "has an empty header name (header:NAME)"},
+        /* composite key specs: each part checked, at most 8 */
+        {"dedup.key", "json:/a,header:",
+         "has an empty header name (header:NAME)"},
+        {"dedup.key", "key,Value",
+         "is not a key spec (key, value, header:NAME, json:/pointer or "
+         "key.json:/pointer, or several separated by commas)"},
+        {"dedup.key", "key,value,key,value,key,value,key,value,key",
+         "has 9 parts, more than 8"},
+        {"dedup.key", "key.json:x", "has a JSON pointer not starting with "
+         "'/' (RFC 6901: json:/a/b, or json: for the whole value)"},
         {"dedup.key", "json:user",
          "has a JSON pointer not starting with '/' (RFC 6901: json:/a/b, or "
          "json: for the whole value)"},
@@ -941,8 +954,8 @@ static void test_set_arg(void **state)
                                        err, n),
                          0);
     const bs_config_keyspec *ks = bs_config_get_keyspec(cfg, "dedup.key");
-    assert_int_equal(ks->ntokens, 2);
-    assert_string_equal(ks->tokens[1], "b/c");
+    assert_int_equal(ks->parts[0].ntokens, 2);
+    assert_string_equal(ks->parts[0].tokens[1], "b/c");
 }
 
 struct collected {
@@ -1016,20 +1029,20 @@ static void test_blocklists(void **state)
 
     assert_string_equal(bl[0].name, "spam");
     assert_string_equal(bl[0].path, "/b/spam.bf");
-    assert_int_equal(bl[0].key->kind, BS_CONFIG_KEYSPEC_HEADER);
-    assert_string_equal(bl[0].key->arg, "from");
+    assert_int_equal(bl[0].key->parts[0].kind, BS_CONFIG_KEYSPEC_HEADER);
+    assert_string_equal(bl[0].key->parts[0].arg, "from");
     assert_true(bl[0].fpr == 1e-6);
 
     assert_string_equal(bl[1].name, "ips");
     assert_string_equal(bl[1].path, "/b/ips.bf");
     assert_true(bl[1].fpr == 0.001);
     /* Inherits dedup.key. */
-    assert_int_equal(bl[1].key->kind, BS_CONFIG_KEYSPEC_JSON);
-    assert_string_equal(bl[1].key->arg, "/user/id");
-    assert_int_equal(bl[1].key->ntokens, 2);
+    assert_int_equal(bl[1].key->parts[0].kind, BS_CONFIG_KEYSPEC_JSON);
+    assert_string_equal(bl[1].key->parts[0].arg, "/user/id");
+    assert_int_equal(bl[1].key->parts[0].ntokens, 2);
 
     assert_string_equal(bl[2].name, "bad-list_2");
-    assert_int_equal(bl[2].key->kind, BS_CONFIG_KEYSPEC_JSON);
+    assert_int_equal(bl[2].key->parts[0].kind, BS_CONFIG_KEYSPEC_JSON);
     char origin[600];
     snprintf(origin, sizeof origin, "%s:6", f->path);
     assert_string_equal(bs_config_origin(f->cfg, "blocklist.ips.fpr"),
@@ -1047,12 +1060,12 @@ static void test_blocklists(void **state)
     assert_int_equal(bs_config_blocklists(f->cfg, &bl), 0);
     assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
     assert_int_equal(bs_config_blocklists(f->cfg, &bl), 3);
-    assert_int_equal(bl[1].key->kind, BS_CONFIG_KEYSPEC_VALUE);
-    assert_int_equal(bl[0].key->kind, BS_CONFIG_KEYSPEC_HEADER);
+    assert_int_equal(bl[1].key->parts[0].kind, BS_CONFIG_KEYSPEC_VALUE);
+    assert_int_equal(bl[0].key->parts[0].kind, BS_CONFIG_KEYSPEC_HEADER);
 
     /* Unset pattern keys read as their defaults. */
     assert_true(bs_config_get_double(f->cfg, "blocklist.none.fpr") == 1e-6);
-    assert_int_equal(bs_config_get_keyspec(f->cfg, "blocklist.none.key")->kind,
+    assert_int_equal(bs_config_get_keyspec(f->cfg, "blocklist.none.key")->parts[0].kind,
                      BS_CONFIG_KEYSPEC_VALUE);
     assert_null(bs_config_get_str(f->cfg, "blocklist.none.path"));
     assert_string_equal(bs_config_origin(f->cfg, "blocklist.none.fpr"),
@@ -1111,6 +1124,49 @@ static void test_blocklists(void **state)
                      "'blocklist.t.topic' is required but empty");
 }
 
+/* A composite key spec: a comma starts a part only where a part's name
+ * follows it, so header names and pointers keep theirs. */
+static void test_keyspec_parts(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *text;
+        size_t nparts;
+        const char *args[3];
+        bool on_key[3];
+    } cases[] = {
+        {"json:/user,json:/event", 2, {"/user", "/event"}, {false, false}},
+        {"header:a,b", 1, {"a,b"}, {false}},
+        {"json:/a,b,key", 2, {"/a,b", ""}, {false, false}},
+        {"key.json:/id,header:x,value", 3, {"/id", "x", ""},
+         {true, false, false}},
+        {"key,value", 2, {"", ""}, {false, false}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(bs_config_set(f->cfg, "dedup.key", cases[i].text,
+                                       "test", f->err, sizeof f->err),
+                         0);
+        const bs_config_keyspec *ks = bs_config_get_keyspec(f->cfg,
+                                                            "dedup.key");
+        assert_int_equal(ks->nparts, cases[i].nparts);
+        for (size_t p = 0; p < cases[i].nparts; p++) {
+            assert_string_equal(ks->parts[p].arg, cases[i].args[p]);
+            assert_int_equal(ks->parts[p].on_key, cases[i].on_key[p]);
+        }
+    }
+    const bs_config_keyspec *ks = bs_config_get_keyspec(f->cfg, "dedup.key");
+    assert_int_equal(ks->parts[0].kind, BS_CONFIG_KEYSPEC_KEY);
+    assert_int_equal(ks->parts[1].kind, BS_CONFIG_KEYSPEC_VALUE);
+    assert_int_equal(bs_config_set(f->cfg, "dedup.key", "key.json:/a~1b/c",
+                                   "test", f->err, sizeof f->err),
+                     0);
+    ks = bs_config_get_keyspec(f->cfg, "dedup.key");
+    assert_int_equal(ks->parts[0].kind, BS_CONFIG_KEYSPEC_JSON);
+    assert_int_equal(ks->parts[0].ntokens, 2);
+    assert_string_equal(ks->parts[0].tokens[0], "a/b");
+    assert_string_equal(ks->parts[0].tokens[1], "c");
+}
+
 static void test_keyspec(void **state)
 {
     fixture *f = *state;
@@ -1140,11 +1196,11 @@ static void test_keyspec(void **state)
                          0);
         const bs_config_keyspec *ks = bs_config_get_keyspec(f->cfg,
                                                             "dedup.key");
-        assert_int_equal(ks->kind, cases[i].kind);
-        assert_string_equal(ks->arg, cases[i].arg);
-        assert_int_equal(ks->ntokens, cases[i].ntokens);
+        assert_int_equal(ks->parts[0].kind, cases[i].kind);
+        assert_string_equal(ks->parts[0].arg, cases[i].arg);
+        assert_int_equal(ks->parts[0].ntokens, cases[i].ntokens);
         for (size_t t = 0; t < cases[i].ntokens; t++)
-            assert_string_equal(ks->tokens[t], cases[i].tokens[t]);
+            assert_string_equal(ks->parts[0].tokens[t], cases[i].tokens[t]);
     }
 }
 
@@ -1977,6 +2033,7 @@ int main(void)
         T(test_passthrough),
         T(test_blocklists),
         T(test_keyspec),
+        T(test_keyspec_parts),
         T(test_required_and_topics),
         T(test_line_too_long),
         T(test_key_count_cap),

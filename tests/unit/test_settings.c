@@ -158,7 +158,7 @@ static void test_defaults(void **state)
     assert_string_equal(s.input_topics.names[0], "in");
     assert_string_equal(s.output_topic, "out");
     assert_null(s.rejected_topic); /* "" by default: no routing */
-    assert_int_equal(s.dedup_key->kind, BS_CONFIG_KEYSPEC_KEY);
+    assert_int_equal(s.dedup_key->parts[0].kind, BS_CONFIG_KEYSPEC_KEY);
     assert_true(s.dedup_fpr == 1e-6);
     assert_int_equal(s.dedup_capacity, 100000);
     assert_true(s.dedup_growth == 2.0);
@@ -222,9 +222,9 @@ static void test_every_field(void **state)
     assert_string_equal(s.input_topics.names[2], "c");
     assert_string_equal(s.output_topic, "out");
     assert_string_equal(s.rejected_topic, "rej");
-    assert_int_equal(s.dedup_key->kind, BS_CONFIG_KEYSPEC_JSON);
-    assert_int_equal(s.dedup_key->ntokens, 2);
-    assert_string_equal(s.dedup_key->tokens[1], "id");
+    assert_int_equal(s.dedup_key->parts[0].kind, BS_CONFIG_KEYSPEC_JSON);
+    assert_int_equal(s.dedup_key->parts[0].ntokens, 2);
+    assert_string_equal(s.dedup_key->parts[0].tokens[1], "id");
     assert_true(s.dedup_fpr == 0.001);
     assert_int_equal(s.dedup_capacity, 12345);
     assert_true(s.dedup_growth == 3.5);
@@ -246,8 +246,8 @@ static void test_every_field(void **state)
     assert_int_equal(s.nblocklists, 2);
     assert_string_equal(s.blocklists[0].name, "spam");
     assert_string_equal(s.blocklists[0].path, "/tmp/spam.txt");
-    assert_int_equal(s.blocklists[0].key->kind, BS_CONFIG_KEYSPEC_HEADER);
-    assert_string_equal(s.blocklists[0].key->arg, "from");
+    assert_int_equal(s.blocklists[0].key->parts[0].kind, BS_CONFIG_KEYSPEC_HEADER);
+    assert_string_equal(s.blocklists[0].key->parts[0].arg, "from");
     assert_true(s.blocklists[0].fpr == 1e-6);
     assert_string_equal(s.blocklists[1].name, "ips");
     assert_ptr_equal(s.blocklists[1].key, s.dedup_key); /* inherited */
