@@ -50,6 +50,25 @@ int h_loopback_connect(unsigned port)
     return fd;
 }
 
+void h_base64(const void *in, size_t n, char *out, size_t out_size)
+{
+    static const char abc[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = in;
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 4 < out_size; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 |
+                     (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = abc[v >> 18 & 63];
+        out[o++] = abc[v >> 12 & 63];
+        out[o++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? abc[v & 63] : '=';
+    }
+    if (out_size)
+        out[o < out_size ? o : out_size - 1] = '\0';
+}
+
 /* Header `name` (case-insensitive) of a response head into out ("" if
  * absent); true if present. */
 static bool head_header(const char *head, size_t head_len, const char *name,

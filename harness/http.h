@@ -39,6 +39,10 @@ int h_loopback_connect(unsigned port);
 int h_http_request(unsigned port, const char *method, const char *path,
                    h_http_resp *r, char *err, size_t err_size);
 
+/* in[0..n) in base64 (RFC 4648, padded) into out, NUL-terminated; out is
+ * cut short when too small. */
+void h_base64(const void *in, size_t n, char *out, size_t out_size);
+
 /* Header `name` of r (case-insensitive) into out ("" if absent); true if
  * present. */
 bool h_http_header(const h_http_resp *r, const char *name, char *out,

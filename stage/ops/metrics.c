@@ -5,6 +5,7 @@
  */
 #include "ops/metrics.h"
 #include "base/log.h"
+#include "ops/metrics_gate.h"
 #include "ops/metrics_guard.h"
 
 #include <bloomfilters.h>
@@ -22,6 +23,7 @@ struct bs_metrics {
     struct MHD_Daemon *daemon;
     bs_stage *stage;
     bs_metrics_guard *guard; /* NULL: plain HTTP, no auth */
+    bs_metrics_gate *gate;   /* who is let in, for how long (metrics_gate.h) */
     unsigned port;
     /* libmicrohttpd's messages: the first one while it starts (why it
      * could not), logged at debug level once it runs (handshakes that
@@ -414,6 +416,75 @@ static bool loopback(const struct sockaddr *sa)
            IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
+/* 429: the client failed too often, or too many checks wait. */
+static enum MHD_Result too_many(struct MHD_Connection *c)
+{
+    static char body[] = "too many failed logins from this address, or too "
+                         "many at once: retry later\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    MHD_add_response_header(r, "Retry-After", "2");
+    enum MHD_Result ret = MHD_queue_response(c, 429, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A request that needs credentials: its check, done by the gate's workers
+ * while the connection is suspended (libmicrohttpd serves the others). */
+typedef struct request {
+    bs_gate_check *check; /* the worker's, until read */
+    bs_gate_verdict verdict;
+} request;
+
+static void resume(void *arg)
+{
+    MHD_resume_connection(arg);
+}
+
+static bs_gate_conn *gate_conn(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The credentials' verdict for c: on the first call the connection is
+ * suspended and the check handed to the gate (WAIT: the handler returns
+ * and is called again once it is resumed); on that call, the verdict. */
+static bs_gate_verdict authorize(bs_metrics *m, struct MHD_Connection *c,
+                                 void **con_cls)
+{
+    request *rq = *con_cls;
+    if (rq) {
+        bs_gate_verdict v = rq->verdict;
+        if (rq->check) {
+            v = bs_gate_check_result(m->gate, rq->check);
+            bs_gate_check_free(rq->check);
+            rq->check = NULL;
+        }
+        return v;
+    }
+    if (!(rq = calloc(1, sizeof(*rq))))
+        return BS_GATE_LIMITED;
+    *con_cls = rq;
+    char *pass = NULL, *user = MHD_basic_auth_get_username_password(c, &pass);
+    /* Suspended before the check is queued: the worker's resume never
+     * comes first. */
+    MHD_suspend_connection(c);
+    rq->verdict = bs_metrics_gate_check(m->gate, gate_conn(c), user, pass,
+                                        resume, c, &rq->check);
+    if (pass)
+        explicit_bzero(pass, strlen(pass));
+    MHD_free(user);
+    MHD_free(pass);
+    if (rq->verdict != BS_GATE_WAIT)
+        MHD_resume_connection(c);
+    return BS_GATE_WAIT;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
                               const char *url, const char *method,
                               const char *version, const char *upload,
@@ -422,18 +493,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     (void)version;
     (void)upload;
     (void)upload_size;
-    (void)con_cls;
     bs_metrics *m = cls;
     if (bs_metrics_guard_needs_auth(m->guard, url)) {
-        char *pass = NULL, *user = MHD_basic_auth_get_username_password(c,
-                                                                      &pass);
-        bool ok = bs_metrics_guard_allows(m->guard, user, pass);
-        if (pass)
-            explicit_bzero(pass, strlen(pass));
-        MHD_free(user);
-        MHD_free(pass);
-        if (!ok)
+        switch (authorize(m, c, con_cls)) {
+        case BS_GATE_WAIT:
+            return MHD_YES; /* called again once resumed */
+        case BS_GATE_LIMITED:
+            return too_many(c);
+        case BS_GATE_DENY:
             return refuse(c);
+        case BS_GATE_ALLOW:
+            break;
+        }
     }
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply(c, 405, "text/plain", "method not allowed\n", false);
@@ -457,6 +528,50 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     }
     return reply(c, 404, "text/plain",
                  "not found: try /metrics, /healthz, /ready\n", false);
+}
+
+static enum MHD_Result admit(void *cls, const struct sockaddr *addr,
+                             socklen_t addrlen)
+{
+    (void)addrlen;
+    bs_metrics *m = cls;
+    return bs_metrics_gate_admit(m->gate, addr) ? MHD_YES : MHD_NO;
+}
+
+static void connection_event(void *cls, struct MHD_Connection *c,
+                             void **socket_context,
+                             enum MHD_ConnectionNotificationCode toe)
+{
+    bs_metrics *m = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        bs_metrics_gate_closed(m->gate, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *addr =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    *socket_context = fd ? bs_metrics_gate_opened(m->gate, fd->connect_fd,
+                                                  addr ? addr->client_addr
+                                                       : NULL)
+                         : NULL;
+}
+
+/* An exchange ended: the request's state freed, the next one's deadline
+ * started. */
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)toe;
+    bs_metrics *m = cls;
+    request *rq = *con_cls;
+    if (rq) {
+        bs_gate_check_free(rq->check);
+        free(rq);
+        *con_cls = NULL;
+    }
+    bs_metrics_gate_served(m->gate, gate_conn(c));
 }
 
 bs_metrics *bs_metrics_start(const char *listen, bs_metrics_guard *guard,
@@ -498,18 +613,26 @@ bs_metrics *bs_metrics_start(const char *listen, bs_metrics_guard *guard,
     }
     m->stage = stage;
     m->guard = guard;
+    if (!(m->gate = bs_metrics_gate_new(guard, errstr, errstr_size))) {
+        freeaddrinfo(ai);
+        bs_metrics_guard_free(guard);
+        free(m);
+        return NULL;
+    }
     const char *cert = bs_metrics_guard_cert(guard);
     bool clear_auth = bs_metrics_guard_users(guard) && !cert &&
                       !loopback(ai->ai_addr);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                     (cert ? MHD_USE_TLS : 0) |
+                     MHD_ALLOW_SUSPEND_RESUME | (cert ? MHD_USE_TLS : 0) |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     /* The logger first (libmicrohttpd wants it so); without TLS the two
      * PEM options end the list early (as END). */
     m->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        flags, 0, admit, m, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         m, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-        64u, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
+        (unsigned)BS_GATE_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_event, m,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, m,
         cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
         MHD_OPTION_HTTPS_MEM_KEY, bs_metrics_guard_key(guard),
         MHD_OPTION_END);
@@ -525,6 +648,7 @@ bs_metrics *bs_metrics_start(const char *listen, bs_metrics_guard *guard,
                      "listen (address in use or not local?)%s%s", listen,
                      m->start_err[0] ? ": libmicrohttpd: " : "",
                      m->start_err);
+        bs_metrics_gate_destroy(m->gate);
         bs_metrics_guard_free(guard);
         free(m);
         return NULL;
@@ -549,7 +673,11 @@ void bs_metrics_stop(bs_metrics *m)
 {
     if (!m)
         return;
+    /* The gate's waiting checks resume their connections first: the
+     * daemon then stops with none suspended. */
+    bs_metrics_gate_stop(m->gate);
     MHD_stop_daemon(m->daemon);
+    bs_metrics_gate_destroy(m->gate);
     bs_metrics_guard_free(m->guard);
     free(m);
 }

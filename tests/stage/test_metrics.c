@@ -68,6 +68,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <regex.h>
 #include <signal.h>
@@ -82,6 +83,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ops/metrics_gate.h"  /* BS_GATE_REQUEST_S */
 #include "ops/metrics_guard.h" /* BS_BCRYPT_COST_MIN */
 #include "support.h"
 #include "base/timeouts.h" /* BS_START_GIVE_UP_S */
@@ -1812,6 +1814,236 @@ static void test_guard_bad_input(void **state)
     free(good);
 }
 
+/* ==== 7. Hostile clients ============================================== */
+
+#define SLOW_CONNS 200  /* connections that trickle a header forever */
+#define GUESSERS 32     /* threads guessing passwords */
+#define HOSTILE_S 12.0  /* how long they go on */
+#define PROBE_EVERY_MS 50
+
+typedef struct hostile {
+    unsigned port;
+    const char *auth_good;  /* "Authorization: Basic ..." of prom's */
+    volatile int stop;
+    /* Results, each written by one thread. */
+    unsigned long cuts;        /* slow connections the server closed */
+    double longest_slow;       /* the longest a slow connection lived */
+    unsigned long guesses, limited, refused;
+} hostile;
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* SLOW_CONNS connections, each sending a request head a header line a
+ * second and never its end; a connection the server closes is opened
+ * again.  Counts the closes and the longest a connection lived. */
+static void *slow_clients(void *arg)
+{
+    hostile *h = arg;
+    int fd[SLOW_CONNS];
+    double born[SLOW_CONNS], next[SLOW_CONNS];
+    for (int i = 0; i < SLOW_CONNS; i++)
+        fd[i] = -1;
+    while (!h->stop) {
+        double now = mono_s();
+        for (int i = 0; i < SLOW_CONNS; i++) {
+            if (fd[i] < 0) {
+                fd[i] = h_loopback_connect(h->port);
+                if (fd[i] < 0)
+                    continue;
+                born[i] = next[i] = now;
+                (void)send(fd[i], "GET /metrics HTTP/1.1\r\nHost: x\r\n", 32,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+            }
+            char b[256];
+            ssize_t r = recv(fd[i], b, sizeof(b), MSG_DONTWAIT);
+            bool closed = r == 0 || (r < 0 && errno != EAGAIN &&
+                                     errno != EWOULDBLOCK);
+            if (!closed && now >= next[i]) {
+                closed = send(fd[i], "X-Slow: 1\r\n", 11,
+                              MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+                         errno != EAGAIN;
+                next[i] = now + 1.0;
+            }
+            if (closed) {
+                close(fd[i]);
+                fd[i] = -1;
+                h->cuts++;
+                if (now - born[i] > h->longest_slow)
+                    h->longest_slow = now - born[i];
+            }
+        }
+        usleep(20000);
+    }
+    for (int i = 0; i < SLOW_CONNS; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    return NULL;
+}
+
+typedef struct guesser {
+    hostile *h;
+    int n;
+    unsigned long guesses, limited, refused;
+} guesser;
+
+/* A connection to 127.0.0.1:port from 127.0.0.2: another client's
+ * address than the probes' and prom's; -1 on failure. */
+static int connect_from_other(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {5, 0};
+    struct sockaddr_in from = {.sin_family = AF_INET}, to = from;
+    from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons((uint16_t)port);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+        bind(fd, (struct sockaddr *)&from, sizeof(from)) ||
+        connect(fd, (struct sockaddr *)&to, sizeof(to))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Wrong passwords for prom as fast as the server answers, from another
+ * address than the probes'. */
+static void *guess(void *arg)
+{
+    guesser *g = arg;
+    for (unsigned long k = 0; !g->h->stop; k++) {
+        int fd = connect_from_other(g->h->port);
+        if (fd < 0) {
+            usleep(10000);
+            continue;
+        }
+        char user_pass[64], b64[128], req[256];
+        snprintf(user_pass, sizeof(user_pass), "prom:guess-%d-%lu", g->n, k);
+        h_base64(user_pass, strlen(user_pass), b64, sizeof(b64));
+        int n = snprintf(req, sizeof(req), "GET /metrics HTTP/1.0\r\n"
+                         "Authorization: Basic %s\r\n\r\n", b64);
+        char resp[64] = "";
+        if (send(fd, req, (size_t)n, MSG_NOSIGNAL) == n &&
+            recv(fd, resp, sizeof(resp) - 1, MSG_WAITALL) > 12) {
+            g->guesses++;
+            if (!strncmp(resp + 9, "429", 3))
+                g->limited++;
+            else if (!strncmp(resp + 9, "401", 3))
+                g->refused++;
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+/* While SLOW_CONNS slow connections and GUESSERS password guessers hit
+ * the port, /healthz and /ready (open to probes) answer every time, p99
+ * within 100 ms and none over 1 s; each slow connection is closed within
+ * BS_GATE_REQUEST_S and a second; the guessers are answered 429 once
+ * their address failed too often; prom's right password, from another
+ * address, still scrapes (checked by a worker, not the probes' thread). */
+static void test_hostile_clients(void **state)
+{
+    fixture *fx = *state;
+    /* Users at bcrypt cost 10 (about 60 ms a check), as a real deployment. */
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    assert_non_null(crypt_gensalt_rn("$2b$", 10, NULL, 0, salt, sizeof(salt)));
+    struct crypt_data *cd = h_xcalloc(1, sizeof(*cd));
+    const char *hash = crypt_rn(AUTH_PASS, salt, cd, sizeof(*cd));
+    assert_non_null(hash);
+    char *users = h_strdupf("%s/users", fx->h.dir);
+    char *text = h_strdupf(AUTH_USER ":%s\n", hash);
+    H_CHECK(h_write_file(users, text));
+    char *extra = h_strdupf("metrics.auth.users.path=%s\n"
+                            "metrics.auth.probes.open=true\n", users);
+    h_proc *p = stage_start(write_conf(fx, NULL, extra), NULL);
+    hostile h = {.port = wait_port(p)};
+
+    pthread_t slow, gt[GUESSERS];
+    guesser gs[GUESSERS];
+    assert_int_equal(pthread_create(&slow, NULL, slow_clients, &h), 0);
+    for (int i = 0; i < GUESSERS; i++) {
+        gs[i] = (guesser){.h = &h, .n = i};
+        assert_int_equal(pthread_create(&gt[i], NULL, guess, &gs[i]), 0);
+    }
+    size_t nprobe = 0, cap = (size_t)(HOSTILE_S * 1000 / PROBE_EVERY_MS) * 2 + 8;
+    double *lat = h_xcalloc(cap, sizeof(*lat));
+    int scraped = -1;
+    double t0 = mono_s();
+    while (mono_s() - t0 < HOSTILE_S && nprobe + 2 <= cap) {
+        for (int k = 0; k < 2; k++) {
+            h_http_resp r;
+            char err[256];
+            double a = mono_s();
+            int rc = h_http_request(h.port, "GET", k ? "/ready" : "/healthz",
+                                    &r, err, sizeof(err));
+            lat[nprobe++] = mono_s() - a;
+            if (rc != 0) {
+                h.stop = 1;
+                h_stage_fail(p, "probe %zu (%s) not answered: %s", nprobe,
+                             k ? "/ready" : "/healthz", err);
+            }
+            if (k == 0 && r.status != 200)
+                h_stage_fail(p, "/healthz answered %d", r.status);
+            h_http_resp_free(&r);
+        }
+        if (scraped < 0 && mono_s() - t0 > HOSTILE_S / 2) {
+            h_http_resp r;
+            char e2[256];
+            scraped = h_curl_request(h.port, NULL, "/metrics", AUTH_USER,
+                                     AUTH_PASS, &r, e2, sizeof(e2)) == 0
+                          ? r.status
+                          : 0;
+            if (scraped)
+                h_http_resp_free(&r);
+        }
+        usleep(PROBE_EVERY_MS * 1000);
+    }
+    h.stop = 1;
+    pthread_join(slow, NULL);
+    for (int i = 0; i < GUESSERS; i++) {
+        pthread_join(gt[i], NULL);
+        h.guesses += gs[i].guesses;
+        h.limited += gs[i].limited;
+        h.refused += gs[i].refused;
+    }
+    double p50 = h_sort_median(lat, nprobe), p99 = lat[(nprobe * 99) / 100],
+           max = lat[nprobe - 1];
+    print_message("hostile clients: %zu probes, p50 %.1f ms, p99 %.1f ms, "
+                  "max %.1f ms; %lu slow connections cut (longest lived "
+                  "%.1f s); %lu guesses: %lu refused (401), %lu limited "
+                  "(429); prom's scrape %d\n", nprobe, p50 * 1e3, p99 * 1e3,
+                  max * 1e3, h.cuts, h.longest_slow, h.guesses, h.refused,
+                  h.limited, scraped);
+    if (p99 > 0.100 || max >= 1.0)
+        h_stage_fail(p, "probes p99 %.1f ms (want <= 100), max %.1f ms (want "
+                     "< 1000)", p99 * 1e3, max * 1e3);
+    if (h.cuts < SLOW_CONNS)
+        h_stage_fail(p, "only %lu of %d slow connections were cut within the "
+                     "run", h.cuts, SLOW_CONNS);
+    if (h.longest_slow > BS_GATE_REQUEST_S + 1.5)
+        h_stage_fail(p, "a slow connection lived %.1f s, past the %.0f s "
+                     "deadline", h.longest_slow, BS_GATE_REQUEST_S);
+    if (h.limited == 0 || h.refused == 0)
+        h_stage_fail(p, "guessers were refused %lu times and limited %lu "
+                     "times: want both", h.refused, h.limited);
+    if (scraped != 200)
+        h_stage_fail(p, "prom's scrape with the right password during the "
+                     "attack: %d, want 200", scraped);
+    free(lat);
+    free(extra);
+    free(text);
+    free(users);
+    free(cd);
+    h_stage_stop(p);
+}
+
 int main(void)
 {
     h_test_main("test_metrics", "TEST_METRICS_FILTER", NULL, NULL);
@@ -1843,6 +2075,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_auth_probes_open, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_guard_bad_input, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_clients, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
