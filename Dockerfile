@@ -27,6 +27,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY filters filters
+COPY formats formats
 COPY config config
 COPY stage stage
 COPY cli cli
