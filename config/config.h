@@ -328,9 +328,10 @@ size_t bs_config_blocklists(const bs_config *cfg,
 
 /* Whether `key`'s value is a secret, by its name (any case): it contains
  * password, passwd, passphrase, secret, jaas, oauthbearer.config,
- * sasl.username, key.pem, ca.pem or ssl_key.  That covers every property
- * librdkafka flags as sensitive but ssl.key.location, a path, which is
- * shown.  For code that prints keys it did not get from the
+ * sasl.username, key.pem, ca.pem, ssl_key or basic.auth.user.info.  That
+ * covers every property librdkafka flags as sensitive but
+ * ssl.key.location, a path, which is shown, and the Schema Registry's
+ * USER:PASSWORD (schema.registry.basic.auth.user.info).  For code that prints keys it did not get from the
  * bs_config_print_* functions. */
 bool bs_config_key_is_secret(const char *key);
 

@@ -25,6 +25,7 @@
 #define SEC_CKPT "Checkpoints"
 #define SEC_PROC "Processing"
 #define SEC_KAFKA "Kafka clients"
+#define SEC_REGISTRY "Schema Registry"
 #define SEC_OPS "Operations"
 
 const bs_config_section bs_config_sections[] = {
@@ -51,6 +52,12 @@ const bs_config_section bs_config_sections[] = {
      "the consumer only, producer. to the producer only, with the prefix "
      "removed (kafka.bootstrap.servers sets bootstrap.servers).  See "
      "librdkafka's CONFIGURATION.md for what they accept."},
+    {SEC_REGISTRY,
+     "Records in Confluent's wire format name their schema by an id; the "
+     "schema comes from a Confluent-compatible Schema Registry (Confluent's, "
+     "Apicurio's /apis/ccompat/v7, Karapace, Redpanda's), fetched once per "
+     "id and cached.  A registry that cannot be reached holds the stage; it "
+     "never decides without the schema."},
     {SEC_OPS, NULL},
 };
 const size_t bs_config_nsections =
@@ -330,6 +337,43 @@ const bs_config_row bs_config_rows[] = {
      .example = "producer.compression.type=lz4",
      .help = "Any librdkafka property, for the producer only (overrides the "
              "same kafka. key)."},
+
+    /* Schema Registry -------------------------------------------------- */
+    {.name = "schema.registry.url", .type = BS_CT_STRING,
+     .section = SEC_REGISTRY, .def = "",
+     .example = "schema.registry.url=http://registry:8081",
+     .help = "Base URLs of the registry's Confluent API, comma-separated, "
+             "http:// or https:// (for Apicurio, ending in "
+             "/apis/ccompat/v7).  They are tried in turn; the one that "
+             "answered last is asked first.  Empty: no registry."},
+    {.name = "schema.registry.basic.auth.user.info", .type = BS_CT_STRING,
+     .section = SEC_REGISTRY, .def = "",
+     .help = "USER:PASSWORD for HTTP basic auth with the registry.  A "
+             "secret: never shown; set it with @file:PATH or "
+             "BLOOMSTAGE_SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO_FILE.  Use "
+             "with https://: basic auth sends it in clear.  Empty: none."},
+    {.name = "schema.registry.ssl.ca.location", .type = BS_CT_STRING,
+     .section = SEC_REGISTRY, .def = "",
+     .help = "PEM file of the CA that signed the registry's certificate.  "
+             "Empty: the system's CAs."},
+    {.name = "schema.registry.ssl.certificate.location", .type = BS_CT_STRING,
+     .section = SEC_REGISTRY, .def = "",
+     .help = "PEM client certificate for a registry that asks for one, with "
+             "schema.registry.ssl.key.location.  Empty: none."},
+    {.name = "schema.registry.ssl.key.location", .type = BS_CT_STRING,
+     .section = SEC_REGISTRY, .def = "",
+     .help = "PEM private key (not encrypted) of "
+             "schema.registry.ssl.certificate.location."},
+    {.name = "schema.registry.cache.max.schemas", .type = BS_CT_INT,
+     .section = SEC_REGISTRY, .def = "1000", IRANGE(1, 1000000),
+     .help = "Schemas kept in memory, each with its references; beyond it "
+             "the least recently used one is dropped (and fetched again if "
+             "a record names it).  Schema ids never change meaning, so a "
+             "kept schema is never fetched again."},
+    {.name = "schema.registry.timeout.ms", .type = BS_CT_INT,
+     .section = SEC_REGISTRY, .def = "10000", IRANGE(100, 600000),
+     .help = "Bound on one request to the registry (connecting takes at most "
+             "5000 ms of it); then the next URL is tried."},
 
     /* Operations ------------------------------------------------------- */
     {.name = "metrics.listen", .type = BS_CT_STRING, .section = SEC_OPS,

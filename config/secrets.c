@@ -37,6 +37,8 @@ static const char *const secret_marks[] = {
     "key.pem",            /* ssl.key.pem, ...assertion.private.key.pem */
     "ca.pem",             /* ssl.ca.pem, flagged by librdkafka */
     "ssl_key",            /* librdkafka's internal name of the key */
+    "basic.auth.user.info", /* USER:PASSWORD, Confluent's name
+                               (schema.registry.basic.auth.user.info) */
     NULL,
 };
 

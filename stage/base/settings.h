@@ -121,6 +121,15 @@ typedef enum bs_start_at {
     X("exactly_once.method", eos_method, EOS_METHOD)                        \
     X("exactly_once.transactional.id", transactional_id, OPT_STRING)        \
     X("consumer.group.id", group_id, STRING)                                \
+    X("schema.registry.url", registry_urls, OPT_STRING)                     \
+    X("schema.registry.basic.auth.user.info", registry_user_info,          \
+      OPT_STRING)                                                           \
+    X("schema.registry.ssl.ca.location", registry_ca, OPT_STRING)           \
+    X("schema.registry.ssl.certificate.location", registry_cert,           \
+      OPT_STRING)                                                           \
+    X("schema.registry.ssl.key.location", registry_key, OPT_STRING)         \
+    X("schema.registry.cache.max.schemas", registry_max_schemas, COUNT)     \
+    X("schema.registry.timeout.ms", registry_timeout_ms, MS)                \
     X("metrics.listen", metrics_listen, OPT_STRING)                         \
     X("metrics.tls.cert.path", metrics_tls_cert, OPT_STRING)                \
     X("metrics.tls.key.path", metrics_tls_key, OPT_STRING)                  \
