@@ -22,7 +22,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       librdkafka-dev libxxhash-dev libjansson-dev libmicrohttpd-dev \
-      libjemalloc-dev libcrypt-dev libcurl4-openssl-dev \
+      libjemalloc-dev libcrypt-dev libcurl4-openssl-dev libavro-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
