@@ -3,6 +3,7 @@
  */
 #include "keys/record_key.h"
 
+#include <fm_frame.h>
 #include <fm_key.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -107,8 +108,19 @@ static json_t *json_doc(bs_record_keys *rk, bool on_key)
         const void *b = on_key ? rk->rec.key : rk->rec.value;
         size_t n = on_key ? rk->rec.key_len : rk->rec.value_len;
         *parsed = true;
-        if (b && n)
-            *doc = json_loadb(b, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        /* A value a JSON Schema serializer framed (Confluent's 5-byte
+         * prefix, which JSON text never starts with) is read after it. */
+        const uint8_t *json;
+        size_t jlen;
+        uint32_t id;
+        int framed;
+        char err[64];
+        if (b && n &&
+            fm_frame_json(b, n, &json, &jlen, &id, &framed, err,
+                          sizeof(err)) == 0 &&
+            jlen)
+            *doc = json_loadb((const char *)json, jlen,
+                              JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         *bad = *doc == NULL;
     }
     return *bad ? NULL : *doc;

@@ -2,7 +2,9 @@
  * record_key.h -- the key a dedup filter or blocklist looks at, taken from a
  * consumed record as a key-spec says: the record key, the whole value, a
  * header's value, or a JSON pointer (RFC 6901) into the JSON value or the
- * JSON record key; or a tuple of several of those (a composite key).
+ * JSON record key (either may carry Confluent's 5-byte prefix, as a JSON
+ * Schema serializer writes it: the JSON after it is read); or a tuple of
+ * several of those (a composite key).
  *
  * The bytes are formats/include/fm_key.h's: a part that is bytes or a JSON
  * string is those bytes; any other JSON value is typed (so {"id":7} and

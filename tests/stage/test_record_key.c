@@ -422,6 +422,20 @@ static void test_composite(void **state)
     assert_missing(&nokey, "json:/u,key");
 }
 
+/* A JSON value framed by a JSON Schema serializer (magic byte 0, a 4-byte
+ * schema id) is read after its prefix; a prefix cut short is no JSON. */
+static void test_json_framed(void **state)
+{
+    (void)state;
+    static const char framed[] = "\0\0\0\0\x2a{\"id\":\"f-1\"}";
+    bs_record_view r = {.key = "\0\0\0\x01\x00\"k\"", .key_len = 8,
+                        .value = framed, .value_len = sizeof(framed) - 1};
+    assert_key(&r, "json:/id", "f-1");
+    assert_key(&r, "key.json:", "k");
+    bs_record_view cut = {.value = "\0\0\x01", .value_len = 3};
+    assert_missing(&cut, "json:");
+}
+
 /* key.json: reads the record key as JSON, the value untouched. */
 static void test_json_record_key(void **state)
 {
@@ -535,6 +549,7 @@ int main(void)
         cmocka_unit_test_teardown(test_many_non_string_json_keys, teardown),
         cmocka_unit_test_teardown(test_composite, teardown),
         cmocka_unit_test_teardown(test_json_record_key, teardown),
+        cmocka_unit_test_teardown(test_json_framed, teardown),
         cmocka_unit_test_teardown(test_keyspec_equal, teardown),
         cmocka_unit_test_teardown(test_kafka_message, teardown),
     };
