@@ -128,6 +128,33 @@ typedef struct bs_config_keyspec {
     const bs_config_keypart *parts;
 } bs_config_keyspec;
 
+/* Enum keys.  Each key's allowed values and the C constants naming them
+ * come from one list, X(CONSTANT, "value") per value in order: the enum
+ * type below and the value list of the key's row in config/keys.c are both
+ * generated from it, so a constant is always the index of its value (what
+ * bs_config_get_enum returns).  Adding a value is adding one line here. */
+#define BS_CONFIG_ENUM_CONSTANT(name, text) name,
+#define BS_CONFIG_ENUM_TEXT(name, text) text,
+
+/* dedup.key.normalize, blocklist.NAME.normalize: what a key is made into
+ * before it is hashed (formats/include/fm_normalize.h says how). */
+#define BS_NORMALIZE_LIST(X)                                                 \
+    X(BS_CONFIG_NORM_NONE, "none")                                           \
+    X(BS_CONFIG_NORM_LOWER, "lower")                                         \
+    X(BS_CONFIG_NORM_TRIM, "trim")                                           \
+    X(BS_CONFIG_NORM_LOWER_TRIM, "lower,trim")
+typedef enum bs_normalize {
+    BS_NORMALIZE_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_normalize;
+
+/* blocklist.NAME.match */
+#define BS_MATCH_LIST(X)                                                     \
+    X(BS_CONFIG_MATCH_EXACT, "exact")                                        \
+    X(BS_CONFIG_MATCH_DOMAIN, "domain")
+typedef enum bs_match {
+    BS_MATCH_LIST(BS_CONFIG_ENUM_CONSTANT)
+} bs_match;
+
 /* One `blocklist.NAME.*` group, after bs_config_validate. */
 typedef struct bs_config_blocklist {
     const char *name;             /* NAME: [A-Za-z0-9_-]+ */
@@ -137,15 +164,10 @@ typedef struct bs_config_blocklist {
     const bs_config_keyspec *key; /* blocklist.NAME.key, else dedup.key */
     double fpr;                   /* blocklist.NAME.fpr */
     uint64_t capacity;            /* blocklist.NAME.capacity (live lists) */
+    bs_normalize normalize;       /* blocklist.NAME.normalize */
+    bs_match match;               /* blocklist.NAME.match */
 } bs_config_blocklist;
 
-/* Enum keys.  Each key's allowed values and the C constants naming them
- * come from one list, X(CONSTANT, "value") per value in order: the enum
- * type below and the value list of the key's row in config/keys.c are both
- * generated from it, so a constant is always the index of its value (what
- * bs_config_get_enum returns).  Adding a value is adding one line here. */
-#define BS_CONFIG_ENUM_CONSTANT(name, text) name,
-#define BS_CONFIG_ENUM_TEXT(name, text) text,
 
 /* dedup.on.missing.key */
 #define BS_MISSING_KEY_POLICY_LIST(X)                                        \

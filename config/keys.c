@@ -69,6 +69,10 @@ static const char *const on_missing_values[] = {
     BS_MISSING_KEY_POLICY_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const late_values[] = {
     BS_LATE_POLICY_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const normalize_values[] = {
+    BS_NORMALIZE_LIST(BS_CONFIG_ENUM_TEXT) NULL};
+static const char *const match_values[] = {
+    BS_MATCH_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const guarantee_values[] = {
     BS_GUARANTEE_LIST(BS_CONFIG_ENUM_TEXT) NULL};
 static const char *const eos_method_values[] = {
@@ -115,6 +119,13 @@ const bs_config_row bs_config_rows[] = {
              "is typed, so 7 and \"7\" are two keys.  Several parts "
              "separated by commas make a composite key, e.g. "
              "json:/user,json:/event: a tuple, missing if any part is."},
+    {.name = "dedup.key.normalize", .type = BS_CT_ENUM, .section = SEC_DEDUP,
+     .def = "none", .values = normalize_values,
+     .help = "What the dedup key is made into before it is hashed: none "
+             "(its bytes), lower (letters lowercased, UTF-8 aware: Latin, "
+             "Greek, Cyrillic), trim (surrounding white space removed, "
+             "Unicode's included) or lower,trim.  Bytes that are not UTF-8 "
+             "are kept as they are."},
     {.name = "dedup.fpr", .type = BS_CT_DOUBLE, .section = SEC_DEDUP,
      .def = "1e-6", DRANGE(0, BS_CONFIG_FPR_MAX, BS_CF_MIN_OPEN),
      .help = "Target false-positive rate of each partition's filter: the "
@@ -217,6 +228,26 @@ const bs_config_row bs_config_rows[] = {
      .def_from = "dedup.key", .example = "blocklist.spam.key=header:from",
      .help = "What a record is looked up by in blocklist NAME, written as "
              "dedup.key is."},
+    {.name = "blocklist.*.normalize", .type = BS_CT_ENUM,
+     .section = SEC_BLOCK, .def = "none", .values = normalize_values,
+     .example = "blocklist.spam.normalize=lower,trim",
+     .help = "What a record's key and every entry of blocklist NAME (its "
+             "file, its topic's records, `bloomstage blocklist add`) are "
+             "made into before they are hashed, as dedup.key.normalize, so "
+             "a list and a stream agree.  A filter file (bloomstage filter "
+             "build) holds what it was built from: build it from a "
+             "normalized list."},
+    {.name = "blocklist.*.match", .type = BS_CT_ENUM, .section = SEC_BLOCK,
+     .def = "exact", .values = match_values,
+     .example = "blocklist.spam.match=domain",
+     .help = "exact: the key itself is looked up.  domain: the key's "
+             "domain (after the last @ of an address, the host of a URL, "
+             "else the whole key; lowercased, a trailing dot dropped) and "
+             "each parent at a label boundary are looked up, so "
+             "u@mx3.spam.example is blocked by spam.example and "
+             "u@notspam.example is not; entries are domains.  A key of L "
+             "labels takes L lookups, so its chance of a false block is at "
+             "most L times blocklist.NAME.fpr."},
     {.name = "blocklist.*.fpr", .type = BS_CT_DOUBLE, .section = SEC_BLOCK,
      .def = "1e-6", DRANGE(0, BS_CONFIG_FPR_MAX, BS_CF_MIN_OPEN),
      .example = "blocklist.spam.fpr=1e-6",

@@ -154,6 +154,10 @@ static int add_blocklist(const bs_config *ccfg, const bs_config_row *row,
     b->topic = bs_config_get_str(cfg, key);
     snprintf(key, sizeof key, "blocklist.%s.capacity", name);
     b->capacity = (uint64_t)bs_config_get_int(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.normalize", name);
+    b->normalize = (bs_normalize)bs_config_get_enum(cfg, key);
+    snprintf(key, sizeof key, "blocklist.%s.match", name);
+    b->match = (bs_match)bs_config_get_enum(cfg, key);
     if (b->path && !b->path[0])
         b->path = NULL;
     if (b->topic && !b->topic[0])

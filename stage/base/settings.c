@@ -153,6 +153,12 @@ static void get_LATE(const bs_config *cfg, const char *key,
     *out = (bs_late_policy)bs_config_get_enum(cfg, key);
 }
 
+static void get_NORMALIZE(const bs_config *cfg, const char *key,
+                          bs_normalize *out)
+{
+    *out = (bs_normalize)bs_config_get_enum(cfg, key);
+}
+
 static void get_CKPT_STORE(const bs_config *cfg, const char *key,
                            bs_ckpt_store_kind *out)
 {
@@ -195,6 +201,7 @@ static bool set_KEYSPEC(const bs_config_keyspec *const *v)
 #define set_GUARANTEE(v) true
 #define set_MISSING_KEY(v) true
 #define set_LATE(v) true
+#define set_NORMALIZE(v) true
 #define set_CKPT_STORE(v) true
 #define set_EOS_METHOD(v) true
 #define set_LOG_LEVEL(v) true

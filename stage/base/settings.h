@@ -74,7 +74,8 @@ typedef enum bs_start_at {
  *   COUNT       uint64_t                       int, range starting >= 0
  *   MS          int64_t milliseconds           int
  *   SIZE        uint64_t bytes                 size
- *   GUARANTEE, MISSING_KEY, LATE, CKPT_STORE, EOS_METHOD   enum, config.h's lists
+ *   GUARANTEE, MISSING_KEY, LATE, NORMALIZE, CKPT_STORE, EOS_METHOD
+ *                                          enum, config.h's lists
  *   LOG_LEVEL   bs_log_level (log.h), mapped by name from log.level */
 #define BS_SETTINGS_CTYPE_TOPICS bs_topic_list
 #define BS_SETTINGS_CTYPE_STRING const char *
@@ -88,6 +89,7 @@ typedef enum bs_start_at {
 #define BS_SETTINGS_CTYPE_GUARANTEE bs_guarantee
 #define BS_SETTINGS_CTYPE_MISSING_KEY bs_missing_key_policy
 #define BS_SETTINGS_CTYPE_LATE bs_late_policy
+#define BS_SETTINGS_CTYPE_NORMALIZE bs_normalize
 #define BS_SETTINGS_CTYPE_CKPT_STORE bs_ckpt_store_kind
 #define BS_SETTINGS_CTYPE_EOS_METHOD bs_eos_method
 #define BS_SETTINGS_CTYPE_LOG_LEVEL bs_log_level
@@ -98,6 +100,7 @@ typedef enum bs_start_at {
     X("output.topic", output_topic, STRING)                                 \
     X("rejected.topic", rejected_topic, OPT_STRING)                         \
     X("dedup.key", dedup_key, KEYSPEC)                                      \
+    X("dedup.key.normalize", dedup_normalize, NORMALIZE)                    \
     X("dedup.fpr", dedup_fpr, DOUBLE)                                       \
     X("dedup.capacity", dedup_capacity, COUNT)                              \
     X("dedup.growth", dedup_growth, DOUBLE)                                 \

@@ -137,6 +137,7 @@ typedef struct tail_read {
     rd_kafka_t *tail;
     const char *topic; /* the output topic */
     const bs_config_keyspec *key;
+    bs_normalize norm; /* the dedup key normalized as the stage does */
     uint64_t seed;
     bs_replay_target *targets;
     size_t n;
@@ -254,7 +255,7 @@ static int replay_record(tail_read *r, bs_replay_target *t,
     const void *k;
     size_t klen;
     bs_replay_key rk = {{0, 0}, false};
-    if ((rk.have = bs_record_key(&keys, r->key, &k, &klen)))
+    if ((rk.have = bs_record_key_norm(&keys, r->key, r->norm, &k, &klen)))
         rk.h = bf_hash_key(k, klen, r->seed);
     int rc = skip_push(t, &r->caps[t - r->targets], so, rk);
     bool now = rc == 0 && rk.have && !bf_filter_windowed(t->filter);
@@ -367,7 +368,8 @@ static int read_tail(tail_read *r, bs_fetch_wake *wake, int timeout_ms,
 }
 
 int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
-                   const bs_config_keyspec *key, uint64_t seed,
+                   const bs_config_keyspec *key, bs_normalize norm,
+                   uint64_t seed,
                    bs_replay_target *targets, size_t n, int timeout_ms,
                    char *errstr, size_t errstr_size)
 {
@@ -379,6 +381,7 @@ int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
     tail_read r = {.tail = tail,
                    .topic = output_topic,
                    .key = key,
+                   .norm = norm,
                    .seed = seed,
                    .targets = targets,
                    .n = n,

@@ -71,11 +71,13 @@ typedef struct bs_replay_target {
 
 /* Reads the output tail once for all targets (from the smallest of their
  * watermarks per output partition to the current end) with `tail`, a
- * consumer that is assigned, never subscribed.  0, or -1 with errstr (a
+ * consumer that is assigned, never subscribed; each record's key is `key`
+ * normalized as `norm` (as the record path takes it), hashed with `seed`.  0, or -1 with errstr (a
  * broker that does not answer within timeout_ms, an unreadable log), or
  * BS_REPLAY_REFUSED with errstr (at once). */
 int bs_replay_tail(rd_kafka_t *tail, const char *output_topic,
-                   const bs_config_keyspec *key, uint64_t seed,
+                   const bs_config_keyspec *key, bs_normalize norm,
+                   uint64_t seed,
                    bs_replay_target *targets, size_t n, int timeout_ms,
                    char *errstr, size_t errstr_size);
 

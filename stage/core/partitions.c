@@ -582,7 +582,8 @@ static bs_rc restore_tails(bs_stage *s, part **parts, size_t n,
     }
     double t0 = bs_now();
     int tr = nt > 0 ? bs_replay_tail(s->tail, s->set.output_topic,
-                                     s->set.dedup_key, s->fparams.seed, t, nt,
+                                     s->set.dedup_key, s->set.dedup_normalize,
+                                     s->fparams.seed, t, nt,
                                      BS_TIMEOUT_REPLAY_MS, errstr, errstr_size)
                     : 0;
     bool tail_failed = tr != 0;

@@ -144,7 +144,10 @@ typedef struct part {
 typedef struct prepared {
     bool have;         /* it has the dedup key: h is its hash */
     bf_hash h;
-    bool *list_have;   /* per blocklist: it has that list's key, hashed */
+    /* Per blocklist i: the lookups its key takes (0: no such key), their
+     * hashes at list_h[s->list_at[i]] on (one for an exact list, the
+     * domain's and its parents' for a domain list). */
+    unsigned *list_n;
     bf_hash *list_h;
 } prepared;
 
@@ -182,7 +185,10 @@ struct bs_stage {
     bs_blocklist *lists;
     size_t nlists;
     bs_counter *list_drops;     /* any thread */
-    bool *list_shares_hash;     /* same key and seed as the dedup filter */
+    bool *list_shares_hash;     /* same key, normalization and seed as
+                                   the dedup filter, exact match */
+    size_t *list_at;            /* where list i's hashes start in a
+                                   prepared's list_h */
     struct bs_list_feed *feed;  /* live lists' consumer (blocklist_feed.c) */
 
     /* The record polled last, not processed yet (its filter blocks on their

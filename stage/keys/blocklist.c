@@ -10,6 +10,10 @@
 #include "keys/blocklist.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "keys/record_key.h" /* bs_normalize_flags */
+
+#include <fm_domain.h>
+#include <fm_normalize.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +53,78 @@ static bool is_filter_file(const char *path, char *errstr, size_t errstr_size,
            memcmp(magic, BF_FORMAT_MAGIC, BF_FORMAT_MAGIC_LEN) == 0;
 }
 
+/* key normalized as bl->normalize says, in bl's scratch (room kept for a
+ * domain too), or key itself; NULL when out of memory or nothing is left. */
+static const uint8_t *normalized(bs_blocklist *bl, const void *key,
+                                 size_t klen, size_t *n)
+{
+    *n = klen;
+    if (bl->normalize == BS_CONFIG_NORM_NONE && !bl->domain)
+        return key;
+    /* Normalizing never lengthens; a domain is at most FM_DOMAIN_MAX. */
+    size_t need = (klen > FM_DOMAIN_MAX ? klen : FM_DOMAIN_MAX) + 1;
+    if (need > bl->scratch_cap) {
+        uint8_t *b = realloc(bl->scratch, need);
+        if (!b)
+            return NULL;
+        bl->scratch = b;
+        bl->scratch_cap = need;
+    }
+    if (bl->normalize == BS_CONFIG_NORM_NONE)
+        return key;
+    char err[64];
+    if (fm_norm_apply(bs_normalize_flags(bl->normalize), key, klen,
+                      bl->scratch, bl->scratch_cap, n, err, sizeof(err)) != 0)
+        return NULL;
+    return *n ? bl->scratch : NULL;
+}
+
+const void *bs_blocklist_entry(bs_blocklist *bl, const void *key, size_t klen,
+                               size_t *len)
+{
+    size_t n;
+    const uint8_t *text = normalized(bl, key, klen, &n);
+    if (!text || !bl->domain) {
+        *len = n;
+        return text && n ? text : NULL;
+    }
+    fm_domain d;
+    char err[64];
+    if (fm_domain_parse(&d, text, n, err, sizeof(err)) != 0 ||
+        fm_domain_count(&d) == 0)
+        return NULL;
+    const char *dom = fm_domain_at(&d, 0, &n);
+    memcpy(bl->scratch, dom, n);
+    *len = n;
+    return bl->scratch;
+}
+
+unsigned bs_blocklist_lookups(bs_blocklist *bl, const void *key, size_t klen,
+                              bf_hash *h)
+{
+    size_t n;
+    const uint8_t *text = normalized(bl, key, klen, &n);
+    if (!text)
+        return 0;
+    if (!bl->domain) {
+        h[0] = bf_hash_key(text, n, bl->seed);
+        return 1;
+    }
+    fm_domain d;
+    char err[64];
+    if (fm_domain_parse(&d, text, n, err, sizeof(err)) != 0)
+        return 0;
+    unsigned count = fm_domain_count(&d);
+    if (count > BS_BLOCKLIST_MAX_LOOKUPS)
+        count = BS_BLOCKLIST_MAX_LOOKUPS;
+    for (unsigned i = 0; i < count; i++) {
+        size_t dl;
+        const char *dom = fm_domain_at(&d, i, &dl);
+        h[i] = bf_hash_key(dom, dl, bl->seed);
+    }
+    return count;
+}
+
 /* Two passes over a text list: count, then add. */
 static int build_from_list(const char *path, double fpr, bs_blocklist *bl,
                            char *errstr, size_t errstr_size)
@@ -86,9 +162,12 @@ static int build_from_list(const char *path, double fpr, bs_blocklist *bl,
             }
             if (!bs_list_entry(&line, &len))
                 continue;
+            const void *e = bs_blocklist_entry(bl, line, len, &len);
+            if (!e)
+                continue; /* nothing left to look up (no domain) */
             n++;
             if (bf)
-                bf_blocked_add(bf, line, len);
+                bf_blocked_add(bf, e, len);
         }
         if (r < 0) {
             snprintf(errstr, errstr_size, "%s:%llu: %s", path,
@@ -360,7 +439,13 @@ bs_list_change bs_blocklist_apply(bs_blocklist *bl, const void *key,
         BS_INC(bl->skipped[c - BS_LIST_FIRST_BAD]);
         return c;
     }
-    bf_hash h = bf_hash_key(key, klen, bl->seed);
+    size_t elen;
+    const void *e = bs_blocklist_entry(bl, key, klen, &elen);
+    if (!e) { /* white space only, or no domain: nothing to hold */
+        BS_INC(bl->skipped[BS_LIST_BAD_EMPTY_KEY - BS_LIST_FIRST_BAD]);
+        return BS_LIST_BAD_EMPTY_KEY;
+    }
+    bf_hash h = bf_hash_key(e, elen, bl->seed);
     bf_counting *cf = bf_filter_counting(bl->filter);
     if (c == BS_LIST_ADDED) {
         int r = set_insert(bl->set, h);
@@ -387,9 +472,11 @@ bs_list_change bs_blocklist_apply(bs_blocklist *bl, const void *key,
     return c;
 }
 
-bool bs_blocklist_has(const bs_blocklist *bl, const void *key, size_t klen)
+bool bs_blocklist_has(bs_blocklist *bl, const void *key, size_t klen)
 {
-    return bl->set && set_has(bl->set, bf_hash_key(key, klen, bl->seed));
+    size_t elen;
+    const void *e = bs_blocklist_entry(bl, key, klen, &elen);
+    return bl->set && e && set_has(bl->set, bf_hash_key(e, elen, bl->seed));
 }
 
 /* A live list: the counting filter and the set, seeded from the base text
@@ -505,6 +592,8 @@ int bs_blocklists_load(const bs_settings *set, bs_blocklist **out,
         bs_blocklist *bl = &lists[i];
         bl->name = strdup(conf[i].name);
         bl->key = conf[i].key;
+        bl->normalize = conf[i].normalize;
+        bl->domain = conf[i].match == BS_CONFIG_MATCH_DOMAIN;
         bool readable;
         if (!bl->name) {
             snprintf(why, sizeof(why), "out of memory");
@@ -544,6 +633,7 @@ void bs_blocklists_free(bs_blocklist *lists, size_t n)
         return;
     for (size_t i = 0; i < n; i++) {
         free(lists[i].name);
+        free(lists[i].scratch);
         bf_filter_destroy(lists[i].filter);
         set_free(lists[i].set);
     }

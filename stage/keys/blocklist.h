@@ -73,9 +73,13 @@ typedef struct bs_entry_set bs_entry_set;
 typedef struct bs_blocklist {
     char *name;
     const bs_config_keyspec *key; /* owned by the config behind set */
+    bs_normalize normalize;       /* blocklist.NAME.normalize */
+    bool domain;                  /* blocklist.NAME.match=domain */
     bf_filter *filter;            /* live: wraps a bf_counting */
     uint64_t seed;
     bool from_list; /* built from a text list at start-up */
+    uint8_t *scratch; /* an entry normalized (bs_blocklist_entry) */
+    size_t scratch_cap;
 
     /* Live lists only (topic != NULL). */
     const char *topic;    /* blocklist.NAME.topic (borrowed) */
@@ -118,7 +122,28 @@ void bs_blocklists_free(bs_blocklist *lists, size_t n);
 bs_list_change bs_blocklist_apply(bs_blocklist *bl, const void *key,
                                   size_t klen, const void *value, size_t vlen);
 
+/* The most lookups one record's key takes in a list: one, or for a
+ * domain list its domain and every parent (fm_domain.h). */
+#define BS_BLOCKLIST_MAX_LOOKUPS 127
+
+/* What an entry of bl (a line of its file, a list topic's record key, an
+ * entry `blocklist add` publishes) is stored as, and what a record's key
+ * is looked up as: normalized as blocklist.NAME.normalize says, and for a
+ * domain list the domain it names (fm_domain.h: after the last @, a URL's
+ * host, else itself; lowercased, no trailing dot).  Points into bl's
+ * scratch (valid until the next call) or at key; NULL when nothing is left
+ * (white space only, no domain) or out of memory. */
+const void *bs_blocklist_entry(bs_blocklist *bl, const void *key, size_t klen,
+                               size_t *len);
+
+/* The hashes a record's key (key[0..klen), from bl->key) is looked up by
+ * in bl, into h[0..BS_BLOCKLIST_MAX_LOOKUPS): one for an exact list, the
+ * domain's and each parent's for a domain list, the domain first.  Their
+ * count; 0 when the key has nothing to look up. */
+unsigned bs_blocklist_lookups(bs_blocklist *bl, const void *key, size_t klen,
+                              bf_hash *h);
+
 /* Whether the exact set holds the entry (tests, fuzzing). */
-bool bs_blocklist_has(const bs_blocklist *bl, const void *key, size_t klen);
+bool bs_blocklist_has(bs_blocklist *bl, const void *key, size_t klen);
 
 #endif

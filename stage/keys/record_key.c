@@ -5,6 +5,7 @@
 
 #include <fm_frame.h>
 #include <fm_key.h>
+#include <fm_normalize.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,41 @@ bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
     ok = ok && keep_key(rk, &k, key, len);
     fm_key_free(&k);
     return ok;
+}
+
+unsigned bs_normalize_flags(bs_normalize norm)
+{
+    switch (norm) {
+    case BS_CONFIG_NORM_NONE: return 0;
+    case BS_CONFIG_NORM_LOWER: return FM_NORM_LOWER;
+    case BS_CONFIG_NORM_TRIM: return FM_NORM_TRIM;
+    case BS_CONFIG_NORM_LOWER_TRIM: return FM_NORM_LOWER | FM_NORM_TRIM;
+    }
+    return 0;
+}
+
+bool bs_record_key_norm(bs_record_keys *rk, const bs_config_keyspec *spec,
+                        bs_normalize norm, const void **key, size_t *len)
+{
+    if (!bs_record_key(rk, spec, key, len))
+        return false;
+    if (norm == BS_CONFIG_NORM_NONE)
+        return true;
+    /* The normalized text is never longer than the key. */
+    char *out = malloc(*len ? *len : 1);
+    size_t olen;
+    char err[64];
+    if (!out || fm_norm_apply(bs_normalize_flags(norm), *key, *len,
+                              (uint8_t *)out, *len ? *len : 1, &olen, err,
+                              sizeof(err)) != 0) {
+        free(out);
+        return false;
+    }
+    if (!keep(rk, out))
+        return false;
+    *key = out;
+    *len = olen;
+    return true;
 }
 
 bool bs_keyspec_equal(const bs_config_keyspec *a, const bs_config_keyspec *b)

@@ -77,6 +77,15 @@ void bs_record_keys_reset(bs_record_keys *rk); /* frees what it owns */
 bool bs_record_key(bs_record_keys *rk, const bs_config_keyspec *spec,
                    const void **key, size_t *len);
 
+/* bs_record_key, the key then normalized as norm says (config.h's
+ * bs_normalize; fm_normalize.h says how): BS_CONFIG_NORM_NONE is
+ * bs_record_key itself, anything else an owned copy. */
+bool bs_record_key_norm(bs_record_keys *rk, const bs_config_keyspec *spec,
+                        bs_normalize norm, const void **key, size_t *len);
+
+/* fm_normalize.h's flags for a bs_normalize. */
+unsigned bs_normalize_flags(bs_normalize norm);
+
 /* Two specs that always yield the same key: the same parts, in order. */
 bool bs_keyspec_equal(const bs_config_keyspec *a, const bs_config_keyspec *b);
 

@@ -60,18 +60,26 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
     size_t nl = s->nlists ? s->nlists : 1;
     s->list_drops = calloc(nl, sizeof(bs_counter));
     s->list_shares_hash = calloc(nl, sizeof(bool));
-    for (int i = 0; i < 2; i++) {
-        s->prep[i].list_have = calloc(nl, sizeof(bool));
-        s->prep[i].list_h = calloc(nl, sizeof(bf_hash));
+    s->list_at = calloc(nl, sizeof(size_t));
+    size_t nh = 0; /* hashes a prepared record holds for every list */
+    for (size_t i = 0; s->list_at && i < s->nlists; i++) {
+        s->list_at[i] = nh;
+        nh += s->lists[i].domain ? BS_BLOCKLIST_MAX_LOOKUPS : 1;
     }
-    if (!s->list_drops || !s->list_shares_hash || !s->prep[0].list_have ||
-        !s->prep[0].list_h || !s->prep[1].list_have || !s->prep[1].list_h) {
+    for (int i = 0; i < 2; i++) {
+        s->prep[i].list_n = calloc(nl, sizeof(unsigned));
+        s->prep[i].list_h = calloc(nh ? nh : 1, sizeof(bf_hash));
+    }
+    if (!s->list_drops || !s->list_shares_hash || !s->list_at ||
+        !s->prep[0].list_n || !s->prep[0].list_h || !s->prep[1].list_n ||
+        !s->prep[1].list_h) {
         snprintf(errstr, errstr_size, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < s->nlists; i++)
         s->list_shares_hash[i] =
-            s->lists[i].seed == s->fparams.seed &&
+            s->lists[i].seed == s->fparams.seed && !s->lists[i].domain &&
+            s->lists[i].normalize == s->set.dedup_normalize &&
             bs_keyspec_equal(s->lists[i].key, s->set.dedup_key);
     for (size_t i = 0; i < s->nlists; i++) {
         bf_info in;
@@ -376,8 +384,9 @@ void bs_stage_destroy(bs_stage *s)
     bs_blocklists_free(s->lists, s->nlists);
     free((void *)s->list_drops);
     free(s->list_shares_hash);
+    free(s->list_at);
     for (int i = 0; i < 2; i++) {
-        free(s->prep[i].list_have);
+        free(s->prep[i].list_n);
         free(s->prep[i].list_h);
     }
     free(s->pub);

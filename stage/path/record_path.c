@@ -179,10 +179,14 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
     }
 
     for (size_t i = 0; i < s->nlists; i++) {
-        if (!pp->list_have[i])
-            continue; /* no such key: this list cannot match */
+        /* No such key: this list cannot match.  A domain list: the
+         * domain, then each parent. */
         bs_blocklist *bl = &s->lists[i];
-        if (bf_filter_contains_h(bl->filter, pp->list_h[i])) {
+        const bf_hash *lh = &pp->list_h[s->list_at[i]];
+        bool hit = false;
+        for (unsigned j = 0; !hit && j < pp->list_n[i]; j++)
+            hit = bf_filter_contains_h(bl->filter, lh[j]);
+        if (hit) {
             char reason[300];
             snprintf(reason, sizeof(reason), "blocklist:%s", bl->name);
             BS_INC(s->ctr.dropped_blocklist);
@@ -249,23 +253,25 @@ static void prepare(bs_stage *s, rd_kafka_message_t *m, prepared *pp)
     bs_record_keys_init(&keys, m);
     const void *key;
     size_t len;
-    pp->have = bs_record_key(&keys, s->set.dedup_key, &key, &len);
+    pp->have = bs_record_key_norm(&keys, s->set.dedup_key,
+                                  s->set.dedup_normalize, &key, &len);
     if (pp->have)
         pp->h = bf_hash_key(key, len, s->fparams.seed);
     for (size_t i = 0; i < s->nlists; i++) {
         bs_blocklist *bl = &s->lists[i];
+        bf_hash *lh = &pp->list_h[s->list_at[i]];
+        const void *bk;
+        size_t blen;
         if (s->list_shares_hash[i]) {
-            pp->list_have[i] = pp->have; /* one hash serves both */
-            pp->list_h[i] = pp->h;
+            pp->list_n[i] = pp->have; /* one hash serves both */
+            lh[0] = pp->h;
         } else {
-            const void *bk;
-            size_t blen;
-            pp->list_have[i] = bs_record_key(&keys, bl->key, &bk, &blen);
-            if (pp->list_have[i])
-                pp->list_h[i] = bf_hash_key(bk, blen, bl->seed);
+            pp->list_n[i] = bs_record_key(&keys, bl->key, &bk, &blen)
+                                ? bs_blocklist_lookups(bl, bk, blen, lh)
+                                : 0;
         }
-        if (pp->list_have[i])
-            bf_filter_prefetch_h(bl->filter, pp->list_h[i]);
+        for (unsigned j = 0; j < pp->list_n[i]; j++)
+            bf_filter_prefetch_h(bl->filter, lh[j]);
     }
     bs_record_keys_reset(&keys);
     if (pp->have) {

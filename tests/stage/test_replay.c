@@ -281,7 +281,7 @@ static void test_replay_tail(void **state)
     rd_kafka_t *tail = im_consumer(&c, NULL);
     const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
-    if (bs_replay_tail(tail, "out", &key, SEED, t, 2, 20000, err,
+    if (bs_replay_tail(tail, "out", &key, BS_CONFIG_NORM_NONE, SEED, t, 2, 20000, err,
                        sizeof(err)) != 0)
         fail_msg("bs_replay_tail: %s", err);
 
@@ -349,7 +349,7 @@ static void test_replay_tail_windowed(void **state)
     rd_kafka_t *tail = im_consumer(&c, NULL);
     const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
-    if (bs_replay_tail(tail, "out", &key, SEED, &t, 1, 20000, err,
+    if (bs_replay_tail(tail, "out", &key, BS_CONFIG_NORM_NONE, SEED, &t, 1, 20000, err,
                        sizeof(err)) != 0)
         fail_msg("bs_replay_tail: %s", err);
     const int64_t skip[] = {10, 11, 12, 13};
@@ -387,20 +387,20 @@ static void test_replay_tail_nothing(void **state)
     rd_kafka_t *tail = im_consumer(&c, NULL);
     const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
-    assert_int_equal(bs_replay_tail(tail, "out", &key, SEED, NULL, 0, 5000,
+    assert_int_equal(bs_replay_tail(tail, "out", &key, BS_CONFIG_NORM_NONE, SEED, NULL, 0, 5000,
                                     err, sizeof(err)), 0);
     bs_replay_target t;
     memset(&t, 0, sizeof(t));
     t.topic = "in";
     t.partition = 0;
     t.filter = new_filter();
-    assert_int_equal(bs_replay_tail(tail, "out", &key, SEED, &t, 1, 5000,
+    assert_int_equal(bs_replay_tail(tail, "out", &key, BS_CONFIG_NORM_NONE, SEED, &t, 1, 5000,
                                     err, sizeof(err)), 0);
     assert_int_equal(t.nskip, 0);
     bs_ckpt_wm at_end = {0, 1};
     t.wm = &at_end;
     t.nwm = 1;
-    assert_int_equal(bs_replay_tail(tail, "out", &key, SEED, &t, 1, 5000,
+    assert_int_equal(bs_replay_tail(tail, "out", &key, BS_CONFIG_NORM_NONE, SEED, &t, 1, 5000,
                                     err, sizeof(err)), 0);
     assert_int_equal(t.nskip, 0);
     assert_int_equal(t.records, 0);
@@ -408,7 +408,7 @@ static void test_replay_tail_nothing(void **state)
     /* An output topic that is not there: an error naming it. */
     bs_ckpt_wm zero = {0, 0};
     t.wm = &zero;
-    assert_int_equal(bs_replay_tail(tail, "absent", &key, SEED, &t, 1, 3000,
+    assert_int_equal(bs_replay_tail(tail, "absent", &key, BS_CONFIG_NORM_NONE, SEED, &t, 1, 3000,
                                     err, sizeof(err)), -1);
     assert_non_null(strstr(err, "absent"));
     free(t.skip);
@@ -459,7 +459,7 @@ static void test_replay_tail_batches(void **state)
     rd_kafka_t *tail = im_consumer(&c, small);
     const bs_config_keyspec key = {1, &record_key_part};
     char err[512] = "";
-    if (bs_replay_tail(tail, "out", &key, SEED, t, 2, 60000, err,
+    if (bs_replay_tail(tail, "out", &key, BS_CONFIG_NORM_NONE, SEED, t, 2, 60000, err,
                        sizeof(err)) != 0)
         fail_msg("bs_replay_tail: %s", err);
     for (int j = 0; j < 2; j++) {

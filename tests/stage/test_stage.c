@@ -1054,6 +1054,78 @@ static void test_dedup_key_variants(void **state)
     free(bad_list);
 }
 
+/* dedup.key.normalize and a domain blocklist, end to end: a key that
+ * differs only in case and surrounding space is a duplicate, an address
+ * at a listed domain or any of its subdomains is rejected naming the list,
+ * look-alikes pass.  One partition, so dedup is in input order. */
+static void test_normalized_and_domain_keys(void **state)
+{
+    fixture *fx = *state;
+    static const struct {
+        const char *from, *verdict; /* NULL: forwarded */
+    } recs[] = {
+        {"a@x.example", NULL},
+        {" A@X.EXAMPLE ", "duplicate"},
+        {"u@MX3.Spam.Example", "blocklist:dom"},
+        {"u@notspam.example", NULL},
+        {"u@spam.example.org", NULL},
+        {"https://spam.example/login", "blocklist:dom"},
+        {"b@x.example", NULL},
+        {"\\tb@X.example", "duplicate"}, /* JSON's \t: a tab */
+    };
+    enum { N = sizeof(recs) / sizeof(recs[0]) };
+    char *list = write_text(fx, "domains.txt", "# spam domains\nSpam.Example\n");
+    char *text = h_strdupf(
+        "input.topics=in\noutput.topic=out\nrejected.topic=rej\n"
+        "kafka.bootstrap.servers=%s\nconsumer.group.id=norm\n"
+        "checkpoint.dir=%s/ckpt\ncheckpoint.interval.ms=300\n"
+        "dedup.key=json:/from\ndedup.key.normalize=lower,trim\n"
+        "blocklist.dom.path=%s\nblocklist.dom.match=domain\n"
+        "blocklist.dom.fpr=1e-9\n", fx->bs, fx->dir, list);
+    char *conf = write_text(fx, "norm.conf", text);
+    h_record r[N];
+    char *values[N];
+    size_t nout = 0;
+    for (int i = 0; i < N; i++) {
+        values[i] = h_strdupf("{\"from\":\"%s\",\"n\":%d}", recs[i].from, i);
+        r[i] = h_rec(NULL, values[i]);
+        r[i].partition = 0;
+        nout += recs[i].verdict == NULL;
+    }
+    H_CHECK(h_produce(fx->bs, "in", H_PARTITION_PER_RECORD, r, N));
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    h_wait_out_rej(p, fx->bs, "out", (int64_t)nout, "rej",
+                   (int64_t)(N - nout));
+    h_stage_stop(p);
+    h_record_list lo = {0}, lr = {0};
+    consume(fx, "out", &lo);
+    consume(fx, "rej", &lr);
+    assert_int_equal(lo.n, nout);
+    assert_int_equal(lr.n, N - nout);
+    for (int i = 0; i < N; i++) {
+        const h_record_list *l = recs[i].verdict ? &lr : &lo;
+        const h_record *found = NULL;
+        for (size_t k = 0; k < l->n && !found; k++)
+            if (l->recs[k].value_len == strlen(values[i]) &&
+                !memcmp(l->recs[k].value, values[i], strlen(values[i])))
+                found = &l->recs[k];
+        if (!found)
+            h_stage_fail(p, "record %d (%s) not on %s", i, recs[i].from,
+                         recs[i].verdict ? "rej" : "out");
+        if (recs[i].verdict &&
+            !hdr_is(h_header_last(found, "bloomstage-reason"),
+                    recs[i].verdict))
+            h_stage_fail(p, "record %d (%s) rejected, not as %s", i,
+                         recs[i].from, recs[i].verdict);
+        free(values[i]);
+    }
+    h_record_list_free(&lo);
+    h_record_list_free(&lr);
+    free(conf);
+    free(text);
+    free(list);
+}
+
 /* ---- 4: start-up failures ------------------------------------------- */
 
 static const int64_t SEEDED[3] = {1, 2, 3};
@@ -1346,6 +1418,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_graceful_stop_and_restart_at_least_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_normalized_and_domain_keys,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_dedup_key_variants, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refuses_missing_blocklist,

@@ -37,6 +37,7 @@
 #define CT_GUARANTEE BS_CT_ENUM
 #define CT_MISSING_KEY BS_CT_ENUM
 #define CT_LATE BS_CT_ENUM
+#define CT_NORMALIZE BS_CT_ENUM
 #define CT_CKPT_STORE BS_CT_ENUM
 #define CT_EOS_METHOD BS_CT_ENUM
 #define CT_LOG_LEVEL BS_CT_ENUM
@@ -48,6 +49,7 @@ static const char *const guarantee_texts[] = {BS_GUARANTEE_LIST(TEXT) NULL};
 static const char *const missing_texts[] = {
     BS_MISSING_KEY_POLICY_LIST(TEXT) NULL};
 static const char *const late_texts[] = {BS_LATE_POLICY_LIST(TEXT) NULL};
+static const char *const normalize_texts[] = {BS_NORMALIZE_LIST(TEXT) NULL};
 static const char *const store_texts[] = {BS_CKPT_STORE_KIND_LIST(TEXT) NULL};
 static const char *const eos_method_texts[] = {BS_EOS_METHOD_LIST(TEXT) NULL};
 static const char *const level_texts[] = {
@@ -64,6 +66,7 @@ static const char *const level_texts[] = {
 #define VALUES_GUARANTEE guarantee_texts
 #define VALUES_MISSING_KEY missing_texts
 #define VALUES_LATE late_texts
+#define VALUES_NORMALIZE normalize_texts
 #define VALUES_CKPT_STORE store_texts
 #define VALUES_EOS_METHOD eos_method_texts
 #define VALUES_LOG_LEVEL level_texts
