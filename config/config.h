@@ -275,6 +275,11 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
 int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
                        size_t errstr_size) BS_CONFIG_WUR;
 
+/* The variable name, without BS_CONFIG_ENV_PREFIX, that sets key: '-' ->
+ * `___`, '_' -> `__`, '.' -> `_`, upper case (dedup.fpr: DEDUP_FPR).  -1
+ * if it does not fit in n bytes. */
+int bs_config_env_encode(const char *key, char *name, size_t n);
+
 /* `-X key=value` from the command line: highest layer, origin "-X key=..."
  * (see bs_config_origin). */
 int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,

@@ -133,12 +133,11 @@ int bs_config_open_path(const char *path, bool dir_ok, char *why, size_t n);
 int bs_config_read_value_file(const char *path, char **out, char *why,
                               size_t n);
 
-/* BLOOMSTAGE_ variable names, without the prefix, to keys and back.
- * decode: `___` -> '-', `__` -> '_', `_` -> '.', lower case (greedy from the
- * left, like the apache/kafka image's sed).  Both return -1 if the result
- * does not fit in n bytes. */
+/* BLOOMSTAGE_ variable names, without the prefix, to keys (the way back,
+ * bs_config_env_encode, is config.h's).  `___` -> '-', `__` -> '_', `_` ->
+ * '.', lower case (greedy from the left, like the apache/kafka image's
+ * sed).  -1 if the result does not fit in n bytes. */
 int bs_config_env_decode(const char *name, char *key, size_t n);
-int bs_config_env_encode(const char *key, char *name, size_t n);
 
 const char *bs_ctype_name(bs_ctype type);
 /* "(0, 0.1]", "[1, 1000000000000]", "forward|reject"; "" if unbounded. */
