@@ -122,6 +122,10 @@ const char *bs_config_secret_mark_end(const char *s, size_t len);
  * shows what follows a secret's name. */
 void bs_config_show(char *buf, size_t n, const char *s, size_t len,
                     bool guard);
+/* The length of the valid UTF-8 sequence of a printable character (no
+ * ASCII control) at s, or 0 (RFC 3629: no overlong forms, no surrogates,
+ * nothing past U+10FFFF): what bs_config_escape keeps. */
+size_t bs_config_utf8_len(const unsigned char *s);
 /* Opens path read-only: a regular file, or with dir_ok a directory too.
  * Returns the descriptor, or -1 with why = "cannot read 'PATH': reason"
  * (reason: strerror, "is a directory, not a file", "is not a regular

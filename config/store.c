@@ -38,6 +38,15 @@ void bs_config_fail(char *errstr, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(errstr, n, fmt, ap);
     va_end(ap);
+    /* Values and names come from outside: bytes that are not UTF-8 (and
+     * control characters) shown as \xNN, never raw on a terminal. */
+    if (bs_config_needs_escape(errstr)) {
+        char *copy = strdup(errstr);
+        if (copy) {
+            bs_config_escape(copy, errstr, n);
+            free(copy);
+        }
+    }
 }
 
 static bool is_blank(char c)
