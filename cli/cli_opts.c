@@ -5,6 +5,7 @@
  */
 #include "cli_opts.h"
 #include "commands.h"
+#include "base/log.h"
 #include "base/settings.h"
 
 #include <getopt.h>
@@ -18,6 +19,35 @@ const char *cli_arg_shown(const char *arg, char *buf, size_t size)
         return arg;
     snprintf(buf, size, "%.*s=...", (int)(eq - arg), arg);
     return buf;
+}
+
+void cli_secrets_scrub(const cli_config_opts *o)
+{
+    for (int i = 0; i < o->nx; i++) {
+        char *eq = strchr(o->xs[i], '=');
+        if (!eq || !eq[1] ||
+            !strncmp(eq + 1, BS_CONFIG_FILE_PREFIX,
+                     strlen(BS_CONFIG_FILE_PREFIX)))
+            continue;
+        *eq = '\0';
+        bool secret = bs_config_key_is_secret(o->xs[i]);
+        char env[3 * BS_CONFIG_MAX_KEY + 1];
+        if (secret && bs_config_env_encode(o->xs[i], env, sizeof(env)) != 0)
+            snprintf(env, sizeof(env), "<KEY>");
+        char q[BS_CONFIG_MAX_KEY * 4 + 3];
+        if (secret)
+            bs_log(BS_LOG_WARN, "a secret on the command line", "key=%s "
+                   "hint=\"any user sees the command line (ps): give the "
+                   "value as -X KEY=@file:PATH, or as %s%s_FILE=PATH; it is "
+                   "blanked from this process's command line\"",
+                   bs_log_quote(o->xs[i], q, sizeof(q)), BS_CONFIG_ENV_PREFIX,
+                   env);
+        *eq = '=';
+        /* Overwritten in place: /proc/PID/cmdline reads the very bytes
+         * argv points at. */
+        if (secret)
+            memset(eq + 1, '*', strlen(eq + 1));
+    }
 }
 
 int cli_opts_help(int c, const char *cmd, const char *help)
@@ -86,6 +116,7 @@ bs_config *cli_config_opts_load(const cli_config_opts *o, const char *cmd,
     char err[BS_ERRSTR_SIZE];
     bs_config *cfg = bs_settings_load(o->file, o->xs, o->nx, err,
                                       sizeof(err));
+    cli_secrets_scrub(o);
     if (!cfg)
         fprintf(stderr, "bloomstage: %s\n", err);
     return cfg;

@@ -41,6 +41,13 @@ typedef struct cli_config_opts {
 int cli_config_opts_parse(int argc, char **argv, const char *cmd,
                           const char *help, cli_config_opts *o);
 
+/* Every -X value of a secret key (bs_config_key_is_secret) that is not
+ * @file:PATH is overwritten in argv with '*' (so `ps` and /proc/PID/cmdline
+ * no longer show it), with a warning line naming the key and the ways to
+ * keep it off the command line; never the value.  Called once the
+ * configuration has copied the values (cli_config_opts_load does). */
+void cli_secrets_scrub(const cli_config_opts *o);
+
 /* The configuration o names: the key table's defaults, FILE, the
  * BLOOMSTAGE_* environment, -X, validated (bs_settings_load).  NULL after
  * a message on stderr when it cannot be loaded or -c is missing (need

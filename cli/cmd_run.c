@@ -17,7 +17,9 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static const char RUN_HELP[] =
     "usage: bloomstage run -c FILE [-X key=value]...\n"
@@ -35,7 +37,14 @@ static const char RUN_HELP[] =
     "SIGTERM/SIGINT drain and exit 0.  Exit 1 on a fatal error (e.g. a\n"
     "damaged checkpoint or blocklist: nothing is consumed or committed;\n"
     "brokers that go on refusing the credentials or the certificate at\n"
-    "start-up), 2 on a usage or configuration error.\n";
+    "start-up), 2 on a usage or configuration error.\n"
+    "\n"
+    "Secrets stay in the process: it writes no core dump and other users'\n"
+    "debuggers cannot attach (not dumpable); BLOOMSTAGE_CORE_DUMPS=1 in the\n"
+    "environment allows both, for debugging.  A secret key's -X value (a\n"
+    "password, a private key's passphrase) is blanked from the command\n"
+    "line with a warning: give it as KEY=@file:PATH or in\n"
+    "BLOOMSTAGE_<KEY>_FILE=PATH instead.\n";
 
 static bs_stage *running;
 
@@ -93,8 +102,23 @@ static int run_stage(const bs_config *cfg, const bs_settings *set,
     return rc == 0 ? BS_EXIT_OK : BS_EXIT_FAIL;
 }
 
+/* No core dump (it would hold every secret the process read, written
+ * where it runs: in the image, the checkpoint volume) and no ptrace by
+ * other processes of the user, unless BLOOMSTAGE_CORE_DUMPS=1 asks for
+ * them; set before anything is read. */
+static void core_dumps(void)
+{
+    const char *allow = getenv("BLOOMSTAGE_CORE_DUMPS");
+    if (allow && !strcmp(allow, "1"))
+        return;
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        bs_log(BS_LOG_WARN, "core dumps stay allowed", "hint=\"prctl("
+               "PR_SET_DUMPABLE) failed\"");
+}
+
 int cmd_run(int argc, char **argv)
 {
+    core_dumps();
     cli_config_opts o;
     int rc = cli_config_opts_parse(argc, argv, "run", RUN_HELP, &o);
     if (rc >= 0)

@@ -275,6 +275,20 @@ int bs_config_load_file(bs_config *cfg, const char *path, char *errstr,
 int bs_config_load_env(bs_config *cfg, char *const *envp, char *errstr,
                        size_t errstr_size) BS_CONFIG_WUR;
 
+/* s as messages show text that came from outside (a value, a topic's
+ * name): valid UTF-8 kept as it is, every other byte, and every ASCII
+ * control character, written as \xNN, so a message is one line of valid
+ * UTF-8 whatever it quotes.  Into buf (n bytes, cut to fit); returns
+ * buf. */
+const char *bs_config_escape(const char *s, char *buf, size_t n);
+/* Whether bs_config_escape would change s. */
+bool bs_config_needs_escape(const char *s);
+
+/* The variable name, without BS_CONFIG_ENV_PREFIX, that sets key: '-' ->
+ * `___`, '_' -> `__`, '.' -> `_`, upper case (dedup.fpr: DEDUP_FPR).  -1
+ * if it does not fit in n bytes. */
+int bs_config_env_encode(const char *key, char *name, size_t n);
+
 /* `-X key=value` from the command line: highest layer, origin "-X key=..."
  * (see bs_config_origin). */
 int bs_config_set_arg(bs_config *cfg, const char *arg, char *errstr,

@@ -122,6 +122,10 @@ const char *bs_config_secret_mark_end(const char *s, size_t len);
  * shows what follows a secret's name. */
 void bs_config_show(char *buf, size_t n, const char *s, size_t len,
                     bool guard);
+/* The length of the valid UTF-8 sequence of a printable character (no
+ * ASCII control) at s, or 0 (RFC 3629: no overlong forms, no surrogates,
+ * nothing past U+10FFFF): what bs_config_escape keeps. */
+size_t bs_config_utf8_len(const unsigned char *s);
 /* Opens path read-only: a regular file, or with dir_ok a directory too.
  * Returns the descriptor, or -1 with why = "cannot read 'PATH': reason"
  * (reason: strerror, "is a directory, not a file", "is not a regular
@@ -133,12 +137,11 @@ int bs_config_open_path(const char *path, bool dir_ok, char *why, size_t n);
 int bs_config_read_value_file(const char *path, char **out, char *why,
                               size_t n);
 
-/* BLOOMSTAGE_ variable names, without the prefix, to keys and back.
- * decode: `___` -> '-', `__` -> '_', `_` -> '.', lower case (greedy from the
- * left, like the apache/kafka image's sed).  Both return -1 if the result
- * does not fit in n bytes. */
+/* BLOOMSTAGE_ variable names, without the prefix, to keys (the way back,
+ * bs_config_env_encode, is config.h's).  `___` -> '-', `__` -> '_', `_` ->
+ * '.', lower case (greedy from the left, like the apache/kafka image's
+ * sed).  -1 if the result does not fit in n bytes. */
 int bs_config_env_decode(const char *name, char *key, size_t n);
-int bs_config_env_encode(const char *key, char *name, size_t n);
 
 const char *bs_ctype_name(bs_ctype type);
 /* "(0, 0.1]", "[1, 1000000000000]", "forward|reject"; "" if unbounded. */

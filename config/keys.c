@@ -259,8 +259,8 @@ const bs_config_row bs_config_rows[] = {
     {.name = "checkpoint.dir", .type = BS_CT_STRING, .section = SEC_CKPT,
      .def = "checkpoints",
      .help = "Directory of the per-partition checkpoint files (created if "
-             "missing).  Relative paths are relative to the working "
-             "directory."},
+             "missing; not empty with checkpoint.store=dir).  Relative "
+             "paths are relative to the working directory."},
     {.name = "checkpoint.store", .type = BS_CT_ENUM, .section = SEC_CKPT,
      .def = "dir", .values = store_values,
      .help = "Where checkpoints go.  dir: files in checkpoint.dir (one "
@@ -410,7 +410,8 @@ const bs_config_row bs_config_rows[] = {
     {.name = "metrics.listen", .type = BS_CT_STRING, .section = SEC_OPS,
      .def = "",
      .help = "Address of the Prometheus metrics endpoint, HOST:PORT "
-             "(0.0.0.0:9464).  Empty: no endpoint."},
+             "(0.0.0.0:9464), :PORT or [V6]:PORT, PORT 1 to 65535 (0: any "
+             "free port, logged).  Empty: no endpoint."},
     {.name = "metrics.tls.cert.path", .type = BS_CT_STRING,
      .section = SEC_OPS, .def = "",
      .example = "metrics.tls.cert.path=/etc/bloomstage/metrics.crt",

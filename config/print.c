@@ -216,18 +216,24 @@ int bs_config_print_sample(FILE *out)
 
 /* -- the effective configuration (`bloomstage config --check`) ----------- */
 
-/* s with control characters escaped (a PEM from the environment has
- * newlines, a path may have anything): the number of bytes written. */
+/* s with control characters and bytes that are not UTF-8 escaped (a PEM
+ * from the environment has newlines, a path may have anything): the
+ * number of bytes written. */
 static size_t put_escaped(FILE *out, const char *s)
 {
     size_t len = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
+        size_t u = *p >= 0x80 ? bs_config_utf8_len(p) : 0;
+        if (u) {
+            fwrite(p, 1, u, out);
+            len += u;
+            p += u - 1;
+        } else if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
             fputc('\\', out);
             fputc(*p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\',
                   out);
             len += 2;
-        } else if (*p < 0x20 || *p == 0x7f) {
+        } else if (*p < 0x20 || *p >= 0x7f) {
             fprintf(out, "\\x%02x", *p);
             len += 4;
         } else {

@@ -82,6 +82,73 @@ static const char *file_type_complaint(const struct stat *st, bool dir_ok)
     return S_ISREG(st->st_mode) ? NULL : "is not a regular file";
 }
 
+size_t bs_config_utf8_len(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c >= 0x20 && c < 0x7f)
+        return 1;
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+bool bs_config_needs_escape(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t l = bs_config_utf8_len(p);
+        if (!l)
+            return true;
+        p += l;
+    }
+    return false;
+}
+
+const char *bs_config_escape(const char *s, char *buf, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (!n)
+        return buf;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t l = bs_config_utf8_len(p);
+        if (l) {
+            if (o + l >= n)
+                break;
+            memcpy(buf + o, p, l);
+            o += l;
+            p += l;
+        } else {
+            if (o + 4 >= n)
+                break;
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[*p >> 4];
+            buf[o++] = hex[*p & 15];
+            p++;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 int bs_config_open_path(const char *path, bool dir_ok, char *why, size_t n)
 {
     if (!path[0]) {

@@ -38,6 +38,15 @@ void bs_config_fail(char *errstr, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(errstr, n, fmt, ap);
     va_end(ap);
+    /* Values and names come from outside: bytes that are not UTF-8 (and
+     * control characters) shown as \xNN, never raw on a terminal. */
+    if (bs_config_needs_escape(errstr)) {
+        char *copy = strdup(errstr);
+        if (copy) {
+            bs_config_escape(copy, errstr, n);
+            free(copy);
+        }
+    }
 }
 
 static bool is_blank(char c)
@@ -468,8 +477,10 @@ out:
 
 /* BLOOMSTAGE_ variables that are not configuration keys: load_env leaves
  * them alone instead of calling them unknown.  BLOOMSTAGE_CRASH_AT: the
- * tests' crash points (stage/base/crash_point.c). */
-static const char *const env_not_keys[] = {"BLOOMSTAGE_CRASH_AT", NULL};
+ * tests' crash points (stage/base/crash_point.c); BLOOMSTAGE_CORE_DUMPS:
+ * `run` leaves core dumps allowed (cli/cmd_run.c). */
+static const char *const env_not_keys[] = {"BLOOMSTAGE_CRASH_AT",
+                                           "BLOOMSTAGE_CORE_DUMPS", NULL};
 
 /* The suffix of a variable whose value is the path of a file holding the
  * value (the container convention for secrets). */

@@ -6,7 +6,9 @@
  * same; `reject` only with somewhere to reject to; the few librdkafka
  * properties whose mistakes would otherwise surface only at the first
  * connection, all in one place below; the metrics endpoint's TLS and
- * auth keys set together and their files readable.  Then the blocklist array
+ * auth keys set together and their files readable; the endpoint's port in
+ * range; the checkpoint store's directory or topic not empty.  Then the
+ * blocklist array
  * bs_config_blocklists hands out, pointing into the entries.  Also the
  * NAME-group walk the effective-configuration print shares (print.c).
  * Every message starts with the origin of the value at fault and names its
@@ -338,6 +340,49 @@ static int check_metrics_guard(const bs_config *cfg, char *errstr, size_t n)
     return 0;
 }
 
+/* metrics.listen: HOST:PORT, :PORT or [V6]:PORT with PORT a decimal in
+ * 1..65535, or 0 for any free port (the tests' choice).  getaddrinfo
+ * would take 99999 and listen on 99999 mod 65536. */
+static int check_listen(const bs_config *cfg, char *errstr, size_t n)
+{
+    const bs_config_entry *e = bs_config_find_entry(cfg, "metrics.listen");
+    if (!e || !e->value || !e->value[0])
+        return 0;
+    const char *colon = strrchr(e->value, ':');
+    const char *port = colon ? colon + 1 : NULL;
+    size_t digits = port ? strspn(port, "0123456789") : 0;
+    if (!port || !digits || port[digits] || digits > 5) {
+        bs_config_fail(errstr, n, "%s: key 'metrics.listen': value '%s': "
+                       "expected HOST:PORT, :PORT or [V6]:PORT with a "
+                       "decimal PORT", e->origin, e->value);
+        return -1;
+    }
+    long v = strtol(port, NULL, 10);
+    if (v > 65535) {
+        bs_config_fail(errstr, n, "%s: key 'metrics.listen': port %ld out of "
+                       "range [1, 65535] (0: any free port)", e->origin, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* The directory store needs a directory: an empty checkpoint.dir would be
+ * the working directory by accident; the Kafka store needs its topic. */
+static int check_store(const bs_config *cfg, char *errstr, size_t n)
+{
+    const char *store = bs_config_get_str(cfg, "checkpoint.store");
+    const char *key = store && !strcmp(store, "kafka") ? "checkpoint.topic"
+                                                       : "checkpoint.dir";
+    const bs_config_entry *e = bs_config_find_entry(cfg, key);
+    if (e && e->value && !e->value[0]) {
+        bs_config_fail(errstr, n, "%s: key '%s': must not be empty with "
+                       "checkpoint.store=%s", e->origin, key,
+                       store ? store : "dir");
+        return -1;
+    }
+    return 0;
+}
+
 int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
 {
     bs_config_drop_blocklists(cfg);
@@ -398,7 +443,9 @@ int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
         return -1;
     }
 
-    if (check_sasl(cfg, errstr, errstr_size) != 0 ||
+    if (check_listen(cfg, errstr, errstr_size) != 0 ||
+        check_store(cfg, errstr, errstr_size) != 0 ||
+        check_sasl(cfg, errstr, errstr_size) != 0 ||
         check_kafka_files(cfg, errstr, errstr_size) != 0 ||
         check_metrics_guard(cfg, errstr, errstr_size) != 0)
         return -1;

@@ -525,28 +525,66 @@ bf_err bf_layered_load(const uint8_t *buf, size_t len, unsigned flags,
     return BF_OK;
 }
 
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m)   ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISDIR(m)  ? "a directory"
+                         : "not a plain file";
+}
+
+int bf_open_regular(const char *path, uint64_t *size, char *errstr,
+                    size_t errstr_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        bf_seterr(errstr, errstr_size, "%s: cannot open: %s", path,
+                  strerror(e));
+        errno = e;
+        return -1;
+    }
+    struct stat st;
+    int e = 0;
+    if (fstat(fd, &st) != 0) {
+        e = errno;
+        bf_seterr(errstr, errstr_size, "%s: cannot stat: %s", path,
+                  strerror(e));
+    } else if (!S_ISREG(st.st_mode)) {
+        e = EINVAL;
+        bf_seterr(errstr, errstr_size, "%s: %s, not a regular file", path,
+                  file_kind(st.st_mode));
+    } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        e = errno;
+        bf_seterr(errstr, errstr_size, "%s: cannot open: %s", path,
+                  strerror(e));
+    }
+    if (e) {
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (size)
+        *size = (uint64_t)st.st_size;
+    return fd;
+}
+
 bf_err bf_format_map_file(const char *path, void **map, size_t *len,
                           char *errstr, size_t errstr_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = bf_open_regular(path, &size, errstr, errstr_size);
     if (fd < 0)
-        FAIL(BF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
+        return BF_ERR_IO;
+    if (size < HDR_SIZE + TRAILER_SIZE) {
         close(fd);
-        FAIL(BF_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+        FAIL(BF_ERR_FORMAT, "%s: truncated: %llu bytes is too short for a "
+             "filter", path, (unsigned long long)size);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        FAIL(BF_ERR_IO, "%s: not a regular file", path);
-    }
-    if (st.st_size < (off_t)(HDR_SIZE + TRAILER_SIZE)) {
-        close(fd);
-        FAIL(BF_ERR_FORMAT, "%s: truncated: %lld bytes is too short for a "
-             "filter", path, (long long)st.st_size);
-    }
-    *len = (size_t)st.st_size;
+    *len = (size_t)size;
     *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -670,13 +708,9 @@ bf_err bf_write_file_atomic_flags(const char *path, unsigned flags,
              strerror(e));
     }
     const char *step = "write";
-    /* mkostemp makes it 0600; a filter or checkpoint is not secret, and a
-     * blocklist built by one user must be readable by the stage's. */
-    bf_err err = fchmod(w->fd, 0644) == 0 ? BF_OK : BF_ERR_IO;
-    if (err)
-        w->err = errno, step = "chmod";
-    else
-        err = produce(opaque, fw_write, w);
+    /* mkostemp makes it 0600, whatever the umask, and the rename keeps
+     * it (bloomfilters.h says why). */
+    bf_err err = produce(opaque, fw_write, w);
     if (err == BF_OK && fw_flush(w) != 0)
         err = BF_ERR_IO;
     if (err == BF_OK && fsync(w->fd) != 0) {

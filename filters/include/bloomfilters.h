@@ -626,12 +626,26 @@ bf_err bf_filter_load_file(const char *path, unsigned flags, bf_filter **out,
 bf_err bf_filter_save_file(const bf_filter *f, const char *path, char *errstr,
                            size_t errstr_size) BF_WARN_UNUSED;
 
+/* Opens `path` for reading when it is a regular file, without blocking on
+ * anything else: opened O_NONBLOCK (a FIFO's open does not wait for a
+ * writer; O_NONBLOCK is cleared once the type is checked), never as a
+ * controlling terminal, and refused by its type ("PATH: a FIFO, not a
+ * regular file"; a socket, a character or block device, a directory).
+ * Returns the descriptor (close-on-exec) and its size in *size (may be
+ * NULL); -1 with errstr and errno: open's (ENOENT for a missing file), or
+ * EINVAL for a file of another type. */
+int bf_open_regular(const char *path, uint64_t *size, char *errstr,
+                    size_t errstr_size) BF_WARN_UNUSED;
+
 /* Writes a file atomically: `produce` streams its bytes through the given
  * write function into a temp file beside `path` (buffered); then fsync,
  * rename over path, fsync of the directory.  On any failure the temp file is
  * removed, path is untouched, and errstr says which step failed and why
  * (e.g. "No space left on device").  Used for filter files and the stage's
- * checkpoints alike. */
+ * checkpoints alike.  The file is made 0600 whatever the umask (the temp
+ * file's mode, kept through the rename): a filter answers whether any key
+ * one tries was added, so it tells who is in the data; sharing it is a
+ * chmod made on purpose. */
 typedef bf_err (*bf_produce_fn)(void *opaque, bf_write_fn write,
                                 void *wopaque);
 bf_err bf_write_file_atomic(const char *path, bf_produce_fn produce,

@@ -57,6 +57,9 @@
       "checkpoint_failures")                                                  \
     X(commits, COUNTER, "bloomstage_commits_total",                           \
       "Offset commits after a checkpoint round.", "commits")                  \
+    X(failed_rounds, GAUGE, "bloomstage_checkpoint_failed_rounds",            \
+      "Checkpoint rounds failed in a row; 0 again once a round succeeds "     \
+      "with every partition's records committed.", "failed_rounds")           \
     X(checkpoint_bytes, GAUGE, "bloomstage_checkpoint_bytes",                 \
       "Bytes of filter state written by the last checkpoint round.", NULL)    \
     X(checkpoint_us, GAUGE, NULL, NULL, NULL)                                 \

@@ -3,6 +3,7 @@
  */
 #include "base/log.h"
 
+#include <config.h>
 #include <librdkafka/rdkafka.h>
 
 #include <stdarg.h>
@@ -108,8 +109,18 @@ void bs_log(bs_log_level level, const char *msg, const char *fmt, ...)
         return;
     if ((size_t)n > sizeof(line) - 2)
         n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    line[n] = '\0';
+    /* Names from outside (a topic from the configuration, librdkafka's
+     * texts) may hold bytes that are not UTF-8, or control characters:
+     * written as \xNN, so every line is one line of valid UTF-8. */
+    char esc[4 * sizeof(line)];
+    char *text = line;
+    if (bs_config_needs_escape(line)) {
+        text = esc;
+        n = (int)strlen(bs_config_escape(line, esc, sizeof(esc) - 1));
+    }
+    text[n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, text, (size_t)n);
     (void)w;
 }
 

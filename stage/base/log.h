@@ -4,7 +4,10 @@
  *   ts=2026-11-20T10:00:00.123Z level=info msg="checkpoint" partitions=3
  *
  * msg is quoted; the caller's key=value text follows as given (values with
- * spaces must be quoted by the caller: bs_log_quote helps).  librdkafka's
+ * spaces must be quoted by the caller: bs_log_quote helps).  Any byte of
+ * the line that is not UTF-8, and any control character, is written as
+ * \xNN (bs_config_escape): a topic named in the configuration with such
+ * bytes is echoed escaped, never raw.  librdkafka's
  * own logs are routed here too (stage.c), so the stream has one format.
  * Thread-safe: each line is one write.
  */

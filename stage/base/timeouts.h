@@ -21,6 +21,10 @@
 #define BS_POLL_MS 100              /* one consumer poll */
 #define BS_QUEUE_FULL_POLL_MS 50    /* producer queue full: serve reports */
 #define BS_READY_STALL_S 10.0       /* /ready: the loop must have turned */
+#define BS_READY_CKPT_GRACE_S 10.0  /* /ready: checkpoints may fail for
+                                       max(2 intervals, an interval + this)
+                                       from the first failed round's start
+                                       (bs_ready_bound_s, report.h) */
 #define BS_BACKOFF_MIN_S 0.5        /* failed rounds: retry after ... */
 #define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
 #define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */

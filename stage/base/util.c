@@ -98,6 +98,13 @@ double bs_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+double bs_unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* -- line reader ----------------------------------------------------------- */
 
 struct bs_lines {

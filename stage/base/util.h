@@ -74,6 +74,7 @@ void bs_progress_update(bs_progress *p, uint64_t done, uint64_t items);
 void bs_progress_end(bs_progress *p);
 
 double bs_now(void); /* monotonic seconds */
+double bs_unix_now(void); /* seconds since the epoch (wall clock) */
 
 /* The malloc the process runs on: "jemalloc-5.3.0" when the
  * binary links jemalloc (see CMakeLists.txt), else "glibc". */

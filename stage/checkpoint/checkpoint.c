@@ -566,22 +566,13 @@ int bs_ckpt_apply(bs_checkpoint *c, bs_checkpoint *d, const char *name,
 static int open_sized(const char *path, int *fd, size_t *len, char *errstr,
                       size_t errstr_size)
 {
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(errstr, errstr_size, "%s: cannot open: %s", path,
-                 strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(*fd, &st) != 0) {
-        snprintf(errstr, errstr_size, "%s: cannot stat: %s", path,
-                 strerror(errno));
-        close(*fd);
-        return -1;
-    }
-    *len = (size_t)st.st_size;
+    /* A FIFO, socket, device or directory under a checkpoint's name is
+     * refused, without waiting on it. */
+    uint64_t size;
+    *fd = bf_open_regular(path, &size, errstr, errstr_size);
+    if (*fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    *len = (size_t)size;
     return 1;
 }
 

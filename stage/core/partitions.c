@@ -76,6 +76,8 @@ part *bs_part_add(bs_stage *s, const char *topic, int32_t partition)
     p->committed = -1;
     p->txn_from = -1;
     p->lag = -1;
+    p->redo_to = -1;
+    p->committed_at = bs_unix_now();
     s->nparts++;
     return p;
 }
@@ -96,6 +98,16 @@ void bs_parts_txn_committed(bs_stage *s)
 {
     for (size_t i = 0; i < s->nparts; i++)
         s->parts[i].txn_from = s->parts[i].next_offset;
+}
+
+bool bs_parts_owe(const bs_stage *s)
+{
+    for (size_t i = 0; i < s->nparts; i++) {
+        const part *p = &s->parts[i];
+        if (p->next_offset > p->ckpt_offset || p->redo_to > p->ckpt_offset)
+            return true;
+    }
+    return false;
 }
 
 bool bs_parts_commit_behind(const bs_stage *s)
@@ -202,6 +214,10 @@ static bs_rc part_apply(bs_stage *s, part *p, int64_t at, int r,
         return BS_FATAL;
     bf_filter_destroy(p->filter);
     p->filter = NULL;
+    /* What it processed since its checkpoint is taken back: owed again
+     * until a checkpoint reaches it (bs_parts_owe). */
+    if (p->next_offset > p->redo_to)
+        p->redo_to = p->next_offset;
     free(p->wm);
     p->wm = NULL;
     p->nwm = 0;
@@ -404,6 +420,7 @@ bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
     }
     if (s->txn) {
         p->committed = start;
+        p->committed_at = bs_unix_now();
         if (bs_store_committed(s->store, p->topic, p->partition, start,
                                errstr, errstr_size) != 0)
             bs_log_ckpt_failed(p->topic, p->partition, errstr);

@@ -26,6 +26,10 @@ void bs_part_log_restored(const part *p, const char *msg);
 /* exactly_once: a first checkpoint for a partition that has none. */
 bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,
                                  size_t errstr_size);
+/* True when some partition has records not in a durable checkpoint:
+ * processed since its last one, or taken back by a restore (a rollback)
+ * and not processed and checkpointed again since. */
+bool bs_parts_owe(const bs_stage *s);
 /* True when some partition's durable checkpoint is not committed yet. */
 bool bs_parts_commit_behind(const bs_stage *s);
 /* Transactions: whether p has output in the open transaction (records

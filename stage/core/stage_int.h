@@ -128,6 +128,11 @@ typedef struct part {
                             partition is rolled back before anything more
                             is processed or committed (invariant 9) */
     int64_t lag;         /* consumer lag from librdkafka's stats; -1 none */
+    int64_t redo_to;     /* the furthest next_offset a restore took back
+                            (a rollback): those records are owed again
+                            until a checkpoint reaches them; -1 none */
+    double committed_at; /* unix time of its last commit by this stage, or
+                            of its assignment before the first */
     /* exactly_once: the output watermarks of the newest checkpoint, and the
      * input offsets the output tail showed as forwarded already (sorted;
      * consumed as the partition catches up). */
@@ -228,6 +233,14 @@ struct bs_stage {
     _Atomic int pub_state;        /* any thread: s->state, published */
     bs_counter ckpt_hist[BS_CKPT_BUCKETS];
     bs_counter ckpt_rounds, ckpt_sum_us;
+    /* Checkpoint health (round.c writes, report.c reads for /ready; any
+     * thread): the ms (bs_now) the first failed round since the last good
+     * one began, 0 none; the ms the round in progress began, 0 none; the
+     * last failure's text (under pub_lock). */
+    _Atomic int64_t failing_since_ms;
+    _Atomic int64_t round_since_ms;
+    char ckpt_why[400];
+    char round_err[400]; /* stage thread: this round's first failure */
     bs_counters ctr; /* any thread: counters.h */
 
     /* Start-up (startup.c): the step (any thread) and the topic it checks

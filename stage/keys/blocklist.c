@@ -27,11 +27,9 @@ static bool is_filter_file(const char *path, char *errstr, size_t errstr_size,
                            bool *ok)
 {
     *ok = false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(errstr, errstr_size, "%s: %s", path, strerror(errno));
+    int fd = bf_open_regular(path, NULL, errstr, errstr_size);
+    if (fd < 0)
         return false;
-    }
     char magic[BF_FORMAT_MAGIC_LEN] = {0};
     ssize_t n = read(fd, magic, sizeof(magic));
     close(fd);
@@ -129,11 +127,9 @@ unsigned bs_blocklist_lookups(bs_blocklist *bl, const void *key, size_t klen,
 static int build_from_list(const char *path, double fpr, bs_blocklist *bl,
                            char *errstr, size_t errstr_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(errstr, errstr_size, "%s: %s", path, strerror(errno));
+    int fd = bf_open_regular(path, NULL, errstr, errstr_size);
+    if (fd < 0)
         return -1;
-    }
     int rc = -1;
     bf_blocked *bf = NULL;
     for (int pass = 0; pass < 2; pass++) {
@@ -516,11 +512,9 @@ static int live_load(const bs_config_blocklist *c, bs_blocklist *bl,
     }
     if (!readable)
         return -1;
-    int fd = open(c->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, why_size, "%s: %s", c->path, strerror(errno));
+    int fd = bf_open_regular(c->path, NULL, why, why_size);
+    if (fd < 0)
         return -1;
-    }
     bs_lines *lr = bs_lines_new(fd, 1u << 20);
     int rc = -1;
     if (!lr) {

@@ -23,6 +23,7 @@
 #include "clients/txn.h"
 #include "ops/publish.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,30 @@ static bool in_list(const rd_kafka_topic_partition_list_t *l, const part *p)
             !strcmp(l->elems[i].topic, p->topic))
             return true;
     return false;
+}
+
+/* The round's first failure, kept for /ready (bs_round hands it on when
+ * the round ends); cut to its room. */
+__attribute__((format(printf, 2, 3))) static void
+note_text(bs_stage *s, const char *fmt, ...)
+{
+    if (s->round_err[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->round_err, sizeof(s->round_err), fmt, ap);
+    va_end(ap);
+}
+
+/* A failed step of the round: logged, and noted. */
+static void note_failure(bs_stage *s, const char *topic, int32_t partition,
+                         const char *err)
+{
+    bs_log_ckpt_failed(topic, partition, err);
+    if (topic)
+        note_text(s, "%s [%d]: %s", topic, (int)partition, err);
+    else
+        note_text(s, "%s", err);
 }
 
 /* Waits for every produced record's delivery report.  false if the wait
@@ -171,6 +196,8 @@ void bs_rollback(bs_stage *s, bool pending)
                "to the last checkpoint", "failed=%llu error=%s",
                (unsigned long long)s->dr_failed,
                bs_log_quote(s->dr_error, q, sizeof(q)));
+        note_text(s, "rolled back: %s",
+                  s->dr_error[0] ? s->dr_error : "a delivery failed");
     }
     char err[BS_ERRSTR_SIZE];
     /* Transactions: what the open one holds is aborted (read_committed
@@ -247,6 +274,7 @@ void bs_rollback(bs_stage *s, bool pending)
                                     : "rollback incomplete, will retry",
                "error=%s",
                bs_log_quote(err, rq, sizeof(rq)));
+        note_text(s, "restore incomplete: %s", err);
     }
     rd_kafka_topic_partition_list_t *seek =
         rd_kafka_topic_partition_list_new((int)n);
@@ -289,7 +317,7 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
     if (!wm || bs_output_watermarks(s->producer, s->set.output_topic,
                                     s->out_parts, wm, BS_TIMEOUT_BROKER_MS,
                                     err, sizeof(err)) != 0) {
-        bs_log_ckpt_failed(NULL, -1, err);
+        note_failure(s, NULL, -1, err);
         BS_INC(s->ctr.checkpoint_failures);
         free(wm);
         return NULL;
@@ -303,9 +331,11 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
 static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
+    double now = bs_unix_now();
     if (cerr) {
         bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
                rd_kafka_err2name(cerr), commit->cnt);
+        note_text(s, "commit failed: %s", rd_kafka_err2str(cerr));
         return false;
     }
     for (int i = 0; i < commit->cnt; i++) {
@@ -314,11 +344,15 @@ static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
             bs_log(BS_LOG_WARN, "commit failed", "topic=%s partition=%d "
                    "error=%s", e->topic, (int)e->partition,
                    rd_kafka_err2name(e->err));
+            note_text(s, "commit of %s [%d] failed: %s", e->topic,
+                      (int)e->partition, rd_kafka_err2str(e->err));
             continue;
         }
         part *p = bs_part_find(s, e->topic, e->partition);
-        if (p)
+        if (p) {
             p->committed = e->offset;
+            p->committed_at = now;
+        }
     }
     BS_INC(s->ctr.commits);
     return true;
@@ -351,17 +385,20 @@ static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
     char err[BS_ERRSTR_SIZE];
     bs_stage_check_commit(s);
     if (bs_txn_commit(s, commit, err, sizeof(err)) != BS_OK) {
-        bs_log_ckpt_failed(NULL, -1, err);
+        note_failure(s, NULL, -1, err);
         BS_INC(s->ctr.checkpoint_failures);
         bs_deliveries_unconfirmed(s, "transaction not committed: %s", err);
         bs_rollback(s, false);
         return false;
     }
+    double now = bs_unix_now();
     for (int i = 0; i < commit->cnt; i++) {
         part *p = bs_part_find(s, commit->elems[i].topic,
                                commit->elems[i].partition);
-        if (p)
+        if (p) {
             p->committed = commit->elems[i].offset;
+            p->committed_at = now;
+        }
     }
     bs_parts_txn_committed(s);
     BS_INC(s->ctr.commits);
@@ -405,7 +442,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         if (bs_part_initial_checkpoint(s, p, err, sizeof(err)) == BS_OK) {
             bs_part_set_state(s, p, BS_PART_ACTIVE);
         } else {
-            bs_log_ckpt_failed(p->topic, p->partition, err);
+            note_failure(s, p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             waiting = true;
             /* Transactions: as any checkpoint not written (below), it
@@ -450,7 +487,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
                          ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
                          p->filter, p->audit, err, sizeof(err)) != 0) {
-            bs_log_ckpt_failed(p->topic, p->partition, err);
+            note_failure(s, p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             rc = BS_RETRY;
             continue;
@@ -464,7 +501,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     /* Durable only now (the directory's fsync, the Kafka store's
      * manifests): nothing of this round is committed if that fails. */
     if (!written || bs_ckpt_sync(s, err, sizeof(err)) != 0) {
-        bs_log_ckpt_failed(NULL, -1, written ? err : "out of memory");
+        note_failure(s, NULL, -1, written ? err : "out of memory");
         BS_INC(s->ctr.checkpoint_failures);
         rc = BS_RETRY;
         nwritten = 0;
@@ -545,6 +582,35 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     return rc;
 }
 
+/* A round's verdict for /ready and the failed-rounds gauge.  Failed: it
+ * returned BS_RETRY or a step of it failed (a commit too).  Good: every
+ * partition's records are in a durable, committed checkpoint (none owed:
+ * bs_parts_owe), so an idle stage's rounds, which have nothing to write,
+ * are good.  Otherwise neither: a round after a rollback has nothing to
+ * write only because the rollback took the records back, and they are
+ * owed until a round checkpoints them again; such a round ends no failing
+ * spell. */
+static void round_verdict(bs_stage *s, bs_rc rc, double t0)
+{
+    if (rc != BS_OK || s->round_err[0]) {
+        note_text(s, "the round did not complete");
+        BS_INC(s->ctr.failed_rounds);
+        int64_t zero = 0;
+        atomic_compare_exchange_strong(&s->failing_since_ms, &zero,
+                                       (int64_t)(t0 * 1000));
+        pthread_mutex_lock(&s->pub_lock);
+        snprintf(s->ckpt_why, sizeof(s->ckpt_why), "%s", s->round_err);
+        pthread_mutex_unlock(&s->pub_lock);
+    } else if (!bs_parts_owe(s)) {
+        if (atomic_load(&s->failing_since_ms))
+            bs_log(BS_LOG_INFO, "checkpoints good again", "failed_rounds="
+                   "%llu", (unsigned long long)BS_GET(s->ctr.failed_rounds));
+        BS_SET(s->ctr.failed_rounds, 0);
+        atomic_store(&s->failing_since_ms, 0);
+    }
+    atomic_store(&s->round_since_ms, 0);
+}
+
 bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                     const char *why)
 {
@@ -552,7 +618,10 @@ bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     if (s->state == BS_STAGE_FATAL)
         return BS_RETRY;
     bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_CHECKPOINTING);
+    s->round_err[0] = '\0';
+    atomic_store(&s->round_since_ms, (int64_t)(t0 * 1000));
     bs_rc rc = round_body(s, only, why, t0);
+    round_verdict(s, rc, t0);
     /* The interval runs from the round's end: a round slower than
      * checkpoint.interval.ms (a loaded cluster's acks=all round trips)
      * must not start the next at once, leaving no time for records. */

@@ -281,6 +281,9 @@ char *bs_metrics_render(bs_stage *s)
                   (double)bs_stats_value(&st, i));
     gauge(&o, "bloomstage_ready", "1 when /ready answers 200.",
           bs_stage_ready(s, NULL, 0) ? 1 : 0);
+    gauge(&o, "bloomstage_checkpoint_interval_seconds",
+          "checkpoint.interval.ms, in seconds: what the alert rules "
+          "measure a commit's age against.", bs_stage_checkpoint_interval_s(s));
     render_audit_totals(&o, s, &st);
 
     size_t n = bs_stage_partitions(s, NULL, 0);
@@ -316,6 +319,9 @@ char *bs_metrics_render(bs_stage *s)
          "since the epoch: keys from before it are forgotten."},
         {"bloomstage_filter_bytes_per_key",
          "Memory of the partition's dedup filter per key it holds."},
+        {"bloomstage_last_commit_timestamp_seconds",
+         "Unix time of the partition's last offset commit by this stage "
+         "(of its assignment before the first)."},
     };
     for (size_t g = 0; g < sizeof(per) / sizeof(per[0]); g++) {
         head(&o, per[g].name, "gauge", per[g].help);
@@ -333,6 +339,7 @@ char *bs_metrics_render(bs_stage *s)
             case 7: v = p->generations; break;
             case 8: v = (double)p->stream_time_ms / 1000.0; break;
             case 9: v = (double)p->oldest_ms / 1000.0; break;
+            case 11: v = p->committed_at; break;
             default:
                 v = p->inserts ? (double)p->bytes / (double)p->inserts : 0;
                 break;

@@ -122,6 +122,7 @@ void bs_publish(bs_stage *s)
             m->est_fpr = in.est_fpr;
             m->lag = p->lag;
             m->ckpt_offset = p->ckpt_offset;
+            m->committed_at = p->committed_at;
             m->bytes = in.bytes;
             bf_windowed *w = bf_filter_windowed(p->filter);
             m->generations = w ? bf_windowed_generations(w) : 0;

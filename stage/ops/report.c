@@ -41,6 +41,44 @@ double bs_stage_fpr_bound(bs_stage *s)
     return s->set.dedup_fpr;
 }
 
+double bs_stage_checkpoint_interval_s(bs_stage *s)
+{
+    return (double)s->set.checkpoint_interval_ms / 1000.0;
+}
+
+double bs_ready_ckpt_bound_s(int64_t checkpoint_interval_ms)
+{
+    double i = (double)checkpoint_interval_ms / 1000.0;
+    return 2 * i > i + BS_READY_CKPT_GRACE_S ? 2 * i
+                                             : i + BS_READY_CKPT_GRACE_S;
+}
+
+/* Whether checkpoints have failed for longer than the bound: the spell
+ * since the first failed round's start, or a round running that long. */
+static bool ckpt_failing(bs_stage *s, char *buf, size_t size)
+{
+    double now = bs_now(), bound = bs_ready_ckpt_bound_s(
+                                       s->set.checkpoint_interval_ms);
+    int64_t since = atomic_load(&s->failing_since_ms);
+    int64_t round = atomic_load(&s->round_since_ms);
+    if (since > 0 && now - (double)since / 1000 > bound) {
+        pthread_mutex_lock(&s->pub_lock);
+        snprintf(buf, size, "checkpoints are failing: none good for %.1f s "
+                 "(bound %.1f s), %llu rounds failed in a row; last: %s",
+                 now - (double)since / 1000, bound,
+                 (unsigned long long)BS_GET(s->ctr.failed_rounds),
+                 s->ckpt_why);
+        pthread_mutex_unlock(&s->pub_lock);
+        return true;
+    }
+    if (round > 0 && now - (double)round / 1000 > bound) {
+        snprintf(buf, size, "checkpoints are failing: a round has run for "
+                 "%.1f s (bound %.1f s)", now - (double)round / 1000, bound);
+        return true;
+    }
+    return false;
+}
+
 void bs_stage_stats_get(bs_stage *s, bs_stage_stats *o)
 {
 #define BS_X_COPY(field, kind, prom, help, stat) o->field = BS_GET(s->ctr.field);
@@ -72,7 +110,7 @@ size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)
 bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
 {
     const char *no = NULL;
-    char list_why[300], stall_why[80], ckpt_why[460];
+    char list_why[300], stall_why[80], ckpt_why[600];
     if (bs_startup_why(s, why, why_size))
         return false; /* starting: the step, and what holds it */
     int64_t last = atomic_load(&s->last_poll_ms);
@@ -92,17 +130,18 @@ bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
                  "turned for %.0f s", BS_READY_STALL_S);
         no = stall_why;
     } else {
-        /* Failing, or refused since the last commit (a round with nothing
-         * to write goes through between refused ones): with the refusal,
-         * if one did (bs_refused). */
+        /* Refused since the last commit (a round with nothing to write
+         * goes through between refused ones), with the refusal
+         * (bs_refused); else failing for longer than the bound. */
         pthread_mutex_lock(&s->pub_lock);
-        if (atomic_load(&s->pub_state) == BS_STAGE_BACKOFF ||
-            s->refused_why[0]) {
-            snprintf(ckpt_why, sizeof(ckpt_why), "checkpoints are failing%s%s",
-                     s->refused_why[0] ? ": " : "", s->refused_why);
+        if (s->refused_why[0]) {
+            snprintf(ckpt_why, sizeof(ckpt_why), "checkpoints are failing: "
+                     "%s", s->refused_why);
             no = ckpt_why;
         }
         pthread_mutex_unlock(&s->pub_lock);
+        if (!no && ckpt_failing(s, ckpt_why, sizeof(ckpt_why)))
+            no = ckpt_why;
     }
     if (why && why_size)
         snprintf(why, why_size, "%s", no ? no : "ready");

@@ -44,6 +44,8 @@ typedef struct bs_part_metrics {
     double est_fpr;
     int64_t lag;         /* from librdkafka's statistics; -1 unknown */
     int64_t ckpt_offset; /* in the newest checkpoint; -1 none */
+    double committed_at; /* unix time of its last commit by this stage, or
+                            of its assignment before the first */
     uint64_t bytes;      /* the filter's cell memory */
     /* dedup.window.ms: live generations, the partition's stream time and
      * where the oldest generation starts (ms timestamps; -1: no window or
@@ -72,10 +74,26 @@ double bs_stage_fpr_bound(bs_stage *s);
 size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max);
 
 /* Ready: partitions assigned, the loop turning (polled within the last
- * 10 s), not paused, checkpoints not failing.  why says what is missing;
- * until the first partitions are assigned, "starting: " and the step,
- * with the error librdkafka reported that holds it.  Thread-safe. */
+ * 10 s), no refusal by the brokers' authorizer since the last commit, and
+ * checkpoints not failing for longer than bs_ready_ckpt_bound_s: counted
+ * from the start of the first round that failed since the last good one
+ * (round.c), or from the start of a round still running.  why says what
+ * is missing, for failing checkpoints with the last failure's text; until
+ * the first partitions are assigned, "starting: " and the step, with the
+ * error librdkafka reported that holds it.  Thread-safe. */
 bool bs_stage_ready(bs_stage *s, char *why, size_t why_size);
+
+/* How long checkpoints may fail before /ready says so, for
+ * checkpoint.interval.ms: max(2 intervals, an interval +
+ * BS_READY_CKPT_GRACE_S).  An interval and more: with transactions a
+ * failed round rolls back and the next real attempt comes an interval
+ * later, so one transient failure is retried at least once first; the
+ * grace covers the backoff's first retries (0.5, 1, 2, 4 s) and a slow
+ * round's flush; two intervals for long intervals, where the grace is
+ * small beside one. */
+double bs_ready_ckpt_bound_s(int64_t checkpoint_interval_ms);
+/* checkpoint.interval.ms in seconds (a setting: thread-safe). */
+double bs_stage_checkpoint_interval_s(bs_stage *s);
 
 void bs_stage_stats_get(bs_stage *s, bs_stage_stats *out);
 /* Records dropped by blocklist i (config order) and its name. */

@@ -25,6 +25,17 @@ if(TARGET bloomstage)
                    { env -i \"$0\" config --check -X dedup.fpr=2 \
                        >/dev/null 2>&1; test $? -eq 1; }"
             ${_bs} ${_conf})
+  # A port past 65535 (getaddrinfo would wrap it) and an empty
+  # checkpoint.dir with the directory store: exit 1 naming the key.
+  add_test(NAME config_check_port_and_empty_dir
+    COMMAND sh -c "env -i \"$0\" config --check -X input.topics=in \
+                     -X output.topic=out -X metrics.listen=127.0.0.1:99999 \
+                     2>&1 >/dev/null |
+                   grep -qxF \"bloomstage config: -X metrics.listen=127.0.0.1:99999: key 'metrics.listen': port 99999 out of range [1, 65535] (0: any free port)\" &&
+                   env -i \"$0\" config --check -X input.topics=in \
+                     -X output.topic=out -X checkpoint.dir= 2>&1 >/dev/null |
+                   grep -qxF \"bloomstage config: -X checkpoint.dir=: key 'checkpoint.dir': must not be empty with checkpoint.store=dir\""
+            ${_bs})
   # A typo in an environment variable is caught, with a suggestion.
   add_test(NAME config_check_env_typo
     COMMAND sh -c "env -i BLOOMSTAGE_DEDUP_FRP=0.01 \"$0\" config --check \
@@ -45,6 +56,7 @@ if(TARGET bloomstage)
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/config_secrets.sh ${_bs})
   set_tests_properties(config_sample_matches_file config_list
     config_check_sample config_check_bad_value config_check_env_typo
+    config_check_port_and_empty_dir
     config_usage_errors config_secrets_never_shown
     PROPERTIES LABELS config TIMEOUT 60)
 else()

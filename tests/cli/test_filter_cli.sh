@@ -3,8 +3,10 @@
 # user runs them: lists with comments, blank lines, CRLF and stray white
 # space; files and standard input; 100k-entry lists for false negatives and
 # the measured false-positive rate; info fields; query exit codes; merges,
-# compatible and not; damaged, empty, random and missing filter files; usage
-# errors and --help.
+# compatible and not; damaged, empty, random and missing filter files; a FIFO
+# or a directory in a filter's place (and a FIFO in a checkpoint directory,
+# for `checkpoint info`), refused without blocking; filter files 0600
+# whatever the umask; usage errors and --help.
 #
 #   bash tests/cli/test_filter_cli.sh path/to/bloomstage
 #
@@ -406,6 +408,34 @@ damaged random.bf "4 KiB of random bytes" "bad magic"
 damaged random10.bf "10 random bytes" truncated
 damaged no-such.bf "a missing file" "cannot open" "No such file"
 mkdir adir.bf
-damaged adir.bf "a directory" "not a regular file"
+damaged adir.bf "a directory" "a directory, not a regular file"
+
+# == files that are not regular, and modes ==================================
+
+# A FIFO where a filter or a checkpoint should be: refused by name, at once
+# (an open would wait for a writer for ever).  Every run through timeout(1):
+# one that blocks is killed after 10 s, exit 124, and fails its check.
+real_bin=$BIN
+printf '#!/bin/sh\nexec timeout 10 "%s" "$@"\n' "$real_bin" >bs-within-10s
+chmod +x bs-within-10s
+BIN=$T/bs-within-10s
+mkfifo fifo.bf
+damaged fifo.bf "a FIFO" "a FIFO, not a regular file"
+mkdir ckpt-fifo
+mkfifo ckpt-fifo/in-0.ckpt
+bs 1 "checkpoint info with a FIFO in the directory" checkpoint info ckpt-fifo
+check "checkpoint info with a FIFO: names it in its row" \
+    grep -qF "ckpt-fifo/in-0.ckpt: a FIFO, not a regular file" out
+BIN=$real_bin
+
+# Filter files are 0600 whatever the umask (README "Secrets and files on
+# the machine"): a filter tells whether any key one tries is in it.
+old_umask=$(umask)
+umask 000
+bs 0 "build with umask 000" filter build --fpr 1e-6 -o mode.bf clean.txt
+bs 0 "merge with umask 000" filter merge mode.bf clean.bf -o mode-merged.bf
+umask "$old_umask"
+check "a built filter is 0600" eq "$(stat -c %a mode.bf)" 600
+check "a merged filter is 0600" eq "$(stat -c %a mode-merged.bf)" 600
 
 tap_done

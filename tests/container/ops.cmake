@@ -13,3 +13,21 @@ if(DOCKER_COMPOSE)
 else()
   message(WARNING "docker-compose not found: the compose file is not validated")
 endif()
+
+# deploy/alerts.yml, the Prometheus alert rules README.md ("Metrics")
+# gives: valid rules (promtool check rules), and each alert firing when
+# and only when its test case says (promtool test rules on
+# deploy/alerts_test.yml's input series).  promtool is Debian's
+# prometheus package (scripts/install-deps).
+find_program(PROMTOOL promtool)
+if(PROMTOOL)
+  add_test(NAME alerts_check
+    COMMAND ${PROMTOOL} check rules ${PROJECT_SOURCE_DIR}/deploy/alerts.yml)
+  add_test(NAME alerts_test
+    COMMAND ${PROMTOOL} test rules ${PROJECT_SOURCE_DIR}/deploy/alerts_test.yml)
+  set_tests_properties(alerts_check alerts_test PROPERTIES LABELS ops
+                       TIMEOUT 60)
+else()
+  message(WARNING "promtool not found: deploy/alerts.yml is not checked "
+                  "(scripts/install-deps installs prometheus)")
+endif()

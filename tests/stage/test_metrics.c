@@ -11,9 +11,11 @@
  *   1. readiness: /healthz is 200 "ok" as soon as the port is known; /ready
  *      is 503 with a reason until the group join has assigned partitions,
  *      then 200; unknown paths are 404, other methods 405, HEAD has no
- *      body; bloomstage_ready agrees with /ready.  While checkpoint writes
- *      fail /ready is 503 (and the failures are counted); it is 200 again
- *      once they succeed.  While no broker answers (all down, nothing
+ *      body; bloomstage_ready agrees with /ready.  While checkpoints fail
+ *      (the directory gone; every delivery failing, each round rolled
+ *      back) /ready is 503 at every probe from the readiness bound after
+ *      the fault on, never before, and the failed rounds are counted; it
+ *      is 200 again by itself once they succeed, with a commit since.  While no broker answers (all down, nothing
  *      listening, a certificate refused) /healthz is 200 and /ready 503
  *      naming librdkafka's error within REASON_MS; the stage keeps trying
  *      and turns ready once the brokers are back, stops at once on
@@ -481,85 +483,224 @@ static void test_readiness(void **state)
 
 /* ==== 1b. not ready while checkpoints fail ============================ */
 
-static void test_ready_while_checkpoints_fail(void **state)
+#define CKPT_INTERVAL_S 0.2 /* checkpoint.interval.ms of write_conf */
+#define PROBE_MS 100        /* /ready probed this often under a fault */
+#define HOLD_S 3.0          /* probed this long past the deadline */
+#define READY_SLACK_S 1.0   /* the first round meeting the fault: records
+                               polled, then an interval */
+
+/* The largest value of a family's series (-1 if none). */
+static double prom_max(const h_prom *pm, const char *name)
 {
-    fixture *fx = *state;
-    stream *s = &fx->s;
-    stream_make(s, 300, 200, 0x1b1b1b1bu);
-    const char *conf = write_conf(fx, s, NULL);
-    h_proc *p = stage_start(conf, NULL);
-    unsigned port = wait_port(p);
-    wait_ready(p, port, NULL, 0);
+    double v = -1;
+    for (size_t i = 0; i < pm->n; i++)
+        if (!strcmp(pm->s[i].name, name) && pm->s[i].value > v)
+            v = pm->s[i].value;
+    return v;
+}
 
-    /* The checkpoint directory's place taken by a plain file: every write
-     * fails (ENOTDIR), even as root. */
-    char *ckpt = h_strdupf("%s/ckpt", fx->h.dir);
-    char *moved = h_strdupf("%s/ckpt.moved", fx->h.dir);
-    assert_int_equal(rename(ckpt, moved), 0);
-    H_CHECK(h_write_file(ckpt, "not a directory\n"));
-    produce_stream(fx, s);
-
-    double t0 = h_now_s();
-    h_http_resp r;
-    char why[160] = "";
+/*
+ * A fault set in [t_before, t_after] (monotonic): /ready probed every
+ * PROBE_MS until HOLD_S past the deadline.  No probe may say 503 before
+ * the bound has passed from t_before (no failed round can be older), and
+ * every probe from t_after + an interval + the bound + READY_SLACK_S on
+ * must say 503, "checkpoints are failing: ...", whatever instant it lands
+ * in; once 503, never 200 again while the fault lasts.  Then
+ * bloomstage_checkpoint_failed_rounds must count 2 or more.  The scrape
+ * is left in pm and *body.
+ */
+static void ready_under_fault(h_proc *p, unsigned port, double t_before,
+                              double t_after, const char *fault, h_prom *pm,
+                              char **body)
+{
+    double bound = CKPT_INTERVAL_S + BS_READY_CKPT_GRACE_S;
+    if (2 * CKPT_INTERVAL_S > bound)
+        bound = 2 * CKPT_INTERVAL_S;
+    double deadline = t_after + CKPT_INTERVAL_S + bound + READY_SLACK_S;
+    double first_503 = 0;
+    int probes = 0, n503 = 0;
+    char why[600] = "";
     for (;;) {
-        http_must(p, port, "GET", "/ready", &r);
-        if (r.status == 503) {
-            snprintf(why, sizeof(why), "%s", r.body);
-            h_http_resp_free(&r);
+        double t = h_now_s();
+        if (t > deadline + HOLD_S)
             break;
+        h_http_resp r;
+        http_must(p, port, "GET", "/ready", &r);
+        probes++;
+        if (r.status == 503) {
+            if (strncmp(r.body, "checkpoints are failing: ", 25) != 0)
+                h_stage_fail(p, "%s: /ready 503 '%s', want 'checkpoints "
+                             "are failing: ...'", fault, r.body);
+            if (t < t_before + bound - 0.05)
+                h_stage_fail(p, "%s: /ready 503 %.2f s after the fault, "
+                             "before the bound (%.1f s) could pass", fault,
+                             t - t_before, bound);
+            if (!first_503) {
+                first_503 = t;
+                snprintf(why, sizeof(why), "%.*s", (int)r.body_len - 1,
+                         r.body);
+            }
+            n503++;
+        } else if (r.status != 200) {
+            h_stage_fail(p, "%s: /ready %d", fault, r.status);
+        } else if (first_503) {
+            h_stage_fail(p, "%s: /ready 200 again %.2f s after its first "
+                         "503, the fault still on", fault, t - first_503);
+        } else if (t > deadline) {
+            h_stage_fail(p, "%s: /ready 200 %.2f s after the fault (bound "
+                         "%.1f s + an interval + %.1f s)", fault, t - t_after,
+                         bound, READY_SLACK_S);
         }
         h_http_resp_free(&r);
         h_stage_alive(p, "while checkpoints failed");
-        if (h_now_s() - t0 > 15)
-            h_stage_fail(p, "/ready still 200 15 s after checkpoint writes "
-                         "began to fail");
-        h_sleep_ms(50);
+        h_sleep_ms(PROBE_MS);
     }
-    /* (Consumption is paused too, but the failing checkpoints are the
-     * reason to give.) */
-    if (strcmp(why, "checkpoints are failing\n") != 0)
-        h_stage_fail(p, "/ready 503 '%s' while checkpoints fail, want "
-                     "'checkpoints are failing'", why);
-    h_prom pm;
-    char *body = NULL;
-    scrape(p, port, &pm, &body);
-    double fails =
-        h_prom_get(&pm, body, "bloomstage_checkpoint_failures_total");
-    fprintf(stderr, "    /ready 503 \"%.*s\" %.1f s after the break; "
-            "checkpoint_failures_total %g\n", (int)strcspn(why, "\n"), why,
-            h_now_s() - t0, fails);
-    if (fails < 1)
-        h_stage_fail(p, "/ready 503 but bloomstage_checkpoint_failures_total "
-                     "is %g", fails);
-    h_prom_free(&pm);
-    free(body);
+    scrape(p, port, pm, body);
+    double rounds =
+        h_prom_get(pm, *body, "bloomstage_checkpoint_failed_rounds");
+    fprintf(stderr, "    %s: /ready 503 from %.1f s after the fault (bound "
+            "%.1f s), %d of %d probes; failed rounds %g; \"%s\"\n", fault,
+            first_503 - t_before, bound, n503, probes, rounds, why);
+    if (rounds < 2)
+        h_stage_fail(p, "%s: bloomstage_checkpoint_failed_rounds %g while "
+                     "checkpoints fail", fault, rounds);
+    if (h_prom_get(pm, *body, "bloomstage_ready") != 0)
+        h_stage_fail(p, "%s: bloomstage_ready 1 while /ready is 503", fault);
+}
 
-    /* Repaired: ready again (the retry backoff is still short), and the
-     * records all go through. */
-    assert_int_equal(unlink(ckpt), 0);
-    assert_int_equal(rename(moved, ckpt), 0);
-    t0 = h_now_s();
+/* After a fault is removed: /ready 200 again by itself within within_s,
+ * the failed rounds back to 0 and a partition committed since t_unix. */
+static void ready_again(h_proc *p, unsigned port, double within_s,
+                        double t_unix, const char *fault)
+{
+    double t0 = h_now_s();
     for (;;) {
+        h_http_resp r;
         http_must(p, port, "GET", "/ready", &r);
         int st = r.status;
         h_http_resp_free(&r);
         if (st == 200)
             break;
-        h_stage_alive(p, "after the checkpoint directory came back");
-        if (h_now_s() - t0 > 20)
-            h_stage_fail(p, "/ready still 503 20 s after the checkpoint "
-                         "directory came back");
-        h_sleep_ms(100);
+        h_stage_alive(p, "after the fault was removed");
+        if (h_now_s() - t0 > within_s)
+            h_stage_fail(p, "%s: /ready still 503 %.0f s after the fault "
+                         "was removed", fault, within_s);
+        h_sleep_ms(PROBE_MS);
     }
-    wait_out_rej(fx, p, (int64_t)s->out, (int64_t)(s->dup + s->spam));
+    h_prom pm;
+    char *body = NULL;
     scrape(p, port, &pm, &body);
-    assert_true(h_prom_get(&pm, body, "bloomstage_ready") == 1);
-    assert_true(
-        h_prom_get(&pm, body, "bloomstage_checkpoint_failures_total") >=
-        fails);
+    double rounds =
+        h_prom_get(&pm, body, "bloomstage_checkpoint_failed_rounds");
+    double last = prom_max(&pm, "bloomstage_last_commit_timestamp_seconds");
+    fprintf(stderr, "    %s removed: /ready 200 after %.1f s; newest "
+            "commit %.1f s after the removal\n", fault, h_now_s() - t0,
+            last - t_unix);
+    if (rounds != 0)
+        h_stage_fail(p, "%s: bloomstage_checkpoint_failed_rounds %g once "
+                     "ready again", fault, rounds);
+    if (last < t_unix)
+        h_stage_fail(p, "%s: no commit since the fault was removed (newest "
+                     "bloomstage_last_commit_timestamp_seconds %.3f, removed "
+                     "at %.3f)", fault, last, t_unix);
     h_prom_free(&pm);
     free(body);
+}
+
+static double unix_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/*
+ * Two faults, each held past the readiness bound (README "Metrics"):
+ *   a. the checkpoint directory replaced by a plain file: every write
+ *      fails (ENOTDIR, even as root) and the stage stays in BACKOFF;
+ *   b. every Produce request failing (NOT_ENOUGH_REPLICAS, retried until
+ *      producer.message.timeout.ms): each round rolls back, and the retry
+ *      after it has nothing to write and succeeds, so the stage is RUNNING
+ *      most of the time -- the case a readiness taken from the state got
+ *      wrong.
+ * Under each, every probe past the bound is 503; once the fault is gone,
+ * 200 again by itself, and every record goes through.
+ */
+static void test_ready_while_checkpoints_fail(void **state)
+{
+    fixture *fx = *state;
+    stream *s = &fx->s;
+    stream_make(s, 400, 260, 0x1b1b1b1bu);
+    const size_t half = s->n / 2;
+    const char *conf = write_conf(fx, s, "producer.message.timeout.ms=2000\n"
+                                         "producer.retry.backoff.ms=100\n");
+    h_proc *p = stage_start(conf, NULL);
+    unsigned port = wait_port(p);
+    wait_ready(p, port, NULL, 0);
+    h_prom pm;
+    char *body = NULL;
+
+    /* a. */
+    char *ckpt = h_strdupf("%s/ckpt", fx->h.dir);
+    char *moved = h_strdupf("%s/ckpt.moved", fx->h.dir);
+    double t_before = h_now_s(), t_unix = unix_now();
+    assert_int_equal(rename(ckpt, moved), 0);
+    H_CHECK(h_write_file(ckpt, "not a directory\n"));
+    H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD, s->recs, half));
+    ready_under_fault(p, port, t_before, h_now_s(), "directory gone", &pm,
+                      &body);
+    double last = prom_max(&pm, "bloomstage_last_commit_timestamp_seconds");
+    if (last > t_unix + 0.5)
+        h_stage_fail(p, "a commit at %.3f while no checkpoint can be "
+                     "written (the fault at %.3f)", last, t_unix);
+    if (h_prom_get(&pm, body, "bloomstage_checkpoint_failures_total") < 1)
+        h_stage_fail(p, "bloomstage_checkpoint_failures_total 0 while "
+                     "checkpoints fail");
+    h_prom_free(&pm);
+    free(body);
+    assert_int_equal(unlink(ckpt), 0);
+    assert_int_equal(rename(moved, ckpt), 0);
+    /* The retry's backoff doubles up to BS_BACKOFF_MAX_S meanwhile. */
+    ready_again(p, port, BS_BACKOFF_MAX_S + 10, unix_now(), "directory gone");
+
+    /* b.  The stage held (SIGSTOP) while the records go in before the
+     * errors (they fail every producer of the cluster, ours too). */
+    H_CHECK(h_process_kill(p, SIGSTOP));
+    H_CHECK(h_produce(fx->h.bs, "in", H_PARTITION_PER_RECORD, s->recs + half,
+                      s->n - half));
+    int rc = h_broker_control(fx->h.broker,
+                              "push-errors Produce 100000 "
+                              "NOT_ENOUGH_REPLICAS");
+    t_before = h_now_s();
+    H_CHECK(h_process_kill(p, SIGCONT));
+    H_CHECK(rc);
+    ready_under_fault(p, port, t_before, h_now_s(), "deliveries failing",
+                      &pm, &body);
+    h_prom_free(&pm);
+    free(body);
+    if (h_count_said(p, "delivery failed, rolling back") < 2)
+        h_stage_fail(p, "fewer than two rollbacks while deliveries failed");
+    if (h_count_said(p, "checkpoints recovered, resuming") < 1)
+        h_stage_fail(p, "no retry round went through between the "
+                     "rollbacks: the case this checks did not happen");
+    H_CHECK(h_broker_control(fx->h.broker, "clear-errors Produce"));
+    ready_again(p, port, 30, unix_now(), "deliveries failing");
+
+    /* Every record through: the output exactly (the replay makes it
+     * exactly once across the rollbacks); the rejected topic, which the
+     * replay does not read back, holds a copy of each drop at least. */
+    const char *const out[] = {"out"};
+    const int64_t want[] = {(int64_t)s->out};
+    h_wait_totals(p, fx->h.bs, out, want, 1);
+    int64_t rej = 0;
+    for (double t0 = h_now_s();; h_sleep_ms(150)) {
+        H_CHECK(h_topic_total(fx->h.bs, "rej", &rej));
+        if (rej >= (int64_t)(s->dup + s->spam))
+            break;
+        if (h_now_s() - t0 > 20)
+            h_stage_fail(p, "rej holds %lld records, fewer than the %zu "
+                         "dropped", (long long)rej, s->dup + s->spam);
+    }
     stage_stop(p);
     free(ckpt);
     free(moved);
@@ -994,6 +1135,7 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
         bool per = (!strncmp(fam, "bloomstage_filter_", 18) &&
                     strcmp(fam, "bloomstage_filter_memory_bytes")) ||
                    !strcmp(fam, "bloomstage_consumer_lag") ||
+                   !strcmp(fam, "bloomstage_last_commit_timestamp_seconds") ||
                    (!strncmp(fam, "bloomstage_audit_", 17) &&
                     strncmp(fam, "bloomstage_audit_all_", 21) &&
                     strcmp(fam, "bloomstage_audit_rescued_total"));

@@ -27,10 +27,18 @@
  *     values, whitespace-insensitive), json:/a~1b and a blocklist keyed by
  *     json:/m~0n, value; records without the key forwarded and counted, or
  *     rejected with reason missing-key, never silently dropped;
- *   - start-up failures (missing or damaged blocklist, damaged checkpoint)
- *     exit 1 naming the file, before the stage joins the group (a later
- *     standalone commit still succeeds, which the mock refuses once anyone
- *     has joined), commit nothing and produce nothing;
+ *   - start-up failures (missing or damaged blocklist, damaged checkpoint,
+ *     a FIFO or a directory where a filter or checkpoint file should be)
+ *     exit 1 naming the file, within REFUSE_S (a FIFO does not block the
+ *     open), before the stage joins the group (a later standalone commit
+ *     still succeeds, which the mock refuses once anyone has joined),
+ *     commit nothing and produce nothing;
+ *   - secrets: a secret key's -X value is gone from /proc/PID/cmdline of
+ *     the running stage, with a warning pointing to @file: and the _FILE
+ *     variable and no value; the process is not dumpable (/proc/PID/status
+ *     owned by root although it runs as another user) unless
+ *     BLOOMSTAGE_CORE_DUMPS=1; checkpoint files are 0600 whatever the
+ *     umask;
  *   - configuration errors exit 2 with FILE:LINE; BLOOMSTAGE_* overrides
  *     the file and -X overrides both.
  *
@@ -53,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -629,6 +638,21 @@ static void test_known_stream_filter_files(void **state)
 #define RS_OLD 600
 #define RS_NEW 150
 
+/* Every file in dir (the checkpoints a stage wrote) is 0600. */
+static void ckpt_modes_0600(const char *dir)
+{
+    char *cmd = h_strdupf("find '%s' -type f ! -perm 0600 | grep -q .", dir);
+    int rc = system(cmd);
+    free(cmd);
+    if (rc == 0) {
+        cmd = h_strdupf("ls -l '%s' >&2", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "ls failed\n");
+        free(cmd);
+        fail_msg("a checkpoint file in %s is not 0600", dir);
+    }
+}
+
 static void graceful_restart(fixture *fx, const char *guarantee)
 {
     char *text = h_strdupf(
@@ -663,7 +687,10 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     model m;
     model_run(&in, g, RS_OLD + RS_NEW, false, &m);
 
+    /* With umask 000: the checkpoint files are 0600 all the same. */
+    mode_t mask = umask(0);
     h_proc *p = h_stage_start(conf, NULL, NULL);
+    umask(mask);
     h_wait_out_rej(p, fx->bs, "out", (int64_t)m.out, "rej",
                    (int64_t)m.rejected);
     h_stage_stop(p);
@@ -682,6 +709,7 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     }
     const char *info[] = {"checkpoint", "info", ckpt, NULL};
     h_expect_ckpt_info(h_bs_cmd(info, 0), "in", hw, 3);
+    ckpt_modes_0600(ckpt);
     /* The same by the stage's configuration (its checkpoint.dir). */
     const char *info_c[] = {"checkpoint", "info", "-c", conf, NULL};
     h_expect_ckpt_info(h_bs_cmd(info_c, 0), "in", hw, 3);
@@ -769,6 +797,101 @@ static void graceful_restart(fixture *fx, const char *guarantee)
     free(ckpt);
     free(conf);
     free(text);
+}
+
+/* ---- 6: secrets -------------------------------------------------- */
+
+/* The file the stage's pid has under /proc, read whole. */
+static char *proc_file(pid_t pid, const char *name, size_t *len)
+{
+    char *path = h_strdupf("/proc/%d/%s", (int)pid, name);
+    char *buf = NULL;
+    H_CHECK(h_read_file(path, &buf, len));
+    free(path);
+    return buf;
+}
+
+/*
+ * `bloomstage run` with a secret on its command line, waiting for a broker
+ * that is not there (the configuration names a closed port), as user
+ * 65534 when the test is root (through setpriv), so that /proc says
+ * whether it is dumpable: the files under /proc/PID of a process that is
+ * not are owned by root.  With core_dumps, BLOOMSTAGE_CORE_DUMPS=1.
+ */
+static void secret_run(fixture *fx, bool core_dumps)
+{
+    static const char SECRET[] = "hunter2-Xy9";
+    bool root = geteuid() == 0;
+    if (root && access("/usr/bin/setpriv", X_OK) != 0) {
+        print_message("setpriv(1) missing: the dumpable check needs another "
+                      "user than root\n");
+        skip();
+    }
+    /* A configuration the other user can read. */
+    assert_int_equal(chmod(fx->dir, 0755), 0);
+    char *conf = write_text(fx, "secret.conf",
+                            "input.topics=in\noutput.topic=out\n"
+                            "kafka.bootstrap.servers=127.0.0.1:1\n"
+                            "consumer.group.id=secret\n"
+                            "checkpoint.dir=/nonexistent/ckpt\n");
+    assert_int_equal(chmod(conf, 0644), 0);
+    char *x = h_strdupf("kafka.sasl.password=%s", SECRET);
+    char *argv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                    "--clear-groups", (char *)h_bloomstage_path(), "run",
+                    "-c", conf, "-X", x, NULL};
+    char *env[] = {core_dumps ? "BLOOMSTAGE_CORE_DUMPS=1" : NULL, NULL};
+    h_proc *p = NULL;
+    H_CHECK(h_process_spawn(root ? argv : argv + 4, env, &p));
+    h_wait_said(p, "msg=\"a secret on the command line\"", 1, 20000);
+
+    /* Its command line, as ps reads it. */
+    size_t len = 0;
+    char *cmd = proc_file(h_process_pid(p), "cmdline", &len);
+    if (memmem(cmd, len, SECRET, strlen(SECRET)))
+        h_stage_fail(p, "/proc/PID/cmdline still shows the secret");
+    char *blanked = h_strdupf("kafka.sasl.password=%.*s",
+                              (int)strlen(SECRET), "****************");
+    if (!memmem(cmd, len, blanked, strlen(blanked)))
+        h_stage_fail(p, "/proc/PID/cmdline lacks '%s'", blanked);
+    /* The warning points the way and shows no value. */
+    h_expect_said(p, "key=kafka.sasl.password");
+    h_expect_said(p, "@file:PATH");
+    h_expect_said(p, "BLOOMSTAGE_KAFKA_SASL_PASSWORD_FILE=PATH");
+    if (strstr(h_process_stderr(p), SECRET))
+        h_stage_fail(p, "the secret is in the stage's stderr");
+
+    /* Dumpable or not, by the owner of the files in /proc/PID. */
+    struct stat st;
+    char *dir = h_strdupf("/proc/%d/status", (int)h_process_pid(p));
+    assert_int_equal(stat(dir, &st), 0);
+    uid_t runs_as = root ? 65534 : getuid();
+    print_message("%s: /proc/PID/status owned by uid %u, the stage runs "
+                  "as %u\n",
+                  core_dumps ? "BLOOMSTAGE_CORE_DUMPS=1" : "default",
+                  (unsigned)st.st_uid, (unsigned)runs_as);
+    if (runs_as == 0)
+        print_message("(root only: the owner cannot tell)\n");
+    else if (core_dumps ? st.st_uid != runs_as : st.st_uid != 0)
+        h_stage_fail(p, "/proc/PID/status owned by uid %u: the stage is %s "
+                     "dumpable", (unsigned)st.st_uid,
+                     core_dumps ? "not" : "still");
+    int status = 0;
+    if (h_process_terminate(p, 10000, &status) != 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        h_stage_fail(p, "SIGTERM while waiting for a broker: %s, want "
+                     "exit 0", h_status_str(status));
+    h_process_free(p);
+    free(dir);
+    free(blanked);
+    free(cmd);
+    free(x);
+    free(conf);
+}
+
+static void test_secrets_in_the_process(void **state)
+{
+    secret_run(*state, false);
+    secret_run(*state, true);
 }
 
 static void test_graceful_stop_and_restart(void **state)
@@ -1228,6 +1351,15 @@ static void test_refuses_damaged_filter(void **state)
             damage_byte(bf, cases[c].at == -2 ? -1 : cases[c].at);
         refuses_spam(fx, conf, bf);
     }
+    /* A FIFO in its place: refused by name, not waited on. */
+    assert_int_equal(unlink(bf), 0);
+    assert_int_equal(mkfifo(bf, 0600), 0);
+    fprintf(stderr, "    a FIFO in the filter's place\n");
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    stage_refuses(p, 1);
+    h_expect_said(p, "a FIFO, not a regular file");
+    h_expect_said(p, bf);
+    assert_untouched(fx);
     free(conf);
     free(bf);
     free(good);
@@ -1257,6 +1389,21 @@ static void test_refuses_damaged_checkpoint(void **state)
         h_expect_said(p, file);
         assert_untouched(fx);
     }
+    /* A FIFO (an open would wait for a writer for ever) and a directory
+     * under a checkpoint's name: refused by name, at once. */
+    static const char *const kinds[] = {"a FIFO", "a directory"};
+    for (size_t k = 0; k < 2; k++) {
+        assert_int_equal(unlink(file), 0); /* the file, then the FIFO */
+        assert_int_equal(k ? mkdir(file, 0700) : mkfifo(file, 0600), 0);
+        fprintf(stderr, "    %s in the checkpoint's place\n", kinds[k]);
+        h_proc *p = h_stage_start(conf, NULL, NULL);
+        stage_refuses(p, 1);
+        char *want = h_strdupf("%s: %s, not a regular file", file, kinds[k]);
+        h_expect_said(p, want);
+        free(want);
+        assert_untouched(fx);
+    }
+    assert_int_equal(rmdir(file), 0);
     free(file);
     free(dir);
     free(conf);
@@ -1429,6 +1576,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refuses_damaged_checkpoint,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secrets_in_the_process, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_config_errors_found_at_setup,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_overrides, setup,

@@ -58,3 +58,8 @@ endif()
 # decoded, applied, the base file, growth, the measured rate.
 bs_add_cmocka_test(test_blocklist SOURCES unit/test_blocklist.c
                    LIBS bsengine bstestsupport m TIMEOUT 120 LABELS stage)
+
+# test_log: the engine's log lines as bytes (stage/base/log.c): text from
+# outside that is not UTF-8, or holds control characters, is written \xNN.
+bs_add_cmocka_test(test_log SOURCES unit/test_log.c LIBS bsengine
+                   TIMEOUT 60 LABELS stage)

@@ -373,7 +373,7 @@ static void test_file_syntax(void **state)
         "input.topics = events , clicks\t \r\n"        /* 6 */
         "output.topic=out\n"                           /* 7 */
         "  kafka.sasl.jaas.config = a=b c=\"d\"  \r\n" /* 8 */
-        "metrics.listen=0.0.0.0:9464 # not a comment\n" /* 9 */
+        "kafka.client.id=stage # not a comment\n"      /* 9 */
         "dedup.fpr=0.01\n"                             /* 10 */
         "dedup.fpr = 0.001\n"                          /* 11: later wins */
         "\tcheckpoint.dir\t=\t/var/lib/x y\n"          /* 12 */
@@ -390,8 +390,8 @@ static void test_file_syntax(void **state)
     assert_string_equal(bs_config_get_str(cfg, "output.topic"), "out");
     assert_string_equal(bs_config_get_str(cfg, "kafka.sasl.jaas.config"),
                         "a=b c=\"d\"");
-    assert_string_equal(bs_config_get_str(cfg, "metrics.listen"),
-                        "0.0.0.0:9464 # not a comment");
+    assert_string_equal(bs_config_get_str(cfg, "kafka.client.id"),
+                        "stage # not a comment");
     assert_true(bs_config_get_double(cfg, "dedup.fpr") == 0.001);
     assert_string_equal(bs_config_get_str(cfg, "checkpoint.dir"),
                         "/var/lib/x y");
@@ -2016,6 +2016,102 @@ static void test_kafka_checks(void **state)
     }
 }
 
+/* metrics.listen's port: 1..65535, or 0 for any free port; anything else
+ * (99999 would listen on 99999 mod 65536) refused naming the key. */
+static void test_listen_port(void **state)
+{
+    fixture *f = *state;
+    static const char *const good[] = {"127.0.0.1:9464", "0.0.0.0:65535",
+                                       ":1", "[::1]:9464", "127.0.0.1:0",
+                                       ""};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "input.topics=in\noutput.topic=out\n"
+                 "metrics.listen=%s\n", good[i]);
+        assert_int_equal(load_text(f, text), 0);
+        if (bs_config_validate(f->cfg, f->err, sizeof f->err) != 0)
+            fail_msg("metrics.listen=%s refused: %s", good[i], f->err);
+    }
+    assert_int_equal(load_text(f, "input.topics=in\noutput.topic=out\n"
+                                  "metrics.listen=127.0.0.1:99999\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":3: key 'metrics.listen': port 99999 out of range "
+                     "[1, 65535] (0: any free port)");
+    assert_int_equal(load_text(f, "input.topics=in\noutput.topic=out\n"
+                                  "metrics.listen=127.0.0.1:65536\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":3: key 'metrics.listen': port 65536 out of range "
+                     "[1, 65535] (0: any free port)");
+    static const char *const bad[] = {"127.0.0.1", "127.0.0.1:", "host:http",
+                                      "h:-1", "h:123456", "h:94 64"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[128], want[700];
+        snprintf(text, sizeof text, "input.topics=in\noutput.topic=out\n"
+                 "metrics.listen=%s\n", bad[i]);
+        assert_int_equal(load_text(f, text), 0);
+        assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err),
+                         -1);
+        snprintf(want, sizeof want, "%s:3: key 'metrics.listen': ", f->path);
+        if (strncmp(f->err, want, strlen(want)) != 0)
+            fail_msg("metrics.listen=%s: '%s'", bad[i], f->err);
+    }
+}
+
+/* The checkpoint store's place may not be empty: an empty checkpoint.dir
+ * with the directory store, an empty checkpoint.topic with Kafka's. */
+static void test_store_place_not_empty(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "input.topics=in\noutput.topic=out\n"
+                                  "checkpoint.dir=\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":3: key 'checkpoint.dir': must not be empty with "
+                     "checkpoint.store=dir");
+    /* Unused by the Kafka store: empty is fine there. */
+    assert_int_equal(load_text(f, "input.topics=in\noutput.topic=out\n"
+                                  "checkpoint.dir=\ncheckpoint.store=kafka\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(load_text(f, "input.topics=in\noutput.topic=out\n"
+                                  "checkpoint.store=kafka\n"
+                                  "checkpoint.topic=\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_err_at(f, ":4: key 'checkpoint.topic': must not be empty with "
+                     "checkpoint.store=kafka");
+}
+
+/* Bytes that are not UTF-8 in a message are shown \xNN: a topic name in a
+ * value's error, and bs_config_escape itself. */
+static void test_messages_escape_bytes(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(load_text(f, "input.topics=ev\xffnts\n"), -1);
+    assert_err_at(f, ":1: key 'input.topics': value 'ev\\xffnts' has "
+                     "'\\xff' in topic 'ev\\xffnts' (topic names are "
+                     "letters, digits, '.', '_' and '-')");
+    assert_int_equal(load_text(f, "input.topics=a\noutput.topic=o\xfe\n"
+                                  "rejected.topic=o\xfe\n"), 0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    assert_non_null(strstr(f->err, ":3: key 'rejected.topic': same topic"));
+    assert_null(strchr(f->err, '\xfe'));
+
+    char buf[64];
+    assert_string_equal(bs_config_escape("plain", buf, sizeof buf), "plain");
+    assert_string_equal(bs_config_escape("caf\xc3\xa9 \xf0\x9f\x98\x80",
+                                         buf, sizeof buf),
+                        "caf\xc3\xa9 \xf0\x9f\x98\x80");
+    assert_string_equal(bs_config_escape("\xc0\xaf\xed\xa0\x80", buf,
+                                         sizeof buf),
+                        "\\xc0\\xaf\\xed\\xa0\\x80");
+    assert_string_equal(bs_config_escape("a\nb\x7f", buf, sizeof buf),
+                        "a\\x0ab\\x7f");
+    /* Cut to fit, never in the middle of an escape or a character. */
+    assert_string_equal(bs_config_escape("ab\xff", buf, 6), "ab");
+    assert_string_equal(bs_config_escape("a\xc3\xa9", buf, 3), "a");
+    assert_false(bs_config_needs_escape("caf\xc3\xa9"));
+    assert_true(bs_config_needs_escape("\xe2\x82"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2049,6 +2145,9 @@ int main(void)
         T(test_secret_never_shown),
         T(test_secret_files),
         T(test_kafka_checks),
+        T(test_listen_port),
+        T(test_store_place_not_empty),
+        T(test_messages_escape_bytes),
 #undef T
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
