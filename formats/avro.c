@@ -205,6 +205,27 @@ static const char *type_word(avro_type_t t)
     }
 }
 
+/* How many members a's node nd has (a record's fields, an enum's
+ * symbols, a union's branches, the one item or value type of an array or
+ * a map; 0 for the others), and a fixed's size into nd->size.  -2: a
+ * fixed of negative size. */
+static int64_t members(avro_schema_t a, node *nd)
+{
+    switch (nd->type) {
+    case AVRO_RECORD: return (int64_t)avro_schema_record_size(a);
+    case AVRO_ENUM: return avro_schema_enum_number_of_symbols(a);
+    case AVRO_UNION: return (int64_t)avro_schema_union_size(a);
+    case AVRO_ARRAY:
+    case AVRO_MAP: return 1;
+    case AVRO_FIXED:
+        if (avro_schema_fixed_size(a) < 0)
+            return -2;
+        nd->size = (uint64_t)avro_schema_fixed_size(a);
+        return 0;
+    default: return 0;
+    }
+}
+
 /* Copies avro-c's type a (and what it holds) into s; its node in *out. */
 static int copy_type(fm_avro_schema *s, avro_schema_t a, unsigned depth,
                      uint32_t *out, char *errstr, size_t errstr_size)
@@ -238,22 +259,11 @@ static int copy_type(fm_avro_schema *s, avro_schema_t a, unsigned depth,
     node nd = {.type = avro_typeof(a), .name = avro_schema_type_name(a)};
     if (!nd.name)
         nd.name = type_word(nd.type);
-    int64_t n = 0;
-    switch (nd.type) {
-    case AVRO_RECORD: n = (int64_t)avro_schema_record_size(a); break;
-    case AVRO_ENUM: n = avro_schema_enum_number_of_symbols(a); break;
-    case AVRO_UNION: n = (int64_t)avro_schema_union_size(a); break;
-    case AVRO_ARRAY:
-    case AVRO_MAP: n = 1; break;
-    case AVRO_FIXED:
-        if (avro_schema_fixed_size(a) < 0) {
-            snprintf(errstr, errstr_size, "avro: fixed %s has size %lld",
-                     nd.name, (long long)avro_schema_fixed_size(a));
-            return -1;
-        }
-        nd.size = (uint64_t)avro_schema_fixed_size(a);
-        break;
-    default: break;
+    int64_t n = members(a, &nd);
+    if (n == -2) {
+        snprintf(errstr, errstr_size, "avro: fixed %s has size %lld",
+                 nd.name, (long long)avro_schema_fixed_size(a));
+        return -1;
     }
     if (n < 0 || n > (int64_t)(MAX_NODES - s->nkids)) {
         snprintf(errstr, errstr_size, "avro: %s %s has %lld members",

@@ -879,6 +879,38 @@ static int parse_key(step *st, const fm_proto_field *kf, const char *seg,
     }
 }
 
+/* The segment of path at *at, unescaped (~1 is '/', ~0 is '~') into
+ * seg (NUL-terminated, *n bytes); *at then past its '/' (or the end).  -1
+ * with errstr for a bad escape or a segment over FM_PB_MAX_SEGMENT. */
+static int next_segment(const char *path, size_t len, size_t *at, char *seg,
+                        size_t *n, char *errstr, size_t errstr_size)
+{
+    size_t k = 0, i = *at;
+    for (; i < len && path[i] != '/'; i++) {
+        char ch = path[i];
+        if (ch == '~') {
+            char e = i + 1 < len ? path[i + 1] : '\0';
+            if (e != '0' && e != '1') {
+                snprintf(errstr, errstr_size, "protobuf path %.200s: '~' "
+                         "must be followed by 0 or 1", path);
+                return -1;
+            }
+            ch = e == '1' ? '/' : '~';
+            i++;
+        }
+        seg[k++] = ch;
+    }
+    seg[k] = '\0';
+    *at = i + 1;
+    *n = k;
+    if (k > FM_PB_MAX_SEGMENT) {
+        snprintf(errstr, errstr_size, "protobuf path: a segment longer than "
+                 "%d bytes", FM_PB_MAX_SEGMENT);
+        return -1;
+    }
+    return 0;
+}
+
 fm_pb_path *fm_pb_path_compile(const fm_proto_message *root, const char *path,
                                char *errstr, size_t errstr_size)
 {
@@ -904,31 +936,11 @@ fm_pb_path *fm_pb_path_compile(const fm_proto_message *root, const char *path,
     const fm_proto_field *mapf = NULL, *prev = NULL;
     char *w = p->text;
     for (size_t at = 1; len && at <= len;) {
-        /* One segment, unescaped (~1 is '/', ~0 is '~'). */
         char *seg = w;
-        size_t n = 0;
-        for (; at < len && path[at] != '/'; at++) {
-            char ch = path[at];
-            if (ch == '~') {
-                char e = at + 1 < len ? path[at + 1] : '\0';
-                if (e != '0' && e != '1') {
-                    snprintf(errstr, errstr_size, "protobuf path %.200s: "
-                             "'~' must be followed by 0 or 1", path);
-                    goto err;
-                }
-                ch = e == '1' ? '/' : '~';
-                at++;
-            }
-            seg[n++] = ch;
-        }
-        seg[n] = '\0';
-        at++; /* past the '/' (or the end) */
-        w += n + 1;
-        if (n > FM_PB_MAX_SEGMENT) {
-            snprintf(errstr, errstr_size, "protobuf path: a segment longer "
-                     "than %d bytes", FM_PB_MAX_SEGMENT);
+        size_t n;
+        if (next_segment(path, len, &at, seg, &n, errstr, errstr_size) != 0)
             goto err;
-        }
+        w += n + 1;
         if (mapf) {
             step *st = &p->steps[p->n - 1];
             st->has_key = true;

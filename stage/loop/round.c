@@ -179,6 +179,95 @@ static bool restore_pending(const bs_stage *s)
  * and the failures noted for the round, which then rolls back every
  * partition.  A producer that must be replaced loses the transaction all
  * the same: then every partition rolls back. */
+/* The producer a rollback needs: with transactions what the open
+ * transaction holds is aborted (read_committed readers never see it) by
+ * replacing the producer, whose init_transactions fences the old one and
+ * aborts its transaction.  Not by abort_transaction: librdkafka 2.0.2's
+ * abort sets its count of the transaction's requests in flight to 0, and
+ * a request the network lost (an AddPartitionsToTxn) then fails an
+ * assertion on that count when it times out, seconds later (SIGABRT);
+ * destroying the producer ends the request instead.  The partitions whose
+ * output that was are all restored after.  BS_RETRY: the broker did not
+ * answer init_transactions; BS_FATAL: it refused (the stage is FATAL). */
+static bs_rc rollback_producer(bs_stage *s, bool pending, char *err,
+                               size_t err_size)
+{
+    bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
+                   (s->txn && !pending && s->txn_open);
+    if (s->txn && replace)
+        bs_parts_txn_aborted(s);
+    bs_rc prc = BS_OK;
+    if (replace)
+        prc = bs_producer_recreate(s, err, err_size);
+    else if (s->txn && !s->txn_ready)
+        prc = bs_txn_start(s, err, err_size); /* an earlier one failed */
+    if (prc == BS_FATAL) {
+        bs_stage_fatal(s, "%s", err);
+        return BS_FATAL;
+    }
+    /* The next transaction is open before the restore: a partition
+     * restored without a committed state gets a first checkpoint, and the
+     * Kafka store writes it with the transactional producer, which refuses
+     * a record outside a transaction ("Erroneous state"). */
+    if (prc == BS_OK && s->txn)
+        (void)bs_txn_begin(s); /* a failure: the next round rolls back */
+    if (prc != BS_OK) {
+        /* The broker is away: no partition is processed until a later
+         * round's retry can. */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
+               bs_log_quote(err, rq, sizeof(rq)));
+        for (size_t i = 0; i < s->nparts; i++) {
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORING);
+            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORE_PENDING);
+        }
+        s->dr_failed = 0;
+        bs_deliveries_unconfirmed(s, "%s", err); /* the next round retries */
+        bs_publish(s);
+    }
+    return prc;
+}
+
+/* The partitions chosen[0..n) restored (bases[i]: where each was before,
+ * for one with no checkpoint yet) and the consumer seeked to where each
+ * now resumes; their records are processed again from there. */
+static void rollback_parts(bs_stage *s, part **chosen, const int64_t *bases,
+                           size_t n, bool pending)
+{
+    char err[BS_ERRSTR_SIZE];
+    bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
+    for (size_t i = 0; pending && r != BS_FATAL && i < n; i++)
+        if (chosen[i]->state != BS_PART_RESTORE_PENDING)
+            bs_part_log_restored(chosen[i], "partition restored");
+    if (r == BS_FATAL) {
+        bs_stage_fatal(s, "rollback: %s", err);
+    } else if (r == BS_RETRY) {
+        /* Nothing of theirs is processed until a retry reads the tail
+         * (the next round calls back here first). */
+        char rq[1100];
+        bs_log(BS_LOG_WARN, pending ? "restore incomplete, will retry"
+                                    : "rollback incomplete, will retry",
+               "error=%s", bs_log_quote(err, rq, sizeof(rq)));
+        note_text(s, "restore incomplete: %s", err);
+    }
+    rd_kafka_topic_partition_list_t *seek =
+        rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n && s->state != BS_STAGE_FATAL; i++) {
+        part *p = chosen[i];
+        /* No checkpoint yet: back to the first record consumed. */
+        if (p->ckpt_offset < 0)
+            p->base_offset = bases[i];
+        if (p->base_offset >= 0)
+            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
+                ->offset = p->base_offset;
+        p->next_offset = p->txn_from = -1;
+        p->txn_aborted = false;
+    }
+    if (s->state != BS_STAGE_FATAL)
+        seek_to(s, seek, "rollback");
+    rd_kafka_topic_partition_list_destroy(seek);
+}
+
 void bs_rollback(bs_stage *s, bool pending)
 {
     char q[600];
@@ -200,50 +289,9 @@ void bs_rollback(bs_stage *s, bool pending)
                   s->dr_error[0] ? s->dr_error : "a delivery failed");
     }
     char err[BS_ERRSTR_SIZE];
-    /* Transactions: what the open one holds is aborted (read_committed
-     * readers never see it) by replacing the producer, whose
-     * init_transactions fences the old one and aborts its transaction.
-     * Not by abort_transaction: librdkafka 2.0.2's abort sets its count
-     * of the transaction's requests in flight to 0, and a request the
-     * network lost (an AddPartitionsToTxn) then fails an assertion on that
-     * count when it times out, seconds later (SIGABRT); destroying the
-     * producer ends the request instead.  The partitions whose output that
-     * was are all restored below. */
-    bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
-                   (s->txn && !pending && s->txn_open);
-    if (s->txn && replace)
-        bs_parts_txn_aborted(s);
-    bs_rc prc = BS_OK;
-    if (replace)
-        prc = bs_producer_recreate(s, err, sizeof(err));
-    else if (s->txn && !s->txn_ready)
-        prc = bs_txn_start(s, err, sizeof(err)); /* an earlier one failed */
-    if (prc == BS_FATAL) {
-        bs_stage_fatal(s, "%s", err);
+    if (rollback_producer(s, pending, err, sizeof(err)) != BS_OK)
         return;
-    }
-    /* The next transaction is open before the restore: a partition
-     * restored without a committed state gets a first checkpoint, and the
-     * Kafka store writes it with the transactional producer, which refuses
-     * a record outside a transaction ("Erroneous state"). */
-    if (prc == BS_OK && s->txn)
-        (void)bs_txn_begin(s); /* a failure: the next round rolls back */
-    if (prc != BS_OK) {
-        /* The broker did not answer init_transactions (it is away): no
-         * partition is processed until a later round's retry can. */
-        char rq[1100];
-        bs_log(BS_LOG_WARN, "rollback incomplete, will retry", "error=%s",
-               bs_log_quote(err, rq, sizeof(rq)));
-        for (size_t i = 0; i < s->nparts; i++) {
-            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORING);
-            bs_part_set_state(s, &s->parts[i], BS_PART_RESTORE_PENDING);
-        }
-        s->dr_failed = 0;
-        bs_deliveries_unconfirmed(s, "%s", err); /* the next round retries */
-        bs_publish(s);
-        return;
-    }
-    size_t n = s->nparts;
+    size_t n = s->nparts, m = 0;
     part **chosen = calloc(n ? n : 1, sizeof(*chosen));
     int64_t *bases = calloc(n ? n : 1, sizeof(*bases));
     if (!chosen || !bases) {
@@ -252,49 +300,15 @@ void bs_rollback(bs_stage *s, bool pending)
         bs_stage_fatal(s, "rollback: out of memory");
         return;
     }
-    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (pending && s->parts[i].state != BS_PART_RESTORE_PENDING)
             continue;
         bases[m] = s->parts[i].base_offset;
         chosen[m++] = &s->parts[i];
     }
-    n = m;
-    bs_rc r = bs_parts_restore(s, chosen, n, err, sizeof(err));
-    for (size_t i = 0; pending && r != BS_FATAL && i < n; i++)
-        if (chosen[i]->state != BS_PART_RESTORE_PENDING)
-            bs_part_log_restored(chosen[i], "partition restored");
-    if (r == BS_FATAL) {
-        bs_stage_fatal(s, "rollback: %s", err);
-    } else if (r == BS_RETRY) {
-        /* Nothing of theirs is processed until a retry reads the tail
-         * (the next round calls back here first). */
-        char rq[1100];
-        bs_log(BS_LOG_WARN, pending ? "restore incomplete, will retry"
-                                    : "rollback incomplete, will retry",
-               "error=%s",
-               bs_log_quote(err, rq, sizeof(rq)));
-        note_text(s, "restore incomplete: %s", err);
-    }
-    rd_kafka_topic_partition_list_t *seek =
-        rd_kafka_topic_partition_list_new((int)n);
-    for (size_t i = 0; i < n && s->state != BS_STAGE_FATAL; i++) {
-        part *p = chosen[i];
-        /* No checkpoint yet: back to the first record consumed. */
-        if (p->ckpt_offset < 0)
-            p->base_offset = bases[i];
-        if (p->base_offset >= 0)
-            rd_kafka_topic_partition_list_add(seek, p->topic, p->partition)
-                ->offset = p->base_offset;
-        /* Its records are processed again from there. */
-        p->next_offset = p->txn_from = -1;
-        p->txn_aborted = false;
-    }
+    rollback_parts(s, chosen, bases, m, pending);
     free(chosen);
     free(bases);
-    if (s->state != BS_STAGE_FATAL)
-        seek_to(s, seek, "rollback");
-    rd_kafka_topic_partition_list_destroy(seek);
     if (!pending) {
         s->dr_failed = 0;
         s->dr_error[0] = '\0';
@@ -419,20 +433,11 @@ static const bs_ckpt_wm *ckpt_wm(const part *p, const bs_ckpt_wm *wm)
     return wm && p->skip_i < p->nskip && p->wm ? p->wm : wm;
 }
 
-/* The body of a round, in CHECKPOINTING. */
-static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
-                        const char *why, double t0)
+/* exactly_once partitions still without a first checkpoint get one
+ * (those in `only`); true while some still has none. */
+static bool first_checkpoints(bs_stage *s,
+                              const rd_kafka_topic_partition_list_t *only)
 {
-    if (restore_pending(s)) {
-        bs_rollback(s, true);
-        if (restore_pending(s) || s->state == BS_STAGE_FATAL)
-            return BS_RETRY;
-    }
-    /* Transactions: a commit makes everything the open transaction holds
-     * visible, every partition's output, so a round covers them all. */
-    if (s->txn)
-        only = NULL;
-    /* exactly_once partitions still without a first checkpoint. */
     bool waiting = false;
     char err[BS_ERRSTR_SIZE];
     for (size_t i = 0; i < s->nparts; i++) {
@@ -453,29 +458,29 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                                           "%s", err);
         }
     }
-    /* Invariant 2: nothing is written before every delivery succeeded. */
-    if (!flush_producer(s) || s->dr_failed) {
-        if (!s->dr_failed)
-            bs_deliveries_unconfirmed(s, "flush interrupted");
-        bs_rollback(s, false);
-        BS_INC(s->ctr.checkpoint_failures);
-        return BS_RETRY;
-    }
-    bs_crash_point(BS_CRASH_AFTER_FLUSH);
-    double t_flushed = bs_now();
-    bs_ckpt_wm *wm = NULL;
-    uint32_t nwm = 0;
-    if (bs_exactly_once(s)) {
-        if (!(wm = output_watermarks(s)))
-            return BS_RETRY;
-        nwm = (uint32_t)s->out_parts;
-    }
+    return waiting;
+}
+
+/* What a round wrote: written[i] for s->parts[i], their count, and the
+ * bytes the store wrote (deltas or snapshots). */
+typedef struct round_writes {
+    bool *written;
+    size_t n;
+    uint64_t bytes;
+} round_writes;
+
+/* Each changed partition in `only` written to the store with the round's
+ * output watermarks wm[0..nwm), then the store made durable (the
+ * directory's fsync, the Kafka store's manifests): nothing of this round
+ * is committed if that fails (w->n is then 0).  BS_RETRY when anything
+ * failed, with err saying what. */
+static bs_rc write_checkpoints(bs_stage *s,
+                               const rd_kafka_topic_partition_list_t *only,
+                               const bs_ckpt_wm *wm, uint32_t nwm,
+                               round_writes *w, char *err, size_t err_size)
+{
     bs_rc rc = BS_OK;
-    size_t n = s->nparts;
-    bool *written = calloc(n ? n : 1, sizeof(*written));
-    size_t nwritten = 0;
-    uint64_t put_bytes = 0; /* what the store wrote: deltas or snapshots */
-    for (size_t i = 0; written && i < n; i++) {
+    for (size_t i = 0; w->written && i < s->nparts; i++) {
         part *p = &s->parts[i];
         if (!in_list(only, p) || p->next_offset < 0 ||
             p->next_offset == p->ckpt_offset)
@@ -486,53 +491,44 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                    (int)p->partition, p->nskip - p->skip_i);
         if (bs_store_put(s->store, p->topic, p->partition, p->next_offset,
                          ckpt_wm(p, wm), ckpt_wm(p, wm) == wm ? nwm : p->nwm,
-                         p->filter, p->audit, err, sizeof(err)) != 0) {
+                         p->filter, p->audit, err, err_size) != 0) {
             note_failure(s, p->topic, p->partition, err);
             BS_INC(s->ctr.checkpoint_failures);
             rc = BS_RETRY;
             continue;
         }
-        written[i] = true;
-        nwritten++;
-        put_bytes += bs_store_last_bytes(s->store, NULL);
+        w->written[i] = true;
+        w->n++;
+        w->bytes += bs_store_last_bytes(s->store, NULL);
     }
-    if (nwritten)
+    if (w->n)
         bs_crash_point(BS_CRASH_AFTER_CKPT_WRITE);
-    /* Durable only now (the directory's fsync, the Kafka store's
-     * manifests): nothing of this round is committed if that fails. */
-    if (!written || bs_ckpt_sync(s, err, sizeof(err)) != 0) {
-        note_failure(s, NULL, -1, written ? err : "out of memory");
+    if (!w->written || bs_ckpt_sync(s, err, err_size) != 0) {
+        if (!w->written)
+            snprintf(err, err_size, "out of memory");
+        note_failure(s, NULL, -1, err);
         BS_INC(s->ctr.checkpoint_failures);
         rc = BS_RETRY;
-        nwritten = 0;
+        w->n = 0;
     }
-    if (nwritten)
+    if (w->n)
         bs_crash_point(BS_CRASH_AFTER_STORE_SYNC);
-    double t_stored = bs_now();
-    /* Transactions: a checkpoint not written is handled as a failed
-     * delivery of the output.  The transaction holds the round's output
-     * without it, and the Kafka store's records are in it too: one of them
-     * not delivered (a delivery timed out) leaves the transaction needing
-     * an abort, and librdkafka refuses every later record ("Erroneous
-     * state") until it has one.  So the transaction is aborted (librdkafka
-     * bumps the producer's epoch where the error asks for it) and the
-     * stage rolls back to the last committed state. */
-    if (s->txn && rc != BS_OK) {
-        bs_deliveries_unconfirmed(s, "checkpoint not written: %s",
-                                  written ? err : "out of memory");
-        bs_rollback(s, false);
-        free(written);
-        free(wm);
-        return BS_RETRY;
-    }
+    return rc;
+}
+
+/* The offsets to commit: every partition written (its checkpoint and
+ * watermarks now the newest), and without transactions each one in
+ * `only` whose durable checkpoint an earlier commit failed to cover. */
+static rd_kafka_topic_partition_list_t *
+commit_list(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+            const round_writes *w, const bs_ckpt_wm *wm, uint32_t nwm)
+{
     rd_kafka_topic_partition_list_t *commit =
-        rd_kafka_topic_partition_list_new((int)n);
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
+        rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++) {
         part *p = &s->parts[i];
-        if (nwritten && written[i]) {
+        if (w->n && w->written[i]) {
             BS_INC(s->ctr.checkpoints);
-            bytes = put_bytes;
             p->ckpt_offset = p->base_offset = p->next_offset;
             if (wm && ckpt_wm(p, wm) == wm) {
                 bs_ckpt_wm *copy = malloc(nwm * sizeof(*copy));
@@ -554,28 +550,89 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
                 ->offset = p->ckpt_offset;
         }
     }
-    if (commit->cnt > 0) {
-        bool ok = s->txn ? commit_txn(s, commit) : commit_offsets(s, commit);
-        if (ok) {
-            if (!s->txn)
-                bs_crash_point(BS_CRASH_AFTER_COMMIT);
-            store_committed(s, commit);
-            bs_refusal_healed(s);
-            double now = bs_now(), dt = now - t0;
-            BS_SET(s->ctr.checkpoint_bytes, bytes);
-            bs_report_round(s, dt);
-            bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d "
-                   "bytes=%llu seconds=%.3f flush_seconds=%.3f "
-                   "store_seconds=%.3f commit_seconds=%.3f", why,
-                   commit->cnt, (unsigned long long)bytes, dt,
-                   t_flushed - t0, t_stored - t_flushed, now - t_stored);
-        } else if (s->txn) {
-            rc = BS_RETRY; /* rolled back; a failed plain commit is not a
-                              failed round (made again by the next) */
-        }
+    return commit;
+}
+
+/* The commit of a round's list, and its figures on success.  BS_RETRY
+ * when a transaction's commit failed (rolled back); a failed plain commit
+ * is not a failed round (the next makes it again). */
+static bs_rc commit_round(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
+                          const char *why, uint64_t bytes, const double t[3])
+{
+    if (commit->cnt == 0)
+        return BS_OK;
+    bool ok = s->txn ? commit_txn(s, commit) : commit_offsets(s, commit);
+    if (!ok)
+        return s->txn ? BS_RETRY : BS_OK;
+    if (!s->txn)
+        bs_crash_point(BS_CRASH_AFTER_COMMIT);
+    store_committed(s, commit);
+    bs_refusal_healed(s);
+    double now = bs_now(), dt = now - t[0];
+    BS_SET(s->ctr.checkpoint_bytes, bytes);
+    bs_report_round(s, dt);
+    bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu "
+           "seconds=%.3f flush_seconds=%.3f store_seconds=%.3f "
+           "commit_seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
+           dt, t[1] - t[0], t[2] - t[1], now - t[2]);
+    return BS_OK;
+}
+
+/* The body of a round, in CHECKPOINTING: first checkpoints, the flush
+ * (invariant 2: nothing is written before every delivery succeeded), the
+ * writes, the commit. */
+static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                        const char *why, double t0)
+{
+    if (restore_pending(s)) {
+        bs_rollback(s, true);
+        if (restore_pending(s) || s->state == BS_STAGE_FATAL)
+            return BS_RETRY;
     }
-    rd_kafka_topic_partition_list_destroy(commit);
-    free(written);
+    /* Transactions: a commit makes everything the open transaction holds
+     * visible, every partition's output, so a round covers them all. */
+    if (s->txn)
+        only = NULL;
+    bool waiting = first_checkpoints(s, only);
+    if (!flush_producer(s) || s->dr_failed) {
+        if (!s->dr_failed)
+            bs_deliveries_unconfirmed(s, "flush interrupted");
+        bs_rollback(s, false);
+        BS_INC(s->ctr.checkpoint_failures);
+        return BS_RETRY;
+    }
+    bs_crash_point(BS_CRASH_AFTER_FLUSH);
+    double t[3] = {t0, bs_now(), 0}; /* start, flushed, stored */
+    bs_ckpt_wm *wm = NULL;
+    uint32_t nwm = 0;
+    if (bs_exactly_once(s)) {
+        if (!(wm = output_watermarks(s)))
+            return BS_RETRY;
+        nwm = (uint32_t)s->out_parts;
+    }
+    char err[BS_ERRSTR_SIZE];
+    round_writes w = {calloc(s->nparts ? s->nparts : 1, sizeof(bool)), 0, 0};
+    bs_rc rc = write_checkpoints(s, only, wm, nwm, &w, err, sizeof(err));
+    t[2] = bs_now();
+    /* Transactions: a checkpoint not written is handled as a failed
+     * delivery of the output.  The transaction holds the round's output
+     * without it, and the Kafka store's records are in it too: one of them
+     * not delivered (a delivery timed out) leaves the transaction needing
+     * an abort, and librdkafka refuses every later record ("Erroneous
+     * state") until it has one.  So the transaction is aborted (librdkafka
+     * bumps the producer's epoch where the error asks for it) and the
+     * stage rolls back to the last committed state. */
+    if (s->txn && rc != BS_OK) {
+        bs_deliveries_unconfirmed(s, "checkpoint not written: %s", err);
+        bs_rollback(s, false);
+    } else {
+        rd_kafka_topic_partition_list_t *commit =
+            commit_list(s, only, &w, wm, nwm);
+        if (commit_round(s, commit, why, w.n ? w.bytes : 0, t) != BS_OK)
+            rc = BS_RETRY;
+        rd_kafka_topic_partition_list_destroy(commit);
+    }
+    free(w.written);
     free(wm);
     if (waiting)
         rc = BS_RETRY; /* some partition still has no first checkpoint */

@@ -238,54 +238,106 @@ static void render_audit_parts(out *o, const bs_part_metrics *pm, size_t n)
     }
 }
 
-char *bs_metrics_render(bs_stage *s)
+/* The stage-wide families: the counters' table, drops by reason, the
+ * lists', the round histogram, the gauges' table, readiness and the audit
+ * totals. */
+static void render_totals(out *o, bs_stage *s)
 {
-    out o = {malloc(65536), 0, 65536, false};
-    if (!o.buf)
-        return NULL;
-    o.buf[0] = '\0';
     bs_stage_stats st;
     bs_stage_stats_get(s, &st);
-
     for (size_t i = 0; i < bs_ncounters; i++)
         if (bs_counter_infos[i].kind == BS_COUNTER && bs_counter_infos[i].prom)
-            counter(&o, bs_counter_infos[i].prom, bs_counter_infos[i].help,
+            counter(o, bs_counter_infos[i].prom, bs_counter_infos[i].help,
                     bs_stats_value(&st, i));
-    head(&o, "bloomstage_records_dropped_total", "counter",
+    head(o, "bloomstage_records_dropped_total", "counter",
          "Records dropped, by reason (and blocklist).");
-    outf(&o, "bloomstage_records_dropped_total{reason=\"duplicate\"} %llu\n",
+    outf(o, "bloomstage_records_dropped_total{reason=\"duplicate\"} %llu\n",
          (unsigned long long)st.dropped_duplicate);
     for (size_t i = 0; i < bs_stage_blocklists(s); i++)
-        outf(&o, "bloomstage_records_dropped_total{reason=\"blocklist\","
+        outf(o, "bloomstage_records_dropped_total{reason=\"blocklist\","
              "list=\"%s\"} %llu\n", bs_stage_blocklist_name(s, i),
              (unsigned long long)bs_stage_blocklist_drops(s, i));
-
-    render_lists(&o, s);
-
+    render_lists(o, s);
     bs_stage_hist h;
     bs_stage_checkpoint_hist(s, &h);
-    head(&o, "bloomstage_checkpoint_duration_seconds", "histogram",
+    head(o, "bloomstage_checkpoint_duration_seconds", "histogram",
          "Duration of checkpoint rounds (flush, write, fsync, commit).");
     for (int b = 0; b < BS_CKPT_BUCKETS; b++)
-        outf(&o, "bloomstage_checkpoint_duration_seconds_bucket{le=\"%g\"} "
+        outf(o, "bloomstage_checkpoint_duration_seconds_bucket{le=\"%g\"} "
              "%llu\n", bs_ckpt_bucket_bounds[b],
              (unsigned long long)h.buckets[b]);
-    outf(&o, "bloomstage_checkpoint_duration_seconds_bucket{le=\"+Inf\"} "
+    outf(o, "bloomstage_checkpoint_duration_seconds_bucket{le=\"+Inf\"} "
          "%llu\n", (unsigned long long)h.count);
-    outf(&o, "bloomstage_checkpoint_duration_seconds_sum %.6f\n", h.sum);
-    outf(&o, "bloomstage_checkpoint_duration_seconds_count %llu\n",
+    outf(o, "bloomstage_checkpoint_duration_seconds_sum %.6f\n", h.sum);
+    outf(o, "bloomstage_checkpoint_duration_seconds_count %llu\n",
          (unsigned long long)h.count);
     for (size_t i = 0; i < bs_ncounters; i++)
         if (bs_counter_infos[i].kind == BS_GAUGE && bs_counter_infos[i].prom)
-            gauge(&o, bs_counter_infos[i].prom, bs_counter_infos[i].help,
+            gauge(o, bs_counter_infos[i].prom, bs_counter_infos[i].help,
                   (double)bs_stats_value(&st, i));
-    gauge(&o, "bloomstage_ready", "1 when /ready answers 200.",
+    gauge(o, "bloomstage_ready", "1 when /ready answers 200.",
           bs_stage_ready(s, NULL, 0) ? 1 : 0);
-    gauge(&o, "bloomstage_checkpoint_interval_seconds",
+    gauge(o, "bloomstage_checkpoint_interval_seconds",
           "checkpoint.interval.ms, in seconds: what the alert rules "
           "measure a commit's age against.", bs_stage_checkpoint_interval_s(s));
-    render_audit_totals(&o, s, &st);
+    render_audit_totals(o, s, &st);
+}
 
+/* The per-partition gauges, in their order. */
+static const struct {
+    const char *name, *help;
+} part_gauges[] = {
+    {"bloomstage_filter_layers", "Layers of the partition's dedup filter."},
+    {"bloomstage_filter_bits", "Bits of the partition's dedup filter."},
+    {"bloomstage_filter_fill_ratio", "Fraction of the filter's bits set."},
+    {"bloomstage_filter_estimated_keys",
+     "Distinct keys estimated from the filter's bits."},
+    {"bloomstage_filter_estimated_fpr",
+     "False-positive rate estimated from the filter's fill."},
+    {"bloomstage_consumer_lag",
+     "Records behind the partition's end (librdkafka statistics)."},
+    {"bloomstage_filter_bytes", "Memory of the partition's dedup filter."},
+    {"bloomstage_window_generations",
+     "dedup.window.ms: generations (filters of window/G each) live."},
+    {"bloomstage_window_stream_time_seconds",
+     "dedup.window.ms: the partition's stream time (largest record "
+     "timestamp seen), seconds since the epoch."},
+    {"bloomstage_window_oldest_seconds",
+     "dedup.window.ms: where the oldest live generation starts, seconds "
+     "since the epoch: keys from before it are forgotten."},
+    {"bloomstage_filter_bytes_per_key",
+     "Memory of the partition's dedup filter per key it holds."},
+    {"bloomstage_last_commit_timestamp_seconds",
+     "Unix time of the partition's last offset commit by this stage "
+     "(of its assignment before the first)."},
+};
+
+/* Gauge g of part_gauges for p into *v; false when it is not known yet,
+ * there is no window, or no key. */
+static bool part_gauge(size_t g, const bs_part_metrics *p, double *v)
+{
+    switch (g) {
+    case 0: *v = p->layers; return true;
+    case 1: *v = (double)p->bits; return true;
+    case 2: *v = p->fill; return true;
+    case 3: *v = p->est_keys; return true;
+    case 4: *v = p->est_fpr; return true;
+    case 5: *v = (double)p->lag; return p->lag >= 0;
+    case 6: *v = (double)p->bytes; return true;
+    case 7: *v = p->generations; return p->stream_time_ms >= 0;
+    case 8: *v = (double)p->stream_time_ms / 1000.0;
+        return p->stream_time_ms >= 0;
+    case 9: *v = (double)p->oldest_ms / 1000.0; return p->oldest_ms >= 0;
+    case 10:
+        *v = p->inserts ? (double)p->bytes / (double)p->inserts : 0;
+        return p->inserts > 0;
+    default: *v = p->committed_at; return true;
+    }
+}
+
+/* The partitions' gauges and audit figures, from the published view. */
+static void render_parts(out *o, bs_stage *s)
+{
     size_t n = bs_stage_partitions(s, NULL, 0);
     bs_part_metrics *pm = n ? calloc(n, sizeof(*pm)) : NULL;
     if (pm) {
@@ -296,65 +348,29 @@ char *bs_metrics_render(bs_stage *s)
     } else {
         n = 0;
     }
-    static const struct {
-        const char *name, *help;
-    } per[] = {
-        {"bloomstage_filter_layers", "Layers of the partition's dedup filter."},
-        {"bloomstage_filter_bits", "Bits of the partition's dedup filter."},
-        {"bloomstage_filter_fill_ratio", "Fraction of the filter's bits set."},
-        {"bloomstage_filter_estimated_keys",
-         "Distinct keys estimated from the filter's bits."},
-        {"bloomstage_filter_estimated_fpr",
-         "False-positive rate estimated from the filter's fill."},
-        {"bloomstage_consumer_lag",
-         "Records behind the partition's end (librdkafka statistics)."},
-        {"bloomstage_filter_bytes", "Memory of the partition's dedup filter."},
-        {"bloomstage_window_generations",
-         "dedup.window.ms: generations (filters of window/G each) live."},
-        {"bloomstage_window_stream_time_seconds",
-         "dedup.window.ms: the partition's stream time (largest record "
-         "timestamp seen), seconds since the epoch."},
-        {"bloomstage_window_oldest_seconds",
-         "dedup.window.ms: where the oldest live generation starts, seconds "
-         "since the epoch: keys from before it are forgotten."},
-        {"bloomstage_filter_bytes_per_key",
-         "Memory of the partition's dedup filter per key it holds."},
-        {"bloomstage_last_commit_timestamp_seconds",
-         "Unix time of the partition's last offset commit by this stage "
-         "(of its assignment before the first)."},
-    };
-    for (size_t g = 0; g < sizeof(per) / sizeof(per[0]); g++) {
-        head(&o, per[g].name, "gauge", per[g].help);
+    for (size_t g = 0; g < sizeof(part_gauges) / sizeof(part_gauges[0]);
+         g++) {
+        head(o, part_gauges[g].name, "gauge", part_gauges[g].help);
         for (size_t i = 0; i < n; i++) {
-            const bs_part_metrics *p = &pm[i];
             double v;
-            switch (g) {
-            case 0: v = p->layers; break;
-            case 1: v = (double)p->bits; break;
-            case 2: v = p->fill; break;
-            case 3: v = p->est_keys; break;
-            case 4: v = p->est_fpr; break;
-            case 5: v = (double)p->lag; break;
-            case 6: v = (double)p->bytes; break;
-            case 7: v = p->generations; break;
-            case 8: v = (double)p->stream_time_ms / 1000.0; break;
-            case 9: v = (double)p->oldest_ms / 1000.0; break;
-            case 11: v = p->committed_at; break;
-            default:
-                v = p->inserts ? (double)p->bytes / (double)p->inserts : 0;
-                break;
-            }
-            if ((g == 5 && p->lag < 0) ||
-                (g == 7 && p->stream_time_ms < 0) ||
-                (g == 8 && p->stream_time_ms < 0) ||
-                (g == 9 && p->oldest_ms < 0) || (g == 10 && !p->inserts))
-                continue; /* not known yet, no window, or no key */
-            outf(&o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n",
-                 per[g].name, p->topic, (int)p->partition, v);
+            if (part_gauge(g, &pm[i], &v))
+                outf(o, "%s{topic=\"%s\",partition=\"%d\"} %.17g\n",
+                     part_gauges[g].name, pm[i].topic, (int)pm[i].partition,
+                     v);
         }
     }
-    render_audit_parts(&o, pm, n);
+    render_audit_parts(o, pm, n);
     free(pm);
+}
+
+char *bs_metrics_render(bs_stage *s)
+{
+    out o = {malloc(65536), 0, 65536, false};
+    if (!o.buf)
+        return NULL;
+    o.buf[0] = '\0';
+    render_totals(&o, s);
+    render_parts(&o, s);
     return o.buf;
 }
 

@@ -136,6 +136,50 @@ static void skip_key_add(bs_stage *s, part *p, size_t i)
         audit_held(s, p, bf_audit_note(p->audit, p->skip_keys[i].h));
 }
 
+/* exactly_once: forwarded before a crash or rollback (the output tail
+ * shows it), its key is in the filter already: true, and not produced
+ * again.  The skip entries before it are added on the way. */
+static bool replayed(bs_stage *s, part *p, int64_t offset)
+{
+    while (p->skip_i < p->nskip && p->skip[p->skip_i] < offset)
+        skip_key_add(s, p, p->skip_i++);
+    if (p->skip_i >= p->nskip || p->skip[p->skip_i] != offset)
+        return false;
+    skip_key_add(s, p, p->skip_i++);
+    BS_INC(s->ctr.replayed);
+    if (p->skip_i == p->nskip) {
+        free(p->skip);
+        free(p->skip_keys);
+        p->skip = NULL;
+        p->skip_keys = NULL;
+        p->nskip = p->skip_i = 0;
+    }
+    return true;
+}
+
+/* true, and the record dropped naming the list, when a blocklist holds
+ * one of its lookups (none: it has no such key; a domain list: the
+ * domain, then each parent). */
+static bool blocked(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
+{
+    for (size_t i = 0; i < s->nlists; i++) {
+        bs_blocklist *bl = &s->lists[i];
+        const bf_hash *lh = &pp->list_h[s->list_at[i]];
+        bool hit = false;
+        for (unsigned j = 0; !hit && j < pp->list_n[i]; j++)
+            hit = bf_filter_contains_h(bl->filter, lh[j]);
+        if (hit) {
+            char reason[300];
+            snprintf(reason, sizeof(reason), "blocklist:%s", bl->name);
+            BS_INC(s->ctr.dropped_blocklist);
+            BS_INC(s->list_drops[i]);
+            drop(s, m, reason);
+            return true;
+        }
+    }
+    return false;
+}
+
 static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
@@ -161,40 +205,8 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
     bool late = bs_dedup_advance(p->filter, p->audit,
                                  rd_kafka_message_timestamp(m, NULL));
 
-    /* exactly_once: forwarded before a crash or rollback (the output tail
-     * shows it), its key is in the filter already: do not produce again. */
-    while (p->skip_i < p->nskip && p->skip[p->skip_i] < m->offset)
-        skip_key_add(s, p, p->skip_i++);
-    if (p->skip_i < p->nskip && p->skip[p->skip_i] == m->offset) {
-        skip_key_add(s, p, p->skip_i++);
-        BS_INC(s->ctr.replayed);
-        if (p->skip_i == p->nskip) {
-            free(p->skip);
-            free(p->skip_keys);
-            p->skip = NULL;
-            p->skip_keys = NULL;
-            p->nskip = p->skip_i = 0;
-        }
+    if (replayed(s, p, m->offset) || blocked(s, m, pp))
         return;
-    }
-
-    for (size_t i = 0; i < s->nlists; i++) {
-        /* No such key: this list cannot match.  A domain list: the
-         * domain, then each parent. */
-        bs_blocklist *bl = &s->lists[i];
-        const bf_hash *lh = &pp->list_h[s->list_at[i]];
-        bool hit = false;
-        for (unsigned j = 0; !hit && j < pp->list_n[i]; j++)
-            hit = bf_filter_contains_h(bl->filter, lh[j]);
-        if (hit) {
-            char reason[300];
-            snprintf(reason, sizeof(reason), "blocklist:%s", bl->name);
-            BS_INC(s->ctr.dropped_blocklist);
-            BS_INC(s->list_drops[i]);
-            drop(s, m, reason);
-            return;
-        }
-    }
 
     if (!pp->have) {
         BS_INC(s->ctr.missing_key);
