@@ -548,8 +548,8 @@ void bs_kafkastore_get_many(void *impl, bs_store_query *q, size_t n)
         if (rc != 0) {
             fail_cp(&cps[c], rc, err);
         } else if (cps[c].oom) {
-            char oom[800];
-            snprintf(oom, sizeof(oom), "%s: out of memory",
+            char oom[BS_ERRSTR_SIZE];
+            snprintf(oom, sizeof(oom), "%.300s: out of memory",
                      cps[c].w[0]->name);
             fail_cp(&cps[c], -1, oom);
         } else {
