@@ -46,13 +46,30 @@ static const char RUN_HELP[] =
     "line with a warning: give it as KEY=@file:PATH or in\n"
     "BLOOMSTAGE_<KEY>_FILE=PATH instead.\n";
 
-static bs_stage *running;
+/* SIGTERM and SIGINT are handled from the start of `run`: one that comes
+ * before the stage exists (while the configuration and the blocklists
+ * load) is kept in stop_early and stops the stage as soon as it is made,
+ * so a stop at any moment drains and exits 0 instead of killing. */
+static bs_stage *volatile running;
+static volatile sig_atomic_t stop_early;
 
 static void on_signal(int sig)
 {
     (void)sig;
+    stop_early = 1;
     if (running)
         bs_stage_stop(running);
+}
+
+static void handle_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }
 
 /* Starts the stage on cfg (with its metrics endpoint when set asks for
@@ -83,13 +100,8 @@ static int run_stage(const bs_config *cfg, const bs_settings *set,
         }
     }
     running = s;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    if (stop_early)
+        bs_stage_stop(s); /* a signal came before the stage was made */
 
     int rc = bs_stage_run(s, err, sizeof(err));
     running = NULL;
@@ -119,6 +131,7 @@ static void core_dumps(void)
 int cmd_run(int argc, char **argv)
 {
     core_dumps();
+    handle_signals();
     cli_config_opts o;
     int rc = cli_config_opts_parse(argc, argv, "run", RUN_HELP, &o);
     if (rc >= 0)
