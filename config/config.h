@@ -102,17 +102,32 @@ typedef enum bs_config_keyspec_kind {
     BS_CONFIG_KEYSPEC_HEADER,  /* "header:NAME": the value of header NAME */
     BS_CONFIG_KEYSPEC_JSON,    /* "json:/ptr": a JSON pointer into the value
                                   ("key.json:/ptr": into the record key) */
+    BS_CONFIG_KEYSPEC_AVRO,    /* "avro:/a/b": record fields of an Avro
+                                  value in Confluent framing, its schema
+                                  from the Schema Registry ("key.avro:") */
+    BS_CONFIG_KEYSPEC_PROTOBUF, /* "protobuf:/a/b": fields of a Protobuf
+                                  message likewise ("key.protobuf:") */
 } bs_config_keyspec_kind;
+
+/* True for the kinds whose schema comes from a Schema Registry. */
+static inline bool bs_config_keypart_framed(bs_config_keyspec_kind kind)
+{
+    return kind == BS_CONFIG_KEYSPEC_AVRO ||
+           kind == BS_CONFIG_KEYSPEC_PROTOBUF;
+}
 
 /* The most parts a composite key has. */
 #define BS_CONFIG_KEY_PARTS_MAX 8
 
 typedef struct bs_config_keypart {
     bs_config_keyspec_kind kind;
-    /* JSON: the record key is parsed ("key.json:"), not the value. */
+    /* JSON, AVRO, PROTOBUF: the record key is read ("key.json:",
+     * "key.avro:", "key.protobuf:"), not the value. */
     bool on_key;
     /* HEADER: the header name (non-empty).  JSON: the pointer as written
-     * ("" = the whole document, else starts with '/').  KEY, VALUE: "". */
+     * ("" = the whole document, else starts with '/').  AVRO, PROTOBUF:
+     * the path of field names ("" = the whole value, else starts with
+     * '/'; fm_avro.h and fm_protobuf.h read it).  KEY, VALUE: "". */
     const char *arg;
     /* JSON only: the pointer's reference tokens, unescaped (~1 -> '/',
      * ~0 -> '~'), so "/a~1b/0" gives {"a/b", "0"}.  0 tokens for "". */

@@ -114,9 +114,15 @@ const bs_config_row bs_config_rows[] = {
              "(the whole value), `header:NAME` (the value of header NAME), "
              "`json:/pointer` (the value parsed as JSON and an RFC 6901 "
              "pointer into it, e.g. json:/user/id; `json:` alone is the "
-             "whole document) or `key.json:/pointer` (the same into the "
-             "record key).  A JSON string is its text; any other JSON value "
-             "is typed, so 7 and \"7\" are two keys.  Several parts "
+             "whole document; a value framed for JSON Schema is read after "
+             "its 5-byte prefix), `avro:/path` (record fields of an Avro "
+             "value in Confluent framing, e.g. avro:/user/email; its schema "
+             "fetched from schema.registry.url by the id the record "
+             "carries), `protobuf:/path` (fields of a Protobuf message "
+             "likewise, by name), or `key.json:`, `key.avro:`, "
+             "`key.protobuf:` (the same into the record key).  A string is "
+             "its text; any other value is typed, so 7 and \"7\" are two "
+             "keys.  Several parts "
              "separated by commas make a composite key, e.g. "
              "json:/user,json:/event: a tuple, missing if any part is."},
     {.name = "dedup.key.normalize", .type = BS_CT_ENUM, .section = SEC_DEDUP,

@@ -383,6 +383,30 @@ static int check_store(const bs_config *cfg, char *errstr, size_t n)
     return 0;
 }
 
+/* A key part read with a schema (avro:, protobuf:) needs a registry to
+ * fetch it from. */
+static int check_registry(const bs_config *cfg, char *errstr, size_t n)
+{
+    const char *url = bs_config_get_str(cfg, "schema.registry.url");
+    if (url && *url)
+        return 0;
+    for (size_t i = 0; i < cfg->n; i++) {
+        const bs_config_entry *e = &cfg->entries[i];
+        if (!e->row || e->row->type != BS_CT_KEYSPEC || !e->value)
+            continue;
+        for (size_t k = 0; k < e->v.ks.nparts; k++) {
+            if (!bs_config_keypart_framed(e->v.ks.parts[k].kind))
+                continue;
+            bs_config_fail(errstr, n, "%s: key '%s': '%s' reads records "
+                           "with their schema from a Schema Registry: set "
+                           "schema.registry.url", e->origin, e->key,
+                           e->value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
 {
     bs_config_drop_blocklists(cfg);
@@ -445,6 +469,7 @@ int bs_config_validate(bs_config *cfg, char *errstr, size_t errstr_size)
 
     if (check_listen(cfg, errstr, errstr_size) != 0 ||
         check_store(cfg, errstr, errstr_size) != 0 ||
+        check_registry(cfg, errstr, errstr_size) != 0 ||
         check_sasl(cfg, errstr, errstr_size) != 0 ||
         check_kafka_files(cfg, errstr, errstr_size) != 0 ||
         check_metrics_guard(cfg, errstr, errstr_size) != 0)

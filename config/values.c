@@ -296,11 +296,20 @@ static const struct part_name {
     bool on_key, exact;
 } part_names[] = {
     {"key.json:", BS_CONFIG_KEYSPEC_JSON, true, false},
+    {"key.avro:", BS_CONFIG_KEYSPEC_AVRO, true, false},
+    {"key.protobuf:", BS_CONFIG_KEYSPEC_PROTOBUF, true, false},
     {"key", BS_CONFIG_KEYSPEC_KEY, false, true},
     {"value", BS_CONFIG_KEYSPEC_VALUE, false, true},
     {"header:", BS_CONFIG_KEYSPEC_HEADER, false, false},
     {"json:", BS_CONFIG_KEYSPEC_JSON, false, false},
+    {"avro:", BS_CONFIG_KEYSPEC_AVRO, false, false},
+    {"protobuf:", BS_CONFIG_KEYSPEC_PROTOBUF, false, false},
 };
+
+/* The part names as a message lists them. */
+#define PART_NAMES "key, value, header:NAME, json:/pointer, avro:/path, " \
+                   "protobuf:/path, or key.json:, key.avro:, key.protobuf: " \
+                   "with a path into the record key"
 
 /* The part name s starts with, if the part ends at `end` (for the names
  * that take no argument); NULL if none. */
@@ -338,13 +347,11 @@ static int parse_part(const char *s, const char *end, size_t idx,
     const struct part_name *pn = part_name_at(s, end);
     if (!pn) {
         if (*end == '\0' && idx == 0)
-            snprintf(why, n, "is not a key spec (key, value, header:NAME, "
-                     "json:/pointer or key.json:/pointer, or several "
-                     "separated by commas)");
+            snprintf(why, n, "is not a key spec (" PART_NAMES "; or "
+                     "several separated by commas)");
         else
-            snprintf(why, n, "has a part '%.*s' that is not one of key, "
-                     "value, header:NAME, json:/pointer, key.json:/pointer",
-                     (int)(end - s), s);
+            snprintf(why, n, "has a part '%.*s' that is not one of "
+                     PART_NAMES, (int)(end - s), s);
         return -1;
     }
     size_t plen = strlen(pn->prefix);
@@ -358,6 +365,14 @@ static int parse_part(const char *s, const char *end, size_t idx,
     if (pn->kind == BS_CONFIG_KEYSPEC_HEADER && alen == 0) {
         snprintf(why, n, "has an empty header name (header:NAME)");
         return -1;
+    }
+    if (bs_config_keypart_framed(pn->kind)) {
+        if (alen && part->arg[0] != '/') {
+            snprintf(why, n, "has a path not starting with '/' (%s/a/b, or "
+                     "%s alone for the whole value)", pn->prefix, pn->prefix);
+            return -1;
+        }
+        return 0;
     }
     if (pn->kind != BS_CONFIG_KEYSPEC_JSON)
         return 0;

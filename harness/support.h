@@ -27,6 +27,9 @@
  *   realkafka.h  a real Apache Kafka cluster (scripts/kafka): start, stop
  *              and restart nodes, topics by the Admin API, a fixture on
  *              it, read_committed output reads, a rate-limited feeder
+ *   registry.h  a real Schema Registry (scripts/registry): start, stop,
+ *              register schemas; the Confluent wire format's prefix and
+ *              the Avro and Protobuf encodings test records need
  *   secure.h   a secured one (scripts/kafka start --secure): the layer's
  *              clients as its super user, a stage's settings by each
  *              means of authentication, the ACLs a stage needs (a table)
@@ -47,6 +50,7 @@
 #include "proc.h"
 #include "proxy.h"
 #include "realkafka.h"
+#include "registry.h"
 #include "secure.h"
 #include "stage.h"
 #include "stream.h"

@@ -40,6 +40,14 @@
     X(missing_key, COUNTER, "bloomstage_records_missing_key_total",           \
       "Records without the dedup key (handled by dedup.on.missing.key).",     \
       "missing_key")                                                          \
+    X(undecodable, COUNTER, "bloomstage_records_undecodable_total",          \
+      "Records whose avro: or protobuf: key could not be read (not in "       \
+      "Confluent framing, a schema id the registry does not know, a "         \
+      "payload that does not decode); counted in missing_key too.",           \
+      "undecodable")                                                          \
+    X(schema_waiting, GAUGE, "bloomstage_partitions_waiting_for_schema",      \
+      "Input partitions paused at a record whose schema the registry gives "  \
+      "no answer about.", NULL)                                               \
     X(late, COUNTER, "bloomstage_records_late_total",                         \
       "Records older than the dedup window keeps (dedup.window.late).",       \
       "late")                                                                 \

@@ -27,6 +27,11 @@
                                        (bs_ready_bound_s, report.h) */
 #define BS_BACKOFF_MIN_S 0.5        /* failed rounds: retry after ... */
 #define BS_BACKOFF_MAX_S 30.0       /* ... doubling up to this */
+#define BS_SCHEMA_WAIT_MIN_S 0.5    /* a registry that gave no answer: asked
+                                       again after ... */
+#define BS_SCHEMA_WAIT_MAX_S 10.0   /* ... doubling up to this */
+#define BS_REGISTRY_NEGATIVE_TTL_MS 10000 /* a registry's "no such schema
+                                             id" believed this long */
 #define BS_BOOKKEEPING_EVERY 64     /* records between bookkeeping turns */
 #define BS_BOOKKEEPING_MAX_MS 50    /* ... or this long, whichever first */
 #define BS_DRAIN_ATTEMPTS 5         /* final checkpoint rounds at most */

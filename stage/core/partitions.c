@@ -77,6 +77,7 @@ part *bs_part_add(bs_stage *s, const char *topic, int32_t partition)
     p->txn_from = -1;
     p->lag = -1;
     p->redo_to = -1;
+    p->wait_at = -1;
     p->committed_at = bs_unix_now();
     s->nparts++;
     return p;

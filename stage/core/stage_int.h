@@ -73,6 +73,10 @@ typedef enum bs_part_state {
     BS_PART_ACTIVE,        /* its records are processed */
     BS_PART_RESTORE_PENDING, /* a rollback could not read the output
                               tail: nothing processed until it can */
+    BS_PART_SCHEMA_WAIT,   /* a record's schema could not be fetched (the
+                              registry gave no answer): paused at that
+                              record, nothing more processed until the
+                              registry answers (schema_wait.c) */
     BS_PART_NSTATES
 } bs_part_state;
 
@@ -133,6 +137,8 @@ typedef struct part {
                             until a checkpoint reaches them; -1 none */
     double committed_at; /* unix time of its last commit by this stage, or
                             of its assignment before the first */
+    int64_t wait_at;     /* paused for a schema: the offset of the record
+                            that waits (fetched again on resuming); -1 */
     /* exactly_once: the output watermarks of the newest checkpoint, and the
      * input offsets the output tail showed as forwarded already (sorted;
      * consumed as the partition catches up). */
@@ -149,6 +155,15 @@ typedef struct part {
 typedef struct prepared {
     bool have;         /* it has the dedup key: h is its hash */
     bf_hash h;
+    /* A key part's schema could not be fetched: the record waits (its
+     * partition paused) for the registry, wait_schema the id it names. */
+    bool wait;
+    int32_t wait_schema;
+    /* A key read with a schema could not be read (bad) or had nothing at
+     * its path: why says which, for the reason header; or the registry's
+     * error when waiting.  "" otherwise. */
+    bool bad;
+    char why[200];
     /* Per blocklist i: the lookups its key takes (0: no such key), their
      * hashes at list_h[s->list_at[i]] on (one for an exact list, the
      * domain's and its parents' for a domain list). */
@@ -196,6 +211,16 @@ struct bs_stage {
                                    prepared's list_h */
     struct bs_list_feed *feed;  /* live lists' consumer (blocklist_feed.c) */
 
+    /* avro: and protobuf: key parts' schemas (framed.h); NULL: no key
+     * spec reads one. */
+    struct bs_framed *framed;
+    /* Partitions paused for a schema the registry gave no answer about
+     * (schema_wait.c): how many, the schema id asked for again and when,
+     * the back-off between asks. */
+    size_t nwaiting;
+    int32_t wait_schema;
+    double wait_retry_at, wait_backoff;
+
     /* The record polled last, not processed yet (its filter blocks on their
      * way to the cache), and the two prepared slots (next and held). */
     rd_kafka_message_t *held;
@@ -219,6 +244,7 @@ struct bs_stage {
     double backoff, retry_at;
     bool filter_full_logged;
     bool late_logged;
+    double undecodable_logged; /* bs_now() of the last such line */
     bool audit_full_logged;
 
     /* Reporting (report.c). */
@@ -241,6 +267,9 @@ struct bs_stage {
     _Atomic int64_t round_since_ms;
     char ckpt_why[400];
     char round_err[400]; /* stage thread: this round's first failure */
+    /* Partitions waiting for a schema (schema_wait.c; under pub_lock):
+     * /ready is 503 saying this while it is not "". */
+    char wait_why[400];
     bs_counters ctr; /* any thread: counters.h */
 
     /* Start-up (startup.c): the step (any thread) and the topic it checks

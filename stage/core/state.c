@@ -42,6 +42,7 @@ static const char *const part_names[BS_PART_NSTATES] = {
     [BS_PART_WAITING_FIRST] = "waiting-first-checkpoint",
     [BS_PART_ACTIVE] = "active",
     [BS_PART_RESTORE_PENDING] = "restore-pending",
+    [BS_PART_SCHEMA_WAIT] = "schema-wait",
 };
 
 #define BIT(st) (1u << (st))
@@ -75,8 +76,9 @@ static const unsigned legal_part[BS_PART_NSTATES] = {
                           BIT(BS_PART_RESTORE_PENDING),
     [BS_PART_WAITING_FIRST] = BIT(BS_PART_ACTIVE) | BIT(BS_PART_RESTORING) |
                               BIT(BS_PART_RESTORE_PENDING),
-    [BS_PART_ACTIVE] = BIT(BS_PART_RESTORING),
+    [BS_PART_ACTIVE] = BIT(BS_PART_RESTORING) | BIT(BS_PART_SCHEMA_WAIT),
     [BS_PART_RESTORE_PENDING] = BIT(BS_PART_RESTORING),
+    [BS_PART_SCHEMA_WAIT] = BIT(BS_PART_ACTIVE) | BIT(BS_PART_RESTORING),
 };
 
 const char *bs_stage_state_name(bs_stage_state st)
@@ -117,7 +119,8 @@ static void check(const bs_stage *s, bool committing)
                  (long long)p->txn_from);
         if (p->committed >= 0 && p->committed > p->ckpt_offset)
             violated("1: committed <= checkpointed", d);
-        if (p->state == BS_PART_ACTIVE && !p->filter)
+        if ((p->state == BS_PART_ACTIVE || p->state == BS_PART_SCHEMA_WAIT) &&
+            !p->filter)
             violated("4: an active partition has a filter", d);
         if (p->state == BS_PART_ACTIVE && bs_exactly_once(s) &&
             p->ckpt_offset < 0)

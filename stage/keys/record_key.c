@@ -2,11 +2,14 @@
  * record_key.c -- see record_key.h.
  */
 #include "keys/record_key.h"
+#include "keys/framed.h"
 
 #include <fm_frame.h>
 #include <fm_key.h>
 #include <fm_normalize.h>
 #include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +31,15 @@ static bool message_header(const void *opaque, const char *name,
     return true;
 }
 
+/* Everything but the arena's bytes. */
+static void keys_clear(bs_record_keys *rk)
+{
+    memset(rk, 0, offsetof(bs_record_keys, arena));
+}
+
 void bs_record_keys_init(bs_record_keys *rk, const rd_kafka_message_t *msg)
 {
-    memset(rk, 0, sizeof(*rk));
+    keys_clear(rk);
     rk->rec.key = msg->key;
     rk->rec.key_len = msg->key_len;
     rk->rec.value = msg->payload;
@@ -41,7 +50,7 @@ void bs_record_keys_init(bs_record_keys *rk, const rd_kafka_message_t *msg)
 
 void bs_record_keys_init_view(bs_record_keys *rk, const bs_record_view *rec)
 {
-    memset(rk, 0, sizeof(*rk));
+    keys_clear(rk);
     rk->rec = *rec;
 }
 
@@ -56,7 +65,18 @@ void bs_record_keys_reset(bs_record_keys *rk)
     for (size_t i = 0; i < rk->nmore; i++)
         free(rk->more[i]);
     free(rk->more);
-    memset(rk, 0, sizeof(*rk));
+    keys_clear(rk);
+}
+
+/* n bytes of the arena, or NULL when it is full. */
+static char *arena_take(bs_record_keys *rk, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    if (n > sizeof(rk->arena) - rk->arena_used)
+        return NULL;
+    char *p = rk->arena + rk->arena_used;
+    rk->arena_used += n;
+    return p;
 }
 
 /* Takes ownership of text until the reset; false (text freed) when out of
@@ -183,12 +203,13 @@ static bool keep_key(bs_record_keys *rk, const fm_key *k, const void **key,
 {
     if (!fm_key_ok(k))
         return false;
-    char *copy = malloc(k->len ? k->len : 1);
-    if (!copy)
-        return false;
+    char *copy = arena_take(rk, k->len ? k->len : 1);
+    if (!copy) {
+        copy = malloc(k->len ? k->len : 1);
+        if (!copy || !keep(rk, copy))
+            return false;
+    }
     memcpy(copy, k->p, k->len);
-    if (!keep(rk, copy))
-        return false;
     *key = copy;
     *len = k->len;
     return true;
@@ -224,6 +245,41 @@ static bool json_key(bs_record_keys *rk, const bs_config_keypart *part,
     return ok;
 }
 
+/* avro:, protobuf: (framed.h); a reason kept for a key that is missing
+ * for one, hold set for a schema that cannot be fetched now. */
+static bool framed_key(bs_record_keys *rk, const bs_config_keypart *part,
+                       const void **key, size_t *len)
+{
+    const void *b = part->on_key ? rk->rec.key : rk->rec.value;
+    size_t n = part->on_key ? rk->rec.key_len : rk->rec.value_len;
+    char why[sizeof(rk->why)];
+    bs_framed_result rc;
+    int32_t id = -1;
+    fm_key k;
+    fm_key_init(&k);
+    if (!b) {
+        rc = BS_FRAMED_MISSING;
+        snprintf(why, sizeof(why), "%s", part->on_key ? "no record key"
+                                                      : "no value");
+    } else if (!rk->framed) {
+        rc = BS_FRAMED_BAD;
+        snprintf(why, sizeof(why), "no schema registry");
+    } else {
+        rc = bs_framed_key(rk->framed, part, b, n, &k, &id, why, sizeof(why));
+    }
+    bool ok = rc == BS_FRAMED_FOUND && keep_key(rk, &k, key, len);
+    fm_key_free(&k);
+    if (rc == BS_FRAMED_UNREACHABLE && !rk->hold) {
+        rk->hold = true;
+        rk->hold_id = id;
+        memcpy(rk->why, why, sizeof(why));
+    } else if (rc != BS_FRAMED_FOUND && !rk->why[0] && !rk->hold) {
+        memcpy(rk->why, why, sizeof(why));
+        rk->bad = rc == BS_FRAMED_BAD;
+    }
+    return ok;
+}
+
 static bool part_key(bs_record_keys *rk, const bs_config_keypart *part,
                      const void **key, size_t *len)
 {
@@ -245,6 +301,9 @@ static bool part_key(bs_record_keys *rk, const bs_config_keypart *part,
         return r->header && r->header(r->header_opaque, part->arg, key, len);
     case BS_CONFIG_KEYSPEC_JSON:
         return json_key(rk, part, key, len);
+    case BS_CONFIG_KEYSPEC_AVRO:
+    case BS_CONFIG_KEYSPEC_PROTOBUF:
+        return framed_key(rk, part, key, len);
     }
     return false;
 }
@@ -293,16 +352,14 @@ bool bs_record_key_norm(bs_record_keys *rk, const bs_config_keyspec *spec,
     if (norm == BS_CONFIG_NORM_NONE)
         return true;
     /* The normalized text is never longer than the key. */
-    char *out = malloc(*len ? *len : 1);
+    size_t cap = *len ? *len : 1;
+    char *out = arena_take(rk, cap);
+    if (!out && (!(out = malloc(cap)) || !keep(rk, out)))
+        return false;
     size_t olen;
     char err[64];
-    if (!out || fm_norm_apply(bs_normalize_flags(norm), *key, *len,
-                              (uint8_t *)out, *len ? *len : 1, &olen, err,
-                              sizeof(err)) != 0) {
-        free(out);
-        return false;
-    }
-    if (!keep(rk, out))
+    if (fm_norm_apply(bs_normalize_flags(norm), *key, *len, (uint8_t *)out,
+                      cap, &olen, err, sizeof(err)) != 0)
         return false;
     *key = out;
     *len = olen;

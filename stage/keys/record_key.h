@@ -3,7 +3,9 @@
  * consumed record as a key-spec says: the record key, the whole value, a
  * header's value, or a JSON pointer (RFC 6901) into the JSON value or the
  * JSON record key (either may carry Confluent's 5-byte prefix, as a JSON
- * Schema serializer writes it: the JSON after it is read); or a tuple of
+ * Schema serializer writes it: the JSON after it is read); a path into an
+ * Avro or Protobuf value or record key in Confluent's wire format, read
+ * with its schema from the Schema Registry (framed.h); or a tuple of
  * several of those (a composite key).
  *
  * The bytes are formats/include/fm_key.h's: a part that is bytes or a JSON
@@ -45,8 +47,28 @@ typedef struct bs_record_view {
     const void *header_opaque;
 } bs_record_view;
 
+struct bs_framed;
+
+/* Bytes of small keys a bs_record_keys holds without allocating. */
+#define BS_RECORD_KEYS_ARENA 512
+
 typedef struct bs_record_keys {
     bs_record_view rec;
+    /* avro: and protobuf: parts read through it; NULL: such parts are
+     * missing (set after init: the record path's is the stage's). */
+    struct bs_framed *framed;
+    /* Set by a key that is missing for a reason worth telling (a framed
+     * part that is not framed, not decodable, of an unknown schema): the
+     * first such reason, for the rejected record's reason header. */
+    char why[200];
+    /* Set when a framed part's schema could not be fetched (the registry
+     * gave no answer): the record cannot be decided yet; hold_id is the
+     * schema id it names, why the registry's error. */
+    bool hold;
+    int32_t hold_id;
+    /* Set when a framed part could not be read at all (framed.h's BAD:
+     * not framed, an unknown schema id, a payload that does not decode). */
+    bool bad;
     void *doc;  /* json_t *, the value parsed lazily */
     bool parsed, bad_json;
     void *kdoc; /* json_t *, the record key parsed lazily (key.json:) */
@@ -58,6 +80,9 @@ typedef struct bs_record_keys {
     size_t nowned;
     char **more;
     size_t nmore, capmore;
+    /* Small keys are kept here instead (not cleared by init). */
+    size_t arena_used;
+    char arena[BS_RECORD_KEYS_ARENA];
 } bs_record_keys;
 
 /* A Kafka record; headers are looked up through rd_kafka_message_headers. */
@@ -68,8 +93,9 @@ void bs_record_keys_reset(bs_record_keys *rk); /* frees what it owns */
 
 /* true with key/len set (may be empty, never NULL), false when the record
  * has no such key: no record key, no such header, a value (or key) that is
- * not JSON, a pointer that leads nowhere, or any part of a composite key
- * missing.  A JSON string yields its UTF-8 text; any other JSON value its
+ * not JSON, a pointer that leads nowhere, a framed part that cannot be
+ * read (rk->why says why) or whose schema cannot be fetched now (rk->hold),
+ * or any part of a composite key missing.  A JSON string yields its UTF-8 text; any other JSON value its
  * typed encoding (fm_key.h: numbers by value, objects as maps sorted by
  * key), so equal values give equal keys.  false also when an encoding
  * cannot be allocated (out of memory), which the caller treats as a

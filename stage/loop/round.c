@@ -143,11 +143,24 @@ void bs_pause_all(bs_stage *s, bool pause)
         rd_kafka_topic_partition_list_destroy(a);
         return;
     }
-    rd_kafka_resume_partitions(s->consumer, a);
+    /* A partition waiting for a schema stays paused (schema_wait.c
+     * resumes it). */
+    rd_kafka_topic_partition_list_t *resume =
+        rd_kafka_topic_partition_list_new(a->cnt);
+    for (int i = 0; i < a->cnt; i++) {
+        part *p = bs_part_find(s, a->elems[i].topic, a->elems[i].partition);
+        if (!p || p->state != BS_PART_SCHEMA_WAIT)
+            rd_kafka_topic_partition_list_add(resume, a->elems[i].topic,
+                                              a->elems[i].partition);
+    }
+    rd_kafka_resume_partitions(s->consumer, resume);
+    rd_kafka_topic_partition_list_destroy(resume);
     rd_kafka_topic_partition_list_t *seek =
         rd_kafka_topic_partition_list_new(a->cnt);
     for (int i = 0; i < a->cnt; i++) {
         part *p = bs_part_find(s, a->elems[i].topic, a->elems[i].partition);
+        if (p && p->state == BS_PART_SCHEMA_WAIT)
+            continue;
         int64_t pos = !p ? -1 : p->next_offset >= 0 ? p->next_offset
                                                      : p->base_offset;
         if (pos >= 0)

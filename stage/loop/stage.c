@@ -23,12 +23,51 @@
 #include "loop/rebalance.h"
 #include "loop/round.h"
 #include "path/record_path.h"
+#include "path/schema_wait.h"
+#include "keys/framed.h"
 #include "ops/publish.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Key parts read with a schema (avro:, protobuf:) in spec. */
+static size_t framed_parts(const bs_config_keyspec *spec)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < spec->nparts; i++)
+        n += bs_config_keypart_framed(spec->parts[i].kind);
+    return n;
+}
+
+/* The Schema Registry's client, when some key spec reads a schema: its
+ * cache holds cache.max.schemas compiled schemas for each such part. */
+static int framed_new(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    size_t n = framed_parts(s->set.dedup_key);
+    for (size_t i = 0; i < s->nlists; i++)
+        n += framed_parts(s->lists[i].key);
+    if (!n)
+        return 0;
+    bs_registry_conf rc = {
+        .urls = s->set.registry_urls,
+        .user_info = s->set.registry_user_info,
+        .ca_location = s->set.registry_ca,
+        .cert_location = s->set.registry_cert,
+        .key_location = s->set.registry_key,
+        .timeout_ms = (long)s->set.registry_timeout_ms,
+        .max_schemas = (size_t)s->set.registry_max_schemas,
+        .negative_ttl_ms = BS_REGISTRY_NEGATIVE_TTL_MS,
+    };
+    char err[BS_ERRSTR_SIZE];
+    s->framed = bs_framed_new(&rc, n * rc.max_schemas, err, sizeof(err));
+    if (!s->framed) {
+        snprintf(errstr, errstr_size, "schema.registry: %s", err);
+        return -1;
+    }
+    return 0;
+}
 
 bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
 {
@@ -76,6 +115,8 @@ bs_stage *bs_stage_new(const bs_config *cfg, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "out of memory");
         goto fail;
     }
+    if (framed_new(s, errstr, errstr_size) != 0)
+        goto fail;
     for (size_t i = 0; i < s->nlists; i++)
         s->list_shares_hash[i] =
             s->lists[i].seed == s->fparams.seed && !s->lists[i].domain &&
@@ -220,6 +261,7 @@ static void tick(bs_stage *s)
     rd_kafka_poll(s->producer, 0);
     bs_fetch_wake_check(s->fwake);
     bs_lists_follow(s);
+    bs_schema_wait_check(s);
     if (atomic_load(&s->start_step) != BS_START_DONE) {
         char e[1024];
         if (s->nparts)
@@ -382,6 +424,7 @@ void bs_stage_destroy(bs_stage *s)
         bs_part_free(&s->parts[i]);
     free(s->parts);
     bs_blocklists_free(s->lists, s->nlists);
+    bs_framed_destroy(s->framed);
     free((void *)s->list_drops);
     free(s->list_shares_hash);
     free(s->list_at);

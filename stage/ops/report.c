@@ -120,6 +120,13 @@ bool bs_stage_ready(bs_stage *s, char *why, size_t why_size)
                      "is not read to its end yet", s->lists[i].name);
             no = list_why;
         }
+    if (!no && BS_GET(s->ctr.schema_waiting)) {
+        pthread_mutex_lock(&s->pub_lock);
+        snprintf(ckpt_why, sizeof(ckpt_why), "%s", s->wait_why);
+        pthread_mutex_unlock(&s->pub_lock);
+        if (ckpt_why[0])
+            no = ckpt_why;
+    }
     if (no)
         ;
     else if (BS_GET(s->ctr.partitions) == 0)

@@ -21,6 +21,8 @@
 #include "checkpoint/replay.h"
 #include "core/state.h"
 #include "core/partitions.h"
+#include "path/schema_wait.h"
+#include "base/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +182,30 @@ static bool blocked(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
     return false;
 }
 
+/* A record without its dedup key: counted; one that could not be read
+ * with its schema (not framed, an unknown schema id, a payload that does
+ * not decode) counted apart and logged, at most once a minute. */
+static void missing_key(bs_stage *s, const rd_kafka_message_t *m,
+                        const prepared *pp)
+{
+    BS_INC(s->ctr.missing_key);
+    if (!pp->bad)
+        return;
+    BS_INC(s->ctr.undecodable);
+    double now = bs_now();
+    if (now - s->undecodable_logged < 60)
+        return;
+    s->undecodable_logged = now;
+    char q[512];
+    bs_log(BS_LOG_WARN, "record not decodable, handled as a missing key",
+           "topic=%s partition=%d offset=%lld policy=%s error=%s",
+           rd_kafka_topic_name(m->rkt), (int)m->partition,
+           (long long)m->offset,
+           s->set.missing_key == BS_CONFIG_MISSING_REJECT ? "reject"
+                                                          : "forward",
+           bs_log_quote(pp->why, q, sizeof(q)));
+}
+
 static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
@@ -194,6 +220,11 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
     }
     if (p->state != BS_PART_ACTIVE)
         return; /* invariant 4: comes again after its restore's seek */
+    if (pp->wait) {
+        /* No decision without its schema: the partition waits here. */
+        bs_schema_wait(s, p, m->offset, pp->wait_schema, pp->why);
+        return;
+    }
     BS_INC(s->ctr.records_in);
     if (p->base_offset < 0)
         p->base_offset = m->offset;
@@ -209,9 +240,12 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
         return;
 
     if (!pp->have) {
-        BS_INC(s->ctr.missing_key);
+        missing_key(s, m, pp);
         if (s->set.missing_key == BS_CONFIG_MISSING_REJECT) {
-            drop(s, m, "missing-key");
+            char reason[sizeof(pp->why) + 16];
+            snprintf(reason, sizeof(reason), "missing-key%s%s",
+                     pp->why[0] ? ": " : "", pp->why);
+            drop(s, m, reason);
             return;
         }
         produce(s, m, s->out_rkt, NULL);
@@ -263,6 +297,7 @@ static void prepare(bs_stage *s, rd_kafka_message_t *m, prepared *pp)
 {
     bs_record_keys keys;
     bs_record_keys_init(&keys, m);
+    keys.framed = s->framed;
     const void *key;
     size_t len;
     pp->have = bs_record_key_norm(&keys, s->set.dedup_key,
@@ -284,6 +319,14 @@ static void prepare(bs_stage *s, rd_kafka_message_t *m, prepared *pp)
         }
         for (unsigned j = 0; j < pp->list_n[i]; j++)
             bf_filter_prefetch_h(bl->filter, lh[j]);
+    }
+    pp->wait = keys.hold;
+    pp->bad = keys.bad;
+    if (keys.hold || (!pp->have && keys.why[0])) {
+        pp->wait_schema = keys.hold_id;
+        snprintf(pp->why, sizeof(pp->why), "%s", keys.why);
+    } else {
+        pp->why[0] = '\0';
     }
     bs_record_keys_reset(&keys);
     if (pp->have) {

@@ -451,6 +451,12 @@ static void test_malformed_lines(void **state)
 }
 
 /* Each type's bad values, as the user sees them from a file at line 3. */
+/* What a value that is no key spec at all is told. */
+#define NOT_A_KEY_SPEC                                                        \
+    "is not a key spec (key, value, header:NAME, json:/pointer, avro:/path, " \
+    "protobuf:/path, or key.json:, key.avro:, key.protobuf: with a path "     \
+    "into the record key; or several separated by commas)"
+
 static void test_bad_values(void **state)
 {
     fixture *f = *state;
@@ -513,21 +519,17 @@ static void test_bad_values(void **state)
          "is not one of: at_least_once, exactly_once"},
         /* key-spec */
         {"dedup.key", "Key",
-         "is not a key spec (key, value, header:NAME, json:/pointer or "
-         "key.json:/pointer, or several separated by commas)"},
+         NOT_A_KEY_SPEC},
         {"dedup.key", "",
-         "is not a key spec (key, value, header:NAME, json:/pointer or "
-         "key.json:/pointer, or several separated by commas)"},
+         NOT_A_KEY_SPEC},
         {"dedup.key", "header",
-         "is not a key spec (key, value, header:NAME, json:/pointer or "
-         "key.json:/pointer, or several separated by commas)"},
+         NOT_A_KEY_SPEC},
         {"dedup.key", "header:", "has an empty header name (header:NAME)"},
         /* composite key specs: each part checked, at most 8 */
         {"dedup.key", "json:/a,header:",
          "has an empty header name (header:NAME)"},
         {"dedup.key", "key,Value",
-         "is not a key spec (key, value, header:NAME, json:/pointer or "
-         "key.json:/pointer, or several separated by commas)"},
+         NOT_A_KEY_SPEC},
         {"dedup.key", "key,value,key,value,key,value,key,value,key",
          "has 9 parts, more than 8"},
         {"dedup.key", "key.json:x", "has a JSON pointer not starting with "
@@ -541,6 +543,12 @@ static void test_bad_values(void **state)
         {"dedup.key", "json:/a~",
          "has '~' not followed by 0 or 1 in its JSON pointer (~0 is '~', ~1 "
          "is '/')"},
+        {"dedup.key", "avro:email",
+         "has a path not starting with '/' (avro:/a/b, or avro: alone for "
+         "the whole value)"},
+        {"dedup.key", "json:/a,key.protobuf:id",
+         "has a path not starting with '/' (key.protobuf:/a/b, or "
+         "key.protobuf: alone for the whole value)"},
         /* topic list */
         {"input.topics", "", "has an empty topic name (item 1)"},
         {"input.topics", "a,,b", "has an empty topic name (item 2)"},
@@ -1248,6 +1256,23 @@ static void test_required_and_topics(void **state)
              "dropped records would be forwarded",
              f->path, f->path);
     assert_string_equal(f->err, want);
+
+    /* A key read with a schema needs a registry to fetch it from. */
+    assert_int_equal(load_text(f, "input.topics=a\noutput.topic=o\n"
+                                  "blocklist.spam.path=/x\n"
+                                  "blocklist.spam.key=json:/u,key.avro:/id\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), -1);
+    snprintf(want, sizeof want,
+             "%s:4: key 'blocklist.spam.key': 'json:/u,key.avro:/id' reads "
+             "records with their schema from a Schema Registry: set "
+             "schema.registry.url", f->path);
+    assert_string_equal(f->err, want);
+    assert_int_equal(load_text(f, "input.topics=a\noutput.topic=o\n"
+                                  "dedup.key=protobuf:/user/id\n"
+                                  "schema.registry.url=http://r:8081\n"),
+                     0);
+    assert_int_equal(bs_config_validate(f->cfg, f->err, sizeof f->err), 0);
 
     assert_int_equal(load_text(f, "input.topics= a ,b.c,  d-e_f \n"
                                   "output.topic=o\nrejected.topic=r\n"),

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "registry/registry.h"
+#include "support.h"
 
 #include <config.h>
 #include <curl/curl.h>
@@ -56,79 +57,10 @@ extern char **environ;
 #define USER_INFO "stage:" PASSWORD
 
 static char base_dir[256];
-static char plain_url[512];  /* http://127.0.0.1:P/apis/ccompat/v7 */
-static char secure_url[512]; /* https://... with basic auth */
-static char ca_file[512];
-
-/* Reads the first line of path into buf. */
-static int read_line(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    int ok = fgets(buf, (int)n, f) != NULL;
-    fclose(f);
-    if (!ok)
-        return -1;
-    buf[strcspn(buf, "\r\n")] = '\0';
-    return 0;
-}
-
-/* Starts `scripts/registry ARGS...` with its output in DIR.out/DIR.err. */
-static pid_t spawn_script(const char *dir, char *const extra[])
-{
-    char out[300], errf[300], owner[32];
-    snprintf(out, sizeof out, "%s.out", dir);
-    snprintf(errf, sizeof errf, "%s.err", dir);
-    snprintf(owner, sizeof owner, "%d", (int)getpid());
-    char *argv[16] = {"bash", BS_REGISTRY_SCRIPT, "start", "--dir",
-                      (char *)dir, "--owner", owner};
-    size_t n = 7;
-    for (size_t i = 0; extra && extra[i]; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    posix_spawn_file_actions_addopen(&fa, 2, errf,
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "bash", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc == 0 ? pid : -1;
-}
-
-/* Waits for a start; on failure prints the script's stderr and fails. */
-static void wait_started(pid_t pid, const char *dir, char *url, size_t n)
-{
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    char path[300], line[1024];
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(path, sizeof path, "%s.err", dir);
-        FILE *f = fopen(path, "r");
-        while (f && fgets(line, sizeof line, f))
-            fprintf(stderr, "# %s", line);
-        if (f)
-            fclose(f);
-        fail_msg("scripts/registry start --dir %s failed (its stderr above: "
-                 "Java and Maven are needed, scripts/install-deps)",
-                 dir);
-    }
-    snprintf(path, sizeof path, "%s/url", dir);
-    assert_int_equal(read_line(path, url, n), 0);
-}
-
-static void stop_registry(const char *dir)
-{
-    char *argv[] = {"bash", BS_REGISTRY_SCRIPT, "stop", "--dir", (char *)dir,
-                    NULL};
-    pid_t pid;
-    int status;
-    if (posix_spawnp(&pid, "bash", NULL, NULL, argv, environ) == 0)
-        waitpid(pid, &status, 0);
-}
+static h_registry plain_reg, secure_reg;
+static const char *plain_url = plain_reg.url;   /* http://127.0.0.1:P/apis/ccompat/v7 */
+static const char *secure_url = secure_reg.url; /* https://... with basic auth */
+static const char *ca_file = secure_reg.ca;
 
 static int start_registries(void **state)
 {
@@ -142,33 +74,13 @@ static int start_registries(void **state)
     char *secure_args[] = {"--tls", "--basic-auth", USER_INFO, NULL};
     /* Both JVMs start side by side (the first run fetches once: the
      * script's lock). */
-    pid_t p1 = spawn_script(plain, NULL);
-    pid_t p2 = spawn_script(secure, secure_args);
-    assert_true(p1 > 0 && p2 > 0);
-    wait_started(p1, plain, plain_url, sizeof plain_url);
-    wait_started(p2, secure, secure_url, sizeof secure_url);
-    snprintf(ca_file, sizeof ca_file, "%s/tls/ca.pem", secure);
+    H_CHECK(h_registry_spawn(&plain_reg, plain, NULL, NULL));
+    H_CHECK(h_registry_spawn(&secure_reg, secure, secure_args, USER_INFO));
+    H_CHECK(h_registry_wait(&plain_reg));
+    H_CHECK(h_registry_wait(&secure_reg));
     assert_int_equal(strncmp(plain_url, "http://127.0.0.1:", 17), 0);
     assert_int_equal(strncmp(secure_url, "https://127.0.0.1:", 18), 0);
     return 0;
-}
-
-/* Whether process pid runs (a zombie, gone but not yet reaped by whoever
- * adopted it, does not). */
-static bool running(long pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    bool alive = false;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "State:", 6) == 0) {
-            alive = !strchr(line, 'Z');
-            break;
-        }
-    if (f)
-        fclose(f);
-    return alive;
 }
 
 /* Stops both; -1 (a failed teardown) if a JVM outlives `stop`. */
@@ -176,19 +88,12 @@ static int stop_registries(void **state)
 {
     (void)state;
     int rc = 0;
-    const char *names[] = {"plain", "secure"};
-    for (size_t i = 0; i < 2; i++) {
-        char dir[300], path[320], line[32];
-        snprintf(dir, sizeof dir, "%s/%s", base_dir, names[i]);
-        snprintf(path, sizeof path, "%s/pid", dir);
-        long pid = read_line(path, line, sizeof line) == 0 ? atol(line) : 0;
-        stop_registry(dir);
-        if (pid > 0 && running(pid)) {
-            fprintf(stderr, "# %s: the registry (pid %ld) runs after stop\n",
-                    dir, pid);
+    h_registry *regs[] = {&plain_reg, &secure_reg};
+    for (size_t i = 0; i < 2; i++)
+        if (h_registry_stop(regs[i]) != 0) {
+            fprintf(stderr, "# %s\n", h_last_error());
             rc = -1;
         }
-    }
     char *argv[] = {"rm", "-rf", base_dir, NULL};
     pid_t pid;
     int status;
@@ -199,62 +104,17 @@ static int stop_registries(void **state)
 
 /* -- registering (the Confluent API, as producers' serializers do) ------- */
 
-static size_t collect(char *data, size_t size, size_t nmemb, void *opaque)
+/* The id the registry gave; refs (taken) NULL for none. */
+static int32_t post_schema(const h_registry *reg, const char *subject,
+                           const char *type, const char *text, json_t *refs)
 {
-    size_t len = size * nmemb, *used = opaque;
-    char *buf = (char *)(used + 1);
-    if (*used + len >= 4096)
-        return 0;
-    memcpy(buf + *used, data, len);
-    *used += len;
-    buf[*used] = '\0';
-    return len;
-}
-
-/* POST {url}/subjects/{subject}/versions; the id the registry gave. */
-static int32_t post_schema(const char *url, const char *subject,
-                           const char *type, const char *text, json_t *refs,
-                           bool secure)
-{
-    json_t *body = json_pack("{s:s, s:s, s:o}", "schema", text, "schemaType",
-                             type, "references", refs ? refs : json_array());
-    char *payload = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    char target[1024];
-    snprintf(target, sizeof target, "%s/subjects/%s/versions", url, subject);
-    struct {
-        size_t used;
-        char buf[4096];
-    } reply = {0};
-    CURL *c = curl_easy_init();
-    assert_non_null(c);
-    struct curl_slist *h = curl_slist_append(
-        NULL, "Content-Type: application/vnd.schemaregistry.v1+json");
-    curl_easy_setopt(c, CURLOPT_URL, target);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
-    if (secure) {
-        curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
-        curl_easy_setopt(c, CURLOPT_USERPWD, USER_INFO);
-    }
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    free(payload);
-    if (rc != CURLE_OK || status != 200)
-        fail_msg("POST %s: %s, HTTP %ld: %s", target, curl_easy_strerror(rc),
-                 status, reply.buf);
-    json_t *root = json_loads(reply.buf, 0, NULL);
-    json_t *id = json_object_get(root, "id");
-    assert_true(json_is_integer(id));
-    int32_t got = (int32_t)json_integer_value(id);
-    json_decref(root);
-    return got;
+    char *rj = refs ? json_dumps(refs, JSON_COMPACT) : NULL;
+    json_decref(refs);
+    int32_t id = h_registry_post(reg, subject, type, text, rj);
+    free(rj);
+    if (id < 0)
+        fail_msg("%s", h_last_error());
+    return id;
 }
 
 static json_t *ref(const char *name, const char *subject, int version)
@@ -288,25 +148,24 @@ static void register_plain(void)
     static bool done;
     if (done)
         return;
-    id_avro = post_schema(plain_url, "events-avro-value", "AVRO", avro_text,
-                          NULL, false);
-    post_schema(plain_url, "bs-a.proto", "PROTOBUF", proto_a, NULL, false);
+    id_avro = post_schema(&plain_reg, "events-avro-value", "AVRO", avro_text,
+                          NULL);
+    post_schema(&plain_reg, "bs-a.proto", "PROTOBUF", proto_a, NULL);
     json_t *rb = json_array();
     json_array_append_new(rb, ref("bs/a.proto", "bs-a.proto", 1));
-    post_schema(plain_url, "bs-b.proto", "PROTOBUF", proto_b, rb, false);
+    post_schema(&plain_reg, "bs-b.proto", "PROTOBUF", proto_b, rb);
     json_t *rm = json_array();
     json_array_append_new(rm, ref("bs/b.proto", "bs-b.proto", 1));
-    id_proto = post_schema(plain_url, "events-proto-value", "PROTOBUF",
-                           proto_main, rm, false);
-    id_json = post_schema(plain_url, "events-json-value", "JSON", json_text,
-                          NULL, false);
+    id_proto = post_schema(&plain_reg, "events-proto-value", "PROTOBUF",
+                           proto_main, rm);
+    id_json = post_schema(&plain_reg, "events-json-value", "JSON", json_text,
+                          NULL);
     for (int i = 0; i < 3; i++) {
         char subject[64], text[256];
         snprintf(subject, sizeof subject, "extra-%d-value", i);
         snprintf(text, sizeof text,
                  "{\"type\":\"record\",\"name\":\"X%d\",\"fields\":[]}", i);
-        id_extra[i] = post_schema(plain_url, subject, "AVRO", text, NULL,
-                                  false);
+        id_extra[i] = post_schema(&plain_reg, subject, "AVRO", text, NULL);
     }
     done = true;
 }
@@ -517,15 +376,14 @@ static void test_reference_bound_holds_at_depth(void **state)
     register_plain();
     char name[64], subject[64], text[256], errstr[BS_ERRSTR_SIZE];
     json_t *main_refs = json_array();
-    post_schema(plain_url, "bound-leaf", "PROTOBUF",
-                "syntax = \"proto3\";\npackage leaf;\nmessage L {}\n", NULL,
-                false);
+    post_schema(&plain_reg, "bound-leaf", "PROTOBUF",
+                "syntax = \"proto3\";\npackage leaf;\nmessage L {}\n", NULL);
     json_array_append_new(main_refs, ref("leaf.proto", "bound-leaf", 1));
     for (int i = 0; i < 32; i++) {
         snprintf(subject, sizeof subject, "bound-b%d", i);
         snprintf(text, sizeof text,
                  "syntax = \"proto3\";\npackage b%d;\nmessage B {}\n", i);
-        post_schema(plain_url, subject, "PROTOBUF", text, NULL, false);
+        post_schema(&plain_reg, subject, "PROTOBUF", text, NULL);
         json_t *refs = json_array();
         snprintf(name, sizeof name, "b%d.proto", i);
         json_array_append_new(refs, ref(name, subject, 1));
@@ -534,13 +392,13 @@ static void test_reference_bound_holds_at_depth(void **state)
                  "syntax = \"proto3\";\npackage a%d;\nimport \"b%d.proto\";\n"
                  "message A { b%d.B b = 1; }\n",
                  i, i, i);
-        post_schema(plain_url, subject, "PROTOBUF", text, refs, false);
+        post_schema(&plain_reg, subject, "PROTOBUF", text, refs);
         snprintf(name, sizeof name, "a%d.proto", i);
         json_array_append_new(main_refs, ref(name, subject, 1));
     }
-    int32_t id = post_schema(plain_url, "bound-main", "PROTOBUF",
+    int32_t id = post_schema(&plain_reg, "bound-main", "PROTOBUF",
                              "syntax = \"proto3\";\npackage m;\nmessage M {}\n",
-                             main_refs, false);
+                             main_refs);
     bs_registry *reg = new_reg(plain_url, 0, 0);
     const bs_registry_schema *s;
     assert_int_equal(bs_registry_get(reg, id, &s, errstr, sizeof errstr),
@@ -630,8 +488,8 @@ static void test_tls_and_basic_auth_from_config(void **state)
     assert_non_null(f);
     fprintf(f, "%s\n", USER_INFO);
     fclose(f);
-    int32_t id = post_schema(secure_url, "secure-value", "AVRO", avro_text,
-                             NULL, true);
+    int32_t id = post_schema(&secure_reg, "secure-value", "AVRO", avro_text,
+                             NULL);
 
     for (int how = 0; how < 2; how++) {
         bs_config *cfg = bs_config_new();

@@ -293,7 +293,7 @@ static const char *const stage_enum_names[] = {
 #define PART_NAME(x) [BS_PART_##x] = #x
 static const char *const part_enum_names[] = {
     PART_NAME(RESTORING), PART_NAME(WAITING_FIRST), PART_NAME(ACTIVE),
-    PART_NAME(RESTORE_PENDING),
+    PART_NAME(RESTORE_PENDING), PART_NAME(SCHEMA_WAIT),
 };
 _Static_assert(sizeof(stage_enum_names) / sizeof(stage_enum_names[0]) ==
                    BS_STAGE_NSTATES, "a name for every stage state");
