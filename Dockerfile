@@ -40,7 +40,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       librdkafka1 libxxhash0 libjansson4 libmicrohttpd12 libjemalloc2 \
-      libcrypt1 \
+      libcrypt1 libcurl4 libavro23 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt \
       /var/log/dpkg.log \
  && useradd --system --uid 10001 --home-dir /var/lib/bloomstage \

@@ -257,13 +257,15 @@ static bool framed_key(bs_record_keys *rk, const bs_config_keypart *part,
     int32_t id = -1;
     fm_key k;
     fm_key_init(&k);
+    const char *kind =
+        part->kind == BS_CONFIG_KEYSPEC_AVRO ? "avro" : "protobuf";
     if (!b) {
         rc = BS_FRAMED_MISSING;
-        snprintf(why, sizeof(why), "%s", part->on_key ? "no record key"
-                                                      : "no value");
+        snprintf(why, sizeof(why), "%s: %s", kind,
+                 part->on_key ? "no record key" : "no value");
     } else if (!rk->framed) {
         rc = BS_FRAMED_BAD;
-        snprintf(why, sizeof(why), "no schema registry");
+        snprintf(why, sizeof(why), "%s: no schema registry", kind);
     } else {
         rc = bs_framed_key(rk->framed, part, b, n, &k, &id, why, sizeof(why));
     }
