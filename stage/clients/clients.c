@@ -20,6 +20,7 @@
 #include "core/startup.h"
 #include "clients/txn.h"
 #include "ops/publish.h"
+#include "base/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,12 +398,44 @@ bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
     return choose_method(s, errstr, errstr_size);
 }
 
+/* librdkafka 2.0.2's cooperative-sticky assignor keeps a state that its
+ * group's first SyncGroup answer creates, and rd_kafka_destroy asserts it
+ * exists once a JoinGroup has been answered (rdkafka_sticky_assignor.c:
+ * "Assertion 'assignor_state' failed", SIGABRT; librdkafka #4312, fixed
+ * in 2.3.0).  A consumer stopped while it joins may be between the two.
+ * So a consumer that has subscribed and not yet been through a rebalance
+ * is polled until its first one comes (the stage, stopping, declines
+ * what it is given) before it is closed; one that still has none after
+ * BS_TIMEOUT_FIRST_REBALANCE_MS (no group coordinator answers) is closed
+ * but not destroyed: the process ends with it (abandon_consumer). */
+static void await_first_rebalance(bs_stage *s)
+{
+    if (!s->subscribed || s->rebalanced)
+        return;
+    double until = bs_now() + BS_TIMEOUT_FIRST_REBALANCE_MS / 1000.0;
+    while (!s->rebalanced && bs_now() < until) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(s->consumer, 100);
+        if (m) /* nothing assigned is kept: nothing to process */
+            rd_kafka_message_destroy(m);
+    }
+    if (!s->rebalanced)
+        bs_log(BS_LOG_WARN, "stopping while joining the group: the "
+               "consumer is closed but not destroyed (librdkafka 2.0.2's "
+               "cooperative-sticky assignor would abort)", "waited_ms=%d",
+               BS_TIMEOUT_FIRST_REBALANCE_MS);
+}
+
+/* Where an abandoned consumer stays reachable until the process ends (so
+ * a leak checker does not call it lost). */
+static rd_kafka_t *abandoned_consumer;
+
 void bs_consumer_close(bs_stage *s)
 {
     bs_fetch_wake_destroy(s->fwake); /* it uses the consumer */
     s->fwake = NULL;
     if (s->consumer_closed)
         return;
+    await_first_rebalance(s);
     s->consumer_closed = true;
     rd_kafka_consumer_close(s->consumer);
 }
@@ -411,8 +444,16 @@ void bs_clients_destroy(bs_stage *s)
 {
     bs_fetch_wake_destroy(s->fwake);
     s->fwake = NULL;
-    if (s->consumer)
+    if (s->consumer && s->subscribed && !s->rebalanced) {
+        if (!s->consumer_closed)
+            bs_consumer_close(s);
+        if (!s->rebalanced)
+            abandoned_consumer = s->consumer; /* await_first_rebalance */
+        else
+            rd_kafka_destroy(s->consumer);
+    } else if (s->consumer) {
         rd_kafka_destroy(s->consumer);
+    }
     bs_store_destroy(s->store);
     if (s->tail) {
         rd_kafka_consumer_close(s->tail);

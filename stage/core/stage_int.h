@@ -180,6 +180,8 @@ struct bs_stage {
     /* Clients (clients.c). */
     rd_kafka_t *consumer, *producer;
     bool consumer_closed; /* bs_consumer_close ran: the group was left */
+    bool subscribed;      /* the consumer joins the group */
+    bool rebalanced;      /* its rebalance callback has been called */
     /* The group's rebalance protocol is COOPERATIVE, as its last
      * rebalance said (rebalance.c: librdkafka stops saying it in a close). */
     bool rebalance_cooperative;

@@ -187,6 +187,7 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                      rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     bs_stage *s = opaque;
+    s->rebalanced = true;
     /* The held record belongs to the assignment before this one. */
     bs_record_release(s);
     bool cooperative = cooperative_protocol(s, rk);

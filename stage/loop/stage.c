@@ -237,6 +237,7 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
     }
     rd_kafka_resp_err_t err = rd_kafka_subscribe(s->consumer, sub);
     rd_kafka_topic_partition_list_destroy(sub);
+    s->subscribed = err == RD_KAFKA_RESP_ERR_NO_ERROR;
     if (err) {
         snprintf(errstr, errstr_size, "cannot subscribe to input.topics: %s",
                  rd_kafka_err2str(err));

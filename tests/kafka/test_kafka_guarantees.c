@@ -16,6 +16,9 @@
  *      in the output; every other input record is in the rejected topic
  *      as a duplicate (at least once: rejected.topic is at-least-once) and
  *      no first record of a key is there;
+ *   2b. SIGTERM at random instants of start-up, the join, the restore and
+ *      steady state (BS_KG_SIGTERMS runs, the seed printed): each drains
+ *      and exits 0, and the output is exact after a last run;
  *   3. the output topic missing (the broker does not auto-create topics):
  *      the stage exits non-zero with an error naming the topic, having
  *      consumed and committed nothing (the group has no offsets);
@@ -240,6 +243,78 @@ static void test_kill9_exactly_once(void **state)
                   "kills; %s holds all %zu duplicates (%zu records, %zu "
                   "rejected again after a kill)\n", N, e->st->nids, e->out,
                   NKILLS, e->rej, e->st->n - e->st->nids, nrej, extra);
+    h_kenv_free(e);
+}
+
+/* ---- 2b. SIGTERM at any instant ---------------------------------------------- */
+
+/* How far a run got when its SIGTERM came, from its log. */
+static const char *phase_of(h_proc *p)
+{
+    if (!h_said(p, "msg=started"))
+        return "start-up";
+    if (!h_said(p, H_SAID_ASSIGNED))
+        return "joining";
+    if (!h_said(p, H_SAID_CKPT))
+        return "restore, first round";
+    return "steady state";
+}
+
+/* SIGTERM at a random instant of start-up, the group join, the restore
+ * and steady state, BS_KG_SIGTERMS times (default 6; the seed printed,
+ * BS_KG_SEED repeats a run), input fed meanwhile: each run drains and
+ * exits 0 (h_stage_stop), and after a last run to the input's end every
+ * unique key is in the output exactly once.  A SIGTERM between the
+ * group's JoinGroup and SyncGroup answers is the moment librdkafka
+ * 2.0.2's cooperative-sticky assignor would abort in (clients.c). */
+static void test_sigterm_anytime(void **state)
+{
+    (void)state;
+    env *e = env_new("kg-sigterm", true);
+    const char *n_env = getenv("BS_KG_SIGTERMS"), *seed_env = getenv("BS_KG_SEED");
+    int runs = n_env && atoi(n_env) > 0 ? atoi(n_env) : 6;
+    uint32_t seed = seed_env && *seed_env ? (uint32_t)strtoul(seed_env, NULL, 10)
+                                          : (uint32_t)h_now_ms() | 1u;
+    print_message("BS_KG_SEED=%u BS_KG_SIGTERMS=%d\n", seed, runs);
+    const size_t N = 20000 + 2000 * (size_t)runs, N0 = 10000;
+    e->st = h_stream_new(N, NPARTS, 131);
+    h_stream_add(e->st, N, 40);
+    h_stream_produce(e->st, e->h.bs, e->in, 0, N0, NULL);
+    h_feed_start(e->h.bs, e->in, e->st, N0);
+    h_feed_rate(2000);
+    const char *names[] = {"start-up", "joining", "restore, first round",
+                           "steady state"};
+    int seen[4] = {0};
+    uint32_t rng = seed;
+    for (int k = 0; k < runs; k++) {
+        /* Every other run aims at the join: a delay after "started". */
+        bool at_join = k % 2 == 1;
+        int delay = (int)(h_xorshift32(&rng) % (at_join ? 1000 : 5000));
+        h_proc *p = stage_start(e, NULL);
+        if (at_join)
+            h_wait_said(p, "msg=started", 1, 120000);
+        for (double t0 = h_now_s(); (h_now_s() - t0) * 1000 < delay;)
+            h_nap(5);
+        const char *phase = phase_of(p);
+        h_stage_stop(p); /* exit 0 within H_EXIT_MS, or the test fails */
+        for (int i = 0; i < 4; i++)
+            seen[i] += strcmp(phase, names[i]) == 0;
+        print_message("run %d: SIGTERM %d ms after %s, in %s: drained, "
+                      "exit 0\n", k + 1, delay,
+                      at_join ? "msg=started" : "the start", phase);
+        h_proc_release(p);
+    }
+    h_feed_finish(120000);
+    h_proc *p = stage_start(e, NULL);
+    h_proc *const procs[] = {p, NULL};
+    wait_committed_end(e, procs, 180000);
+    h_stage_stop(p);
+    h_proc_release(p);
+    size_t n = 0;
+    expect_exactly_once(e, &n, "after SIGTERMs at random instants");
+    print_message("%d SIGTERMs (start-up %d, joining %d, restore %d, steady "
+                  "%d), all exit 0; %zu unique keys exactly once\n", runs,
+                  seen[0], seen[1], seen[2], seen[3], n);
     h_kenv_free(e);
 }
 
@@ -575,6 +650,7 @@ int main(void)
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_kill9_exactly_once,
                                   h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_sigterm_anytime, h_kfixture_teardown),
         cmocka_unit_test_teardown(test_output_topic_missing,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_output_topic_missing_at_least_once,
