@@ -33,7 +33,9 @@
  * leader of an input partition, the transaction coordinator of a stage's
  * transactional id, or the group coordinator; a rolling restart of every
  * broker; one broker's proxy (or all of them) blackholed, reset or slowed,
- * then healed.  Every third step also adds keys to the live list.  After each heal the group's committed offsets must reach
+ * then healed; two nodes at once, killed -9 (then started one after the
+ * other) or paused: below min.insync.replicas and the KRaft quorum lost
+ * (every node is a controller).  Every third step also adds keys to the live list.  After each heal the group's committed offsets must reach
  * everything fed by then (offsets commit with the output, in one
  * transaction) within --bound seconds: the stall, reported per fault type.
  *
@@ -99,16 +101,20 @@ typedef enum fault {
     F_NET_BLACKHOLE_ALL,
     F_NET_RESET,
     F_NET_SLOW,
+    F_TWO_NODES_KILL9,
+    F_TWO_NODES_PAUSE,
     F_COUNT
 } fault;
 
 static const char *const fault_name[F_COUNT] = {
     "stage-kill9",   "stage-pause",      "stage-restart", "broker-kill9",
     "broker-pause",  "rolling-restart",  "net-blackhole", "net-blackhole-all",
-    "net-reset",     "net-slow",
+    "net-reset",     "net-slow",         "two-nodes-kill9",
+    "two-nodes-pause",
 };
 /* How often each is drawn, relative: a rolling restart takes minutes. */
-static const unsigned fault_weight[F_COUNT] = {3, 3, 2, 4, 3, 1, 2, 1, 2, 2};
+static const unsigned fault_weight[F_COUNT] = {3, 3, 2, 4, 3, 1, 2, 1, 2, 2,
+                                               2, 1};
 
 typedef enum target { T_LEADER, T_TXN_COORD, T_GROUP_COORD } target;
 static const char *const target_name[] = {"input-leader", "txn-coordinator",
@@ -405,6 +411,37 @@ static void live_add(nemesis *n)
 
 /* ---- one fault --------------------------------------------------------- */
 
+/* Two of the three nodes away at once: every partition below
+ * min.insync.replicas (2) and, every node being a KRaft controller, the
+ * quorum lost.  Killed (-9, started again one after the other: the first
+ * back regains the quorum and the ISR) or paused (SIGSTOP: alive but
+ * silent, as a long GC or a frozen VM; resumed together). */
+static void two_nodes(nemesis *n, fault f, int hold)
+{
+    int a = 1 + (int)draw(n, NODES), b = 1 + (a + (int)draw(n, NODES - 1)) % NODES;
+    if (f == F_TWO_NODES_KILL9) {
+        say("%s: nodes %d and %d, down %d ms, then %d back, then %d",
+            fault_name[f], a, b, hold, a, b);
+        H_MUST(h_kcluster_kill_node(n->c, a));
+        H_MUST(h_kcluster_kill_node(n->c, b));
+        h_nap(hold);
+        H_MUST(h_kcluster_start_node(n->c, a));
+        say("  node %d back: quorum and ISR regained", a);
+        h_nap(hold / 2);
+        H_MUST(h_kcluster_start_node(n->c, b));
+        return;
+    }
+    long pa = node_pid(n, a), pb = node_pid(n, b);
+    say("%s: nodes %d and %d (pids %ld, %ld), SIGSTOP for %d ms",
+        fault_name[f], a, b, pa, pb, hold);
+    if (pa <= 0 || pb <= 0 || kill((pid_t)pa, SIGSTOP) != 0 ||
+        kill((pid_t)pb, SIGSTOP) != 0)
+        h_test_fail("nodes %d, %d: no pid to stop", a, b);
+    h_nap(hold);
+    kill((pid_t)pa, SIGCONT);
+    kill((pid_t)pb, SIGCONT);
+}
+
 static void run_fault(nemesis *n, fault f)
 {
     int hold = draw_ms(n, n->hold_lo, n->hold_hi);
@@ -485,6 +522,10 @@ static void run_fault(nemesis *n, fault f)
         set_links(n, node, H_LINK_PASS, 0);
         break;
     }
+    case F_TWO_NODES_KILL9:
+    case F_TWO_NODES_PAUSE:
+        two_nodes(n, f, hold);
+        break;
     case F_COUNT:
         break;
     }

@@ -449,6 +449,20 @@ double h_proc_cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+bool h_proc_catches(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long mask = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "SigCgt: %llx", &mask) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return sig > 0 && sig <= 64 && (mask >> (sig - 1) & 1);
+}
+
 long h_proc_status_kib(pid_t pid, const char *field)
 {
     char path[64], line[256];

@@ -16,6 +16,7 @@
 
 #include "core.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -61,6 +62,9 @@ int h_process_kill(h_proc *p, int sig);
 pid_t h_process_pid(const h_proc *p);
 /* A memory field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
 long h_proc_status_kib(pid_t pid, const char *field);
+/* Whether process pid has a handler for signal sig (its SigCgt in
+ * /proc/PID/status): a process that does not yet dies of SIGTERM. */
+bool h_proc_catches(pid_t pid, int sig);
 /* CPU seconds (user + system) of a running process so far, from
  * /proc/PID/stat; -1 if it cannot be read. */
 double h_proc_cpu_s(pid_t pid);

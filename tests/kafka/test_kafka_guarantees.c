@@ -44,6 +44,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,12 @@ static void test_sigterm_anytime(void **state)
         bool at_join = k % 2 == 1;
         int delay = (int)(h_xorshift32(&rng) % (at_join ? 1000 : 5000));
         h_proc *p = stage_start(e, NULL);
+        /* The instants start when `run` handles SIGTERM (its first step;
+         * before, the loader's default action kills any process). */
+        while (!h_proc_catches(h_process_pid(p), SIGTERM)) {
+            h_stage_alive(p, "starting");
+            h_nap(1);
+        }
         if (at_join)
             h_wait_said(p, "msg=started", 1, 120000);
         for (double t0 = h_now_s(); (h_now_s() - t0) * 1000 < delay;)
@@ -301,11 +308,12 @@ static void test_sigterm_anytime(void **state)
             seen[i] += strcmp(phase, names[i]) == 0;
         print_message("run %d: SIGTERM %d ms after %s, in %s: drained, "
                       "exit 0\n", k + 1, delay,
-                      at_join ? "msg=started" : "the start", phase);
+                      at_join ? "msg=started" : "SIGTERM is handled", phase);
         h_proc_release(p);
     }
     h_feed_finish(120000);
     h_proc *p = stage_start(e, NULL);
+    h_wait_said(p, H_SAID_ASSIGNED, 1, 120000);
     h_proc *const procs[] = {p, NULL};
     wait_committed_end(e, procs, 180000);
     h_stage_stop(p);
