@@ -1,7 +1,7 @@
 /*
  * e2e.c -- bench_e2e: bloomstage end to end against the fastest thing that
  * could stand in its place, on one mock Kafka cluster in one run.  Run it
- * with bench/e2e, which builds it; bench/README.md explains the output.
+ * with bench/e2e, which builds it; bench/HISTORY.md explains the output.
  *
  *   bench_e2e [--records N] [--partitions P] [--blocklist N] [--rounds R]
  *             [-X key=value]... [--bloomstage PATH]

@@ -8,7 +8,7 @@
  * batched, best and worst of 3, and their ratios: best against best, and
  * the median of the rounds' paired ratios (each round times the two
  * filters back to back, so a change of the machine's load mostly hits
- * both) (bench/README.md).
+ * both) (bench/HISTORY.md).
  *
  * Part 2 (run_case): for each n (keys) and p (target false-positive rate)
  * it builds:

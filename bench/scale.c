@@ -1,7 +1,7 @@
 /*
  * scale.c -- bench_scale: bloomstage at a scale the mock broker could never
  * hold, on a real Apache Kafka broker (bench/scale starts one and runs
- * this).  bench/README.md explains the output.
+ * this).  bench/HISTORY.md explains the output.
  *
  *   bench_scale --bootstrap B [--records N] [--keys K] [--partitions P]
  *               [--kill-at F] [--bloomstage PATH] [--keep] [-X key=value]...

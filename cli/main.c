@@ -28,7 +28,7 @@ static const command COMMANDS[] = {
      "dedup [options] < in > out      drop repeated lines (awk '!seen[$0]++' "
      "in bounded memory)"},
     {"checkpoint", cmd_checkpoint,
-     "checkpoint info DIR             what is on disk, per partition"},
+     "checkpoint info DIR|-c FILE     what is stored, per partition"},
     {"mock-broker", cmd_mock_broker,
      "mock-broker [-b N] [-t T:P]...  librdkafka's mock cluster on loopback"},
     {"config", cmd_config,

@@ -53,7 +53,7 @@ static bool cpu_has(unsigned level)
  * of the one-key arrays (contains_entry, add_entry), so that a public
  * one-key function is a pointer load and a jump: one key at a time, the
  * shorter the operation, the more keys' cache misses are in flight
- * (bench/README.md part 1, "The one-key path"). */
+ * (bench/HISTORY.md part 1, "The one-key path"). */
 static bf_contains_fn contains_cur[BF_NKERNELS];
 static bf_add_fn add_cur[2 * BF_NKERNELS]; /* the one-key adds, then the
                                               counted ones (BF_NKERNELS +

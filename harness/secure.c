@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* ---- the README's ACL table -------------------------------------------- */
+/* ---- docs/security.md's ACL table ---------------------------------------- */
 
 const char *const H_MEETS_TXN[] = {
     "every stage", "`processing.guarantee=exactly_once`",
@@ -57,7 +57,8 @@ static int word_of(const char *text, const char *const *words,
     for (int i = 0; words[i]; i++)
         if (strcmp(text, words[i]) == 0)
             return i;
-    h_test_fail("README.md's ACL table: '%s' is not a %s the tests know: %s",
+    h_test_fail("docs/security.md's ACL table: '%s' is not a %s the tests "
+                "know: %s",
                 text, column, row);
 }
 
@@ -101,7 +102,7 @@ static h_acl acl_of_row(const char *row)
              strstr(name, "`blocklist.NAME.topic`"))
         a.on = H_ACL_LIST;
     else
-        h_test_fail("README.md's ACL table: a resource the tests do not "
+        h_test_fail("docs/security.md's ACL table: a resource the tests do not "
                     "know: %s", row);
     static const char *const ops[] = {"Read", "Write", "Describe",
                                       "DescribeConfigs", NULL};
@@ -121,14 +122,14 @@ static h_acl acl_of_row(const char *row)
 size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max)
 {
     char *text = NULL;
-    if (h_read_file(H_README_MD, &text, NULL))
-        h_test_fail("README.md's ACL table: %s", h_last_error());
+    if (h_read_file(H_SECURITY_MD, &text, NULL))
+        h_test_fail("docs/security.md's ACL table: %s", h_last_error());
     static const char header[] =
         "| needed for | resource | name | pattern | operation | without it |";
     char *row = strstr(text, header);
     if (!row)
-        h_test_fail("README.md (%s) has no ACL table: no line \"%s\"",
-                    H_README_MD, header);
+        h_test_fail("docs/security.md (%s) has no ACL table: no line \"%s\"",
+                    H_SECURITY_MD, header);
     size_t n = 0;
     if (!meets)
         meets = H_MEETS_TXN;
@@ -145,14 +146,15 @@ size_t h_stage_acls_for(const char *const *meets, h_acl *acls, size_t max)
             met |= strncmp(cond, meets[i], strlen(meets[i])) == 0;
         if (met && strncmp(row, "| ---", 5) != 0) {
             if (n == max)
-                h_test_fail("README.md's ACL table: more than %zu rows", max);
+                h_test_fail("docs/security.md's ACL table: more than %zu "
+                            "rows", max);
             acls[n++] = acl_of_row(row);
         }
         row = nl;
     }
     free(text);
     if (n == 0)
-        h_test_fail("README.md's ACL table lists nothing for the tests' "
+        h_test_fail("docs/security.md's ACL table lists nothing for the tests' "
                     "stage");
     return n;
 }

@@ -10,7 +10,7 @@
  * helpers (topics, feeding, reading at read_committed, committed offsets,
  * h_kenv_*) work on it unchanged.  A stage is given the settings of the
  * user `stage` by one means (h_sec_stage_settings) and exactly the ACLs
- * README.md lists (h_stage_acls), granted and revoked as admin
+ * docs/security.md lists (h_stage_acls), granted and revoked as admin
  * (h_acls_grant).
  * Conventions: core.h.
  */
@@ -100,7 +100,7 @@ typedef enum h_acl_on {
     H_ACL_GROUP_LISTS,  /* the group "GROUP.lists", literal */
 } h_acl_on;
 
-/* What the stage does without an ACL: README.md's "without it" cell. */
+/* What the stage does without an ACL: docs/security.md's "without it" cell. */
 typedef enum h_acl_without {
     H_WITHOUT_EXITS,   /* "exits 1": held at start-up, then exit 1 */
     H_WITHOUT_RETRIES, /* "retries": rounds fail until it is granted */
@@ -116,7 +116,7 @@ typedef struct h_acl {
     h_acl_without without; /* the table's "without it" */
 } h_acl;
 
-/* The README's conditions (the "needed for" cells' beginnings) that a
+/* docs/security.md's conditions (the "needed for" cells' beginnings) that a
  * test's stage or command meets, for h_stage_acls_for: a stage with
  * exactly_once.method=transactions, a rejected topic and
  * checkpoint.store=kafka; the same with exactly_once.method=replay; one
@@ -130,11 +130,11 @@ extern const char *const H_MEETS_BLOCKLIST_CLI[];
 extern const char *const H_MEETS_INFO_CLI[];
 extern const char *const H_MEETS_ALL[];
 
-/* The ACLs README.md's table ("ACLs the stage's principal needs") lists
+/* The ACLs docs/security.md's table ("ACLs the stage's principal needs") lists
  * for what a test runs: every row whose condition (the "needed for" cell)
  * begins with one of meets[] (NULL-terminated, e.g. "every stage",
  * "`checkpoint.store=kafka`"; NULL: h_stage_acls's), parsed into
- * acls[0..max); returns how many.  The README is the one list: a row the
+ * acls[0..max); returns how many.  docs/security.md is the one list: a row the
  * parser does not know (a resource, a name, an operation, or what the
  * stage does without it) fails the test, naming it, as does a table not
  * found or nothing listed. */

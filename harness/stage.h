@@ -75,7 +75,7 @@ void h_stage_kill9(h_proc *p, const char *when);
 
 /* ---- its log ----------------------------------------------------------- */
 
-/* The lines tests wait for and count (README "Logs"). */
+/* The lines tests wait for and count (docs/operations.md, "Logs"). */
 #define H_SAID_ASSIGNED "msg=\"partition assigned\""
 #define H_SAID_CKPT "msg=checkpoint " /* log.level=debug, one per round */
 #define H_SAID_REPLAYED "msg=\"output tail replayed\""

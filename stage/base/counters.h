@@ -6,7 +6,7 @@
  * (bs_stage_stats, report.h), the copy between them (report.c), the
  * Prometheus families (metrics.c) and the fields of the periodic stats log
  * line (report.c).  Adding a counter is one line here (and a row in
- * README.md's metrics table when it is exported).
+ * docs/operations.md's metrics table when it is exported).
  *
  * Columns:
  *   field  the C name in both structs

@@ -76,8 +76,10 @@
                                            broker asked knows it */
 #define BS_TOPIC_KNOWN_RETRY_MS 500 /* ... asked again after this: brokers
                                        learn of it by their metadata */
-#define BS_TOPIC_CREATED_ATTEMPTS 10 /* a topic this store created: its
-                                        partitions asked for this often ... */
+#define BS_TOPIC_CREATED_ATTEMPTS 100 /* a topic this store created: its
+                                         partitions asked for this often
+                                         (a broker just started takes
+                                         seconds to lead them) ... */
 #define BS_TOPIC_CREATED_RETRY_MS 300 /* ... this far apart */
 #define BS_TIMEOUT_STORE_READ_MS 60000 /* one range of the checkpoint topic */
 #define BS_STORE_FLUSH_LOG_S 5.0    /* a checkpoint flush this slow is logged,

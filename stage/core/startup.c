@@ -13,7 +13,7 @@
  * is held the same way while starting: retried, /ready naming it, a grant
  * within BS_START_GIVE_UP_S lets start-up go on, then it ends; once
  * running, a refused checkpoint round is retried with the rounds'
- * back-off for as long as it lasts (README.md's ACL table says which
+ * back-off for as long as it lasts (docs/security.md's ACL table says which
  * ACL does which).
  *
  * Each distinct error text is logged once, its repeats counted and said
@@ -177,8 +177,8 @@ bool bs_startup_give_up(bs_stage *s, char *errstr, size_t errstr_size)
         return false;
     if (bs_kafka_refused(s->start_bad_err))
         snprintf(errstr, errstr_size, "the brokers' authorizer refused the "
-                 "stage for %.0f s (%s): grant that ACL (README.md, \"ACLs "
-                 "the stage's principal needs\") and start it again",
+                 "stage for %.0f s (%s): grant that ACL (docs/security.md, "
+                 "\"ACLs the stage's principal needs\") and start it again",
                  BS_START_GIVE_UP_S, held);
     else
         snprintf(errstr, errstr_size, "the brokers refused the stage's "

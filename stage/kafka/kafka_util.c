@@ -178,8 +178,8 @@ bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
         return false;
     const char *p = bs_kafka_principal(cfg, who, sizeof(who));
     snprintf(buf, size, "not authorized: %s refused%s%s (%s): grant that ACL "
-             "(README.md, \"ACLs the stage's principal needs\")", what,
-             p ? " to " : "", p ? p : "",
+             "(docs/security.md, \"ACLs the stage's principal needs\")",
+             what, p ? " to " : "", p ? p : "",
              rd_kafka_err2name((rd_kafka_resp_err_t)err));
     return true;
 }

@@ -52,7 +52,7 @@ int bs_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
 /* Whether err is a refusal by the brokers' authorizer: an ACL missing
  * (TOPIC_, GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED). */
 bool bs_kafka_refused(int err);
-/* What such a refusal refuses, in the words of README.md's ACL table:
+/* What such a refusal refuses, in the words of docs/security.md's ACL table:
  * "<op> on <resource type>:<name>" into buf ("Write on Topic:out"; op is
  * what the request needed: Read, Write, Describe; the cluster's is
  * IdempotentWrite whatever op says).  false, buf untouched, if err is no
@@ -65,8 +65,8 @@ bool bs_refusal_text(int err, const char *op, const char *name, char *buf,
 const char *bs_kafka_principal(const bs_config *cfg, char *buf, size_t size);
 /* A command's one line for such a refusal, into buf: "not authorized:
  * Write on Topic:t refused to User:u (TOPIC_AUTHORIZATION_FAILED): grant
- * that ACL (README.md, ...)" (the principal when cfg says it).  false if
- * err is no refusal. */
+ * that ACL (docs/security.md, ...)" (the principal when cfg says it).
+ * false if err is no refusal. */
 bool bs_refusal_message(const bs_config *cfg, int err, const char *op,
                         const char *name, char *buf, size_t size);
 /* Why `topic`, missing from the metadata of every topic (which leaves out

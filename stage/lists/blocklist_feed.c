@@ -15,9 +15,9 @@
  * in order: a record processed after that sees the change.
  *
  * What a record is checked against is the list as it is when the record is
- * processed (README.md, "Live blocklists").  Bad list records are skipped,
- * counted per list and reason, and logged (at most one line a second a
- * list); a list that cannot grow (no memory) stops the stage (FATAL):
+ * processed (docs/configuration.md, "Live blocklists").  Bad list records
+ * are skipped, counted per list and reason, and logged (at most one line a
+ * second a list); a list that cannot grow (no memory) stops the stage (FATAL):
  * going on would silently not block what the topic says to block.
  *
  * Who owns what: the stage owns the feed (s->feed) and destroys it with

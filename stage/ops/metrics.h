@@ -1,7 +1,7 @@
 /*
  * metrics.h -- the stage's HTTP endpoint (libmicrohttpd, its own thread):
  *
- *   /metrics   Prometheus text format (names in README.md, "Metrics")
+ *   /metrics   Prometheus text format (names in docs/operations.md, "Metrics")
  *   /healthz   200 while the process runs
  *   /ready     200 while partitions are assigned, records flow and
  *              checkpoints are not failing; 503 with the reason otherwise

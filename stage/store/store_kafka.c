@@ -413,14 +413,27 @@ static int kafka_check(void *impl, char *errstr, size_t errstr_size)
         if (!e)
             bs_log(BS_LOG_INFO, "checkpoint topic created", "topic=%s "
                    "cleanup.policy=compact", ks->topic);
-        for (int attempt = 0;
-             attempt < BS_TOPIC_CREATED_ATTEMPTS && ks->nparts <= 0;
+        /* A topic created (here, or by another instance at once) is in
+         * the metadata once its partitions have leaders; after another
+         * error it is looked for a tenth as long (a request that timed
+         * out may still have created it). */
+        int attempts = !e || e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS
+                           ? BS_TOPIC_CREATED_ATTEMPTS
+                           : BS_TOPIC_CREATED_ATTEMPTS / 10;
+        for (int attempt = 0; attempt < attempts && ks->nparts <= 0;
              attempt++) {
             ks->nparts = bs_topic_partitions(ks->producer, ks->topic,
                                      BS_TIMEOUT_STORE_ADMIN_MS, NULL, NULL,
                                      0);
             if (ks->nparts <= 0)
                 usleep(BS_TOPIC_CREATED_RETRY_MS * 1000u);
+        }
+        if (ks->nparts <= 0 && !e) {
+            snprintf(errstr, errstr_size, "checkpoint topic %s was created "
+                     "but has no partitions with a leader after %d s",
+                     ks->topic, BS_TOPIC_CREATED_ATTEMPTS *
+                                    BS_TOPIC_CREATED_RETRY_MS / 1000);
+            return -1;
         }
         if (ks->nparts <= 0) {
             snprintf(errstr, errstr_size, "checkpoint topic %s does not exist"

@@ -13,7 +13,7 @@
  * from the oldest chunk 0 the manifests name, gathering every state
  * (bs_store_chain_*).  Reading them one after another cost a restore of 6
  * partitions some 47 requests, mostly one after another, at the 50 - 250
- * ms a broker takes to answer while another is away (bench/README.md).
+ * ms a broker takes to answer while another is away (bench/HISTORY.md, bench/restore).
  */
 #include "store/store_kafka_read.h"
 #include "kafka/kafka_util.h"

@@ -428,7 +428,7 @@ check "checkpoint info with a FIFO: names it in its row" \
     grep -qF "ckpt-fifo/in-0.ckpt: a FIFO, not a regular file" out
 BIN=$real_bin
 
-# Filter files are 0600 whatever the umask (README "Secrets and files on
+# Filter files are 0600 whatever the umask (docs/security.md, "Secrets and files on
 # the machine"): a filter tells whether any key one tries is in it.
 old_umask=$(umask)
 umask 000

@@ -14,8 +14,8 @@ else()
   message(WARNING "docker-compose not found: the compose file is not validated")
 endif()
 
-# deploy/alerts.yml, the Prometheus alert rules README.md ("Metrics")
-# gives: valid rules (promtool check rules), and each alert firing when
+# deploy/alerts.yml, the Prometheus alert rules docs/operations.md
+# ("Alerts") gives: valid rules (promtool check rules), and each alert firing when
 # and only when its test case says (promtool test rules on
 # deploy/alerts_test.yml's input series).  promtool is Debian's
 # prometheus package (scripts/install-deps).
@@ -31,3 +31,19 @@ else()
   message(WARNING "promtool not found: deploy/alerts.yml is not checked "
                   "(scripts/install-deps installs prometheus)")
 endif()
+
+# The docs against the code (scripts/check-docs): the key reference is
+# `bloomstage config --list` and every key the docs name exists; the
+# metrics table names exactly the families the stage exports; the fuzz
+# table exactly fuzz/'s targets; the README's layout exactly the top-level
+# directories; every relative link and anchor resolves.
+foreach(check metrics fuzz layout links)
+  add_test(NAME check_docs_${check}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-docs ${check})
+endforeach()
+add_test(NAME check_docs_keys
+  COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-docs keys
+          $<TARGET_FILE:bloomstage>)
+set_tests_properties(check_docs_metrics check_docs_fuzz check_docs_layout
+                     check_docs_links check_docs_keys
+                     PROPERTIES LABELS ops TIMEOUT 60)

@@ -16,7 +16,8 @@ if(TARGET bloomstage)
     ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
   # test_kafka_secure_features: the output-tail replay, two instances in
   # one group, live blocklists and `bloomstage blocklist` as the user stage
-  # with exactly the ACLs the README lists for each, over SASL_SSL and mTLS.
+  # with exactly the ACLs docs/security.md lists for each, over SASL_SSL
+  # and mTLS.
   bs_add_cmocka_test(test_kafka_secure_features
                      SOURCES kafka/test_kafka_secure_features.c
                      LIBS bstestsupport TIMEOUT 900 LABELS security)

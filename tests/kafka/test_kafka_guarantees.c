@@ -1,5 +1,5 @@
 /*
- * test_kafka_guarantees.c -- what README.md promises, shown against Apache
+ * test_kafka_guarantees.c -- what docs/guarantees.md promises, shown against Apache
  * Kafka itself (one KRaft node from scripts/kafka, started once for the
  * binary and reused by its tests, each test with topics and a group of its
  * own), the output read as downstream consumers read it
@@ -492,7 +492,7 @@ static void test_broker_restart(void **state)
     h_kenv_free(e);
 }
 
-/* ---- 5. static membership (README "Fast restarts") ------------------------ */
+/* ---- 5. static membership (docs/configuration.md, "Fast restarts") ------- */
 
 /*
  * With consumer.group.instance.id, a stage killed -9 and restarted with the

@@ -2,7 +2,7 @@
  * test_kafka_secure.c -- the stage on a secured Apache Kafka (one KRaft
  * node from `scripts/kafka start --secure`: KRaft's StandardAuthorizer,
  * nothing allowed without an ACL), as the user `stage` with exactly the
- * ACLs README.md's table lists (h_stage_acls, secure.h) and no more,
+ * ACLs docs/security.md's table lists (h_stage_acls, secure.h) and no more,
  * exactly_once.method=transactions and checkpoint.store=kafka, the topics
  * made by the harness as the super user admin:
  *
@@ -17,7 +17,7 @@
  *      naming the refusal from its first seconds, exit 1 naming it after
  *      BS_START_GIVE_UP_S, nothing committed (run beside 5, whose waits
  *      are as long);
- *   5. each row of README.md's ACL table this stage needs left out in
+ *   5. each row of docs/security.md's ACL table this stage needs left out in
  *      turn, each case on its own topics and group, side by side: the
  *      refusal named in an error line and by /ready within 60 s, exit 1
  *      or retries as the table's last column says, nothing committed
@@ -312,7 +312,7 @@ static void refused_ended(refused_run *r)
 #define ACL_MAX 24 /* cases: the table's stage rows, and one row again */
 
 /* A stage whose rows test_acl_missing leaves out: what it runs, the
- * README's conditions it meets, its -X settings, its store. */
+ * docs/security.md's conditions it meets, its -X settings, its store. */
 typedef struct acl_kind {
     const char *what;
     const char *const *meets;
@@ -475,10 +475,10 @@ static size_t acl_cases(acl_case *k, h_acl_for *all, size_t *nall,
             for (size_t i = 0; i < n && !seen; i++)
                 seen = h_acl_same(&k[i].left, &rows[r]);
             if (rows[r].without == H_WITHOUT_UNTRIED)
-                fail_msg("README.md's ACL table: the row '%s' applies to "
-                         "the stage with %s, so its 'without it' cell must "
-                         "say what the stage does, not '-'", rows[r].why,
-                         kinds[ki].what);
+                fail_msg("docs/security.md's ACL table: the row '%s' "
+                         "applies to the stage with %s, so its 'without "
+                         "it' cell must say what the stage does, not '-'",
+                         rows[r].why, kinds[ki].what);
             if (seen && !again)
                 continue;
             if (n == ACL_MAX)
@@ -513,8 +513,8 @@ static size_t acl_cases(acl_case *k, h_acl_for *all, size_t *nall,
 }
 
 /* `bloomstage ARGV... -c e->conf` (argv without -c) run without the ACL
- * a, which README.md says the command needs: "exits 1" must exit 1 with a
- * line `bloomstage CMD: not authorized: <refusal> refused to User:stage
+ * a, which docs/security.md says the command needs: "exits 1" must exit 1
+ * with a line `bloomstage CMD: not authorized: <refusal> refused to User:stage
  * (...)`, "goes on" exit 0; both within 15 s.  The process, for more
  * checks (the caller releases it). */
 static h_proc *cli_without(const h_kenv *e, const h_acl *a,
@@ -528,8 +528,8 @@ static h_proc *cli_without(const h_kenv *e, const h_acl *a,
     args[n++] = e->conf;
     args[n] = NULL;
     if (a->without != H_WITHOUT_EXITS && a->without != H_WITHOUT_GOES_ON)
-        fail_msg("README.md's ACL table: the row '%s' (%s) must say 'exits "
-                 "1' or 'goes on'", a->why, what);
+        fail_msg("docs/security.md's ACL table: the row '%s' (%s) must say "
+                 "'exits 1' or 'goes on'", a->why, what);
     double t0 = h_now_s();
     h_proc *p = h_bs_cmd(args, a->without == H_WITHOUT_EXITS ? 1 : 0);
     double t = h_now_s() - t0;
@@ -551,7 +551,7 @@ static h_proc *cli_without(const h_kenv *e, const h_acl *a,
     return p;
 }
 
-/* The row of README.md's table for a command (meets) on resource `on`
+/* The row of docs/security.md's table for a command (meets) on resource `on`
  * with operation op; fails the test if there is none. */
 static h_acl cli_row(const char *const *meets, h_acl_on on,
                      rd_kafka_AclOperation_t op, h_acl *done, size_t *ndone)
@@ -563,12 +563,12 @@ static h_acl cli_row(const char *const *meets, h_acl_on on,
             done[(*ndone)++] = rows[i];
             return rows[i];
         }
-    h_test_fail("README.md's ACL table: no row for %s on %s", meets[0],
+    h_test_fail("docs/security.md's ACL table: no row for %s on %s", meets[0],
                 on == H_ACL_LIST ? "the list topic" : "the checkpoint store");
 }
 
 /*
- * Each row of README.md's table left out, all side by side over SASL_SSL
+ * Each row of docs/security.md's table left out, all side by side over SASL_SSL
  * on one broker.  The stage's rows (kinds[]), each case on its own topics
  * and group: a first run with every ACL of its kind forwards half the
  * input and commits; the row's ACL revoked (and, for the output's Read
@@ -624,7 +624,7 @@ static void test_acl_missing(void **state)
         for (size_t i = 0; i < ndone && !covered; i++)
             covered = h_acl_same(&done[i], &table[r]);
         if (!covered)
-            fail_msg("README.md's ACL table: no test leaves out the row "
+            fail_msg("docs/security.md's ACL table: no test leaves out the row "
                      "'%s'", table[r].why);
     }
     H_CHECK(h_acls_apply(cl, H_SEC_STAGE_PRINCIPAL, all, nall, true));
@@ -690,7 +690,8 @@ static void test_acl_missing(void **state)
         int ms = (int)((60 - (h_now_s() - c->t0)) * 1000);
         if (h_process_wait(c->p, ms > 0 ? ms : 1, &st) != 0)
             h_stage_fail(c->p, "%s left out: still running %.0f s after it "
-                         "started; README.md says it exits 1 (within 60 s)",
+                         "started; docs/security.md says it exits 1 "
+                         "(within 60 s)",
                          c->refusal, h_now_s() - c->t0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
             h_stage_fail(c->p, "%s left out: %s, want exit 1", c->refusal,

@@ -3,9 +3,9 @@
  * transactions on a secured Apache Kafka (one KRaft node from `scripts/
  * kafka start --secure`, shared by the cases: KRaft's StandardAuthorizer,
  * nothing allowed without an ACL), as the user `stage` with exactly the
- * ACLs README.md's table lists for what each case runs (h_stage_acls_for,
- * secure.h) and no more, over SASL_SSL with SCRAM-SHA-512 and over SSL
- * with stage's client certificate (mTLS):
+ * ACLs docs/security.md's table lists for what each case runs
+ * (h_stage_acls_for, secure.h) and no more, over SASL_SSL with
+ * SCRAM-SHA-512 and over SSL with stage's client certificate (mTLS):
  *
  *   1. exactly_once.method=replay with the Kafka store, once by each
  *      means: a run stops at the crash point after-flush of its third
@@ -66,7 +66,7 @@ static size_t denials_from(void)
     return end;
 }
 
-/* Grants (or revokes) User:stage the ACLs README.md lists for meets. */
+/* Grants (or revokes) User:stage the ACLs docs/security.md lists for meets. */
 static void acls(h_kenv *e, const char *const *meets, bool grant)
 {
     h_acl a[32];

@@ -24,7 +24,7 @@
  *     could see.  The update latency -- creation time of the first record
  *     dropped minus the creation time of the add record, and the same for
  *     removes -- is printed per round with its spread, a measurement
- *     (README.md's figures), not a bound;
+ *     (docs/configuration.md's figures), not a bound;
  *   - a base file plus the topic: file entries are blocked, a tombstone
  *     removes a file entry as it removes a topic entry, an entry re-added
  *     after its tombstone is blocked; malformed list records (null key --

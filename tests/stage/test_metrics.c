@@ -7,7 +7,7 @@
  * the scrape read by its Prometheus text-format parser, strict enough to
  * find format mistakes (harness/http.h).
  *
- * What must hold (README.md, "Metrics" and "Logs"):
+ * What must hold (docs/operations.md, "Health", "Metrics" and "Logs"):
  *   1. readiness: /healthz is 200 "ok" as soon as the port is known; /ready
  *      is 503 with a reason until the group join has assigned partitions,
  *      then 200; unknown paths are 404, other methods 405, HEAD has no
@@ -29,7 +29,7 @@
  *      filter gauges are present and plausible (estimated keys within 5% of
  *      the partition's distinct keys, estimated fpr <= dedup.fpr);
  *      checkpoint counters and the duration histogram are consistent;
- *      consumer lag appears and reaches 0; every family in README's table
+ *      consumer lag appears and reaches 0; every family in the docs' table
  *      is served with the type the table gives, and nothing undocumented;
  *   3. the format: every sample line matches the text format's grammar,
  *      each family has exactly one HELP and one TYPE (before its samples),
@@ -45,7 +45,8 @@
  *      fatal error at assignment, whose librdkafka or file-name text has
  *      spaces); and a fatal error at assignment exits 1 without crashing in
  *      the once-a-second publication of the per-partition gauges;
- *   6. TLS and basic auth (README "TLS and basic auth on the endpoint"):
+ *   6. TLS and basic auth (docs/security.md, "TLS and basic auth on the
+ *      endpoint"):
  *      over HTTPS (a self-signed certificate made at test time) 401 with
  *      WWW-Authenticate: Basic without credentials, with a wrong password,
  *      another user's or an unknown user's, on every path unless the
@@ -102,21 +103,21 @@
 #define LAG_ZERO_S 20.0
 #define STABLE_S 15.0     /* for the per-partition gauges to settle */
 
-/* README.md, for its table of metrics (set by tests/metrics.cmake). */
-#ifndef BS_README
-#define BS_README "README.md"
+/* docs/operations.md, for its table of metrics (set by metrics.cmake). */
+#ifndef BS_OPERATIONS_MD
+#define BS_OPERATIONS_MD "docs/operations.md"
 #endif
 
-/* README.md's table of metrics: name and type per row. */
+/* docs/operations.md's table of metrics: name and type per row. */
 typedef struct doc_metric {
     char name[96];
     char type[16];
 } doc_metric;
 
-static size_t readme_metrics(doc_metric *out, size_t max)
+static size_t doc_metrics(doc_metric *out, size_t max)
 {
     char *text = NULL;
-    H_CHECK(h_read_file(BS_README, &text, NULL));
+    H_CHECK(h_read_file(BS_OPERATIONS_MD, &text, NULL));
     const char *sec = strstr(text, "\n## Metrics\n");
     assert_non_null(sec);
     const char *end = strstr(sec + 1, "\n## ");
@@ -615,7 +616,8 @@ static double unix_now(void)
 }
 
 /*
- * Two faults, each held past the readiness bound (README "Metrics"):
+ * Two faults, each held past the readiness bound (docs/operations.md,
+ * "Health"):
  *   a. the checkpoint directory replaced by a plain file: every write
  *      fails (ENOTDIR, even as root) and the stage stays in BACKOFF;
  *   b. every Produce request failing (NOT_ENOUGH_REPLICAS, retried until
@@ -1078,26 +1080,27 @@ static void test_counters_match_topics(void **state)
         assert_int_equal(committed[i], hi);
     }
 
-    /* README's table: every family served, with the type it says, and
+    /* The docs' table: every family served, with the type it says, and
      * nothing served that it does not name. */
     doc_metric doc[64];
-    size_t ndoc = readme_metrics(doc, 64);
+    size_t ndoc = doc_metrics(doc, 64);
     assert_true(ndoc >= 20);
     for (size_t i = 0; i < ndoc; i++) {
         const h_prom_family *f = h_prom_family_named(&pm, doc[i].name);
         if (!f)
-            fail_msg("README's %s is not served (no # TYPE line)",
+            fail_msg("docs/operations.md's %s is not served (no # TYPE line)",
                      doc[i].name);
         if (strcmp(f->type, doc[i].type))
-            fail_msg("%s: # TYPE %s, README says %s", doc[i].name, f->type,
-                     doc[i].type);
+            fail_msg("%s: # TYPE %s, docs/operations.md says %s",
+                     doc[i].name, f->type, doc[i].type);
     }
     for (size_t i = 0; i < pm.nf; i++) {
         size_t k = 0;
         while (k < ndoc && strcmp(doc[k].name, pm.f[i].name))
             k++;
         if (k == ndoc)
-            fail_msg("%s is served but not in README's table", pm.f[i].name);
+            fail_msg("%s is served but not in docs/operations.md's table",
+                     pm.f[i].name);
     }
 
     h_prom_free(&pm);

@@ -4,7 +4,8 @@
  * against `bloomstage mock-broker`, checked from the outside (the topics,
  * the stage's log, /metrics, `bloomstage checkpoint info`).
  *
- * What must hold (README "Measured false positives"):
+ * What must hold (docs/configuration.md, "Measured false
+ * positives"):
  *   1. a filter undersized for dedup.fpr -- checkpointed at dedup.fpr=0.1
  *      with the audit off, restarted at 1e-6 with dedup.max.bytes=1 so
  *      that it cannot grow, and a fresh sample (the checkpoint had none:

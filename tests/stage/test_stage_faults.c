@@ -1,6 +1,6 @@
 /*
  * test_stage_faults.c -- `bloomstage run` under crashes and failures: what
- * README.md ("What it guarantees") and DESIGN.md ("Checkpoint, then
+ * docs/guarantees.md and DESIGN.md ("Checkpoint, then
  * commit") promise, checked from the outside, on the real binary against
  * `bloomstage mock-broker`.
  *
@@ -1032,7 +1032,7 @@ static void test_revoked_while_paused(void **state)
  * some partitions; it processes a first round of them and commits.  The
  * directory is made unwritable and the other member leaves: the stage is
  * assigned partitions it never had (no checkpoint file) while it cannot
- * write one.  README: a failed checkpoint write pauses and retries, losing
+ * write one.  docs/guarantees.md: a failed checkpoint write pauses and retries, losing
  * nothing -- so the stage must keep running; once the directory is
  * writable every key must reach the output.  Run with each
  * processing.guarantee: at_least_once processes such partitions from no

@@ -3,7 +3,8 @@
  * `bloomstage run` against `bloomstage mock-broker`, checked from the
  * outside against a model of the window (h_stream_window_model: the
  * windowed filter without false positives, per partition, on record
- * timestamps).  What README.md ("Windowed dedup") promises:
+ * timestamps).  What docs/configuration.md ("Windowed dedup")
+ * promises:
  *
  *   1. the contract on a stream spanning 200 windows of record time whose
  *      copies fall inside the window, at its edge and well past it: the
