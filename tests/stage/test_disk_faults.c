@@ -123,7 +123,7 @@ static int fx_setup(void **state)
         "checkpoint.dir=%s\n"
         "checkpoint.interval.ms=%d\n"
         "processing.guarantee=exactly_once\n"
-        "dedup.capacity=1000\n"
+        "dedup.capacity=50000\n"
         "metrics.listen=127.0.0.1:0\n"
         "kafka.bootstrap.servers=%s\n"
         "kafka.reconnect.backoff.ms=50\n"
@@ -394,11 +394,19 @@ static h_proc *kill_while_full(fx *f, h_proc *p, unsigned *port, size_t from,
     }
     h_stage_kill9(p, "with the disk full");
     held_at(f, NULL, end, "killed with the disk full");
-    char left[256];
+    char left[256], files[2048] = "";
     size_t temps = h_ckpt_temp_files(f->ckdir, left, sizeof(left));
+    DIR *d = opendir(f->ckdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) /* what the restart finds */
+        if (e->d_name[0] != '.' && strlen(files) + strlen(e->d_name) + 2 <
+                                       sizeof(files))
+            strcat(strcat(files, " "), e->d_name);
+    if (d)
+        closedir(d);
     print_message("  killed with the disk full: %lld records forwarded past "
-                  "the checkpoints, %zu temp file(s) left by the kill\n",
-                  (long long)(out - out0), temps);
+                  "the checkpoints, %zu temp file(s) left by the kill; "
+                  "files:%s\n", (long long)(out - out0), temps, files);
 
     fault_set(f, FULL, false);
     char *planted = plant_truncated_temp(f, 1);
@@ -429,7 +437,7 @@ static void test_disk_faults(void **state)
     fx *f = *state;
     if (ns_error[0])
         fail_msg("%s", ns_error);
-    H_CHECK(h_tmpfs_mount(f->ckdir, "512k"));
+    H_CHECK(h_tmpfs_mount(f->ckdir, "4m"));
     f->mounted = true;
     f->st = h_stream_new(N, NPART, 37);
     h_stream_add(f->st, N, 40);
