@@ -114,8 +114,11 @@ static int fx_setup(void **state)
         h_fixture_teardown(state);
         return -1;
     }
-    /* Small filters (a few KiB) for a small tmpfs; short timeouts, so
-     * that a restart's join takes seconds. */
+    /* Filters of about 300 KiB a partition: a round's changes (a few
+     * hundred new keys a partition) stay under checkpoint.delta.ratio,
+     * so faults meet deltas as well as snapshots, and the snapshots, one
+     * set aside each and their deltas fit the 4 MiB tmpfs.  Short
+     * timeouts, so that a restart's join takes seconds. */
     char *text = h_strdupf(
         "input.topics=" IN "\n"
         "output.topic=" OUT "\n"
