@@ -4,7 +4,10 @@
 #include "crash.h"
 #include "stage.h"
 #include "base/crash_point.h"
+#include "store/store_dir.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -20,6 +23,48 @@ void h_ckpt_all(const char *dir, const char *topic, int nparts,
         if (rc > 0)
             next[p] = -1;
     }
+}
+
+void h_expect_durable_commits(const char *dir, const char *topic, int nparts,
+                              const int64_t *committed, int64_t *ckpt)
+{
+    int64_t k[256];
+    if (nparts < 1 || nparts > 256)
+        h_test_fail("h_expect_durable_commits: %d partitions", nparts);
+    h_ckpt_all(dir, topic, nparts, k);
+    for (int p = 0; p < nparts; p++) {
+        if (committed[p] < 0)
+            continue;
+        if (k[p] < 0)
+            h_test_fail("invariant 1: %s [%d] committed at %lld, but there "
+                        "is no checkpoint file", topic, p,
+                        (long long)committed[p]);
+        if (committed[p] > k[p])
+            h_test_fail("invariant 1: %s [%d] committed at %lld, past its "
+                        "checkpoint at %lld", topic, p,
+                        (long long)committed[p], (long long)k[p]);
+    }
+    if (ckpt)
+        memcpy(ckpt, k, (size_t)nparts * sizeof(*k));
+}
+
+size_t h_ckpt_temp_files(const char *dir, char *first, size_t first_size)
+{
+    size_t n = 0;
+    if (first && first_size)
+        first[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d)
+        h_test_fail("%s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!bs_dirstore_is_temp_name(e->d_name))
+            continue;
+        if (n++ == 0 && first)
+            snprintf(first, first_size, "%s", e->d_name);
+    }
+    closedir(d);
+    return n;
 }
 
 int64_t h_sum_positive(const int64_t *v, int n)

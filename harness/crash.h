@@ -56,6 +56,18 @@ void h_kill_at(h_proc *p, const h_kill_plan *k, const h_kill_ctx *ctx);
  * whole). */
 void h_ckpt_all(const char *dir, const char *topic, int nparts,
                 int64_t *next);
+/* Invariant 1 seen from outside: for every partition p < nparts of topic,
+ * committed[p] (the group's committed offset, read before this call; -1:
+ * none) is at most the next offset of p's newest checkpoint in dir; a
+ * commit with no checkpoint file fails too.  Files only move forward, so
+ * reading them second hides no violation.  Their offsets into ckpt (may
+ * be NULL), as h_ckpt_all gives them. */
+void h_expect_durable_commits(const char *dir, const char *topic, int nparts,
+                              const int64_t *committed, int64_t *ckpt);
+/* How many temp files of a checkpoint write (the store's naming:
+ * bs_dirstore_is_temp_name) dir holds now; the first one's name into
+ * first (may be NULL; "" if none). */
+size_t h_ckpt_temp_files(const char *dir, char *first, size_t first_size);
 /* The sum of the entries > 0 of v[0..n). */
 int64_t h_sum_positive(const int64_t *v, int n);
 

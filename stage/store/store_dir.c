@@ -26,7 +26,9 @@
  * a break fails loudly, naming the file: a restore that cannot reach the
  * state the offsets cover must not start from less.  States newer than the
  * one restored (written but never committed) are removed then, so the next
- * delta cannot land in a dead branch.  bs_store_committed removes what a
+ * delta cannot land in a dead branch; a disk that refuses their removal
+ * (read-only, failing) makes the restore one to retry
+ * (BS_STORE_UNREACHABLE), not damage.  bs_store_committed removes what a
  * restore can no longer be asked for: everything before the snapshot under
  * the newest committed state.  A crash at any point leaves either the old
  * files or the new ones (temp files are removed at start-up by dir_check).
@@ -254,22 +256,31 @@ static ssize_t snapshot_under(const dpart *p, size_t i)
     return -1;
 }
 
-/* Removes states [from, to) of p (files and entries). */
-static void drop(bs_dirstore *ds, dpart *p, size_t from, size_t to,
-                 const char *why)
+/* Removes states [from, to) of p (files and entries).  Returns how many
+ * files could not be removed (logged; the first one's path and error in
+ * errstr): their entries go all the same, and the next scan finds them. */
+static size_t drop(bs_dirstore *ds, dpart *p, size_t from, size_t to,
+                   const char *why, char *errstr, size_t errstr_size)
 {
+    size_t kept = 0;
     for (size_t i = from; i < to; i++) {
         char path[4096];
         path_of(ds, p->st[i].name, path, sizeof(path));
-        if (unlink(path) != 0 && errno != ENOENT)
+        if (unlink(path) != 0 && errno != ENOENT) {
+            int e = errno;
             bs_log(BS_LOG_WARN, "cannot remove a checkpoint file", "file=%s "
-                   "error=%s", path, strerror(errno));
-        else
+                   "error=%s", path, strerror(e));
+            if (kept++ == 0)
+                snprintf(errstr, errstr_size, "%s: cannot remove it: %s",
+                         path, strerror(e));
+        } else {
             bs_log(BS_LOG_DEBUG, "checkpoint file removed", "file=%s reason=%s",
                    path, why);
+        }
     }
     memmove(p->st + from, p->st + to, (p->n - to) * sizeof(*p->st));
     p->n -= to - from;
+    return kept;
 }
 
 /* -- check --------------------------------------------------------------- */
@@ -515,16 +526,27 @@ int bs_dirstore_get(bs_dirstore *ds, const char *topic, int32_t partition,
     bs_ckpt_track_from(out->filter, out->id);
     if ((size_t)t + 1 < p->n) {
         /* Newer states were written but never committed: a dead branch
-         * now, which the next checkpoint must not chain onto. */
+         * now, which the next checkpoint must not chain onto.  Not gone,
+         * or not durably (a read-only or failing disk): the restore is one
+         * to retry, not damage.  Restored regardless, the next checkpoint
+         * would take a seq a dead state still holds on disk, and a later
+         * restore would meet two states of one seq or a delta naming the
+         * wrong base. */
+        size_t dead = p->n - (size_t)t - 1;
+        char probe[4096];
+        snprintf(probe, sizeof(probe), "%s/.", ds->dir);
+        if (drop(ds, p, (size_t)t + 1, p->n, "uncommitted", errstr,
+                 errstr_size) > 0 ||
+            bf_fsync_dir(probe, errstr, errstr_size) != BF_OK) {
+            ds->dirty = true; /* the next sync makes the removals durable */
+            bs_ckpt_free(out);
+            p->known = false;
+            return BS_STORE_UNREACHABLE;
+        }
         bs_log(BS_LOG_INFO, "checkpoint states past the restored one "
                "removed", "topic=%s partition=%d restored_seq=%llu "
                "removed=%zu", topic, (int)partition,
-               (unsigned long long)out->seq, p->n - (size_t)t - 1);
-        drop(ds, p, (size_t)t + 1, p->n, "uncommitted");
-        char probe[4096];
-        snprintf(probe, sizeof(probe), "%s/.", ds->dir);
-        if (bf_fsync_dir(probe, errstr, errstr_size) != BF_OK)
-            goto fail;
+               (unsigned long long)out->seq, dead);
     }
     p->force_full = false;
     return 1;
@@ -546,8 +568,11 @@ static int dir_committed(void *impl, const char *topic, int32_t partition,
         return 0;
     ssize_t c = state_at(p, next_offset);
     ssize_t b = c >= 0 ? snapshot_under(p, (size_t)c) : -1;
+    /* A file left here is an old state only: the next commit removes
+     * it. */
+    char left[600];
     if (b > 0)
-        drop(ds, p, 0, (size_t)b, "superseded");
+        (void)drop(ds, p, 0, (size_t)b, "superseded", left, sizeof(left));
     return 0;
 }
 

@@ -31,8 +31,10 @@
  * damaged, and asking again later may find it matching. */
 #define BS_STORE_AHEAD (-2)
 /* get's answer when the kafka store's topic cannot be read now (no leader
- * known, a broker away, a read not done in time): nothing says the state
- * is damaged, and asking again later may read it. */
+ * known, a broker away, a read not done in time), or when the directory
+ * store cannot remove, or make the removal durable of, the states past the
+ * one asked for (a read-only or failing disk): nothing says the state is
+ * damaged, and asking again later may read it. */
 #define BS_STORE_UNREACHABLE (-3)
 /* check's answer when the brokers' authorizer refuses the kafka store a
  * read of its topic (no Read ACL), and sync's when it refuses a write
@@ -74,7 +76,8 @@ typedef struct bs_store_ops {
      * committed): the newest durable state whose next_offset <=
      * at_offset.  1 loaded, 0 none, -1 unreadable or damaged (errstr says
      * which and where).  The dir store removes the states newer than the
-     * one loaded (written, never committed).  The kafka store keeps one
+     * one loaded (written, never committed); BS_STORE_UNREACHABLE when it
+     * cannot (a read-only or failing disk).  The kafka store keeps one
      * chain, restored to its newest state: BS_STORE_AHEAD when that one is
      * past at_offset, BS_STORE_UNREACHABLE when its topic cannot be read
      * now. */

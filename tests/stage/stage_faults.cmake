@@ -18,3 +18,16 @@ bs_add_cmocka_test(test_stage_audit SOURCES stage/test_stage_audit.c
                    LABELS integration)
 set_tests_properties(test_stage_audit PROPERTIES
   ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>")
+
+# test_disk_faults: the directory store's disk failing under a running
+# stage (exactly_once): full, read-only (a tmpfs of the test's own, in a
+# mount namespace of its own), fsync failing with EIO (bs_eio_preload), and
+# kill -9 while full then a restart: the failure named, /ready 503, nothing
+# committed past a checkpoint, no damaged file loaded, back by itself, the
+# output exactly once at read_committed.  Needs root, as CI runs; fails
+# without it.
+bs_add_cmocka_test(test_disk_faults SOURCES stage/test_disk_faults.c
+                   LIBS bstestsupport TIMEOUT 240 LABELS integration)
+add_dependencies(test_disk_faults bs_eio_preload)
+set_tests_properties(test_disk_faults PROPERTIES
+  ENVIRONMENT "BLOOMSTAGE_BIN=$<TARGET_FILE:bloomstage>;BS_EIO_PRELOAD=$<TARGET_FILE:bs_eio_preload>")

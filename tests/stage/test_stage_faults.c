@@ -58,7 +58,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,9 +103,8 @@ static int fx_cleanup(h_fixture *hf)
     }
     if (f->readonly)
         chmod(f->ckdir, 0755);
-    if (f->mounted && umount2(f->ckdir, MNT_DETACH) != 0) {
-        fprintf(stderr, "teardown: umount %s: %s\n", f->ckdir,
-                strerror(errno));
+    if (f->mounted && h_tmpfs_umount(f->ckdir) != 0) {
+        fprintf(stderr, "teardown: %s\n", h_last_error());
         rc = -1;
     }
     h_stream_free(f->st);
@@ -215,37 +213,18 @@ static void ckpt_info_check(fx *f)
 /* No temp file of a checkpoint write is left in the directory. */
 static void no_temp_files(const fx *f)
 {
-    char *cmd = h_strdupf("ls -a '%s' | grep -q '\\.tmp\\.'", f->ckdir);
-    int rc = system(cmd);
-    free(cmd);
-    if (rc == 0)
-        fail_msg("a checkpoint temp file was left in %s", f->ckdir);
+    char name[256];
+    if (h_ckpt_temp_files(f->ckdir, name, sizeof(name)))
+        fail_msg("a checkpoint temp file was left in %s: %s", f->ckdir, name);
 }
 
 /* ---- committed offsets and invariant 1 ------------------------------- */
 
-/* Reads the checkpoint files and fails the test unless committed <=
- * checkpoint for every partition (a partition with a commit but no
- * checkpoint file is a violation).  The committed offsets were read first:
- * files only move forward, so reading them second can hide no violation.
- * ckpt may be NULL. */
+/* Invariant 1 (h_expect_durable_commits) on committed offsets c, read
+ * first; ckpt may be NULL. */
 static void invariant1(const fx *f, const int64_t *c, int64_t *ckpt)
 {
-    int64_t k[NPART];
-    ckpt_all(f, k);
-    for (int p = 0; p < NPART; p++) {
-        if (c[p] < 0)
-            continue;
-        if (k[p] < 0)
-            fail_msg("invariant 1: %s [%d] committed at %lld, but there is no "
-                     "checkpoint file", IN, p, (long long)c[p]);
-        if (c[p] > k[p])
-            fail_msg("invariant 1: %s [%d] committed at %lld, past its "
-                     "checkpoint at %lld", IN, p, (long long)c[p],
-                     (long long)k[p]);
-    }
-    if (ckpt)
-        memcpy(ckpt, k, sizeof(k));
+    h_expect_durable_commits(f->ckdir, IN, NPART, c, ckpt);
 }
 
 static void invariant1_cb(void *arg, const int64_t *c)
@@ -755,25 +734,8 @@ typedef enum { BLOCK_FULL, BLOCK_READONLY } block_kind;
 static bool block_writes(fx *f, block_kind kind)
 {
     if (kind == BLOCK_FULL) {
-        /* Fill the tmpfs: 4 KiB at a time until ENOSPC. */
         f->filler = h_strdupf("%s/filler", f->ckdir);
-        int fd = open(f->filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                      0644);
-        if (fd < 0)
-            fail_msg("%s: %s", f->filler, strerror(errno));
-        char buf[4096];
-        memset(buf, 0xa5, sizeof(buf));
-        for (;;) {
-            ssize_t w = write(fd, buf, sizeof(buf));
-            if (w < 0 && errno == ENOSPC)
-                break;
-            if (w < 0)
-                fail_msg("filling %s: %s", f->filler, strerror(errno));
-        }
-        /* the last partial block too */
-        while (write(fd, buf, 1) == 1)
-            ;
-        close(fd);
+        H_CHECK(h_fill_fs(f->filler));
         return true;
     }
     if (geteuid() == 0) {
@@ -878,11 +840,8 @@ static void unwritable_checkpoints(fx *f, block_kind kind)
  * possible here (not root, no CAP_SYS_ADMIN). */
 static bool mount_tmpfs(fx *f, const char *size)
 {
-    char opts[64];
-    snprintf(opts, sizeof(opts), "size=%s,mode=0755", size);
-    if (mount("tmpfs", f->ckdir, "tmpfs", 0, opts) != 0) {
-        print_message("mount -t tmpfs on %s: %s: skipped\n", f->ckdir,
-                      strerror(errno));
+    if (h_tmpfs_mount(f->ckdir, size) != 0) {
+        print_message("%s: skipped\n", h_last_error());
         return false;
     }
     f->mounted = true;

@@ -3,7 +3,8 @@
  * directory store: a round of puts made durable by sync, read back by get;
  * a damaged file stops bs_store_check and get with its name; temp files a
  * crash left are removed by check; a partition never checkpointed reads as
- * "none".  The Kafka
+ * "none"; a dead branch a read-only disk keeps makes a restore one to
+ * retry.  The Kafka
  * store against librdkafka's mock cluster in process: the round trip, the
  * chunking under checkpoint.chunk.bytes, the manifest written only after
  * every chunk was acknowledged, the previous checkpoint's chunks
@@ -122,9 +123,16 @@ static int dir_setup(void **state)
     return h_tmpdir_new(&tmpdir);
 }
 
+/* tmpdir is a tmpfs of the test's own (test_dir_dead_branch_kept). */
+static bool tmpdir_mounted;
+
 static int dir_teardown(void **state)
 {
     (void)state;
+    chmod(tmpdir, 0755);
+    if (tmpdir_mounted && h_tmpfs_umount(tmpdir) != 0)
+        fprintf(stderr, "teardown: %s\n", h_last_error());
+    tmpdir_mounted = false;
     h_tmpdir_remove(tmpdir);
     free(tmpdir);
     tmpdir = NULL;
@@ -293,6 +301,76 @@ static void test_dir_state_at_committed_offset(void **state)
     assert_int_equal(bs_store_committed(st, "in", 0, 400, err, sizeof(err)),
                      0);
     expect_at(st, 400, 400);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    bf_filter_destroy(f);
+}
+
+/* Whether main could give the tests a mount namespace of their own (as
+ * root): test_dir_dead_branch_kept's read-only disk is then a tmpfs. */
+static bool own_mounts;
+
+/*
+ * A restore at a committed offset that must remove a dead branch (states
+ * written past it, never committed) on a disk that refuses (read-only: a
+ * tmpfs remounted so as root, the directory 0555 otherwise).  The get is
+ * one to retry, BS_STORE_UNREACHABLE naming the file and the error, not
+ * damage (-1, the stage's FATAL) and not a restore (1) with the dead
+ * state left on disk: the next checkpoint would take its seq and a later
+ * restore meet two states of one seq, or a delta on the wrong base.  The
+ * disk writable again, the same get restores and removes it, and what is
+ * written next reads back after a restart.
+ */
+static void test_dir_dead_branch_kept(void **state)
+{
+    (void)state;
+    bool root = geteuid() == 0;
+    if (root && !own_mounts)
+        fail_msg("root without a mount namespace of its own: %s",
+                 h_last_error());
+    if (root) {
+        H_CHECK(h_tmpfs_mount(tmpdir, "4m"));
+        tmpdir_mounted = true;
+    }
+    bs_config *cfg;
+    bs_store *st = dir_store(&cfg);
+    char err[1024] = "";
+    bf_filter *f = filter_with("k", 100, 1000);
+    put_sync(st, 100, f, 0);
+    assert_int_equal(bs_store_committed(st, "in", 0, 100, err, sizeof(err)),
+                     0);
+    put_sync(st, 200, f, 1); /* written, not committed: state 2, a delta */
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    st = dir_store(&cfg);
+    if (root)
+        H_CHECK(h_tmpfs_remount(tmpdir, true, 10000));
+    else
+        assert_int_equal(chmod(tmpdir, 0555), 0);
+    bs_checkpoint c;
+    int r = bs_store_get(st, "in", 0, 150, &c, err, sizeof(err));
+    if (r != BS_STORE_UNREACHABLE)
+        fail_msg("get at 150 with the dead state not removable: %d (%s), "
+                 "want BS_STORE_UNREACHABLE", r, err);
+    if (!strstr(err, "in-0.2.ckpd: cannot remove it: "))
+        fail_msg("get at 150: '%s' does not name the file kept", err);
+    char *dead = h_strdupf("%s/in-0.2.ckpd", tmpdir);
+    assert_int_equal(access(dead, F_OK), 0);
+    if (root)
+        H_CHECK(h_tmpfs_remount(tmpdir, false, 10000));
+    else
+        assert_int_equal(chmod(tmpdir, 0755), 0);
+    expect_at(st, 150, 100);
+    if (access(dead, F_OK) == 0)
+        fail_msg("%s: still there after the restore", dead);
+    free(dead);
+    bf_filter_destroy(f);
+    f = filter_with("k", 300, 1000); /* more changes: a snapshot */
+    put_sync(st, 300, f, -1);
+    bs_store_destroy(st);
+    bs_config_destroy(cfg);
+    st = dir_store(&cfg);
+    expect_at(st, BS_STORE_NEWEST, 300);
     bs_store_destroy(st);
     bs_config_destroy(cfg);
     bf_filter_destroy(f);
@@ -1752,6 +1830,9 @@ static void test_kafka_damaged_manifest(void **state)
 
 int main(void)
 {
+    /* Before any thread (unshare(2) refuses a threaded process); not
+     * root, test_dir_dead_branch_kept makes its directory 0555 instead. */
+    own_mounts = geteuid() == 0 && h_private_mounts() == 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dir_round_trip, dir_setup,
                                         dir_teardown),
@@ -1764,6 +1845,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_chain_damage_named,
                                         dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_dir_state_at_committed_offset,
+                                        dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_dead_branch_kept,
                                         dir_setup, dir_teardown),
         cmocka_unit_test(test_dir_missing_dir),
         cmocka_unit_test(test_manifest_parse),
