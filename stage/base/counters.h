@@ -45,6 +45,10 @@
       "late")                                                                 \
     X(rejected_out, COUNTER, "bloomstage_records_rejected_total",             \
       "Dropped records produced to rejected.topic.", NULL)                    \
+    X(unproducible, COUNTER, "bloomstage_records_unproducible_total",         \
+      "Records that could not be produced as they were, for a reason "        \
+      "retrying will not heal (too large): routed to rejected.topic.",        \
+      "unproducible")                                                         \
     X(delivery_failures, COUNTER, "bloomstage_delivery_failures_total",       \
       "Produced records whose delivery failed.", NULL)                        \
     X(rollbacks, COUNTER, "bloomstage_rollbacks_total",                       \
