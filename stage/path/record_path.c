@@ -180,8 +180,9 @@ static bs_copy to_rejected(bs_stage *s, rd_kafka_message_t *m, bs_copy from,
 
 /* m routed to rejected.topic (reason), from its copy `from` on.  `usual`
  * is the copy such a record gets when nothing is wrong (a drop's whole
- * copy; for a record to forward, the output): another one is counted and
- * logged, naming the record.  When no copy can be produced at all, or
+ * copy; for a record to forward, the output): another one is logged,
+ * naming the record, and a record to forward that is not is counted
+ * (dropped_unproducible).  When no copy can be produced at all, or
  * there is no rejected.topic, the stage stops naming the record: nothing
  * is committed past it. */
 static void reject(bs_stage *s, rd_kafka_message_t *m, bs_copy from,
@@ -196,11 +197,12 @@ static void reject(bs_stage *s, rd_kafka_message_t *m, bs_copy from,
     if (c == BS_COPY_OUTPUT)
         return;
     const char *topic = rd_kafka_topic_name(m->rkt);
+    if (usual == BS_COPY_OUTPUT)
+        BS_INC(s->ctr.dropped_unproducible);
     if (c != BS_COPY_NONE) {
         BS_INC(s->ctr.rejected_out);
         if (c == usual)
             return;
-        BS_INC(s->ctr.unproducible);
         bs_log(BS_LOG_WARN, "record cannot be produced as it is, routed to "
                "rejected.topic", "topic=%s partition=%d offset=%lld "
                "reason=%s error=%s copy=%s", topic, (int)m->partition,
@@ -208,7 +210,6 @@ static void reject(bs_stage *s, rd_kafka_message_t *m, bs_copy from,
                copy_names[c]);
         return;
     }
-    BS_INC(s->ctr.unproducible);
     bs_stage_fatal(s, "record %s [%d] at offset %lld cannot be produced "
                    "(%s: %s) %s: stopping, nothing committed past it",
                    topic, (int)m->partition, (long long)m->offset, reason,

@@ -562,8 +562,8 @@ static void backoff_doubles(h_proc *p, size_t n)
         if (!at)
             h_stage_fail(p, "%zu failed rounds logged, not %zu", i, n);
         const char *eol = strchr(at, '\n'), *r = strstr(at, "retry_in_s=");
-        const char *who = strstr(at, "error=\"rolled back: delivery of " IN
-                                     ":");
+        const char *who = strstr(at, "error=\"rolled back: ");
+        who = who ? strstr(who, " of " IN ":") : NULL;
         if (!r || (eol && r > eol) || !who || (eol && who > eol))
             h_stage_fail(p, "failed round %zu: no retry_in_s, or no record "
                          "named: %.*s", i + 1,
@@ -1334,7 +1334,9 @@ static void poison_said(h_proc *p, const poison_stream *ps, int j)
  * rejected.topic, each is routed there at once, without its value (the
  * whole copy is too large too) and named in the log; no round rolls back,
  * every partition is committed to its end (no stall), every other record
- * is in the output once.  With a producer that takes it
+ * is in the output once, and /metrics counts them
+ * (bloomstage_records_dropped_total{reason="unproducible"}).  With a
+ * producer that takes it
  * (producer.message.max.bytes, as the stage sizes it to the output
  * topic's max.message.bytes on a real broker: test_kafka_poison), each is
  * forwarded instead.
@@ -1344,6 +1346,7 @@ static void poison_routed(fx *f, const char *guarantee, bool forward)
     const size_t N = 600;
     char *rej = h_strdupf("rejected.topic=" REJ);
     const char *const extra[] = {guarantee, rej,
+                                 "metrics.listen=127.0.0.1:0",
                                  forward ? "producer.message.max.bytes="
                                            "1100000"
                                          : NULL,
@@ -1352,7 +1355,13 @@ static void poison_routed(fx *f, const char *guarantee, bool forward)
     poison_stream ps = {0};
     poison_produce(f, &ps, 0, N, N, true);
     h_proc *p = stage_start(f, extra);
+    unsigned port = h_stage_metrics_port(p, 20000);
     wait_committed(f, p, ps.end, 60000);
+    double unproducible = h_stage_metric(
+        port, "bloomstage_records_dropped_total{reason=\"unproducible\"}");
+    if (unproducible != (forward ? 0 : NPOISON))
+        h_stage_fail(p, "bloomstage_records_dropped_total{reason="
+                     "\"unproducible\"} is %g", unproducible);
     h_stage_stop(p);
     assert_int_equal(h_count_said(p, "rolling back"), 0);
     for (int j = 0; j < NPOISON && !forward; j++)
@@ -1397,10 +1406,12 @@ static void poison_stops(fx *f, const char *guarantee)
     if (h_process_wait(p, 60000, &status) != 0)
         h_stage_fail(p, "still running 60 s after a poison record with no "
                      "rejected.topic");
-    if (!WIFEXITED(status) || WEXITSTATUS(status) == 0)
-        h_stage_fail(p, "exit status %d: a poison record with no "
-                     "rejected.topic must stop the stage with an error",
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+        h_stage_fail(p, "wait status %d: a poison record with no "
+                     "rejected.topic must stop the stage with exit 1",
                      status);
+    h_expect_said(p, "msg=\"stopping on a fatal error, committing nothing "
+                     "more\" error=\"record " IN " [");
     int named = -1;
     for (int j = 0; j < NPOISON; j++) {
         char *needle = h_strdupf("record " IN " [%d] at offset %lld cannot "
