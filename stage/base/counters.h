@@ -18,6 +18,9 @@
  * The labelled family bloomstage_records_dropped_total (by reason and
  * blocklist) and the checkpoint-duration histogram are rendered by
  * metrics.c from dropped_* and the histogram; they are not rows here.
+ * dropped_unproducible counts records to forward that could not be
+ * produced to output.topic for good (poison.h): routed to rejected.topic,
+ * or the record the stage stopped at.
  *
  * Each counter has one writer, the stage thread (fetch_wakes: the fetch
  * wake-up thread, fetch_wake.c), and readers anywhere: a relaxed load and
@@ -53,6 +56,7 @@
       "late")                                                                 \
     X(rejected_out, COUNTER, "bloomstage_records_rejected_total",             \
       "Dropped records produced to rejected.topic.", NULL)                    \
+    X(dropped_unproducible, COUNTER, NULL, NULL, "unproducible")              \
     X(delivery_failures, COUNTER, "bloomstage_delivery_failures_total",       \
       "Produced records whose delivery failed.", NULL)                        \
     X(rollbacks, COUNTER, "bloomstage_rollbacks_total",                       \

@@ -18,6 +18,7 @@
 #include "store/store.h"
 #include "core/state.h"
 #include "core/startup.h"
+#include "core/poison.h"
 #include "clients/txn.h"
 #include "ops/publish.h"
 #include "base/util.h"
@@ -94,11 +95,28 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m,
                          rd_kafka_err2str(m->err));
     if (s->store && bs_store_delivery(s->store, m))
         return; /* a checkpoint record (transactions, kafka store) */
-    if (m->err) {
-        bs_delivery_failed(s, "delivery to %s [%d] failed: %s",
-                           rd_kafka_topic_name(m->rkt), (int)m->partition,
-                           rd_kafka_err2str(m->err));
+    if (!m->err) {
+        if (s->npoison)
+            bs_poison_delivered(s, m);
+        return;
     }
+    /* The input record the copy was of, for the log: bloomstage-src. */
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *v = NULL;
+    size_t len = 0;
+    char src[300] = "?";
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        rd_kafka_header_get_last(hdrs, BS_HDR_SRC, &v, &len) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR && v)
+        snprintf(src, sizeof(src), "%.*s", (int)(len < 250 ? len : 250),
+                 (const char *)v);
+    /* Refused for good: noted, so that the record goes where it can when
+     * the rollback brings it again (poison.h). */
+    if (bs_unproducible(m->err))
+        (void)bs_poison_from_report(s, m);
+    bs_delivery_failed(s, "delivery of %s to %s [%d] failed: %s", src,
+                       rd_kafka_topic_name(m->rkt), (int)m->partition,
+                       rd_kafka_err2str(m->err));
 }
 
 /* The stage's callbacks on conf. */
@@ -132,40 +150,87 @@ static void drop_topics(bs_stage *s)
     s->out_rkt = s->rej_rkt = NULL;
 }
 
+/* The producer's defaults (before the user's producer.* keys) into d, a
+ * NULL-terminated list of pairs backed by buf: the tuning, and sized to
+ * the topics it writes (their max.message.bytes read at start-up):
+ * message.max.bytes as large as the larger, so that librdkafka refuses no
+ * record a topic takes (the record path measures each copy against its
+ * own topic's), batch.size no larger than the smaller, so that no batch
+ * of several records passes a topic's limit (a record larger than
+ * batch.size goes in a batch of its own), and a queue that holds two of
+ * the largest.  With transactions, the client's transaction timeout;
+ * with the Kafka store too, room for its chunks (checkpoint.chunk.bytes,
+ * up to 16 MiB), which go through this producer. */
+typedef struct producer_defaults {
+    const char *d[24];
+    char mmb[24], batch[24], kbytes[24], ttimeout[24];
+} producer_defaults;
+
+static void producer_defaults_fill(const bs_stage *s, producer_defaults *pd)
+{
+    static const char *const tuning[] = {"client.id", "bloomstage",
+                                         BS_PRODUCER_TUNING, NULL};
+    size_t n = 0;
+    while (tuning[n]) {
+        pd->d[n] = tuning[n];
+        n++;
+    }
+    int64_t hi = s->out_max_bytes > s->rej_max_bytes ? s->out_max_bytes
+                                                     : s->rej_max_bytes;
+    int64_t lo = s->rej_max_bytes > 0 && s->rej_max_bytes < s->out_max_bytes
+                     ? s->rej_max_bytes
+                     : s->out_max_bytes > 0 ? s->out_max_bytes
+                                            : s->rej_max_bytes;
+    bool big = s->txn && s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
+    if (big && hi < 20000000)
+        hi = 20000000;
+    int64_t kb = big ? 4096 + 2 * (int64_t)s->set.checkpoint_chunk_bytes / 1024
+                     : 0;
+    if (hi > 0) {
+        hi = hi < 1000 ? 1000 : hi > 1000000000 ? 1000000000 : hi;
+        snprintf(pd->mmb, sizeof(pd->mmb), "%lld", (long long)hi);
+        pd->d[n++] = "message.max.bytes";
+        pd->d[n++] = pd->mmb;
+        if (2 * hi / 1024 + 64 > kb && 2 * hi / 1024 + 64 > 4096)
+            kb = 2 * hi / 1024 + 64;
+    }
+    if (lo > 0) {
+        snprintf(pd->batch, sizeof(pd->batch), "%lld", (long long)lo);
+        pd->d[n++] = "batch.size";
+        pd->d[n++] = pd->batch;
+    }
+    if (kb > 0) {
+        snprintf(pd->kbytes, sizeof(pd->kbytes), "%lld", (long long)kb);
+        pd->d[n++] = "queue.buffering.max.kbytes";
+        pd->d[n++] = pd->kbytes;
+    }
+    if (s->txn) {
+        /* A transaction left open by a crashed instance holds
+         * read_committed readers (and the restore of its partitions) back
+         * until the broker aborts it: BS_TXN_TIMEOUT_INTERVALS checkpoint
+         * intervals within BS_TXN_TIMEOUT_MIN_MS..MAX_MS, rather than
+         * librdkafka's 60 s. */
+        int64_t tt = BS_TXN_TIMEOUT_INTERVALS * s->set.checkpoint_interval_ms;
+        tt = tt < BS_TXN_TIMEOUT_MIN_MS   ? BS_TXN_TIMEOUT_MIN_MS
+             : tt > BS_TXN_TIMEOUT_MAX_MS ? BS_TXN_TIMEOUT_MAX_MS
+                                          : tt;
+        snprintf(pd->ttimeout, sizeof(pd->ttimeout), "%lld", (long long)tt);
+        pd->d[n++] = "transaction.timeout.ms";
+        pd->d[n++] = pd->ttimeout;
+    }
+    pd->d[n] = NULL;
+}
+
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
 {
-    static const char *const defaults[] = {"client.id", "bloomstage",
-                                           BS_PRODUCER_TUNING, NULL};
     static const char *const forced[] = {"enable.idempotence", "true", NULL};
     const char *tforced[] = {"enable.idempotence", "true",
                              "transactional.id", s->txn_id, NULL};
-    /* Transactions with the Kafka store: its chunks (checkpoint.chunk.bytes,
-     * up to 16 MiB) go through this producer too, so it takes records and a
-     * queue of that size (after the tuning, before the user's keys). */
-    char kbytes[32];
-    snprintf(kbytes, sizeof(kbytes), "%llu",
-             (unsigned long long)(4096 + 2 * s->set.checkpoint_chunk_bytes /
-                                             1024));
-    /* Transactions: a transaction left open by a crashed instance holds
-     * read_committed readers (and the restore of its partitions) back until
-     * the broker aborts it: BS_TXN_TIMEOUT_INTERVALS checkpoint intervals
-     * within BS_TXN_TIMEOUT_MIN_MS..MAX_MS, rather than librdkafka's 60 s,
-     * unless producer.* says otherwise. */
-    char ttimeout[32];
-    int64_t tt = BS_TXN_TIMEOUT_INTERVALS * s->set.checkpoint_interval_ms;
-    tt = tt < BS_TXN_TIMEOUT_MIN_MS   ? BS_TXN_TIMEOUT_MIN_MS
-         : tt > BS_TXN_TIMEOUT_MAX_MS ? BS_TXN_TIMEOUT_MAX_MS
-                                      : tt;
-    snprintf(ttimeout, sizeof(ttimeout), "%lld", (long long)tt);
-    bool big = s->set.checkpoint_store == BS_CONFIG_STORE_KAFKA;
-    const char *tdefaults[] = {"client.id", "bloomstage", BS_PRODUCER_TUNING,
-                               "transaction.timeout.ms", ttimeout,
-                               big ? "message.max.bytes" : NULL, "20000000",
-                               "queue.buffering.max.kbytes", kbytes, NULL};
+    producer_defaults pd;
+    producer_defaults_fill(s, &pd);
     if (bs_txn_fenced_check(s, errstr, errstr_size) != BS_OK)
         return BS_FATAL; /* and the other instance keeps the id */
-    rd_kafka_conf_t *conf = client_conf(s, "producer",
-                                        s->txn ? tdefaults : defaults,
+    rd_kafka_conf_t *conf = client_conf(s, "producer", pd.d,
                                         s->txn ? tforced : forced, errstr,
                                         errstr_size);
     if (!conf)
@@ -380,6 +445,40 @@ bs_rc bs_clients_probe(bs_stage *s, int timeout_ms)
     return err ? BS_RETRY : BS_OK;
 }
 
+/* A topic the stage produces to: its max.message.bytes as the brokers
+ * say, logged; 0 when unknown (a broker that does not answer
+ * DescribeConfigs, as librdkafka's mock; a refusal: no DescribeConfigs
+ * ACL; a topic missing, which the topics' check says next): then
+ * librdkafka's message.max.bytes alone decides what is too large. */
+static int64_t topic_max_bytes(bs_stage *s, const char *key,
+                               const char *topic)
+{
+    char why[BS_ERRSTR_SIZE] = "", v[64] = "", q[600];
+    int32_t leader = -1;
+    int refused = 0;
+    if (bs_topic_lookup(s->consumer, topic, BS_TIMEOUT_BROKER_MS, &leader,
+                        why, sizeof(why)) <= 0)
+        return 0;
+    int rc = bs_topic_config(s->consumer, topic, leader, "max.message.bytes",
+                             v, sizeof(v), BS_TIMEOUT_BROKER_MS, &refused,
+                             why, sizeof(why));
+    char *end = NULL;
+    long long n = rc == 1 ? strtoll(v, &end, 10) : 0;
+    if (rc == 1 && end && end != v && !*end && n > 0) {
+        bs_log(BS_LOG_INFO, "topic size limit", "key=%s topic=%s "
+               "max_message_bytes=%lld", key, topic, n);
+        return n;
+    }
+    if (rc == 1)
+        snprintf(why, sizeof(why), "max.message.bytes=%s", v);
+    bs_log(rc == 2 ? BS_LOG_INFO : BS_LOG_WARN, "topic size limit unknown: "
+           "the producer's message.max.bytes decides", "key=%s topic=%s "
+           "reason=%s", key, topic,
+           bs_log_quote(rc == 2 ? "the broker does not answer "
+                                  "DescribeConfigs" : why, q, sizeof(q)));
+    return 0;
+}
+
 bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
 {
     int rc;
@@ -395,6 +494,11 @@ bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
     }
     if (rc != 0)
         return BS_FATAL;
+    /* The producer is sized to the topics it writes (producer_defaults). */
+    s->out_max_bytes = topic_max_bytes(s, "output.topic", s->set.output_topic);
+    if (s->set.rejected_topic)
+        s->rej_max_bytes = topic_max_bytes(s, "rejected.topic",
+                                           s->set.rejected_topic);
     return choose_method(s, errstr, errstr_size);
 }
 

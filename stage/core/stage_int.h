@@ -150,6 +150,33 @@ typedef struct part {
     size_t nskip, skip_i;
 } part;
 
+/* The copies of an input record the record path can produce, in the
+ * order it tries them (poison.h): to output.topic; to rejected.topic
+ * whole, without its value, bare (its coordinates and reason, no key,
+ * value or headers of its own); NONE: no copy can be produced. */
+typedef enum bs_copy {
+    BS_COPY_OUTPUT = 0,
+    BS_COPY_WHOLE,
+    BS_COPY_NO_VALUE,
+    BS_COPY_BARE,
+    BS_COPY_NONE
+} bs_copy;
+
+/* An input record whose copy a delivery report refused for good
+ * (poison.c): the copy to produce when it comes again, and the reason its
+ * rejected copy carries. */
+typedef struct bs_poison {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+    bs_copy next;
+    bool alone;       /* its output copy was sent again alone (flushed
+                         before and after): its own refusal, not its
+                         batch's, decides from then on */
+    int err;          /* the refusal (rd_kafka_resp_err_t) */
+    char reason[128];
+} bs_poison;
+
 /* A record's keys, hashed, ahead of its processing: taken when the record
  * is polled, used one poll later (record_path.c). */
 typedef struct prepared {
@@ -239,6 +266,13 @@ struct bs_stage {
      * text says why. */
     uint64_t dr_failed;
     char dr_error[BS_ERRSTR_SIZE];
+
+    /* Records a delivery report refused for good (poison.c), until a
+     * commit passes them; the topics' max.message.bytes read at start-up
+     * (0: unknown, librdkafka's message.max.bytes alone decides). */
+    bs_poison *poison;
+    size_t npoison, cappoison;
+    int64_t out_max_bytes, rej_max_bytes;
 
     /* Round pacing (round.c). */
     uint64_t since_ckpt; /* records processed since the last checkpoint */

@@ -2,6 +2,7 @@
  * kafka_util.c -- see kafka_util.h.
  */
 #include "kafka/kafka_util.h"
+#include "base/timeouts.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -231,3 +232,67 @@ int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,
     return n;
 }
 
+
+int bs_topic_config(rd_kafka_t *rk, const char *topic, int32_t broker,
+                    const char *name, char *value, size_t vsize,
+                    int timeout_ms, int *refused, char *errstr,
+                    size_t errstr_size)
+{
+    *refused = 0;
+    rd_kafka_ConfigResource_t *cr =
+        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    int rc = -1;
+    snprintf(errstr, errstr_size, "DescribeConfigs of %s: no answer within "
+             "%d ms", topic, timeout_ms);
+    if (!cr || !o || !q)
+        goto out;
+    rd_kafka_AdminOptions_set_request_timeout(o, timeout_ms, NULL, 0);
+    if (broker >= 0)
+        rd_kafka_AdminOptions_set_broker(o, broker, NULL, 0);
+    rd_kafka_DescribeConfigs(rk, &cr, 1, o, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms +
+                                                      BS_REPLY_GRACE_MS);
+    if (!ev)
+        goto out;
+    rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
+    const rd_kafka_DescribeConfigs_result_t *res =
+        rd_kafka_event_DescribeConfigs_result(ev);
+    size_t n = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        res && !err ? rd_kafka_DescribeConfigs_result_resources(res, &n)
+                    : NULL;
+    if (!err && n == 1)
+        err = rd_kafka_ConfigResource_error(rs[0]);
+    if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE ||
+        err == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION ||
+        err == RD_KAFKA_RESP_ERR_INVALID_REQUEST) {
+        rc = 2;
+    } else if (err || n != 1) {
+        snprintf(errstr, errstr_size, "DescribeConfigs of %s: %s", topic,
+                 err ? rd_kafka_err2str(err) : "no such resource");
+        *refused = bs_kafka_refused(err) ? (int)err : 0;
+    } else {
+        size_t ne = 0;
+        const rd_kafka_ConfigEntry_t **ce =
+            rd_kafka_ConfigResource_configs(rs[0], &ne);
+        snprintf(value, vsize, "(not described)");
+        for (size_t i = 0; i < ne; i++)
+            if (!strcmp(rd_kafka_ConfigEntry_name(ce[i]), name)) {
+                const char *v = rd_kafka_ConfigEntry_value(ce[i]);
+                snprintf(value, vsize, "%s", v ? v : "");
+            }
+        rc = 1;
+    }
+    rd_kafka_event_destroy(ev);
+out:
+    if (q)
+        rd_kafka_queue_destroy(q);
+    if (o)
+        rd_kafka_AdminOptions_destroy(o);
+    if (cr)
+        rd_kafka_ConfigResource_destroy(cr);
+    return rc;
+}

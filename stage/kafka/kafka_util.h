@@ -87,5 +87,16 @@ int bs_topic_refused(const bs_config *cfg, rd_kafka_t *rk, const char *topic,
 int bs_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms,
                     int32_t *leader0, char *errstr, size_t errstr_size);
 
+/* One configuration value of `topic` (DescribeConfigs through rk, sent to
+ * `broker` when >= 0: any broker answers for a topic, and librdkafka's
+ * mock names no controller to wait for).  1 with value[0..vsize); 2 when
+ * the broker does not answer DescribeConfigs (librdkafka's mock); -1 when
+ * there is no answer or a refusal, errstr saying why and *refused the
+ * brokers' refusal (TOPIC_AUTHORIZATION_FAILED: no DescribeConfigs ACL)
+ * or 0.  A key the broker does not name leaves value "(not described)". */
+int bs_topic_config(rd_kafka_t *rk, const char *topic, int32_t broker,
+                    const char *name, char *value, size_t vsize,
+                    int timeout_ms, int *refused, char *errstr,
+                    size_t errstr_size);
 
 #endif

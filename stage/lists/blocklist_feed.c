@@ -63,69 +63,12 @@ static int topic_policy(rd_kafka_t *rk, const char *topic, int32_t broker,
                         char *policy, size_t psize, int *refused,
                         char *errstr, size_t errstr_size)
 {
-    *refused = 0;
-    rd_kafka_ConfigResource_t *cr =
-        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
-    rd_kafka_AdminOptions_t *o =
-        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    int rc = -1;
-    snprintf(errstr, errstr_size, "DescribeConfigs of %s: no answer within "
-             "%d ms", topic, BS_TIMEOUT_BROKER_MS);
-    if (!cr || !o || !q)
-        goto out;
-    rd_kafka_AdminOptions_set_request_timeout(o, BS_TIMEOUT_BROKER_MS, NULL,
-                                              0);
-    /* To a broker of the topic's, not the controller: any broker answers
-     * for a topic, and the mock names no controller (librdkafka would wait
-     * for one until the timeout). */
-    if (broker >= 0)
-        rd_kafka_AdminOptions_set_broker(o, broker, NULL, 0);
-    rd_kafka_DescribeConfigs(rk, &cr, 1, o, q);
-    rd_kafka_event_t *ev =
-        rd_kafka_queue_poll(q, BS_TIMEOUT_BROKER_MS + BS_REPLY_GRACE_MS);
-    if (!ev)
-        goto out;
-    rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
-    const rd_kafka_DescribeConfigs_result_t *res =
-        rd_kafka_event_DescribeConfigs_result(ev);
-    size_t n = 0;
-    const rd_kafka_ConfigResource_t **rs =
-        res && !err ? rd_kafka_DescribeConfigs_result_resources(res, &n)
-                    : NULL;
-    if (!err && n == 1)
-        err = rd_kafka_ConfigResource_error(rs[0]);
-    if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE ||
-        err == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION ||
-        err == RD_KAFKA_RESP_ERR_INVALID_REQUEST) {
-        rc = 2;
-    } else if (err || n != 1) {
-        snprintf(errstr, errstr_size, "DescribeConfigs of %s: %s", topic,
-                 err ? rd_kafka_err2str(err) : "no such resource");
-        *refused = bs_kafka_refused(err) ? (int)err : 0;
-    } else {
-        size_t ne = 0;
-        const rd_kafka_ConfigEntry_t **ce =
-            rd_kafka_ConfigResource_configs(rs[0], &ne);
-        snprintf(policy, psize, "(not described)");
-        for (size_t i = 0; i < ne; i++)
-            if (!strcmp(rd_kafka_ConfigEntry_name(ce[i]), "cleanup.policy")) {
-                const char *v = rd_kafka_ConfigEntry_value(ce[i]);
-                snprintf(policy, psize, "%s", v ? v : "");
-            }
-        /* "compact" only: "compact,delete" also deletes whole segments
-         * after retention.ms, entries included. */
-        rc = !strcmp(policy, "compact");
-    }
-    rd_kafka_event_destroy(ev);
-out:
-    if (q)
-        rd_kafka_queue_destroy(q);
-    if (o)
-        rd_kafka_AdminOptions_destroy(o);
-    if (cr)
-        rd_kafka_ConfigResource_destroy(cr);
-    return rc;
+    int rc = bs_topic_config(rk, topic, broker, "cleanup.policy", policy,
+                             psize, BS_TIMEOUT_BROKER_MS, refused, errstr,
+                             errstr_size);
+    /* "compact" only: "compact,delete" also deletes whole segments after
+     * retention.ms, entries included. */
+    return rc == 1 ? !strcmp(policy, "compact") : rc;
 }
 
 static bool first_with_topic(const bs_stage *s, size_t i)

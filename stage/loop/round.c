@@ -20,6 +20,7 @@
 #include "core/startup.h"
 #include "clients/clients.h"
 #include "core/partitions.h"
+#include "core/poison.h"
 #include "clients/txn.h"
 #include "ops/publish.h"
 
@@ -580,6 +581,7 @@ static bs_rc commit_round(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
     if (!s->txn)
         bs_crash_point(BS_CRASH_AFTER_COMMIT);
     store_committed(s, commit);
+    bs_poison_prune(s); /* records the commit passed do not come again */
     bs_refusal_healed(s);
     double now = bs_now(), dt = now - t[0];
     BS_SET(s->ctr.checkpoint_bytes, bytes);
@@ -677,6 +679,7 @@ static void round_verdict(bs_stage *s, bs_rc rc, double t0)
                    "%llu", (unsigned long long)BS_GET(s->ctr.failed_rounds));
         BS_SET(s->ctr.failed_rounds, 0);
         atomic_store(&s->failing_since_ms, 0);
+        s->backoff = 0; /* the next failure waits the least again */
     }
     atomic_store(&s->round_since_ms, 0);
 }
@@ -728,9 +731,12 @@ void bs_round_from_loop(bs_stage *s, const char *why)
     if (s->state == BS_STAGE_FATAL)
         return;
     if (rc == BS_OK) {
+        /* The backoff is kept until a good round (round_verdict): a round
+         * that succeeds only because a rollback took the records back says
+         * nothing of the next, and the same failure doubles it again. */
         if (before == BS_STAGE_BACKOFF) {
-            bs_log(BS_LOG_INFO, "checkpoints recovered, resuming", NULL);
-            s->backoff = 0;
+            bs_log(BS_LOG_INFO, "checkpoints recovered, resuming", "backoff_s=%.1f",
+                   s->backoff);
             bs_pause_all(s, false);
         }
         return;
@@ -738,8 +744,10 @@ void bs_round_from_loop(bs_stage *s, const char *why)
     bs_refusals_collect(s);
     bs_backoff_start(s);
     if (before != BS_STAGE_BACKOFF) {
+        char q[600];
         bs_log(BS_LOG_WARN, "checkpoint round failed, pausing consumption",
-               "retry_in_s=%.1f", s->backoff);
+               "retry_in_s=%.1f error=%s", s->backoff,
+               bs_log_quote(s->round_err, q, sizeof(q)));
         bs_pause_all(s, true);
     }
 }

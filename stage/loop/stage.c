@@ -20,6 +20,7 @@
 #include "clients/clients.h"
 #include "lists/blocklist_feed.h"
 #include "core/partitions.h"
+#include "core/poison.h"
 #include "loop/rebalance.h"
 #include "loop/round.h"
 #include "path/record_path.h"
@@ -424,6 +425,7 @@ void bs_stage_destroy(bs_stage *s)
     for (size_t i = 0; i < s->nparts; i++)
         bs_part_free(&s->parts[i]);
     free(s->parts);
+    bs_poison_free(s);
     bs_blocklists_free(s->lists, s->nlists);
     bs_framed_destroy(s->framed);
     free((void *)s->list_drops);

@@ -253,6 +253,8 @@ static void render_totals(out *o, bs_stage *s)
          "Records dropped, by reason (and blocklist).");
     outf(o, "bloomstage_records_dropped_total{reason=\"duplicate\"} %llu\n",
          (unsigned long long)st.dropped_duplicate);
+    outf(o, "bloomstage_records_dropped_total{reason=\"unproducible\"} "
+         "%llu\n", (unsigned long long)st.dropped_unproducible);
     for (size_t i = 0; i < bs_stage_blocklists(s); i++)
         outf(o, "bloomstage_records_dropped_total{reason=\"blocklist\","
              "list=\"%s\"} %llu\n", bs_stage_blocklist_name(s, i),

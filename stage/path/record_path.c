@@ -7,7 +7,11 @@
  * answer checked by the audit sample (a sampled false positive is counted
  * and, with dedup.audit.rescue, forwarded), and the record produced to
  * output.topic or, dropped, to rejected.topic with its reason -- never
- * dropped silently.  Every copy carries bloomstage-src
+ * dropped silently.  A record that cannot be produced for good (too large
+ * for the topic, or refused by a delivery report: poison.h) goes to
+ * rejected.topic as the first copy that can be produced (whole, without
+ * its value, bare), or the stage stops naming it.  Every copy carries
+ * bloomstage-src
  * (TOPIC:PARTITION:OFFSET of the input), which the exactly_once replay
  * reads back (replay.h).
  *
@@ -21,6 +25,7 @@
 #include "checkpoint/replay.h"
 #include "core/state.h"
 #include "core/partitions.h"
+#include "core/poison.h"
 #include "path/schema_wait.h"
 #include "base/util.h"
 
@@ -58,56 +63,233 @@ static size_t format_src(char *buf, size_t size, const char *topic,
     return (size_t)(p - buf);
 }
 
-/* Produces a copy of m to `topic` with its key, value, timestamp and
- * headers, plus bloomstage-src (TOPIC:PARTITION:OFFSET of the input) and,
- * for rejected records, bloomstage-reason.  Waits while the producer queue
- * is full: a consumed record is never dropped for lack of room. */
-static void produce(bs_stage *s, rd_kafka_message_t *m, rd_kafka_topic_t *rkt,
-                    const char *reason)
+/* The headers of m's copies: the record's own (moved off m, no copying:
+ * the caller has taken every key it needed from them) and bloomstage-src
+ * (TOPIC:PARTITION:OFFSET of the input). */
+static rd_kafka_headers_t *copy_headers(rd_kafka_message_t *m)
 {
-    /* The record's own headers move to the copy (no copying); the caller
-     * has taken every key it needed from them. */
     rd_kafka_headers_t *hdrs = NULL;
     if (rd_kafka_message_detach_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
         !hdrs)
-        hdrs = rd_kafka_headers_new(2);
+        hdrs = rd_kafka_headers_new(4);
     char src[320];
     size_t n = format_src(src, sizeof(src), rd_kafka_topic_name(m->rkt),
                           m->partition, m->offset);
     rd_kafka_header_add(hdrs, BS_HDR_SRC, -1, src, (ssize_t)n);
-    if (reason)
-        rd_kafka_header_add(hdrs, BS_HDR_REASON, -1, reason, -1);
+    return hdrs;
+}
+
+/* Queues one copy of m to rkt: key, value and hdrs as given, m's
+ * timestamp.  The producer owns hdrs once it is queued; the caller keeps
+ * them otherwise.  A copy over the topic's max.message.bytes (limit; 0:
+ * unknown) is refused here, as the broker would refuse it, and so is one
+ * larger than the producer's whole queue; otherwise a full queue is waited
+ * on: a consumed record is never dropped for lack of room. */
+static rd_kafka_resp_err_t send_copy(bs_stage *s, const rd_kafka_message_t *m,
+                                rd_kafka_topic_t *rkt, int64_t limit,
+                                const void *key, size_t klen, const void *val,
+                                size_t vlen, rd_kafka_headers_t *hdrs)
+{
+    if (limit > 0 && bs_copy_wire_bytes(klen, vlen, hdrs) > limit)
+        return RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
     rd_kafka_timestamp_type_t tstype;
     int64_t ts = rd_kafka_message_timestamp(m, &tstype);
     for (;;) {
         rd_kafka_resp_err_t err = rd_kafka_producev(
-            s->producer, RD_KAFKA_V_RKT(rkt),
-            RD_KAFKA_V_KEY(m->key, m->key_len),
-            RD_KAFKA_V_VALUE(m->payload, m->len),
+            s->producer, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_KEY(key, klen),
+            RD_KAFKA_V_VALUE((void *)val, vlen),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0), RD_KAFKA_V_HEADERS(hdrs),
             RD_KAFKA_V_END);
-        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-            return; /* the producer owns hdrs now */
-        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            rd_kafka_poll(s->producer, BS_QUEUE_FULL_POLL_MS);
-            continue;
-        }
-        /* Not queued: count it as a failed delivery, so the next
-         * checkpoint rolls back and the record is processed again. */
-        rd_kafka_headers_destroy(hdrs);
-        bs_delivery_failed(s, "produce to %s failed: %s",
-                           rd_kafka_topic_name(rkt), rd_kafka_err2str(err));
-        return;
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            return err;
+        if (rd_kafka_outq_len(s->producer) == 0)
+            return RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+        rd_kafka_poll(s->producer, BS_QUEUE_FULL_POLL_MS);
     }
 }
 
+static const char *const copy_names[] = {
+    [BS_COPY_OUTPUT] = "output", [BS_COPY_WHOLE] = "whole",
+    [BS_COPY_NO_VALUE] = "without-value", [BS_COPY_BARE] = "bare",
+    [BS_COPY_NONE] = "none"};
+
+/* The bare copy's headers: m's bloomstage-src (from hdrs), the reason and
+ * what it lost. */
+static rd_kafka_headers_t *bare_headers(rd_kafka_headers_t *hdrs,
+                                        const char *reason, const char *vb)
+{
+    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+    const void *v = NULL;
+    size_t len = 0;
+    if (rd_kafka_header_get_last(hdrs, BS_HDR_SRC, &v, &len) ==
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_header_add(h, BS_HDR_SRC, -1, v, (ssize_t)len);
+    rd_kafka_header_add(h, BS_HDR_REASON, -1, reason, -1);
+    rd_kafka_header_add(h, BS_HDR_DROPPED, -1, "value,key,headers", -1);
+    rd_kafka_header_add(h, BS_HDR_VALUE_BYTES, -1, vb, -1);
+    return h;
+}
+
+/* m to rejected.topic with `reason`, as the first of its copies from
+ * `from` on that can be produced: whole, without its value, bare (its
+ * coordinates and reason only).  hdrs (copy_headers) are consumed.  The
+ * copy queued; BS_COPY_NONE when every one was refused for good; *err,
+ * when it holds none yet, gets the first refusal; BS_COPY_OUTPUT when one failed in a way that may heal (a
+ * failed delivery noted: the round rolls back). */
+static bs_copy to_rejected(bs_stage *s, rd_kafka_message_t *m, bs_copy from,
+                           const char *reason, rd_kafka_headers_t *hdrs,
+                           rd_kafka_resp_err_t *err)
+{
+    char vb[24];
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+    snprintf(vb, sizeof(vb), "%zu", m->payload ? m->len : 0);
+    rd_kafka_header_add(hdrs, BS_HDR_REASON, -1, reason, -1);
+    bs_copy c = from < BS_COPY_WHOLE ? BS_COPY_WHOLE : from;
+    for (; c <= BS_COPY_BARE; c++) {
+        bool whole = c == BS_COPY_WHOLE;
+        if (c == BS_COPY_NO_VALUE) {
+            rd_kafka_header_add(hdrs, BS_HDR_DROPPED, -1, "value", -1);
+            rd_kafka_header_add(hdrs, BS_HDR_VALUE_BYTES, -1, vb, -1);
+        }
+        rd_kafka_headers_t *h =
+            c == BS_COPY_BARE ? bare_headers(hdrs, reason, vb) : hdrs;
+        e = send_copy(s, m, s->rej_rkt, s->rej_max_bytes,
+                      c == BS_COPY_BARE ? NULL : m->key,
+                      c == BS_COPY_BARE ? 0 : m->key_len,
+                      whole ? m->payload : NULL, whole ? m->len : 0, h);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (h != hdrs)
+                rd_kafka_headers_destroy(hdrs);
+            return c;
+        }
+        if (h != hdrs)
+            rd_kafka_headers_destroy(h);
+        if (!bs_unproducible(e))
+            break;
+        if (!*err)
+            *err = e;
+    }
+    rd_kafka_headers_destroy(hdrs);
+    if (c > BS_COPY_BARE)
+        return BS_COPY_NONE;
+    bs_delivery_failed(s, "produce of %s:%d:%lld to %s failed: %s",
+                       rd_kafka_topic_name(m->rkt), (int)m->partition,
+                       (long long)m->offset, s->set.rejected_topic,
+                       rd_kafka_err2str(e));
+    return BS_COPY_OUTPUT;
+}
+
+/* m routed to rejected.topic (reason), from its copy `from` on.  `usual`
+ * is the copy such a record gets when nothing is wrong (a drop's whole
+ * copy; for a record to forward, the output): another one is logged,
+ * naming the record, and a record to forward that is not is counted
+ * (dropped_unproducible).  When no copy can be produced at all, or
+ * there is no rejected.topic, the stage stops naming the record: nothing
+ * is committed past it. */
+static void reject(bs_stage *s, rd_kafka_message_t *m, bs_copy from,
+                   bs_copy usual, const char *reason,
+                   rd_kafka_headers_t *hdrs, rd_kafka_resp_err_t err)
+{
+    bs_copy c = BS_COPY_NONE;
+    if (s->rej_rkt)
+        c = to_rejected(s, m, from, reason, hdrs, &err);
+    else
+        rd_kafka_headers_destroy(hdrs);
+    if (c == BS_COPY_OUTPUT)
+        return;
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    if (usual == BS_COPY_OUTPUT)
+        BS_INC(s->ctr.dropped_unproducible);
+    if (c != BS_COPY_NONE) {
+        BS_INC(s->ctr.rejected_out);
+        if (c == usual)
+            return;
+        bs_log(BS_LOG_WARN, "record cannot be produced as it is, routed to "
+               "rejected.topic", "topic=%s partition=%d offset=%lld "
+               "reason=%s error=%s copy=%s", topic, (int)m->partition,
+               (long long)m->offset, reason, rd_kafka_err2name(err),
+               copy_names[c]);
+        return;
+    }
+    bs_stage_fatal(s, "record %s [%d] at offset %lld cannot be produced "
+                   "(%s: %s) %s: stopping, nothing committed past it",
+                   topic, (int)m->partition, (long long)m->offset, reason,
+                   rd_kafka_err2name(err),
+                   s->rej_rkt ? "to rejected.topic, not even bare"
+                              : "to output.topic, and no rejected.topic is "
+                                "set to take it");
+}
+
+/* The note a delivery report left of m (poison.h), if any. */
+static bs_poison *noted(const bs_stage *s, const rd_kafka_message_t *m)
+{
+    return s->npoison ? bs_poison_find(s, rd_kafka_topic_name(m->rkt),
+                                       m->partition, m->offset)
+                      : NULL;
+}
+
+/* Every record queued delivered or failed (a failure noted for the round);
+ * bounded by message.timeout.ms. */
+static void flush_all(bs_stage *s)
+{
+    while (rd_kafka_flush(s->producer, BS_FLUSH_STEP_MS) ==
+               RD_KAFKA_RESP_ERR__TIMED_OUT &&
+           s->state != BS_STAGE_FATAL)
+        ;
+}
+
+/* A record to forward: produced to output.topic, unless it cannot be for
+ * good (too large for it, or refused by delivery reports: poison.h): then
+ * to rejected.topic, or the stage stops naming it (reject).  A record
+ * whose copy was refused in a batch goes alone, in a batch of its own. */
+static void forward(bs_stage *s, rd_kafka_message_t *m)
+{
+    bs_poison *e = noted(s, m);
+    rd_kafka_headers_t *hdrs = copy_headers(m);
+    if (e && e->next != BS_COPY_OUTPUT) {
+        reject(s, m, e->next, BS_COPY_OUTPUT, e->reason, hdrs,
+               (rd_kafka_resp_err_t)e->err);
+        return;
+    }
+    if (e) {
+        e->alone = true;
+        flush_all(s);
+    }
+    rd_kafka_resp_err_t err = send_copy(s, m, s->out_rkt, s->out_max_bytes,
+                                        m->key, m->key_len, m->payload,
+                                        m->len, hdrs);
+    if (e)
+        flush_all(s);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        BS_INC(s->ctr.records_out);
+        return;
+    }
+    if (bs_unproducible(err)) {
+        char reason[64];
+        reject(s, m, BS_COPY_WHOLE, BS_COPY_OUTPUT,
+               bs_unproducible_reason(err, reason, sizeof(reason)), hdrs,
+               err);
+        return;
+    }
+    /* Not queued, for a reason that may heal: a failed delivery, so the
+     * next round rolls back and the record is processed again. */
+    rd_kafka_headers_destroy(hdrs);
+    bs_delivery_failed(s, "produce of %s:%d:%lld to %s failed: %s",
+                       rd_kafka_topic_name(m->rkt), (int)m->partition,
+                       (long long)m->offset, s->set.output_topic,
+                       rd_kafka_err2str(err));
+}
+
+/* A dropped record: with rejected.topic, produced there with its reason
+ * (a copy an earlier delivery report refused: the next one). */
 static void drop(bs_stage *s, rd_kafka_message_t *m, const char *reason)
 {
-    if (s->rej_rkt) {
-        produce(s, m, s->rej_rkt, reason);
-        BS_INC(s->ctr.rejected_out);
-    }
+    if (!s->rej_rkt)
+        return;
+    const bs_poison *e = noted(s, m);
+    reject(s, m, e && e->next > BS_COPY_WHOLE ? e->next : BS_COPY_WHOLE, BS_COPY_WHOLE, reason,
+           copy_headers(m), e ? (rd_kafka_resp_err_t)e->err : 0);
 }
 
 /* The audit sample could not hold a key (rc < 0): logged once. */
@@ -248,8 +430,7 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
             drop(s, m, reason);
             return;
         }
-        produce(s, m, s->out_rkt, NULL);
-        BS_INC(s->ctr.records_out);
+        forward(s, m);
         return;
     }
     if (late) {
@@ -283,8 +464,7 @@ static void process(bs_stage *s, rd_kafka_message_t *m, const prepared *pp)
                "without dedup", "topic=%s partition=%d", topic,
                (int)m->partition);
     }
-    produce(s, m, s->out_rkt, NULL);
-    BS_INC(s->ctr.records_out);
+    forward(s, m);
 }
 
 /* Takes a polled record's keys and hashes them, and starts bringing the

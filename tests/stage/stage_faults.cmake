@@ -1,9 +1,11 @@
 # test_stage_faults: `bloomstage run` under crashes and failures (kill -9 at
 # many moments and restart, delivery failures injected in the mock broker, a
 # broker going away, a full or read-only checkpoint directory, a corrupt
-# checkpoint at start-up): committed offsets never pass the checkpoints, and
-# every unique record ends up in the output.  Tests 4 and 5 need root for
-# mount(8) / chattr(1) and skip without it (test 5 falls back to chmod).
+# checkpoint at start-up, poison records too large to produce): committed
+# offsets never pass the checkpoints, and every unique record ends up in
+# the output (or, poison, in rejected.topic) exactly once.  Tests 4 and 5
+# need root for mount(8) / chattr(1) and skip without it (test 5 falls
+# back to chmod).
 bs_add_cmocka_test(test_stage_faults SOURCES stage/test_stage_faults.c
                    LIBS bstestsupport TIMEOUT 900 LABELS integration)
 set_tests_properties(test_stage_faults PROPERTIES

@@ -988,12 +988,17 @@ static void test_counters_match_topics(void **state)
     assert_true(spam == (double)rej_spam);
     assert_true(bad == 0);
     assert_true(rejected == (double)rej.n);
-    assert_true(in == fwd + dup + spam + bad);
+    double unproducible = h_prom_get(&pm, body,
+                                     "bloomstage_records_dropped_total"
+                                     "{reason=\"unproducible\"}");
+    assert_true(unproducible == 0);
+    assert_true(in == fwd + dup + spam + bad + unproducible);
     /* Every series of the family is one of those: nothing dropped
      * uncounted elsewhere. */
     for (size_t i = 0; i < pm.n; i++)
         if (!strcmp(pm.s[i].name, "bloomstage_records_dropped_total") &&
             strcmp(pm.s[i].labels, "reason=\"duplicate\"") &&
+            strcmp(pm.s[i].labels, "reason=\"unproducible\"") &&
             strcmp(pm.s[i].labels, "reason=\"blocklist\",list=\"spam\"") &&
             strcmp(pm.s[i].labels, "reason=\"blocklist\",list=\"bad\""))
             fail_msg("unexpected series %s", pm.s[i].series);
@@ -1149,6 +1154,7 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
                 fail_msg("%s: want labels topic, partition", x->series);
         } else if (!strcmp(fam, "bloomstage_records_dropped_total")) {
             if (strcmp(x->labels, "reason=\"duplicate\"") &&
+                strcmp(x->labels, "reason=\"unproducible\"") &&
                 strncmp(x->labels, "reason=\"blocklist\",list=\"",
                         strlen("reason=\"blocklist\",list=\"")))
                 fail_msg("%s: unexpected labels", x->series);

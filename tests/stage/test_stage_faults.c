@@ -23,7 +23,17 @@
  *   6. rebalances while paused: partitions taken away during the pause and
  *      given back after the resume are consumed again; partitions first
  *      assigned while the directory is unwritable neither stop the stage
- *      nor lose records.
+ *      nor lose records;
+ *   7. poison records (too large for the stage's producer once the copy
+ *      carries bloomstage-src): routed to rejected.topic at once with
+ *      reason too-large, without a rollback, both guarantees; forwarded
+ *      when the producer takes them; without rejected.topic a stop naming
+ *      the record, nothing committed past it; copies the broker refuses in
+ *      delivery reports sent again alone, then routed; every record
+ *      exactly once in the output or rejected.topic.
+ *
+ * Test 2 also checks the backoff of failed rounds in a row: 0.5, 1, 2 s,
+ * each line naming the record whose delivery failed.
  *
  * A damaged checkpoint at start-up (exit 1 naming the file, nothing
  * consumed, produced or committed) is test_stage.c's
@@ -518,6 +528,35 @@ static void test_kill9_restart_short_chains(void **state)
 
 /* ---- 2. delivery failures -------------------------------------------- */
 
+/* The stage's first n "checkpoint round failed" lines (failures in a row,
+ * no good round between them) wait twice as long as the one before
+ * (retry_in_s 0.5, 1, 2, ...), and each names the record whose delivery
+ * failed. */
+static void backoff_doubles(h_proc *p, size_t n)
+{
+    const char *log = h_process_stderr(p), *at = log;
+    double prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        at = strstr(at, "checkpoint round failed, pausing consumption");
+        if (!at)
+            h_stage_fail(p, "%zu failed rounds logged, not %zu", i, n);
+        const char *eol = strchr(at, '\n'), *r = strstr(at, "retry_in_s=");
+        const char *who = strstr(at, "error=\"rolled back: ");
+        who = who ? strstr(who, " of " IN ":") : NULL;
+        if (!r || (eol && r > eol) || !who || (eol && who > eol))
+            h_stage_fail(p, "failed round %zu: no retry_in_s, or no record "
+                         "named: %.*s", i + 1,
+                         (int)(eol ? eol - at : 200), at);
+        double d = strtod(r + strlen("retry_in_s="), NULL);
+        print_message("failed round %zu: retry_in_s=%.1f\n", i + 1, d);
+        if (i == 0 ? d != 0.5 : d != 2 * prev)
+            h_stage_fail(p, "failed round %zu waits %.1f s after %.1f s: the "
+                         "backoff must double from 0.5 s", i + 1, d, prev);
+        prev = d;
+        at += 10;
+    }
+}
+
 /*
  * Batch A is processed and committed; the stage is then stopped (SIGSTOP,
  * so that it does not see batch B before the errors are in place), batch B
@@ -526,6 +565,8 @@ static void test_kill9_restart_short_chains(void **state)
  * the stage logs a rollback, and the committed offsets stay at A's end (no
  * delivery of B can succeed, so no checkpoint can reach past B's first
  * record to forward in each partition).  Then
+ * the failed rounds back off, twice as long each time, naming the record
+ * that failed.  Then
  * the errors are cleared: everything is committed, every key of A and B is
  * in the output, and the keys first seen in A exactly once (B's copies of
  * them must meet the filter reloaded from A's checkpoint); with
@@ -550,6 +591,8 @@ static void delivery_failure(fx *f, const char *error)
     H_CHECK(rc);
 
     h_wait_said(p, "delivery failed, rolling back", 1, 30000);
+    h_wait_said(p, "checkpoint round failed, pausing consumption", 3, 60000);
+    backoff_doubles(p, 3);
     /* Some seconds more of failures.  No record of B that must be forwarded
      * can be delivered, so no checkpoint (and no commit) may reach past the
      * first one in each partition: only B's leading duplicates, dropped
@@ -1067,6 +1110,394 @@ static void test_assigned_while_unwritable_eo(void **state)
     assigned_while_unwritable(*state, "exactly_once");
 }
 
+/* ---- 7. poison records ------------------------------------------------ */
+
+#define REJ "rej"
+#define NPOISON 3
+/* Key and value of a poison record: under librdkafka's default
+ * message.max.bytes (1,000,000) as the input takes it, over it once the
+ * stage's copy carries bloomstage-src (the issue's record). */
+#define POISON_BYTES 999970
+
+/* A stream of unique small records over NPART partitions with NPOISON
+ * poison records mixed in, one per partition, at known offsets (the
+ * topics are fresh: offsets count from 0). */
+typedef struct poison_stream {
+    size_t n;             /* records produced */
+    int64_t end[NPART];   /* the input's ends */
+    int32_t ppart[NPOISON];
+    int64_t poff[NPOISON]; /* the poison records' partitions and offsets */
+    size_t vlen;          /* a poison record's value length */
+    int np;               /* poison records produced: 0..np-1 */
+} poison_stream;
+
+/* Produces records [from, to) of the stream of `total` small records
+ * ("s%05zu", partition i % NPART), with (`poison`) poison record j before
+ * small record total * (j + 1) / (NPOISON + 1) when that falls in
+ * range. */
+static void poison_produce(fx *f, poison_stream *ps, size_t from, size_t to,
+                           size_t total, bool poison)
+{
+    static const char *const big_conf[] = {"message.max.bytes=2000000",
+                                           NULL};
+    char pkey[32];
+    ps->vlen = POISON_BYTES - strlen("poison-0");
+    char *big = h_xmalloc(ps->vlen);
+    memset(big, 'p', ps->vlen);
+    h_record *recs = h_xmalloc((to - from + NPOISON) * sizeof(*recs));
+    char (*keys)[16] = h_xmalloc((to - from) * sizeof(*keys));
+    size_t n = 0;
+    for (size_t i = from; i < to; i++) {
+        for (int j = 0; j < NPOISON; j++) {
+            if (!poison || i != total * (size_t)(j + 1) / (NPOISON + 1))
+                continue;
+            ps->np = j + 1;
+            snprintf(pkey, sizeof(pkey), "poison-%d", j);
+            ps->ppart[j] = j % NPART;
+            ps->poff[j] = ps->end[j % NPART];
+            h_record r = {.key = strdup(pkey), .key_len = strlen(pkey),
+                          .value = big, .value_len = ps->vlen,
+                          .partition = j % NPART};
+            recs[n++] = r;
+            ps->end[j % NPART]++;
+        }
+        snprintf(keys[i - from], sizeof(keys[0]), "s%05zu", i);
+        recs[n] = h_rec(keys[i - from], "v");
+        recs[n++].partition = (int32_t)(i % NPART);
+        ps->end[i % NPART]++;
+    }
+    H_CHECK(h_produce_conf(f->h.bs, IN, H_PARTITION_PER_RECORD, recs, n,
+                           big_conf));
+    for (size_t i = 0; i < n; i++)
+        if (recs[i].value == big)
+            free((void *)recs[i].key);
+    ps->n += n;
+    free(recs);
+    free(keys);
+    free(big);
+}
+
+/* A header of r as a string ("" when absent), into buf. */
+static const char *hdr_str(const h_record *r, const char *name, char *buf,
+                           size_t size)
+{
+    const h_header *h = h_header_last(r, name);
+    buf[0] = '\0';
+    if (h && h->value)
+        snprintf(buf, size, "%.*s", (int)h->value_len,
+                 (const char *)h->value);
+    return buf;
+}
+
+/* Which poison record r's key names, or -1. */
+static int poison_index(const h_record *r)
+{
+    int j;
+    char tail;
+    if (r->key && r->key_len > 7 && !memcmp(r->key, "poison-", 7) &&
+        sscanf((const char *)r->key + 7, "%d%c", &j, &tail) == 1 &&
+        j >= 0 && j < NPOISON)
+        return j;
+    return -1;
+}
+
+/* Reads OUT and REJ at read_committed and checks: every small record of
+ * the `nsmall` once in OUT and not in REJ; poison record j once in OUT
+ * when forwarded, else once in REJ with reason too-large, bloomstage-src
+ * naming its input record and, its whole copy too large for the
+ * producer, without its value (bloomstage-dropped: value, and the bytes
+ * it had).  With `rej_any`, records of the small ones may be in REJ
+ * instead of OUT (a delivery report refused them: the reason says so),
+ * each still in exactly one of the two. */
+static void poison_check(fx *f, const poison_stream *ps, size_t nsmall,
+                         bool forwarded, bool rej_any, size_t *n_rej)
+{
+    h_record_list out = {0}, rej = {0};
+    H_CHECK(h_consume_all_conf(f->h.bs, OUT, 60000, H_READ_COMMITTED, &out));
+    H_CHECK(h_consume_all_conf(f->h.bs, REJ, 60000, H_READ_COMMITTED, &rej));
+    unsigned *seen = h_xcalloc(nsmall, sizeof(*seen));
+    unsigned pseen[NPOISON] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        const h_record_list *l = pass ? &rej : &out;
+        for (size_t i = 0; i < l->n; i++) {
+            const h_record *r = &l->recs[i];
+            char b[300], want[64];
+            int j = poison_index(r);
+            unsigned k;
+            if (j < 0 && (!r->key || sscanf(r->key, "s%u", &k) != 1 ||
+                          k >= nsmall))
+                fail_msg("unexpected record %.*s in %s", (int)r->key_len,
+                         (const char *)r->key, pass ? REJ : OUT);
+            if (j < 0 && pass && !rej_any)
+                fail_msg("%s rejected (%s)", (const char *)r->key,
+                         hdr_str(r, "bloomstage-reason", b, sizeof(b)));
+            if (pass && strcmp(hdr_str(r, "bloomstage-reason", b, sizeof(b)),
+                               "too-large"))
+                fail_msg("%.*s in %s with reason '%s', not too-large",
+                         (int)r->key_len, (const char *)r->key, REJ, b);
+            if (j < 0) {
+                seen[k]++;
+                continue;
+            }
+            pseen[j]++;
+            if (forwarded != !pass)
+                fail_msg("poison-%d in %s", j, pass ? REJ : OUT);
+            snprintf(want, sizeof(want), IN ":%d:%lld", (int)ps->ppart[j],
+                     (long long)ps->poff[j]);
+            if (strcmp(hdr_str(r, "bloomstage-src", b, sizeof(b)), want))
+                fail_msg("poison-%d's bloomstage-src is '%s', not %s", j, b,
+                         want);
+            if (!pass && r->value_len != ps->vlen)
+                fail_msg("poison-%d forwarded with %zu bytes of %zu", j,
+                         r->value_len, ps->vlen);
+            if (pass && (r->value_len != 0 ||
+                         strcmp(hdr_str(r, "bloomstage-dropped", b,
+                                        sizeof(b)), "value") ||
+                         strtoull(hdr_str(r, "bloomstage-value-bytes", b,
+                                          sizeof(b)), NULL, 10) != ps->vlen))
+                fail_msg("poison-%d's rejected copy: %zu value bytes, "
+                         "bloomstage-dropped '%s'", j, r->value_len,
+                         hdr_str(r, "bloomstage-dropped", b, sizeof(b)));
+        }
+    }
+    for (size_t k = 0; k < nsmall; k++)
+        if (seen[k] != 1)
+            fail_msg("s%05zu is in the output and rejected %u times", k,
+                     seen[k]);
+    for (int j = 0; j < ps->np; j++)
+        if (pseen[j] != 1)
+            fail_msg("poison-%d (%s [%d] at %lld) is there %u times", j, IN,
+                     (int)ps->ppart[j], (long long)ps->poff[j], pseen[j]);
+    print_message("%zu output records, %zu rejected\n", out.n, rej.n);
+    if (n_rej)
+        *n_rej = rej.n;
+    free(seen);
+    h_record_list_free(&out);
+    h_record_list_free(&rej);
+}
+
+/* The stage's line for poison record j routed to rejected.topic. */
+static void poison_said(h_proc *p, const poison_stream *ps, int j)
+{
+    char *needle = h_strdupf("routed to rejected.topic\" topic=" IN
+                             " partition=%d offset=%lld reason=too-large",
+                             (int)ps->ppart[j], (long long)ps->poff[j]);
+    h_expect_said(p, needle);
+    free(needle);
+}
+
+/*
+ * A stream with three poison records, each a key and value of 999,970
+ * bytes that the stage's producer (librdkafka's default message.max.bytes
+ * of 1,000,000) refuses once the copy carries bloomstage-src.  With
+ * rejected.topic, each is routed there at once, without its value (the
+ * whole copy is too large too) and named in the log; no round rolls back,
+ * every partition is committed to its end (no stall), every other record
+ * is in the output once, and /metrics counts them
+ * (bloomstage_records_dropped_total{reason="unproducible"}).  With a
+ * producer that takes it
+ * (producer.message.max.bytes, as the stage sizes it to the output
+ * topic's max.message.bytes on a real broker: test_kafka_poison), each is
+ * forwarded instead.
+ */
+static void poison_routed(fx *f, const char *guarantee, bool forward)
+{
+    const size_t N = 600;
+    char *rej = h_strdupf("rejected.topic=" REJ);
+    const char *const extra[] = {guarantee, rej,
+                                 "metrics.listen=127.0.0.1:0",
+                                 forward ? "producer.message.max.bytes="
+                                           "1100000"
+                                         : NULL,
+                                 NULL};
+    H_CHECK(h_broker_control(f->h.broker, "create-topic " REJ " 3"));
+    poison_stream ps = {0};
+    poison_produce(f, &ps, 0, N, N, true);
+    h_proc *p = stage_start(f, extra);
+    unsigned port = h_stage_metrics_port(p, 20000);
+    wait_committed(f, p, ps.end, 60000);
+    double unproducible = h_stage_metric(
+        port, "bloomstage_records_dropped_total{reason=\"unproducible\"}");
+    if (unproducible != (forward ? 0 : NPOISON))
+        h_stage_fail(p, "bloomstage_records_dropped_total{reason="
+                     "\"unproducible\"} is %g", unproducible);
+    h_stage_stop(p);
+    assert_int_equal(h_count_said(p, "rolling back"), 0);
+    for (int j = 0; j < NPOISON && !forward; j++)
+        poison_said(p, &ps, j);
+    if (forward && h_said(p, "routed to rejected.topic"))
+        h_stage_fail(p, "a poison record was rejected although the producer "
+                     "takes it");
+    poison_check(f, &ps, N, forward, false, NULL);
+    free(rej);
+}
+
+static void test_poison_rejected_exactly_once(void **state)
+{
+    poison_routed(*state, "processing.guarantee=exactly_once", false);
+}
+
+static void test_poison_rejected_at_least_once(void **state)
+{
+    poison_routed(*state, "processing.guarantee=at_least_once", false);
+}
+
+static void test_poison_forwarded(void **state)
+{
+    poison_routed(*state, "processing.guarantee=exactly_once", true);
+}
+
+/*
+ * Without rejected.topic, the first poison record met stops the stage:
+ * exit non-zero with one error naming its topic, partition and offset,
+ * and nothing committed past it (each partition's committed offset at
+ * most its poison record's); the output holds no record twice.  Both
+ * guarantees.
+ */
+static void poison_stops(fx *f, const char *guarantee)
+{
+    const size_t N = 600;
+    const char *const extra[] = {guarantee, NULL};
+    poison_stream ps = {0};
+    poison_produce(f, &ps, 0, N, N, true);
+    h_proc *p = stage_start(f, extra);
+    int status = 0;
+    if (h_process_wait(p, 60000, &status) != 0)
+        h_stage_fail(p, "still running 60 s after a poison record with no "
+                     "rejected.topic");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+        h_stage_fail(p, "wait status %d: a poison record with no "
+                     "rejected.topic must stop the stage with exit 1",
+                     status);
+    h_expect_said(p, "msg=\"stopping on a fatal error, committing nothing "
+                     "more\" error=\"record " IN " [");
+    int named = -1;
+    for (int j = 0; j < NPOISON; j++) {
+        char *needle = h_strdupf("record " IN " [%d] at offset %lld cannot "
+                                 "be produced (too-large: MSG_SIZE_TOO_LARGE)"
+                                 " to output.topic, and no rejected.topic",
+                                 (int)ps.ppart[j], (long long)ps.poff[j]);
+        if (h_said(p, needle))
+            named = j;
+        free(needle);
+    }
+    if (named < 0)
+        h_stage_fail(p, "no error naming a poison record's topic, partition "
+                     "and offset");
+    int64_t c[NPART];
+    committed_checked(f, c, NULL);
+    for (int j = 0; j < NPOISON; j++)
+        if (c[ps.ppart[j]] > ps.poff[j])
+            h_stage_fail(p, "%s [%d] committed at %lld, past poison-%d at "
+                         "%lld", IN, (int)ps.ppart[j],
+                         (long long)c[ps.ppart[j]], j,
+                         (long long)ps.poff[j]);
+    size_t n = 0;
+    h_record_list out = {0};
+    H_CHECK(h_consume_all_conf(f->h.bs, OUT, 60000, H_READ_COMMITTED, &out));
+    unsigned *seen = h_xcalloc(N, sizeof(*seen));
+    for (size_t i = 0; i < out.n; i++) {
+        unsigned k;
+        if (poison_index(&out.recs[i]) >= 0 ||
+            sscanf(out.recs[i].key, "s%u", &k) != 1 || k >= N)
+            fail_msg("unexpected record %s in the output",
+                     (const char *)out.recs[i].key);
+        if (++seen[k] > 1)
+            fail_msg("s%05u twice in the output", k);
+        n++;
+    }
+    print_message("stopped at poison-%d (%s [%d] at %lld); %zu records in "
+                  "the output, committed %lld/%lld/%lld\n", named, IN,
+                  (int)ps.ppart[named], (long long)ps.poff[named], n,
+                  (long long)c[0], (long long)c[1], (long long)c[2]);
+    free(seen);
+    h_record_list_free(&out);
+}
+
+static void test_poison_stops_exactly_once(void **state)
+{
+    poison_stops(*state, "processing.guarantee=exactly_once");
+}
+
+static void test_poison_stops_at_least_once(void **state)
+{
+    poison_stops(*state, "processing.guarantee=at_least_once");
+}
+
+/* Stops the stage (SIGSTOP), produces small records [from, to) of the
+ * poison stream, pushes `errors` MSG_SIZE_TOO_LARGE answers to the next
+ * Produce requests (only the stage produces meanwhile), lets it go on and
+ * waits for every partition to be committed to its end. */
+static void refused_batch(fx *f, h_proc *p, poison_stream *ps, size_t from,
+                          size_t to, size_t total, int errors)
+{
+    H_CHECK(h_process_kill(p, SIGSTOP));
+    poison_produce(f, ps, from, to, total, false);
+    char *cmd = h_strdupf("push-errors Produce %d MSG_SIZE_TOO_LARGE", errors);
+    int rc = h_broker_control(f->h.broker, cmd);
+    free(cmd);
+    H_CHECK(h_process_kill(p, SIGCONT));
+    H_CHECK(rc);
+    wait_committed(f, p, ps->end, 60000);
+}
+
+/*
+ * Copies the broker refuses for good in delivery reports, after
+ * librdkafka's own check passed them (MSG_SIZE_TOO_LARGE injected into the
+ * stage's Produce requests).  librdkafka reports a batch's refusal on each
+ * of its records, so:
+ *   1. one batch of batch B refused: the round rolls back once, each
+ *      refused record is sent again alone and delivered (the log says so
+ *      for each): all of B in the output once, none rejected;
+ *   2. one record C, refused in its batch and again alone: routed to
+ *      rejected.topic (reason too-large), whole, in the rollback after.
+ * Every record ends up exactly once in the output or rejected.topic
+ * (these batches hold unique keys and no poison record: under the
+ * replay, rejected.topic is at-least-once for records a rollback brings
+ * again that were rejected before), and each note names its record.
+ */
+static void test_poison_refused_by_broker(void **state)
+{
+    fx *f = *state;
+    const size_t N = 451, NA = 300, NB = 450;
+    const char *const extra[] = {"processing.guarantee=exactly_once",
+                                 "rejected.topic=" REJ, NULL};
+    H_CHECK(h_broker_control(f->h.broker, "create-topic " REJ " 3"));
+    poison_stream ps = {0};
+    poison_produce(f, &ps, 0, NA, N, true);
+    h_proc *p = stage_start(f, extra);
+    wait_committed(f, p, ps.end, 60000);
+
+    refused_batch(f, p, &ps, NA, NB, N, 1);
+    size_t notes = h_count_said(p, "its next copy goes where it can");
+    size_t alone = h_count_said(p, "record delivered alone");
+    size_t rollbacks = h_count_said(p, "rolling back");
+    print_message("batch B: %zu rollbacks, %zu records noted, %zu delivered "
+                  "alone\n", rollbacks, notes, alone);
+    if (notes == 0 || alone != notes || rollbacks == 0)
+        h_stage_fail(p, "one batch refused: %zu records noted, %zu delivered "
+                     "alone, %zu rollbacks", notes, alone, rollbacks);
+
+    refused_batch(f, p, &ps, NB, N, N, 2);
+    h_stage_stop(p);
+    char *needle = h_strdupf("routed to rejected.topic\" topic=" IN
+                             " partition=%d offset=%lld reason=too-large "
+                             "error=MSG_SIZE_TOO_LARGE copy=whole",
+                             (int)((N - 1) % NPART),
+                             (long long)ps.end[(N - 1) % NPART] - 1);
+    h_expect_said(p, needle);
+    free(needle);
+    size_t n_rej = 0;
+    poison_check(f, &ps, N, false, true, &n_rej);
+    print_message("record C: %zu rollbacks in all, %zu rejected\n",
+                  h_count_said(p, "rolling back"), n_rej);
+    if (n_rej != (size_t)ps.np + 1)
+        h_stage_fail(p, "%zu records in %s: %d poison and record C", n_rej,
+                     REJ, ps.np);
+    h_expect_said(p, "msg=\"record cannot be produced: its next copy goes "
+                     "where it can\" topic=" IN);
+}
+
 int main(void)
 {
     h_test_main("test_stage_faults", "BS_FAULTS_ONLY", "BS_FAULTS_VERBOSE",
@@ -1095,6 +1526,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_assigned_while_unwritable_alo,
                                         fx_setup, h_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_assigned_while_unwritable_eo,
+                                        fx_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_poison_rejected_exactly_once,
+                                        fx_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_poison_rejected_at_least_once,
+                                        fx_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_poison_forwarded, fx_setup,
+                                        h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_poison_stops_exactly_once,
+                                        fx_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_poison_stops_at_least_once,
+                                        fx_setup, h_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_poison_refused_by_broker,
                                         fx_setup, h_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
