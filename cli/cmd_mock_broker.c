@@ -74,6 +74,8 @@
     "                                  connections / accept them again (ID\n" \
     "                                  from 1; -1 = every broker); leaders\n" \
     "                                  do not move\n"                         \
+    "  broker-rtt ID MS                every response of broker ID (-1:\n"    \
+    "                                  all) comes MS ms late\n"                \
     "  quit                            stop (as stdin EOF does)\n"            \
     "API is a Kafka request name (Produce, Fetch, ListOffsets, Metadata,\n"   \
     "OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat,\n"     \
@@ -321,6 +323,25 @@ static void control_broker_up(rd_kafka_mock_cluster_t *mc, char **tok,
     control_broker_set(mc, tok, reply, reply_size, false);
 }
 
+/* broker-rtt ID MS: every response of broker ID (-1: all) comes MS
+ * milliseconds late, a slow link or broker. */
+static void control_broker_rtt(rd_kafka_mock_cluster_t *mc, char **tok,
+                               char *reply, size_t reply_size)
+{
+    long id, ms;
+    if (!parse_int(tok[1], -1, INT32_MAX, &id) || id == 0 ||
+        !parse_int(tok[2], 0, 600000, &ms)) {
+        snprintf(reply, reply_size, "error: broker-rtt ID MS: ID >= 1 or -1 "
+                 "for all, MS in [0, 600000]");
+        return;
+    }
+    rd_kafka_resp_err_t err =
+        rd_kafka_mock_broker_set_rtt(mc, (int32_t)id, (int)ms);
+    if (err)
+        snprintf(reply, reply_size, "error: broker %ld: %s", id,
+                 rd_kafka_err2name(err));
+}
+
 /* The control commands: name, argument count, usage, handler (NULL for
  * quit). */
 static const struct control_cmd {
@@ -336,6 +357,7 @@ static const struct control_cmd {
     {"topic-error", 2, "topic-error TOPIC ERRNAME", control_topic_error},
     {"broker-down", 1, "broker-down ID", control_broker_down},
     {"broker-up", 1, "broker-up ID", control_broker_up},
+    {"broker-rtt", 2, "broker-rtt ID MS", control_broker_rtt},
 };
 
 /*
@@ -377,7 +399,8 @@ static int control_command(rd_kafka_mock_cluster_t *mc, char *line,
     }
     snprintf(reply, reply_size,
              "error: unknown command '%s' (create-topic, push-errors, "
-             "clear-errors, topic-error, broker-down, broker-up, quit)",
+             "clear-errors, topic-error, broker-down, broker-up, "
+             "broker-rtt, quit)",
              tok[0]);
     return 0;
 }

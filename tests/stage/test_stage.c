@@ -1496,6 +1496,41 @@ static void test_config_errors_found_at_setup(void **state)
     free(base);
 }
 
+/* A SIGTERM between the group's JoinGroup and SyncGroup answers: the
+ * moment librdkafka 2.0.2's cooperative-sticky assignor aborts in
+ * rd_kafka_destroy (#4312).  Every SyncGroup fails here (the mock cluster
+ * answers REBALANCE_IN_PROGRESS), so the consumer goes round JoinGroup,
+ * SyncGroup, JoinGroup... and never gets its first assignment; a SIGTERM
+ * after a JoinGroup answer (the consumer's cgrp debug log says it) lands
+ * in the window every time.  The stage must drain and exit 0: it waits
+ * for a first rebalance that does not come, closes the consumer and
+ * leaves it to the process's exit (clients.c). */
+static void test_sigterm_in_the_join(void **state)
+{
+    fixture *fx = *state;
+    char *text = h_strdupf(
+        "input.topics=in\noutput.topic=out\nrejected.topic=rej\n"
+        "kafka.bootstrap.servers=%s\nconsumer.group.id=join-group\n"
+        "checkpoint.dir=%s/ckpt-join\nlog.level=debug\n"
+        "consumer.debug=cgrp\n", fx->bs, fx->dir);
+    char *conf = write_text(fx, "join.conf", text);
+    H_CHECK(h_broker_control(fx->broker, "push-errors SyncGroup 100000 "
+                                         "REBALANCE_IN_PROGRESS"));
+    h_proc *p = h_stage_start(conf, NULL, NULL);
+    h_wait_said(p, "JoinGroup response", 1, 60000);
+    int status = 0;
+    int rc = h_process_terminate(p, H_EXIT_MS, &status);
+    H_CHECK(h_broker_control(fx->broker, "clear-errors SyncGroup"));
+    if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        h_stage_fail(p, "SIGTERM after a JoinGroup answer: %s, want exit 0",
+                     h_status_str(status));
+    assert_false(h_said(p, H_SAID_ASSIGNED));
+    h_expect_said(p, "stopping while joining the group");
+    h_proc_release(p);
+    free(conf);
+    free(text);
+}
+
 static void test_config_overrides(void **state)
 {
     fixture *fx = *state;
@@ -1580,6 +1615,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_config_errors_found_at_setup,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_in_the_join, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_config_overrides, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_known_stream_filter_files,
