@@ -5,11 +5,12 @@
  *
  *   bench_e2e [--records N] [--partitions P] [--blocklist N] [--rounds R]
  *             [-X key=value]... [--bloomstage PATH]
- *             [--keep] [--perf DIR]
+ *             [--keep] [--perf DIR] [--key-specs]
  *             [--bootstrap LIST [--broker-pid P] [--streams RUN | --no-streams]]
  *
  * With --bootstrap (bench/e2e --kafka) it runs on a real broker instead:
- * see "On a real broker" at the end of this comment.
+ * see "On a real broker" at the end of this comment.  With --key-specs
+ * it compares bloomstage's key specs instead: see "Key specs" there.
  *
  * What it does, in order:
  *   1. starts ONE `bloomstage mock-broker` child (librdkafka 2.0.2's mock
@@ -143,6 +144,38 @@
  * Streams: its read_committed watcher).  real_run prints per contestant
  * best/median/worst and spread, ratios against pass-through-je and the
  * Streams targets.
+ *
+ * Key specs (--key-specs, bench/e2e --key-specs; mock only, 3 rounds
+ * unless --rounds): what reading the key from a record's value costs
+ * against taking the record key, bloomstage alone (no pass-through).  One
+ * mock broker and one schema registry (scripts/registry, Apicurio, via
+ * harness/registry.h; an Avro and a Protobuf schema of Event {id, email,
+ * n} registered).  The data set is the one above (same ids, same repeats,
+ * same 1% blocklisted), each record keyed user-NNNNNNNNNN and its value
+ * that Event (id = the key, n = the record's index) in one form per input
+ * topic: bench-in-key and bench-in-json as JSON, bench-in-avro as Avro
+ * and bench-in-proto as Protobuf, both in Confluent's wire format.
+ * Phases, each bloomstage exactly_once as in 6, into
+ * bench-out-KIND-R: key (dedup.key=key), json (json:/id), avro
+ * (avro:/id), proto (protobuf:/id), each with the key blocklist looked up
+ * by the same spec; then on bench-in-json with dedup.key=json:/id and the
+ * blocklist on json:/email: exact (blocklist.spam.match=exact, the
+ * blocklisted ids' addresses listed) and domain (match=domain,
+ * spam.example listed).  A blocklisted id's address is at spam.example or
+ * one to three labels below it, any other's at a look-alike
+ * (notspam.example, mx.spam.example.org) or elsewhere, 2 to 5 labels, so
+ * both block exactly the blocklisted ids; both lists are padded to
+ * --blocklist entries.  The phases rotate by one each round.  Printed per
+ * spec and round: the rate, the stage's CPU time a record in its timed
+ * window, key's CPU time a record over the spec's (what the rates' ratio
+ * would be with the stage CPU-bound and alone: steadier than the rates on
+ * a shared machine), the ratio to key's rate in the same round (target
+ * >= 0.9), each with median and range; and domain against exact: the
+ * difference in nanoseconds a record (wall, from the rates, and CPU), the
+ * cost of the domain's parse and its lookups.  Every phase's output is
+ * checked as in 6; the domain phase may miss up to 2 + 1e-5 x the
+ * distinct ids (each of a record's names is a lookup that can be a false
+ * positive).
  *
  * Exit: 0 when every phase ran and every count matched (a missed 0.9x
  * target included: this is a benchmark), 1 on a failure, 2 on usage.
@@ -325,6 +358,8 @@ typedef struct dataset {
     uint64_t input_bytes;             /* uncompressed, key + value */
     uint64_t max_part_bytes;          /* the estimate, largest partition */
     uint64_t max_part_records;
+    uint32_t value_extra;             /* --key-specs: bytes a value holds
+                                         past VALUE_FMT's, at most */
 } dataset;
 
 #define KEY_FMT "user-%010" PRIu32
@@ -347,6 +382,78 @@ static int format_value(uint64_t i, int copy, char *buf, size_t size)
 {
     return snprintf(buf, size, VALUE_FMT, i, copy);
 }
+
+/* -- --key-specs: the same records in four forms -------------------------- */
+
+/* The form of an input topic's values: FORM_PLAIN is VALUE_FMT (the
+ * default run); the others carry one Event {id, email, n}, n the record's
+ * index, as JSON, Avro or Protobuf in Confluent's wire format (the schemas
+ * below, registered at start).  Every form keeps the record key
+ * user-NNNNNNNNNN: producers key by id, so the copies of an id share a
+ * partition. */
+enum { FORM_PLAIN, FORM_JSON, FORM_AVRO, FORM_PROTO };
+
+static const char KS_AVRO_SCHEMA[] =
+    "{\"type\":\"record\",\"name\":\"Event\",\"namespace\":\"bench\","
+    "\"fields\":[{\"name\":\"id\",\"type\":\"string\"},"
+    "{\"name\":\"email\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"n\",\"type\":\"long\"}]}";
+/* One message: records name it by the message-index list [0], written
+ * as the single byte 0, as Confluent's serializer does. */
+static const char KS_PROTO_SCHEMA[] =
+    "syntax = \"proto3\";\npackage bench;\n"
+    "message Event { string id = 1; string email = 2; int64 n = 3; }\n";
+
+/* An id's address: a blocklisted id's at spam.example or one to three
+ * labels below it (by id / 100 % 4), any other's at a look-alike or an
+ * unrelated domain of 2 to 5 labels (by id % 4), so a domain match looks
+ * up 2 to 5 names a record, 3.5 on average. */
+static const char *const ks_blocked_hosts[4] = {
+    "spam.example", "mx.spam.example", "a.mx.spam.example",
+    "b.a.mx.spam.example"};
+static const char *const ks_other_hosts[4] = {
+    "notspam.example", "mx.spam.example.org", "a.mx.mail.example",
+    "b.a.mx.mail.example"};
+#define KS_LISTED_DOMAIN "spam.example"
+#define KS_MAX_LABELS 5
+
+static int format_email(uint32_t key, char *buf, size_t size)
+{
+    const char *host = is_blocked(key) ? ks_blocked_hosts[key / 100 % 4]
+                                       : ks_other_hosts[key % 4];
+    return snprintf(buf, size, KEY_FMT "@%s", key, host);
+}
+
+/* Record i's value (key number key) in form f, schema id `schema` for the
+ * framed forms, at out (room for 160 bytes); its length. */
+static size_t encode_value(int f, int32_t schema, uint32_t key, uint64_t i,
+                           int copy, uint8_t *out)
+{
+    if (f == FORM_PLAIN)
+        return (size_t)format_value(i, copy, (char *)out, 160);
+    char id[32], email[64];
+    int il = format_key(key, id, sizeof(id));
+    int el = format_email(key, email, sizeof(email));
+    if (f == FORM_JSON)
+        return (size_t)snprintf((char *)out, 160,
+                                "{\"id\":\"%s\",\"email\":\"%s\",\"n\":%"
+                                PRIu64 "}", id, email, i);
+    size_t o = h_frame(out, schema);
+    if (f == FORM_AVRO) {
+        o += h_avro_string(out + o, id);
+        o += h_avro_long(out + o, 1); /* the union's string branch */
+        o += h_avro_string(out + o, email);
+        return o + h_avro_long(out + o, (int64_t)i);
+    }
+    out[o++] = 0x00; /* message indexes [0] */
+    o += h_pb_bytes(out + o, 1, id, (size_t)il);
+    o += h_pb_bytes(out + o, 2, email, (size_t)el);
+    out[o++] = 3 << 3; /* field 3, varint */
+    return o + h_pb_varint(out + o, i);
+}
+
+/* The JSON form's bytes past VALUE_FMT's, the largest of the forms. */
+#define KS_VALUE_EXTRA 64
 
 /* Per-partition record counts and the bytes estimate for P partitions.  The
  * estimate is the larger of the input / pass-through output (every record)
@@ -371,7 +478,7 @@ static void dataset_layout(dataset *d, int32_t nparts)
         int32_t p = partition_of(key, nparts);
         uint64_t rec = (uint64_t)format_key(key, k, sizeof(k)) +
                        (uint64_t)format_value(i, 2, v, sizeof(v)) +
-                       REC_OVERHEAD;
+                       d->value_extra + REC_OVERHEAD;
         d->part_records[p]++;
         bytes[p] += rec;
         d->input_bytes += rec - REC_OVERHEAD;
@@ -392,9 +499,11 @@ static void dataset_layout(dataset *d, int32_t nparts)
 }
 
 static int dataset_new(dataset *d, uint64_t n, int32_t want_parts,
-                       uint64_t blocklist_entries, bool real)
+                       uint64_t blocklist_entries, bool real,
+                       uint32_t value_extra)
 {
     memset(d, 0, sizeof(*d));
+    d->value_extra = value_extra;
     d->n = n;
     d->distinct = (uint32_t)((n + 1) / 2);
     d->blocklist_entries = blocklist_entries;
@@ -473,6 +582,38 @@ static int write_blocklist(const dataset *d, const char *path)
         fprintf(f, "%s\n", k);
         written++;
     }
+    if (fclose(f) != 0)
+        return fail("%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* --key-specs: the lists of the address runs, as large as the key list,
+ * filled with names that never occur.  by_domain: the listed domain;
+ * else the blocklisted ids' addresses themselves.  Both block the same
+ * records. */
+static int write_address_list(const dataset *d, const char *path,
+                              bool by_domain)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fail("%s: %s", path, strerror(errno));
+    fprintf(f, "# bench_e2e --key-specs: %s, %" PRIu64 " entries\n",
+            by_domain ? "domains" : "addresses", d->blocklist_entries);
+    uint64_t written = 0;
+    char e[96];
+    if (by_domain) {
+        fprintf(f, "%s\n", KS_LISTED_DOMAIN);
+        written++;
+    }
+    for (uint32_t key = 0; !by_domain && key < d->distinct; key++)
+        if (is_blocked(key)) {
+            format_email(key, e, sizeof(e));
+            fprintf(f, "%s\n", e);
+            written++;
+        }
+    for (uint64_t j = 0; written < d->blocklist_entries; j++, written++)
+        fprintf(f, by_domain ? "f%08" PRIu64 ".invalid\n"
+                             : "user-%08" PRIu64 "@f.invalid\n", j);
     if (fclose(f) != 0)
         return fail("%s: %s", path, strerror(errno));
     return 0;
@@ -671,8 +812,11 @@ static int observer_wait(observer *o, bool settle, bool (*alive)(void *),
 
 /* -- loading the input ---------------------------------------------------- */
 
+/* Loads the data set into topic `in`, values in form `form` (schema id
+ * `schema` for the framed ones). */
 static int load_input(const dataset *d, const char *bootstrap,
-                      const char *in, rd_kafka_t *q, double *seconds)
+                      const char *in, int form, int32_t schema,
+                      rd_kafka_t *q, double *seconds)
 {
     /* Big lz4 batches: the input is read fast (the mock serves one batch
      * per partition per fetch) and takes little of the mock's 5 MiB. */
@@ -690,15 +834,16 @@ static int load_input(const dataset *d, const char *bootstrap,
         return fail("out of memory");
     }
     double t0 = h_now_s();
-    char k[64], v[128];
+    char k[64];
+    uint8_t v[160];
     int rc = 0;
     for (uint64_t i = 0; i < d->n && !interrupted; i++) {
         uint32_t key = d->order[i];
         int kl = format_key(key, k, sizeof(k));
         /* r: 1 for a key's first copy, 2 for its repeat. */
-        int vl = format_value(i, ++seen[key], v, sizeof(v));
+        size_t vl = encode_value(form, schema, key, i, ++seen[key], v);
         h_record r = {.key = k, .key_len = (size_t)kl, .value = v,
-                      .value_len = (size_t)vl};
+                      .value_len = vl};
         if (h_producer_send(lp, in, partition_of(key, d->nparts), &r)) {
             rc = fail("loading %s: %s", in, h_last_error());
             break;
@@ -756,6 +901,9 @@ typedef struct bench {
     /* --client-config: every client's extra settings (bk_client_kv), the
      * file passed on to the pass-through-je child; NULL: none */
     const char *client_config;
+    /* --key-specs: the registry's base URL for schema.registry.url; ""
+     * when there is none */
+    char registry_url[512];
 } bench;
 
 /* Output topic and group names of a phase in a round. */
@@ -1300,24 +1448,45 @@ static bool child_alive(void *arg)
     return h_process_wait(arg, 0, NULL) == 1;
 }
 
+/* What one bloomstage phase runs: its names (output bench-out-KIND-R,
+ * group bench-KIND-R, its files), input, keys and list.  kind "alo"
+ * runs at_least_once, "noaudit" with dedup.audit.rate=0. */
+typedef struct stage_spec {
+    const char *kind, *name; /* name: the phase in the table */
+    const char *input;       /* NULL: b->in_topic */
+    const char *dedup_key;
+    const char *list;        /* the blocklist file in the work directory */
+    const char *list_key;    /* NULL: the dedup key (the config default) */
+    const char *match;       /* NULL: exact (the default) */
+    int max_missing;         /* false positives allowed: dedup and list */
+} stage_spec;
+
 /* The stage's configuration for one phase at conf_path: dedup on the
- * key, the blocklist, checkpoints in the work directory, the guarantee
- * of kind ("alo": at_least_once). */
-static int write_stage_conf(const bench *b, const char *kind, int round,
+ * spec's key, its blocklist, checkpoints in the work directory. */
+static int write_stage_conf(const bench *b, const stage_spec *sp, int round,
                             const char *topic, const char *group,
                             const char *conf_path)
 {
-    char list_path[700], ckpt[700];
-    snprintf(list_path, sizeof(list_path), "%s/blocklist.txt", b->dir);
-    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%s-%d", b->dir, kind,
+    char list_path[700], ckpt[700], list_key[160] = "", match[80] = "",
+         reg[600] = "";
+    snprintf(list_path, sizeof(list_path), "%s/%s", b->dir, sp->list);
+    snprintf(ckpt, sizeof(ckpt), "%s/checkpoints-%s-%d", b->dir, sp->kind,
              round);
+    if (sp->list_key)
+        snprintf(list_key, sizeof(list_key), "blocklist.spam.key=%s\n",
+                 sp->list_key);
+    if (sp->match)
+        snprintf(match, sizeof(match), "blocklist.spam.match=%s\n",
+                 sp->match);
+    if (*b->registry_url)
+        snprintf(reg, sizeof(reg), "schema.registry.url=%s\n",
+                 b->registry_url);
     FILE *f = fopen(conf_path, "w");
     if (!f)
         return fail("%s: %s", conf_path, strerror(errno));
     fprintf(f,
-            "# bench_e2e: dedup on the record key, one blocklist built from a"
-            " text list\n"
-            "# at start-up, checkpoint defaults.\n"
+            "# bench_e2e: dedup on %s, one blocklist built from a text list"
+            "\n# at start-up, checkpoint defaults.\n"
             "processing.guarantee=%s\n"
             "# The output-tail replay: its output is visible as produced,\n"
             "# which the observer's high watermarks need (bench/txn measures\n"
@@ -1327,20 +1496,23 @@ static int write_stage_conf(const bench *b, const char *kind, int round,
             "input.topics=%s\n"
             "output.topic=%s\n"
             "consumer.group.id=%s\n"
-            "dedup.key=key\n"
+            "dedup.key=%s\n"
             "%s"
             "blocklist.spam.path=%s\n"
+            "%s%s%s"
             "checkpoint.dir=%s\n"
             "log.level=info\n"
             "# The first-record lag: see bench/e2e.c.\n"
             "producer.topic.metadata.refresh.interval.ms="
             METADATA_REFRESH_MS "\n"
             "%s",
-            !strcmp(kind, "alo") ? "at_least_once" : "exactly_once",
-            b->bootstrap, b->in_topic, topic, group,
+            sp->dedup_key,
+            !strcmp(sp->kind, "alo") ? "at_least_once" : "exactly_once",
+            b->bootstrap, sp->input ? sp->input : b->in_topic, topic, group,
+            sp->dedup_key,
             /* The audit sample off, against the default rate's run. */
-            !strcmp(kind, "noaudit") ? "dedup.audit.rate=0\n" : "",
-            list_path, ckpt,
+            !strcmp(sp->kind, "noaudit") ? "dedup.audit.rate=0\n" : "",
+            list_path, list_key, match, reg, ckpt,
             /* Real broker: the observer reads records_in from /metrics
              * for the first record consumed (the port is in the log). */
             b->real ? "metrics.listen=127.0.0.1:0\n" : "");
@@ -1376,9 +1548,10 @@ static int stage_start(const bench *b, const char *conf_path,
 }
 
 /* A stopped stage's output and its "stopped" line against the data set:
- * the distinct non-blocklisted keys, at most MAX_MISSING fewer, and its
+ * the distinct non-blocklisted keys, at most max_missing fewer, and its
  * counters adding up; sets r->out. */
-static int check_stage(const bench *b, result *r, const char *topic)
+static int check_stage(const bench *b, result *r, const char *topic,
+                       int max_missing)
 {
     const dataset *d = &b->d;
     const stage_stats *s = &r->st;
@@ -1386,14 +1559,14 @@ static int check_stage(const bench *b, result *r, const char *topic)
     int rc = 0;
     if (sum_high(b->q, topic, d->nparts, &out))
         rc = fail("%s: cannot read the high watermarks", topic);
-    else if (out > d->expect_out || out + MAX_MISSING < d->expect_out)
+    else if (out > d->expect_out || out + (uint64_t)max_missing < d->expect_out)
         rc = fail("%s holds %" PRIu64 " records, expected %" PRIu64
                   " (at most %d fewer: false positives)", topic, out,
-                  d->expect_out, MAX_MISSING);
+                  d->expect_out, max_missing);
     else if (s->in != d->n || s->out != out || s->missing != 0 ||
              s->in != s->out + s->dups + s->blocked ||
              s->blocked < d->blocked_records ||
-             s->blocked > d->blocked_records + 2 * MAX_MISSING)
+             s->blocked > d->blocked_records + 2 * (uint64_t)max_missing)
         rc = fail("bloomstage's counters do not add up: records_in=%llu "
                   "(expected %" PRIu64 ") records_out=%llu (topic holds "
                   "%" PRIu64 ") duplicates=%llu (expected %" PRIu64
@@ -1404,24 +1577,23 @@ static int check_stage(const bench *b, result *r, const char *topic)
     return rc;
 }
 
-/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
- * default), "noaudit" the same with dedup.audit.rate=0, "alo" with
- * at_least_once: same input, own output and group. */
-static int run_stage(const bench *b, int round, result *r, const char *kind)
+/* Runs bloomstage as sp says, from its start to its drained exit; the
+ * phase's output and counters checked (check_stage). */
+static int run_stage_spec(const bench *b, int round, result *r,
+                          const stage_spec *sp)
 {
     const dataset *d = &b->d;
+    const char *kind = sp->kind;
     char topic[128], group[128];
     round_names(kind, round, topic, sizeof(topic), group, sizeof(group));
     memset(r, 0, sizeof(*r));
-    r->name = !strcmp(kind, "alo")       ? "bloomstage-alo"
-              : !strcmp(kind, "noaudit") ? "bloomstage-noaudit"
-                                         : "bloomstage";
+    r->name = sp->name;
     char conf_path[700], log_path[700];
     snprintf(conf_path, sizeof(conf_path), "%s/bloomstage-%s-%d.conf", b->dir,
              kind, round);
     snprintf(log_path, sizeof(log_path), "%s/bloomstage-%s-%d.log", b->dir,
              kind, round);
-    if (write_stage_conf(b, kind, round, topic, group, conf_path))
+    if (write_stage_conf(b, sp, round, topic, group, conf_path))
         return -1;
     h_proc *c = NULL, *perf = NULL;
     observer o;
@@ -1465,10 +1637,27 @@ static int run_stage(const bench *b, int round, result *r, const char *kind)
     if (rc == 0 && !r->st.found)
         rc = fail("bloomstage logged no \"stopped\" line");
     if (rc == 0)
-        rc = check_stage(b, r, topic);
+        rc = check_stage(b, r, topic, sp->max_missing);
     if (rc)
         print_tail(log_path, 3000);
     return rc;
+}
+
+/* kind "stage" runs bloomstage with processing.guarantee=exactly_once (its
+ * default), "noaudit" the same with dedup.audit.rate=0, "alo" with
+ * at_least_once: same input, own output and group; dedup on the record
+ * key, the key blocklist. */
+static int run_stage(const bench *b, int round, result *r, const char *kind)
+{
+    stage_spec sp = {
+        .kind = kind,
+        .name = !strcmp(kind, "alo")       ? "bloomstage-alo"
+                : !strcmp(kind, "noaudit") ? "bloomstage-noaudit"
+                                           : "bloomstage",
+        .dedup_key = "key",
+        .list = "blocklist.txt",
+        .max_missing = MAX_MISSING};
+    return run_stage_spec(b, round, r, &sp);
 }
 
 /* -- real broker: Kafka Streams ------------------------------------------ */
@@ -1564,6 +1753,13 @@ static const char USAGE[] =
     "  --bloomstage P   the bloomstage binary (default: $BLOOMSTAGE_BIN,\n"
     "                   else the one this program was built with)\n"
     "  --keep           keep the work directory (configs, logs, checkpoints)\n"
+    "  --key-specs      instead: bloomstage alone with dedup.key key,\n"
+    "                   json:/id, avro:/id and protobuf:/id, each on its own\n"
+    "                   input of the same records (Avro and Protobuf in\n"
+    "                   Confluent's wire format, a schema registry started by\n"
+    "                   scripts/registry), and a blocklist on json:/email by\n"
+    "                   domain and exactly; each spec's ratio to key in the\n"
+    "                   same round; 3 rounds unless given\n"
     "  --bootstrap LIST on a real broker at LIST (loopback) instead of the\n"
     "                   mock: per round its own input bench-in-R and output\n"
     "                   topics, created explicitly; every contestant timed\n"
@@ -1795,7 +1991,8 @@ static int real_round(bench *b, int round, result *res)
     double load_s = 0;
     printf("round %d: loading %s...", round, b->in_topic);
     fflush(stdout);
-    if (load_input(d, b->bootstrap, b->in_topic, b->q, &load_s))
+    if (load_input(d, b->bootstrap, b->in_topic, FORM_PLAIN, 0, b->q,
+                   &load_s))
         return -1;
     printf(" %.1f s; pass-through...", load_s);
     fflush(stdout);
@@ -2054,7 +2251,11 @@ typedef struct e2e_run {
     /* which malloc each client runs on: the reason for pass-through-je */
     char self_malloc[96], je_malloc[96], bs_malloc[300];
     h_broker *mock;
-    result *res; /* PHASES per round, round 1 first */
+    result *res; /* PHASES per round, round 1 first (--key-specs:
+                    KS_PHASES) */
+    bool key_specs;
+    h_registry reg; /* --key-specs; reg_up while it runs */
+    bool reg_up;
 } e2e_run;
 
 /* The best rate of each phase over the rounds, and bloomstage's peaks. */
@@ -2112,6 +2313,9 @@ static int parse_option(int c, char *arg, bench *b, e2e_run *run)
     case 'k':
         run->keep = true;
         return -1;
+    case 'K':
+        run->key_specs = true;
+        return -1;
     case 'N':
         run->no_streams = true;
         return -1;
@@ -2133,6 +2337,7 @@ static int parse_args(int argc, char **argv, bench *b, e2e_run *run)
         {"rounds", required_argument, NULL, 'r'},
         {"bloomstage", required_argument, NULL, 's'},
         {"keep", no_argument, NULL, 'k'},
+        {"key-specs", no_argument, NULL, 'K'},
         {"perf", required_argument, NULL, 'f'},
         {"bootstrap", required_argument, NULL, 'B'},
         {"broker-pid", required_argument, NULL, 'P'},
@@ -2162,7 +2367,12 @@ static int parse_args(int argc, char **argv, bench *b, e2e_run *run)
 static int check_args(bench *b, e2e_run *run)
 {
     if (!run->rounds)
-        run->rounds = b->real ? 3 : 1;
+        run->rounds = b->real || run->key_specs ? 3 : 1;
+    if (run->key_specs && b->real) {
+        fprintf(stderr, "bench_e2e: --key-specs runs on the mock (not with "
+                "--bootstrap)\n");
+        return 2;
+    }
     if (!b->real && (b->streams || run->broker_pid || run->no_streams)) {
         fprintf(stderr, "bench_e2e: --streams, --no-streams and "
                 "--broker-pid go with --bootstrap\n");
@@ -2276,8 +2486,13 @@ static void print_header_input(const bench *b, const e2e_run *run)
            100.0 * (double)(d->n - d->distinct) / (double)d->n,
            d->blocked_records,
            100.0 * (double)d->blocked_records / (double)d->n);
-    printf("               key user-NNNNNNNNNN (15 B), JSON value (~40 B); "
-           "%.1f MB of keys and values\n", (double)d->input_bytes / 1e6);
+    if (d->value_extra)
+        printf("               key user-NNNNNNNNNN (15 B), value Event {id, "
+               "email, n}: JSON ~80 B, Avro and Protobuf ~60 B\n");
+    else
+        printf("               key user-NNNNNNNNNN (15 B), JSON value (~40 "
+               "B); %.1f MB of keys and values\n",
+               (double)d->input_bytes / 1e6);
     if (b->real)
         printf("  partitions   %d per topic; topics created explicitly, the "
                "input reloaded each round\n", (int)d->nparts);
@@ -2304,8 +2519,19 @@ static void print_header_clients(const bench *b, const e2e_run *run)
     for (size_t i = 0; ctuning[i]; i += 2)
         printf(" %s=%s", ctuning[i], ctuning[i + 1]);
     printf(")\n               and its fetch wake-ups (stage/kafka/fetch_wake.h)\n");
-    printf("  bloomstage   %s run: dedup.key=key, checkpoint defaults",
-           b->bloomstage);
+    if (run->key_specs)
+        printf("  key specs    the same records, key user-NNNNNNNNNN, value "
+               "{id, email, n} as JSON, Avro and\n"
+               "               Protobuf (Confluent's wire format), each its "
+               "own topic; dedup.key=key,\n"
+               "               json:/id, avro:/id, protobuf:/id (blocklist "
+               "on the same); then json:/id with\n"
+               "               the blocklist on json:/email, match=exact "
+               "(the listed addresses) and\n"
+               "               match=domain (" KS_LISTED_DOMAIN " listed; "
+               "addresses at it and 1 to 3 labels below)\n");
+    printf("  bloomstage   %s run: dedup.key=%s, checkpoint defaults",
+           b->bloomstage, run->key_specs ? "(by phase)" : "key");
     for (int i = 0; i < b->nx; i++)
         printf("%s-X %s", i ? " " : ", ", b->xs[i]);
     printf("\n");
@@ -2357,10 +2583,13 @@ static int run_real(bench *b, e2e_run *run)
     return real_run(b, (int)run->rounds, run->load0);
 }
 
-/* The mock broker with bench-in and every round's output topics. */
-static int start_mock(bench *b, e2e_run *run)
+/* The mock broker with the input topics and, for every round R and
+ * KIND of kinds, bench-out-KIND-R. */
+static int start_mock_topics(bench *b, e2e_run *run,
+                             const char *const *inputs, int nin,
+                             const char *const *kinds_, int nk)
 {
-    int nt = 1 + PHASES * (int)run->rounds, t = 0;
+    int nt = nin + nk * (int)run->rounds, t = 0;
     const char **specs = calloc((size_t)nt + 1, sizeof(char *));
     char (*tspecs)[160] = calloc((size_t)nt, sizeof(*tspecs));
     int rc = 0;
@@ -2368,18 +2597,19 @@ static int start_mock(bench *b, e2e_run *run)
         rc = fail("out of memory");
         goto out;
     }
-    snprintf(tspecs[t], sizeof(tspecs[t]), T_IN ":%d", (int)b->d.nparts);
-    specs[t] = tspecs[t];
-    t++;
+    for (int i = 0; i < nin; i++, t++) {
+        snprintf(tspecs[t], sizeof(tspecs[t]), "%s:%d", inputs[i],
+                 (int)b->d.nparts);
+        specs[t] = tspecs[t];
+    }
     for (int r = 1; r <= (int)run->rounds; r++)
-        for (int ph = 0; ph < PHASES; ph++) {
+        for (int ph = 0; ph < nk; ph++, t++) {
             char topic[128], group[128];
-            round_names(kinds[ph], r, topic, sizeof(topic), group,
+            round_names(kinds_[ph], r, topic, sizeof(topic), group,
                         sizeof(group));
             snprintf(tspecs[t], sizeof(tspecs[t]), "%s:%d", topic,
                      (int)b->d.nparts);
             specs[t] = tspecs[t];
-            t++;
         }
     h_broker_opts mo = {.topic_specs = specs, .log_path = run->mock_log};
     if (h_broker_start_opts(b->bloomstage, &mo, &run->mock)) {
@@ -2395,6 +2625,13 @@ out:
     free(specs);
     free(tspecs);
     return rc;
+}
+
+/* The mock broker with bench-in and every round's output topics. */
+static int start_mock(bench *b, e2e_run *run)
+{
+    const char *in[] = {T_IN};
+    return start_mock_topics(b, run, in, 1, kinds, PHASES);
 }
 
 /* The rounds on the mock, each phase in turn, one progress line each. */
@@ -2608,6 +2845,243 @@ static void print_mock_details(const bench *b, const e2e_run *run,
            "same observer (output high watermarks every %d ms)\n", POLL_MS);
 }
 
+/* -- --key-specs ----------------------------------------------------------- */
+
+/* The key-spec comparison's phases: dedup on the record key, then on the
+ * id read from the value as JSON, Avro and Protobuf, each from its own
+ * input topic holding the same records (the key blocklist looked up by
+ * the same spec); then the JSON topic with the blocklist on the address
+ * (json:/email), listed addresses matched exactly against the listed
+ * domain matched by domain: the same records blocked, the lookups'
+ * cost apart. */
+enum { KS_KEY, KS_JSON, KS_AVRO, KS_PROTO, KS_EXACT, KS_DOMAIN, KS_PHASES };
+#define KS_INPUTS 4 /* the first four phases' topics; the last two read
+                       KS_JSON's */
+static const char *const ks_inputs[KS_INPUTS] = {
+    T_IN "-key", T_IN "-json", T_IN "-avro", T_IN "-proto"};
+static const int ks_forms[KS_INPUTS] = {FORM_JSON, FORM_JSON, FORM_AVRO,
+                                        FORM_PROTO};
+static const char *const ks_kinds[KS_PHASES] = {"key",   "json",  "avro",
+                                                "proto", "exact", "domain"};
+static const stage_spec ks_specs[KS_PHASES] = {
+    {"key", "key", T_IN "-key", "key", "blocklist.txt", NULL, NULL, 0},
+    {"json", "json:/id", T_IN "-json", "json:/id", "blocklist.txt", NULL,
+     NULL, 0},
+    {"avro", "avro:/id", T_IN "-avro", "avro:/id", "blocklist.txt", NULL,
+     NULL, 0},
+    {"proto", "protobuf:/id", T_IN "-proto", "protobuf:/id",
+     "blocklist.txt", NULL, NULL, 0},
+    {"exact", "email exact", T_IN "-json", "json:/id", "addresses.txt",
+     "json:/email", "exact", 0},
+    {"domain", "email domain", T_IN "-json", "json:/id", "domains.txt",
+     "json:/email", "domain", 0},
+};
+
+/* The registry (scripts/registry) in the work directory, the two schemas
+ * registered; schema ids into ids (Avro, Protobuf). */
+static int ks_registry(bench *b, e2e_run *run, int32_t ids[2])
+{
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/registry", b->dir);
+    printf("starting the schema registry (scripts/registry)...");
+    fflush(stdout);
+    double t0 = h_now_s();
+    if (h_registry_start(&run->reg, dir, NULL, NULL))
+        return fail("schema registry: %s", h_last_error());
+    run->reg_up = true;
+    if ((ids[0] = h_registry_post(&run->reg, "bench-in-avro-value", "AVRO",
+                                  KS_AVRO_SCHEMA, NULL)) < 0 ||
+        (ids[1] = h_registry_post(&run->reg, "bench-in-proto-value",
+                                  "PROTOBUF", KS_PROTO_SCHEMA, NULL)) < 0)
+        return fail("schema registry: %s", h_last_error());
+    snprintf(b->registry_url, sizeof(b->registry_url), "%s", run->reg.url);
+    printf(" %.1f s; %s, schema ids %d (Avro), %d (Protobuf)\n",
+           h_now_s() - t0, b->registry_url, (int)ids[0], (int)ids[1]);
+    return 0;
+}
+
+/* The lists, the registry, the mock and its four input topics loaded. */
+static int ks_setup(bench *b, e2e_run *run)
+{
+    char path[700];
+    int32_t ids[2] = {0, 0};
+    snprintf(path, sizeof(path), "%s/addresses.txt", b->dir);
+    if (write_address_list(&b->d, path, false))
+        return -1;
+    snprintf(path, sizeof(path), "%s/domains.txt", b->dir);
+    if (write_address_list(&b->d, path, true) || ks_registry(b, run, ids) ||
+        start_mock_topics(b, run, ks_inputs, KS_INPUTS, ks_kinds,
+                          KS_PHASES))
+        return -1;
+    b->q = query_client(b->bootstrap);
+    if (!b->q)
+        return -1;
+    for (int i = 0; i < KS_INPUTS; i++) {
+        double load_s = 0;
+        int f = ks_forms[i];
+        printf("loading %s...", ks_inputs[i]);
+        fflush(stdout);
+        if (load_input(&b->d, b->bootstrap, ks_inputs[i], f,
+                       f == FORM_AVRO ? ids[0] : ids[1], b->q, &load_s))
+            return -1;
+        printf(" %.1f s\n", load_s);
+    }
+    return 0;
+}
+
+/* The domain phase's allowance for false positives: a domain match looks
+ * up to KS_MAX_LABELS names a record, each of which may be a false
+ * positive of the list's filter (1e-6); twice the expected count over
+ * the distinct ids, on top of MAX_MISSING. */
+static int ks_domain_missing(const dataset *d)
+{
+    return MAX_MISSING + (int)ceil(2e-6 * KS_MAX_LABELS * d->distinct);
+}
+
+/* The rounds, the phases rotating by one each round (round r starts with
+ * phase r - 1), so no phase always runs first or right after another. */
+static int ks_rounds(bench *b, const e2e_run *run)
+{
+    int dom_missing = ks_domain_missing(&b->d);
+    for (int r = 1; r <= (int)run->rounds; r++) {
+        printf("round %d:", r);
+        for (int j = 0; j < KS_PHASES; j++) {
+            int ph = (j + r - 1) % KS_PHASES;
+            stage_spec sp = ks_specs[ph];
+            sp.max_missing = ph == KS_DOMAIN ? dom_missing : MAX_MISSING;
+            printf("%s %s...", j == 3 ? "\n        " : "", sp.name);
+            fflush(stdout);
+            if (run_stage_spec(b, r, &run->res[KS_PHASES * (r - 1) + ph],
+                               &sp))
+                return -1;
+            printf(" %.2f s;", secs(&run->res[KS_PHASES * (r - 1) + ph]));
+        }
+        printf("\n");
+    }
+    for (int i = 0; i < KS_INPUTS; i++)
+        if (check_nothing_dropped(b->q, ks_inputs[i], b->d.nparts))
+            return -1;
+    for (int r = 1; r <= (int)run->rounds; r++)
+        for (int ph = 0; ph < KS_PHASES; ph++) {
+            char topic[128], group[128];
+            round_names(ks_kinds[ph], r, topic, sizeof(topic), group,
+                        sizeof(group));
+            if (check_nothing_dropped(b->q, topic, b->d.nparts))
+                return -1;
+        }
+    return 0;
+}
+
+/* Prints v[0..n) as given (dec decimals), then their median and range
+ * (v unchanged); the median into *median. */
+static void print_spread(const char *label, const double *v, int n, int dec,
+                         double *median)
+{
+    double sorted[64];
+    printf("  %-26s", label);
+    for (int i = 0; i < n && i < 64; i++) {
+        printf(" %.*f", dec, v[i]);
+        sorted[i] = v[i];
+    }
+    *median = bk_median(sorted, n);
+    printf("   median %.*f, range %.*f..%.*f\n", dec, *median, dec,
+           sorted[0], dec, sorted[n - 1]);
+}
+
+/* Each spec's rate and its ratio to key's in the same round; the stage's
+ * CPU time a record in its timed window beside it. */
+static void ks_print_specs(const e2e_run *run)
+{
+    int n = (int)run->rounds;
+    printf("by key spec, per round (round 1 first); ratio: to key in the "
+           "same round\n");
+    for (int ph = KS_KEY; ph <= KS_PROTO; ph++) {
+        double rt[64], ratio[64], cpu[64], cratio[64], m;
+        for (int r = 0; r < n; r++) {
+            const result *x = &run->res[KS_PHASES * r + ph],
+                         *k = &run->res[KS_PHASES * r + KS_KEY];
+            rt[r] = rate(x);
+            ratio[r] = rate(x) / rate(k);
+            cpu[r] = 1e9 * x->cpu_client / (double)x->in;
+            cratio[r] = (k->cpu_client / (double)k->in) /
+                        (x->cpu_client / (double)x->in);
+        }
+        printf("%s\n", ks_specs[ph].name);
+        print_spread("rate (records/s)", rt, n, 0, &m);
+        print_spread("stage CPU (ns/record)", cpu, n, 0, &m);
+        if (ph == KS_KEY)
+            continue;
+        /* Records a CPU second against key's: the ratio the rates would
+         * show with the stage CPU-bound and alone on its cores. */
+        print_spread("CPU ratio (key's / its)", cratio, n, 3, &m);
+        print_spread("ratio to key", ratio, n, 3, &m);
+        printf("  %-26s median %.3f: %s\n", "target >= 0.9x key", m,
+               m >= TARGET_RATIO ? "PASS" : "MISS");
+    }
+}
+
+/* The domain match's cost: the address runs' time a record apart (wall,
+ * from the rates; and the stage's CPU in the timed window), per round. */
+static void ks_print_domain(const bench *b, const e2e_run *run)
+{
+    int n = (int)run->rounds;
+    double wall[64], cpu[64], ratio[64], m;
+    for (int r = 0; r < n; r++) {
+        const result *ex = &run->res[KS_PHASES * r + KS_EXACT],
+                     *dm = &run->res[KS_PHASES * r + KS_DOMAIN];
+        wall[r] = 1e9 / rate(dm) - 1e9 / rate(ex);
+        cpu[r] = 1e9 * (dm->cpu_client / (double)dm->in -
+                        ex->cpu_client / (double)ex->in);
+        ratio[r] = rate(dm) / rate(ex);
+    }
+    double labels = 0;
+    for (uint32_t key = 0; key < b->d.distinct; key++) {
+        char e[96];
+        format_email(key, e, sizeof(e));
+        for (const char *p = strchr(e, '@'); p && *p; p++)
+            labels += *p == '@' || *p == '.';
+    }
+    printf("blocklist on json:/email, match=domain (%.2f names looked up a "
+           "record on average) against match=exact (one)\n",
+           labels / b->d.distinct);
+    print_spread("rate domain / exact", ratio, n, 3, &m);
+    print_spread("domain - exact, wall ns", wall, n, 0, &m);
+    print_spread("domain - exact, CPU ns", cpu, n, 0, &m);
+    printf("  (a record's cost of the domain lookups: its domain parsed, "
+           "each name hashed and looked up)\n");
+}
+
+/* --key-specs: set up, run the rounds, print the table and the ratios. */
+static int run_key_specs(bench *b, e2e_run *run)
+{
+    run->res = calloc(KS_PHASES * run->rounds, sizeof(result));
+    if (!run->res)
+        return fail("out of memory");
+    if (ks_setup(b, run) || ks_rounds(b, run))
+        return -1;
+    char load1[160];
+    bk_machine_load(load1, sizeof(load1));
+    printf("\n%5s  %-15s %11s %12s %8s %12s %11s %9s %10s\n", "round",
+           "phase", "records in", "records out", "seconds", "rate (in/s)",
+           "stage cpu", "mock cpu", "peak RSS");
+    for (int r = 1; r <= (int)run->rounds; r++)
+        for (int ph = 0; ph < KS_PHASES; ph++)
+            print_row(r, &run->res[KS_PHASES * (r - 1) + ph]);
+    printf("\n");
+    ks_print_specs(run);
+    ks_print_domain(b, run);
+    printf("counts: every phase's output holds the %" PRIu64 " distinct "
+           "non-blocklisted ids (at most %d fewer, the domain phase %d: "
+           "false positives), its counters add up\n", b->d.expect_out,
+           MAX_MISSING, ks_domain_missing(&b->d));
+    printf("machine                          at start: %s\n"
+           "                                 at end:   %s (%ld cores)\n",
+           run->load0, load1, run->ncpu);
+    printf("timing: first to last output record of each phase, seen by the "
+           "same observer (output high watermarks every %d ms)\n", POLL_MS);
+    return 0;
+}
+
 /* On the mock: start it, load the input, run the rounds, check that
  * nothing was dropped, print the results. */
 static int run_mock(bench *b, e2e_run *run)
@@ -2623,7 +3097,8 @@ static int run_mock(bench *b, e2e_run *run)
         return -1;
     printf("loading %s...", T_IN);
     fflush(stdout);
-    if (load_input(&b->d, b->bootstrap, b->in_topic, b->q, &load_s))
+    if (load_input(&b->d, b->bootstrap, b->in_topic, FORM_PLAIN, 0, b->q,
+                   &load_s))
         return -1;
     printf(" %.1f s\n", load_s);
     if (mock_rounds(b, run) || check_mock_topics(b, run))
@@ -2646,6 +3121,8 @@ static void finish(bench *b, e2e_run *run, int rc)
         rd_kafka_destroy(b->q);
     if (run->mock && h_broker_stop(run->mock))
         fprintf(stderr, "bench_e2e: %s\n", h_last_error());
+    if (run->reg_up && h_registry_stop(&run->reg))
+        fprintf(stderr, "bench_e2e: schema registry: %s\n", h_last_error());
     if (!run->keep && rc == 0 && h_tmpdir_remove(b->dir))
         fprintf(stderr, "bench_e2e: could not remove %s: %s\n", b->dir,
                 h_last_error());
@@ -2682,7 +3159,7 @@ int main(int argc, char **argv)
     bk_machine_load(run.load0, sizeof(run.load0));
     run.ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (dataset_new(&b.d, run.n, (int32_t)run.parts, run.blocklist,
-                    b.real)) {
+                    b.real, run.key_specs ? KS_VALUE_EXTRA : 0)) {
         dataset_free(&b.d);
         return 1;
     }
@@ -2694,6 +3171,8 @@ int main(int argc, char **argv)
     print_header_clients(&b, &run);
     if (write_blocklist(&b.d, run.list_path))
         rc = 1;
+    else if (run.key_specs)
+        rc = run_key_specs(&b, &run) ? 1 : 0;
     else if (b.real)
         rc = run_real(&b, &run) ? 1 : 0;
     else

@@ -110,6 +110,9 @@ int h_registry_start(h_registry *r, const char *dir, char *const extra[],
     return h_registry_wait(r);
 }
 
+/* How long a JVM the stop script saw go may take to finish exiting. */
+#define STOP_EXIT_S 10.0
+
 /* Whether process pid runs (a zombie, gone but not reaped by whoever
  * adopted it, does not). */
 static bool running(long pid)
@@ -143,9 +146,15 @@ int h_registry_stop(h_registry *r)
     int status;
     if (posix_spawnp(&sp, "bash", NULL, NULL, argv, environ) == 0)
         waitpid(sp, &status, 0);
+    /* The script counts the JVM gone once its command line is (the
+     * kernel empties it as the process starts to exit); it is a zombie or
+     * gone a moment later. */
+    for (double t0 = h_now_s(); pid > 0 && running(pid) &&
+                                h_now_s() - t0 < STOP_EXIT_S;)
+        h_sleep_ms(20);
     if (pid > 0 && running(pid))
-        return h_fail("%s: the registry (pid %ld) runs after stop", r->dir,
-                      pid);
+        return h_fail("%s: the registry (pid %ld) runs %.0f s after stop",
+                      r->dir, pid, STOP_EXIT_S);
     return 0;
 }
 
