@@ -260,6 +260,17 @@ const h_header *h_header_last(const h_record *r, const char *name)
     return h;
 }
 
+const char *h_header_str(const h_record *r, const char *name, char *buf,
+                         size_t size)
+{
+    const h_header *h = h_header_last(r, name);
+    buf[0] = '\0';
+    if (h && h->value)
+        snprintf(buf, size, "%.*s", (int)h->value_len,
+                 (const char *)h->value);
+    return buf;
+}
+
 /* ---- producing --------------------------------------------------------- */
 
 struct h_producer {

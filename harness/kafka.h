@@ -95,6 +95,10 @@ size_t h_record_list_count_header(const h_record_list *l, const char *name,
 /* The last header named `name` of r (NULL if none; its value may be
  * NULL). */
 const h_header *h_header_last(const h_record *r, const char *name);
+/* The last header `name` of r as a string into buf[size] ("" when there
+ * is none or its value is null); returns buf. */
+const char *h_header_str(const h_record *r, const char *name, char *buf,
+                         size_t size);
 
 /* ---- producing --------------------------------------------------------- */
 

@@ -510,6 +510,17 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
     return 0;
 }
 
+int h_fixture_topic(h_fixture *fx, h_kcluster *c, const char *topic,
+                    int parts, const char *const *configs)
+{
+    if (c)
+        return h_create_topic(fx->bs, topic, parts, h_kcluster_rf(c),
+                              configs);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "create-topic %s %d", topic, parts);
+    return h_broker_control(fx->broker, cmd);
+}
+
 int h_kfixture_teardown(void **state)
 {
     (void)state;

@@ -104,6 +104,13 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
  * long the test took. */
 int h_kfixture_teardown(void **state);
 
+/* A topic of `parts` partitions on fx's broker, for a test built for
+ * either: c NULL, the mock cluster's control channel (which keeps no
+ * topic configs); else the Admin API on cluster c, at its replication
+ * factor, with configs ("k=v", NULL-terminated; NULL: none). */
+int h_fixture_topic(h_fixture *fx, h_kcluster *c, const char *topic,
+                    int parts, const char *const *configs) H_WARN_UNUSED;
+
 /* ---- a test's environment: topics, a group, a stage configuration ------ */
 
 /* Which topics and settings h_kenv_new makes. */

@@ -98,18 +98,6 @@ static const special *special_of(const h_record *r)
     return NULL;
 }
 
-/* r's header `name` as a string ("" when absent), into buf. */
-static const char *hdr(const h_record *r, const char *name, char *buf,
-                       size_t size)
-{
-    const h_header *h = h_header_last(r, name);
-    buf[0] = '\0';
-    if (h && h->value)
-        snprintf(buf, size, "%.*s", (int)h->value_len,
-                 (const char *)h->value);
-    return buf;
-}
-
 /* r's bloomstage-src must name in:part:off. */
 static void expect_src(const h_record *r, const char *in, int32_t part,
                        int64_t off)
@@ -117,7 +105,7 @@ static void expect_src(const h_record *r, const char *in, int32_t part,
     char b[300], want[300];
     snprintf(want, sizeof(want), "%s:%d:%lld", in, (int)part,
              (long long)off);
-    if (strcmp(hdr(r, "bloomstage-src", b, sizeof(b)), want))
+    if (strcmp(h_header_str(r, "bloomstage-src", b, sizeof(b)), want))
         fail_msg("%.*s: bloomstage-src '%s', not %s", (int)r->key_len,
                  (const char *)r->key, b, want);
 }
@@ -140,7 +128,7 @@ static void one_record(const h_stream *st, const char *in, const h_record *r,
                      rej ? "the rejected topic" : "the output",
                      (int)r->key_len, (const char *)r->key);
         bool first = st->first[st->id[i]] == i;
-        if (first == rej || (rej && strcmp(hdr(r, "bloomstage-reason", b,
+        if (first == rej || (rej && strcmp(h_header_str(r, "bloomstage-reason", b,
                                                 sizeof(b)), "duplicate")))
             fail_msg("%s (record %zu, %s) in %s, reason '%s'", st->key[i], i,
                      first ? "its key's first" : "a copy",
@@ -157,12 +145,12 @@ static void one_record(const h_stream *st, const char *in, const h_record *r,
     if (!rej && r->value_len != sp->vlen)
         fail_msg("%s forwarded with %zu bytes of %zu", sp->key, r->value_len,
                  sp->vlen);
-    if (rej && (strcmp(hdr(r, "bloomstage-reason", b, sizeof(b)),
+    if (rej && (strcmp(h_header_str(r, "bloomstage-reason", b, sizeof(b)),
                        "too-large") ||
                 r->value_len != 0 ||
-                strcmp(hdr(r, "bloomstage-dropped", b, sizeof(b)), "value")))
+                strcmp(h_header_str(r, "bloomstage-dropped", b, sizeof(b)), "value")))
         fail_msg("%s rejected with %zu value bytes, reason '%s'", sp->key,
-                 r->value_len, hdr(r, "bloomstage-reason", b, sizeof(b)));
+                 r->value_len, h_header_str(r, "bloomstage-reason", b, sizeof(b)));
     sseen[sp - SPECIALS]++;
 }
 

@@ -69,6 +69,7 @@
 static const char *const *g_read_conf = H_READ_COMMITTED;
 #else
 #define NAME "test_live_blocklist"
+#define g_cluster NULL
 #define LAT_ROUNDS 6
 static const char *const *g_read_conf = NULL;
 #endif
@@ -94,17 +95,10 @@ static int env_cleanup(h_fixture *fx)
 
 static void create_topic(env *e, const char *topic, int parts, bool compact)
 {
-#ifdef BS_REAL_KAFKA
     static const char *const compacted[] = {"cleanup.policy=compact", NULL};
     static const char *const deleting[] = {"cleanup.policy=delete", NULL};
-    H_CHECK(h_create_topic(e->h.bs, topic, parts, h_kcluster_rf(g_cluster),
-                           compact ? compacted : deleting));
-#else
-    (void)compact;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "create-topic %s %d", topic, parts);
-    H_CHECK(h_broker_control(e->h.broker, cmd));
-#endif
+    H_CHECK(h_fixture_topic(&e->h, g_cluster, topic, parts,
+                            compact ? compacted : deleting));
 }
 
 /* A broker with NAME-in, -out, -rej (1 partition each: one order to check)

@@ -1177,18 +1177,6 @@ static void poison_produce(fx *f, poison_stream *ps, size_t from, size_t to,
     free(big);
 }
 
-/* A header of r as a string ("" when absent), into buf. */
-static const char *hdr_str(const h_record *r, const char *name, char *buf,
-                           size_t size)
-{
-    const h_header *h = h_header_last(r, name);
-    buf[0] = '\0';
-    if (h && h->value)
-        snprintf(buf, size, "%.*s", (int)h->value_len,
-                 (const char *)h->value);
-    return buf;
-}
-
 /* Which poison record r's key names, or -1. */
 static int poison_index(const h_record *r)
 {
@@ -1230,8 +1218,8 @@ static void poison_check(fx *f, const poison_stream *ps, size_t nsmall,
                          (const char *)r->key, pass ? REJ : OUT);
             if (j < 0 && pass && !rej_any)
                 fail_msg("%s rejected (%s)", (const char *)r->key,
-                         hdr_str(r, "bloomstage-reason", b, sizeof(b)));
-            if (pass && strcmp(hdr_str(r, "bloomstage-reason", b, sizeof(b)),
+                         h_header_str(r, "bloomstage-reason", b, sizeof(b)));
+            if (pass && strcmp(h_header_str(r, "bloomstage-reason", b, sizeof(b)),
                                "too-large"))
                 fail_msg("%.*s in %s with reason '%s', not too-large",
                          (int)r->key_len, (const char *)r->key, REJ, b);
@@ -1244,20 +1232,20 @@ static void poison_check(fx *f, const poison_stream *ps, size_t nsmall,
                 fail_msg("poison-%d in %s", j, pass ? REJ : OUT);
             snprintf(want, sizeof(want), IN ":%d:%lld", (int)ps->ppart[j],
                      (long long)ps->poff[j]);
-            if (strcmp(hdr_str(r, "bloomstage-src", b, sizeof(b)), want))
+            if (strcmp(h_header_str(r, "bloomstage-src", b, sizeof(b)), want))
                 fail_msg("poison-%d's bloomstage-src is '%s', not %s", j, b,
                          want);
             if (!pass && r->value_len != ps->vlen)
                 fail_msg("poison-%d forwarded with %zu bytes of %zu", j,
                          r->value_len, ps->vlen);
             if (pass && (r->value_len != 0 ||
-                         strcmp(hdr_str(r, "bloomstage-dropped", b,
+                         strcmp(h_header_str(r, "bloomstage-dropped", b,
                                         sizeof(b)), "value") ||
-                         strtoull(hdr_str(r, "bloomstage-value-bytes", b,
+                         strtoull(h_header_str(r, "bloomstage-value-bytes", b,
                                           sizeof(b)), NULL, 10) != ps->vlen))
                 fail_msg("poison-%d's rejected copy: %zu value bytes, "
                          "bloomstage-dropped '%s'", j, r->value_len,
-                         hdr_str(r, "bloomstage-dropped", b, sizeof(b)));
+                         h_header_str(r, "bloomstage-dropped", b, sizeof(b)));
         }
     }
     for (size_t k = 0; k < nsmall; k++)

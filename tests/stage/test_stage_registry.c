@@ -49,6 +49,7 @@ static const char *const *g_read_conf = H_READ_COMMITTED;
 #define GUARANTEE "exactly_once"
 #else
 #define NAME "test_stage_registry"
+#define g_cluster NULL
 static const char *const *g_read_conf = NULL;
 #define GUARANTEE "at_least_once"
 #endif
@@ -235,14 +236,7 @@ static int env_cleanup(h_fixture *fx)
 
 static void create_topic(env *e, const char *topic, int parts)
 {
-#ifdef BS_REAL_KAFKA
-    H_CHECK(h_create_topic(e->h.bs, topic, parts, h_kcluster_rf(g_cluster),
-                           NULL));
-#else
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "create-topic %s %d", topic, parts);
-    H_CHECK(h_broker_control(e->h.broker, cmd));
-#endif
+    H_CHECK(h_fixture_topic(&e->h, g_cluster, topic, parts, NULL));
 }
 
 /* Topics NAME-in (NPARTS), -out, -rej; the stage's configuration with
@@ -307,10 +301,7 @@ static void read_topic(env *e, const char *topic, h_record_list *l)
 /* tid of r as a string (its header), "" if none. */
 static const char *tid(const h_record *r, char *buf, size_t n)
 {
-    const h_header *h = h_header_last(r, "tid");
-    snprintf(buf, n, "%.*s", h && h->value ? (int)h->value_len : 0,
-             h && h->value ? (const char *)h->value : "");
-    return buf;
+    return h_header_str(r, "tid", buf, n);
 }
 
 /* The stream's verdicts in out and rej: each id not blocked once in out;
@@ -336,11 +327,9 @@ static void check_stream(env *e, const stream *st, size_t bad)
     }
     size_t missing = 0;
     for (size_t i = 0; i < rej.n; i++) {
-        const h_header *why = h_header_last(&rej.recs[i], "bloomstage-reason");
-        assert_non_null(why);
+        assert_non_null(h_header_last(&rej.recs[i], "bloomstage-reason"));
         char reason[256];
-        snprintf(reason, sizeof reason, "%.*s", (int)why->value_len,
-                 (const char *)why->value);
+        h_header_str(&rej.recs[i], "bloomstage-reason", reason, sizeof reason);
         int id = -1;
         if (strncmp(reason, "missing-key", 11) == 0) {
             missing++;
@@ -424,11 +413,8 @@ static void check_bad(env *e, const bad_rec *b, size_t n, const char *kind)
             const h_record *rec = &rej.recs[r];
             if (rec->key_len != strlen(key) || memcmp(rec->key, key, rec->key_len))
                 continue;
-            const h_header *why = h_header_last(rec, "bloomstage-reason");
             char reason[300];
-            snprintf(reason, sizeof reason, "%.*s",
-                     why ? (int)why->value_len : 0,
-                     why ? (const char *)why->value : "");
+            h_header_str(rec, "bloomstage-reason", reason, sizeof reason);
             printf("%s: %s: %s\n", NAME, b[i].what, reason);
             if (strncmp(reason, "missing-key: ", 13) != 0 ||
                 !strstr(reason, kind) || !strstr(reason, b[i].want))
