@@ -49,7 +49,7 @@ static void publish_why(bs_stage *s, const char *why)
     if (why && s->nwaiting)
         snprintf(s->wait_why, sizeof(s->wait_why), "the schema registry "
                  "gives no answer about schema id %d (%zu partition%s "
-                 "wait%s): %s", (int)s->wait_schema, s->nwaiting,
+                 "wait%s): %.280s", (int)s->wait_schema, s->nwaiting,
                  s->nwaiting == 1 ? "" : "s", s->nwaiting == 1 ? "s" : "",
                  why);
     else
