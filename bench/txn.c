@@ -510,9 +510,10 @@ static const char USAGE[] =
     "at each of those checkpoint intervals with each checkpoint store, a\n"
     "rate run with transactions whose rounds' phases (the stage's debug\n"
     "log) are summed up: each phase's median and p99, its share of the\n"
-    "round and of all the time.  Only the breakdown:\n"
-    "  bench/txn --breakdown 100,500,1000 --no-rate --no-latency "
-    "--rollbacks 0\n";
+    "round and of all the time.  Only the breakdown (N large enough for\n"
+    "tens of rounds at the longest interval):\n"
+    "  bench/txn --breakdown 100,500,1000 --records 6000000 --no-rate\n"
+    "      --no-latency --rollbacks 0\n";
 
 static const char *conf_label(const conf *c)
 {
