@@ -6,6 +6,7 @@
  *
  *   bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]
  *             [--intervals MS,MS,...] [--rounds K]
+ *             [--breakdown MS,MS,...] [--stores dir,kafka]
  *             [--bootstrap LIST] [--bloomstage PATH]
  *
  * Rate: for each round, N records (each key twice) are loaded into a fresh
@@ -31,6 +32,20 @@
  * It prints p50, p99 and the maximum per configuration and round, and the
  * median over rounds; every record of the input must arrive once.
  *
+ * Breakdown (--breakdown MS,...): where a round's time goes under load.
+ * For each round, each of those checkpoint intervals and each checkpoint
+ * store of --stores, a rate run as above with exactly_once by
+ * transactions and log.level=debug; the stage's `msg=checkpoint` lines
+ * (one per round: each phase's seconds, BS_ROUND_PHASES in
+ * stage/base/counters.h, the round's and the time since the round before)
+ * give, per run, each phase's median and p99 over its rounds (the first
+ * round, which holds the partitions' first checkpoints, left out) and
+ * its share of the round and of the cycle (round + the time between
+ * rounds, when records are consumed and produced; during a round the
+ * stage consumes nothing), and the rate between rounds (their records
+ * over the time between them).  The summary is the median over runs with
+ * the spread.
+ *
  * Rollback (--rollbacks K, 0 to skip): what ending an open transaction
  * costs the way the stage's rollback ends it -- the producer replaced:
  * purged, destroyed, a new one's init_transactions and
@@ -45,9 +60,11 @@
  * layer's (harness/realkafka.h) when it starts one.
  */
 #include "support.h"
+#include "base/counters.h"
 #include "base/timeouts.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +78,43 @@
 #define WARMUP_S 3.0 /* latency: the first seconds' records not timed */
 #define RB_RECORDS 1000 /* rollback: in each transaction ended */
 #define RB_MAX 50       /* rollback: most times each way */
+#define BD_MAX 32       /* breakdown: most configurations */
+
+/* Breakdown: the columns of a round read from its `msg=checkpoint` line:
+ * the stage's phases, then the whole round and the time before it. */
+static const char *const bd_key[] = {
+#define BD_X_KEY(id, name) name "_seconds",
+    BS_ROUND_PHASES(BD_X_KEY)
+#undef BD_X_KEY
+    "seconds", "between_seconds"};
+static const char *const bd_name[] = {
+#define BD_X_NAME(id, name) name,
+    BS_ROUND_PHASES(BD_X_NAME)
+#undef BD_X_NAME
+    "(round)", "(between)"};
+#define BD_NCOL (BS_NPHASES + 2)
+#define BD_ROUND BS_NPHASES         /* the column of the whole round */
+#define BD_BETWEEN (BS_NPHASES + 1) /* and of the time before it */
+
+/* One run's breakdown: over its rounds, each column's median and p99 (s),
+ * its share of the rounds' time and of the cycles' (round + between). */
+enum { BD_MED, BD_P99, BD_OF_ROUND, BD_OF_CYCLE, BD_NFIG };
+typedef struct bd_run {
+    size_t rounds;
+    double records;    /* per round, median */
+    double running;    /* records/s between rounds: their records over
+                          the time between them */
+    double fig[BD_NFIG][BD_NCOL];
+} bd_run;
 
 typedef struct conf {
     const char *method; /* exactly_once.method; NULL: at_least_once */
     int interval_ms;
     bool rate_too;      /* also in the rate comparison */
+    const char *store;  /* breakdown: checkpoint.store; NULL: not one */
     double p50[MAX_ROUNDS], p99[MAX_ROUNDS], max[MAX_ROUNDS];
     double rate[MAX_ROUNDS];
+    bd_run bd[MAX_ROUNDS];
 } conf;
 
 static int cmp_i64(const void *a, const void *b)
@@ -117,10 +164,13 @@ static int stage_start(stage_run *r, const char *bs, const char *bin,
         "consumer.fetch.wait.max.ms=10\nlog.stats.interval.ms=0\n"
         /* the first-record lag (bench/e2e.c): the output topic's
          * partitions learnt within 0.1 s */
-        "producer.topic.metadata.refresh.interval.ms=100\n",
+        "producer.topic.metadata.refresh.interval.ms=100\n"
+        /* breakdown: the store, and a `msg=checkpoint` line per round */
+        "checkpoint.store=%s\nlog.level=%s\n",
         r->in, r->out, r->group, bs, dir, r->group, c->interval_ms,
         c->method ? "exactly_once" : "at_least_once",
-        c->method ? c->method : "auto");
+        c->method ? c->method : "auto", c->store ? c->store : "dir",
+        c->store ? "debug" : "info");
     int rc = h_write_file(conf_path, text);
     free(text);
     if (rc) {
@@ -183,15 +233,101 @@ static void conf_name(const conf *c, int round, const char *phase,
              c->method ? c->method : "alo", c->interval_ms, round);
 }
 
+/* The median and the p99 of v[0..n) (sorted in place). */
+static void bd_quantiles(double *v, size_t n, double *med, double *p99)
+{
+    *med = h_sort_median(v, n);
+    *p99 = v[(n * 99) / 100];
+}
+
+/* out's figures from n rounds' rows v[i * BD_NCOL + column] and their
+ * records rec[0..n); col has room for n. */
+static void bd_figures(const double *v, double *rec, double *col, size_t n,
+                       bd_run *out)
+{
+    double sum[BD_NCOL] = {0}, records = 0;
+    memset(out, 0, sizeof(*out));
+    out->rounds = n;
+    for (size_t i = 0; i < n; i++)
+        records += rec[i];
+    for (int k = 0; k < BD_NCOL; k++) {
+        for (size_t i = 0; i < n; i++)
+            sum[k] += col[i] = v[i * BD_NCOL + k];
+        bd_quantiles(col, n, &out->fig[BD_MED][k], &out->fig[BD_P99][k]);
+    }
+    double cycle = sum[BD_ROUND] + sum[BD_BETWEEN], unused;
+    out->running = sum[BD_BETWEEN] > 0 ? records / sum[BD_BETWEEN] : 0;
+    for (int k = 0; k < BD_NCOL; k++) {
+        out->fig[BD_OF_ROUND][k] =
+            sum[BD_ROUND] > 0 ? sum[k] / sum[BD_ROUND] : 0;
+        out->fig[BD_OF_CYCLE][k] = cycle > 0 ? sum[k] / cycle : 0;
+    }
+    bd_quantiles(rec, n, &out->records, &unused);
+}
+
+/* The breakdown of the stage's log at path: its `msg=checkpoint` lines of
+ * reason=trigger but the first (it holds the partitions' first
+ * checkpoints).  0, or -1 with a message. */
+static int bd_read(const char *path, bd_run *out)
+{
+    char *text = NULL;
+    if (h_read_file(path, &text, NULL) || !text) {
+        fprintf(stderr, "bench_txn: %s: %s\n", path, h_last_error());
+        return -1;
+    }
+    size_t cap = 0, n = 0;
+    double *v = NULL, *rec = NULL;
+    bool first = true, oom = false;
+    for (const char *l = text; !oom && l && *l;
+         l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char *line = h_strdupf("%.*s", (int)len, l);
+        double row[BD_NCOL];
+        bool take = strstr(line, " msg=checkpoint reason=trigger ") != NULL;
+        if (take && first)
+            take = first = false;
+        for (int k = 0; take && k < BD_NCOL; k++)
+            take = !isnan(row[k] = h_log_double(line, bd_key[k]));
+        if (take && n == cap) {
+            cap = cap ? cap * 2 : 256;
+            double *nv = realloc(v, cap * BD_NCOL * sizeof(*v));
+            v = nv ? nv : v;
+            double *nr = nv ? realloc(rec, cap * sizeof(*rec)) : NULL;
+            rec = nr ? nr : rec;
+            oom = !nv || !nr;
+        }
+        if (take && !oom) {
+            memcpy(v + n * BD_NCOL, row, sizeof(row));
+            rec[n++] = (double)h_log_int(line, "records");
+        }
+        free(line);
+    }
+    free(text);
+    double *col = n && !oom ? malloc(n * sizeof(*col)) : NULL;
+    int rc = col ? 0 : -1;
+    if (rc)
+        fprintf(stderr, "bench_txn: %s: %s\n", path, oom || n ? "out of "
+                "memory" : "no `msg=checkpoint reason=trigger` rounds past "
+                "the first");
+    else
+        bd_figures(v, rec, col, n, out);
+    free(col);
+    free(v);
+    free(rec);
+    return rc;
+}
+
 /* Rate: n records (each key twice, the second copy later) loaded first,
  * then the stage started; from its assignment until the group's committed
  * offsets reach the input's end (with transactions: the output committed
- * and visible). */
+ * and visible).  A breakdown configuration (c->store) also reads its
+ * rounds from the stage's log. */
 static int rate_one(const char *bs, const char *bin, const char *dir,
                     conf *c, int round, size_t n)
 {
     char name[64];
-    conf_name(c, round, "rate", name, sizeof(name));
+    conf_name(c, round, c->store ? c->store : "rate", name, sizeof(name));
     stage_run r;
     if (stage_setup(&r, bs, name))
         return -1;
@@ -242,10 +378,14 @@ static int rate_one(const char *bs, const char *bin, const char *dir,
         h_nap(20);
     }
     double dt = h_now_s() - t0;
+    char *log = r.log_path ? h_strdupf("%s", r.log_path) : NULL;
     if (stage_stop(&r))
         rc = -1;
     if (rc == 0)
         c->rate[round] = (double)n / dt;
+    if (rc == 0 && c->store)
+        rc = bd_read(log, &c->bd[round]);
+    free(log);
     return rc;
 }
 
@@ -356,7 +496,8 @@ out:
 static const char USAGE[] =
     "usage: bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]\n"
     "                 [--no-rate] [--intervals MS,MS,...] [--rounds K]\n"
-    "                 [--rollbacks K]\n"
+    "                 [--rollbacks K] [--breakdown MS,MS,...]\n"
+    "                 [--stores dir,kafka]\n"
     "                 [--bootstrap LIST] [--bloomstage PATH]\n"
     "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
     "transactions (and by replay) against at_least_once (N records loaded\n"
@@ -365,7 +506,14 @@ static const char USAGE[] =
     "timed) at each checkpoint\n"
     "interval with transactions, against at_least_once and replay; and\n"
     "what a rollback's new producer costs against abort_transaction\n"
-    "(K times each way, default 20, 0: not measured).\n";
+    "(K times each way, default 20, 0: not measured).  --breakdown: also,\n"
+    "at each of those checkpoint intervals with each checkpoint store, a\n"
+    "rate run with transactions whose rounds' phases (the stage's debug\n"
+    "log) are summed up: each phase's median and p99, its share of the\n"
+    "round and of all the time.  Only the breakdown (N large enough for\n"
+    "tens of rounds at the longest interval):\n"
+    "  bench/txn --breakdown 100,500,1000 --records 6000000 --no-rate\n"
+    "      --no-latency --rollbacks 0\n";
 
 static const char *conf_label(const conf *c)
 {
@@ -378,6 +526,94 @@ static void spread(const double *v, int n, double *lo, double *hi)
     for (int i = 1; i < n; i++) {
         *lo = v[i] < *lo ? v[i] : *lo;
         *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* -- breakdown: where a round's time goes --------------------------------- */
+
+/* The breakdown's configurations: each interval of `intervals` with each
+ * store of `stores`, into c[0..BD_MAX).  Their count, or -1. */
+static int bd_confs(const char *intervals, const char *stores, conf *c)
+{
+    int n = 0;
+    for (const char *p = intervals; p; p = strchr(p, ','), p = p ? p + 1 : p)
+        for (const char *q = stores; q; q = strchr(q, ','),
+                        q = q ? q + 1 : q) {
+            int ms = atoi(p);
+            const char *store = !strncmp(q, "dir", 3) &&
+                                        (q[3] == ',' || !q[3])
+                                    ? "dir"
+                                : !strncmp(q, "kafka", 5) &&
+                                        (q[5] == ',' || !q[5])
+                                    ? "kafka"
+                                    : NULL;
+            if (ms <= 0 || !store || n == BD_MAX)
+                return -1;
+            c[n++] = (conf){.method = "transactions", .interval_ms = ms,
+                            .store = store};
+        }
+    return n;
+}
+
+/* One breakdown run, in a line. */
+static void bd_line(const conf *c, int round)
+{
+    const bd_run *b = &c->bd[round];
+    printf("round %d breakdown store %-5s interval %5d ms: %8.0f records/s "
+           "(%.0f between rounds), %zu rounds of %.0f records; round %.1f ms, "
+           "between %.1f ms (medians); consuming nothing %.0f%% of the "
+           "time\n", round + 1, c->store, c->interval_ms, c->rate[round],
+           b->running, b->rounds, b->records, b->fig[BD_MED][BD_ROUND] * 1000,
+           b->fig[BD_MED][BD_BETWEEN] * 1000,
+           b->fig[BD_OF_CYCLE][BD_ROUND] * 100);
+}
+
+/* "median (min-max)" of the runs' values of one figure, times scale. */
+static void bd_cell(const conf *c, int rounds, int fig, int col,
+                    double scale, int decimals)
+{
+    double v[MAX_ROUNDS] = {0}, lo, hi;
+    for (int r = 0; r < rounds; r++)
+        v[r] = c->bd[r].fig[fig][col];
+    spread(v, rounds, &lo, &hi);
+    char cell[64];
+    snprintf(cell, sizeof(cell), "%.*f (%.*f-%.*f)", decimals,
+             median(v, rounds) * scale, decimals, lo * scale, decimals,
+             hi * scale);
+    printf(" %-22s", cell);
+}
+
+/* A configuration's breakdown, the median of its runs with their spread. */
+static void bd_print(const conf *c, int rounds)
+{
+    double rec[MAX_ROUNDS], nr[MAX_ROUNDS], run[MAX_ROUNDS];
+    double lo, hi, lo2, hi2, lo3, hi3;
+    for (int r = 0; r < rounds; r++) {
+        rec[r] = c->bd[r].records;
+        nr[r] = (double)c->bd[r].rounds;
+        run[r] = c->bd[r].running;
+    }
+    spread(c->rate, rounds, &lo, &hi);
+    spread(rec, rounds, &lo2, &hi2);
+    spread(run, rounds, &lo3, &hi3);
+    printf("breakdown, transactions, checkpoint.store=%s, "
+           "checkpoint.interval.ms=%d: %.0f records/s (%.0f-%.0f); between "
+           "rounds %.0f records/s (%.0f-%.0f); %.0f rounds a run, %.0f "
+           "records a round (%.0f-%.0f)\n", c->store, c->interval_ms,
+           median(c->rate, rounds), lo, hi, median(run, rounds), lo3, hi3,
+           median(nr, rounds), median(rec, rounds), lo2, hi2);
+    printf("  %-14s %-22s %-22s %-22s %-22s\n", "phase", "median ms",
+           "p99 ms", "% of the round", "% of all the time");
+    for (int k = 0; k < BD_NCOL; k++) {
+        printf("  %-14s", bd_name[k]);
+        bd_cell(c, rounds, BD_MED, k, 1000, 1);
+        bd_cell(c, rounds, BD_P99, k, 1000, 1);
+        if (k == BD_BETWEEN)
+            printf(" %-22s", "-");
+        else
+            bd_cell(c, rounds, BD_OF_ROUND, k, 100, 0);
+        bd_cell(c, rounds, BD_OF_CYCLE, k, 100, 0);
+        printf("\n");
     }
 }
 
@@ -511,6 +747,7 @@ int main(int argc, char **argv)
     const char *bs = NULL;
     bool latency = true, rate_on = true;
     int rollbacks = 20;
+    const char *breakdown = NULL, *stores = "dir,kafka";
     const char *bin = getenv("BLOOMSTAGE_BIN");
     if (!bin)
         bin = BENCH_BLOOMSTAGE_PATH;
@@ -544,6 +781,10 @@ int main(int argc, char **argv)
             rounds = atoi(v);
         else if (!strcmp(a, "--rollbacks"))
             rollbacks = atoi(v);
+        else if (!strcmp(a, "--breakdown"))
+            breakdown = v;
+        else if (!strcmp(a, "--stores"))
+            stores = v;
         else if (!strcmp(a, "--bootstrap"))
             bs = v;
         else if (!strcmp(a, "--bloomstage"))
@@ -556,6 +797,12 @@ int main(int argc, char **argv)
     }
     if (rate <= 0 || seconds <= 0 || records < 2 || rounds < 1 ||
         rounds > MAX_ROUNDS || rollbacks < 0 || rollbacks > RB_MAX) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    conf bd[BD_MAX];
+    int nbd = breakdown ? bd_confs(breakdown, stores, bd) : 0;
+    if (nbd < 0) {
         fputs(USAGE, stderr);
         return 2;
     }
@@ -599,6 +846,10 @@ int main(int argc, char **argv)
            "read (read_committed) - append, the first %g s not timed; %d "
            "partitions, %d rounds\n",
            records, rate, seconds, WARMUP_S, NPARTS, rounds);
+    printf("command: bench/txn");
+    for (int i = 1; i < argc; i++)
+        printf(" %s", argv[i]);
+    printf("\n");
     int rc = 0;
     for (int r = 0; r < rounds && rc == 0; r++) {
         for (int k = 0; k < nconf && rc == 0; k++) {
@@ -618,6 +869,11 @@ int main(int argc, char **argv)
                        "p99 %6.0f  max %6.0f ms\n", r + 1,
                        conf_label(&confs[k]), confs[k].interval_ms,
                        confs[k].p50[r], confs[k].p99[r], confs[k].max[r]);
+            fflush(stdout);
+        }
+        for (int k = 0; k < nbd && rc == 0; k++) {
+            if ((rc = rate_one(bs, bin, dir, &bd[k], r, records)) == 0)
+                bd_line(&bd[k], r);
             fflush(stdout);
         }
     }
@@ -649,6 +905,8 @@ int main(int argc, char **argv)
                    median(c->p99, rounds), lo99, hi99);
         }
     }
+    for (int k = 0; k < nbd && rc == 0; k++)
+        bd_print(&bd[k], rounds);
     if (rc == 0 && rollbacks > 0)
         rc = rollback_all(bs, rollbacks);
     h_tmpdir_remove(dir);

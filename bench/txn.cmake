@@ -1,6 +1,7 @@
 # bench_txn: the latency exactly_once by Kafka transactions adds (append ->
 # visible to a read_committed consumer, p50/p99) at several checkpoint
-# intervals, against at_least_once, on a real Apache Kafka broker
+# intervals, against at_least_once, and where a round's time goes
+# (--breakdown), on a real Apache Kafka broker
 # (bench/txn.c; bench/txn starts the broker, builds a Release tree and runs
 # it).  Like bench_e2e it runs the bloomstage binary and links the support
 # layer (harness, bstestsupport).

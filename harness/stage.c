@@ -329,6 +329,21 @@ long long h_log_int(const char *line, const char *key)
     return *end == ' ' || *end == '\0' || *end == '\n' ? v : -1;
 }
 
+double h_log_double(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *k = strstr(line, pat);
+    if (!k)
+        return NAN;
+    char *end;
+    double v = strtod(k + strlen(pat), &end);
+    return end != k + strlen(pat) &&
+                   (*end == ' ' || *end == '\0' || *end == '\n')
+               ? v
+               : NAN;
+}
+
 double h_log_time(const char *line)
 {
     struct tm tm;

@@ -119,6 +119,9 @@ void h_expect_ckpt_info(h_proc *p, const char *topic, const int64_t *want,
 
 /* The integer value of key=N in a logfmt line (bare), or -1 if absent. */
 long long h_log_int(const char *line, const char *key);
+/* The number of key=X in a logfmt line (bare, as strtod reads it), or NaN
+ * if absent or not a number. */
+double h_log_double(const char *line, const char *key);
 /* How many of p's `partition assigned` lines of topic restored a
  * checkpoint (checkpoint_offset > 0): partitions that came with their
  * state. */

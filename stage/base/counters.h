@@ -16,8 +16,9 @@
  *   stat   the key in the `msg=stats` log line, or NULL: not in it
  *
  * The labelled family bloomstage_records_dropped_total (by reason and
- * blocklist) and the checkpoint-duration histogram are rendered by
- * metrics.c from dropped_* and the histogram; they are not rows here.
+ * blocklist), the checkpoint-duration histogram and the rounds' time by
+ * phase (BS_ROUND_PHASES, below) are rendered by metrics.c from dropped_*,
+ * the histogram and the phases' totals; they are not rows here.
  * dropped_unproducible counts records to forward that could not be
  * produced to output.topic for good (poison.h): routed to rejected.topic,
  * or the record the stage stopped at.
@@ -105,6 +106,37 @@ typedef _Atomic uint64_t bs_counter;
  * upper bounds (s; report.c). */
 #define BS_CKPT_BUCKETS 10
 extern const double bs_ckpt_bucket_bounds[BS_CKPT_BUCKETS];
+
+/* The phases of a checkpoint round, in order, each timed once per round
+ * (round.c, txn.c): the `phase` label of
+ * bloomstage_checkpoint_phase_seconds_total and the NAME_seconds keys of
+ * the `msg=checkpoint` debug line.
+ *   flush         the output's delivery reports (and, first, a new
+ *                 partition's first checkpoint or a pending restore)
+ *   watermarks    exactly_once: the output's high watermarks (ListOffsets)
+ *   write         the changed partitions' checkpoints handed to the store
+ *   sync          the store made durable: the directory's fsyncs, or the
+ *                 Kafka store's chunks delivered and manifests written
+ *   send_offsets  transactions: send_offsets_to_transaction
+ *   commit        commit_transaction, or the consumer's offset commit
+ *   other         the rest: the next transaction begun, the store told
+ *                 what is committed */
+#define BS_ROUND_PHASES(X)                                                    \
+    X(FLUSH, "flush")                                                         \
+    X(WATERMARKS, "watermarks")                                               \
+    X(WRITE, "write")                                                         \
+    X(SYNC, "sync")                                                           \
+    X(SEND_OFFSETS, "send_offsets")                                           \
+    X(COMMIT, "commit")                                                       \
+    X(OTHER, "other")
+
+typedef enum bs_round_phase {
+#define BS_X_PHASE(id, name) BS_PHASE_##id,
+    BS_ROUND_PHASES(BS_X_PHASE)
+#undef BS_X_PHASE
+    BS_NPHASES
+} bs_round_phase;
+extern const char *const bs_round_phase_names[BS_NPHASES];
 
 /* The list as data, for code that walks it (report.c, metrics.c); the
  * values are read from a bs_stage_stats (report.h) with bs_stats_value. */

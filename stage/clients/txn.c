@@ -12,7 +12,8 @@
  * whose init_transactions aborts the transaction: bs_rollback says why).
  *
  * Everything here runs on the stage thread and uses s->producer, which
- * clients.c makes and replaces.
+ * clients.c makes and replaces.  A commit times its two calls as phases
+ * of the round (send_offsets, commit: bs_round_lap).
  */
 #include "clients/txn.h"
 #include "core/stage_int.h"
@@ -22,6 +23,7 @@
 #include "base/util.h"
 #include "core/state.h"
 #include "core/startup.h"
+#include "ops/publish.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +228,7 @@ bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
                           errstr_size);
         bs_crash_point(BS_CRASH_AFTER_SEND_OFFSETS);
     }
+    bs_round_lap(s, BS_PHASE_SEND_OFFSETS);
     for (int attempt = 1; attempt <= TXN_ATTEMPTS; attempt++) {
         /* A retriable failure (a timeout) goes on in the background and
          * the same call resumes it. */
@@ -240,6 +243,7 @@ bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
          * committed offsets back from the broker and restores the state
          * that matches them, whichever it is. */
         return failed(e, "commit_transaction", errstr, errstr_size);
+    bs_round_lap(s, BS_PHASE_COMMIT);
     s->txn_open = false;
     bs_crash_point(BS_CRASH_AFTER_COMMIT);
     return BS_OK;

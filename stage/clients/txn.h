@@ -32,7 +32,8 @@ bool bs_txn_begin(bs_stage *s);
 /* Sends `offsets` with the consumer group's metadata and commits the
  * open transaction.  BS_OK: committed.  Otherwise errstr says why and the
  * transaction is not committed: the caller rolls back (bs_rollback ends
- * it).  Crash points after-send-offsets and after-commit are here. */
+ * it).  Crash points after-send-offsets and after-commit are here; each
+ * call is timed as a phase of the round (bs_round_lap). */
 bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
                     char *errstr, size_t errstr_size);
 /* Whether a librdkafka error means this instance was fenced: another one

@@ -277,6 +277,9 @@ struct bs_stage {
     /* Round pacing (round.c). */
     uint64_t since_ckpt; /* records processed since the last checkpoint */
     double last_ckpt;
+    /* The round in progress, timed by phase (bs_round_lap): seconds per
+     * phase, and when the last lap ended. */
+    double round_phase[BS_NPHASES], round_lap;
     double backoff, retry_at;
     bool filter_full_logged;
     bool late_logged;
@@ -295,6 +298,7 @@ struct bs_stage {
     _Atomic int pub_state;        /* any thread: s->state, published */
     bs_counter ckpt_hist[BS_CKPT_BUCKETS];
     bs_counter ckpt_rounds, ckpt_sum_us;
+    bs_counter phase_us[BS_NPHASES]; /* those rounds' time by phase */
     /* Checkpoint health (round.c writes, report.c reads for /ready; any
      * thread): the ms (bs_now) the first failed round since the last good
      * one began, 0 none; the ms the round in progress began, 0 none; the

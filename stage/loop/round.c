@@ -359,6 +359,7 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
 static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
+    bs_round_lap(s, BS_PHASE_COMMIT);
     double now = bs_unix_now();
     if (cerr) {
         bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
@@ -515,9 +516,12 @@ static bs_rc write_checkpoints(bs_stage *s,
         w->n++;
         w->bytes += bs_store_last_bytes(s->store, NULL);
     }
+    bs_round_lap(s, BS_PHASE_WRITE);
     if (w->n)
         bs_crash_point(BS_CRASH_AFTER_CKPT_WRITE);
-    if (!w->written || bs_ckpt_sync(s, err, err_size) != 0) {
+    bool synced = w->written && bs_ckpt_sync(s, err, err_size) == 0;
+    bs_round_lap(s, BS_PHASE_SYNC);
+    if (!synced) {
         if (!w->written)
             snprintf(err, err_size, "out of memory");
         note_failure(s, NULL, -1, err);
@@ -567,11 +571,30 @@ commit_list(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     return commit;
 }
 
+/* A completed round's debug line: its size, its duration, the time each
+ * phase took (BS_ROUND_PHASES) and the time since the round before ended
+ * (`between_seconds`, records processed). */
+static void log_round(bs_stage *s, const char *why, int partitions,
+                      uint64_t bytes, uint64_t records, double seconds,
+                      double between)
+{
+    char phases[BS_NPHASES * 40];
+    size_t len = 0;
+    for (int k = 0; k < BS_NPHASES && len < sizeof(phases); k++)
+        len += (size_t)snprintf(phases + len, sizeof(phases) - len,
+                                " %s_seconds=%.4f", bs_round_phase_names[k],
+                                s->round_phase[k]);
+    bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu "
+           "records=%llu seconds=%.4f%s between_seconds=%.4f", why,
+           partitions, (unsigned long long)bytes,
+           (unsigned long long)records, seconds, phases, between);
+}
+
 /* The commit of a round's list, and its figures on success.  BS_RETRY
  * when a transaction's commit failed (rolled back); a failed plain commit
  * is not a failed round (the next makes it again). */
 static bs_rc commit_round(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
-                          const char *why, uint64_t bytes, const double t[3])
+                          const char *why, uint64_t bytes, double t0)
 {
     if (commit->cnt == 0)
         return BS_OK;
@@ -583,19 +606,18 @@ static bs_rc commit_round(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
     store_committed(s, commit);
     bs_poison_prune(s); /* records the commit passed do not come again */
     bs_refusal_healed(s);
-    double now = bs_now(), dt = now - t[0];
+    bs_round_lap(s, BS_PHASE_OTHER);
+    double dt = s->round_lap - t0;
     BS_SET(s->ctr.checkpoint_bytes, bytes);
     bs_report_round(s, dt);
-    bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu "
-           "seconds=%.3f flush_seconds=%.3f store_seconds=%.3f "
-           "commit_seconds=%.3f", why, commit->cnt, (unsigned long long)bytes,
-           dt, t[1] - t[0], t[2] - t[1], now - t[2]);
+    log_round(s, why, commit->cnt, bytes, s->since_ckpt, dt,
+              t0 - s->last_ckpt);
     return BS_OK;
 }
 
 /* The body of a round, in CHECKPOINTING: first checkpoints, the flush
  * (invariant 2: nothing is written before every delivery succeeded), the
- * writes, the commit. */
+ * writes, the commit; each phase timed (bs_round_lap). */
 static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
                         const char *why, double t0)
 {
@@ -617,7 +639,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
         return BS_RETRY;
     }
     bs_crash_point(BS_CRASH_AFTER_FLUSH);
-    double t[3] = {t0, bs_now(), 0}; /* start, flushed, stored */
+    bs_round_lap(s, BS_PHASE_FLUSH);
     bs_ckpt_wm *wm = NULL;
     uint32_t nwm = 0;
     if (bs_exactly_once(s)) {
@@ -625,10 +647,10 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
             return BS_RETRY;
         nwm = (uint32_t)s->out_parts;
     }
+    bs_round_lap(s, BS_PHASE_WATERMARKS);
     char err[BS_ERRSTR_SIZE];
     round_writes w = {calloc(s->nparts ? s->nparts : 1, sizeof(bool)), 0, 0};
     bs_rc rc = write_checkpoints(s, only, wm, nwm, &w, err, sizeof(err));
-    t[2] = bs_now();
     /* Transactions: a checkpoint not written is handled as a failed
      * delivery of the output.  The transaction holds the round's output
      * without it, and the Kafka store's records are in it too: one of them
@@ -643,7 +665,7 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     } else {
         rd_kafka_topic_partition_list_t *commit =
             commit_list(s, only, &w, wm, nwm);
-        if (commit_round(s, commit, why, w.n ? w.bytes : 0, t) != BS_OK)
+        if (commit_round(s, commit, why, w.n ? w.bytes : 0, t0) != BS_OK)
             rc = BS_RETRY;
         rd_kafka_topic_partition_list_destroy(commit);
     }
@@ -692,6 +714,7 @@ bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
         return BS_RETRY;
     bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_CHECKPOINTING);
     s->round_err[0] = '\0';
+    bs_round_clock_start(s, t0);
     atomic_store(&s->round_since_ms, (int64_t)(t0 * 1000));
     bs_rc rc = round_body(s, only, why, t0);
     round_verdict(s, rc, t0);

@@ -273,6 +273,15 @@ static void render_totals(out *o, bs_stage *s)
     outf(o, "bloomstage_checkpoint_duration_seconds_sum %.6f\n", h.sum);
     outf(o, "bloomstage_checkpoint_duration_seconds_count %llu\n",
          (unsigned long long)h.count);
+    double ph[BS_NPHASES];
+    bs_stage_round_phases(s, ph);
+    head(o, "bloomstage_checkpoint_phase_seconds_total", "counter",
+         "Time the checkpoint rounds of bloomstage_checkpoint_duration_"
+         "seconds spent in each phase: flush, watermarks, write, sync, "
+         "send_offsets, commit, other.");
+    for (int k = 0; k < BS_NPHASES; k++)
+        outf(o, "bloomstage_checkpoint_phase_seconds_total{phase=\"%s\"} "
+             "%.6f\n", bs_round_phase_names[k], ph[k]);
     for (size_t i = 0; i < bs_ncounters; i++)
         if (bs_counter_infos[i].kind == BS_GAUGE && bs_counter_infos[i].prom)
             gauge(o, bs_counter_infos[i].prom, bs_counter_infos[i].help,

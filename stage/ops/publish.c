@@ -2,7 +2,8 @@
  * publish.c -- the stage thread's side of what the stage tells the world:
  * the counters and per-partition view published under a lock for other
  * threads (report.c reads them), librdkafka's statistics (consumer lag),
- * round durations into the histogram, audit warnings, the periodic
+ * round durations into the histogram and their phases' times into their
+ * totals, audit warnings, the periodic
  * `msg=stats` log line and the live status line on a terminal.
  */
 #include "ops/publish.h"
@@ -19,8 +20,26 @@
 #include <string.h>
 #include <sys/time.h>
 
+void bs_round_clock_start(bs_stage *s, double t0)
+{
+    for (int k = 0; k < BS_NPHASES; k++)
+        s->round_phase[k] = 0;
+    s->round_lap = t0;
+}
+
+void bs_round_lap(bs_stage *s, bs_round_phase phase)
+{
+    double now = bs_now();
+    s->round_phase[phase] += now - s->round_lap;
+    s->round_lap = now;
+}
+
 void bs_report_round(bs_stage *s, double dt)
 {
+    for (int k = 0; k < BS_NPHASES; k++)
+        atomic_fetch_add_explicit(&s->phase_us[k],
+                                  (uint64_t)(s->round_phase[k] * 1e6),
+                                  memory_order_relaxed);
     BS_SET(s->ctr.checkpoint_us, (uint64_t)(dt * 1e6));
     BS_INC(s->ckpt_rounds);
     atomic_fetch_add_explicit(&s->ckpt_sum_us, (uint64_t)(dt * 1e6),

@@ -4,8 +4,8 @@
  * view the metrics endpoint reads (published under a lock by the stage
  * thread, at most once a second and on every checkpoint and rebalance),
  * librdkafka's statistics (consumer lag), the checkpoint-duration
- * histogram, readiness, the periodic `msg=stats` log line and the live
- * status line on a terminal.
+ * histogram and its rounds' time by phase, readiness, the periodic
+ * `msg=stats` log line and the live status line on a terminal.
  */
 #include "ops/report.h"
 #include "core/stage_int.h"
@@ -95,6 +95,18 @@ void bs_stage_checkpoint_hist(bs_stage *s, bs_stage_hist *out)
     out->sum = (double)BS_GET(s->ckpt_sum_us) / 1e6;
     for (int b = 0; b < BS_CKPT_BUCKETS; b++)
         out->buckets[b] = BS_GET(s->ckpt_hist[b]);
+}
+
+const char *const bs_round_phase_names[BS_NPHASES] = {
+#define BS_X_NAME(id, name) name,
+    BS_ROUND_PHASES(BS_X_NAME)
+#undef BS_X_NAME
+};
+
+void bs_stage_round_phases(bs_stage *s, double out[BS_NPHASES])
+{
+    for (int k = 0; k < BS_NPHASES; k++)
+        out[k] = (double)BS_GET(s->phase_us[k]) / 1e6;
 }
 
 size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max)

@@ -31,6 +31,9 @@ typedef struct bs_stage_hist {
     uint64_t buckets[BS_CKPT_BUCKETS]; /* cumulative, Prometheus style */
 } bs_stage_hist;
 void bs_stage_checkpoint_hist(bs_stage *s, bs_stage_hist *out);
+/* The time those rounds spent in each phase (counters.h's
+ * BS_ROUND_PHASES), summed, in seconds. */
+void bs_stage_round_phases(bs_stage *s, double out[BS_NPHASES]);
 
 /* One assigned partition, as last published by the stage thread (every
  * second, and on each checkpoint and rebalance). */

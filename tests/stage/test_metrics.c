@@ -28,7 +28,8 @@
  *      records in the rejected topic, in = out + dropped; per-partition
  *      filter gauges are present and plausible (estimated keys within 5% of
  *      the partition's distinct keys, estimated fpr <= dedup.fpr);
- *      checkpoint counters and the duration histogram are consistent;
+ *      checkpoint counters and the duration histogram are consistent,
+ *      and the rounds' phases add up to their durations;
  *      consumer lag appears and reaches 0; every family in the docs' table
  *      is served with the type the table gives, and nothing undocumented;
  *   3. the format: every sample line matches the text format's grammar,
@@ -89,6 +90,7 @@
 #include "ops/metrics_gate.h"  /* BS_GATE_REQUEST_S */
 #include "ops/metrics_guard.h" /* BS_BCRYPT_COST_MIN */
 #include "support.h"
+#include "base/counters.h" /* BS_ROUND_PHASES */
 #include "base/timeouts.h" /* BS_START_GIVE_UP_S */
 
 #include <crypt.h>
@@ -859,6 +861,28 @@ static void test_refused_certificate_exits(void **state)
 
 /* ==== 2. the counters match the topics ================================ */
 
+/* The rounds' time by phase: every phase of BS_ROUND_PHASES is served,
+ * and the phases add up to the rounds' durations (both are the same laps;
+ * each phase loses under 1 us a round to rounding down). */
+static void phases_add_up(const h_prom *pm, const char *body, double rounds)
+{
+    static const char *const names[] = {
+#define X_NAME(id, name) name,
+        BS_ROUND_PHASES(X_NAME)
+#undef X_NAME
+    };
+    double sum = 0;
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+        sum += h_prom_get(pm, body, "bloomstage_checkpoint_phase_seconds_"
+                          "total{phase=\"%s\"}", names[k]);
+    double total = h_prom_get(pm, body,
+                              "bloomstage_checkpoint_duration_seconds_sum");
+    double slack = (rounds + 1) * (BS_NPHASES + 1) * 1e-6;
+    if (sum > total + slack || sum < total - slack)
+        fail_msg("the phases sum to %.6f s, the rounds' durations to %.6f s "
+                 "(%g rounds)", sum, total, rounds);
+}
+
 #define KS_RECORDS 3000
 #define KS_KEYSPACE 1800
 
@@ -1076,6 +1100,7 @@ static void test_counters_match_topics(void **state)
     /* Every round committed (nothing failed in this run). */
     assert_true(commits == rounds);
     assert_true(ckbytes > 0);
+    phases_add_up(&pm, body, rounds);
     /* The group's committed offsets are the input's ends. */
     int64_t committed[NPART];
     H_CHECK(h_committed(fx->h.bs, "metrics", "in", NPART, committed));
@@ -1125,8 +1150,9 @@ typedef struct scrape_view {
 
 /* One scrape, parsed strictly (scrape), plus: per-partition families carry
  * exactly topic and partition labels, other families none (but dropped's
- * reason/list and the histogram's le); counters and histogram counts are
- * non-negative integers; nothing is NaN; the histogram is consistent. */
+ * reason/list, the histogram's le and the phases' phase); counters and
+ * histogram counts are non-negative integers (counters of seconds
+ * non-negative); nothing is NaN; the histogram is consistent. */
 static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
 {
     h_prom pm;
@@ -1171,14 +1197,21 @@ static void scrape_checked(h_proc *p, unsigned port, scrape_view *v)
             if (got != (skipped ? 2 : 1) || x->labels[used] != '\0')
                 fail_msg("%s: want labels list%s", x->series,
                          skipped ? ", reason" : "");
+        } else if (!strcmp(fam, "bloomstage_checkpoint_phase_seconds_total")) {
+            char phase[32];
+            used = 0;
+            if (sscanf(x->labels, "phase=\"%31[a-z_]\"%n", phase, &used) != 1 ||
+                x->labels[used] != '\0')
+                fail_msg("%s: want the label phase", x->series);
         } else if (strcmp(fam, "bloomstage_checkpoint_duration_seconds") &&
                    x->labels[0]) {
             fail_msg("%s: labels on an unlabelled family", x->series);
         }
         const char *type = pm.f[x->family].type;
+        bool seconds = strstr(fam, "_seconds_total") != NULL;
         if ((!strcmp(type, "counter") ||
              (!strcmp(type, "histogram") && !strstr(x->name, "_sum"))) &&
-            (x->value < 0 || x->value != floor(x->value)))
+            (x->value < 0 || (!seconds && x->value != floor(x->value))))
             fail_msg("%s = %.17g: not a count", x->series, x->value);
         if (isnan(x->value))
             fail_msg("%s is NaN", x->series);
