@@ -95,7 +95,7 @@ int h_topic_config(const char *bootstraps, const char *topic,
  * too, so h_kfixture_teardown frees what a failed test left.  Up to
  * H_KFIXTURES_MAX are alive at once (a test that runs its cases side by
  * side, each on its own topics and group). */
-#define H_KFIXTURES_MAX 16
+#define H_KFIXTURES_MAX 32
 int h_kfixture_new_sized(h_kcluster *c, size_t size,
                          int (*cleanup)(h_fixture *fx),
                          h_fixture **out) H_WARN_UNUSED;

@@ -124,8 +124,8 @@ static void secured_exactly_once(const char *name, h_sec_auth auth,
     print_message("%s: %zu records, %zu keys once in %s, %zu duplicates in "
                   "%s; the broker denied User:stage nothing\n", how,
                   e->st->n, n, e->out, nrej, e->rej);
-    h_acl acls[16];
-    size_t nacls = h_stage_acls(acls, 16);
+    h_acl acls[32];
+    size_t nacls = h_stage_acls(acls, 32);
     H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL, acls,
                           nacls));
     h_kenv_free(e);
@@ -300,8 +300,8 @@ static void refused_ended(refused_run *r)
         if (off[k] != RD_KAFKA_OFFSET_INVALID)
             fail_msg("offset %" PRId64 " committed for partition %d by "
                      "stages the cluster refused", off[k], k);
-    h_acl acls[16];
-    size_t nacls = h_stage_acls(acls, 16);
+    h_acl acls[32];
+    size_t nacls = h_stage_acls(acls, 32);
     H_CHECK(h_acls_revoke(h_kgroup_cluster(), r->e, H_SEC_STAGE_PRINCIPAL,
                           acls, nacls));
 }
@@ -465,8 +465,8 @@ static size_t acl_cases(acl_case *k, h_acl_for *all, size_t *nall,
     size_t n = 0, half = ACL_NRECS / 2;
     *nall = 0;
     for (size_t ki = 0; ki < N_KINDS; ki++) {
-        h_acl rows[16];
-        size_t nrows = h_stage_acls_for(kinds[ki].meets, rows, 16);
+        h_acl rows[32];
+        size_t nrows = h_stage_acls_for(kinds[ki].meets, rows, 32);
         for (size_t r = 0; r < nrows; r++) {
             bool again = kinds[ki].xs == REPLAY_X &&
                          rows[r].on == H_ACL_CKPT &&
@@ -901,8 +901,8 @@ static void test_secret_unseen(void **state)
                   e->conf);
     free(pages);
     free(secret);
-    h_acl acls[16];
-    size_t nacls = h_stage_acls(acls, 16);
+    h_acl acls[32];
+    size_t nacls = h_stage_acls(acls, 32);
     H_CHECK(h_acls_revoke(h_kgroup_cluster(), e, H_SEC_STAGE_PRINCIPAL, acls,
                           nacls));
     h_kenv_free(e);
