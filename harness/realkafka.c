@@ -510,6 +510,13 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
     return 0;
 }
 
+int h_fixture_new_on(h_kcluster *c, size_t size,
+                     int (*cleanup)(h_fixture *fx), h_fixture **out)
+{
+    return c ? h_kfixture_new_sized(c, size, cleanup, out)
+             : h_fixture_new_sized(1, NULL, size, cleanup, out);
+}
+
 int h_fixture_topic(h_fixture *fx, h_kcluster *c, const char *topic,
                     int parts, const char *const *configs)
 {

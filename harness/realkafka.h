@@ -104,6 +104,13 @@ int h_kfixture_new_sized(h_kcluster *c, size_t size,
  * long the test took. */
 int h_kfixture_teardown(void **state);
 
+/* For a test built for either broker: c NULL, a fixture on a mock
+ * cluster of one broker of its own (h_fixture_new_sized); else one on
+ * cluster c (h_kfixture_new_sized). */
+int h_fixture_new_on(h_kcluster *c, size_t size,
+                     int (*cleanup)(h_fixture *fx),
+                     h_fixture **out) H_WARN_UNUSED;
+
 /* A topic of `parts` partitions on fx's broker, for a test built for
  * either: c NULL, the mock cluster's control channel (which keeps no
  * topic configs); else the Admin API on cluster c, at its replication

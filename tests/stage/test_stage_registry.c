@@ -246,11 +246,7 @@ static env *env_new(const char *name, const char *key, const char *list_key,
                     const char *url, const char *extra)
 {
     h_fixture *fx = NULL;
-#ifdef BS_REAL_KAFKA
-    H_CHECK(h_kfixture_new_sized(g_cluster, sizeof(env), env_cleanup, &fx));
-#else
-    H_CHECK(h_fixture_new_sized(1, NULL, sizeof(env), env_cleanup, &fx));
-#endif
+    H_CHECK(h_fixture_new_on(g_cluster, sizeof(env), env_cleanup, &fx));
     env *e = (env *)fx;
     snprintf(e->in, sizeof e->in, "%s-in", name);
     snprintf(e->out, sizeof e->out, "%s-out", name);
