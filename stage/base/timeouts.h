@@ -16,9 +16,10 @@
                                           holds back (its
                                           transaction.timeout.ms ends it) */
 #define BS_TIMEOUT_FINAL_FLUSH_MS 10000 /* the producer, after the drain */
-#define BS_TIMEOUT_FIRST_REBALANCE_MS 10000 /* a consumer stopped while it
-                                        joins: its first rebalance, before
-                                        it is closed (clients.c) */
+#define BS_TIMEOUT_FIRST_REBALANCE_MS 3000 /* a consumer stopped between
+                                        its group's JoinGroup and SyncGroup
+                                        answers: its first rebalance,
+                                        before it is closed (clients.c) */
 #define BS_TIMEOUT_PURGE_FLUSH_MS 1000  /* a fatal producer's leftovers */
 #define BS_FLUSH_STEP_MS 500        /* a flush is waited for in steps */
 #define BS_POLL_MS 100              /* one consumer poll */

@@ -506,15 +506,25 @@ bs_rc bs_clients_start(bs_stage *s, char *errstr, size_t errstr_size)
  * group's first SyncGroup answer creates, and rd_kafka_destroy asserts it
  * exists once a JoinGroup has been answered (rdkafka_sticky_assignor.c:
  * "Assertion 'assignor_state' failed", SIGABRT; librdkafka #4312, fixed
- * in 2.3.0).  A consumer stopped while it joins may be between the two.
- * So a consumer that has subscribed and not yet been through a rebalance
- * is polled until its first one comes (the stage, stopping, declines
- * what it is given) before it is closed; one that still has none after
- * BS_TIMEOUT_FIRST_REBALANCE_MS (no group coordinator answers) is closed
- * but not destroyed: the process ends with it (abandon_consumer). */
-static void await_first_rebalance(bs_stage *s)
+ * in 2.3.0).  A consumer stopped while it joins may be between the two:
+ * its group has a rebalance protocol (the JoinGroup's answer chose the
+ * assignor) and no rebalance came yet.  Such a consumer is polled until
+ * its first rebalance comes (the stage, stopping, declines what it is
+ * given), for at most BS_TIMEOUT_FIRST_REBALANCE_MS and not when the
+ * stage is FATAL (nothing more is taken then); one still in the window is
+ * closed but not destroyed: the process ends with it
+ * (abandoned_consumer). */
+static bool in_join_window(bs_stage *s)
 {
     if (!s->subscribed || s->rebalanced)
+        return false;
+    const char *proto = rd_kafka_rebalance_protocol(s->consumer);
+    return !proto || strcmp(proto, "NONE") != 0;
+}
+
+static void await_first_rebalance(bs_stage *s)
+{
+    if (s->state == BS_STAGE_FATAL || !in_join_window(s))
         return;
     double until = bs_now() + BS_TIMEOUT_FIRST_REBALANCE_MS / 1000.0;
     while (!s->rebalanced && bs_now() < until) {
@@ -522,11 +532,6 @@ static void await_first_rebalance(bs_stage *s)
         if (m) /* nothing assigned is kept: nothing to process */
             rd_kafka_message_destroy(m);
     }
-    if (!s->rebalanced)
-        bs_log(BS_LOG_WARN, "stopping while joining the group: the "
-               "consumer is closed but not destroyed (librdkafka 2.0.2's "
-               "cooperative-sticky assignor would abort)", "waited_ms=%d",
-               BS_TIMEOUT_FIRST_REBALANCE_MS);
 }
 
 /* Where an abandoned consumer stays reachable until the process ends (so
@@ -548,13 +553,13 @@ void bs_clients_destroy(bs_stage *s)
 {
     bs_fetch_wake_destroy(s->fwake);
     s->fwake = NULL;
-    if (s->consumer && s->subscribed && !s->rebalanced) {
-        if (!s->consumer_closed)
-            bs_consumer_close(s);
-        if (!s->rebalanced)
-            abandoned_consumer = s->consumer; /* await_first_rebalance */
-        else
-            rd_kafka_destroy(s->consumer);
+    if (s->consumer && !s->consumer_closed && in_join_window(s))
+        bs_consumer_close(s);
+    if (s->consumer && in_join_window(s)) {
+        bs_log(BS_LOG_WARN, "stopping while joining the group: the "
+               "consumer is closed but not destroyed (librdkafka 2.0.2's "
+               "cooperative-sticky assignor would abort)", NULL);
+        abandoned_consumer = s->consumer; /* see in_join_window */
     } else if (s->consumer) {
         rd_kafka_destroy(s->consumer);
     }

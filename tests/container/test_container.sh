@@ -274,8 +274,13 @@ while [ -z "$first" ]; do
 done
 t_first=$(awk -v a="$t0" -v b="$first" 'BEGIN { printf "%.2f", b - a }')
 echo "# restart to first record after docker kill + docker start: $t_first s (static member id $member)"
-awk -v t="$t_first" 'BEGIN { exit !(t < 15) }' ||
-  notok "restart to first record: $t_first s; the static member id should spare the session timeout"
+# Without the static member id the restarted member would join only once
+# the killed one's session expired: librdkafka's session.timeout.ms,
+# 45 s, which the stack keeps.  Anything under it shows the id spared
+# that wait; how far under is the machine's (the container's start, the
+# restore), not the stage's.
+awk -v t="$t_first" 'BEGIN { exit !(t < 45) }' ||
+  notok "restart to first record: $t_first s, not under the 45 s session timeout the static member id should spare"
 # The figure is docker start's: the restart policy did not restart the
 # killed container first (Docker counts a kill as a stop by hand).
 [ "$(state '{{ .RestartCount }}')" = 0 ] || notok "the restart policy restarted the killed container before docker start"
