@@ -370,8 +370,8 @@ static char *plant_truncated_temp(fx *f, int partition)
 }
 
 /* Records [from, to) come in with the disk full; once the stage has
- * forwarded some of them (past its durable checkpoint) and failed a
- * checkpoint, kill -9.  The files and commits stay at the batch before;
+ * failed a checkpoint (and, mostly, forwarded some of them past its
+ * durable checkpoint), kill -9.  The files and commits stay at the batch before;
  * the filler goes and a truncated temp file is left; a restart must load
  * the last good checkpoints and remove the temp file.  Returns the new
  * stage. */
@@ -384,14 +384,21 @@ static h_proc *kill_while_full(fx *f, h_proc *p, unsigned *port, size_t from,
     H_CHECK(h_topic_total(f->h.bs, OUT, &out0));
     fault_set(f, FULL, true);
     h_stream_produce(f->st, f->h.bs, IN, from, to, NULL);
+    /* A failed checkpoint is what the kill must follow.  Output past the
+     * last good checkpoint comes too when the stage processed records
+     * before its first failed round; when that round came first (a
+     * commit still behind from the fault before, the sanitizer build's
+     * pace), consumption pauses at once and there is none: said below,
+     * not required. */
     double t0 = h_now_s();
-    while (h_count_said(p, "msg=\"checkpoint failed\"") <= failed0 ||
-           out <= out0) {
+    while (h_count_said(p, "msg=\"checkpoint failed\"") <= failed0) {
         h_stage_alive(p, "with the disk full before the kill");
         if (h_now_s() - t0 > FAULT_WAIT_S)
-            h_stage_fail(p, "disk full: no failed checkpoint and output "
-                         "past it within %d s (output %lld, was %lld)",
-                         FAULT_WAIT_S, (long long)out, (long long)out0);
+            h_stage_fail(p, "disk full: no failed checkpoint within %d s",
+                         FAULT_WAIT_S);
+        h_sleep_ms(PROBE_MS);
+    }
+    for (double t1 = h_now_s(); out <= out0 && h_now_s() - t1 < 5;) {
         h_sleep_ms(PROBE_MS);
         H_CHECK(h_topic_total(f->h.bs, OUT, &out));
     }

@@ -224,12 +224,14 @@ typedef struct env {
     char in[64], out[64], rej[64];
     char *conf;
     h_proxy *proxy;
+    stream *st; /* the test's records (freed with the fixture) */
 } env;
 
 static int env_cleanup(h_fixture *fx)
 {
     env *e = (env *)fx;
     h_proxy_free(e->proxy);
+    free(e->st);
     free(e->conf);
     return 0;
 }
@@ -432,7 +434,7 @@ static void run_format(fmt f)
     snprintf(lkey, sizeof lkey, "%s:/email", kind);
     snprintf(name, sizeof name, "sreg-%s", kind);
     env *e = env_new(name, key, lkey, g_reg.url, NULL);
-    stream *st = stream_new(f, false);
+    stream *st = e->st = stream_new(f, false);
     bad_rec bad[8];
     size_t nbad = bad_records(f, bad);
     h_record brecs[8];
@@ -459,7 +461,6 @@ static void run_format(fmt f)
     h_stage_stop(p);
     for (size_t i = 0; i < nbad; i++)
         free((void *)brecs[i].key);
-    free(st);
 }
 
 static void test_avro(void **state)
@@ -479,13 +480,12 @@ static void test_key_avro(void **state)
 {
     (void)state;
     env *e = env_new("sreg-key", "key.avro:/id", NULL, g_reg.url, NULL);
-    stream *st = stream_new(AVRO, true);
+    stream *st = e->st = stream_new(AVRO, true);
     h_proc *p = h_stage_start(e->conf, NULL, NULL);
     produce(e, st->recs, st->n);
     h_wait_out_rej(p, e->h.bs, e->out, U, e->rej, (int64_t)st->n - U);
     check_stream(e, NULL, 0);
     h_stage_stop(p);
-    free(st);
 }
 
 /* ---- the registry away at start-up -------------------------------------- */
@@ -517,16 +517,26 @@ static void test_registry_away_at_start(void **state)
     env *e = env_new("sreg-away", "avro:/id", "avro:/email", url, NULL);
     e->proxy = proxy;
     free(url);
-    stream *st = stream_new(AVRO, false);
+    stream *st = e->st = stream_new(AVRO, false);
     h_proc *p = h_stage_start(e->conf, NULL, NULL);
     unsigned port = h_stage_metrics_port(p, 20000);
     produce(e, st->recs, st->n);
 
-    /* Away: nothing decided, not ready, saying why. */
+    /* Away: once the first records wait (/ready may say 200 until the
+     * stage has read one), nothing decided, not ready, saying why. */
     double t0 = h_now_s();
-    bool named = false;
     double waiting = 0;
     char body[1024];
+    while ((waiting = h_stage_metric(
+                port, "bloomstage_partitions_waiting_for_schema")) < 1) {
+        h_stage_alive(p, "waiting for the first record to wait");
+        if (h_now_s() - t0 > 60)
+            h_stage_fail(p, "no partition waits for the schema 60 s after "
+                         "the records were produced");
+        h_nap(100);
+    }
+    bool named = false;
+    t0 = h_now_s();
     while (h_now_s() - t0 < AWAY_S) {
         h_stage_alive(p, "the registry away");
         int code = ready(port, body, sizeof body);
@@ -564,7 +574,6 @@ static void test_registry_away_at_start(void **state)
                      0);
     h_expect_said(p, "partition resumes: the schema registry answers");
     h_stage_stop(p);
-    free(st);
 }
 
 #ifdef BS_REAL_KAFKA
