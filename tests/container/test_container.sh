@@ -183,10 +183,19 @@ while [ "$(state '{{ .State.Health.Status }}')" != healthy ]; do
   sleep 0.5
 done
 ok "docker-compose up: kafka healthy, topics made, bloomstage started in $t_up s and healthy after $((SECONDS - t0)) s"
+# Healthy is the liveness probe's (/healthz); ready comes once start-up is
+# done, which on a broker that has just started can take a while more
+# (its transaction coordinator answers NOT_COORDINATOR until it has
+# loaded): /ready is polled, as a readiness probe does.
+t0=$SECONDS
+deadline=$((SECONDS + 120))
 ready=$(http ready)
-[ "$(head -n 1 <<<"$ready")" = ready ] && [ "$(tail -n 1 <<<"$ready")" = 200 ] ||
-  notok "/ready answered '$ready', want 200 'ready'"
-ok "/ready: 200 ready"
+until [ "$(head -n 1 <<<"$ready")" = ready ] && [ "$(tail -n 1 <<<"$ready")" = 200 ]; do
+  ((SECONDS < deadline)) || notok "/ready answered '$ready' 120 s after healthy, want 200 'ready'"
+  sleep 0.5
+  ready=$(http ready || true)
+done
+ok "/ready: 200 ready ($((SECONDS - t0)) s after healthy)"
 
 user=$(state '{{ .Config.User }}') ro=$(state '{{ .HostConfig.ReadonlyRootfs }}')
 add=$(state '{{ .HostConfig.CapAdd }}') drop=$(state '{{ .HostConfig.CapDrop }}') priv=$(state '{{ .HostConfig.Privileged }}')
