@@ -31,6 +31,11 @@ void cli_secrets_scrub(const cli_config_opts *o)
             continue;
         *eq = '\0';
         bool secret = bs_config_key_is_secret(o->xs[i]);
+        /* Overwritten in place (/proc/PID/cmdline reads the very bytes
+         * argv points at), before the warning: whoever reads the line
+         * and then the command line finds it blanked. */
+        if (secret)
+            memset(eq + 1, '*', strlen(eq + 1));
         char env[3 * BS_CONFIG_MAX_KEY + 1];
         if (secret && bs_config_env_encode(o->xs[i], env, sizeof(env)) != 0)
             snprintf(env, sizeof(env), "<KEY>");
@@ -43,10 +48,6 @@ void cli_secrets_scrub(const cli_config_opts *o)
                    bs_log_quote(o->xs[i], q, sizeof(q)), BS_CONFIG_ENV_PREFIX,
                    env);
         *eq = '=';
-        /* Overwritten in place: /proc/PID/cmdline reads the very bytes
-         * argv points at. */
-        if (secret)
-            memset(eq + 1, '*', strlen(eq + 1));
     }
 }
 
