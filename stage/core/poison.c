@@ -10,6 +10,7 @@
  * rd_kafka_flush there.
  */
 #include "core/poison.h"
+#include "base/util.h"
 #include "core/stage_int.h"
 #include "base/log.h"
 #include "checkpoint/replay.h"
@@ -115,14 +116,11 @@ static bs_poison *note(bs_stage *s, const char *topic, int32_t partition,
     bs_poison *e = bs_poison_find(s, topic, partition, offset);
     if (e)
         return e;
-    if (s->npoison == s->cappoison) {
-        size_t cap = s->cappoison ? 2 * s->cappoison : 8;
-        bs_poison *np = realloc(s->poison, cap * sizeof(*np));
-        if (!np)
-            return NULL;
-        s->poison = np;
-        s->cappoison = cap;
-    }
+    bs_poison *np = bs_grow(s->poison, &s->cappoison, s->npoison + 1,
+                            sizeof(*np), 8);
+    if (!np)
+        return NULL;
+    s->poison = np;
     char *t = strdup(topic);
     if (!t)
         return NULL;

@@ -284,18 +284,14 @@ static bs_framed_result protobuf_key(entry *e, const uint8_t *p, size_t n,
         say(why, why_size, "protobuf: schema id %d: %s", (int)e->id,
             pp->why ? pp->why : "out of memory");
     } else {
-        fm_key k;
-        fm_key_init(&k);
-        fm_pb_result r = fm_pb_extract(pp->path, payload, plen, &k, err,
+        fm_pb_result r = fm_pb_extract(pp->path, payload, plen, out, err,
                                        sizeof(err));
         if (r == FM_PB_FOUND) {
-            fm_key_bytes(out, k.p, k.len);
-            rc = fm_key_ok(&k) ? BS_FRAMED_FOUND : BS_FRAMED_BAD;
+            rc = fm_key_ok(out) ? BS_FRAMED_FOUND : BS_FRAMED_BAD;
         } else {
             rc = r == FM_PB_MISSING ? BS_FRAMED_MISSING : BS_FRAMED_BAD;
             say(why, why_size, "%s", err);
         }
-        fm_key_free(&k);
     }
     if (pp == &one) {
         fm_pb_path_destroy(one.path);

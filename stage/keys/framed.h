@@ -61,7 +61,8 @@ bs_framed *bs_framed_new(const bs_registry_conf *conf, size_t max_entries,
 void bs_framed_destroy(bs_framed *f); /* accepts NULL */
 
 /* The key part's value in bytes[0..len) (a record's value or key, part
- * says which it is) appended to out.  *schema_id is the id the record
+ * says which it is) into out, an empty fm_key (the Protobuf reader
+ * resets it).  *schema_id is the id the record
  * names (-1 when it is not framed).  why[why_size] gets the reason for
  * every answer but FOUND ("avro: /email is null", "schema id 7: not
  * found in the registry", the registry's error for UNREACHABLE). */

@@ -31,10 +31,12 @@ static bool message_header(const void *opaque, const char *name,
     return true;
 }
 
-/* Everything but the arena's bytes. */
+/* Everything but the reason's and the arena's bytes (a record's hot path:
+ * about a third of the struct). */
 static void keys_clear(bs_record_keys *rk)
 {
-    memset(rk, 0, offsetof(bs_record_keys, arena));
+    memset(rk, 0, offsetof(bs_record_keys, why));
+    rk->why[0] = '\0';
 }
 
 void bs_record_keys_init(bs_record_keys *rk, const rd_kafka_message_t *msg)

@@ -57,10 +57,6 @@ typedef struct bs_record_keys {
     /* avro: and protobuf: parts read through it; NULL: such parts are
      * missing (set after init: the record path's is the stage's). */
     struct bs_framed *framed;
-    /* Set by a key that is missing for a reason worth telling (a framed
-     * part that is not framed, not decodable, of an unknown schema): the
-     * first such reason, for the rejected record's reason header. */
-    char why[200];
     /* Set when a framed part's schema could not be fetched (the registry
      * gave no answer): the record cannot be decided yet; hold_id is the
      * schema id it names, why the registry's error. */
@@ -80,8 +76,13 @@ typedef struct bs_record_keys {
     size_t nowned;
     char **more;
     size_t nmore, capmore;
-    /* Small keys are kept here instead (not cleared by init). */
     size_t arena_used;
+    /* Set by a key that is missing for a reason worth telling (a framed
+     * part that is not framed, not decodable, of an unknown schema): the
+     * first such reason, for the rejected record's reason header.  Init
+     * clears only its first byte: most records never write it. */
+    char why[200];
+    /* Small keys are kept here instead of a malloc (not cleared). */
     char arena[BS_RECORD_KEYS_ARENA];
 } bs_record_keys;
 

@@ -38,6 +38,7 @@
  */
 #include "store/store_dir.h"
 #include "base/log.h"
+#include "base/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -109,14 +110,11 @@ static dpart *part_of(bs_dirstore *ds, const char *topic, int32_t partition)
         if (ds->parts[i].partition == partition &&
             !strcmp(ds->parts[i].topic, topic))
             return &ds->parts[i];
-    if (ds->nparts == ds->capparts) {
-        size_t cap = ds->capparts ? 2 * ds->capparts : 16;
-        dpart *np = realloc(ds->parts, cap * sizeof(*np));
-        if (!np)
-            return NULL;
-        ds->parts = np;
-        ds->capparts = cap;
-    }
+    dpart *np = bs_grow(ds->parts, &ds->capparts, ds->nparts + 1,
+                        sizeof(*np), 16);
+    if (!np)
+        return NULL;
+    ds->parts = np;
     dpart *p = &ds->parts[ds->nparts++];
     memset(p, 0, sizeof(*p));
     snprintf(p->topic, sizeof(p->topic), "%s", topic);
