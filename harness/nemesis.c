@@ -46,8 +46,10 @@
  * keys a list's filter matches though they are not on it (confirmed by
  * that filter, rebuilt with `bloomstage filter build`, within what
  * blocklist.*.fpr allows); the rejected topic holds every other record
- * exactly once with its reason (blocklist:spam, blocklist:live or
- * duplicate); a key added to the live
+ * exactly once with its reason (blocklist:spam, blocklist:live, duplicate,
+ * or too-large for the poison records mixed into the stream, whole or
+ * without their value as the rejected topic's size allows); a key added
+ * to the live
  * list meets it from one copy on, never without it after that; nothing
  * came out that was never fed; the group committed the input's end.
  * Each record counted against the stage is named (key, input partition
@@ -88,6 +90,16 @@
 #define BLOCKLIST "spam"
 #define LIVELIST "live"
 #define LATE_BATCH 40    /* keys a live add sends */
+/* Poison records: one record in POISON_EVERY is a new key
+ * whose value is too large for the output topic (the broker's default
+ * max.message.bytes, 1,048,588): POISON_WHOLE bytes fit the rejected topic
+ * (max.message.bytes REJ_MAX) and go there whole, POISON_BARE bytes do
+ * not and go there without their value.  The input takes IN_MAX. */
+#define POISON_EVERY 10000
+#define POISON_WHOLE 1500000
+#define POISON_BARE 4000000
+#define REJ_MAX "3000000"
+#define IN_MAX "8000000"
 #define CATCHUP_MAX_S 300 /* past the bound: the run is abandoned */
 
 typedef enum fault {
@@ -121,7 +133,14 @@ static const char *const target_name[] = {"input-leader", "txn-coordinator",
                                           "group-coordinator"};
 
 /* What the stream's keys are, for the oracle. */
-typedef enum key_class { K_PLAIN, K_FILE, K_LIVE, K_LATE_POOL, K_LATE } key_class;
+typedef enum key_class {
+    K_PLAIN,
+    K_FILE,
+    K_LIVE,
+    K_LATE_POOL,
+    K_LATE,
+    K_POISON
+} key_class;
 
 typedef struct nemesis {
     h_kcluster *c;
@@ -145,6 +164,8 @@ typedef struct nemesis {
     unsigned late_adds;
     size_t late_keys;
     char *spam_path; /* the file blocklist's text */
+    size_t *poison;  /* the poison records, in input order */
+    size_t npoison;
 } nemesis;
 
 /* blocklist.live.capacity: room for the keys on it and every late add. */
@@ -594,7 +615,8 @@ typedef struct facts {
     const uint8_t *cls;
     unsigned *fwd;  /* per record: copies in the output */
     unsigned *nrej; /* per record: copies in the rejected topic */
-    char *reason;   /* per record: 'b', 'l', 'd' or '?' (another) */
+    char *reason;   /* per record: 'b', 'l', 'd', 't' (too-large) or '?'
+                       (another) */
     char *fp;       /* per key: the list ('b', 'l') whose filter matches it
                        though it is not on that list, confirmed; else 0 */
 } facts;
@@ -604,6 +626,7 @@ static const char *reason_name(char r)
     return r == 'b'   ? "blocklist:" BLOCKLIST
            : r == 'l' ? "blocklist:" LIVELIST
            : r == 'd' ? "duplicate"
+           : r == 't' ? "too-large"
                       : "a reason not the stage's";
 }
 
@@ -611,7 +634,8 @@ static const char *class_name(key_class c)
 {
     static const char *const names[] = {
         "a key on no list", "a key on " BLOCKLIST, "a key on " LIVELIST,
-        "a key of the late pool, never added", "a key added to " LIVELIST};
+        "a key of the late pool, never added", "a key added to " LIVELIST,
+        "a poison record's key"};
     return names[c];
 }
 
@@ -728,6 +752,39 @@ static void confirm_list_fps(nemesis *n, facts *x)
             x->fp[id] = 0;
 }
 
+/* The input record a rejected copy r stands for: by its key and whole
+ * value, or, for a poison record's copy without its value
+ * (bloomstage-dropped: value; *bare set), by its bloomstage-src and key;
+ * st->n if none. */
+static size_t rejected_which(const nemesis *n, const h_record *r, bool *bare)
+{
+    const h_stream *st = n->e->st;
+    size_t i = h_stream_which(st, r);
+    *bare = false;
+    if (i < st->n || r->value || !r->key)
+        return i;
+    char src[128], dropped[32];
+    h_header_str(r, "bloomstage-src", src, sizeof(src));
+    h_header_str(r, "bloomstage-dropped", dropped, sizeof(dropped));
+    size_t len = strlen(n->e->in);
+    int part = -1, end = 0;
+    long long off = -1;
+    if (strcmp(dropped, "value") || strncmp(src, n->e->in, len) ||
+        src[len] != ':' ||
+        sscanf(src + len + 1, "%d:%lld%n", &part, &off, &end) != 2 ||
+        src[len + 1 + end])
+        return st->n;
+    for (size_t k = 0; k < n->npoison; k++) {
+        size_t p = n->poison[k];
+        if (st->part[p] == part && st->off[p] == off &&
+            !strcmp(r->key, st->key[p])) {
+            *bare = true;
+            return p;
+        }
+    }
+    return st->n;
+}
+
 static int cmp_out(const void *a, const void *b)
 {
     const h_outrec *x = a, *y = b;
@@ -766,6 +823,9 @@ static verdict oracle(nemesis *n)
         if (cls[o[i].id] == K_FILE || cls[o[i].id] == K_LIVE)
             blame(&x, "unexpected (a listed key forwarded)", &v.unexpected,
                   o[i].rec);
+        if (cls[o[i].id] == K_POISON)
+            blame(&x, "unexpected (a poison record forwarded)",
+                  &v.unexpected, o[i].rec);
         int64_t *l = &last[o[i].part][o[i].src_part];
         if (o[i].src_off <= *l)
             blame(&x, "out of order", &v.disorder, o[i].rec);
@@ -776,7 +836,8 @@ static verdict oracle(nemesis *n)
                               H_READ_COMMITTED, &rej));
     v.rejected = rej.n;
     for (size_t i = 0; i < rej.n; i++) {
-        size_t r = h_stream_which(st, &rej.recs[i]);
+        bool bare = false;
+        size_t r = rejected_which(n, &rej.recs[i], &bare);
         if (r >= st->n) {
             if (++v.unexpected <= NAMED_MAX)
                 printf("  unexpected: a rejected record that was never fed"
@@ -793,7 +854,13 @@ static verdict oracle(nemesis *n)
         x.reason[r] = !strcmp(val, "blocklist:" BLOCKLIST)  ? 'b'
                       : !strcmp(val, "blocklist:" LIVELIST) ? 'l'
                       : !strcmp(val, "duplicate")          ? 'd'
+                      : !strcmp(val, "too-large")          ? 't'
                                                            : '?';
+        if (st->pad[r] && bare != (st->pad[r] >= POISON_BARE))
+            blame(&x, bare ? "a poison record rejected without its value, "
+                             "though it fits"
+                           : "a poison record rejected whole, though too "
+                             "large", &v.bad_reason, r);
     }
     confirm_list_fps(n, &x);
     size_t unblocked = 0;
@@ -808,6 +875,8 @@ static verdict oracle(nemesis *n)
         if (cls[id] == K_FILE || cls[id] == K_LIVE)
             continue;
         unblocked++;
+        if (cls[id] == K_POISON)
+            continue; /* never forwarded: checked per record below */
         if (kfwd[id] > 1)
             v.duplicated += kfwd[id] - 1;
         if (kfwd[id] == 0 && cls[id] == K_LATE && x.reason[f] == 'l')
@@ -828,7 +897,10 @@ static verdict oracle(nemesis *n)
     size_t dup_named = 0;
     for (size_t r = 0; r < st->n; r++) {
         uint32_t id = st->id[r];
-        char want = cls[id] == K_FILE ? 'b' : cls[id] == K_LIVE ? 'l' : 'd';
+        char want = cls[id] == K_FILE     ? 'b'
+                    : cls[id] == K_LIVE   ? 'l'
+                    : cls[id] == K_POISON ? 't'
+                                          : 'd';
         if (cls[id] == K_LATE) {
             bool now = x.nrej[r] == 1 && x.reason[r] == 'l';
             if (listed[id] && !now)
@@ -1004,15 +1076,29 @@ int main(int argc, char **argv)
      * its end. */
     size_t total = (size_t)(rate * (minutes * 60 + 30));
     h_stream *st = h_stream_new(total, NPARTS, seed);
-    h_stream_add(st, total, DUP_PCT);
+    n.poison = h_xcalloc(total / POISON_EVERY + 1, sizeof(*n.poison));
+    while (st->n < total) {
+        size_t k = total - st->n < POISON_EVERY ? total - st->n
+                                                : POISON_EVERY - 1;
+        h_stream_add(st, k, DUP_PCT);
+        if (st->n == total)
+            break;
+        n.poison[n.npoison] = st->n;
+        h_stream_add_big(st, n.npoison % 2 ? POISON_BARE : POISON_WHOLE);
+        n.npoison++;
+    }
     n.cls = h_xcalloc(st->nids, 1);
+    for (size_t k = 0; k < n.npoison; k++)
+        n.cls[st->id[n.poison[k]]] = K_POISON;
     size_t nfile = 0, nlive = 0;
     char *spam_text = h_xmalloc(st->nids * 9 + 1), *live_text =
                                                       h_xmalloc(st->nids * 9 + 1);
     size_t slen = 0, llen = 0;
     for (uint32_t id = 0; id < st->nids; id++) {
         uint64_t m = h_mix64(seed ^ ((uint64_t)id << 1 | 1)) % 100;
-        if (m < FILE_PCT) {
+        if (n.cls[id] == K_POISON) {
+            continue;
+        } else if (m < FILE_PCT) {
             n.cls[id] = K_FILE;
             nfile++;
             slen += (size_t)sprintf(spam_text + slen, "k%07u\n", id);
@@ -1032,7 +1118,12 @@ int main(int argc, char **argv)
     H_MUST(h_write_file(live_path, live_text));
     free(spam_text);
     free(live_text);
+    static const char *const in_conf[] = {"max.message.bytes=" IN_MAX,
+                                          NULL};
+    static const char *const rej_conf[] = {"max.message.bytes=" REJ_MAX,
+                                           NULL};
     h_kenv_opts o = {.nparts = NPARTS, .rejected = true, .kafka_store = true,
+                     .in_conf = in_conf, .rej_conf = rej_conf,
                      .checkpoint_ms = 1000,
                      .capacity = (int)(st->nids + 100000),
                      .bootstraps = list};
@@ -1052,8 +1143,10 @@ int main(int argc, char **argv)
     const char *const load[] = {live_path};
     live_cmd(&n, "load", load, 1);
     say("stream: %zu records, %zu keys (%zu on " BLOCKLIST ", %zu on "
-        LIVELIST ", %d%% more to add to " LIVELIST "), %d%% repeats; %g "
-        "records/s", st->n, st->nids, nfile, nlive, LATE_PCT, DUP_PCT, rate);
+        LIVELIST ", %d%% more to add to " LIVELIST "), %d%% repeats, %zu "
+        "poison (one in %d: %d and %d bytes); %g records/s", st->n, st->nids,
+        nfile, nlive, LATE_PCT, DUP_PCT, n.npoison, POISON_EVERY,
+        POISON_WHOLE, POISON_BARE, rate);
 
     for (int i = 0; i < ninst; i++)
         n.st[i] = stage_start(&n, i);
@@ -1097,6 +1190,9 @@ int main(int argc, char **argv)
            v.produced, st->nids, nfile, nlive, n.late_keys, n.late_adds);
     printf("records forwarded    %zu\n", v.forwarded);
     printf("records rejected     %zu\n", v.rejected);
+    printf("poison records       %zu (too large for the output: %zu to go "
+           "to the rejected topic whole, %zu without their value)\n",
+           n.npoison, (n.npoison + 1) / 2, n.npoison / 2);
     printf("faults               %u (holds %d - %d s, gaps %d - %d s; %zu "
            "dealt of a deck of every kind %d times, the rest drawn by "
            "weight)\n", faults, hold_lo, hold_hi, gap_lo, gap_hi, n.dealt,
@@ -1151,6 +1247,7 @@ int main(int argc, char **argv)
     free(live_path);
     free(conf_extra);
     free(n.cls);
+    free(n.poison);
     free(n.deck);
     return ok ? 0 : 1;
 }

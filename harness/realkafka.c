@@ -576,11 +576,11 @@ h_kenv *h_kenv_new(h_kcluster *c, const char *name, const h_kenv_opts *o)
     snprintf(e->lst, sizeof(e->lst), "%s-lst", name);
     snprintf(e->group, sizeof(e->group), "%s", name);
     int rf = h_kcluster_rf(c);
-    H_MUST(h_create_topic(e->h.bs, e->in, o->nparts, rf, NULL));
+    H_MUST(h_create_topic(e->h.bs, e->in, o->nparts, rf, o->in_conf));
     if (!o->no_out)
         H_MUST(h_create_topic(e->h.bs, e->out, o->nparts, rf, NULL));
     if (o->rejected)
-        H_MUST(h_create_topic(e->h.bs, e->rej, o->nparts, rf, NULL));
+        H_MUST(h_create_topic(e->h.bs, e->rej, o->nparts, rf, o->rej_conf));
     static const char *const compact[] = {"cleanup.policy=compact", NULL};
     if (o->blocklist)
         H_MUST(h_create_topic(e->h.bs, e->lst, 1, rf, compact));
@@ -1020,7 +1020,8 @@ static void feed_producer_new(feeder *f)
         "linger.ms", "5", "message.timeout.ms", "300000",
         "max.in.flight.requests.per.connection", "1",
         "request.timeout.ms", "120000",
-        "queue.buffering.max.messages", "2000000", NULL);
+        "queue.buffering.max.messages", "2000000",
+        "message.max.bytes", "10000000", NULL);
     H_MUST(h_producer_new(conf, 0, &f->p));
 }
 
@@ -1054,8 +1055,11 @@ static bool feed_failed(const feeder *f)
 static int feed_send(feeder *f, size_t i)
 {
     const h_stream *st = f->st;
-    h_record r = h_rec(st->key[i], st->val[i]);
-    if (h_producer_send(f->p, f->topic, st->part[i], &r) == 0)
+    char *big = NULL;
+    h_record r = h_stream_rec(st, i, &big);
+    int rc = h_producer_send(f->p, f->topic, st->part[i], &r);
+    free(big);
+    if (rc == 0)
         return 0;
     if (feed_failed(f)) {
         feed_lost_producer(f);

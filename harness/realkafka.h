@@ -125,6 +125,9 @@ typedef struct h_kenv_opts {
     int nparts;        /* partitions of NAME-in, NAME-out, NAME-rej */
     bool no_out;       /* NAME-out not created (a test of that error) */
     bool rejected;     /* NAME-rej created and set as rejected.topic */
+    const char *const *in_conf;  /* NAME-in's topic configs ("k=v", NULL-
+                                  * terminated), NULL: the broker's */
+    const char *const *rej_conf; /* NAME-rej's, the same */
     bool ckdir;        /* checkpoint.dir=DIR/ckpt in the configuration
                         * (else each instance is given its own: -X) */
     bool kafka_store;  /* NAME-ckpt (3 partitions, compacted, checked) and

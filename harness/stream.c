@@ -25,6 +25,7 @@ h_stream *h_stream_new(size_t cap, int nparts, uint64_t seed)
     st->key = h_xcalloc(cap, sizeof(*st->key));
     st->val = h_xcalloc(cap, sizeof(*st->val));
     st->ts = h_xcalloc(cap, sizeof(*st->ts));
+    st->pad = h_xcalloc(cap, sizeof(*st->pad));
     return st;
 }
 
@@ -39,6 +40,7 @@ void h_stream_free(h_stream *st)
     free(st->key);
     free(st->val);
     free(st->ts);
+    free(st->pad);
     free(st->out);
     free(st->copies);
     free(st);
@@ -60,14 +62,41 @@ void h_stream_add(h_stream *st, size_t count, unsigned dup_pct)
 {
     for (size_t c = 0; c < count; c++) {
         uint32_t id;
-        if (st->nids > 0 && h_splitmix64(&st->seed) % 100 < dup_pct) {
+        if (st->nids > 0 && h_splitmix64(&st->seed) % 100 < dup_pct)
             id = (uint32_t)(h_splitmix64(&st->seed) % st->nids);
-        } else {
+        else
+            id = UINT32_MAX;
+        if (id == UINT32_MAX || st->pad[st->first[id]]) {
             id = (uint32_t)st->nids++;
             st->first[id] = st->n;
         }
         stream_push(st, id);
     }
+}
+
+void h_stream_add_big(h_stream *st, uint32_t pad)
+{
+    uint32_t id = (uint32_t)st->nids++;
+    st->first[id] = st->n;
+    stream_push(st, id);
+    st->pad[st->n - 1] = pad;
+}
+
+h_record h_stream_rec(const h_stream *st, size_t i, char **big)
+{
+    h_record r = h_rec(st->key[i], st->val[i]);
+    *big = NULL;
+    if (st->pad[i]) {
+        size_t len = strlen(st->val[i]);
+        *big = h_xmalloc(len + st->pad[i]);
+        memcpy(*big, st->val[i], len);
+        memset(*big + len, '.', st->pad[i]);
+        r.value = *big;
+        r.value_len = len + st->pad[i];
+    }
+    r.partition = st->part[i];
+    r.timestamp = st->ts[i];
+    return r;
 }
 
 void h_stream_add_timed(h_stream *st, size_t count, int64_t t0,
@@ -174,13 +203,14 @@ void h_stream_produce(const h_stream *st, const char *bootstraps,
     for (size_t c = from; c < to; c += 100000) {
         size_t end = to - c < 100000 ? to : c + 100000;
         h_record *recs = h_xcalloc(end - c, sizeof(*recs));
-        for (size_t i = c; i < end; i++) {
-            recs[i - c] = h_rec(st->key[i], st->val[i]);
-            recs[i - c].partition = st->part[i];
-            recs[i - c].timestamp = st->ts[i];
-        }
+        char **big = h_xcalloc(end - c, sizeof(*big));
+        for (size_t i = c; i < end; i++)
+            recs[i - c] = h_stream_rec(st, i, &big[i - c]);
         int rc = h_produce_conf(bootstraps, topic, H_PARTITION_PER_RECORD,
                                 recs, end - c, conf_kv);
+        for (size_t i = c; i < end; i++)
+            free(big[i - c]);
+        free(big);
         free(recs);
         H_MUST(rc);
     }
@@ -202,9 +232,13 @@ size_t h_stream_which(const h_stream *st, const h_record *r)
     const char *v = r->value;
     char *end = NULL;
     size_t i = v && v[0] == 'v' ? strtoul(v + 1, &end, 10) : 0;
-    if (!v || v[0] != 'v' || *end || i >= st->n || !r->key ||
-        strcmp(r->key, st->key[i]))
+    if (!v || v[0] != 'v' || i >= st->n || !r->key ||
+        strcmp(r->key, st->key[i]) ||
+        r->value_len != (size_t)(end - v) + st->pad[i])
         return st->n;
+    for (size_t k = 0; k < st->pad[i]; k++)
+        if (end[k] != '.')
+            return st->n;
     return i;
 }
 

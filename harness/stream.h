@@ -4,7 +4,8 @@
  * every key there, and how many times (test_stage_faults, test_eos).
  *
  * Record i has key "k<id>" (k%07u) and value "v<i>" (v%07zu), so an output
- * record names the input record it copies.  The partition is a function of
+ * record names the input record it copies; a big record (h_stream_add_big)
+ * has pad[i] bytes of '.' after that.  The partition is a function of
  * the key id (every copy of a key meets the same partition's filter: dedup
  * is per partition); offsets are what a fresh topic gives records produced
  * in this order.  Checking helpers (they fail the test, core.h).
@@ -44,6 +45,7 @@ typedef struct h_stream {
     char (*val)[24]; /* "v" and a record index of up to 20 digits */
     int64_t *ts;     /* per record: its timestamp in ms, set by the test
                         (0: none, the producer's clock) */
+    uint32_t *pad;   /* per record: '.' bytes after "v<i>" (0 for most) */
     int64_t next[H_STREAM_MAXP]; /* the partitions' end offsets */
     /* Owned here, so that a failed assertion leaks nothing: the output as
      * h_read_out last read it, and h_count_copies' last counts. */
@@ -58,6 +60,12 @@ void h_stream_free(h_stream *st);
 /* Appends count records: each a copy of a key seen before (any record so
  * far, chosen at random) with probability dup_pct/100, else a new key. */
 void h_stream_add(h_stream *st, size_t count, unsigned dup_pct);
+/* Appends one big record: a new key, never copied by h_stream_add, whose
+ * value is "v<i>" and pad bytes of '.' (a poison record, issue 37). */
+void h_stream_add_big(h_stream *st, uint32_t pad);
+/* Record i as a producer sends it; a big record's value is built in a
+ * malloc'd *big (NULL for the others), which the caller frees. */
+h_record h_stream_rec(const h_stream *st, size_t i, char **big);
 /* Appends count records timed for windowed dedup: record i gets timestamp
  * t0 + i*step_ms; 40% are new keys, 30% copies of a record less than half
  * a window back, 15% of one 0.9 to 1.4 windows back (the window's edge),
@@ -106,7 +114,8 @@ h_outrec *h_read_out(h_stream *st, const char *bootstraps,
 /* The same reading with extra consumer settings (h_consume_all_conf),
  * e.g. H_READ_COMMITTED. */
 /* Which input record of st the record r (read from an output or rejected
- * topic) is a copy of, by its key and its value "vN"; st->n if none. */
+ * topic) is a copy of, by its key and its whole value ("vN" and its
+ * padding); st->n if none. */
 size_t h_stream_which(const h_stream *st, const h_record *r);
 h_outrec *h_read_out_conf(h_stream *st, const char *bootstraps,
                           const char *out_topic, const char *in_topic,
