@@ -7,7 +7,11 @@
  *   bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]
  *             [--intervals MS,MS,...] [--rounds K]
  *             [--breakdown MS,MS,...] [--stores dir,kafka]
- *             [--bootstrap LIST] [--bloomstage PATH]
+ *             [--overlap on|off|both] [--bootstrap LIST] [--bloomstage PATH]
+ *
+ * Every configuration with transactions runs with exactly_once.overlap
+ * as --overlap says: on (the default), off, or both, the second labelled
+ * txn-no-overlap; both puts the two side by side in one run.
  *
  * Rate: for each round, N records (each key twice) are loaded into a fresh
  * input, then `bloomstage run` (checkpoint.interval.ms=1000) with
@@ -73,7 +77,7 @@
 #include <unistd.h>
 
 #define NPARTS 4
-#define MAX_CONF 8
+#define MAX_CONF 12
 #define MAX_ROUNDS 9
 #define WARMUP_S 3.0 /* latency: the first seconds' records not timed */
 #define RB_RECORDS 1000 /* rollback: in each transaction ended */
@@ -112,6 +116,7 @@ typedef struct conf {
     int interval_ms;
     bool rate_too;      /* also in the rate comparison */
     const char *store;  /* breakdown: checkpoint.store; NULL: not one */
+    bool no_overlap;    /* transactions with exactly_once.overlap=false */
     double p50[MAX_ROUNDS], p99[MAX_ROUNDS], max[MAX_ROUNDS];
     double rate[MAX_ROUNDS];
     bd_run bd[MAX_ROUNDS];
@@ -160,7 +165,7 @@ static int stage_start(stage_run *r, const char *bs, const char *bin,
         "input.topics=%s\noutput.topic=%s\nconsumer.group.id=%s\n"
         "kafka.bootstrap.servers=%s\ncheckpoint.dir=%s/%s\n"
         "checkpoint.interval.ms=%d\nprocessing.guarantee=%s\n"
-        "exactly_once.method=%s\n"
+        "exactly_once.method=%s\nexactly_once.overlap=%s\n"
         "consumer.fetch.wait.max.ms=10\nlog.stats.interval.ms=0\n"
         /* the first-record lag (bench/e2e.c): the output topic's
          * partitions learnt within 0.1 s */
@@ -169,7 +174,8 @@ static int stage_start(stage_run *r, const char *bs, const char *bin,
         "checkpoint.store=%s\nlog.level=%s\n",
         r->in, r->out, r->group, bs, dir, r->group, c->interval_ms,
         c->method ? "exactly_once" : "at_least_once",
-        c->method ? c->method : "auto", c->store ? c->store : "dir",
+        c->method ? c->method : "auto", c->no_overlap ? "false" : "true",
+        c->store ? c->store : "dir",
         c->store ? "debug" : "info");
     int rc = h_write_file(conf_path, text);
     free(text);
@@ -229,8 +235,9 @@ static int stage_stop(stage_run *r)
 static void conf_name(const conf *c, int round, const char *phase,
                       char *buf, size_t size)
 {
-    snprintf(buf, size, "bt-%s-%s%d-%d", phase,
-             c->method ? c->method : "alo", c->interval_ms, round);
+    snprintf(buf, size, "bt-%s-%s%s%d-%d", phase,
+             c->method ? c->method : "alo", c->no_overlap ? "-seq" : "",
+             c->interval_ms, round);
 }
 
 /* The median and the p99 of v[0..n) (sorted in place). */
@@ -497,7 +504,7 @@ static const char USAGE[] =
     "usage: bench_txn [--records N] [--rate R] [--seconds S] [--no-latency]\n"
     "                 [--no-rate] [--intervals MS,MS,...] [--rounds K]\n"
     "                 [--rollbacks K] [--breakdown MS,MS,...]\n"
-    "                 [--stores dir,kafka]\n"
+    "                 [--stores dir,kafka] [--overlap on|off|both]\n"
     "                 [--bootstrap LIST] [--bloomstage PATH]\n"
     "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
     "transactions (and by replay) against at_least_once (N records loaded\n"
@@ -510,14 +517,19 @@ static const char USAGE[] =
     "at each of those checkpoint intervals with each checkpoint store, a\n"
     "rate run with transactions whose rounds' phases (the stage's debug\n"
     "log) are summed up: each phase's median and p99, its share of the\n"
-    "round and of all the time.  Only the breakdown (N large enough for\n"
+    "round and of all the time.  --overlap: transactions with\n"
+    "exactly_once.overlap on (the default), off, or both (each\n"
+    "transactions configuration twice, txn-no-overlap the second).\n"
+    "Only the breakdown (N large enough for\n"
     "tens of rounds at the longest interval):\n"
     "  bench/txn --breakdown 100,500,1000 --records 6000000 --no-rate\n"
     "      --no-latency --rollbacks 0\n";
 
 static const char *conf_label(const conf *c)
 {
-    return c->method ? c->method : "at_least_once";
+    return !c->method     ? "at_least_once"
+           : c->no_overlap ? "txn-no-overlap"
+                           : c->method;
 }
 
 static void spread(const double *v, int n, double *lo, double *hi)
@@ -533,7 +545,8 @@ static void spread(const double *v, int n, double *lo, double *hi)
 
 /* The breakdown's configurations: each interval of `intervals` with each
  * store of `stores`, into c[0..BD_MAX).  Their count, or -1. */
-static int bd_confs(const char *intervals, const char *stores, conf *c)
+static int bd_confs(const char *intervals, const char *stores,
+                    const bool *overlaps, conf *c)
 {
     int n = 0;
     for (const char *p = intervals; p; p = strchr(p, ','), p = p ? p + 1 : p)
@@ -547,10 +560,14 @@ static int bd_confs(const char *intervals, const char *stores, conf *c)
                                         (q[5] == ',' || !q[5])
                                     ? "kafka"
                                     : NULL;
-            if (ms <= 0 || !store || n == BD_MAX)
-                return -1;
-            c[n++] = (conf){.method = "transactions", .interval_ms = ms,
-                            .store = store};
+            for (int o = 0; o < 2; o++) {
+                if (!overlaps[o])
+                    continue;
+                if (ms <= 0 || !store || n == BD_MAX)
+                    return -1;
+                c[n++] = (conf){.method = "transactions", .interval_ms = ms,
+                                .store = store, .no_overlap = o == 1};
+            }
         }
     return n;
 }
@@ -559,10 +576,12 @@ static int bd_confs(const char *intervals, const char *stores, conf *c)
 static void bd_line(const conf *c, int round)
 {
     const bd_run *b = &c->bd[round];
-    printf("round %d breakdown store %-5s interval %5d ms: %8.0f records/s "
+    printf("round %d breakdown %-14s store %-5s interval %5d ms: %8.0f "
+           "records/s "
            "(%.0f between rounds), %zu rounds of %.0f records; round %.1f ms, "
            "between %.1f ms (medians); consuming nothing %.0f%% of the "
-           "time\n", round + 1, c->store, c->interval_ms, c->rate[round],
+           "time\n", round + 1, conf_label(c), c->store, c->interval_ms,
+           c->rate[round],
            b->running, b->rounds, b->records, b->fig[BD_MED][BD_ROUND] * 1000,
            b->fig[BD_MED][BD_BETWEEN] * 1000,
            b->fig[BD_OF_CYCLE][BD_ROUND] * 100);
@@ -596,12 +615,16 @@ static void bd_print(const conf *c, int rounds)
     spread(c->rate, rounds, &lo, &hi);
     spread(rec, rounds, &lo2, &hi2);
     spread(run, rounds, &lo3, &hi3);
-    printf("breakdown, transactions, checkpoint.store=%s, "
+    printf("breakdown, %s, checkpoint.store=%s, "
            "checkpoint.interval.ms=%d: %.0f records/s (%.0f-%.0f); between "
            "rounds %.0f records/s (%.0f-%.0f); %.0f rounds a run, %.0f "
-           "records a round (%.0f-%.0f)\n", c->store, c->interval_ms,
+           "records a round (%.0f-%.0f)%s\n", conf_label(c), c->store,
+           c->interval_ms,
            median(c->rate, rounds), lo, hi, median(run, rounds), lo3, hi3,
-           median(nr, rounds), median(rec, rounds), lo2, hi2);
+           median(nr, rounds), median(rec, rounds), lo2, hi2,
+           c->no_overlap ? ""
+                         : "; send_offsets and commit run beside the next "
+                           "transaction, outside the round");
     printf("  %-14s %-22s %-22s %-22s %-22s\n", "phase", "median ms",
            "p99 ms", "% of the round", "% of all the time");
     for (int k = 0; k < BD_NCOL; k++) {
@@ -748,6 +771,7 @@ int main(int argc, char **argv)
     bool latency = true, rate_on = true;
     int rollbacks = 20;
     const char *breakdown = NULL, *stores = "dir,kafka";
+    const char *overlap = "on";
     const char *bin = getenv("BLOOMSTAGE_BIN");
     if (!bin)
         bin = BENCH_BLOOMSTAGE_PATH;
@@ -785,6 +809,8 @@ int main(int argc, char **argv)
             breakdown = v;
         else if (!strcmp(a, "--stores"))
             stores = v;
+        else if (!strcmp(a, "--overlap"))
+            overlap = v;
         else if (!strcmp(a, "--bootstrap"))
             bs = v;
         else if (!strcmp(a, "--bloomstage"))
@@ -800,8 +826,16 @@ int main(int argc, char **argv)
         fputs(USAGE, stderr);
         return 2;
     }
+    /* exactly_once.overlap on, off (txn-no-overlap), or both. */
+    const bool overlaps[2] = {strcmp(overlap, "off") != 0,
+                              strcmp(overlap, "on") != 0};
+    if (strcmp(overlap, "on") && strcmp(overlap, "off") &&
+        strcmp(overlap, "both")) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
     conf bd[BD_MAX];
-    int nbd = breakdown ? bd_confs(breakdown, stores, bd) : 0;
+    int nbd = breakdown ? bd_confs(breakdown, stores, overlaps, bd) : 0;
     if (nbd < 0) {
         fputs(USAGE, stderr);
         return 2;
@@ -814,13 +848,18 @@ int main(int argc, char **argv)
     };
     int nconf = 2;
     for (const char *p = intervals; *p && nconf < MAX_CONF;) {
-        conf *c = &confs[nconf++];
-        c->method = "transactions";
-        c->interval_ms = atoi(p);
-        c->rate_too = c->interval_ms == 1000;
-        if (c->interval_ms <= 0) {
-            fputs(USAGE, stderr);
-            return 2;
+        for (int o = 0; o < 2 && nconf < MAX_CONF; o++) {
+            if (!overlaps[o])
+                continue;
+            conf *c = &confs[nconf++];
+            c->method = "transactions";
+            c->no_overlap = o == 1;
+            c->interval_ms = atoi(p);
+            c->rate_too = c->interval_ms == 1000;
+            if (c->interval_ms <= 0) {
+                fputs(USAGE, stderr);
+                return 2;
+            }
         }
         p = strchr(p, ',');
         if (!p)

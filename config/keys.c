@@ -356,6 +356,18 @@ const bs_config_row bs_config_rows[] = {
              "producer.transaction.timeout.ms.  Set one per instance where "
              "instances on one host cannot see one another's "
              "/run/lock (containers sharing a host name)."},
+    {.name = "exactly_once.overlap", .type = BS_CT_BOOL, .section = SEC_PROC,
+     .def = "true",
+     .help = "With exactly_once.method transactions: two transactional "
+             "producers take turns, so that the next round's transaction "
+             "takes records while the last one commits (its "
+             "send_offsets_to_transaction and commit_transaction run on a "
+             "thread of their own); a round waits for a commit only if the "
+             "one before is still running, and a commit that fails aborts "
+             "both transactions.  The second producer's transactional.id "
+             "is the first's followed by /2 (the ACL prefix bloomstage-"
+             "GROUP- covers both).  false: one producer, and each round "
+             "waits for its own commit before records flow again."},
 
     /* Kafka clients ---------------------------------------------------- */
     {.name = "consumer.group.id", .type = BS_CT_STRING, .section = SEC_KAFKA,

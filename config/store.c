@@ -476,10 +476,12 @@ out:
 }
 
 /* BLOOMSTAGE_ variables that are not configuration keys: load_env leaves
- * them alone instead of calling them unknown.  BLOOMSTAGE_CRASH_AT: the
- * tests' crash points (stage/base/crash_point.c); BLOOMSTAGE_CORE_DUMPS:
- * `run` leaves core dumps allowed (cli/cmd_run.c). */
+ * them alone instead of calling them unknown.  BLOOMSTAGE_CRASH_AT and
+ * BLOOMSTAGE_FAIL_AT: the tests' crash and fail points
+ * (stage/base/crash_point.c); BLOOMSTAGE_CORE_DUMPS: `run` leaves core
+ * dumps allowed (cli/cmd_run.c). */
 static const char *const env_not_keys[] = {"BLOOMSTAGE_CRASH_AT",
+                                           "BLOOMSTAGE_FAIL_AT",
                                            "BLOOMSTAGE_CORE_DUMPS", NULL};
 
 /* The suffix of a variable whose value is the path of a file holding the

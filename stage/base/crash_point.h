@@ -12,6 +12,8 @@
 #ifndef BLOOMSTAGE_CRASH_POINT_H
 #define BLOOMSTAGE_CRASH_POINT_H
 
+#include <stdbool.h>
+
 #define BS_CRASH_POINTS(X)                                                   \
     X(AFTER_FLUSH, "after-flush")                                            \
     X(AFTER_CKPT_WRITE, "after-checkpoint-write")                            \
@@ -24,11 +26,21 @@
 #define BS_CRASH_POINT_DEFINE_(id, name) static const char *const BS_CRASH_##id = name;
 BS_CRASH_POINTS(BS_CRASH_POINT_DEFINE_)
 
+/* Fail points (BLOOMSTAGE_FAIL_AT=NAME[:N]): commit, the transaction's
+ * commit_transaction refused 0.3 s later instead of made (its transaction
+ * left open, as a commit that timed out leaves it). */
+#define BS_FAIL_POINTS(X) X(COMMIT, "commit")
+#define BS_FAIL_POINT_DEFINE_(id, name) static const char *const BS_FAIL_##id = name;
+BS_FAIL_POINTS(BS_FAIL_POINT_DEFINE_)
+
 /* The exit status of a stage that stopped at a crash point. */
 #define BS_CRASH_EXIT 86
 
 /* A round passing point `name` (round.c, txn.c): exits there when
  * BLOOMSTAGE_CRASH_AT arms it, else returns. */
 void bs_crash_point(const char *name);
+/* Whether point `name`'s pass is the one BLOOMSTAGE_FAIL_AT arms: then
+ * the caller fails its step (test-only). */
+bool bs_fail_point(const char *name);
 
 #endif

@@ -123,6 +123,7 @@ typedef enum bs_start_at {
     X("processing.guarantee", guarantee, GUARANTEE)                         \
     X("exactly_once.method", eos_method, EOS_METHOD)                        \
     X("exactly_once.transactional.id", transactional_id, OPT_STRING)        \
+    X("exactly_once.overlap", eos_overlap, BOOL)                            \
     X("consumer.group.id", group_id, STRING)                                \
     X("schema.registry.url", registry_urls, OPT_STRING)                     \
     X("schema.registry.basic.auth.user.info", registry_user_info,          \

@@ -20,6 +20,7 @@
 #include "core/startup.h"
 #include "core/poison.h"
 #include "clients/txn.h"
+#include "clients/committer.h"
 #include "ops/publish.h"
 #include "base/util.h"
 
@@ -32,6 +33,16 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
 {
     bs_stage *s = opaque;
     char q[512];
+    if (rk == s->spare.rk) {
+        /* The spare producer (exactly_once.overlap): idle, or committing
+         * on the committer's thread, which then serves this.  Logged
+         * only: its commit's outcome, or its next transaction, says what
+         * the error did. */
+        bs_log(BS_LOG_WARN, "kafka error", "client=%s error=%s detail=%s",
+               rd_kafka_name(rk), rd_kafka_err2name((rd_kafka_resp_err_t)err),
+               bs_log_quote(reason, q, sizeof(q)));
+        return;
+    }
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
         char fe[512];
         rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, fe, sizeof(fe));
@@ -276,6 +287,78 @@ bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size)
     return s->txn ? bs_txn_start(s, errstr, errstr_size) : BS_OK;
 }
 
+void bs_producers_swap(bs_stage *s)
+{
+    struct bs_spare *o = &s->spare;
+    rd_kafka_t *rk = s->producer;
+    rd_kafka_topic_t *out = s->out_rkt, *rej = s->rej_rkt;
+    bool ready = s->txn_ready, open = s->txn_open;
+    char id[sizeof(s->txn_id)];
+    memcpy(id, s->txn_id, sizeof(id));
+    s->producer = o->rk;
+    s->out_rkt = o->out_rkt;
+    s->rej_rkt = o->rej_rkt;
+    s->txn_ready = o->txn_ready;
+    s->txn_open = o->txn_open;
+    memcpy(s->txn_id, o->txn_id, sizeof(id));
+    o->rk = rk;
+    o->out_rkt = out;
+    o->rej_rkt = rej;
+    o->txn_ready = ready;
+    o->txn_open = open;
+    memcpy(o->txn_id, id, sizeof(id));
+    if (s->store)
+        bs_store_use_producer(s->store, s->producer);
+}
+
+bs_rc bs_spare_recreate(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    bs_producers_swap(s);
+    bs_rc rc = bs_producer_recreate(s, errstr, errstr_size);
+    bs_producers_swap(s);
+    s->spare.broken = rc != BS_OK;
+    return rc;
+}
+
+/* A transactional producer made for the current slot (spare false) or the
+ * spare one; a refusal of the transactional id's Write (bs_txn_start said
+ * it) is waited out as start-up holds refusals, with a new producer each
+ * time. */
+static bs_rc start_producer(bs_stage *s, bool spare, char *errstr,
+                            size_t errstr_size)
+{
+    for (;;) {
+        s->refused_err = 0;
+        bs_rc rc = spare ? bs_spare_recreate(s, errstr, errstr_size)
+                         : bs_producer_recreate(s, errstr, errstr_size);
+        if (rc != BS_FATAL || !s->txn ||
+            s->refused_err !=
+                RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return rc;
+        bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
+        if (w != BS_OK)
+            return w;
+    }
+}
+
+/* exactly_once.overlap: the spare producer, on the current one's id
+ * followed by /2 (its init_transactions fences that id's earlier owner
+ * too), and the committer's thread. */
+static bs_rc start_overlap(bs_stage *s, char *errstr, size_t errstr_size)
+{
+    int n = snprintf(s->spare.txn_id, sizeof(s->spare.txn_id), "%s/2",
+                     s->txn_id);
+    if (n < 0 || (size_t)n >= sizeof(s->spare.txn_id)) {
+        snprintf(errstr, errstr_size, "transactional id %s: too long for "
+                 "exactly_once.overlap's second id", s->txn_id);
+        return BS_FATAL;
+    }
+    s->committer = bs_committer_new(errstr, errstr_size);
+    if (!s->committer)
+        return BS_FATAL;
+    return start_producer(s, true, errstr, errstr_size);
+}
+
 /* exactly_once.method: transactions when asked for, or with auto when the
  * broker accepts them (init_transactions succeeds); else the output-tail
  * replay.  Said in the log either way. */
@@ -298,27 +381,18 @@ static bs_rc choose_method(bs_stage *s, char *errstr, size_t errstr_size)
     }
     if (s->txn)
         bs_txn_id(s, NULL);
-    bs_rc rc;
-    /* The transactional id's Write refused (bs_txn_start said it): a new
-     * producer tries again, as start-up holds refusals. */
-    for (;;) {
-        s->refused_err = 0;
-        rc = bs_producer_recreate(s, errstr, errstr_size);
-        if (rc != BS_FATAL || !s->txn ||
-            s->refused_err !=
-                RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            break;
-        bs_rc w = bs_startup_refusal_wait(s, errstr, errstr_size);
-        if (w != BS_OK)
-            return w;
-    }
+    bs_rc rc = start_producer(s, false, errstr, errstr_size);
+    if (rc == BS_OK && s->txn && s->set.eos_overlap)
+        rc = start_overlap(s, errstr, errstr_size);
     if (rc == BS_OK || !s->txn) {
         if (rc == BS_OK && bs_exactly_once(s) &&
             (s->txn || m == BS_CONFIG_EOS_REPLAY))
-            bs_log(BS_LOG_INFO, "exactly_once method", "method=%s%s%s",
+            bs_log(BS_LOG_INFO, "exactly_once method", "method=%s%s%s%s%s",
                    s->txn ? "transactions" : "replay",
                    s->txn ? " transactional_id=" : "",
-                   s->txn ? s->txn_id : "");
+                   s->txn ? s->txn_id : "",
+                   s->spare.rk ? " overlap_transactional_id=" : "",
+                   s->spare.rk ? s->spare.txn_id : "");
         return rc;
     }
     /* auto: the replay when the broker refused transactions; a broker
@@ -551,6 +625,9 @@ void bs_consumer_close(bs_stage *s)
 
 void bs_clients_destroy(bs_stage *s)
 {
+    /* A commit still running ends before its producer does. */
+    bs_committer_destroy(s->committer);
+    s->committer = NULL;
     bs_fetch_wake_destroy(s->fwake);
     s->fwake = NULL;
     if (s->consumer && !s->consumer_closed && in_join_window(s))
@@ -571,6 +648,14 @@ void bs_clients_destroy(bs_stage *s)
     drop_topics(s);
     if (s->producer)
         rd_kafka_destroy(s->producer);
+    if (s->spare.out_rkt)
+        rd_kafka_topic_destroy(s->spare.out_rkt);
+    if (s->spare.rej_rkt)
+        rd_kafka_topic_destroy(s->spare.rej_rkt);
+    if (s->spare.rk)
+        rd_kafka_destroy(s->spare.rk);
+    s->spare.rk = NULL;
+    s->spare.out_rkt = s->spare.rej_rkt = NULL;
     bs_txn_slot_release(&s->txn_slot); /* after the producer using it */
     s->consumer = s->tail = s->producer = NULL;
     s->store = NULL;

@@ -29,6 +29,15 @@ void bs_consumer_close(bs_stage *s);
  * transactions are initialised and one begun (bs_txn_start's outcome: the
  * producer is in place even then). */
 bs_rc bs_producer_recreate(bs_stage *s, char *errstr, size_t errstr_size);
+/* exactly_once.overlap: the current producer and the spare one (s->spare)
+ * exchanged, with everything that belongs to each (topic handles,
+ * transaction state, transactional id), and the Kafka store pointed at
+ * the new current one. */
+void bs_producers_swap(bs_stage *s);
+/* The spare producer replaced as bs_producer_recreate replaces the
+ * current one (its init_transactions fences the old one and aborts what
+ * it left open); s->spare.broken is cleared on success. */
+bs_rc bs_spare_recreate(bs_stage *s, char *errstr, size_t errstr_size);
 
 /* A librdkafka configuration for one of the stage's clients: defaults, then
  * the kafka.* and ROLE.* keys, then forced (both NULL-terminated pairs). */

@@ -12,8 +12,10 @@
  * whose init_transactions aborts the transaction: bs_rollback says why).
  *
  * Everything here runs on the stage thread and uses s->producer, which
- * clients.c makes and replaces.  A commit times its two calls as phases
- * of the round (send_offsets, commit: bs_round_lap).
+ * clients.c makes and replaces, but bs_txn_commit_on: it touches only the
+ * producer it is given, so the committer's thread (committer.c) runs it
+ * while the stage produces on its other producer.  A commit times its two
+ * calls as phases of the round (send_offsets, commit).
  */
 #include "clients/txn.h"
 #include "core/stage_int.h"
@@ -206,15 +208,18 @@ static bs_rc failed(rd_kafka_error_t *e, const char *call, char *errstr,
     return BS_RETRY;
 }
 
-bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
-                    char *errstr, size_t errstr_size)
+bs_rc bs_txn_commit_on(rd_kafka_t *rk,
+                      const rd_kafka_topic_partition_list_t *offsets,
+                      const rd_kafka_consumer_group_metadata_t *md,
+                      char *errstr, size_t errstr_size, double *send_s,
+                      double *commit_s)
 {
     rd_kafka_error_t *e = NULL;
+    double t0 = bs_now();
+    *send_s = *commit_s = 0;
     if (offsets->cnt > 0) {
-        rd_kafka_consumer_group_metadata_t *md =
-            rd_kafka_consumer_group_metadata(s->consumer);
         for (int attempt = 1; attempt <= TXN_ATTEMPTS; attempt++) {
-            e = rd_kafka_send_offsets_to_transaction(s->producer, offsets, md,
+            e = rd_kafka_send_offsets_to_transaction(rk, offsets, md,
                                                      BS_TIMEOUT_BROKER_MS);
             if (!e || !rd_kafka_error_is_retriable(e) ||
                 attempt == TXN_ATTEMPTS)
@@ -222,17 +227,24 @@ bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
             rd_kafka_error_destroy(e);
             e = NULL;
         }
-        rd_kafka_consumer_group_metadata_destroy(md);
         if (e)
             return failed(e, "send_offsets_to_transaction", errstr,
                           errstr_size);
         bs_crash_point(BS_CRASH_AFTER_SEND_OFFSETS);
     }
-    bs_round_lap(s, BS_PHASE_SEND_OFFSETS);
+    double t1 = bs_now();
+    *send_s = t1 - t0;
+    if (bs_fail_point(BS_FAIL_COMMIT)) {
+        /* As a slow broker's refusal: the stage goes on meanwhile. */
+        usleep(300 * 1000);
+        snprintf(errstr, errstr_size, "commit_transaction: refused at "
+                 "BLOOMSTAGE_FAIL_AT=commit (a test)");
+        return BS_RETRY;
+    }
     for (int attempt = 1; attempt <= TXN_ATTEMPTS; attempt++) {
         /* A retriable failure (a timeout) goes on in the background and
          * the same call resumes it. */
-        e = rd_kafka_commit_transaction(s->producer, BS_TIMEOUT_BROKER_MS);
+        e = rd_kafka_commit_transaction(rk, BS_TIMEOUT_BROKER_MS);
         if (!e || !rd_kafka_error_is_retriable(e) || attempt == TXN_ATTEMPTS)
             break;
         rd_kafka_error_destroy(e);
@@ -243,8 +255,24 @@ bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
          * committed offsets back from the broker and restores the state
          * that matches them, whichever it is. */
         return failed(e, "commit_transaction", errstr, errstr_size);
-    bs_round_lap(s, BS_PHASE_COMMIT);
-    s->txn_open = false;
+    *commit_s = bs_now() - t1;
     bs_crash_point(BS_CRASH_AFTER_COMMIT);
     return BS_OK;
+}
+
+bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
+                    char *errstr, size_t errstr_size)
+{
+    rd_kafka_consumer_group_metadata_t *md =
+        rd_kafka_consumer_group_metadata(s->consumer);
+    double send_s, commit_s;
+    bs_rc rc = bs_txn_commit_on(s->producer, offsets, md, errstr,
+                                errstr_size, &send_s, &commit_s);
+    rd_kafka_consumer_group_metadata_destroy(md);
+    s->round_phase[BS_PHASE_SEND_OFFSETS] += send_s;
+    s->round_phase[BS_PHASE_COMMIT] += commit_s;
+    s->round_lap = bs_now();
+    if (rc == BS_OK)
+        s->txn_open = false;
+    return rc;
 }

@@ -33,9 +33,20 @@ bool bs_txn_begin(bs_stage *s);
  * open transaction.  BS_OK: committed.  Otherwise errstr says why and the
  * transaction is not committed: the caller rolls back (bs_rollback ends
  * it).  Crash points after-send-offsets and after-commit are here; each
- * call is timed as a phase of the round (bs_round_lap). */
+ * call is timed as a phase of the round. */
 bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
                     char *errstr, size_t errstr_size);
+/* send_offsets_to_transaction (offsets, with the group's metadata md)
+ * and commit_transaction on rk, each retried while retriable; what each
+ * took into *send_s and *commit_s.  Touches nothing but rk, so that the
+ * committer's thread can run it (committer.h).  BS_OK: committed;
+ * otherwise errstr says why (a fencing also logged) and the caller rolls
+ * back. */
+bs_rc bs_txn_commit_on(rd_kafka_t *rk,
+                      const rd_kafka_topic_partition_list_t *offsets,
+                      const rd_kafka_consumer_group_metadata_t *md,
+                      char *errstr, size_t errstr_size, double *send_s,
+                      double *commit_s);
 /* Whether a librdkafka error means this instance was fenced: another one
  * owns its partitions now, or its transaction timed out. */
 bool bs_txn_fenced_error(rd_kafka_resp_err_t err);

@@ -222,6 +222,20 @@ struct bs_stage {
     bs_txn_slot txn_slot;          /* the host slot behind a default id */
     bs_fence_window txn_fencings; /* the producer's recent fencings */
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
+    /* exactly_once.overlap (round.c): the second transactional producer,
+     * which takes turns with the current one (bs_producers_swap
+     * exchanges the two): idle, or committing the last round's
+     * transaction on the committer's thread while the current one
+     * produces the next.  Its fields mirror the current one's. */
+    struct bs_spare {
+        rd_kafka_t *rk;
+        rd_kafka_topic_t *out_rkt, *rej_rkt;
+        bool txn_ready, txn_open;
+        bool broken; /* its commit failed: replaced by the next rollback */
+        char txn_id[300];
+    } spare;
+    struct bs_committer *committer;
+    struct bs_inflight *inflight; /* the round whose commit runs (round.c) */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
     bs_fetch_wake *fwake; /* keeps the consumer fetching (fetch_wake.h) */

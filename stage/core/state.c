@@ -137,6 +137,9 @@ static void check(const bs_stage *s, bool committing)
         if (p->txn_aborted && committing)
             violated("9: transactions: nothing is committed past output "
                      "that was aborted", d);
+        if (s->inflight && committing)
+            violated("10: the overlap: a transaction is committed only "
+                     "after the one before it is settled", d);
         if (p->txn_aborted && p->state == BS_PART_ACTIVE &&
             s->state == BS_STAGE_RUNNING)
             violated("9: transactions: a partition whose output was aborted "

@@ -208,6 +208,9 @@ void bs_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         decline(rk, cooperative, parts, "stopping");
         return;
     }
+    /* The commit still running belongs to the assignment before this
+     * one (a failure: the revoke's round, or the next, rolls back). */
+    (void)bs_round_settle(s, true);
     bs_stage_state prev = bs_stage_set_state(s, BS_STAGE_REBALANCING);
     bs_stage_state next = prev;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {

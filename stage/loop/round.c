@@ -22,6 +22,7 @@
 #include "core/partitions.h"
 #include "core/poison.h"
 #include "clients/txn.h"
+#include "clients/committer.h"
 #include "ops/publish.h"
 
 #include <stdarg.h>
@@ -208,13 +209,19 @@ static bs_rc rollback_producer(bs_stage *s, bool pending, char *err,
 {
     bool replace = rd_kafka_fatal_error(s->producer, NULL, 0) ||
                    (s->txn && !pending && s->txn_open);
-    if (s->txn && replace)
+    /* A spare whose commit failed: its transaction ended with the
+     * current one's (exactly_once.overlap). */
+    bool spare = s->spare.rk && (s->spare.broken ||
+                                 rd_kafka_fatal_error(s->spare.rk, NULL, 0));
+    if (s->txn && (replace || s->spare.broken))
         bs_parts_txn_aborted(s);
     bs_rc prc = BS_OK;
     if (replace)
         prc = bs_producer_recreate(s, err, err_size);
     else if (s->txn && !s->txn_ready)
         prc = bs_txn_start(s, err, err_size); /* an earlier one failed */
+    if (prc == BS_OK && spare)
+        prc = bs_spare_recreate(s, err, err_size);
     if (prc == BS_FATAL) {
         bs_stage_fatal(s, "%s", err);
         return BS_FATAL;
@@ -285,6 +292,10 @@ static void rollback_parts(bs_stage *s, part **chosen, const int64_t *bases,
 void bs_rollback(bs_stage *s, bool pending)
 {
     char q[600];
+    /* A commit that failed ends the open transaction too: every partition
+     * rolls back. */
+    if (!bs_round_settle(s, true))
+        pending = false;
     if (pending && s->txn && rd_kafka_fatal_error(s->producer, NULL, 0)) {
         bs_deliveries_unconfirmed(s, "the transactional producer failed "
                                   "fatally");
@@ -353,14 +364,13 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
     return wm;
 }
 
-/* Commits the offsets in `commit`; a partition whose commit succeeded
- * records it.  A failed commit is safe (the checkpoints are durable and
+/* Commits the offsets in `commit`; an entry that failed is logged (and
+ * keeps its error: committed() passes it over).  A failed commit is safe (the checkpoints are durable and
  * ahead of the committed offsets) and made again by the next round. */
 static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
     bs_round_lap(s, BS_PHASE_COMMIT);
-    double now = bs_unix_now();
     if (cerr) {
         bs_log(BS_LOG_WARN, "commit failed", "error=%s partitions=%d",
                rd_kafka_err2name(cerr), commit->cnt);
@@ -375,15 +385,8 @@ static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
                    rd_kafka_err2name(e->err));
             note_text(s, "commit of %s [%d] failed: %s", e->topic,
                       (int)e->partition, rd_kafka_err2str(e->err));
-            continue;
-        }
-        part *p = bs_part_find(s, e->topic, e->partition);
-        if (p) {
-            p->committed = e->offset;
-            p->committed_at = now;
         }
     }
-    BS_INC(s->ctr.commits);
     return true;
 }
 
@@ -420,17 +423,7 @@ static bool commit_txn(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
         bs_rollback(s, false);
         return false;
     }
-    double now = bs_unix_now();
-    for (int i = 0; i < commit->cnt; i++) {
-        part *p = bs_part_find(s, commit->elems[i].topic,
-                               commit->elems[i].partition);
-        if (p) {
-            p->committed = commit->elems[i].offset;
-            p->committed_at = now;
-        }
-    }
     bs_parts_txn_committed(s);
-    BS_INC(s->ctr.commits);
     (void)bs_txn_begin(s); /* a failure: the next round rolls back */
     return true;
 }
@@ -571,47 +564,196 @@ commit_list(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     return commit;
 }
 
-/* A completed round's debug line: its size, its duration, the time each
- * phase took (BS_ROUND_PHASES) and the time since the round before ended
- * (`between_seconds`, records processed). */
-static void log_round(bs_stage *s, const char *why, int partitions,
-                      uint64_t bytes, uint64_t records, double seconds,
-                      double between)
+/* What a completed round reports: its size, its duration (with the
+ * overlap, until its commit was handed over: the time the stage took no
+ * records), the time each phase took (BS_ROUND_PHASES; with the overlap
+ * send_offsets and commit ran on the committer's thread) and the time
+ * since the round before ended (`between_seconds`, records processed). */
+typedef struct round_report {
+    const char *why;
+    int partitions;
+    uint64_t bytes, records;
+    double seconds, between;
+    double phase[BS_NPHASES];
+    bool overlapped;
+} round_report;
+
+/* A completed round's figures into the metrics and its debug line. */
+static void report_round(bs_stage *s, const round_report *r)
 {
+    BS_SET(s->ctr.checkpoint_bytes, r->bytes);
+    bs_report_round(s, r->phase, r->seconds);
     char phases[BS_NPHASES * 40];
     size_t len = 0;
     for (int k = 0; k < BS_NPHASES && len < sizeof(phases); k++)
         len += (size_t)snprintf(phases + len, sizeof(phases) - len,
                                 " %s_seconds=%.4f", bs_round_phase_names[k],
-                                s->round_phase[k]);
+                                r->phase[k]);
     bs_log(BS_LOG_DEBUG, "checkpoint", "reason=%s partitions=%d bytes=%llu "
-           "records=%llu seconds=%.4f%s between_seconds=%.4f", why,
-           partitions, (unsigned long long)bytes,
-           (unsigned long long)records, seconds, phases, between);
+           "records=%llu seconds=%.4f%s between_seconds=%.4f overlapped=%d",
+           r->why, r->partitions, (unsigned long long)r->bytes,
+           (unsigned long long)r->records, r->seconds, phases, r->between,
+           r->overlapped);
 }
 
-/* The commit of a round's list, and its figures on success.  BS_RETRY
- * when a transaction's commit failed (rolled back); a failed plain commit
- * is not a failed round (the next makes it again). */
+/* A round's report as it stands now (its phases so far). */
+static round_report round_now(const bs_stage *s, const char *why,
+                              int partitions, uint64_t bytes, double t0)
+{
+    round_report r = {.why = why, .partitions = partitions, .bytes = bytes,
+                      .records = s->since_ckpt,
+                      .seconds = s->round_lap - t0,
+                      .between = t0 - s->last_ckpt};
+    memcpy(r.phase, s->round_phase, sizeof(r.phase));
+    return r;
+}
+
+/* After a commit of `commit` (the entries without an error) that made
+ * the round's transaction visible: each partition's committed offset,
+ * and the store and the poison notes told. */
+static void committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
+{
+    double now = bs_unix_now();
+    for (int i = 0; i < commit->cnt; i++) {
+        part *p = bs_part_find(s, commit->elems[i].topic,
+                               commit->elems[i].partition);
+        if (p && !commit->elems[i].err) {
+            p->committed = commit->elems[i].offset;
+            p->committed_at = now;
+        }
+    }
+    BS_INC(s->ctr.commits);
+    store_committed(s, commit);
+    bs_poison_prune(s); /* records the commit passed do not come again */
+    bs_refusal_healed(s);
+}
+
+/* exactly_once.overlap: a round whose transaction the committer commits
+ * while the next one takes records on the other producer, and what is
+ * done once its outcome is known (bs_round_settle). */
+struct bs_inflight {
+    rd_kafka_topic_partition_list_t *commit;
+    int64_t *txn_from; /* per s->parts[i]: its next_offset at the hand-off */
+    size_t nparts;
+    round_report report;
+};
+
+static void inflight_free(struct bs_inflight *f)
+{
+    if (!f)
+        return;
+    if (f->commit)
+        rd_kafka_topic_partition_list_destroy(f->commit);
+    free(f->txn_from);
+    free(f);
+}
+
+/* Whether this round's commit may run on the committer: a loop round
+ * (rounds in a rebalance or the drain commit before they return), the
+ * spare producer ready, no commit running. */
+static bool may_overlap(const bs_stage *s, bool loop_round)
+{
+    return loop_round && s->txn && s->committer && !s->inflight &&
+           s->spare.rk && s->spare.txn_ready && !s->spare.broken &&
+           !rd_kafka_fatal_error(s->spare.rk, NULL, 0);
+}
+
+/* Hands the commit of `commit` (the round's transaction, on the current
+ * producer) to the committer, makes the spare producer the current one
+ * and begins the next transaction on it.  The partitions' committed
+ * state moves when the outcome is taken.  false (nothing handed over) if
+ * memory runs out: the round commits itself. */
+static bool hand_over(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
+                      const round_report *r)
+{
+    struct bs_inflight *f = calloc(1, sizeof(*f));
+    rd_kafka_topic_partition_list_t *sent =
+        rd_kafka_topic_partition_list_copy(commit);
+    if (f) {
+        f->commit = rd_kafka_topic_partition_list_copy(commit);
+        f->txn_from = calloc(s->nparts ? s->nparts : 1, sizeof(int64_t));
+    }
+    if (!f || !f->commit || !f->txn_from || !sent) {
+        inflight_free(f);
+        if (sent)
+            rd_kafka_topic_partition_list_destroy(sent);
+        return false;
+    }
+    bs_stage_check_commit(s);
+    f->nparts = s->nparts;
+    for (size_t i = 0; i < s->nparts; i++)
+        f->txn_from[i] = s->parts[i].next_offset;
+    f->report = *r;
+    f->report.overlapped = true;
+    bs_committer_start(s->committer, s->producer, sent,
+                       rd_kafka_consumer_group_metadata(s->consumer));
+    s->inflight = f;
+    s->txn_open = false; /* the transaction is the committer's now */
+    bs_producers_swap(s);
+    (void)bs_txn_begin(s); /* a failure: the next round rolls back */
+    return true;
+}
+
+bool bs_round_settle(bs_stage *s, bool wait)
+{
+    struct bs_inflight *f = s->inflight;
+    bs_commit_outcome o;
+    if (!f || !bs_committer_take(s->committer, wait, &o))
+        return true;
+    s->inflight = NULL;
+    if (o.rc != BS_OK) {
+        /* Both transactions end: this one is not committed, and the
+         * current one holds records processed after it.  The rollback
+         * the failure calls for replaces both producers. */
+        s->spare.broken = true;
+        BS_INC(s->ctr.checkpoint_failures);
+        char q[BS_ERRSTR_SIZE + 100];
+        bs_log(BS_LOG_WARN, "transaction not committed; the next one, which "
+               "holds records processed after it, is aborted with it",
+               "records_after=%llu error=%s",
+               (unsigned long long)s->since_ckpt,
+               bs_log_quote(o.err, q, sizeof(q)));
+        bs_deliveries_unconfirmed(s, "transaction not committed: %s",
+                                  o.err);
+        inflight_free(f);
+        return false;
+    }
+    s->spare.txn_open = false;
+    committed(s, f->commit);
+    for (size_t i = 0; i < f->nparts && i < s->nparts; i++)
+        s->parts[i].txn_from = f->txn_from[i];
+    f->report.phase[BS_PHASE_SEND_OFFSETS] += o.send_s;
+    f->report.phase[BS_PHASE_COMMIT] += o.commit_s;
+    report_round(s, &f->report);
+    inflight_free(f);
+    return true;
+}
+
+/* The commit of a round's list, and its figures on success; with the
+ * overlap (a loop round: may_overlap) handed to the committer instead.
+ * BS_RETRY when a transaction's commit failed (rolled back); a failed
+ * plain commit is not a failed round (the next makes it again). */
 static bs_rc commit_round(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
-                          const char *why, uint64_t bytes, double t0)
+                          const char *why, uint64_t bytes, double t0,
+                          bool loop_round)
 {
     if (commit->cnt == 0)
         return BS_OK;
+    if (may_overlap(s, loop_round)) {
+        bs_round_lap(s, BS_PHASE_OTHER);
+        round_report r = round_now(s, why, commit->cnt, bytes, t0);
+        if (hand_over(s, commit, &r))
+            return BS_OK;
+    }
     bool ok = s->txn ? commit_txn(s, commit) : commit_offsets(s, commit);
     if (!ok)
         return s->txn ? BS_RETRY : BS_OK;
     if (!s->txn)
         bs_crash_point(BS_CRASH_AFTER_COMMIT);
-    store_committed(s, commit);
-    bs_poison_prune(s); /* records the commit passed do not come again */
-    bs_refusal_healed(s);
+    committed(s, commit);
     bs_round_lap(s, BS_PHASE_OTHER);
-    double dt = s->round_lap - t0;
-    BS_SET(s->ctr.checkpoint_bytes, bytes);
-    bs_report_round(s, dt);
-    log_round(s, why, commit->cnt, bytes, s->since_ckpt, dt,
-              t0 - s->last_ckpt);
+    round_report r = round_now(s, why, commit->cnt, bytes, t0);
+    report_round(s, &r);
     return BS_OK;
 }
 
@@ -619,7 +761,7 @@ static bs_rc commit_round(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
  * (invariant 2: nothing is written before every delivery succeeded), the
  * writes, the commit; each phase timed (bs_round_lap). */
 static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
-                        const char *why, double t0)
+                        const char *why, double t0, bool loop_round)
 {
     if (restore_pending(s)) {
         bs_rollback(s, true);
@@ -665,7 +807,8 @@ static bs_rc round_body(bs_stage *s, const rd_kafka_topic_partition_list_t *only
     } else {
         rd_kafka_topic_partition_list_t *commit =
             commit_list(s, only, &w, wm, nwm);
-        if (commit_round(s, commit, why, w.n ? w.bytes : 0, t0) != BS_OK)
+        if (commit_round(s, commit, why, w.n ? w.bytes : 0, t0,
+                         loop_round) != BS_OK)
             rc = BS_RETRY;
         rd_kafka_topic_partition_list_destroy(commit);
     }
@@ -706,8 +849,11 @@ static void round_verdict(bs_stage *s, bs_rc rc, double t0)
     atomic_store(&s->round_since_ms, 0);
 }
 
-bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
-                    const char *why)
+/* A round; loop_round: one the loop asked for, whose commit may overlap
+ * the next transaction.  Any round first takes the outcome of the commit
+ * still running (a failed one rolls this round back). */
+static bs_rc round_run(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+                       const char *why, bool loop_round)
 {
     double t0 = bs_now();
     if (s->state == BS_STAGE_FATAL)
@@ -716,7 +862,8 @@ bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     s->round_err[0] = '\0';
     bs_round_clock_start(s, t0);
     atomic_store(&s->round_since_ms, (int64_t)(t0 * 1000));
-    bs_rc rc = round_body(s, only, why, t0);
+    (void)bs_round_settle(s, true);
+    bs_rc rc = round_body(s, only, why, t0, loop_round);
     round_verdict(s, rc, t0);
     /* The interval runs from the round's end: a round slower than
      * checkpoint.interval.ms (a loaded cluster's acks=all round trips)
@@ -737,6 +884,12 @@ bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     return rc;
 }
 
+bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
+               const char *why)
+{
+    return round_run(s, only, why, false);
+}
+
 void bs_backoff_start(bs_stage *s)
 {
     s->backoff = s->backoff == 0 ? BS_BACKOFF_MIN_S : s->backoff * 2;
@@ -750,7 +903,7 @@ void bs_backoff_start(bs_stage *s)
 void bs_round_from_loop(bs_stage *s, const char *why)
 {
     bs_stage_state before = s->state; /* RUNNING or BACKOFF */
-    bs_rc rc = bs_round(s, NULL, why);
+    bs_rc rc = round_run(s, NULL, why, true);
     if (s->state == BS_STAGE_FATAL)
         return;
     if (rc == BS_OK) {

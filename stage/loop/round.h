@@ -18,6 +18,12 @@ bs_rc bs_round(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
 /* A round from the loop: on failure to BACKOFF (paused, retried with
  * exponential backoff), on success back to RUNNING. */
 void bs_round_from_loop(bs_stage *s, const char *why);
+/* exactly_once.overlap: the outcome of the commit the committer runs, if
+ * it is done (or once it is, with wait): a success moves the partitions'
+ * committed state and reports the round; a failure is noted as a failed
+ * delivery (the next round rolls back both transactions).  false only
+ * for a failure; true with nothing running or still running. */
+bool bs_round_settle(bs_stage *s, bool wait);
 /* From RUNNING (or a rebalance) to BACKOFF: pause and schedule a retry. */
 void bs_backoff_start(bs_stage *s);
 /* Pauses or resumes every assigned partition (a resume seeks each to where

@@ -261,6 +261,10 @@ static bs_rc start(bs_stage *s, char *errstr, size_t errstr_size)
 static void tick(bs_stage *s)
 {
     rd_kafka_poll(s->producer, 0);
+    if (s->inflight)
+        (void)bs_round_settle(s, false);
+    else if (s->spare.rk)
+        rd_kafka_poll(s->spare.rk, 0); /* idle: its events are served here */
     bs_fetch_wake_check(s->fwake);
     bs_lists_follow(s);
     bs_schema_wait_check(s);

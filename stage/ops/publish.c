@@ -34,11 +34,11 @@ void bs_round_lap(bs_stage *s, bs_round_phase phase)
     s->round_lap = now;
 }
 
-void bs_report_round(bs_stage *s, double dt)
+void bs_report_round(bs_stage *s, const double *phase, double dt)
 {
     for (int k = 0; k < BS_NPHASES; k++)
         atomic_fetch_add_explicit(&s->phase_us[k],
-                                  (uint64_t)(s->round_phase[k] * 1e6),
+                                  (uint64_t)(phase[k] * 1e6),
                                   memory_order_relaxed);
     BS_SET(s->ctr.checkpoint_us, (uint64_t)(dt * 1e6));
     BS_INC(s->ckpt_rounds);

@@ -18,8 +18,8 @@ void bs_round_clock_start(bs_stage *s, double t0);
 /* The time since the round's last lap (or its start) added to `phase`. */
 void bs_round_lap(bs_stage *s, bs_round_phase phase);
 /* A completed round's duration into the histogram, and its phases' times
- * into their totals. */
-void bs_report_round(bs_stage *s, double seconds);
+ * (phase[BS_NPHASES]) into their totals. */
+void bs_report_round(bs_stage *s, const double *phase, double seconds);
 int bs_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque);
 
 #endif

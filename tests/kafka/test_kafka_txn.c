@@ -62,6 +62,11 @@
  *      the lost request's own timeout (librdkafka 2.0.2's abort zeroed its
  *      count of requests in flight, and that timeout failed an assertion:
  *      SIGABRT); every unique key is once in the output.
+ *  12. exactly_once.overlap: a commit refused while the next transaction,
+ *      on the other producer, holds records: both are aborted, and every
+ *      unique key is once in the output (the directory store, then the
+ *      Kafka store).  Every other test runs with the overlap too (the
+ *      default).
  *
  * Needs BLOOMSTAGE_BIN (ctest sets it), Java and Maven (scripts/install-
  * deps).  BS_KT_ONLY=PATTERN runs only the matching tests; BS_KT_VERBOSE=1
@@ -936,6 +941,55 @@ static void test_request_lost_in_cut(void **state)
     h_kenv_free(e);
 }
 
+/* ---- 12. the overlap: a commit refused, the next transaction with it --- */
+
+/*
+ * exactly_once.overlap (the default): the third commit is refused
+ * (BLOOMSTAGE_FAIL_AT=commit:3, 0.3 s after it began, as a slow broker's
+ * refusal comes) while the next round's transaction, on the other
+ * producer, takes records processed after it.  Both transactions are
+ * aborted (the stage says so, with how many records the second held: more
+ * than none, or the test proved nothing), every partition goes back to
+ * the second commit's state, and the stage goes on: every unique key once
+ * in the output, every other record once in the rejected topic.
+ */
+static void overlap_refused(const char *name, bool kafka_store)
+{
+    h_kenv *e = env_new(name, kafka_store, 200);
+    stream_fed(e, 60000, 5000, 251, 40);
+    const char *const xs[] = {TXN_X, NULL};
+    char entry[] = "BLOOMSTAGE_FAIL_AT=commit:3";
+    char *const env[] = {entry, NULL};
+    h_proc *p = start_txn(e, xs, env);
+    h_proc *const procs[] = {p, NULL};
+    h_feed_rate(3000);
+    const char *said = "is aborted with it";
+    h_wait_said(p, said, 1, 120000);
+    const char *at = strstr(h_process_stderr(p), said);
+    const char *n = at ? strstr(at, "records_after=") : NULL;
+    unsigned long after = n ? strtoul(n + strlen("records_after="), NULL, 10)
+                            : 0;
+    if (after == 0)
+        h_stage_fail(p, "the refused commit's next transaction held no "
+                     "record (records_after=0)");
+    h_feed_finish(120000);
+    h_kenv_wait_committed_end(e, procs, 180000);
+    print_message("%s: the third commit refused with %lu records in the "
+                  "next transaction; %zu rollbacks\n", name, after,
+                  h_count_said(p, "rolling back"));
+    h_stage_stop(p);
+    expect_all_once(e, kafka_store ? "the overlap, a commit refused, the "
+                    "Kafka store" : "the overlap, a commit refused");
+    h_kenv_free(e);
+}
+
+static void test_overlap_commit_refused(void **state)
+{
+    (void)state;
+    overlap_refused("kt-overlap", false);
+    overlap_refused("kt-overlap-ks", true);
+}
+
 int main(void)
 {
     h_test_main("test_kafka_txn", "BS_KT_ONLY", "BS_KT_VERBOSE",
@@ -959,6 +1013,8 @@ int main(void)
         cmocka_unit_test_teardown(test_rebalance_while_draining,
                                   h_kfixture_teardown),
         cmocka_unit_test_teardown(test_request_lost_in_cut,
+                                  h_kfixture_teardown),
+        cmocka_unit_test_teardown(test_overlap_commit_refused,
                                   h_kfixture_teardown),
     };
     return cmocka_run_group_tests(tests, setup_proxied, teardown_proxied);
