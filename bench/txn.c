@@ -11,7 +11,11 @@
  *
  * Every configuration with transactions runs with exactly_once.overlap
  * as --overlap says: on (the default), off, or both, the second labelled
- * txn-no-overlap; both puts the two side by side in one run.
+ * txn-no-overlap; both puts the two side by side in one run.  With
+ * --streams-cp (bench/txn --streams) the latency is measured for Kafka
+ * Streams too (kafka-streams: bench/streams' Dedup, exactly_once_v2,
+ * commit.interval.ms at each interval, fed once it says it runs), the
+ * same way: its output keeps the input's timestamps.
  *
  * Rate: for each round, N records (each key twice) are loaded into a fresh
  * input, then `bloomstage run` (checkpoint.interval.ms=1000) with
@@ -77,7 +81,7 @@
 #include <unistd.h>
 
 #define NPARTS 4
-#define MAX_CONF 12
+#define MAX_CONF 16
 #define MAX_ROUNDS 9
 #define WARMUP_S 3.0 /* latency: the first seconds' records not timed */
 #define RB_RECORDS 1000 /* rollback: in each transaction ended */
@@ -117,6 +121,9 @@ typedef struct conf {
     bool rate_too;      /* also in the rate comparison */
     const char *store;  /* breakdown: checkpoint.store; NULL: not one */
     bool no_overlap;    /* transactions with exactly_once.overlap=false */
+    bool streams;       /* Kafka Streams' Dedup instead of bloomstage:
+                           exactly_once_v2, commit.interval.ms the
+                           interval */
     double p50[MAX_ROUNDS], p99[MAX_ROUNDS], max[MAX_ROUNDS];
     double rate[MAX_ROUNDS];
     bd_run bd[MAX_ROUNDS];
@@ -141,6 +148,7 @@ typedef struct stage_run {
     char in[64], out[64], group[64];
     char *log_path;
     h_proc *proc;
+    bool streams; /* Kafka Streams: a SIGTERM ends its JVM with 143 */
 } stage_run;
 
 static int stage_setup(stage_run *r, const char *bs, const char *name)
@@ -157,9 +165,67 @@ static int stage_setup(stage_run *r, const char *bs, const char *name)
     return 0;
 }
 
+/* r's process logs `needle` within 120 s.  0, or -1 with a message. */
+static int wait_said(stage_run *r, const char *needle)
+{
+    for (double t0 = h_now_s();;) {
+        char *l = NULL;
+        size_t llen = 0;
+        bool ok = h_read_file(r->log_path, &l, &llen) == 0 && l &&
+                  strstr(l, needle);
+        free(l);
+        if (ok)
+            return 0;
+        int st;
+        if (h_process_wait(r->proc, 0, &st) == 0 || h_now_s() - t0 > 120) {
+            fprintf(stderr, "bench_txn: no '%s' from the process (log %s)\n",
+                    needle, r->log_path);
+            return -1;
+        }
+        h_nap(20);
+    }
+}
+
+/* The classpath of bench/streams (bench/txn --streams: `bench/streams/run
+ * --build` prints it); NULL: no Kafka Streams contestant. */
+static const char *streams_cp;
+
+/* Kafka Streams' Dedup (bench/streams) on r's topics with exactly_once_v2
+ * and commit.interval.ms the interval, running (its tasks assigned: it
+ * says `dedup running`).  0, or -1 with a message. */
+static int streams_start(stage_run *r, const char *bs, const char *dir,
+                         const conf *c)
+{
+    char *state = h_strdupf("%s/%s-state", dir, r->group);
+    char ms[32];
+    snprintf(ms, sizeof(ms), "%d", c->interval_ms);
+    r->log_path = h_strdupf("%s/%s.log", dir, r->group);
+    char *const argv[] = {"java", "-cp", (char *)streams_cp,
+                          "org.bloomstage.bench.streams.Dedup",
+                          "--bootstrap", (char *)bs, "--input", r->in,
+                          "--output", r->out, "--application-id", r->group,
+                          "--guarantee", "exactly_once_v2", "--state-dir",
+                          state, "--commit-interval-ms", ms, NULL};
+    h_spawn_opts so = {.log_path = r->log_path};
+    int rc = h_process_spawn_opts(argv, &so, &r->proc);
+    free(state);
+    if (rc) {
+        fprintf(stderr, "bench_txn: cannot start Kafka Streams: %s\n",
+                h_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 static int stage_start(stage_run *r, const char *bs, const char *bin,
                        const char *dir, const conf *c)
 {
+    if (c->streams) {
+        r->streams = true;
+        if (streams_start(r, bs, dir, c))
+            return -1;
+        return wait_said(r, "dedup running");
+    }
     char *conf_path = h_strdupf("%s/%s.conf", dir, r->group);
     char *text = h_strdupf(
         "input.topics=%s\noutput.topic=%s\nconsumer.group.id=%s\n"
@@ -195,22 +261,7 @@ static int stage_start(stage_run *r, const char *bs, const char *bin,
         return -1;
     }
     /* The stage has its partitions: its log says so. */
-    for (double t0 = h_now_s();;) {
-        char *l = NULL;
-        size_t llen = 0;
-        bool ok = h_read_file(r->log_path, &l, &llen) == 0 && l &&
-                  strstr(l, "msg=\"partition assigned\"");
-        free(l);
-        if (ok)
-            return 0;
-        int st;
-        if (h_process_wait(r->proc, 0, &st) == 0 || h_now_s() - t0 > 120) {
-            fprintf(stderr, "bench_txn: the stage was not assigned its "
-                    "partitions (log %s)\n", r->log_path);
-            return -1;
-        }
-        h_nap(20);
-    }
+    return wait_said(r, "msg=\"partition assigned\"");
 }
 
 /* SIGTERM: it must drain and exit 0.  0 or -1. */
@@ -220,7 +271,7 @@ static int stage_stop(stage_run *r)
     if (r->proc) {
         int st = 0;
         if (h_process_terminate(r->proc, 30000, &st) != 0 || !WIFEXITED(st) ||
-            WEXITSTATUS(st) != 0) {
+            WEXITSTATUS(st) != (r->streams ? 143 : 0)) {
             fprintf(stderr, "bench_txn: the stage did not stop cleanly (log "
                     "%s)\n", r->log_path);
             rc = -1;
@@ -236,7 +287,8 @@ static void conf_name(const conf *c, int round, const char *phase,
                       char *buf, size_t size)
 {
     snprintf(buf, size, "bt-%s-%s%s%d-%d", phase,
-             c->method ? c->method : "alo", c->no_overlap ? "-seq" : "",
+             c->streams ? "streams" : c->method ? c->method : "alo",
+             c->no_overlap ? "-seq" : "",
              c->interval_ms, round);
 }
 
@@ -505,6 +557,7 @@ static const char USAGE[] =
     "                 [--no-rate] [--intervals MS,MS,...] [--rounds K]\n"
     "                 [--rollbacks K] [--breakdown MS,MS,...]\n"
     "                 [--stores dir,kafka] [--overlap on|off|both]\n"
+    "                 [--streams-cp CLASSPATH]\n"
     "                 [--bootstrap LIST] [--bloomstage PATH]\n"
     "On a real Kafka broker: bloomstage's rate with exactly_once by\n"
     "transactions (and by replay) against at_least_once (N records loaded\n"
@@ -520,6 +573,9 @@ static const char USAGE[] =
     "round and of all the time.  --overlap: transactions with\n"
     "exactly_once.overlap on (the default), off, or both (each\n"
     "transactions configuration twice, txn-no-overlap the second).\n"
+    "--streams-cp (bench/txn --streams passes it): the latency of Kafka\n"
+    "Streams' Dedup (bench/streams) too, exactly_once_v2 with\n"
+    "commit.interval.ms at each interval.\n"
     "Only the breakdown (N large enough for\n"
     "tens of rounds at the longest interval):\n"
     "  bench/txn --breakdown 100,500,1000 --records 6000000 --no-rate\n"
@@ -527,7 +583,8 @@ static const char USAGE[] =
 
 static const char *conf_label(const conf *c)
 {
-    return !c->method     ? "at_least_once"
+    return c->streams       ? "kafka-streams"
+           : !c->method     ? "at_least_once"
            : c->no_overlap ? "txn-no-overlap"
                            : c->method;
 }
@@ -811,6 +868,8 @@ int main(int argc, char **argv)
             stores = v;
         else if (!strcmp(a, "--overlap"))
             overlap = v;
+        else if (!strcmp(a, "--streams-cp"))
+            streams_cp = v;
         else if (!strcmp(a, "--bootstrap"))
             bs = v;
         else if (!strcmp(a, "--bloomstage"))
@@ -848,14 +907,15 @@ int main(int argc, char **argv)
     };
     int nconf = 2;
     for (const char *p = intervals; *p && nconf < MAX_CONF;) {
-        for (int o = 0; o < 2 && nconf < MAX_CONF; o++) {
-            if (!overlaps[o])
+        for (int o = 0; o < 3 && nconf < MAX_CONF; o++) {
+            if (o < 2 ? !overlaps[o] : !streams_cp)
                 continue;
             conf *c = &confs[nconf++];
             c->method = "transactions";
             c->no_overlap = o == 1;
+            c->streams = o == 2;
             c->interval_ms = atoi(p);
-            c->rate_too = c->interval_ms == 1000;
+            c->rate_too = c->interval_ms == 1000 && !c->streams;
             if (c->interval_ms <= 0) {
                 fputs(USAGE, stderr);
                 return 2;

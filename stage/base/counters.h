@@ -117,10 +117,14 @@ extern const double bs_ckpt_bucket_bounds[BS_CKPT_BUCKETS];
  *   write         the changed partitions' checkpoints handed to the store
  *   sync          the store made durable: the directory's fsyncs, or the
  *                 Kafka store's chunks delivered and manifests written
- *   send_offsets  transactions: send_offsets_to_transaction
- *   commit        commit_transaction, or the consumer's offset commit
- *   other         the rest: the next transaction begun, the store told
- *                 what is committed */
+ *   send_offsets  transactions: send_offsets_to_transaction (with
+ *                 exactly_once.overlap on the committer's thread, beside
+ *                 the next transaction)
+ *   commit        commit_transaction (the same), or the consumer's offset
+ *                 commit
+ *   other         the rest: the wait for the commit before (the overlap),
+ *                 the next transaction begun, the store told what is
+ *                 committed */
 #define BS_ROUND_PHASES(X)                                                    \
     X(FLUSH, "flush")                                                         \
     X(WATERMARKS, "watermarks")                                               \

@@ -365,8 +365,9 @@ static bs_ckpt_wm *output_watermarks(bs_stage *s)
 }
 
 /* Commits the offsets in `commit`; an entry that failed is logged (and
- * keeps its error: committed() passes it over).  A failed commit is safe (the checkpoints are durable and
- * ahead of the committed offsets) and made again by the next round. */
+ * keeps its error: committed() passes it over).  A failed commit is safe
+ * (the checkpoints are durable and ahead of the committed offsets) and
+ * made again by the next round. */
 static bool commit_offsets(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
 {
     rd_kafka_resp_err_t cerr = rd_kafka_commit(s->consumer, commit, 0);
@@ -573,7 +574,7 @@ typedef struct round_report {
     const char *why;
     int partitions;
     uint64_t bytes, records;
-    double seconds, between;
+    double t0, seconds, between; /* t0: when the round began */
     double phase[BS_NPHASES];
     bool overlapped;
 } round_report;
@@ -601,7 +602,7 @@ static round_report round_now(const bs_stage *s, const char *why,
                               int partitions, uint64_t bytes, double t0)
 {
     round_report r = {.why = why, .partitions = partitions, .bytes = bytes,
-                      .records = s->since_ckpt,
+                      .records = s->since_ckpt, .t0 = t0,
                       .seconds = s->round_lap - t0,
                       .between = t0 - s->last_ckpt};
     memcpy(r.phase, s->round_phase, sizeof(r.phase));
@@ -626,6 +627,31 @@ static void committed(bs_stage *s, rd_kafka_topic_partition_list_t *commit)
     store_committed(s, commit);
     bs_poison_prune(s); /* records the commit passed do not come again */
     bs_refusal_healed(s);
+}
+
+/* A failed round (one that started at t0): counted, and the start of a
+ * failing spell if none runs; why for /ready. */
+static void verdict_failed(bs_stage *s, double t0, const char *why)
+{
+    BS_INC(s->ctr.failed_rounds);
+    int64_t zero = 0;
+    atomic_compare_exchange_strong(&s->failing_since_ms, &zero,
+                                   (int64_t)(t0 * 1000));
+    pthread_mutex_lock(&s->pub_lock);
+    snprintf(s->ckpt_why, sizeof(s->ckpt_why), "%.*s",
+             (int)sizeof(s->ckpt_why) - 1, why);
+    pthread_mutex_unlock(&s->pub_lock);
+}
+
+/* A good round: the failing spell, if one runs, ends. */
+static void verdict_good(bs_stage *s)
+{
+    if (atomic_load(&s->failing_since_ms))
+        bs_log(BS_LOG_INFO, "checkpoints good again", "failed_rounds=%llu",
+               (unsigned long long)BS_GET(s->ctr.failed_rounds));
+    BS_SET(s->ctr.failed_rounds, 0);
+    atomic_store(&s->failing_since_ms, 0);
+    s->backoff = 0; /* the next failure waits the least again */
 }
 
 /* exactly_once.overlap: a round whose transaction the committer commits
@@ -715,6 +741,7 @@ bool bs_round_settle(bs_stage *s, bool wait)
                bs_log_quote(o.err, q, sizeof(q)));
         bs_deliveries_unconfirmed(s, "transaction not committed: %s",
                                   o.err);
+        verdict_failed(s, f->report.t0, o.err);
         inflight_free(f);
         return false;
     }
@@ -725,6 +752,7 @@ bool bs_round_settle(bs_stage *s, bool wait)
     f->report.phase[BS_PHASE_SEND_OFFSETS] += o.send_s;
     f->report.phase[BS_PHASE_COMMIT] += o.commit_s;
     report_round(s, &f->report);
+    verdict_good(s);
     inflight_free(f);
     return true;
 }
@@ -831,20 +859,11 @@ static void round_verdict(bs_stage *s, bs_rc rc, double t0)
 {
     if (rc != BS_OK || s->round_err[0]) {
         note_text(s, "the round did not complete");
-        BS_INC(s->ctr.failed_rounds);
-        int64_t zero = 0;
-        atomic_compare_exchange_strong(&s->failing_since_ms, &zero,
-                                       (int64_t)(t0 * 1000));
-        pthread_mutex_lock(&s->pub_lock);
-        snprintf(s->ckpt_why, sizeof(s->ckpt_why), "%s", s->round_err);
-        pthread_mutex_unlock(&s->pub_lock);
-    } else if (!bs_parts_owe(s)) {
-        if (atomic_load(&s->failing_since_ms))
-            bs_log(BS_LOG_INFO, "checkpoints good again", "failed_rounds="
-                   "%llu", (unsigned long long)BS_GET(s->ctr.failed_rounds));
-        BS_SET(s->ctr.failed_rounds, 0);
-        atomic_store(&s->failing_since_ms, 0);
-        s->backoff = 0; /* the next failure waits the least again */
+        verdict_failed(s, t0, s->round_err);
+    } else if (!s->inflight && !bs_parts_owe(s)) {
+        /* (a round whose commit runs on the committer is judged when its
+         * outcome is taken: bs_round_settle) */
+        verdict_good(s);
     }
     atomic_store(&s->round_since_ms, 0);
 }
@@ -863,6 +882,7 @@ static bs_rc round_run(bs_stage *s, const rd_kafka_topic_partition_list_t *only,
     bs_round_clock_start(s, t0);
     atomic_store(&s->round_since_ms, (int64_t)(t0 * 1000));
     (void)bs_round_settle(s, true);
+    bs_round_lap(s, BS_PHASE_OTHER); /* a wait for that commit */
     bs_rc rc = round_body(s, only, why, t0, loop_round);
     round_verdict(s, rc, t0);
     /* The interval runs from the round's end: a round slower than
@@ -903,7 +923,9 @@ void bs_backoff_start(bs_stage *s)
 void bs_round_from_loop(bs_stage *s, const char *why)
 {
     bs_stage_state before = s->state; /* RUNNING or BACKOFF */
-    bs_rc rc = round_run(s, NULL, why, true);
+    /* A retry's commit is its own: its verdict ends or goes on with a
+     * failing spell at once. */
+    bs_rc rc = round_run(s, NULL, why, before == BS_STAGE_RUNNING);
     if (s->state == BS_STAGE_FATAL)
         return;
     if (rc == BS_OK) {

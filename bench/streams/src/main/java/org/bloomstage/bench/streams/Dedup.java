@@ -10,10 +10,13 @@
  * record without a key is forwarded unfiltered (bloomstage's default
  * dedup.on.missing.key=forward).  Everything else is Streams' defaults:
  * commit.interval.ms is 100 under exactly_once_v2 and 30000 under
- * at_least_once, the record cache 10 MiB, RocksDB's own options.
+ * at_least_once (--commit-interval-ms sets another: bench/txn's latency
+ * at bloomstage's checkpoint intervals), the record cache 10 MiB,
+ * RocksDB's own options.
  *
- * For the benchmark it prints two lines on stdout: `dedup started ...`
- * (the effective settings) and `dedup first_record_ms=T` when the first
+ * For the benchmark it prints on stdout `dedup started ...` (the
+ * effective settings), `dedup running` each time Streams enters RUNNING
+ * (its tasks assigned), and `dedup first_record_ms=T` when the first
  * record reaches the processor (after group join, assignment and store
  * opening), and on SIGTERM, after a clean close, `dedup stopped in=N
  * out=M dropped=D last_out_ms=T store_bytes=B store_bytes_max=X
@@ -172,6 +175,7 @@ public final class Dedup {
                 .opt("window-ms", String.valueOf(Duration.ofDays(7).toMillis()),
                         "dedup window and store retention, ms (7 days: longer than any run)")
                 .opt("refresh", "true", "a duplicate refreshes its key's entry, as in the tutorial")
+                .opt("commit-interval-ms", "0", "commit.interval.ms; 0: Streams' default for the guarantee")
                 .parse(args);
         String guarantee = o.str("guarantee");
         if (!guarantee.equals(StreamsConfig.EXACTLY_ONCE_V2) && !guarantee.equals(StreamsConfig.AT_LEAST_ONCE)) {
@@ -180,6 +184,7 @@ public final class Dedup {
         long threads = o.num("threads", 1, 64);
         long windowMs = o.num("window-ms", 60_000, Duration.ofDays(3650).toMillis());
         boolean refresh = o.bool("refresh");
+        long commitMs = o.num("commit-interval-ms", 0, 86_400_000);
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, o.str("application-id"));
@@ -187,6 +192,9 @@ public final class Dedup {
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         props.put(StreamsConfig.STATE_DIR_CONFIG, o.str("state-dir"));
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, (int) threads);
+        if (commitMs > 0) {
+            props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, commitMs);
+        }
         // The effective settings, defaults resolved (commit.interval.ms
         // depends on the guarantee).
         StreamsConfig config = new StreamsConfig(props);
@@ -201,6 +209,11 @@ public final class Dedup {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         streams.setStateListener((now, before) -> {
+            if (now == KafkaStreams.State.RUNNING) {
+                // Its tasks assigned and restored: bench/txn starts feeding.
+                System.out.println("dedup running");
+                System.out.flush();
+            }
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
                 done.countDown();
             }
