@@ -126,7 +126,7 @@ static void test_defaults(void **state)
                         "forward");
     assert_string_equal(bs_config_get_str(cfg, "checkpoint.dir"),
                         "checkpoints");
-    assert_int_equal(bs_config_get_int(cfg, "checkpoint.interval.ms"), 5000);
+    assert_int_equal(bs_config_get_int(cfg, "checkpoint.interval.ms"), 1000);
     assert_int_equal(bs_config_get_int(cfg, "checkpoint.records"), 1000000);
     assert_string_equal(bs_config_get_str(cfg, "consumer.group.id"),
                         "bloomstage");
@@ -895,7 +895,7 @@ static void test_precedence(void **state)
                             "-X dedup.growth=5");
         assert_true(bs_config_get_double(cfg, "dedup.tightening") == 0.5);
         assert_int_equal(bs_config_get_int(cfg, "checkpoint.interval.ms"),
-                         5000);
+                         1000);
         assert_string_equal(bs_config_origin(cfg, "checkpoint.interval.ms"),
                             "default");
         bs_config_destroy(cfg);

@@ -172,7 +172,7 @@ static void test_defaults(void **state)
     assert_int_equal(s.checkpoint_store, BS_CONFIG_STORE_DIR);
     assert_string_equal(s.checkpoint_topic, "bloomstage-checkpoints");
     assert_int_equal(s.checkpoint_chunk_bytes, 512 * 1024);
-    assert_int_equal(s.checkpoint_interval_ms, 5000);
+    assert_int_equal(s.checkpoint_interval_ms, 1000);
     assert_int_equal(s.checkpoint_records, 1000000);
     assert_int_equal(s.guarantee, BS_CONFIG_EXACTLY_ONCE);
     assert_string_equal(s.group_id, "bloomstage");
