@@ -25,7 +25,7 @@ struct bs_committer {
     job_state state;
     bool quit;
     rd_kafka_t *rk;
-    rd_kafka_topic_partition_list_t *offsets;
+    const rd_kafka_topic_partition_list_t *offsets; /* borrowed */
     rd_kafka_consumer_group_metadata_t *md;
     bs_commit_outcome out;
 };
@@ -45,7 +45,6 @@ static void *run(void *arg)
         o.rc = bs_txn_commit_on(c->rk, c->offsets, c->md, o.err,
                                 sizeof(o.err), &o.send_s, &o.commit_s);
         pthread_mutex_lock(&c->lock);
-        rd_kafka_topic_partition_list_destroy(c->offsets);
         rd_kafka_consumer_group_metadata_destroy(c->md);
         c->offsets = NULL;
         c->md = NULL;
@@ -80,7 +79,7 @@ bs_committer *bs_committer_new(char *errstr, size_t errstr_size)
 }
 
 void bs_committer_start(bs_committer *c, rd_kafka_t *rk,
-                        rd_kafka_topic_partition_list_t *offsets,
+                        const rd_kafka_topic_partition_list_t *offsets,
                         rd_kafka_consumer_group_metadata_t *md)
 {
     pthread_mutex_lock(&c->lock);
@@ -90,14 +89,6 @@ void bs_committer_start(bs_committer *c, rd_kafka_t *rk,
     c->state = QUEUED;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
-}
-
-bool bs_committer_busy(bs_committer *c)
-{
-    pthread_mutex_lock(&c->lock);
-    bool busy = c->state != IDLE;
-    pthread_mutex_unlock(&c->lock);
-    return busy;
 }
 
 bool bs_committer_take(bs_committer *c, bool wait, bs_commit_outcome *out)

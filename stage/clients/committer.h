@@ -27,14 +27,13 @@ typedef struct bs_commit_outcome {
 /* The committer and its thread; NULL with errstr if the thread cannot be
  * started. */
 bs_committer *bs_committer_new(char *errstr, size_t errstr_size);
-/* Hands over the commit of rk's open transaction with offsets and md
- * (both taken over).  The committer must be idle (bs_committer_busy
- * false). */
+/* Hands over the commit of rk's open transaction with offsets (borrowed:
+ * the caller keeps them unchanged until it has taken the outcome) and md
+ * (taken over).  The committer must be idle: no commit handed over whose
+ * outcome is not taken. */
 void bs_committer_start(bs_committer *c, rd_kafka_t *rk,
-                        rd_kafka_topic_partition_list_t *offsets,
+                        const rd_kafka_topic_partition_list_t *offsets,
                         rd_kafka_consumer_group_metadata_t *md);
-/* A commit was handed over and its outcome not taken yet. */
-bool bs_committer_busy(bs_committer *c);
 /* The outcome of the commit handed over, into *out: true once it is
  * done (waiting for it if wait), false while it runs or when none was
  * handed over.  Taking it makes the committer idle. */

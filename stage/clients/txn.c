@@ -25,7 +25,6 @@
 #include "base/util.h"
 #include "core/state.h"
 #include "core/startup.h"
-#include "ops/publish.h"
 
 #include <stdio.h>
 #include <stdlib.h>

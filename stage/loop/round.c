@@ -658,7 +658,7 @@ static void verdict_good(bs_stage *s)
  * while the next one takes records on the other producer, and what is
  * done once its outcome is known (bs_round_settle). */
 struct bs_inflight {
-    rd_kafka_topic_partition_list_t *commit;
+    rd_kafka_topic_partition_list_t *commit; /* lent to the committer */
     int64_t *txn_from; /* per s->parts[i]: its next_offset at the hand-off */
     size_t nparts;
     round_report report;
@@ -693,16 +693,12 @@ static bool hand_over(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
                       const round_report *r)
 {
     struct bs_inflight *f = calloc(1, sizeof(*f));
-    rd_kafka_topic_partition_list_t *sent =
-        rd_kafka_topic_partition_list_copy(commit);
     if (f) {
         f->commit = rd_kafka_topic_partition_list_copy(commit);
         f->txn_from = calloc(s->nparts ? s->nparts : 1, sizeof(int64_t));
     }
-    if (!f || !f->commit || !f->txn_from || !sent) {
+    if (!f || !f->commit || !f->txn_from) {
         inflight_free(f);
-        if (sent)
-            rd_kafka_topic_partition_list_destroy(sent);
         return false;
     }
     bs_stage_check_commit(s);
@@ -711,7 +707,7 @@ static bool hand_over(bs_stage *s, rd_kafka_topic_partition_list_t *commit,
         f->txn_from[i] = s->parts[i].next_offset;
     f->report = *r;
     f->report.overlapped = true;
-    bs_committer_start(s->committer, s->producer, sent,
+    bs_committer_start(s->committer, s->producer, f->commit,
                        rd_kafka_consumer_group_metadata(s->consumer));
     s->inflight = f;
     s->txn_open = false; /* the transaction is the committer's now */
