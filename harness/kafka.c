@@ -767,6 +767,12 @@ static int consume_to(rd_kafka_t *rk, const char *topic, int nparts,
             next[p] = m->offset + 1;
             if (was_pending && next[p] >= high[p])
                 pending--;
+        } else if (known && next[p] < high[p]) {
+            /* A record past the end: everything before it was delivered,
+             * markers included.  Where a writer never stops, the fetcher
+             * may never see the partition's end, so no EOF comes. */
+            next[p] = high[p];
+            pending--;
         }
         rd_kafka_message_destroy(m);
     }
