@@ -58,7 +58,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason,
         if (rk == s->producer)
             /* The producer cannot go on: everything since the checkpoint
              * (with transactions: since the last commit) is redone with a
-             * new producer (round.c, rollback); counted as a failure but
+             * new producer (rollback.c); counted as a failure but
              * not as a failed delivery. */
             bs_deliveries_unconfirmed(s, "producer fatal error: %s", fe);
         else

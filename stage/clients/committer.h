@@ -1,7 +1,7 @@
 /*
  * committer.h -- a transaction's commit on a thread of its own
  * (committer.c), so that the stage produces the next transaction on its
- * other producer meanwhile (exactly_once.overlap; round.c hands commits
+ * other producer meanwhile (exactly_once.overlap; overlap.c hands commits
  * over and takes their outcomes).  One commit at a time: the stage thread
  * hands over a producer whose every record is delivered, the offsets and
  * the group's metadata, and touches that producer again only once it has

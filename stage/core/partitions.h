@@ -21,7 +21,7 @@ bs_rc bs_parts_restore(bs_stage *s, part **parts, size_t n, char *errstr,
                        size_t errstr_size);
 /* Logs where p's state came from: `msg` with checkpoint_offset and
  * already_forwarded, or restore=pending while its restore waits (a
- * "partition restored" line follows the retry, round.c). */
+ * "partition restored" line follows the retry, rollback.c). */
 void bs_part_log_restored(const part *p, const char *msg);
 /* exactly_once: a first checkpoint for a partition that has none. */
 bs_rc bs_part_initial_checkpoint(bs_stage *s, part *p, char *errstr,

@@ -222,7 +222,7 @@ struct bs_stage {
     bs_txn_slot txn_slot;          /* the host slot behind a default id */
     bs_fence_window txn_fencings; /* the producer's recent fencings */
     rd_kafka_topic_t *out_rkt, *rej_rkt; /* handles: no lookup per record */
-    /* exactly_once.overlap (round.c): the second transactional producer,
+    /* exactly_once.overlap (overlap.c): the second transactional producer,
      * which takes turns with the current one (bs_producers_swap
      * exchanges the two): idle, or committing the last round's
      * transaction on the committer's thread while the current one
@@ -235,7 +235,7 @@ struct bs_stage {
         char txn_id[300];
     } spare;
     struct bs_committer *committer;
-    struct bs_inflight *inflight; /* the round whose commit runs (round.c) */
+    struct bs_inflight *inflight; /* the round whose commit runs (overlap.c) */
     rd_kafka_t *tail;     /* reads the output tail and the Kafka store */
     bs_store *store;      /* where checkpoints go (store.h) */
     bs_fetch_wake *fwake; /* keeps the consumer fetching (fetch_wake.h) */
@@ -313,10 +313,10 @@ struct bs_stage {
     bs_counter ckpt_hist[BS_CKPT_BUCKETS];
     bs_counter ckpt_rounds, ckpt_sum_us;
     bs_counter phase_us[BS_NPHASES]; /* those rounds' time by phase */
-    /* Checkpoint health (round.c writes, report.c reads for /ready; any
-     * thread): the ms (bs_now) the first failed round since the last good
-     * one began, 0 none; the ms the round in progress began, 0 none; the
-     * last failure's text (under pub_lock). */
+    /* Checkpoint health (round.c and outcome.c write, report.c reads for
+     * /ready; any thread): the ms (bs_now) the first failed round since
+     * the last good one began, 0 none; the ms the round in progress
+     * began, 0 none; the last failure's text (under pub_lock). */
     _Atomic int64_t failing_since_ms;
     _Atomic int64_t round_since_ms;
     char ckpt_why[400];

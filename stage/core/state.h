@@ -27,7 +27,7 @@ void bs_stage_check_invariants(const bs_stage *s);
  * output is gone).  A no-op without BLOOMSTAGE_CHECKS. */
 void bs_stage_check_commit(const bs_stage *s);
 /* The round since the last checkpoint cannot be trusted: the next one
- * rolls back (round.c).  The first reason's text is kept for the log.
+ * rolls back (rollback.c).  The first reason's text is kept for the log.
  * bs_delivery_failed also counts a failed delivery (a report with an error,
  * a record that could not be queued); bs_deliveries_unconfirmed does not
  * (a flush cut short, a producer that failed fatally). */

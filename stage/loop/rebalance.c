@@ -21,6 +21,8 @@
 #include "core/state.h"
 #include "core/partitions.h"
 #include "loop/round.h"
+#include "loop/overlap.h"
+#include "loop/rollback.h"
 #include "path/record_path.h"
 #include "ops/publish.h"
 

@@ -23,6 +23,8 @@
 #include "core/poison.h"
 #include "loop/rebalance.h"
 #include "loop/round.h"
+#include "loop/overlap.h"
+#include "loop/rollback.h"
 #include "path/record_path.h"
 #include "path/schema_wait.h"
 #include "keys/framed.h"

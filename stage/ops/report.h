@@ -80,7 +80,7 @@ size_t bs_stage_partitions(bs_stage *s, bs_part_metrics *out, size_t max);
  * 10 s), no refusal by the brokers' authorizer since the last commit, and
  * checkpoints not failing for longer than bs_ready_ckpt_bound_s: counted
  * from the start of the first round that failed since the last good one
- * (round.c), or from the start of a round still running.  why says what
+ * (outcome.c), or from the start of a round still running.  why says what
  * is missing, for failing checkpoints with the last failure's text; until
  * the first partitions are assigned, "starting: " and the step, with the
  * error librdkafka reported that holds it.  Thread-safe. */
