@@ -1,6 +1,6 @@
 /*
  * fuzz_registry_reply.c -- libFuzzer target for bs_registry_reply_parse
- * (stage/registry/registry.c), which reads what a Schema Registry answers:
+ * (stage/registry/reply.c), which reads what a Schema Registry answers:
  * whoever runs the registry, or sits between it and the stage, chooses
  * those bytes.
  *

@@ -1,162 +1,32 @@
 /*
- * registry.c -- the Schema Registry client of registry.h: base URLs tried
- * in turn over libcurl, replies parsed with jansson, references resolved
- * depth first, and a bounded cache of answers by schema id.
- *
- * Layout: URLs and secrets (parsing the configuration, showing a URL
- * without its credentials, scrubbing messages); replies (the parser the
- * fuzz target drives); HTTP (one easy handle, reused so connections stay
- * open; a body bounded by BS_REGISTRY_MAX_REPLY); the cache (a hash index
- * by id over a fixed array of entries, threaded on a least-recently-used
- * list); get (a fetch and its references).
+ * client.c -- the Schema Registry client of registry.h: the handle; its
+ * base URLs and secrets (the configuration parsed, a URL shown without its
+ * credentials, messages scrubbed); HTTP over libcurl (one easy handle,
+ * reused so connections stay open; a body bounded by
+ * BS_REGISTRY_MAX_REPLY); and get: a schema fetched from the URLs in turn,
+ * its references resolved depth first, the answer kept in the cache
+ * (cache.c).  Replies are read by reply.c.
  */
 #include "registry/registry.h"
+#include "registry/registry_int.h"
+#include "base/util.h"
 
 #include <config.h> /* BS_ERRSTR_SIZE */
 #include <curl/curl.h>
-#include <jansson.h>
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The most entries a cache may be configured for. */
 #define MAX_SCHEMAS_LIMIT 1000000u
-/* Bytes of a registry's own message or a name shown in errstr. */
-#define SHOW_MAX 200
-
-typedef struct reg_url {
-    char *base;    /* as configured (userinfo included), no trailing '/' */
-    char *display; /* the same without userinfo: what messages show */
-} reg_url;
-
-/* A cache entry: a FOUND schema, or a negative answer until it expires. */
-typedef struct entry {
-    int32_t id;
-    bool used;
-    bs_registry_result result; /* FOUND, NOT_FOUND or BAD */
-    bs_registry_schema schema; /* FOUND: owned strings and refs */
-    char *message;             /* negative: the answer's errstr */
-    int64_t expires_ms;        /* negative: monotonic ms */
-    uint32_t prev, next;       /* LRU list; NIL at the ends */
-} entry;
-
-#define NIL UINT32_MAX
-
-struct bs_registry {
-    reg_url *urls;
-    size_t nurls;
-    size_t preferred; /* the URL that last answered */
-    char *user;       /* basic auth, or NULL */
-    char *password;
-    /* Texts never shown: the password, and each URL's password raw and
-     * decoded. */
-    char **secrets;
-    size_t nsecrets;
-    long timeout_ms, connect_timeout_ms, negative_ttl_ms;
-    CURL *curl;
-    struct curl_slist *headers;
-    char curl_err[CURL_ERROR_SIZE];
-    /* the reply being read */
-    char *body;
-    size_t body_len, body_cap;
-    bool body_too_big;
-    uint64_t requests;
-    /* the cache */
-    entry *entries;
-    uint32_t max_entries, nentries;
-    uint32_t free_head; /* unused entries, chained through next */
-    uint32_t lru_head, lru_tail;
-    uint32_t *index; /* entry + 1, 0 empty; linear probing */
-    uint32_t index_mask;
-};
-
-/* ------------------------------------------------------------------------ */
-/* Small helpers                                                             */
-
-static void err(char *errstr, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void err(char *errstr, size_t n, const char *fmt, ...)
-{
-    if (!errstr || n == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errstr, n, fmt, ap);
-    va_end(ap);
-}
-
-/* Outside text made printable: control characters and non-ASCII bytes as
- * '?', at most SHOW_MAX bytes ("..." when cut).  buf has SHOW_MAX + 4. */
-static const char *show(char *buf, const char *s, size_t len)
-{
-    size_t keep = len > SHOW_MAX ? SHOW_MAX - 3 : len, o = 0;
-    for (size_t i = 0; i < keep; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[o++] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
-    }
-    if (keep < len) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-static char *dup_n(const char *s, size_t len)
-{
-    char *d = malloc(len + 1);
-    if (d) {
-        memcpy(d, s, len);
-        d[len] = '\0';
-    }
-    return d;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-const char *bs_registry_type_name(bs_registry_type type)
-{
-    switch (type) {
-    case BS_REGISTRY_AVRO:
-        return "AVRO";
-    case BS_REGISTRY_PROTOBUF:
-        return "PROTOBUF";
-    case BS_REGISTRY_JSON:
-        return "JSON";
-    }
-    return "?";
-}
-
-const char *bs_registry_result_name(bs_registry_result result)
-{
-    switch (result) {
-    case BS_REGISTRY_FOUND:
-        return "found";
-    case BS_REGISTRY_NOT_FOUND:
-        return "not found";
-    case BS_REGISTRY_UNREACHABLE:
-        return "unreachable";
-    case BS_REGISTRY_BAD:
-        return "bad";
-    }
-    return "?";
-}
 
 /* ------------------------------------------------------------------------ */
 /* URLs and secrets                                                          */
@@ -225,7 +95,7 @@ static int parse_url(bs_registry *reg, const char *text, size_t len,
             BS_REGISTRY_MAX_URL_LEN);
         goto out;
     }
-    if (!(copy = dup_n(text, len)) || !(u = curl_url())) {
+    if (!(copy = strndup(text, len)) || !(u = curl_url())) {
         err(errstr, n, "schema registry: out of memory");
         goto out;
     }
@@ -265,7 +135,7 @@ static int parse_url(bs_registry *reg, const char *text, size_t len,
     size_t dlen = strlen(display);
     while (dlen > 0 && display[dlen - 1] == '/')
         dlen--;
-    if (!(out->display = dup_n(display, dlen))) {
+    if (!(out->display = strndup(display, dlen))) {
         err(errstr, n, "schema registry: out of memory");
         goto out;
     }
@@ -348,221 +218,6 @@ static int check_file(const char *what, const char *path, char *errstr,
         return -1;
     }
     return 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Replies                                                                   */
-
-void bs_registry_reply_destroy(bs_registry_reply *reply)
-{
-    if (!reply)
-        return;
-    for (size_t i = 0; i < reply->nrefs; i++) {
-        free(reply->refs[i].name);
-        free(reply->refs[i].subject);
-    }
-    free(reply->refs);
-    free(reply->text);
-    free(reply);
-}
-
-/* A string member of a reference: present, non-empty, bounded. */
-static int ref_string(json_t *ref, const char *key, size_t i, char **out,
-                      char *errstr, size_t n)
-{
-    json_t *v = json_object_get(ref, key);
-    if (!json_is_string(v)) {
-        err(errstr, n, "reference %zu: \"%s\" is %s, not a string", i, key,
-            v ? "of another type" : "missing");
-        return -1;
-    }
-    size_t len = json_string_length(v);
-    if (len == 0 || len > BS_REGISTRY_MAX_NAME) {
-        err(errstr, n, "reference %zu: \"%s\" of %zu bytes (1 to %d)", i, key,
-            len, BS_REGISTRY_MAX_NAME);
-        return -1;
-    }
-    if (!(*out = dup_n(json_string_value(v), len))) {
-        err(errstr, n, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-/* A 200 reply's body as a schema reply, or -1 with errstr set. */
-static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
-                        size_t n)
-{
-    char shown[SHOW_MAX + 4];
-    bs_registry_reply *r = NULL;
-    if (!json_is_object(root)) {
-        err(errstr, n, "the reply is not a JSON object");
-        goto err;
-    }
-    json_t *schema = json_object_get(root, "schema");
-    if (!json_is_string(schema)) {
-        err(errstr, n, "the reply's \"schema\" is %s, not a string",
-            schema ? "of another type" : "missing");
-        goto err;
-    }
-    size_t len = json_string_length(schema);
-    if (len == 0 || len > BS_REGISTRY_MAX_TEXT) {
-        err(errstr, n, "the reply's \"schema\" holds %zu bytes (1 to %u)",
-            len, BS_REGISTRY_MAX_TEXT);
-        goto err;
-    }
-    if (!(r = calloc(1, sizeof *r)))
-        goto oom;
-    json_t *type = json_object_get(root, "schemaType");
-    if (!type || json_is_null(type)) {
-        r->type = BS_REGISTRY_AVRO;
-    } else if (!json_is_string(type)) {
-        err(errstr, n, "the reply's \"schemaType\" is not a string");
-        goto err;
-    } else {
-        const char *t = json_string_value(type);
-        size_t tlen = json_string_length(type);
-        if (tlen == 4 && memcmp(t, "AVRO", 4) == 0)
-            r->type = BS_REGISTRY_AVRO;
-        else if (tlen == 8 && memcmp(t, "PROTOBUF", 8) == 0)
-            r->type = BS_REGISTRY_PROTOBUF;
-        else if (tlen == 4 && memcmp(t, "JSON", 4) == 0)
-            r->type = BS_REGISTRY_JSON;
-        else {
-            err(errstr, n,
-                "schema type '%s' is not supported (AVRO, PROTOBUF, JSON)",
-                show(shown, t, tlen));
-            goto err;
-        }
-    }
-    if (!(r->text = dup_n(json_string_value(schema), len)))
-        goto oom;
-    r->text_len = len;
-    json_t *refs = json_object_get(root, "references");
-    if (refs && !json_is_null(refs)) {
-        if (!json_is_array(refs)) {
-            err(errstr, n, "the reply's \"references\" is not an array");
-            goto err;
-        }
-        size_t count = json_array_size(refs);
-        if (count > BS_REGISTRY_MAX_REFS) {
-            err(errstr, n, "the reply has %zu references; at most %d", count,
-                BS_REGISTRY_MAX_REFS);
-            goto err;
-        }
-        if (count > 0 && !(r->refs = calloc(count, sizeof *r->refs)))
-            goto oom;
-        for (size_t i = 0; i < count; i++) {
-            json_t *ref = json_array_get(refs, i);
-            if (!json_is_object(ref)) {
-                err(errstr, n, "reference %zu is not an object", i);
-                goto err;
-            }
-            bs_registry_reply_ref *rr = &r->refs[i];
-            r->nrefs = i + 1;
-            if (ref_string(ref, "name", i, &rr->name, errstr, n) != 0 ||
-                ref_string(ref, "subject", i, &rr->subject, errstr, n) != 0)
-                goto err;
-            json_t *v = json_object_get(ref, "version");
-            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-                json_integer_value(v) > INT32_MAX) {
-                err(errstr, n,
-                    "reference %zu ('%s'): \"version\" is not an integer "
-                    "from 1 to %" PRId32,
-                    i, show(shown, rr->name, strlen(rr->name)), INT32_MAX);
-                goto err;
-            }
-            rr->version = (int32_t)json_integer_value(v);
-        }
-    }
-    *out = r;
-    return 0;
-oom:
-    err(errstr, n, "out of memory");
-err:
-    bs_registry_reply_destroy(r);
-    return -1;
-}
-
-bs_registry_result bs_registry_reply_parse(long status, const char *body,
-                                           size_t len,
-                                           bs_registry_reply **out,
-                                           char *errstr, size_t errstr_size)
-{
-    char shown[SHOW_MAX + 4];
-    *out = NULL;
-    if (len > BS_REGISTRY_MAX_REPLY) {
-        err(errstr, errstr_size, "HTTP %ld: a reply of %zu bytes (at most %u)",
-            status, len, BS_REGISTRY_MAX_REPLY);
-        return BS_REGISTRY_BAD;
-    }
-    json_error_t jerr;
-    json_t *root = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr)
-                       : NULL;
-    if (status == 200) {
-        bs_registry_result r = BS_REGISTRY_BAD;
-        if (!root)
-            err(errstr, errstr_size, "the reply is not JSON: %s",
-                len ? show(shown, jerr.text, strlen(jerr.text))
-                    : "empty body");
-        else if (parse_schema(root, out, errstr, errstr_size) == 0)
-            r = BS_REGISTRY_FOUND;
-        json_decref(root);
-        return r;
-    }
-    /* An error reply: Confluent's {"error_code": N, "message": "..."}, if
-     * the registry gave one. */
-    long long code = 0;
-    const char *msg = NULL;
-    size_t msg_len = 0;
-    if (json_is_object(root)) {
-        json_t *c = json_object_get(root, "error_code");
-        json_t *m = json_object_get(root, "message");
-        if (json_is_integer(c))
-            code = json_integer_value(c);
-        if (json_is_string(m)) {
-            msg = json_string_value(m);
-            msg_len = json_string_length(m);
-        }
-    }
-    char said[SHOW_MAX + 64] = "";
-    if (msg || code)
-        snprintf(said, sizeof said, ": %s",
-                 msg ? show(shown, msg, msg_len) : "");
-    if (code) {
-        size_t used = strlen(said);
-        snprintf(said + used, sizeof said - used, "%s(error_code %lld)",
-                 msg ? " " : "", code);
-    }
-    json_decref(root);
-
-    bs_registry_result r;
-    const char *why;
-    if (status == 404 && (code == 40401 || code == 40402 || code == 40403)) {
-        r = BS_REGISTRY_NOT_FOUND;
-        why = "";
-    } else if (status == 404) {
-        r = BS_REGISTRY_UNREACHABLE;
-        why = " without Confluent's error_code 40401-40403: is the URL the "
-              "registry's Confluent API root (Apicurio's ends in "
-              "/apis/ccompat/v7)?";
-    } else if (status == 401 || status == 403) {
-        r = BS_REGISTRY_UNREACHABLE;
-        why = status == 401 ? " (the credentials were refused or missing)"
-                            : " (the credentials are not allowed to read)";
-    } else if (status >= 300 && status < 400) {
-        r = BS_REGISTRY_UNREACHABLE;
-        why = " (a redirect, not followed)";
-    } else if (status >= 400 && status < 500 && status != 408 &&
-               status != 429) {
-        r = BS_REGISTRY_BAD;
-        why = "";
-    } else {
-        r = BS_REGISTRY_UNREACHABLE;
-        why = "";
-    }
-    err(errstr, errstr_size, "HTTP %ld%s%s", status, why, said);
-    return r;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -680,130 +335,6 @@ static int set_curl_options(bs_registry *reg, const bs_registry_conf *conf,
 }
 
 /* ------------------------------------------------------------------------ */
-/* The cache                                                                 */
-
-static uint32_t slot_of(const bs_registry *reg, int32_t id)
-{
-    return ((uint32_t)id * UINT32_C(0x9E3779B1)) & reg->index_mask;
-}
-
-/* The entry holding id, or NIL. */
-static uint32_t cache_find(const bs_registry *reg, int32_t id)
-{
-    for (uint32_t s = slot_of(reg, id);; s = (s + 1) & reg->index_mask) {
-        uint32_t e = reg->index[s];
-        if (e == 0)
-            return NIL;
-        if (reg->entries[e - 1].id == id)
-            return e - 1;
-    }
-}
-
-static void lru_unlink(bs_registry *reg, uint32_t e)
-{
-    entry *x = &reg->entries[e];
-    if (x->prev != NIL)
-        reg->entries[x->prev].next = x->next;
-    else
-        reg->lru_head = x->next;
-    if (x->next != NIL)
-        reg->entries[x->next].prev = x->prev;
-    else
-        reg->lru_tail = x->prev;
-}
-
-static void lru_push_front(bs_registry *reg, uint32_t e)
-{
-    entry *x = &reg->entries[e];
-    x->prev = NIL;
-    x->next = reg->lru_head;
-    if (reg->lru_head != NIL)
-        reg->entries[reg->lru_head].prev = e;
-    reg->lru_head = e;
-    if (reg->lru_tail == NIL)
-        reg->lru_tail = e;
-}
-
-static void schema_free(bs_registry_schema *s)
-{
-    for (size_t i = 0; i < s->nrefs; i++) {
-        free((char *)s->refs[i].name);
-        free((char *)s->refs[i].subject);
-        free((char *)s->refs[i].text);
-    }
-    free((bs_registry_ref *)s->refs);
-    free((char *)s->text);
-    memset(s, 0, sizeof *s);
-}
-
-/* Takes entry e out of the cache and frees what it holds. */
-static void cache_remove(bs_registry *reg, uint32_t e)
-{
-    entry *x = &reg->entries[e];
-    /* Backward-shift deletion keeps every probe chain unbroken. */
-    uint32_t s = slot_of(reg, x->id);
-    while (reg->index[s] != e + 1)
-        s = (s + 1) & reg->index_mask;
-    uint32_t hole = s;
-    for (uint32_t t = (hole + 1) & reg->index_mask; reg->index[t];
-         t = (t + 1) & reg->index_mask) {
-        uint32_t home = slot_of(reg, reg->entries[reg->index[t] - 1].id);
-        /* Move t into the hole unless its home lies in (hole, t]. */
-        if (((t - home) & reg->index_mask) >= ((t - hole) & reg->index_mask)) {
-            reg->index[hole] = reg->index[t];
-            hole = t;
-        }
-    }
-    reg->index[hole] = 0;
-    lru_unlink(reg, e);
-    schema_free(&x->schema);
-    free(x->message);
-    x->message = NULL;
-    x->used = false;
-    x->next = reg->free_head;
-    reg->free_head = e;
-    reg->nentries--;
-}
-
-/* A free entry for id, made the most recently used; the least recently
- * used one is evicted when the cache is full. */
-static entry *cache_add(bs_registry *reg, int32_t id)
-{
-    if (reg->nentries == reg->max_entries)
-        cache_remove(reg, reg->lru_tail);
-    uint32_t e = reg->free_head;
-    entry *x = &reg->entries[e];
-    reg->free_head = x->next;
-    x->id = id;
-    x->used = true;
-    uint32_t s = slot_of(reg, id);
-    while (reg->index[s])
-        s = (s + 1) & reg->index_mask;
-    reg->index[s] = e + 1;
-    lru_push_front(reg, e);
-    reg->nentries++;
-    return x;
-}
-
-static int cache_init(bs_registry *reg, size_t max)
-{
-    reg->max_entries = (uint32_t)max;
-    uint32_t cap = 4;
-    while (cap < 2 * reg->max_entries)
-        cap *= 2;
-    reg->index_mask = cap - 1;
-    reg->index = calloc(cap, sizeof *reg->index);
-    reg->entries = calloc(max, sizeof *reg->entries);
-    if (!reg->index || !reg->entries)
-        return -1;
-    for (uint32_t i = 0; i < reg->max_entries; i++)
-        reg->entries[i].next = i + 1 < reg->max_entries ? i + 1 : NIL;
-    reg->free_head = 0;
-    reg->lru_head = reg->lru_tail = NIL;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Handle                                                                    */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -861,8 +392,8 @@ bs_registry *bs_registry_new(const bs_registry_conf *conf, char *errstr,
                     "character");
                 goto err;
             }
-        reg->user = dup_n(conf->user_info,
-                          (size_t)(colon - conf->user_info));
+        reg->user = strndup(conf->user_info,
+                            (size_t)(colon - conf->user_info));
         reg->password = strdup(colon + 1);
         if (!reg->user || !reg->password ||
             add_secret(reg, reg->password) != 0) {
@@ -882,7 +413,7 @@ bs_registry *bs_registry_new(const bs_registry_conf *conf, char *errstr,
             "its certificate");
         goto err;
     }
-    if (cache_init(reg, max) != 0) {
+    if (bs_registry_cache_init(reg, max) != 0) {
         err(e, n, "schema registry: out of memory for a cache of %zu", max);
         goto err;
     }
@@ -903,13 +434,7 @@ void bs_registry_destroy(bs_registry *reg)
 {
     if (!reg)
         return;
-    if (reg->entries)
-        for (uint32_t i = 0; i < reg->max_entries; i++) {
-            schema_free(&reg->entries[i].schema);
-            free(reg->entries[i].message);
-        }
-    free(reg->entries);
-    free(reg->index);
+    bs_registry_cache_free(reg);
     if (reg->curl)
         curl_easy_cleanup(reg->curl);
     curl_slist_free_all(reg->headers);
@@ -1153,19 +678,18 @@ bs_registry_result bs_registry_get(bs_registry *reg, int32_t id,
                                    char *errstr, size_t errstr_size)
 {
     *out = NULL;
-    uint32_t e = cache_find(reg, id);
+    uint32_t e = bs_registry_cache_find(reg, id);
     if (e != NIL) {
         entry *x = &reg->entries[e];
-        if (x->result == BS_REGISTRY_FOUND || now_ms() < x->expires_ms) {
-            lru_unlink(reg, e);
-            lru_push_front(reg, e);
+        if (x->result == BS_REGISTRY_FOUND || bs_now() < x->expires) {
+            bs_registry_cache_touch(reg, e);
             if (x->result == BS_REGISTRY_FOUND)
                 *out = &x->schema;
             else
                 err(errstr, errstr_size, "%s", x->message);
             return x->result;
         }
-        cache_remove(reg, e);
+        bs_registry_cache_remove(reg, e);
     }
     char msg[BS_ERRSTR_SIZE];
     int len = snprintf(msg, sizeof msg, "schema registry: ");
@@ -1174,7 +698,7 @@ bs_registry_result bs_registry_get(bs_registry *reg, int32_t id,
                                  sizeof msg - (size_t)len);
     scrub(reg, msg, sizeof msg);
     if (r == BS_REGISTRY_FOUND) {
-        entry *x = cache_add(reg, id);
+        entry *x = bs_registry_cache_add(reg, id);
         x->result = r;
         x->schema = schema;
         *out = &x->schema;
@@ -1184,10 +708,10 @@ bs_registry_result bs_registry_get(bs_registry *reg, int32_t id,
     if (r != BS_REGISTRY_UNREACHABLE && reg->negative_ttl_ms > 0) {
         char *copy = strdup(msg);
         if (copy) {
-            entry *x = cache_add(reg, id);
+            entry *x = bs_registry_cache_add(reg, id);
             x->result = r;
             x->message = copy;
-            x->expires_ms = now_ms() + reg->negative_ttl_ms;
+            x->expires = bs_now() + (double)reg->negative_ttl_ms / 1000;
         }
     }
     return r;
