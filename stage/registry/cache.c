@@ -57,7 +57,7 @@ void bs_registry_cache_touch(bs_registry *reg, uint32_t e)
     lru_push_front(reg, e);
 }
 
-static void schema_free(bs_registry_schema *s)
+void bs_registry_schema_free(bs_registry_schema *s)
 {
     for (size_t i = 0; i < s->nrefs; i++) {
         free((char *)s->refs[i].name);
@@ -88,10 +88,9 @@ void bs_registry_cache_remove(bs_registry *reg, uint32_t e)
     }
     reg->index[hole] = 0;
     lru_unlink(reg, e);
-    schema_free(&x->schema);
+    bs_registry_schema_free(&x->schema);
     free(x->message);
     x->message = NULL;
-    x->used = false;
     x->next = reg->free_head;
     reg->free_head = e;
     reg->nentries--;
@@ -105,7 +104,6 @@ entry *bs_registry_cache_add(bs_registry *reg, int32_t id)
     entry *x = &reg->entries[e];
     reg->free_head = x->next;
     x->id = id;
-    x->used = true;
     uint32_t s = slot_of(reg, id);
     while (reg->index[s])
         s = (s + 1) & reg->index_mask;
@@ -137,7 +135,7 @@ void bs_registry_cache_free(bs_registry *reg)
 {
     if (reg->entries)
         for (uint32_t i = 0; i < reg->max_entries; i++) {
-            schema_free(&reg->entries[i].schema);
+            bs_registry_schema_free(&reg->entries[i].schema);
             free(reg->entries[i].message);
         }
     free(reg->entries);

@@ -662,13 +662,9 @@ static bs_registry_result fetch(bs_registry *reg, int32_t id,
     schema->nrefs = st.nrefs;
     st.refs = NULL;
     st.nrefs = 0;
-out:
-    for (size_t i = 0; i < st.nrefs; i++) {
-        free((char *)st.refs[i].name);
-        free((char *)st.refs[i].subject);
-        free((char *)st.refs[i].text);
-    }
-    free(st.refs);
+out:;
+    bs_registry_schema unused = {.refs = st.refs, .nrefs = st.nrefs};
+    bs_registry_schema_free(&unused);
     bs_registry_reply_destroy(got);
     return r;
 }

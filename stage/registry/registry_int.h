@@ -30,7 +30,6 @@ typedef struct reg_url {
 /* A cache entry: a FOUND schema, or a negative answer until it expires. */
 typedef struct entry {
     int32_t id;
-    bool used;
     bs_registry_result result; /* FOUND, NOT_FOUND or BAD */
     bs_registry_schema schema; /* FOUND: owned strings and refs */
     char *message;             /* negative: the answer's errstr */
@@ -83,6 +82,9 @@ void bs_registry_cache_remove(bs_registry *reg, uint32_t e);
 /* A free entry for id, made the most recently used; the least recently
  * used one is evicted when the cache is full. */
 entry *bs_registry_cache_add(bs_registry *reg, int32_t id);
+/* Frees what a schema owns (its text, its references' strings) and
+ * zeroes it. */
+void bs_registry_schema_free(bs_registry_schema *s);
 
 /* Every message of the room is written by these two.  err: fmt's text
  * into errstr[n] (errstr may be NULL, n 0). */
