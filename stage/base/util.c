@@ -6,6 +6,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -89,6 +91,16 @@ const char *bs_human_bytes(uint64_t bytes, char *buf, size_t size)
     else
         snprintf(buf, size, "%.1f %s", v, units[u]);
     return buf;
+}
+
+void bs_errf(char *errstr, size_t n, const char *fmt, ...)
+{
+    if (!errstr || n == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errstr, n, fmt, ap);
+    va_end(ap);
 }
 
 double bs_now(void)

@@ -2,7 +2,8 @@
  * util.h -- small helpers the bloomstage commands share: strict number
  * parsing for command-line counts (byte sizes: bs_config_parse_size in
  * config.h), human-readable sizes, a line reader for lists and streams,
- * a growing array's room, and a progress bar for long jobs on a terminal.
+ * a growing array's room, a progress bar for long jobs on a terminal, and
+ * a message into a caller's errstr.
  */
 #ifndef BLOOMSTAGE_UTIL_H
 #define BLOOMSTAGE_UTIL_H
@@ -72,6 +73,11 @@ typedef struct bs_progress {
 void bs_progress_start(bs_progress *p, const char *what, uint64_t total);
 void bs_progress_update(bs_progress *p, uint64_t done, uint64_t items);
 void bs_progress_end(bs_progress *p);
+
+/* fmt's text into errstr[n] (nothing if errstr is NULL or n 0): the
+ * errstr most calls of the engine fill when they fail. */
+void bs_errf(char *errstr, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 double bs_now(void); /* monotonic seconds */
 double bs_unix_now(void); /* seconds since the epoch (wall clock) */

@@ -5,12 +5,12 @@
  * message indexes pick it per record).
  */
 #include "keys/framed.h"
+#include "base/util.h"
 
 #include <fm_avro.h>
 #include <fm_frame.h>
 #include <fm_proto.h>
 #include <fm_protobuf.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,24 +51,12 @@ struct bs_framed {
     uint64_t tick;
 };
 
-static void say(char *why, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t n, const char *fmt, ...)
-{
-    if (!why || !n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-}
-
 bs_framed *bs_framed_new(const bs_registry_conf *conf, size_t max_entries,
                          char *errstr, size_t errstr_size)
 {
     bs_framed *f = calloc(1, sizeof(*f));
     if (!f) {
-        say(errstr, errstr_size, "out of memory");
+        bs_errf(errstr, errstr_size, "out of memory");
         return NULL;
     }
     f->reg = bs_registry_new(conf, errstr, errstr_size);
@@ -208,7 +196,7 @@ static entry *entry_for(bs_framed *f, const bs_config_keypart *part,
         return e;
     if (f->down) {
         *rc = BS_FRAMED_UNREACHABLE;
-        say(why, why_size, "%s", f->down_why);
+        bs_errf(why, why_size, "%s", f->down_why);
         return NULL;
     }
     const bs_registry_schema *sc;
@@ -218,27 +206,27 @@ static entry *entry_for(bs_framed *f, const bs_config_keypart *part,
         break;
     case BS_REGISTRY_NOT_FOUND:
         *rc = BS_FRAMED_BAD;
-        say(why, why_size, "%s: schema id %d: not found in the registry",
-            kind_name(part), (int)id);
+        bs_errf(why, why_size, "%s: schema id %d: not found in the registry",
+                kind_name(part), (int)id);
         return NULL;
     case BS_REGISTRY_UNREACHABLE:
         *rc = BS_FRAMED_UNREACHABLE;
         f->down = true;
         snprintf(f->down_why, sizeof(f->down_why), "%s", err);
-        say(why, why_size, "%s", err);
+        bs_errf(why, why_size, "%s", err);
         return NULL;
     case BS_REGISTRY_BAD:
         *rc = BS_FRAMED_BAD;
-        say(why, why_size, "%s: schema id %d: %s", kind_name(part), (int)id,
-            err);
+        bs_errf(why, why_size, "%s: schema id %d: %s", kind_name(part), (int)id,
+                err);
         return NULL;
     }
     make_room(f);
     e = calloc(1, sizeof(*e));
     if (!e) {
         *rc = BS_FRAMED_BAD;
-        say(why, why_size, "%s: schema id %d: out of memory",
-            kind_name(part), (int)id);
+        bs_errf(why, why_size, "%s: schema id %d: out of memory",
+                kind_name(part), (int)id);
         return NULL;
     }
     e->part = part;
@@ -263,7 +251,7 @@ static bs_framed_result protobuf_key(entry *e, const uint8_t *p, size_t n,
     char err[512];
     if (fm_proto_message_by_index(e->proto, p, n, &msg, &payload, &plen, err,
                                   sizeof(err)) != 0) {
-        say(why, why_size, "protobuf: schema id %d: %s", (int)e->id, err);
+        bs_errf(why, why_size, "protobuf: schema id %d: %s", (int)e->id, err);
         return BS_FRAMED_BAD;
     }
     pb_path *pp = NULL, one = {msg, NULL, NULL};
@@ -281,8 +269,8 @@ static bs_framed_result protobuf_key(entry *e, const uint8_t *p, size_t n,
     }
     bs_framed_result rc = BS_FRAMED_MISSING;
     if (!pp->path) {
-        say(why, why_size, "protobuf: schema id %d: %s", (int)e->id,
-            pp->why ? pp->why : "out of memory");
+        bs_errf(why, why_size, "protobuf: schema id %d: %s", (int)e->id,
+                pp->why ? pp->why : "out of memory");
     } else {
         fm_pb_result r = fm_pb_extract(pp->path, payload, plen, out, err,
                                        sizeof(err));
@@ -290,7 +278,7 @@ static bs_framed_result protobuf_key(entry *e, const uint8_t *p, size_t n,
             rc = fm_key_ok(out) ? BS_FRAMED_FOUND : BS_FRAMED_BAD;
         } else {
             rc = r == FM_PB_MISSING ? BS_FRAMED_MISSING : BS_FRAMED_BAD;
-            say(why, why_size, "%s", err);
+            bs_errf(why, why_size, "%s", err);
         }
     }
     if (pp == &one) {
@@ -312,12 +300,12 @@ bs_framed_result bs_framed_key(bs_framed *f, const bs_config_keypart *part,
     *schema_id = -1;
     if (fm_frame_parse(bytes, len, &id, &rest, &rest_len, err,
                        sizeof(err)) != 0) {
-        say(why, why_size, "%s: %s", kind_name(part), err);
+        bs_errf(why, why_size, "%s: %s", kind_name(part), err);
         return BS_FRAMED_BAD;
     }
     if (id > INT32_MAX) {
-        say(why, why_size, "%s: schema id %u is out of range",
-            kind_name(part), id);
+        bs_errf(why, why_size, "%s: schema id %u is out of range",
+                kind_name(part), id);
         return BS_FRAMED_BAD;
     }
     *schema_id = (int32_t)id;
@@ -326,7 +314,7 @@ bs_framed_result bs_framed_key(bs_framed *f, const bs_config_keypart *part,
     if (!e)
         return rc;
     if (e->rc != BS_FRAMED_FOUND) {
-        say(why, why_size, "%s: %s", kind_name(part), e->why ? e->why
+        bs_errf(why, why_size, "%s: %s", kind_name(part), e->why ? e->why
                                                              : "out of memory");
         return e->rc;
     }
@@ -352,7 +340,7 @@ bs_framed_result bs_framed_probe(bs_framed *f, int32_t schema_id, char *why,
         BS_REGISTRY_UNREACHABLE) {
         f->down = true;
         snprintf(f->down_why, sizeof(f->down_why), "%s", err);
-        say(why, why_size, "%s", err);
+        bs_errf(why, why_size, "%s", err);
         return BS_FRAMED_UNREACHABLE;
     }
     f->down = false;

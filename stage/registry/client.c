@@ -87,16 +87,16 @@ static int parse_url(bs_registry *reg, const char *text, size_t len,
     while (len > 0 && text[len - 1] == '/')
         len--;
     if (len == 0) {
-        err(errstr, n, "schema registry: an empty URL in the list");
+        bs_errf(errstr, n, "schema registry: an empty URL in the list");
         goto out;
     }
     if (len > BS_REGISTRY_MAX_URL_LEN) {
-        err(errstr, n, "schema registry: a URL longer than %d bytes",
-            BS_REGISTRY_MAX_URL_LEN);
+        bs_errf(errstr, n, "schema registry: a URL longer than %d bytes",
+                BS_REGISTRY_MAX_URL_LEN);
         goto out;
     }
     if (!(copy = strndup(text, len)) || !(u = curl_url())) {
-        err(errstr, n, "schema registry: out of memory");
+        bs_errf(errstr, n, "schema registry: out of memory");
         goto out;
     }
     /* Whatever is wrong, the URL itself is not repeated: it may hold a
@@ -104,17 +104,17 @@ static int parse_url(bs_registry *reg, const char *text, size_t len,
     if (curl_url_set(u, CURLUPART_URL, copy, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
-        err(errstr, n,
-            "schema registry: URL %zu of the list is not a URL "
-            "(http://HOST:PORT or https://...)",
-            reg->nurls + 1);
+        bs_errf(errstr, n,
+                "schema registry: URL %zu of the list is not a URL "
+                "(http://HOST:PORT or https://...)",
+                reg->nurls + 1);
         goto out;
     }
     if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-        err(errstr, n,
-            "schema registry: URL %zu of the list: scheme '%s' (http or "
-            "https)",
-            reg->nurls + 1, show(shown, scheme, strlen(scheme)));
+        bs_errf(errstr, n,
+                "schema registry: URL %zu of the list: scheme '%s' (http or "
+                "https)",
+                reg->nurls + 1, show(shown, scheme, strlen(scheme)));
         goto out;
     }
     if (curl_url_get(u, CURLUPART_PASSWORD, &pass_raw, 0) == CURLUE_OK &&
@@ -122,21 +122,22 @@ static int parse_url(bs_registry *reg, const char *text, size_t len,
          (curl_url_get(u, CURLUPART_PASSWORD, &pass, CURLU_URLDECODE) ==
               CURLUE_OK &&
           add_secret(reg, pass) != 0))) {
-        err(errstr, n, "schema registry: out of memory");
+        bs_errf(errstr, n, "schema registry: out of memory");
         goto out;
     }
     if (curl_url_set(u, CURLUPART_USER, NULL, 0) != CURLUE_OK ||
         curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_URL, &display, 0) != CURLUE_OK) {
-        err(errstr, n, "schema registry: URL %zu of the list: cannot show it",
-            reg->nurls + 1);
+        bs_errf(errstr, n,
+                "schema registry: URL %zu of the list: cannot show it",
+                reg->nurls + 1);
         goto out;
     }
     size_t dlen = strlen(display);
     while (dlen > 0 && display[dlen - 1] == '/')
         dlen--;
     if (!(out->display = strndup(display, dlen))) {
-        err(errstr, n, "schema registry: out of memory");
+        bs_errf(errstr, n, "schema registry: out of memory");
         goto out;
     }
     out->base = copy;
@@ -157,19 +158,19 @@ static int parse_urls(bs_registry *reg, const char *list, char *errstr,
                       size_t n)
 {
     if (!list) {
-        err(errstr, n, "schema registry: no URL");
+        bs_errf(errstr, n, "schema registry: no URL");
         return -1;
     }
     size_t count = 1;
     for (const char *p = list; *p; p++)
         count += *p == ',';
     if (count > BS_REGISTRY_MAX_URLS) {
-        err(errstr, n, "schema registry: %zu URLs; at most %d", count,
-            BS_REGISTRY_MAX_URLS);
+        bs_errf(errstr, n, "schema registry: %zu URLs; at most %d", count,
+                BS_REGISTRY_MAX_URLS);
         return -1;
     }
     if (!(reg->urls = calloc(count, sizeof *reg->urls))) {
-        err(errstr, n, "schema registry: out of memory");
+        bs_errf(errstr, n, "schema registry: out of memory");
         return -1;
     }
     const char *p = list;
@@ -213,8 +214,8 @@ static int check_file(const char *what, const char *path, char *errstr,
         close(fd);
     if (why) {
         char shown[SHOW_MAX + 4];
-        err(errstr, n, "schema registry: %s '%s': %s", what,
-            show(shown, path, strlen(path)), why);
+        bs_errf(errstr, n, "schema registry: %s '%s': %s", what,
+                show(shown, path, strlen(path)), why);
         return -1;
     }
     return 0;
@@ -256,7 +257,7 @@ static int http_get(bs_registry *reg, const reg_url *u, const char *path,
     size_t blen = strlen(u->base), plen = strlen(path);
     char *url = malloc(blen + plen + 1);
     if (!url) {
-        err(errstr, n, "out of memory");
+        bs_errf(errstr, n, "out of memory");
         return -1;
     }
     memcpy(url, u->base, blen);
@@ -271,11 +272,11 @@ static int http_get(bs_registry *reg, const reg_url *u, const char *path,
     free(url);
     if (rc != CURLE_OK) {
         if (reg->body_too_big)
-            err(errstr, n, "a reply of more than %u bytes",
-                BS_REGISTRY_MAX_REPLY);
+            bs_errf(errstr, n, "a reply of more than %u bytes",
+                    BS_REGISTRY_MAX_REPLY);
         else
-            err(errstr, n, "%s",
-                reg->curl_err[0] ? reg->curl_err : curl_easy_strerror(rc));
+            bs_errf(errstr, n, "%s",
+                    reg->curl_err[0] ? reg->curl_err : curl_easy_strerror(rc));
         return reg->body_too_big ? 1 : -1;
     }
     curl_easy_getinfo(reg->curl, CURLINFO_RESPONSE_CODE, status);
@@ -290,7 +291,7 @@ static int set_curl_options(bs_registry *reg, const bs_registry_conf *conf,
         NULL, "Accept: application/vnd.schemaregistry.v1+json, "
               "application/json");
     if (!reg->headers) {
-        err(errstr, n, "schema registry: out of memory");
+        bs_errf(errstr, n, "schema registry: out of memory");
         return -1;
     }
     CURLcode rc = CURLE_OK;
@@ -327,8 +328,8 @@ static int set_curl_options(bs_registry *reg, const bs_registry_conf *conf,
     }
 #undef SET
     if (rc != CURLE_OK) {
-        err(errstr, n, "schema registry: libcurl refused an option: %s",
-            curl_easy_strerror(rc));
+        bs_errf(errstr, n, "schema registry: libcurl refused an option: %s",
+                curl_easy_strerror(rc));
         return -1;
     }
     return 0;
@@ -352,13 +353,13 @@ bs_registry *bs_registry_new(const bs_registry_conf *conf, char *errstr,
     const size_t n = errstr_size;
     pthread_once(&curl_once, init_curl);
     if (curl_init_rc != CURLE_OK) {
-        err(e, n, "schema registry: libcurl did not initialise: %s",
-            curl_easy_strerror(curl_init_rc));
+        bs_errf(e, n, "schema registry: libcurl did not initialise: %s",
+                curl_easy_strerror(curl_init_rc));
         return NULL;
     }
     bs_registry *reg = calloc(1, sizeof *reg);
     if (!reg) {
-        err(e, n, "schema registry: out of memory");
+        bs_errf(e, n, "schema registry: out of memory");
         return NULL;
     }
     reg->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms
@@ -373,23 +374,23 @@ bs_registry *bs_registry_new(const bs_registry_conf *conf, char *errstr,
     size_t max = conf->max_schemas ? conf->max_schemas
                                    : BS_REGISTRY_DEFAULT_MAX_SCHEMAS;
     if (max > MAX_SCHEMAS_LIMIT) {
-        err(e, n, "schema registry: a cache of %zu schemas; at most %u", max,
-            MAX_SCHEMAS_LIMIT);
+        bs_errf(e, n, "schema registry: a cache of %zu schemas; at most %u",
+                max, MAX_SCHEMAS_LIMIT);
         goto err;
     }
     if (conf->user_info && conf->user_info[0]) {
         const char *colon = strchr(conf->user_info, ':');
         if (!colon || colon == conf->user_info) {
-            err(e, n,
-                "schema registry: basic auth user info is not USER:PASSWORD "
-                "(no user before a ':')");
+            bs_errf(e, n,
+                    "schema registry: basic auth user info is not "
+                    "USER:PASSWORD (no user before a ':')");
             goto err;
         }
         for (const char *p = conf->user_info; *p; p++)
             if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-                err(e, n,
-                    "schema registry: basic auth user info holds a control "
-                    "character");
+                bs_errf(e, n,
+                        "schema registry: basic auth user info holds a control "
+                        "character");
                 goto err;
             }
         reg->user = strndup(conf->user_info,
@@ -397,7 +398,7 @@ bs_registry *bs_registry_new(const bs_registry_conf *conf, char *errstr,
         reg->password = strdup(colon + 1);
         if (!reg->user || !reg->password ||
             add_secret(reg, reg->password) != 0) {
-            err(e, n, "schema registry: out of memory");
+            bs_errf(e, n, "schema registry: out of memory");
             goto err;
         }
     }
@@ -408,17 +409,17 @@ bs_registry *bs_registry_new(const bs_registry_conf *conf, char *errstr,
         goto err;
     if ((conf->cert_location && conf->cert_location[0]) !=
         (conf->key_location && conf->key_location[0])) {
-        err(e, n,
-            "schema registry: a client certificate needs its key and a key "
-            "its certificate");
+        bs_errf(e, n,
+                "schema registry: a client certificate needs its key and a key "
+                "its certificate");
         goto err;
     }
     if (bs_registry_cache_init(reg, max) != 0) {
-        err(e, n, "schema registry: out of memory for a cache of %zu", max);
+        bs_errf(e, n, "schema registry: out of memory for a cache of %zu", max);
         goto err;
     }
     if (!(reg->curl = curl_easy_init())) {
-        err(e, n, "schema registry: libcurl: no easy handle");
+        bs_errf(e, n, "schema registry: libcurl: no easy handle");
         goto err;
     }
     if (set_curl_options(reg, conf, e, n) != 0)
@@ -499,7 +500,7 @@ static bs_registry_result ask(bs_registry *reg, const char *path,
         if (r != BS_REGISTRY_UNREACHABLE) {
             reg->preferred = i;
             if (r != BS_REGISTRY_FOUND)
-                err(errstr, n, "%s: GET %s: %s", u->display, path, why);
+                bs_errf(errstr, n, "%s: GET %s: %s", u->display, path, why);
             return r;
         }
         if (errstr && used < n)
@@ -537,25 +538,25 @@ static bs_registry_result resolve_one(bs_registry *reg,
         if (strcmp(have->subject, ref->subject) == 0 &&
             have->version == ref->version)
             return BS_REGISTRY_FOUND;
-        err(errstr, n,
-            "reference '%s' names subject '%s' version %" PRId32
-            " here and another schema elsewhere",
-            name, subject, ref->version);
+        bs_errf(errstr, n,
+                "reference '%s' names subject '%s' version %" PRId32
+                " here and another schema elsewhere",
+                name, subject, ref->version);
         return BS_REGISTRY_BAD;
     }
     for (size_t i = 0; i < st->depth; i++)
         if (strcmp(st->path[i], ref->name) == 0) {
-            err(errstr, n, "reference '%s' refers back to itself", name);
+            bs_errf(errstr, n, "reference '%s' refers back to itself", name);
             return BS_REGISTRY_BAD;
         }
     if (st->depth == BS_REGISTRY_MAX_REF_DEPTH) {
-        err(errstr, n, "reference '%s' is deeper than %d references", name,
-            BS_REGISTRY_MAX_REF_DEPTH);
+        bs_errf(errstr, n, "reference '%s' is deeper than %d references", name,
+                BS_REGISTRY_MAX_REF_DEPTH);
         return BS_REGISTRY_BAD;
     }
     if (st->nrefs == BS_REGISTRY_MAX_REFS) {
-        err(errstr, n, "more than %d references (at '%s')",
-            BS_REGISTRY_MAX_REFS, name);
+        bs_errf(errstr, n, "more than %d references (at '%s')",
+                BS_REGISTRY_MAX_REFS, name);
         return BS_REGISTRY_BAD;
     }
     char *esc = curl_easy_escape(reg->curl, ref->subject,
@@ -564,7 +565,7 @@ static bs_registry_result resolve_one(bs_registry *reg,
     char *path = esc ? malloc(plen) : NULL;
     if (!path) {
         curl_free(esc);
-        err(errstr, n, "out of memory");
+        bs_errf(errstr, n, "out of memory");
         return BS_REGISTRY_BAD;
     }
     snprintf(path, plen, "/subjects/%s/versions/%" PRId32, esc, ref->version);
@@ -578,26 +579,27 @@ static bs_registry_result resolve_one(bs_registry *reg,
         st->depth--;
         if (r != BS_REGISTRY_FOUND) {
             bs_registry_reply_destroy(got);
-            err(errstr, n, "reference '%s': %s", name, why);
+            bs_errf(errstr, n, "reference '%s': %s", name, why);
             return r;
         }
     } else {
-        err(errstr, n, "reference '%s' (subject '%s' version %" PRId32 "): %s",
-            name, subject, ref->version, why);
+        bs_errf(errstr, n,
+                "reference '%s' (subject '%s' version %" PRId32 "): %s",
+                name, subject, ref->version, why);
         /* The schema is there but what it needs is not: a bad schema. */
         return r == BS_REGISTRY_NOT_FOUND ? BS_REGISTRY_BAD : r;
     }
     /* Its own references may have filled the list meanwhile. */
     if (st->nrefs == BS_REGISTRY_MAX_REFS) {
         bs_registry_reply_destroy(got);
-        err(errstr, n, "more than %d references (at '%s')",
-            BS_REGISTRY_MAX_REFS, name);
+        bs_errf(errstr, n, "more than %d references (at '%s')",
+                BS_REGISTRY_MAX_REFS, name);
         return BS_REGISTRY_BAD;
     }
     if (got->text_len > BS_REGISTRY_MAX_TEXT - st->text_bytes) {
         bs_registry_reply_destroy(got);
-        err(errstr, n, "reference '%s': the texts pass %u bytes", name,
-            BS_REGISTRY_MAX_TEXT);
+        bs_errf(errstr, n, "reference '%s': the texts pass %u bytes", name,
+                BS_REGISTRY_MAX_TEXT);
         return BS_REGISTRY_BAD;
     }
     bs_registry_ref *out = &st->refs[st->nrefs];
@@ -612,7 +614,7 @@ static bs_registry_result resolve_one(bs_registry *reg,
     bs_registry_reply_destroy(got);
     st->nrefs++; /* freed with the rest whatever happens next */
     if (!out->name || !out->subject) {
-        err(errstr, n, "out of memory");
+        bs_errf(errstr, n, "out of memory");
         return BS_REGISTRY_BAD;
     }
     return BS_REGISTRY_FOUND;
@@ -643,14 +645,14 @@ static bs_registry_result fetch(bs_registry *reg, int32_t id,
         return r;
     if (got->nrefs > 0 &&
         !(st.refs = calloc(BS_REGISTRY_MAX_REFS, sizeof *st.refs))) {
-        err(errstr, n, "schema %" PRId32 ": out of memory", id);
+        bs_errf(errstr, n, "schema %" PRId32 ": out of memory", id);
         r = BS_REGISTRY_BAD;
         goto out;
     }
     st.text_bytes = got->text_len;
     r = resolve(reg, got, &st, why, sizeof why);
     if (r != BS_REGISTRY_FOUND) {
-        err(errstr, n, "schema %" PRId32 ": %s", id, why);
+        bs_errf(errstr, n, "schema %" PRId32 ": %s", id, why);
         goto out;
     }
     schema->id = id;
@@ -682,7 +684,7 @@ bs_registry_result bs_registry_get(bs_registry *reg, int32_t id,
             if (x->result == BS_REGISTRY_FOUND)
                 *out = &x->schema;
             else
-                err(errstr, errstr_size, "%s", x->message);
+                bs_errf(errstr, errstr_size, "%s", x->message);
             return x->result;
         }
         bs_registry_cache_remove(reg, e);
@@ -700,7 +702,7 @@ bs_registry_result bs_registry_get(bs_registry *reg, int32_t id,
         *out = &x->schema;
         return r;
     }
-    err(errstr, errstr_size, "%s", msg);
+    bs_errf(errstr, errstr_size, "%s", msg);
     if (r != BS_REGISTRY_UNREACHABLE && reg->negative_ttl_ms > 0) {
         char *copy = strdup(msg);
         if (copy) {

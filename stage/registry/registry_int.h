@@ -2,17 +2,17 @@
  * registry_int.h -- what the Schema Registry client's files share and
  * registry.h hides: the handle's struct (its URLs and secrets, its libcurl
  * handle and the reply being read, its cache), the cache's entries and the
- * calls cache.c offers client.c, and the two helpers every message goes
- * through.  Only registry/ includes it.
+ * calls cache.c offers client.c, and show(), which every message quoting
+ * outside text goes through.  Only registry/ includes it.
  */
 #ifndef BLOOMSTAGE_REGISTRY_INT_H
 #define BLOOMSTAGE_REGISTRY_INT_H
 
 #include "registry/registry.h"
+#include "base/util.h" /* bs_errf, every message of the room */
 
 #include <curl/curl.h>
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,21 +86,7 @@ entry *bs_registry_cache_add(bs_registry *reg, int32_t id);
  * zeroes it. */
 void bs_registry_schema_free(bs_registry_schema *s);
 
-/* Every message of the room is written by these two.  err: fmt's text
- * into errstr[n] (errstr may be NULL, n 0). */
-static inline void err(char *errstr, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline void err(char *errstr, size_t n, const char *fmt, ...)
-{
-    if (!errstr || n == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errstr, n, fmt, ap);
-    va_end(ap);
-}
-
-/* Outside text made printable: control characters and non-ASCII bytes as
+/* Outside text in a message, made printable: control characters and non-ASCII bytes as
  * '?', at most SHOW_MAX bytes ("..." when cut).  buf has SHOW_MAX + 4. */
 static inline const char *show(char *buf, const char *s, size_t len)
 {

@@ -63,18 +63,18 @@ static int ref_string(json_t *ref, const char *key, size_t i, char **out,
 {
     json_t *v = json_object_get(ref, key);
     if (!json_is_string(v)) {
-        err(errstr, n, "reference %zu: \"%s\" is %s, not a string", i, key,
-            v ? "of another type" : "missing");
+        bs_errf(errstr, n, "reference %zu: \"%s\" is %s, not a string", i, key,
+                v ? "of another type" : "missing");
         return -1;
     }
     size_t len = json_string_length(v);
     if (len == 0 || len > BS_REGISTRY_MAX_NAME) {
-        err(errstr, n, "reference %zu: \"%s\" of %zu bytes (1 to %d)", i, key,
-            len, BS_REGISTRY_MAX_NAME);
+        bs_errf(errstr, n, "reference %zu: \"%s\" of %zu bytes (1 to %d)", i,
+                key, len, BS_REGISTRY_MAX_NAME);
         return -1;
     }
     if (!(*out = strndup(json_string_value(v), len))) {
-        err(errstr, n, "out of memory");
+        bs_errf(errstr, n, "out of memory");
         return -1;
     }
     return 0;
@@ -87,19 +87,19 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
     char shown[SHOW_MAX + 4];
     bs_registry_reply *r = NULL;
     if (!json_is_object(root)) {
-        err(errstr, n, "the reply is not a JSON object");
+        bs_errf(errstr, n, "the reply is not a JSON object");
         goto err;
     }
     json_t *schema = json_object_get(root, "schema");
     if (!json_is_string(schema)) {
-        err(errstr, n, "the reply's \"schema\" is %s, not a string",
-            schema ? "of another type" : "missing");
+        bs_errf(errstr, n, "the reply's \"schema\" is %s, not a string",
+                schema ? "of another type" : "missing");
         goto err;
     }
     size_t len = json_string_length(schema);
     if (len == 0 || len > BS_REGISTRY_MAX_TEXT) {
-        err(errstr, n, "the reply's \"schema\" holds %zu bytes (1 to %u)",
-            len, BS_REGISTRY_MAX_TEXT);
+        bs_errf(errstr, n, "the reply's \"schema\" holds %zu bytes (1 to %u)",
+                len, BS_REGISTRY_MAX_TEXT);
         goto err;
     }
     if (!(r = calloc(1, sizeof *r)))
@@ -108,7 +108,7 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
     if (!type || json_is_null(type)) {
         r->type = BS_REGISTRY_AVRO;
     } else if (!json_is_string(type)) {
-        err(errstr, n, "the reply's \"schemaType\" is not a string");
+        bs_errf(errstr, n, "the reply's \"schemaType\" is not a string");
         goto err;
     } else {
         const char *t = json_string_value(type);
@@ -120,9 +120,9 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
         else if (tlen == 4 && memcmp(t, "JSON", 4) == 0)
             r->type = BS_REGISTRY_JSON;
         else {
-            err(errstr, n,
-                "schema type '%s' is not supported (AVRO, PROTOBUF, JSON)",
-                show(shown, t, tlen));
+            bs_errf(errstr, n,
+                    "schema type '%s' is not supported (AVRO, PROTOBUF, JSON)",
+                    show(shown, t, tlen));
             goto err;
         }
     }
@@ -132,13 +132,13 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
     json_t *refs = json_object_get(root, "references");
     if (refs && !json_is_null(refs)) {
         if (!json_is_array(refs)) {
-            err(errstr, n, "the reply's \"references\" is not an array");
+            bs_errf(errstr, n, "the reply's \"references\" is not an array");
             goto err;
         }
         size_t count = json_array_size(refs);
         if (count > BS_REGISTRY_MAX_REFS) {
-            err(errstr, n, "the reply has %zu references; at most %d", count,
-                BS_REGISTRY_MAX_REFS);
+            bs_errf(errstr, n, "the reply has %zu references; at most %d",
+                    count, BS_REGISTRY_MAX_REFS);
             goto err;
         }
         if (count > 0 && !(r->refs = calloc(count, sizeof *r->refs)))
@@ -146,7 +146,7 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
         for (size_t i = 0; i < count; i++) {
             json_t *ref = json_array_get(refs, i);
             if (!json_is_object(ref)) {
-                err(errstr, n, "reference %zu is not an object", i);
+                bs_errf(errstr, n, "reference %zu is not an object", i);
                 goto err;
             }
             bs_registry_reply_ref *rr = &r->refs[i];
@@ -157,10 +157,10 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
             json_t *v = json_object_get(ref, "version");
             if (!json_is_integer(v) || json_integer_value(v) < 1 ||
                 json_integer_value(v) > INT32_MAX) {
-                err(errstr, n,
-                    "reference %zu ('%s'): \"version\" is not an integer "
-                    "from 1 to %" PRId32,
-                    i, show(shown, rr->name, strlen(rr->name)), INT32_MAX);
+                bs_errf(errstr, n,
+                        "reference %zu ('%s'): \"version\" is not an integer "
+                        "from 1 to %" PRId32,
+                        i, show(shown, rr->name, strlen(rr->name)), INT32_MAX);
                 goto err;
             }
             rr->version = (int32_t)json_integer_value(v);
@@ -169,7 +169,7 @@ static int parse_schema(json_t *root, bs_registry_reply **out, char *errstr,
     *out = r;
     return 0;
 oom:
-    err(errstr, n, "out of memory");
+    bs_errf(errstr, n, "out of memory");
 err:
     bs_registry_reply_destroy(r);
     return -1;
@@ -183,8 +183,9 @@ bs_registry_result bs_registry_reply_parse(long status, const char *body,
     char shown[SHOW_MAX + 4];
     *out = NULL;
     if (len > BS_REGISTRY_MAX_REPLY) {
-        err(errstr, errstr_size, "HTTP %ld: a reply of %zu bytes (at most %u)",
-            status, len, BS_REGISTRY_MAX_REPLY);
+        bs_errf(errstr, errstr_size,
+                "HTTP %ld: a reply of %zu bytes (at most %u)", status, len,
+                BS_REGISTRY_MAX_REPLY);
         return BS_REGISTRY_BAD;
     }
     json_error_t jerr;
@@ -193,8 +194,8 @@ bs_registry_result bs_registry_reply_parse(long status, const char *body,
     if (status == 200) {
         bs_registry_result r = BS_REGISTRY_BAD;
         if (!root)
-            err(errstr, errstr_size, "the reply is not JSON: %s",
-                len ? show(shown, jerr.text, strlen(jerr.text))
+            bs_errf(errstr, errstr_size, "the reply is not JSON: %s",
+                    len ? show(shown, jerr.text, strlen(jerr.text))
                     : "empty body");
         else if (parse_schema(root, out, errstr, errstr_size) == 0)
             r = BS_REGISTRY_FOUND;
@@ -252,6 +253,6 @@ bs_registry_result bs_registry_reply_parse(long status, const char *body,
         r = BS_REGISTRY_UNREACHABLE;
         why = "";
     }
-    err(errstr, errstr_size, "HTTP %ld%s%s", status, why, said);
+    bs_errf(errstr, errstr_size, "HTTP %ld%s%s", status, why, said);
     return r;
 }
