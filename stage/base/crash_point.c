@@ -12,9 +12,9 @@
  * reports a failure instead of doing its step (bs_fail_point), as a
  * broker's refusal would, and the stage handles it as it would that one.
  *
- * The names are crash_point.h's (round.c and txn.c pass them); a
- * name the table does not hold is reported once at the first point and
- * otherwise ignored.  No locking: each point is passed by one thread at a
+ * The names are crash_point.h's (round.c, outcome.c and txn.c pass
+ * them); a name the table does not hold is reported once at the first
+ * point and otherwise ignored.  No locking: each point is passed by one thread at a
  * time (the stage's, or the committer's for the points of a commit it
  * runs, which the stage thread then does not pass), and every point's
  * first pass is the stage thread's (after-flush precedes any commit).

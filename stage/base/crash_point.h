@@ -36,7 +36,7 @@ BS_FAIL_POINTS(BS_FAIL_POINT_DEFINE_)
 /* The exit status of a stage that stopped at a crash point. */
 #define BS_CRASH_EXIT 86
 
-/* A round passing point `name` (round.c, txn.c): exits there when
+/* A round passing point `name` (round.c, outcome.c, txn.c): exits there when
  * BLOOMSTAGE_CRASH_AT arms it, else returns. */
 void bs_crash_point(const char *name);
 /* Whether point `name`'s pass is the one BLOOMSTAGE_FAIL_AT arms: then

@@ -25,6 +25,7 @@
 #include "base/util.h"
 #include "core/state.h"
 #include "core/startup.h"
+#include "ops/publish.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,9 +269,8 @@ bs_rc bs_txn_commit(bs_stage *s, rd_kafka_topic_partition_list_t *offsets,
     bs_rc rc = bs_txn_commit_on(s->producer, offsets, md, errstr,
                                 errstr_size, &send_s, &commit_s);
     rd_kafka_consumer_group_metadata_destroy(md);
-    s->round_phase[BS_PHASE_SEND_OFFSETS] += send_s;
-    s->round_phase[BS_PHASE_COMMIT] += commit_s;
-    s->round_lap = bs_now();
+    bs_round_lap_timed(s, BS_PHASE_SEND_OFFSETS, send_s);
+    bs_round_lap_timed(s, BS_PHASE_COMMIT, commit_s);
     if (rc == BS_OK)
         s->txn_open = false;
     return rc;

@@ -34,6 +34,12 @@ void bs_round_lap(bs_stage *s, bs_round_phase phase)
     s->round_lap = now;
 }
 
+void bs_round_lap_timed(bs_stage *s, bs_round_phase phase, double seconds)
+{
+    s->round_phase[phase] += seconds;
+    s->round_lap = bs_now();
+}
+
 void bs_report_round(bs_stage *s, const double *phase, double dt)
 {
     for (int k = 0; k < BS_NPHASES; k++)

@@ -17,6 +17,9 @@ void bs_report(bs_stage *s, double now);
 void bs_round_clock_start(bs_stage *s, double t0);
 /* The time since the round's last lap (or its start) added to `phase`. */
 void bs_round_lap(bs_stage *s, bs_round_phase phase);
+/* A phase its caller timed itself (seconds), added to `phase`; the next
+ * lap starts now. */
+void bs_round_lap_timed(bs_stage *s, bs_round_phase phase, double seconds);
 /* A completed round's duration into the histogram, and its phases' times
  * (phase[BS_NPHASES]) into their totals. */
 void bs_report_round(bs_stage *s, const double *phase, double seconds);
