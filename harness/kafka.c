@@ -927,3 +927,20 @@ int h_commit(const char *bootstraps, const char *group_id, const char *topic,
     close_consumer(rk);
     return rc;
 }
+
+int h_member_poll(rd_kafka_t *rk, int ms)
+{
+    double t0 = h_now_s();
+    while ((h_now_s() - t0) * 1000 < ms) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 50);
+        if (m)
+            rd_kafka_message_destroy(m);
+    }
+    rd_kafka_topic_partition_list_t *a = NULL;
+    int n = 0;
+    if (rd_kafka_assignment(rk, &a) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        n = a->cnt;
+        rd_kafka_topic_partition_list_destroy(a);
+    }
+    return n;
+}

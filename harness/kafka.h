@@ -227,5 +227,9 @@ int h_committed(const char *bootstraps, const char *group_id,
  */
 int h_commit(const char *bootstraps, const char *group_id, const char *topic,
              int partitions, const int64_t *offsets) H_WARN_UNUSED;
+/* Polls rk, a subscribed group member, for ms milliseconds (a member
+ * must keep polling to take part in rebalances; what it is given is
+ * dropped) and returns how many partitions it has then. */
+int h_member_poll(rd_kafka_t *rk, int ms);
 
 #endif

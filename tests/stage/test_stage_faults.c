@@ -929,32 +929,13 @@ static rd_kafka_t *member_new(fx *f)
     return rk;
 }
 
-/* Polls the member for ms milliseconds (it must keep polling to take part
- * in rebalances); returns how many partitions it has. */
-static int member_poll(rd_kafka_t *rk, int ms)
-{
-    double t0 = h_now_s();
-    while ((h_now_s() - t0) * 1000 < ms) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 50);
-        if (m)
-            rd_kafka_message_destroy(m);
-    }
-    rd_kafka_topic_partition_list_t *a = NULL;
-    int n = 0;
-    if (rd_kafka_assignment(rk, &a) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        n = a->cnt;
-        rd_kafka_topic_partition_list_destroy(a);
-    }
-    return n;
-}
-
 /* Polls the member until the stage's log has `needle` (count times). */
 static void member_poll_until(rd_kafka_t *rk, h_proc *p, const char *needle,
                               size_t count, const char *what)
 {
     double t0 = h_now_s();
     while (h_count_said(p, needle) < count) {
-        member_poll(rk, 100);
+        h_member_poll(rk, 100);
         h_stage_alive(p, what);
         if (h_now_s() - t0 > 90)
             h_stage_fail(p, "%s: the stage did not log '%s' (x%zu) within "
@@ -967,7 +948,7 @@ static void member_poll_until(rd_kafka_t *rk, h_proc *p, const char *needle,
 static void member_wait_parts(rd_kafka_t *rk, h_proc *p, int n)
 {
     double t0 = h_now_s();
-    while (member_poll(rk, 100) < n) {
+    while (h_member_poll(rk, 100) < n) {
         if (p)
             h_stage_alive(p, "while the other member joined");
         if (h_now_s() - t0 > 90)
@@ -1011,7 +992,7 @@ static void test_revoked_while_paused(void **state)
 
     rd_kafka_t *rk = f->member = member_new(f);
     member_wait_parts(rk, p, 1);
-    int others = member_poll(rk, 100);
+    int others = h_member_poll(rk, 100);
     unblock_writes(f, BLOCK_READONLY);
     member_poll_until(rk, p, "checkpoints recovered, resuming", 1,
                       "resuming while the other member is in the group");
@@ -1062,7 +1043,7 @@ static void assigned_while_unwritable(fx *f, const char *guarantee)
     double t0 = h_now_s();
     int64_t k[NPART];
     do {
-        member_poll(rk, 50);
+        h_member_poll(rk, 50);
         ckpt_all(f, k);
         if (h_now_s() - t0 > 60)
             h_stage_fail(p, "no checkpoint with records within 60 s");
